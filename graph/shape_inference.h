@@ -1,0 +1,25 @@
+// Whole-graph shape inference. Walks nodes in topological order, infers each
+// output's type, and (optionally) folds nodes whose inputs are all constant,
+// as well as Shape/Size of statically shaped tensors. Folding while inferring
+// is what turns PyTorch's Shape -> Gather -> Concat -> Reshape chains into
+// static shapes.
+#pragma once
+
+#include "common/status.h"
+#include "graph/graph.h"
+
+namespace fusetune {
+
+struct InferOptions {
+  bool fold_constants = true;
+  // Largest tensor (bytes) that folding may create; bigger results stay as nodes.
+  size_t max_folded_bytes = size_t{256} << 20;
+};
+
+// Errors name the node. Unsupported ops are reported by CheckSupportedOps.
+Status InferShapes(Graph& graph, const InferOptions& options = {});
+
+// One error listing every unsupported op type and the first node using it.
+Status CheckSupportedOps(const Graph& graph);
+
+}  // namespace fusetune
