@@ -1,0 +1,29 @@
+// Graph passes. Each keeps the graph's outputs (names and values) unchanged
+// and returns how many rewrites it made, so that a pipeline can run to a
+// fixed point. All expect an inferred graph (shape_inference.h).
+#pragma once
+
+#include "common/status.h"
+#include "graph/graph.h"
+
+namespace fusetune {
+
+// Evaluates nodes whose inputs are all constant (and Shape/Size of static
+// tensors) and replaces them with constants.
+Result<int> FoldConstants(Graph& graph);
+// Removes nodes whose outputs nobody reads and constants nobody uses.
+Result<int> EliminateDeadCode(Graph& graph);
+// Merges nodes with the same op, attributes and inputs, and equal small constants.
+Result<int> EliminateCommonSubexpressions(Graph& graph);
+// Removes Identity, inference-mode Dropout, Cast to the same type, and
+// Reshape/Expand/Transpose that do not change anything.
+Result<int> RemoveIdentities(Graph& graph);
+// Merges Transpose->Transpose into one (or none), Reshape->Reshape into one,
+// and rewrites Flatten/Squeeze/Unsqueeze as Reshape so that later matchers
+// see one form of each view.
+Result<int> CanonicalizeTransposeReshape(Graph& graph);
+
+// The standard pipeline, run to a fixed point: what import-time users want.
+Status RunStandardPasses(Graph& graph);
+
+}  // namespace fusetune

@@ -1,0 +1,184 @@
+#include "graph/workload_key.h"
+
+#include <algorithm>
+#include <numeric>
+#include <unordered_map>
+
+#include "common/hash.h"
+
+namespace fusetune {
+
+std::string WorkloadKey::ToString() const { return HashToHex(hash); }
+
+namespace {
+
+void HashType(Hasher& h, const TensorType& t) {
+  h.AddInt(static_cast<int>(t.dtype)).Add(t.dims.size());
+  for (int64_t d : t.dims) h.AddInt(d);
+}
+
+void HashAttr(Hasher& h, const AttrValue& value) {
+  h.Add(value.index());
+  std::visit(
+      [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, int64_t>) h.AddInt(v);
+        else if constexpr (std::is_same_v<T, float>) h.AddDouble(v);
+        else if constexpr (std::is_same_v<T, std::string>) h.AddString(v);
+        else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          h.Add(v.size());
+          for (auto x : v) h.AddInt(x);
+        } else if constexpr (std::is_same_v<T, std::vector<float>>) {
+          h.Add(v.size());
+          for (auto x : v) h.AddDouble(x);
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          h.Add(v.size());
+          for (const auto& x : v) h.AddString(x);
+        } else {
+          HashType(h, TensorType{v.dtype(), v.dims(), {}});
+          h.AddBytes(v.raw(), v.nbytes());
+        }
+      },
+      value);
+}
+
+uint64_t NodeLocalHash(const Graph& g, const Node& node) {
+  Hasher h;
+  h.AddString(node.domain).AddString(node.op_type).Add(node.inputs.size()).Add(node.outputs.size());
+  for (const auto& [name, value] : node.attrs.all()) {
+    h.AddString(name);
+    HashAttr(h, value);
+  }
+  for (ValueId v : node.outputs) {
+    if (v == kNoValue) h.Add(0xdead);
+    else HashType(h, g.type(v));
+  }
+  return h.digest();
+}
+
+uint64_t LeafHash(const Graph& g, ValueId v) {
+  const Value& value = g.value(v);
+  Hasher h(0x6c656166);
+  HashType(h, value.type);
+  h.Add(value.is_constant());
+  if (value.is_constant()) {
+    const Tensor& t = *value.constant;
+    if (!IsFloat(t.dtype()) || t.numel() <= kSemanticConstantElements) h.AddBytes(t.raw(), t.nbytes());
+  }
+  return h.digest();
+}
+
+}  // namespace
+
+CanonicalSubgraph CanonicalizeSubgraph(const Graph& g, std::span<const int32_t> nodes_in) {
+  std::vector<int32_t> nodes(nodes_in.begin(), nodes_in.end());
+  std::sort(nodes.begin(), nodes.end());  // graph order is topological
+  std::unordered_map<int32_t, int32_t> local;  // node index -> position in `nodes`
+  for (int32_t i = 0; i < static_cast<int32_t>(nodes.size()); ++i) local[nodes[i]] = i;
+  const auto count = static_cast<int32_t>(nodes.size());
+  auto internal_producer = [&](ValueId v) -> int32_t {
+    if (v == kNoValue) return -1;
+    const int32_t p = g.value(v).producer;
+    auto it = local.find(p);
+    return p >= 0 && it != local.end() ? it->second : -1;
+  };
+
+  // Upward (producer-side) and downward (consumer-side) structural hashes.
+  std::vector<uint64_t> up(count), down(count), depth(count, 0);
+  for (int32_t i = 0; i < count; ++i) {
+    const Node& node = g.nodes[nodes[i]];
+    Hasher h(NodeLocalHash(g, node));
+    for (ValueId v : node.inputs) {
+      const int32_t p = internal_producer(v);
+      if (p >= 0) {
+        h.Add(up[p]).AddInt(g.value(v).producer_output);
+        depth[i] = std::max(depth[i], depth[p] + 1);
+      } else {
+        h.Add(v == kNoValue ? 0 : LeafHash(g, v));
+      }
+    }
+    up[i] = h.digest();
+  }
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> users(count);
+  for (int32_t i = 0; i < count; ++i) {
+    const Node& node = g.nodes[nodes[i]];
+    for (int32_t s = 0; s < static_cast<int32_t>(node.inputs.size()); ++s) {
+      const int32_t p = internal_producer(node.inputs[s]);
+      if (p >= 0) users[p].emplace_back(i, s);
+    }
+  }
+  for (int32_t i = count - 1; i >= 0; --i) {
+    std::vector<uint64_t> parts;
+    for (auto [u, s] : users[i]) parts.push_back(HashCombine(down[u], static_cast<uint64_t>(s)));
+    std::sort(parts.begin(), parts.end());
+    Hasher h(up[i]);
+    for (uint64_t p : parts) h.Add(p);
+    down[i] = h.digest();
+  }
+
+  std::vector<int32_t> order(count);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    if (depth[a] != depth[b]) return depth[a] < depth[b];
+    return down[a] < down[b];
+  });
+  std::vector<int32_t> position(count);
+  for (int32_t i = 0; i < count; ++i) position[order[i]] = i;
+
+  // Final hash over the canonical order, with leaves numbered by first use.
+  std::unordered_map<ValueId, int32_t> leaf_index;
+  Hasher h(0x776b6579 + kWorkloadKeyVersion);
+  h.Add(count);
+  for (int32_t i : order) {
+    const Node& node = g.nodes[nodes[i]];
+    h.Add(NodeLocalHash(g, node));
+    for (ValueId v : node.inputs) {
+      const int32_t p = internal_producer(v);
+      if (p >= 0) {
+        h.Add(1).AddInt(position[p]).AddInt(g.value(v).producer_output);
+      } else if (v == kNoValue) {
+        h.Add(2);
+      } else {
+        auto [it, inserted] = leaf_index.emplace(v, static_cast<int32_t>(leaf_index.size()));
+        h.Add(3).AddInt(it->second).Add(LeafHash(g, v));
+      }
+    }
+  }
+  // Which values leave the subgraph.
+  std::vector<bool> is_graph_output(g.values.size(), false);
+  for (ValueId v : g.outputs) is_graph_output[v] = true;
+  std::vector<bool> in_subset(g.nodes.size(), false);
+  for (int32_t n : nodes) in_subset[n] = true;
+  std::vector<bool> used_outside(g.values.size(), false);
+  for (int32_t n = 0; n < static_cast<int32_t>(g.nodes.size()); ++n)
+    if (!in_subset[n])
+      for (ValueId v : g.nodes[n].inputs)
+        if (v != kNoValue) used_outside[v] = true;
+  std::vector<std::pair<int32_t, int32_t>> exits;
+  for (int32_t i = 0; i < count; ++i) {
+    const Node& node = g.nodes[nodes[i]];
+    for (int32_t k = 0; k < static_cast<int32_t>(node.outputs.size()); ++k) {
+      const ValueId v = node.outputs[k];
+      if (v != kNoValue && (used_outside[v] || is_graph_output[v])) exits.emplace_back(position[i], k);
+    }
+  }
+  std::sort(exits.begin(), exits.end());
+  for (auto [p, k] : exits) h.AddInt(p).AddInt(k);
+
+  CanonicalSubgraph result;
+  result.key.hash = h.digest();
+  for (int32_t i : order) result.node_order.push_back(nodes[i]);
+  return result;
+}
+
+WorkloadKey ComputeWorkloadKey(const Graph& graph, std::span<const int32_t> nodes) {
+  return CanonicalizeSubgraph(graph, nodes).key;
+}
+
+CanonicalSubgraph CanonicalizeGraph(const Graph& graph) {
+  std::vector<int32_t> all(graph.nodes.size());
+  std::iota(all.begin(), all.end(), 0);
+  return CanonicalizeSubgraph(graph, all);
+}
+
+}  // namespace fusetune

@@ -1,0 +1,46 @@
+// Workload keys: a canonical hash of a (sub)graph that ignores tensor and
+// node names, node order in the file, and the values of weights, and depends
+// on op types, attributes, shapes, dtypes and structure. The same layer
+// repeated N times yields one key; a different shape yields another.
+//
+// Constants count by value when they carry semantics rather than weights:
+// non-float constants (shapes, axes, indices, masks) and float constants of
+// at most kSemanticConstantElements elements (epsilon, scales).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace fusetune {
+
+inline constexpr int64_t kSemanticConstantElements = 16;
+// Bumped whenever the hashing scheme changes, so that stored keys go stale.
+inline constexpr int kWorkloadKeyVersion = 1;
+
+struct WorkloadKey {
+  uint64_t hash = 0;
+  std::string ToString() const;  // 16 hex digits
+  bool operator==(const WorkloadKey&) const = default;
+  auto operator<=>(const WorkloadKey&) const = default;
+};
+
+struct CanonicalSubgraph {
+  WorkloadKey key;
+  // The subset's node indices in canonical order: position i here is node
+  // position i of the canonical graph, the same for every export of the
+  // same structure (plans name nodes by these positions).
+  std::vector<int32_t> node_order;
+};
+
+// `nodes` is a subset of node indices (any order). Values read from outside
+// the subset are its inputs; values read outside it or graph outputs are its outputs.
+CanonicalSubgraph CanonicalizeSubgraph(const Graph& graph, std::span<const int32_t> nodes);
+WorkloadKey ComputeWorkloadKey(const Graph& graph, std::span<const int32_t> nodes);
+// The whole graph.
+CanonicalSubgraph CanonicalizeGraph(const Graph& graph);
+
+}  // namespace fusetune
