@@ -58,13 +58,16 @@ std::vector<std::vector<int32_t>> Segment(const Graph& graph) {
       if (v != kNoValue) last_use[v] = n;
   for (ValueId v : graph.outputs) last_use[v] = count;
   std::vector<std::vector<int32_t>> segments(1);
+  // Graph inputs are live until their last reader: in the first layer the
+  // residual stream is a graph input.
   int32_t live = 0;
+  for (ValueId v : graph.inputs) live += last_use[v] >= 0;
   for (int32_t n = 0; n < count; ++n) {
     const Node& node = graph.nodes[n];
     for (ValueId v : node.outputs)
       if (v != kNoValue && last_use[v] > n) ++live;
     for (ValueId v : node.inputs)  // values whose last reader is this node die here
-      if (v != kNoValue && graph.value(v).producer >= 0 && last_use[v] == n) {
+      if (v != kNoValue && !graph.value(v).is_constant() && last_use[v] == n) {
         --live;
         last_use[v] = -2;  // count each value once even if read twice by this node
       }

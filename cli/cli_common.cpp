@@ -1,0 +1,70 @@
+#include "cli/cli_common.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "graph/onnx_io.h"
+#include "graph/passes.h"
+
+namespace fusetune::cli {
+
+int ReportError(const Error& error) {
+  std::fprintf(stderr, "fusetune: error: %s\n", error.ToString().c_str());
+  return error.code() == ErrorCode::kInternal ? kExitInternal : kExitBadInput;
+}
+
+Result<std::map<std::string, std::string>> ParseAssignments(const std::vector<std::string>& items, const char* flag) {
+  std::map<std::string, std::string> out;
+  for (const std::string& item : items) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+      return Error(ErrorCode::kInvalidArgument, fmt::format("{} '{}' is not of the form NAME=VALUE", flag, item));
+    if (!out.emplace(item.substr(0, eq), item.substr(eq + 1)).second)
+      return Error(ErrorCode::kInvalidArgument, fmt::format("{} names '{}' twice", flag, item.substr(0, eq)));
+  }
+  return out;
+}
+
+Result<Graph> LoadModel(const std::string& path, const ModelOptions& options) {
+  ImportOptions import;
+  FT_ASSIGN_OR_RETURN(auto dims, ParseAssignments(options.dims, "--dim"));
+  for (const auto& [name, value] : dims) {
+    char* end = nullptr;
+    const long long v = std::strtoll(value.c_str(), &end, 10);
+    if (*end != '\0' || v <= 0)
+      return Error(ErrorCode::kInvalidArgument, fmt::format("--dim {}={}: the value must be a positive integer", name, value));
+    import.dim_bindings[name] = v;
+  }
+  FT_ASSIGN_OR_RETURN(Graph graph, ImportOnnxFile(path, import));
+  if (!options.no_passes) {
+    auto status = RunStandardPasses(graph);
+    if (!status.ok()) return status.error().WithContext(path);
+  }
+  return graph;
+}
+
+std::string HumanCount(double n) {
+  const char* units[] = {"", " K", " M", " G", " T"};
+  int u = 0;
+  while (n >= 1000 && u < 4) {
+    n /= 1000;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{:.0f}", n) : fmt::format("{:.2f}{}", n, units[u]);
+}
+
+std::string HumanBytes(double n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (n >= 1024 && u < 4) {
+    n /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{:.0f} B", n) : fmt::format("{:.1f} {}", n, units[u]);
+}
+
+void PrintJson(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
+
+}  // namespace fusetune::cli

@@ -1,0 +1,40 @@
+// Helpers shared by the fusetune subcommands: exit codes, error printing,
+// model loading with --dim bindings, and number formatting.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "graph/graph.h"
+
+namespace fusetune::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitInternal = 1;
+inline constexpr int kExitBadInput = 2;
+
+// Prints "fusetune: error: ..." to stderr and returns the exit code for it.
+int ReportError(const Error& error);
+
+struct ModelOptions {
+  std::vector<std::string> dims;  // "name=value" bindings of symbolic dimensions
+  bool no_passes = false;
+};
+
+// Imports an ONNX model and runs the standard graph passes.
+Result<Graph> LoadModel(const std::string& path, const ModelOptions& options);
+
+// Parses "NAME=VALUE" pairs.
+Result<std::map<std::string, std::string>> ParseAssignments(const std::vector<std::string>& items,
+                                                            const char* flag);
+
+std::string HumanCount(double n);   // 1.23 M
+std::string HumanBytes(double n);   // 1.2 MiB
+
+void PrintJson(const nlohmann::json& j);
+
+}  // namespace fusetune::cli

@@ -1,0 +1,13 @@
+// The fusetune subcommands. Each Add*Command registers a CLI11 subcommand
+// whose callback reports its exit code through `set_result`.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace fusetune::cli {
+
+void AddInspectCommand(CLI::App& app, std::function<void(int)> set_result);
+void AddRunReferenceCommand(CLI::App& app, std::function<void(int)> set_result);
+
+}  // namespace fusetune::cli

@@ -1,0 +1,226 @@
+#!/usr/bin/python3
+"""Exports the test and benchmark models with PyTorch's ONNX exporter.
+
+Each model is written as NAME.onnx with one input file per graph input
+(NAME.in.INPUT.npy) and the exporter's own outputs (NAME.out.OUTPUT.npy),
+computed by PyTorch in eval mode, so that fusetune's importer and reference
+executor are checked against PyTorch itself.
+
+Usage: gen_models.py OUT_DIR [--size small|large] [--only NAME,...]
+Needs Debian's python3-torch and python3-numpy (scripts/setup.sh installs them).
+"""
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+torch.manual_seed(0)
+
+
+class MLP(nn.Module):
+    def __init__(self, d, hidden, layers):
+        super().__init__()
+        dims = [d] + [hidden] * layers
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return x
+
+
+def erf_gelu(x):
+    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+
+def tanh_gelu(x):
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+class SelfAttention(nn.Module):
+    """BERT/GPT-style attention written out: projections, reshape/transpose, scaled scores."""
+
+    def __init__(self, d, heads, causal, fused_qkv, max_seq):
+        super().__init__()
+        self.h, self.dh, self.causal, self.fused_qkv = heads, d // heads, causal, fused_qkv
+        if fused_qkv:
+            self.qkv = nn.Linear(d, 3 * d)
+        else:
+            self.q, self.k, self.v = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+        self.o = nn.Linear(d, d)
+        if causal:
+            self.register_buffer("mask", torch.tril(torch.ones(max_seq, max_seq, dtype=torch.bool)))
+
+    def split_heads(self, t, b, s):
+        return t.view(b, s, self.h, self.dh).transpose(1, 2)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        if self.fused_qkv:
+            q, k, v = self.qkv(x).split(d, dim=2)
+        else:
+            q, k, v = self.q(x), self.k(x), self.v(x)
+        q, k, v = (self.split_heads(t, b, s) for t in (q, k, v))
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.dh)
+        if self.causal:
+            scores = scores.masked_fill(~self.mask[:s, :s], float("-inf"))
+        p = torch.softmax(scores, dim=-1)
+        ctx = torch.matmul(p, v).transpose(1, 2).reshape(b, s, d)
+        return self.o(ctx)
+
+
+class PostLNEncoder(nn.Module):
+    """A BERT encoder layer: attention, residual + LayerNorm, erf-GELU FFN, residual + LayerNorm."""
+
+    def __init__(self, d, heads, ff, layers=1):
+        super().__init__()
+        self.blocks = nn.ModuleList()
+        for _ in range(layers):
+            blk = nn.Module()
+            blk.attn = SelfAttention(d, heads, causal=False, fused_qkv=False, max_seq=0)
+            blk.ln1, blk.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            blk.fc1, blk.fc2 = nn.Linear(d, ff), nn.Linear(ff, d)
+            self.blocks.append(blk)
+
+    def forward(self, x):
+        for blk in self.blocks:
+            x = blk.ln1(x + blk.attn(x))
+            x = blk.ln2(x + blk.fc2(erf_gelu(blk.fc1(x))))
+        return x
+
+
+class PreLNDecoder(nn.Module):
+    """A GPT-2 block: pre-LayerNorm, fused QKV, causal mask, tanh-GELU MLP."""
+
+    def __init__(self, d, heads, ff, max_seq, layers=1):
+        super().__init__()
+        self.blocks = nn.ModuleList()
+        for _ in range(layers):
+            blk = nn.Module()
+            blk.ln1, blk.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            blk.attn = SelfAttention(d, heads, causal=True, fused_qkv=True, max_seq=max_seq)
+            blk.fc1, blk.fc2 = nn.Linear(d, ff), nn.Linear(ff, d)
+            self.blocks.append(blk)
+
+    def forward(self, x):
+        for blk in self.blocks:
+            x = x + blk.attn(blk.ln1(x))
+            x = x + blk.fc2(tanh_gelu(blk.fc1(blk.ln2(x))))
+        return x
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(1.0 + 0.1 * torch.randn(d)), eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class LlamaBlock(nn.Module):
+    """A LLaMA block: RMSNorm written out, rotary embeddings, causal attention, SwiGLU."""
+
+    def __init__(self, d, heads, ff, max_seq):
+        super().__init__()
+        self.h, self.dh = heads, d // heads
+        self.n1, self.n2 = RMSNorm(d), RMSNorm(d)
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
+        self.gate, self.up = nn.Linear(d, ff, bias=False), nn.Linear(d, ff, bias=False)
+        self.down = nn.Linear(ff, d, bias=False)
+        inv = 1.0 / (10000 ** (torch.arange(0, self.dh, 2).float() / self.dh))
+        t = torch.arange(max_seq).float()
+        freqs = torch.outer(t, inv)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        self.register_buffer("cos", emb.cos())
+        self.register_buffer("sin", emb.sin())
+        self.register_buffer("mask", torch.tril(torch.ones(max_seq, max_seq, dtype=torch.bool)))
+
+    def forward(self, x):
+        b, s, d = x.shape
+        h = self.n1(x)
+        q, k, v = (t(h).view(b, s, self.h, self.dh).transpose(1, 2) for t in (self.q, self.k, self.v))
+        cos, sin = self.cos[:s], self.sin[:s]
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.dh)
+        scores = scores.masked_fill(~self.mask[:s, :s], float("-inf"))
+        a = torch.matmul(torch.softmax(scores, dim=-1), v).transpose(1, 2).reshape(b, s, d)
+        x = x + self.o(a)
+        h = self.n2(x)
+        g = self.gate(h)
+        return x + self.down(g * torch.sigmoid(g) * self.up(h))
+
+
+def models(size):
+    small = size == "small"
+    b, s = (2, 8) if small else (1, 128)
+    d, heads, ff = (32, 4, 64) if small else (768, 12, 3072)
+    ll_d, ll_ff = (32, 88) if small else (1024, 2816)
+    yield "mlp", MLP(d, 2 * d, 3), [(b * s, d)], 13, None
+    yield "encoder_postln_op13", PostLNEncoder(d, heads, ff), [(b, s, d)], 13, None
+    yield "encoder_postln_op17", PostLNEncoder(d, heads, ff), [(b, s, d)], 17, None
+    yield "encoder_3layer_op13", PostLNEncoder(d, heads, ff, layers=3), [(b, s, d)], 13, None
+    yield "decoder_preln_op14", PreLNDecoder(d, heads, ff, max_seq=max(s, 16)), [(b, s, d)], 14, None
+    yield "decoder_preln_op17", PreLNDecoder(d, heads, ff, max_seq=max(s, 16)), [(b, s, d)], 17, None
+    yield "llama_op17", LlamaBlock(ll_d, heads, ll_ff, max_seq=max(s, 16)), [(b, s, ll_d)], 17, None
+    if small:
+        # Symbolic batch and sequence dimensions, as exported for serving.
+        yield "encoder_dynamic_op17", PostLNEncoder(d, heads, ff), [(b, s, d)], 17, {
+            "x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}}
+
+
+def export(name, model, shapes, opset, dynamic_axes, out_dir):
+    model.eval()
+    inputs = tuple(torch.randn(*shape) for shape in shapes)
+    names = ["x"] if len(inputs) == 1 else [f"x{i}" for i in range(len(inputs))]
+    path = os.path.join(out_dir, name + ".onnx")
+    with torch.no_grad():
+        outputs = model(*inputs)
+        torch.onnx.export(model, inputs, path, opset_version=opset, input_names=names, output_names=["y"],
+                          dynamic_axes=dynamic_axes, do_constant_folding=True)
+    for n, t in zip(names, inputs):
+        np.save(os.path.join(out_dir, f"{name}.in.{n}.npy"), t.numpy())
+    np.save(os.path.join(out_dir, f"{name}.out.y.npy"), outputs.numpy())
+
+
+def save_external(src, dst_name, out_dir):
+    """Re-saves an exported model with its weights in an external data file (needs python3-onnx)."""
+    import onnx
+    model = onnx.load(os.path.join(out_dir, src + ".onnx"))
+    onnx.save_model(model, os.path.join(out_dir, dst_name + ".onnx"), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location=dst_name + ".weights", size_threshold=64)
+    for kind in ("in.x", "out.y"):
+        data = np.load(os.path.join(out_dir, f"{src}.{kind}.npy"))
+        np.save(os.path.join(out_dir, f"{dst_name}.{kind}.npy"), data)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out_dir")
+    parser.add_argument("--size", choices=["small", "large"], default="small")
+    parser.add_argument("--only", default="")
+    args = parser.parse_args()
+    os.makedirs(args.out_dir, exist_ok=True)
+    torch.set_num_threads(2)
+    only = set(filter(None, args.only.split(",")))
+    for name, model, shapes, opset, dyn in models(args.size):
+        if only and name not in only:
+            continue
+        export(name, model, shapes, opset, dyn, args.out_dir)
+        print(f"exported {name} (opset {opset})", file=sys.stderr)
+    if args.size == "small" and (not only or "encoder_postln_op17" in only):
+        save_external("encoder_postln_op17", "encoder_external_op17", args.out_dir)
+
+
+if __name__ == "__main__":
+    main()
