@@ -28,7 +28,10 @@ namespace {
 
 bool FoldsWithoutConstantInputs(const std::string& op) { return op == "Shape" || op == "Size"; }
 
-Status InferNode(Graph& graph, int32_t n, const InferOptions& options, bool* folded) {
+// `known` holds the value of every value that is constant or computable from
+// constants; inference reads shape inputs from it even when folding is off.
+Status InferNode(Graph& graph, int32_t n, const InferOptions& options,
+                 std::vector<std::shared_ptr<const Tensor>>& known, bool* folded) {
   Node& node = graph.nodes[n];
   *folded = false;
   const OpSchema* schema = FindOpSchema(node.domain, node.op_type);
@@ -54,8 +57,8 @@ Status InferNode(Graph& graph, int32_t n, const InferOptions& options, bool* fol
     if (!value.has_type)
       return Error(ErrorCode::kInternal, fmt::format("{}: input '{}' has no type", desc, value.name));
     ctx.input_types.push_back(&value.type);
-    ctx.input_constants.push_back(value.constant.get());
-    all_constant = all_constant && value.is_constant();
+    ctx.input_constants.push_back(known[v].get());
+    all_constant = all_constant && known[v] != nullptr;
   }
   FT_ASSIGN_OR_RETURN(std::vector<TensorType> types, schema->infer(ctx));
   if (types.size() < node.outputs.size())
@@ -69,7 +72,7 @@ Status InferNode(Graph& graph, int32_t n, const InferOptions& options, bool* fol
     out_bytes += types[i].nbytes();
   }
   const bool foldable = all_constant || FoldsWithoutConstantInputs(node.op_type);
-  if (!options.fold_constants || !foldable || out_bytes > options.max_folded_bytes) return Status::Ok();
+  if (!foldable || out_bytes > options.max_folded_bytes) return Status::Ok();
 
   KernelContext kctx{node, graph.opset, {}, {}};
   std::vector<Tensor> shape_only;  // Shape/Size read only dims: give them empty stand-ins
@@ -80,8 +83,8 @@ Status InferNode(Graph& graph, int32_t n, const InferOptions& options, bool* fol
       continue;
     }
     const Value& value = graph.value(node.inputs[i]);
-    if (value.is_constant()) {
-      kctx.inputs.push_back(value.constant.get());
+    if (known[node.inputs[i]]) {
+      kctx.inputs.push_back(known[node.inputs[i]].get());
     } else {
       shape_only.emplace_back(value.type.dtype, value.type.dims);
       kctx.inputs.push_back(&shape_only.back());
@@ -90,10 +93,12 @@ Status InferNode(Graph& graph, int32_t n, const InferOptions& options, bool* fol
   for (ValueId v : node.outputs) kctx.output_types.push_back(v == kNoValue ? TensorType{} : graph.type(v));
   auto results = schema->run(kctx);
   if (!results.ok()) return results.error().WithContext(desc + " (while folding constants)");
-  for (size_t i = 0; i < node.outputs.size(); ++i)
-    if (node.outputs[i] != kNoValue)
-      graph.value(node.outputs[i]).constant = std::make_shared<const Tensor>(std::move((*results)[i]));
-  *folded = true;
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    if (node.outputs[i] == kNoValue) continue;
+    known[node.outputs[i]] = std::make_shared<const Tensor>(std::move((*results)[i]));
+    if (options.fold_constants) graph.value(node.outputs[i]).constant = known[node.outputs[i]];
+  }
+  *folded = options.fold_constants;
   return Status::Ok();
 }
 
@@ -102,10 +107,12 @@ Status InferNode(Graph& graph, int32_t n, const InferOptions& options, bool* fol
 Status InferShapes(Graph& graph, const InferOptions& options) {
   FT_RETURN_IF_ERROR(graph.TopologicalSort());
   std::vector<bool> dead(graph.nodes.size(), false);
+  std::vector<std::shared_ptr<const Tensor>> known(graph.values.size());
+  for (size_t v = 0; v < graph.values.size(); ++v) known[v] = graph.values[v].constant;
   bool any_folded = false;
   for (int32_t n = 0; n < static_cast<int32_t>(graph.nodes.size()); ++n) {
     bool folded = false;
-    FT_RETURN_IF_ERROR(InferNode(graph, n, options, &folded));
+    FT_RETURN_IF_ERROR(InferNode(graph, n, options, known, &folded));
     dead[n] = folded;
     any_folded = any_folded || folded;
   }

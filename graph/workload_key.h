@@ -5,7 +5,7 @@
 //
 // Constants count by value when they carry semantics rather than weights:
 // non-float constants (shapes, axes, indices, masks) and float constants of
-// at most kSemanticConstantElements elements (epsilon, scales).
+// at most kSemanticConstantElements elements (epsilon, scales; biases and weights are larger).
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,7 @@
 
 namespace fusetune {
 
-inline constexpr int64_t kSemanticConstantElements = 16;
+inline constexpr int64_t kSemanticConstantElements = 4;
 // Bumped whenever the hashing scheme changes, so that stored keys go stale.
 inline constexpr int kWorkloadKeyVersion = 1;
 

@@ -1,0 +1,45 @@
+#include "test_util.h"
+
+#include <cmath>
+
+namespace fusetune::testing {
+
+Graph Parse(const std::string& text, bool fold) {
+  TextParseOptions options;
+  options.fold_constants = fold;
+  auto g = ParseGraphText(text, options);
+  EXPECT_TRUE(g.ok()) << g.error().ToString();
+  if (!g.ok()) return Graph();
+  return std::move(*g);
+}
+
+Tensor F32(Dims dims, std::vector<float> values) { return Tensor::FromVector<float>(DataType::kFloat32, dims, values); }
+Tensor I64(Dims dims, std::vector<int64_t> values) { return Tensor::FromVector<int64_t>(DataType::kInt64, dims, values); }
+
+std::vector<float> Values(const Tensor& t) {
+  std::vector<float> v(t.numel());
+  for (int64_t i = 0; i < t.numel(); ++i) v[i] = static_cast<float>(t.GetAsDouble(i));
+  return v;
+}
+
+Tensor RunFirst(const Graph& graph, const TensorMap& feeds) {
+  auto r = RunReference(graph, feeds);
+  EXPECT_TRUE(r.ok()) << r.error().ToString();
+  if (!r.ok()) return Tensor();
+  return r->outputs.at(graph.value(graph.outputs[0]).name);
+}
+
+double ScaledError(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.dims(), b.dims());
+  if (a.dims() != b.dims()) return INFINITY;
+  double max_err = 0, scale = 1e-12;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    max_err = std::max(max_err, std::abs(a.GetAsDouble(i) - b.GetAsDouble(i)));
+    scale = std::max(scale, std::abs(b.GetAsDouble(i)));
+  }
+  return max_err / scale;
+}
+
+std::string TestData(const std::string& file) { return std::string(FUSETUNE_TESTDATA_DIR) + "/" + file; }
+
+}  // namespace fusetune::testing

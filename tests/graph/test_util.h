@@ -1,0 +1,33 @@
+// Helpers for graph tests: parse text graphs, build tensors, compare results.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "graph/reference_executor.h"
+#include "graph/text_format.h"
+
+namespace fusetune::testing {
+
+Graph Parse(const std::string& text, bool fold = false);
+Tensor F32(Dims dims, std::vector<float> values);
+Tensor I64(Dims dims, std::vector<int64_t> values);
+std::vector<float> Values(const Tensor& t);  // any dtype, as float
+// Runs the graph on `feeds` and returns its first output.
+Tensor RunFirst(const Graph& graph, const TensorMap& feeds);
+// max |a - b| / max(max |b|, tiny): the error relative to the reference's scale.
+double ScaledError(const Tensor& a, const Tensor& b);
+std::string TestData(const std::string& file);
+
+}  // namespace fusetune::testing
+
+#define EXPECT_VALUES_NEAR(tensor, expected, tol)                                   \
+  do {                                                                              \
+    auto ft_got_ = ::fusetune::testing::Values(tensor);                             \
+    std::vector<float> ft_want_ = expected;                                         \
+    ASSERT_EQ(ft_got_.size(), ft_want_.size());                                     \
+    for (size_t ft_i_ = 0; ft_i_ < ft_got_.size(); ++ft_i_)                          \
+      EXPECT_NEAR(ft_got_[ft_i_], ft_want_[ft_i_], tol) << "at element " << ft_i_; \
+  } while (0)

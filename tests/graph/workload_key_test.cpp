@@ -1,0 +1,95 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "graph/analysis.h"
+#include "graph/onnx_io.h"
+#include "graph/passes.h"
+#include "graph/workload_key.h"
+#include "test_util.h"
+
+namespace fusetune {
+namespace {
+
+using testing::Parse;
+
+WorkloadKey KeyOf(const std::string& text) { return CanonicalizeGraph(Parse(text)).key; }
+
+const char* kBlock = R"(graph g {
+  input x: f32[4, 8]  const w: f32[8, 8]  const b: f32[8]
+  h = MatMul(x, w)  y = Add(h, b)  r = Relu(y)
+  output r })";
+
+TEST(WorkloadKey, IgnoresNamesAndWeightValues) {
+  const WorkloadKey a = KeyOf(kBlock);
+  const WorkloadKey renamed = KeyOf(R"(graph other {
+    input input0: f32[4, 8]  const weight: f32[8, 8]  const bias: f32[8]
+    t0 = MatMul(input0, weight)  t1 = Add(t0, bias)  t2 = Relu(t1)
+    output t2 })");
+  EXPECT_EQ(a, renamed);  // different names and (seeded from names) different weight values
+}
+
+TEST(WorkloadKey, DependsOnShapeOpAttributeAndStructure) {
+  const WorkloadKey base = KeyOf(kBlock);
+  EXPECT_NE(base, KeyOf(R"(graph g { input x: f32[5, 8]  const w: f32[8, 8]  const b: f32[8]
+    h = MatMul(x, w)  y = Add(h, b)  r = Relu(y)  output r })"));
+  EXPECT_NE(base, KeyOf(R"(graph g { input x: f32[4, 8]  const w: f32[8, 8]  const b: f32[8]
+    h = MatMul(x, w)  y = Add(h, b)  r = Sigmoid(y)  output r })"));
+  EXPECT_NE(base, KeyOf(R"(graph g { input x: f32[4, 8]  const w: f32[8, 8]  const b: f32[8]
+    h = MatMul(x, w)  y = Add(b, h)  r = Relu(y)  output r })"));  // operand order is structure
+  EXPECT_NE(KeyOf("graph g { input x: f32[2, 3]  y = Softmax(x) {axis=0}  output y }"),
+            KeyOf("graph g { input x: f32[2, 3]  y = Softmax(x) {axis=1}  output y }"));
+  EXPECT_NE(KeyOf("graph g { input x: f32[3]  input z: f32[3]  y = Add(x, z)  output y }"),
+            KeyOf("graph g { input x: f32[3]  input z: f32[3]  y = Add(x, x)  output y }"));
+}
+
+TEST(WorkloadKey, SemanticConstantsCountByValue) {
+  EXPECT_NE(KeyOf("graph g { input x: f32[3]  const e: f32[] = [1e-5]  y = Add(x, e)  output y }"),
+            KeyOf("graph g { input x: f32[3]  const e: f32[] = [1e-6]  y = Add(x, e)  output y }"));
+}
+
+TEST(WorkloadKey, IndependentOfNodeOrderInTheFile) {
+  const WorkloadKey a = KeyOf(R"(graph g { input x: f32[4]
+    a = Relu(x)  b = Exp(x)  c = Add(a, b)  output c })");
+  const WorkloadKey b = KeyOf(R"(graph g { input x: f32[4]
+    b = Exp(x)  a = Relu(x)  c = Add(a, b)  output c })");
+  EXPECT_EQ(a, b);
+}
+
+TEST(WorkloadKey, CanonicalOrderMapsPositionsAcrossExports) {
+  Graph g1 = Parse(R"(graph g { input x: f32[4]  a = Relu(x)  b = Exp(x)  c = Add(a, b)  output c })");
+  Graph g2 = Parse(R"(graph g { input x: f32[4]  b = Exp(x)  a = Relu(x)  c = Add(a, b)  output c })");
+  const auto c1 = CanonicalizeGraph(g1), c2 = CanonicalizeGraph(g2);
+  ASSERT_EQ(c1.node_order.size(), c2.node_order.size());
+  for (size_t i = 0; i < c1.node_order.size(); ++i)
+    EXPECT_EQ(g1.nodes[c1.node_order[i]].op_type, g2.nodes[c2.node_order[i]].op_type) << "position " << i;
+}
+
+TEST(WorkloadKey, RepeatedLayersShareOneKey) {
+  auto g = ImportOnnxFile(testing::TestData("encoder_3layer_op13.onnx"));
+  ASSERT_TRUE(g.ok()) << g.error().ToString();
+  ASSERT_TRUE(RunStandardPasses(*g).ok());
+  const LayerStructure layers = FindLayers(*g);
+  ASSERT_EQ(layers.layers.size(), 1u);
+  EXPECT_EQ(layers.layers[0].count, 3);
+  std::vector<WorkloadKey> keys;
+  for (const auto& inst : layers.layers[0].instances) keys.push_back(ComputeWorkloadKey(*g, inst));
+  EXPECT_EQ(keys[0], keys[1]);
+  EXPECT_EQ(keys[1], keys[2]);
+  // The single-layer export of the same layer at the same shape has the same key.
+  auto one = ImportOnnxFile(testing::TestData("encoder_postln_op13.onnx"));
+  ASSERT_TRUE(one.ok());
+  ASSERT_TRUE(RunStandardPasses(*one).ok());
+  EXPECT_EQ(CanonicalizeGraph(*one).key, keys[0]);
+}
+
+TEST(WorkloadKey, SubgraphKeysDependOnWhatLeavesTheGroup) {
+  Graph g = Parse(R"(graph g { input x: f32[4]  a = Relu(x)  b = Exp(a)  c = Add(a, b)  output c })");
+  const std::vector<int32_t> ab{0, 1};
+  Graph g2 = Parse(R"(graph g { input x: f32[4]  a = Relu(x)  b = Exp(a)  c = Add(b, b)  output c })");
+  EXPECT_NE(ComputeWorkloadKey(g, ab), ComputeWorkloadKey(g2, ab));  // 'a' escapes in g only
+}
+
+}  // namespace
+}  // namespace fusetune
