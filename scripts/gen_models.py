@@ -6,7 +6,7 @@ Each model is written as NAME.onnx with one input file per graph input
 computed by PyTorch in eval mode, so that fusetune's importer and reference
 executor are checked against PyTorch itself.
 
-Usage: gen_models.py OUT_DIR [--size small|large] [--only NAME,...]
+Usage: gen_models.py OUT_DIR [--size small|large|example] [--only NAME,...]
 Needs Debian's python3-torch and python3-numpy (scripts/setup.sh installs them).
 """
 import argparse
@@ -162,6 +162,11 @@ class LlamaBlock(nn.Module):
 
 
 def models(size):
+    if size == "example":
+        # The bundled example (examples/): a 2-layer BERT-style encoder, d=64, seq 32.
+        torch.manual_seed(1)
+        yield "encoder_small", PostLNEncoder(64, 4, 256, layers=2), [(1, 32, 64)], 13, None
+        return
     small = size == "small"
     b, s = (2, 8) if small else (1, 128)
     d, heads, ff = (32, 4, 64) if small else (768, 12, 3072)
@@ -207,7 +212,7 @@ def save_external(src, dst_name, out_dir):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out_dir")
-    parser.add_argument("--size", choices=["small", "large"], default="small")
+    parser.add_argument("--size", choices=["small", "large", "example"], default="small")
     parser.add_argument("--only", default="")
     args = parser.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)

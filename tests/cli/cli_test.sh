@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# End-to-end checks of the fusetune command: outputs of run-reference against
+# PyTorch's, --json, and the exit code 2 with a clear message for bad input.
+set -u
+FUSETUNE=$1
+DATA=$2
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# expect_error CODE PATTERN -- command...: the command exits CODE and stderr matches PATTERN.
+expect_error() {
+  local code=$1 pattern=$2; shift 3
+  "$@" >"$TMP/stdout" 2>"$TMP/stderr"
+  local rc=$?
+  [ "$rc" -eq "$code" ] || fail "'$*' exited $rc, expected $code"
+  grep -qE -- "$pattern" "$TMP/stderr" || fail "'$*' stderr lacks /$pattern/: $(cat "$TMP/stderr")"
+}
+
+# --help everywhere
+for cmd in "" inspect run-reference; do
+  $FUSETUNE $cmd --help >/dev/null || fail "fusetune $cmd --help"
+done
+
+# inspect, text and JSON
+$FUSETUNE inspect "$DATA/encoder_3layer_op13.onnx" >"$TMP/inspect.txt" || fail "inspect"
+grep -q "x3" "$TMP/inspect.txt" || fail "inspect does not report the 3 repeated layers"
+$FUSETUNE inspect "$DATA/encoder_postln_op17.onnx" --json >"$TMP/inspect.json" || fail "inspect --json"
+/usr/bin/python3 - "$TMP/inspect.json" <<'PY' || fail "inspect --json content"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["opset"] == 17 and j["nodes"] > 10 and j["flops"] > 0, j
+assert any(o["op_type"] == "LayerNormalization" for o in j["op_types"])
+PY
+
+# run-reference writes one .npy per output, named after it, matching PyTorch
+$FUSETUNE run-reference "$DATA/llama_op17.onnx" --input x="$DATA/llama_op17.in.x.npy" --output-dir "$TMP/out" >/dev/null \
+  || fail "run-reference"
+/usr/bin/python3 - "$TMP/out/y.npy" "$DATA/llama_op17.out.y.npy" <<'PY' || fail "run-reference output differs from PyTorch"
+import numpy as np, sys
+a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
+assert a.shape == b.shape and np.abs(a - b).max() <= 1e-4 * np.abs(b).max(), np.abs(a - b).max()
+PY
+$FUSETUNE run-reference "$DATA/mlp.onnx" --random-inputs 1 --json >"$TMP/run.json" || fail "run-reference --json"
+grep -q '"outputs"' "$TMP/run.json" || fail "run-reference --json content"
+
+# bad input: exit code 2 and a message naming what is wrong
+echo "not a model" >"$TMP/bad.onnx"
+head -c 3000 "$DATA/mlp.onnx" >"$TMP/truncated.onnx"
+expect_error 2 "not a valid ONNX model" -- $FUSETUNE inspect "$TMP/bad.onnx"
+expect_error 2 "truncated.onnx" -- $FUSETUNE inspect "$TMP/truncated.onnx"
+expect_error 2 "cannot open model '/nonexistent.onnx'" -- $FUSETUNE inspect /nonexistent.onnx
+expect_error 2 "dimension 0 is symbolic \('batch'\)" -- $FUSETUNE inspect "$DATA/encoder_dynamic_op17.onnx"
+expect_error 2 "input 'x' .* has no --input x=FILE.npy" -- $FUSETUNE run-reference "$DATA/mlp.onnx"
+expect_error 2 "expects shape \[16, 32\]" -- $FUSETUNE run-reference "$DATA/mlp.onnx" --input x="$DATA/llama_op17.in.x.npy"
+expect_error 2 "is not of the form NAME=VALUE" -- $FUSETUNE run-reference "$DATA/mlp.onnx" --input x
+expect_error 2 "not an input of the graph" -- $FUSETUNE run-reference "$DATA/mlp.onnx" --input x="$DATA/mlp.in.x.npy" --input q="$DATA/mlp.in.x.npy"
+expect_error 2 "" -- $FUSETUNE inspect
+expect_error 2 "" -- $FUSETUNE no-such-command
+$FUSETUNE inspect "$DATA/encoder_dynamic_op17.onnx" --dim batch=1 --dim seq=4 >/dev/null || fail "inspect with --dim"
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures CLI check(s) failed"
+  exit 1
+fi
+echo "all CLI checks passed"

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Configures and builds one configuration: build.sh release|sanitize [extra cmake args]
+# release  -> build/        (-O3 -march=native)
+# sanitize -> build-asan/   (ASan + UBSan, -O1, no benchmarks)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+config=${1:-release}
+shift || true
+jobs=$(nproc)
+case "$config" in
+  release) dir=build; args=(-DCMAKE_BUILD_TYPE=Release) ;;
+  sanitize) dir=build-asan; args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DFUSETUNE_SANITIZE=ON -DFUSETUNE_BUILD_BENCH=OFF
+                                  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g") ;;
+  *) echo "usage: $0 release|sanitize" >&2; exit 2 ;;
+esac
+cmake -S . -B "$dir" "${args[@]}" "$@" >/dev/null
+cmake --build "$dir" -j "$jobs"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian packages fusetune needs to build, test and run its
+# examples. Installs only what is missing; uses sudo when not root.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config
+  libeigen3-dev libtbb-dev libxgboost-dev libsqlite3-dev libbenchmark-dev libgtest-dev
+  libonnx-dev libprotobuf-dev protobuf-compiler nlohmann-json3-dev libcli11-dev libfmt-dev
+  # test data: models exported by PyTorch's ONNX exporter (scripts/gen_models.py)
+  python3 python3-numpy python3-onnx python3-torch
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

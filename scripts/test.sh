@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The test command: installs missing packages, builds the Release and the
+# ASan+UBSan configurations, and runs the whole suite under ctest in both.
+# Ends with ctest's summary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/build.sh release
+scripts/build.sh sanitize
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+echo "== sanitizer build (ASan + UBSan)"
+(cd build-asan && ctest --output-on-failure -j "$(nproc)" --timeout 600)
+echo "== release build"
+(cd build && ctest --output-on-failure -j "$(nproc)" --timeout 600)
