@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <fstream>
-#include <regex>
 #include <sstream>
 
 namespace fusetune {
@@ -39,6 +38,18 @@ std::optional<DataType> DtypeOfDescr(const std::string& d) {
   return std::nullopt;
 }
 
+// The text after "'key':" in the header dict, with leading spaces skipped.
+std::optional<std::string_view> HeaderField(std::string_view header, std::string_view key) {
+  const std::string quoted = fmt::format("'{}'", key);
+  size_t pos = header.find(quoted);
+  if (pos == std::string_view::npos) return std::nullopt;
+  pos = header.find(':', pos + quoted.size());
+  if (pos == std::string_view::npos) return std::nullopt;
+  pos = header.find_first_not_of(" \t", pos + 1);
+  if (pos == std::string_view::npos) return std::nullopt;
+  return header.substr(pos);
+}
+
 }  // namespace
 
 Result<Tensor> ParseNpy(const std::string& bytes, const std::string& origin) {
@@ -58,18 +69,20 @@ Result<Tensor> ParseNpy(const std::string& bytes, const std::string& origin) {
     return fail(fmt::format("unsupported .npy version {}", major));
   }
   if (header_start + header_len > bytes.size()) return fail("truncated header");
-  const std::string header = bytes.substr(header_start, header_len);
-  std::smatch m;
-  if (!std::regex_search(header, m, std::regex("'descr'\\s*:\\s*'([^']*)'"))) return fail("header has no descr");
-  const std::string descr = m[1];
+  const std::string_view header(bytes.data() + header_start, header_len);
+  auto descr_field = HeaderField(header, "descr");
+  if (!descr_field || descr_field->empty() || descr_field->front() != '\'') return fail("header has no descr");
+  const std::string descr(descr_field->substr(1, descr_field->find('\'', 1) - 1));
   auto dtype = DtypeOfDescr(descr);
   if (!dtype) return fail(fmt::format("dtype '{}' is not supported", descr));
-  if (std::regex_search(header, m, std::regex("'fortran_order'\\s*:\\s*True")))
+  auto fortran = HeaderField(header, "fortran_order");
+  if (fortran && fortran->substr(0, 4) == "True")
     return fail("Fortran-order arrays are not supported; save with np.ascontiguousarray");
-  if (!std::regex_search(header, m, std::regex("'shape'\\s*:\\s*\\(([^)]*)\\)"))) return fail("header has no shape");
+  auto shape_field = HeaderField(header, "shape");
+  if (!shape_field || shape_field->front() != '(' || shape_field->find(')') == std::string_view::npos)
+    return fail("header has no shape");
   Dims dims;
-  std::string shape = m[1];
-  std::stringstream ss(shape);
+  std::stringstream ss(std::string(shape_field->substr(1, shape_field->find(')') - 1)));
   for (std::string item; std::getline(ss, item, ',');) {
     item.erase(0, item.find_first_not_of(" \t"));
     item.erase(item.find_last_not_of(" \tL") + 1);
