@@ -47,7 +47,8 @@ void BM_ReferenceRun(benchmark::State& state) {
   const TensorMap feeds = RandomFeeds(g, 1);
   for (auto _ : state) benchmark::DoNotOptimize(RunReference(g, feeds));
   const double flops = SummarizeGraph(g).flops;
-  state.counters["gflops"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["gflops"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_ReferenceRun)->Unit(benchmark::kMillisecond);
 

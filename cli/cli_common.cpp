@@ -15,14 +15,17 @@ int ReportError(const Error& error) {
   return error.code() == ErrorCode::kInternal ? kExitInternal : kExitBadInput;
 }
 
-Result<std::map<std::string, std::string>> ParseAssignments(const std::vector<std::string>& items, const char* flag) {
+Result<std::map<std::string, std::string>> ParseAssignments(const std::vector<std::string>& items,
+                                                            const char* flag) {
   std::map<std::string, std::string> out;
   for (const std::string& item : items) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
-      return Error(ErrorCode::kInvalidArgument, fmt::format("{} '{}' is not of the form NAME=VALUE", flag, item));
+      return Error(ErrorCode::kInvalidArgument,
+                   fmt::format("{} '{}' is not of the form NAME=VALUE", flag, item));
     if (!out.emplace(item.substr(0, eq), item.substr(eq + 1)).second)
-      return Error(ErrorCode::kInvalidArgument, fmt::format("{} names '{}' twice", flag, item.substr(0, eq)));
+      return Error(ErrorCode::kInvalidArgument,
+                   fmt::format("{} names '{}' twice", flag, item.substr(0, eq)));
   }
   return out;
 }
@@ -34,7 +37,8 @@ Result<Graph> LoadModel(const std::string& path, const ModelOptions& options) {
     char* end = nullptr;
     const long long v = std::strtoll(value.c_str(), &end, 10);
     if (*end != '\0' || v <= 0)
-      return Error(ErrorCode::kInvalidArgument, fmt::format("--dim {}={}: the value must be a positive integer", name, value));
+      return Error(ErrorCode::kInvalidArgument,
+                   fmt::format("--dim {}={}: the value must be a positive integer", name, value));
     import.dim_bindings[name] = v;
   }
   FT_ASSIGN_OR_RETURN(Graph graph, ImportOnnxFile(path, import));
@@ -45,24 +49,28 @@ Result<Graph> LoadModel(const std::string& path, const ModelOptions& options) {
   return graph;
 }
 
-std::string HumanCount(double n) {
-  const char* units[] = {"", " K", " M", " G", " T"};
+namespace {
+// n scaled by powers of `base` with the matching unit: (1536, 1024) -> "1.5" + units[1].
+std::string Scaled(double n, double base, const char* const* units, int count,
+                   const char* unit_format) {
   int u = 0;
-  while (n >= 1000 && u < 4) {
-    n /= 1000;
+  while (n >= base && u < count - 1) {
+    n /= base;
     ++u;
   }
-  return u == 0 ? fmt::format("{:.0f}", n) : fmt::format("{:.2f}{}", n, units[u]);
+  return u == 0 ? fmt::format("{:.0f}{}", n, units[0])
+                : fmt::format(fmt::runtime(unit_format), n, units[u]);
+}
+}  // namespace
+
+std::string HumanCount(double n) {
+  static const char* const units[] = {"", " K", " M", " G", " T"};
+  return Scaled(n, 1000, units, 5, "{:.2f}{}");
 }
 
 std::string HumanBytes(double n) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (n >= 1024 && u < 4) {
-    n /= 1024;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{:.0f} B", n) : fmt::format("{:.1f} {}", n, units[u]);
+  static const char* const units[] = {" B", " KiB", " MiB", " GiB", " TiB"};
+  return Scaled(n, 1024, units, 5, "{:.1f}{}");
 }
 
 void PrintJson(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }

@@ -32,8 +32,8 @@ Result<Graph> LoadModel(const std::string& path, const ModelOptions& options);
 Result<std::map<std::string, std::string>> ParseAssignments(const std::vector<std::string>& items,
                                                             const char* flag);
 
-std::string HumanCount(double n);   // 1.23 M
-std::string HumanBytes(double n);   // 1.2 MiB
+std::string HumanCount(double n);  // 1.23 M
+std::string HumanBytes(double n);  // 1.2 MiB
 
 void PrintJson(const nlohmann::json& j);
 

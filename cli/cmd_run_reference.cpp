@@ -62,13 +62,15 @@ int Run(const RunReferenceArgs& args) {
   if (!feeds.ok()) return ReportError(feeds.error());
   const auto start = std::chrono::steady_clock::now();
   auto result = RunReference(*graph, *feeds);
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (!result.ok()) return ReportError(result.error());
   std::error_code ec;
   if (!args.output_dir.empty()) {
     std::filesystem::create_directories(args.output_dir, ec);
     if (ec)
-      return ReportError(Error(ErrorCode::kIo, fmt::format("cannot create '{}': {}", args.output_dir, ec.message())));
+      return ReportError(Error(
+          ErrorCode::kIo, fmt::format("cannot create '{}': {}", args.output_dir, ec.message())));
   }
   nlohmann::json j;
   j["model"] = args.model;
@@ -78,7 +80,8 @@ int Run(const RunReferenceArgs& args) {
     const Tensor& t = result->outputs.at(name);
     nlohmann::json o{{"name", name}, {"dtype", DataTypeName(t.dtype())}, {"shape", t.dims()}};
     if (!args.output_dir.empty()) {
-      const std::string path = (std::filesystem::path(args.output_dir) / FileNameFor(name)).string();
+      const std::string path =
+          (std::filesystem::path(args.output_dir) / FileNameFor(name)).string();
       auto status = WriteNpy(path, t);
       if (!status.ok()) return ReportError(status.error());
       o["file"] = path;
@@ -97,9 +100,11 @@ int Run(const RunReferenceArgs& args) {
   } else {
     std::cout << fmt::format("ran {} with the reference executor in {:.2f} ms\n", args.model, ms);
     for (const auto& o : j["outputs"])
-      std::cout << fmt::format("  {}: {}{}  mean {:.6g}  mean|x| {:.6g}{}\n", o["name"].get<std::string>(),
-                               o["dtype"].get<std::string>(), DimsToString(o["shape"].get<Dims>()), o["mean"].get<double>(),
-                               o["mean_abs"].get<double>(), o.contains("file") ? "  -> " + o["file"].get<std::string>() : "");
+      std::cout << fmt::format("  {}: {}{}  mean {:.6g}  mean|x| {:.6g}{}\n",
+                               o["name"].get<std::string>(), o["dtype"].get<std::string>(),
+                               DimsToString(o["shape"].get<Dims>()), o["mean"].get<double>(),
+                               o["mean_abs"].get<double>(),
+                               o.contains("file") ? "  -> " + o["file"].get<std::string>() : "");
   }
   return kExitOk;
 }
@@ -108,12 +113,15 @@ int Run(const RunReferenceArgs& args) {
 
 void AddRunReferenceCommand(CLI::App& app, std::function<void(int)> set_result) {
   auto args = std::make_shared<RunReferenceArgs>();
-  CLI::App* cmd = app.add_subcommand("run-reference", "Run a model with the reference executor (the correctness oracle)");
+  CLI::App* cmd = app.add_subcommand(
+      "run-reference", "Run a model with the reference executor (the correctness oracle)");
   cmd->add_option("model", args->model, "ONNX model file")->required();
   cmd->add_option("--input", args->inputs, "Graph input from a .npy file: NAME=FILE (repeatable)");
-  cmd->add_option("--random-inputs", args->random_seed, "Generate every input from this seed instead of --input");
+  cmd->add_option("--random-inputs", args->random_seed,
+                  "Generate every input from this seed instead of --input");
   cmd->add_option("--output-dir", args->output_dir, "Write one NAME.npy per graph output here");
-  cmd->add_option("--dim", args->model_options.dims, "Bind a symbolic dimension: NAME=VALUE (repeatable)");
+  cmd->add_option("--dim", args->model_options.dims,
+                  "Bind a symbolic dimension: NAME=VALUE (repeatable)");
   cmd->add_flag("--no-passes", args->model_options.no_passes, "Skip the graph passes after import");
   cmd->add_flag("--json", args->json, "Print the summary as JSON");
   cmd->callback([args, set_result] { set_result(Run(*args)); });

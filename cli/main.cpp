@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
   app.parse_complete_callback([&] {
     LogLevel level;
     if (!log_level.empty()) {
-      if (!ParseLogLevel(log_level, &level)) throw CLI::ValidationError("--log-level", "unknown level '" + log_level + "'");
+      if (!ParseLogLevel(log_level, &level))
+        throw CLI::ValidationError("--log-level", "unknown level '" + log_level + "'");
       SetLogLevel(level);
     }
   });

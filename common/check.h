@@ -10,8 +10,8 @@ namespace fusetune::detail {
                               const std::string& message);
 }  // namespace fusetune::detail
 
-#define FT_CHECK(condition, ...)                                                         \
-  do {                                                                                   \
-    if (!(condition)) [[unlikely]]                                                       \
+#define FT_CHECK(condition, ...)                                                                 \
+  do {                                                                                           \
+    if (!(condition)) [[unlikely]]                                                               \
       ::fusetune::detail::CheckFailed(#condition, __FILE__, __LINE__, std::string{__VA_ARGS__}); \
   } while (0)

@@ -19,11 +19,16 @@ std::atomic<LogLevel>& LevelRef() {
 }
 const char* LevelName(LogLevel level) {
   switch (level) {
-    case LogLevel::kDebug: return "debug";
-    case LogLevel::kInfo: return "info";
-    case LogLevel::kWarn: return "warn";
-    case LogLevel::kError: return "error";
-    case LogLevel::kOff: return "off";
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarn:
+      return "warn";
+    case LogLevel::kError:
+      return "error";
+    case LogLevel::kOff:
+      return "off";
   }
   return "?";
 }
@@ -33,8 +38,8 @@ void SetLogLevel(LogLevel level) { LevelRef().store(level); }
 LogLevel GetLogLevel() { return LevelRef().load(); }
 
 bool ParseLogLevel(std::string_view text, LogLevel* level) {
-  for (LogLevel l : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarn, LogLevel::kError,
-                     LogLevel::kOff}) {
+  for (LogLevel l :
+       {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarn, LogLevel::kError, LogLevel::kOff}) {
     if (text == LevelName(l)) {
       *level = l;
       return true;

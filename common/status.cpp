@@ -7,14 +7,22 @@ namespace fusetune {
 
 const char* ErrorCodeName(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kInvalidArgument: return "invalid argument";
-    case ErrorCode::kNotFound: return "not found";
-    case ErrorCode::kParse: return "parse error";
-    case ErrorCode::kUnsupported: return "unsupported";
-    case ErrorCode::kShapeMismatch: return "shape mismatch";
-    case ErrorCode::kIo: return "i/o error";
-    case ErrorCode::kCorrupt: return "corrupt data";
-    case ErrorCode::kInternal: return "internal error";
+    case ErrorCode::kInvalidArgument:
+      return "invalid argument";
+    case ErrorCode::kNotFound:
+      return "not found";
+    case ErrorCode::kParse:
+      return "parse error";
+    case ErrorCode::kUnsupported:
+      return "unsupported";
+    case ErrorCode::kShapeMismatch:
+      return "shape mismatch";
+    case ErrorCode::kIo:
+      return "i/o error";
+    case ErrorCode::kCorrupt:
+      return "corrupt data";
+    case ErrorCode::kInternal:
+      return "internal error";
   }
   return "error";
 }

@@ -56,7 +56,7 @@ class Error {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : state_(std::in_place_index<0>, std::move(value)) {}  // NOLINT
+  Result(T value) : state_(std::in_place_index<0>, std::move(value)) {}      // NOLINT
   Result(Error error) : state_(std::in_place_index<1>, std::move(error)) {}  // NOLINT
 
   bool ok() const { return state_.index() == 0; }
@@ -116,7 +116,8 @@ class [[nodiscard]] Status {
 
 #define FT_CONCAT_INNER(a, b) a##b
 #define FT_CONCAT(a, b) FT_CONCAT_INNER(a, b)
-#define FT_ASSIGN_OR_RETURN(lhs, expr) FT_ASSIGN_OR_RETURN_IMPL(FT_CONCAT(ft_result_, __LINE__), lhs, expr)
+#define FT_ASSIGN_OR_RETURN(lhs, expr) \
+  FT_ASSIGN_OR_RETURN_IMPL(FT_CONCAT(ft_result_, __LINE__), lhs, expr)
 #define FT_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                             \
   if (!tmp.ok()) return tmp.error();             \

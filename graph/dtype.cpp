@@ -6,38 +6,56 @@ namespace fusetune {
 
 size_t DataTypeSize(DataType t) {
   switch (t) {
-    case DataType::kFloat32: return 4;
-    case DataType::kFloat16: return 2;
-    case DataType::kBFloat16: return 2;
-    case DataType::kFloat64: return 8;
-    case DataType::kInt64: return 8;
-    case DataType::kInt32: return 4;
-    case DataType::kInt8: return 1;
-    case DataType::kUInt8: return 1;
-    case DataType::kBool: return 1;
+    case DataType::kFloat32:
+      return 4;
+    case DataType::kFloat16:
+      return 2;
+    case DataType::kBFloat16:
+      return 2;
+    case DataType::kFloat64:
+      return 8;
+    case DataType::kInt64:
+      return 8;
+    case DataType::kInt32:
+      return 4;
+    case DataType::kInt8:
+      return 1;
+    case DataType::kUInt8:
+      return 1;
+    case DataType::kBool:
+      return 1;
   }
   return 0;
 }
 
 std::string_view DataTypeName(DataType t) {
   switch (t) {
-    case DataType::kFloat32: return "f32";
-    case DataType::kFloat16: return "f16";
-    case DataType::kBFloat16: return "bf16";
-    case DataType::kFloat64: return "f64";
-    case DataType::kInt64: return "i64";
-    case DataType::kInt32: return "i32";
-    case DataType::kInt8: return "i8";
-    case DataType::kUInt8: return "u8";
-    case DataType::kBool: return "bool";
+    case DataType::kFloat32:
+      return "f32";
+    case DataType::kFloat16:
+      return "f16";
+    case DataType::kBFloat16:
+      return "bf16";
+    case DataType::kFloat64:
+      return "f64";
+    case DataType::kInt64:
+      return "i64";
+    case DataType::kInt32:
+      return "i32";
+    case DataType::kInt8:
+      return "i8";
+    case DataType::kUInt8:
+      return "u8";
+    case DataType::kBool:
+      return "bool";
   }
   return "?";
 }
 
 std::optional<DataType> ParseDataType(std::string_view name) {
-  for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16, DataType::kFloat64,
-                     DataType::kInt64, DataType::kInt32, DataType::kInt8, DataType::kUInt8,
-                     DataType::kBool}) {
+  for (DataType t :
+       {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16, DataType::kFloat64,
+        DataType::kInt64, DataType::kInt32, DataType::kInt8, DataType::kUInt8, DataType::kBool}) {
     if (DataTypeName(t) == name) return t;
   }
   return std::nullopt;
@@ -50,30 +68,49 @@ bool IsFloat(DataType t) {
 
 std::optional<DataType> DataTypeFromOnnx(int onnx_type) {
   switch (onnx_type) {
-    case 1: return DataType::kFloat32;
-    case 2: return DataType::kUInt8;
-    case 3: return DataType::kInt8;
-    case 6: return DataType::kInt32;
-    case 7: return DataType::kInt64;
-    case 9: return DataType::kBool;
-    case 10: return DataType::kFloat16;
-    case 11: return DataType::kFloat64;
-    case 16: return DataType::kBFloat16;
-    default: return std::nullopt;
+    case 1:
+      return DataType::kFloat32;
+    case 2:
+      return DataType::kUInt8;
+    case 3:
+      return DataType::kInt8;
+    case 6:
+      return DataType::kInt32;
+    case 7:
+      return DataType::kInt64;
+    case 9:
+      return DataType::kBool;
+    case 10:
+      return DataType::kFloat16;
+    case 11:
+      return DataType::kFloat64;
+    case 16:
+      return DataType::kBFloat16;
+    default:
+      return std::nullopt;
   }
 }
 
 int DataTypeToOnnx(DataType t) {
   switch (t) {
-    case DataType::kFloat32: return 1;
-    case DataType::kUInt8: return 2;
-    case DataType::kInt8: return 3;
-    case DataType::kInt32: return 6;
-    case DataType::kInt64: return 7;
-    case DataType::kBool: return 9;
-    case DataType::kFloat16: return 10;
-    case DataType::kFloat64: return 11;
-    case DataType::kBFloat16: return 16;
+    case DataType::kFloat32:
+      return 1;
+    case DataType::kUInt8:
+      return 2;
+    case DataType::kInt8:
+      return 3;
+    case DataType::kInt32:
+      return 6;
+    case DataType::kInt64:
+      return 7;
+    case DataType::kBool:
+      return 9;
+    case DataType::kFloat16:
+      return 10;
+    case DataType::kFloat64:
+      return 11;
+    case DataType::kBFloat16:
+      return 16;
   }
   return 0;
 }
@@ -112,7 +149,7 @@ uint16_t FloatToHalf(float f) {
   const uint32_t abs = x & 0x7fffffff;
   if (abs >= 0x7f800000) return sign | 0x7c00 | (abs > 0x7f800000 ? 0x200 : 0);  // inf/nan
   if (abs >= 0x477ff000) return sign | 0x7c00;                                   // overflow
-  if (abs < 0x38800000) {                                                         // subnormal
+  if (abs < 0x38800000) {                                                        // subnormal
     if (abs < 0x33000000) return sign;
     const uint32_t shift = 113 - (abs >> 23);
     uint32_t mant = (abs & 0x7fffff) | 0x800000;

@@ -24,7 +24,8 @@ Result<T> GetTyped(const std::map<std::string, AttrValue>& values, const std::st
   auto it = values.find(name);
   if (it == values.end()) {
     if (fallback) return *fallback;
-    return Error(ErrorCode::kInvalidArgument, fmt::format("required attribute '{}' is missing", name));
+    return Error(ErrorCode::kInvalidArgument,
+                 fmt::format("required attribute '{}' is missing", name));
   }
   if (const T* v = std::get_if<T>(&it->second)) return *v;
   return Error(ErrorCode::kInvalidArgument,
@@ -226,23 +227,25 @@ Status Graph::Validate() const {
     for (ValueId v : nodes[n].inputs) {
       if (v == kNoValue) continue;
       if (v < 0 || v >= static_cast<ValueId>(values.size()))
-        return Error(ErrorCode::kInternal, fmt::format("{} reads value id {} out of range", Describe(n), v));
+        return Error(ErrorCode::kInternal,
+                     fmt::format("{} reads value id {} out of range", Describe(n), v));
       if (!defined[v])
-        return Error(ErrorCode::kInvalidArgument,
-                     fmt::format("{} reads '{}' before it is produced", Describe(n), values[v].name));
+        return Error(ErrorCode::kInvalidArgument, fmt::format("{} reads '{}' before it is produced",
+                                                              Describe(n), values[v].name));
     }
     for (ValueId v : nodes[n].outputs) {
       if (v == kNoValue) continue;
       if (defined[v])
-        return Error(ErrorCode::kInvalidArgument,
-                     fmt::format("value '{}' is produced twice (again by {})", values[v].name, Describe(n)));
+        return Error(
+            ErrorCode::kInvalidArgument,
+            fmt::format("value '{}' is produced twice (again by {})", values[v].name, Describe(n)));
       defined[v] = true;
     }
   }
   for (ValueId v : outputs)
     if (v == kNoValue || !defined[v])
-      return Error(ErrorCode::kInvalidArgument,
-                   fmt::format("graph output '{}' is never produced", v == kNoValue ? "?" : values[v].name));
+      return Error(ErrorCode::kInvalidArgument, fmt::format("graph output '{}' is never produced",
+                                                            v == kNoValue ? "?" : values[v].name));
   return Status::Ok();
 }
 

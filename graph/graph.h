@@ -82,7 +82,7 @@ struct Node {
   std::string op_type;
   std::string domain;  // "" is the default ONNX domain
   std::string name;
-  std::vector<ValueId> inputs;  // kNoValue for an omitted optional input
+  std::vector<ValueId> inputs;   // kNoValue for an omitted optional input
   std::vector<ValueId> outputs;  // kNoValue for an omitted optional output
   Attributes attrs;
 };

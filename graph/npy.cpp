@@ -13,22 +13,31 @@ const char kMagic[] = "\x93NUMPY";
 
 std::string DescrOf(DataType t) {
   switch (t) {
-    case DataType::kFloat32: return "<f4";
-    case DataType::kFloat64: return "<f8";
-    case DataType::kFloat16: return "<f2";
-    case DataType::kInt64: return "<i8";
-    case DataType::kInt32: return "<i4";
-    case DataType::kInt8: return "|i1";
-    case DataType::kUInt8: return "|u1";
-    case DataType::kBool: return "|b1";
-    case DataType::kBFloat16: return "";
+    case DataType::kFloat32:
+      return "<f4";
+    case DataType::kFloat64:
+      return "<f8";
+    case DataType::kFloat16:
+      return "<f2";
+    case DataType::kInt64:
+      return "<i8";
+    case DataType::kInt32:
+      return "<i4";
+    case DataType::kInt8:
+      return "|i1";
+    case DataType::kUInt8:
+      return "|u1";
+    case DataType::kBool:
+      return "|b1";
+    case DataType::kBFloat16:
+      return "";
   }
   return "";
 }
 
 std::optional<DataType> DtypeOfDescr(const std::string& d) {
-  for (DataType t : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kInt64, DataType::kInt32,
-                     DataType::kInt8, DataType::kUInt8, DataType::kBool}) {
+  for (DataType t : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kInt64,
+                     DataType::kInt32, DataType::kInt8, DataType::kUInt8, DataType::kBool}) {
     // The byte-order mark may be '<', '=' or '|' (this machine is little-endian).
     const std::string mine = DescrOf(t);
     if (d.size() == 3 && std::string_view("<=|").find(d[0]) != std::string_view::npos &&
@@ -53,8 +62,11 @@ std::optional<std::string_view> HeaderField(std::string_view header, std::string
 }  // namespace
 
 Result<Tensor> ParseNpy(const std::string& bytes, const std::string& origin) {
-  auto fail = [&](const std::string& why) { return Error(ErrorCode::kParse, fmt::format("'{}': {}", origin, why)); };
-  if (bytes.size() < 10 || bytes.compare(0, 6, kMagic, 6) != 0) return fail("not a .npy file (bad magic)");
+  auto fail = [&](const std::string& why) {
+    return Error(ErrorCode::kParse, fmt::format("'{}': {}", origin, why));
+  };
+  if (bytes.size() < 10 || bytes.compare(0, 6, kMagic, 6) != 0)
+    return fail("not a .npy file (bad magic)");
   const int major = static_cast<unsigned char>(bytes[6]);
   size_t header_len, header_start;
   if (major == 1) {
@@ -63,7 +75,8 @@ Result<Tensor> ParseNpy(const std::string& bytes, const std::string& origin) {
   } else if (major == 2 || major == 3) {
     if (bytes.size() < 12) return fail("truncated header");
     header_len = 0;
-    for (int i = 0; i < 4; ++i) header_len |= static_cast<size_t>(static_cast<unsigned char>(bytes[8 + i])) << (8 * i);
+    for (int i = 0; i < 4; ++i)
+      header_len |= static_cast<size_t>(static_cast<unsigned char>(bytes[8 + i])) << (8 * i);
     header_start = 12;
   } else {
     return fail(fmt::format("unsupported .npy version {}", major));
@@ -71,7 +84,8 @@ Result<Tensor> ParseNpy(const std::string& bytes, const std::string& origin) {
   if (header_start + header_len > bytes.size()) return fail("truncated header");
   const std::string_view header(bytes.data() + header_start, header_len);
   auto descr_field = HeaderField(header, "descr");
-  if (!descr_field || descr_field->empty() || descr_field->front() != '\'') return fail("header has no descr");
+  if (!descr_field || descr_field->empty() || descr_field->front() != '\'')
+    return fail("header has no descr");
   const std::string descr(descr_field->substr(1, descr_field->find('\'', 1) - 1));
   auto dtype = DtypeOfDescr(descr);
   if (!dtype) return fail(fmt::format("dtype '{}' is not supported", descr));
@@ -79,7 +93,8 @@ Result<Tensor> ParseNpy(const std::string& bytes, const std::string& origin) {
   if (fortran && fortran->substr(0, 4) == "True")
     return fail("Fortran-order arrays are not supported; save with np.ascontiguousarray");
   auto shape_field = HeaderField(header, "shape");
-  if (!shape_field || shape_field->front() != '(' || shape_field->find(')') == std::string_view::npos)
+  if (!shape_field || shape_field->front() != '(' ||
+      shape_field->find(')') == std::string_view::npos)
     return fail("header has no shape");
   Dims dims;
   std::stringstream ss(std::string(shape_field->substr(1, shape_field->find(')') - 1)));
@@ -113,10 +128,11 @@ Result<Tensor> ReadNpy(const std::string& path) {
 std::string SerializeNpy(const Tensor& tensor) {
   Tensor t = tensor.dtype() == DataType::kBFloat16 ? tensor.CastTo(DataType::kFloat32) : tensor;
   std::string shape;  // "" for a scalar, "3," for rank 1, "2, 3" otherwise
-  for (size_t i = 0; i < t.dims().size(); ++i) shape += (i ? ", " : "") + std::to_string(t.dims()[i]);
+  for (size_t i = 0; i < t.dims().size(); ++i)
+    shape += (i ? ", " : "") + std::to_string(t.dims()[i]);
   if (t.rank() == 1) shape += ",";
-  std::string header =
-      fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", DescrOf(t.dtype()), shape);
+  std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}",
+                                   DescrOf(t.dtype()), shape);
   const size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header.push_back('\n');

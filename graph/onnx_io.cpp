@@ -26,29 +26,38 @@ Result<std::string> ReadFile(const fs::path& path, const std::string& what) {
   return buf.str();
 }
 
-Result<std::string> ReadExternalData(const onnx::TensorProto& proto, const std::string& base_dir, size_t expected) {
+Result<std::string> ReadExternalData(const onnx::TensorProto& proto, const std::string& base_dir,
+                                     size_t expected) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& entry : proto.external_data()) {
-    if (entry.key() == "location") location = entry.value();
-    else if (entry.key() == "offset") offset = std::stoll(entry.value());
-    else if (entry.key() == "length") length = std::stoll(entry.value());
+    if (entry.key() == "location")
+      location = entry.value();
+    else if (entry.key() == "offset")
+      offset = std::stoll(entry.value());
+    else if (entry.key() == "length")
+      length = std::stoll(entry.value());
   }
   if (location.empty())
-    return Error(ErrorCode::kCorrupt, fmt::format("initializer '{}' has external data without a location", proto.name()));
+    return Error(
+        ErrorCode::kCorrupt,
+        fmt::format("initializer '{}' has external data without a location", proto.name()));
   const fs::path path = fs::path(base_dir) / location;
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    return Error(ErrorCode::kIo, fmt::format("initializer '{}': cannot open external data file '{}'", proto.name(),
-                                             path.string()));
+    return Error(ErrorCode::kIo,
+                 fmt::format("initializer '{}': cannot open external data file '{}'", proto.name(),
+                             path.string()));
   in.seekg(0, std::ios::end);
   const int64_t file_size = in.tellg();
   if (length < 0) length = static_cast<int64_t>(expected);
   if (offset < 0 || offset + length > file_size || static_cast<size_t>(length) != expected)
-    return Error(ErrorCode::kCorrupt,
-                 fmt::format("initializer '{}': external data '{}' offset {} length {} does not fit a file of {} "
-                             "bytes holding {} bytes",
-                             proto.name(), location, offset, length, file_size, expected));
+    return Error(
+        ErrorCode::kCorrupt,
+        fmt::format(
+            "initializer '{}': external data '{}' offset {} length {} does not fit a file of {} "
+            "bytes holding {} bytes",
+            proto.name(), location, offset, length, file_size, expected));
   std::string data(length, '\0');
   in.seekg(offset);
   in.read(data.data(), length);
@@ -61,11 +70,22 @@ void CopyNarrow(const Field& field, Tensor& t) {
   for (int64_t i = 0; i < t.numel(); ++i) {
     const auto v = field.Get(static_cast<int>(i));
     switch (d) {
-      case DataType::kInt32: t.data<int32_t>()[i] = static_cast<int32_t>(v); break;
-      case DataType::kInt8: t.data<int8_t>()[i] = static_cast<int8_t>(v); break;
-      case DataType::kUInt8: case DataType::kBool: t.data<uint8_t>()[i] = static_cast<uint8_t>(v); break;
-      case DataType::kFloat16: case DataType::kBFloat16: t.data<uint16_t>()[i] = static_cast<uint16_t>(v); break;
-      default: break;
+      case DataType::kInt32:
+        t.data<int32_t>()[i] = static_cast<int32_t>(v);
+        break;
+      case DataType::kInt8:
+        t.data<int8_t>()[i] = static_cast<int8_t>(v);
+        break;
+      case DataType::kUInt8:
+      case DataType::kBool:
+        t.data<uint8_t>()[i] = static_cast<uint8_t>(v);
+        break;
+      case DataType::kFloat16:
+      case DataType::kBFloat16:
+        t.data<uint16_t>()[i] = static_cast<uint16_t>(v);
+        break;
+      default:
+        break;
     }
   }
 }
@@ -74,16 +94,20 @@ Result<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::string
   auto dtype = DataTypeFromOnnx(proto.data_type());
   if (!dtype)
     return Error(ErrorCode::kUnsupported,
-                 fmt::format("tensor '{}' has ONNX data type {}, which is not supported", proto.name(), proto.data_type()));
+                 fmt::format("tensor '{}' has ONNX data type {}, which is not supported",
+                             proto.name(), proto.data_type()));
   Dims dims(proto.dims().begin(), proto.dims().end());
   for (int64_t d : dims)
-    if (d < 0) return Error(ErrorCode::kCorrupt, fmt::format("tensor '{}' has a negative dimension", proto.name()));
+    if (d < 0)
+      return Error(ErrorCode::kCorrupt,
+                   fmt::format("tensor '{}' has a negative dimension", proto.name()));
   Tensor t(*dtype, dims);
   const size_t bytes = t.nbytes();
   auto check_count = [&](int count) -> Status {
     if (count != t.numel())
-      return Error(ErrorCode::kCorrupt, fmt::format("tensor '{}' of shape {} holds {} values, expects {}", proto.name(),
-                                                    DimsToString(dims), count, t.numel()));
+      return Error(ErrorCode::kCorrupt,
+                   fmt::format("tensor '{}' of shape {} holds {} values, expects {}", proto.name(),
+                               DimsToString(dims), count, t.numel()));
     return Status::Ok();
   };
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
@@ -91,9 +115,11 @@ Result<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::string
     std::memcpy(t.raw(), data.data(), bytes);
   } else if (proto.has_raw_data()) {
     if (proto.raw_data().size() != bytes)
-      return Error(ErrorCode::kCorrupt, fmt::format("tensor '{}' of type {} and shape {} has {} bytes of data, expects {}",
-                                                    proto.name(), DataTypeName(*dtype), DimsToString(dims),
-                                                    proto.raw_data().size(), bytes));
+      return Error(
+          ErrorCode::kCorrupt,
+          fmt::format("tensor '{}' of type {} and shape {} has {} bytes of data, expects {}",
+                      proto.name(), DataTypeName(*dtype), DimsToString(dims),
+                      proto.raw_data().size(), bytes));
     std::memcpy(t.raw(), proto.raw_data().data(), bytes);
   } else if (*dtype == DataType::kFloat32) {
     FT_RETURN_IF_ERROR(check_count(proto.float_data_size()));
@@ -114,31 +140,41 @@ Result<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::string
 Result<AttrValue> AttributeFromProto(const onnx::AttributeProto& a, const std::string& base_dir) {
   using A = onnx::AttributeProto;
   switch (a.type()) {
-    case A::FLOAT: return AttrValue(a.f());
-    case A::INT: return AttrValue(static_cast<int64_t>(a.i()));
-    case A::STRING: return AttrValue(a.s());
-    case A::FLOATS: return AttrValue(std::vector<float>(a.floats().begin(), a.floats().end()));
-    case A::INTS: return AttrValue(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
-    case A::STRINGS: return AttrValue(std::vector<std::string>(a.strings().begin(), a.strings().end()));
+    case A::FLOAT:
+      return AttrValue(a.f());
+    case A::INT:
+      return AttrValue(static_cast<int64_t>(a.i()));
+    case A::STRING:
+      return AttrValue(a.s());
+    case A::FLOATS:
+      return AttrValue(std::vector<float>(a.floats().begin(), a.floats().end()));
+    case A::INTS:
+      return AttrValue(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
+    case A::STRINGS:
+      return AttrValue(std::vector<std::string>(a.strings().begin(), a.strings().end()));
     case A::TENSOR: {
       FT_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(a.t(), base_dir));
       return AttrValue(std::move(t));
     }
     default:
-      return Error(ErrorCode::kUnsupported,
-                   fmt::format("attribute '{}' has type {}, which is not supported (subgraphs, sparse tensors)",
-                               a.name(), A::AttributeType_Name(a.type())));
+      return Error(
+          ErrorCode::kUnsupported,
+          fmt::format(
+              "attribute '{}' has type {}, which is not supported (subgraphs, sparse tensors)",
+              a.name(), A::AttributeType_Name(a.type())));
   }
 }
 
-Result<TensorType> TypeFromValueInfo(const onnx::ValueInfoProto& info, const ImportOptions& options) {
+Result<TensorType> TypeFromValueInfo(const onnx::ValueInfoProto& info,
+                                     const ImportOptions& options) {
   if (!info.type().has_tensor_type())
     return Error(ErrorCode::kUnsupported, fmt::format("input '{}' is not a tensor", info.name()));
   const auto& tt = info.type().tensor_type();
   auto dtype = DataTypeFromOnnx(tt.elem_type());
   if (!dtype)
     return Error(ErrorCode::kUnsupported,
-                 fmt::format("input '{}' has ONNX element type {}, which is not supported", info.name(), tt.elem_type()));
+                 fmt::format("input '{}' has ONNX element type {}, which is not supported",
+                             info.name(), tt.elem_type()));
   TensorType type;
   type.dtype = *dtype;
   bool symbolic = false;
@@ -152,9 +188,10 @@ Result<TensorType> TypeFromValueInfo(const onnx::ValueInfoProto& info, const Imp
     const std::string sym = dim.has_dim_param() ? dim.dim_param() : "";
     auto it = sym.empty() ? options.dim_bindings.end() : options.dim_bindings.find(sym);
     if (it == options.dim_bindings.end())
-      return Error(ErrorCode::kInvalidArgument,
-                   fmt::format("input '{}' dimension {} is symbolic ('{}'); bind it with --dim {}=N", info.name(), i,
-                               sym.empty() ? "?" : sym, sym.empty() ? "NAME" : sym));
+      return Error(
+          ErrorCode::kInvalidArgument,
+          fmt::format("input '{}' dimension {} is symbolic ('{}'); bind it with --dim {}=N",
+                      info.name(), i, sym.empty() ? "?" : sym, sym.empty() ? "NAME" : sym));
     type.dims.push_back(it->second);
     type.symbols.push_back(sym);
     symbolic = true;
@@ -163,7 +200,8 @@ Result<TensorType> TypeFromValueInfo(const onnx::ValueInfoProto& info, const Imp
   return type;
 }
 
-Status ConvertGraph(const onnx::GraphProto& gp, const std::string& base_dir, const ImportOptions& options, Graph& g) {
+Status ConvertGraph(const onnx::GraphProto& gp, const std::string& base_dir,
+                    const ImportOptions& options, Graph& g) {
   g.name = gp.name();
   for (const auto& init : gp.initializer()) {
     auto tensor = TensorFromProto(init, base_dir);
@@ -181,8 +219,9 @@ Status ConvertGraph(const onnx::GraphProto& gp, const std::string& base_dir, con
     node.op_type = np.op_type();
     node.domain = np.domain() == "ai.onnx" ? "" : np.domain();
     node.name = np.name();
-    const std::string desc = np.name().empty() ? fmt::format("node #{} ({})", n, np.op_type())
-                                               : fmt::format("node '{}' ({})", np.name(), np.op_type());
+    const std::string desc = np.name().empty()
+                                 ? fmt::format("node #{} ({})", n, np.op_type())
+                                 : fmt::format("node '{}' ({})", np.name(), np.op_type());
     for (const auto& in : np.input()) {
       if (in.empty()) {
         node.inputs.push_back(kNoValue);
@@ -190,10 +229,12 @@ Status ConvertGraph(const onnx::GraphProto& gp, const std::string& base_dir, con
       }
       auto id = g.FindValue(in);
       if (!id)
-        return Error(ErrorCode::kInvalidArgument,
-                     fmt::format("{} reads '{}', which is not a graph input, an initializer, or the output of an "
-                                 "earlier node",
-                                 desc, in));
+        return Error(
+            ErrorCode::kInvalidArgument,
+            fmt::format(
+                "{} reads '{}', which is not a graph input, an initializer, or the output of an "
+                "earlier node",
+                desc, in));
       node.inputs.push_back(*id);
     }
     for (const auto& out : np.output()) {
@@ -202,7 +243,8 @@ Status ConvertGraph(const onnx::GraphProto& gp, const std::string& base_dir, con
         continue;
       }
       if (g.FindValue(out))
-        return Error(ErrorCode::kInvalidArgument, fmt::format("{} writes '{}', which is already defined", desc, out));
+        return Error(ErrorCode::kInvalidArgument,
+                     fmt::format("{} writes '{}', which is already defined", desc, out));
       node.outputs.push_back(g.AddValue(out));
     }
     for (const auto& attr : np.attribute()) {
@@ -214,7 +256,9 @@ Status ConvertGraph(const onnx::GraphProto& gp, const std::string& base_dir, con
   }
   for (const auto& out : gp.output()) {
     auto id = g.FindValue(out.name());
-    if (!id) return Error(ErrorCode::kInvalidArgument, fmt::format("graph output '{}' is never produced", out.name()));
+    if (!id)
+      return Error(ErrorCode::kInvalidArgument,
+                   fmt::format("graph output '{}' is never produced", out.name()));
     g.outputs.push_back(*id);
   }
   if (g.outputs.empty()) return Error(ErrorCode::kInvalidArgument, "the graph has no outputs");
@@ -223,25 +267,31 @@ Status ConvertGraph(const onnx::GraphProto& gp, const std::string& base_dir, con
 
 }  // namespace
 
-Result<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& base_dir, const std::string& origin,
-                              const ImportOptions& options) {
+Result<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& base_dir,
+                              const std::string& origin, const ImportOptions& options) {
   onnx::ModelProto model;
-  if (bytes.empty()) return Error(ErrorCode::kParse, fmt::format("'{}' is empty, not an ONNX model", origin));
+  if (bytes.empty())
+    return Error(ErrorCode::kParse, fmt::format("'{}' is empty, not an ONNX model", origin));
   if (!model.ParseFromString(bytes))
-    return Error(ErrorCode::kParse,
-                 fmt::format("'{}' is not a valid ONNX model (the protobuf message does not parse: truncated or not "
-                             "ONNX)",
-                             origin));
+    return Error(
+        ErrorCode::kParse,
+        fmt::format(
+            "'{}' is not a valid ONNX model (the protobuf message does not parse: truncated or not "
+            "ONNX)",
+            origin));
   if (!model.has_graph() || model.ir_version() <= 0)
-    return Error(ErrorCode::kParse, fmt::format("'{}' is not an ONNX model (no graph or IR version)", origin));
+    return Error(ErrorCode::kParse,
+                 fmt::format("'{}' is not an ONNX model (no graph or IR version)", origin));
   Graph g;
   g.opset = -1;
   for (const auto& op : model.opset_import())
     if (op.domain().empty() || op.domain() == "ai.onnx") g.opset = op.version();
-  if (g.opset < 0) return Error(ErrorCode::kParse, fmt::format("'{}' declares no default-domain opset", origin));
+  if (g.opset < 0)
+    return Error(ErrorCode::kParse, fmt::format("'{}' declares no default-domain opset", origin));
   if (g.opset < kMinOpset || g.opset > kMaxOpset)
-    return Error(ErrorCode::kUnsupported, fmt::format("'{}' uses opset {}; fusetune supports opsets {} to {}", origin,
-                                                      g.opset, kMinOpset, kMaxOpset));
+    return Error(ErrorCode::kUnsupported,
+                 fmt::format("'{}' uses opset {}; fusetune supports opsets {} to {}", origin,
+                             g.opset, kMinOpset, kMaxOpset));
   auto status = ConvertGraph(model.graph(), base_dir, options, g);
   if (!status.ok()) return status.error().WithContext(origin);
   status = CheckSupportedOps(g);
@@ -278,7 +328,8 @@ void TypeToValueInfo(const Value& v, onnx::ValueInfoProto* info) {
   for (size_t i = 0; i < v.type.dims.size(); ++i) {
     auto* dim = shape->add_dim();
     dim->set_dim_value(v.type.dims[i]);
-    if (i < v.type.symbols.size() && !v.type.symbols[i].empty()) dim->set_denotation(v.type.symbols[i]);
+    if (i < v.type.symbols.size() && !v.type.symbols[i].empty())
+      dim->set_denotation(v.type.symbols[i]);
   }
 }
 
@@ -339,7 +390,8 @@ Result<std::string> ExportOnnxBytes(const Graph& graph) {
     }
     for (ValueId v : node.inputs) np->add_input(v == kNoValue ? "" : graph.value(v).name);
     for (ValueId v : node.outputs) np->add_output(v == kNoValue ? "" : graph.value(v).name);
-    for (const auto& [name, value] : node.attrs.all()) AttributeToProto(name, value, np->add_attribute());
+    for (const auto& [name, value] : node.attrs.all())
+      AttributeToProto(name, value, np->add_attribute());
   }
   for (ValueId v : graph.outputs) TypeToValueInfo(graph.value(v), gp->add_output());
   for (const std::string& d : domains) {

@@ -22,8 +22,8 @@ struct ImportOptions {
 
 Result<Graph> ImportOnnxFile(const std::string& path, const ImportOptions& options = {});
 // `base_dir` resolves external data locations; `origin` names the source in errors.
-Result<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& base_dir, const std::string& origin,
-                              const ImportOptions& options = {});
+Result<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& base_dir,
+                              const std::string& origin, const ImportOptions& options = {});
 
 // Writes the graph as an ONNX model (initializers inline). Nodes of other
 // domains get an opset import of version 1 for their domain.

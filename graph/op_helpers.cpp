@@ -42,11 +42,16 @@ std::vector<int64_t> BroadcastStrides(const Dims& in, const Dims& out) {
   return strides;
 }
 
-Tensor AsF32(const Tensor& t) { return t.dtype() == DataType::kFloat32 ? t : t.CastTo(DataType::kFloat32); }
+Tensor AsF32(const Tensor& t) {
+  return t.dtype() == DataType::kFloat32 ? t : t.CastTo(DataType::kFloat32);
+}
 
-Tensor FromF32(Tensor t, DataType dtype) { return dtype == DataType::kFloat32 ? t : t.CastTo(dtype); }
+Tensor FromF32(Tensor t, DataType dtype) {
+  return dtype == DataType::kFloat32 ? t : t.CastTo(dtype);
+}
 
-OpCost NoCost(const Node&, const std::vector<const TensorType*>&, const std::vector<const TensorType*>&) {
+OpCost NoCost(const Node&, const std::vector<const TensorType*>&,
+              const std::vector<const TensorType*>&) {
   return {};
 }
 

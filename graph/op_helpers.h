@@ -4,8 +4,8 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
-#include <array>
 #include <fmt/format.h>
+#include <array>
 
 #include "graph/op_registry.h"
 
@@ -82,7 +82,8 @@ inline std::vector<TensorType> One(DataType dtype, Dims dims) {
 }
 
 // Costs.
-OpCost NoCost(const Node&, const std::vector<const TensorType*>&, const std::vector<const TensorType*>&);
+OpCost NoCost(const Node&, const std::vector<const TensorType*>&,
+              const std::vector<const TensorType*>&);
 double OutputElements(const std::vector<const TensorType*>& outputs);
 double InputElements(const std::vector<const TensorType*>& inputs);
 

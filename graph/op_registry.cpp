@@ -39,8 +39,9 @@ const std::vector<OpSchema>& Table() {
 const OpSchema* FindOpSchema(std::string_view domain, std::string_view op_type) {
   if (!domain.empty() && domain != "ai.onnx") return nullptr;
   const auto& table = Table();
-  auto it = std::lower_bound(table.begin(), table.end(), op_type,
-                             [](const OpSchema& s, std::string_view name) { return s.op_type < name; });
+  auto it =
+      std::lower_bound(table.begin(), table.end(), op_type,
+                       [](const OpSchema& s, std::string_view name) { return s.op_type < name; });
   if (it == table.end() || it->op_type != op_type) return nullptr;
   return &*it;
 }

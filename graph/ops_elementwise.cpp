@@ -21,7 +21,8 @@ void PropagateSymbols(const InferContext& ctx, TensorType& out) {
     if (!t || t->symbols.empty()) continue;
     const size_t off = out.dims.size() - std::min(out.dims.size(), t->dims.size());
     for (size_t i = 0; i < t->dims.size() && off + i < out.dims.size(); ++i)
-      if (!t->symbols[i].empty() && t->dims[i] == out.dims[off + i] && out.symbols[off + i].empty()) {
+      if (!t->symbols[i].empty() && t->dims[i] == out.dims[off + i] &&
+          out.symbols[off + i].empty()) {
         out.symbols[off + i] = t->symbols[i];
         any = true;
       }
@@ -41,9 +42,9 @@ Result<std::vector<TensorType>> InferBroadcast(const InferContext& ctx, DataType
     if (!ctx.has_input(i)) continue;
     shapes.push_back(&ctx.type(i).dims);
     if (require_same_dtype && ctx.type(i).dtype != ctx.type(0).dtype)
-      return ctx.Fail(ErrorCode::kShapeMismatch,
-                      fmt::format("input 0 is {} but input {} is {}", DataTypeName(ctx.type(0).dtype), i,
-                                  DataTypeName(ctx.type(i).dtype)));
+      return ctx.Fail(ErrorCode::kShapeMismatch, fmt::format("input 0 is {} but input {} is {}",
+                                                             DataTypeName(ctx.type(0).dtype), i,
+                                                             DataTypeName(ctx.type(i).dtype)));
   }
   FT_ASSIGN_OR_RETURN(Dims dims, BroadcastDims(ctx, shapes));
   TensorType out;
@@ -78,7 +79,9 @@ Result<std::vector<TensorType>> InferWhere(const InferContext& ctx) {
 Result<std::vector<TensorType>> InferCast(const InferContext& ctx) {
   FT_ASSIGN_OR_RETURN(int64_t to, ctx.node.attrs.GetInt("to"));
   auto dtype = DataTypeFromOnnx(static_cast<int>(to));
-  if (!dtype) return ctx.Fail(ErrorCode::kUnsupported, fmt::format("cast to ONNX type {} is not supported", to));
+  if (!dtype)
+    return ctx.Fail(ErrorCode::kUnsupported,
+                    fmt::format("cast to ONNX type {} is not supported", to));
   TensorType t = ctx.type(0);
   t.dtype = *dtype;
   return std::vector<TensorType>{t};
@@ -90,15 +93,16 @@ Result<std::vector<TensorType>> InferCastLike(const InferContext& ctx) {
 }
 Result<std::vector<TensorType>> InferFloatUnary(const InferContext& ctx) {
   if (!IsFloat(ctx.type(0).dtype))
-    return ctx.Fail(ErrorCode::kShapeMismatch,
-                    fmt::format("input must be a float tensor, not {}", DataTypeName(ctx.type(0).dtype)));
+    return ctx.Fail(ErrorCode::kShapeMismatch, fmt::format("input must be a float tensor, not {}",
+                                                           DataTypeName(ctx.type(0).dtype)));
   return InferSameAsInput(ctx);
 }
 
 // ---- kernels ----------------------------------------------------------------
 
 template <typename T, typename R, typename F>
-Tensor BinaryApply(const Tensor& a, const Tensor& b, DataType out_dtype, const Dims& out_dims, F f) {
+Tensor BinaryApply(const Tensor& a, const Tensor& b, DataType out_dtype, const Dims& out_dims,
+                   F f) {
   Tensor out(out_dtype, out_dims);
   std::array<std::vector<int64_t>, 2> strides{BroadcastStrides(a.dims(), out_dims),
                                               BroadcastStrides(b.dims(), out_dims)};
@@ -126,7 +130,8 @@ template <typename F>
 Tensor NumericBinary(const Tensor& a, const Tensor& b, const TensorType& out, F f, bool compare) {
   const DataType t = a.dtype();
   if (IsFloat(t) && t != DataType::kFloat64) {
-    Tensor fa = AsF32(a), fb = AsF32(b.dtype() == DataType::kFloat32 ? b : b.CastTo(DataType::kFloat32));
+    Tensor fa = AsF32(a),
+           fb = AsF32(b.dtype() == DataType::kFloat32 ? b : b.CastTo(DataType::kFloat32));
     if (compare) return BinaryApply<float, uint8_t>(fa, fb, DataType::kBool, out.dims, f);
     return FromF32(BinaryApply<float, float>(fa, fb, DataType::kFloat32, out.dims, f), out.dtype);
   }
@@ -143,22 +148,35 @@ Tensor NumericBinary(const Tensor& a, const Tensor& b, const TensorType& out, F 
 }
 
 struct AddOp {
-  template <typename T> T operator()(T x, T y) const { return x + y; }
+  template <typename T>
+  T operator()(T x, T y) const {
+    return x + y;
+  }
 };
 struct SubOp {
-  template <typename T> T operator()(T x, T y) const { return x - y; }
+  template <typename T>
+  T operator()(T x, T y) const {
+    return x - y;
+  }
 };
 struct MulOp {
-  template <typename T> T operator()(T x, T y) const { return x * y; }
+  template <typename T>
+  T operator()(T x, T y) const {
+    return x * y;
+  }
 };
 struct DivOp {
-  template <typename T> T operator()(T x, T y) const {
-    if constexpr (std::is_integral_v<T>) return y == 0 ? T(0) : x / y;
-    else return x / y;
+  template <typename T>
+  T operator()(T x, T y) const {
+    if constexpr (std::is_integral_v<T>)
+      return y == 0 ? T(0) : x / y;
+    else
+      return x / y;
   }
 };
 struct PowOp {
-  template <typename T> T operator()(T x, T y) const {
+  template <typename T>
+  T operator()(T x, T y) const {
     if constexpr (std::is_integral_v<T>) {
       T r = 1;
       for (T i = 0; i < y; ++i) r *= x;
@@ -174,7 +192,8 @@ struct PowOp {
   }
 };
 struct MinOp {
-  template <typename T> T operator()(T x, T y) const {
+  template <typename T>
+  T operator()(T x, T y) const {
     if constexpr (std::is_floating_point_v<T>) {
       if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<T>::quiet_NaN();
     }
@@ -182,7 +201,8 @@ struct MinOp {
   }
 };
 struct MaxOp {
-  template <typename T> T operator()(T x, T y) const {
+  template <typename T>
+  T operator()(T x, T y) const {
     if constexpr (std::is_floating_point_v<T>) {
       if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<T>::quiet_NaN();
     }
@@ -190,19 +210,34 @@ struct MaxOp {
   }
 };
 struct EqualOp {
-  template <typename T> bool operator()(T x, T y) const { return x == y; }
+  template <typename T>
+  bool operator()(T x, T y) const {
+    return x == y;
+  }
 };
 struct LessOp {
-  template <typename T> bool operator()(T x, T y) const { return x < y; }
+  template <typename T>
+  bool operator()(T x, T y) const {
+    return x < y;
+  }
 };
 struct GreaterOp {
-  template <typename T> bool operator()(T x, T y) const { return x > y; }
+  template <typename T>
+  bool operator()(T x, T y) const {
+    return x > y;
+  }
 };
 struct LessEqOp {
-  template <typename T> bool operator()(T x, T y) const { return x <= y; }
+  template <typename T>
+  bool operator()(T x, T y) const {
+    return x <= y;
+  }
 };
 struct GreaterEqOp {
-  template <typename T> bool operator()(T x, T y) const { return x >= y; }
+  template <typename T>
+  bool operator()(T x, T y) const {
+    return x >= y;
+  }
 };
 
 template <typename Op>
@@ -219,7 +254,8 @@ Result<std::vector<Tensor>> RunArith(const KernelContext& ctx) {
       const size_t rank = std::max(step.dims.size(), b.size());
       Dims merged(rank, 1);
       for (size_t k = 0; k < rank; ++k) {
-        const int64_t da = k + step.dims.size() >= rank ? step.dims[k + step.dims.size() - rank] : 1;
+        const int64_t da =
+            k + step.dims.size() >= rank ? step.dims[k + step.dims.size() - rank] : 1;
         const int64_t db = k + b.size() >= rank ? b[k + b.size() - rank] : 1;
         merged[k] = std::max(da, db);
       }
@@ -240,14 +276,15 @@ Result<std::vector<Tensor>> RunMean(const KernelContext& ctx) {
 
 template <typename Op>
 Result<std::vector<Tensor>> RunCompare(const KernelContext& ctx) {
-  Tensor b = ctx.in(1).dtype() == ctx.in(0).dtype() ? ctx.in(1) : ctx.in(1).CastTo(ctx.in(0).dtype());
+  Tensor b =
+      ctx.in(1).dtype() == ctx.in(0).dtype() ? ctx.in(1) : ctx.in(1).CastTo(ctx.in(0).dtype());
   return std::vector<Tensor>{NumericBinary(ctx.in(0), b, ctx.output_types[0], Op{}, true)};
 }
 
 template <typename F>
 Result<std::vector<Tensor>> RunLogical(const KernelContext& ctx, F f) {
-  return std::vector<Tensor>{
-      BinaryApply<uint8_t, uint8_t>(ctx.in(0), ctx.in(1), DataType::kBool, ctx.output_types[0].dims, f)};
+  return std::vector<Tensor>{BinaryApply<uint8_t, uint8_t>(ctx.in(0), ctx.in(1), DataType::kBool,
+                                                           ctx.output_types[0].dims, f)};
 }
 Result<std::vector<Tensor>> RunAnd(const KernelContext& c) {
   return RunLogical(c, [](uint8_t x, uint8_t y) { return static_cast<uint8_t>(x && y); });
@@ -256,7 +293,8 @@ Result<std::vector<Tensor>> RunOr(const KernelContext& c) {
   return RunLogical(c, [](uint8_t x, uint8_t y) { return static_cast<uint8_t>(x || y); });
 }
 Result<std::vector<Tensor>> RunXor(const KernelContext& c) {
-  return RunLogical(c, [](uint8_t x, uint8_t y) { return static_cast<uint8_t>((x != 0) != (y != 0)); });
+  return RunLogical(
+      c, [](uint8_t x, uint8_t y) { return static_cast<uint8_t>((x != 0) != (y != 0)); });
 }
 
 // Unary float ops: f32 in, f32 out.
@@ -272,9 +310,9 @@ Tensor FloatUnary(const Tensor& in, DataType out_dtype, F f) {
   return FromF32(std::move(out), out_dtype);
 }
 
-#define FT_FLOAT_UNARY(NAME, EXPR)                                                   \
-  Result<std::vector<Tensor>> Run##NAME(const KernelContext& ctx) {                 \
-    return std::vector<Tensor>{                                                      \
+#define FT_FLOAT_UNARY(NAME, EXPR)                                                       \
+  Result<std::vector<Tensor>> Run##NAME(const KernelContext& ctx) {                      \
+    return std::vector<Tensor>{                                                          \
         FloatUnary(ctx.in(0), ctx.output_types[0].dtype, [](float x) { return EXPR; })}; \
   }
 
@@ -326,7 +364,8 @@ Result<std::vector<Tensor>> RunNeg(const KernelContext& c) {
   return std::vector<Tensor>{SignedUnary(c.in(0), c.output_types[0], [](auto x) { return -x; })};
 }
 Result<std::vector<Tensor>> RunAbs(const KernelContext& c) {
-  return std::vector<Tensor>{SignedUnary(c.in(0), c.output_types[0], [](auto x) { return x < 0 ? -x : x; })};
+  return std::vector<Tensor>{
+      SignedUnary(c.in(0), c.output_types[0], [](auto x) { return x < 0 ? -x : x; })};
 }
 Result<std::vector<Tensor>> RunSign(const KernelContext& c) {
   return std::vector<Tensor>{SignedUnary(c.in(0), c.output_types[0], [](auto x) {
@@ -348,7 +387,8 @@ Result<std::vector<Tensor>> RunWhere(const KernelContext& ctx) {
   Tensor out(x.dtype(), dims);
   const size_t es = DataTypeSize(x.dtype());
   std::array<std::vector<int64_t>, 3> strides{BroadcastStrides(cond.dims(), dims),
-                                              BroadcastStrides(x.dims(), dims), BroadcastStrides(y.dims(), dims)};
+                                              BroadcastStrides(x.dims(), dims),
+                                              BroadcastStrides(y.dims(), dims)};
   const uint8_t* pc = cond.data<uint8_t>();
   const std::byte* px = x.raw();
   const std::byte* py = y.raw();
@@ -378,8 +418,9 @@ Result<std::vector<Tensor>> RunClip(const KernelContext& ctx) {
     if (ctx.has_input(1)) lo = static_cast<float>(ctx.in(1).GetAsDouble(0));
     if (ctx.has_input(2)) hi = static_cast<float>(ctx.in(2).GetAsDouble(0));
   }
-  return std::vector<Tensor>{FloatUnary(ctx.in(0), ctx.output_types[0].dtype,
-                                        [lo, hi](float x) { return std::min(std::max(x, lo), hi); })};
+  return std::vector<Tensor>{FloatUnary(ctx.in(0), ctx.output_types[0].dtype, [lo, hi](float x) {
+    return std::min(std::max(x, lo), hi);
+  })};
 }
 
 // ---- costs --------------------------------------------------------------------
@@ -392,7 +433,8 @@ OpCost Transcendental(const Node&, const std::vector<const TensorType*>&,
                       const std::vector<const TensorType*>& out) {
   return {OutputElements(out), OutputElements(out)};
 }
-OpCost GeluCost(const Node&, const std::vector<const TensorType*>&, const std::vector<const TensorType*>& out) {
+OpCost GeluCost(const Node&, const std::vector<const TensorType*>&,
+                const std::vector<const TensorType*>& out) {
   return {8 * OutputElements(out), OutputElements(out)};
 }
 
@@ -400,7 +442,8 @@ OpCost GeluCost(const Node&, const std::vector<const TensorType*>&, const std::v
 
 void AppendElementwiseOps(std::vector<OpSchema>& t) {
   const OpKind ew = OpKind::kElementwise;
-  auto add = [&](const char* name, int min_in, int max_in, InferFn infer, KernelFn run, CostFn cost) {
+  auto add = [&](const char* name, int min_in, int max_in, InferFn infer, KernelFn run,
+                 CostFn cost) {
     t.push_back(OpSchema{name, ew, min_in, max_in, infer, run, cost});
   };
   add("Add", 2, 2, InferArith, RunArith<AddOp>, PerOutputElement);

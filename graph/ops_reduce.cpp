@@ -21,7 +21,7 @@ struct MatMulShape {
   Dims a, b;   // after 1-D promotion
   Dims batch;  // broadcast batch dims
   int64_t m, k, n;
-  Dims out;    // final output dims (promoted axes removed)
+  Dims out;  // final output dims (promoted axes removed)
 };
 
 Result<MatMulShape> ResolveMatMul(const InferContext* ctx, const Dims& a_in, const Dims& b_in) {
@@ -36,7 +36,8 @@ Result<MatMulShape> ResolveMatMul(const InferContext* ctx, const Dims& a_in, con
   s.k = s.a.back();
   s.n = s.b.back();
   if (s.b[s.b.size() - 2] != s.k)
-    return fail(fmt::format("inner dimensions differ: {} x {}", DimsToString(a_in), DimsToString(b_in)));
+    return fail(
+        fmt::format("inner dimensions differ: {} x {}", DimsToString(a_in), DimsToString(b_in)));
   Dims ba(s.a.begin(), s.a.end() - 2), bb(s.b.begin(), s.b.end() - 2);
   const size_t rank = std::max(ba.size(), bb.size());
   s.batch.assign(rank, 1);
@@ -44,7 +45,8 @@ Result<MatMulShape> ResolveMatMul(const InferContext* ctx, const Dims& a_in, con
     const int64_t da = i + ba.size() >= rank ? ba[i + ba.size() - rank] : 1;
     const int64_t db = i + bb.size() >= rank ? bb[i + bb.size() - rank] : 1;
     if (da != db && da != 1 && db != 1)
-      return fail(fmt::format("batch dimensions do not broadcast: {} x {}", DimsToString(a_in), DimsToString(b_in)));
+      return fail(fmt::format("batch dimensions do not broadcast: {} x {}", DimsToString(a_in),
+                              DimsToString(b_in)));
     s.batch[i] = std::max(da, db);
   }
   s.out = s.batch;
@@ -66,7 +68,8 @@ Result<std::vector<TensorType>> InferMatMul(const InferContext& ctx) {
     out.symbols.assign(out.dims.size(), "");
     const size_t off = out.dims.size() - 1 - (a.dims.size() - 1);
     for (size_t i = 0; i + 1 < a.dims.size(); ++i)
-      if (off + i < out.dims.size() && out.dims[off + i] == a.dims[i]) out.symbols[off + i] = a.symbols[i];
+      if (off + i < out.dims.size() && out.dims[off + i] == a.dims[i])
+        out.symbols[off + i] = a.symbols[i];
   }
   return std::vector<TensorType>{out};
 }
@@ -76,7 +79,8 @@ void BatchedMatMul(const float* a, const float* b, float* c, const MatMulShape& 
   const int64_t batches = NumElements(s.batch);
   const Dims ba(s.a.begin(), s.a.end() - 2), bb(s.b.begin(), s.b.end() - 2);
   const auto sa = BroadcastStrides(ba, s.batch), sb = BroadcastStrides(bb, s.batch);
-  const int64_t row_block = std::max<int64_t>(1, std::min<int64_t>(s.m, 65536 / std::max<int64_t>(s.n, 1)));
+  const int64_t row_block =
+      std::max<int64_t>(1, std::min<int64_t>(s.m, 65536 / std::max<int64_t>(s.n, 1)));
   const int64_t blocks_per_batch = (s.m + row_block - 1) / row_block;
   ParallelRange(batches * blocks_per_batch, 1, [&](int64_t begin, int64_t end) {
     for (int64_t job = begin; job < end; ++job) {
@@ -116,14 +120,15 @@ OpCost MatMulCost(const Node&, const std::vector<const TensorType*>& in,
 Result<std::vector<TensorType>> InferGemm(const InferContext& ctx) {
   const Dims& a = ctx.type(0).dims;
   const Dims& b = ctx.type(1).dims;
-  if (a.size() != 2 || b.size() != 2) return ctx.Fail(ErrorCode::kShapeMismatch, "Gemm inputs A and B must be 2-D");
+  if (a.size() != 2 || b.size() != 2)
+    return ctx.Fail(ErrorCode::kShapeMismatch, "Gemm inputs A and B must be 2-D");
   const bool ta = ctx.node.attrs.GetInt("transA", 0).value() != 0;
   const bool tb = ctx.node.attrs.GetInt("transB", 0).value() != 0;
   const int64_t m = ta ? a[1] : a[0], k = ta ? a[0] : a[1];
   const int64_t kb = tb ? b[1] : b[0], n = tb ? b[0] : b[1];
   if (k != kb)
-    return ctx.Fail(ErrorCode::kShapeMismatch,
-                    fmt::format("inner dimensions differ: A {} B {}", DimsToString(a), DimsToString(b)));
+    return ctx.Fail(ErrorCode::kShapeMismatch, fmt::format("inner dimensions differ: A {} B {}",
+                                                           DimsToString(a), DimsToString(b)));
   if (ctx.has_input(2)) {
     Dims mn{m, n};
     FT_ASSIGN_OR_RETURN(Dims bc, BroadcastDims(ctx, {&ctx.type(2).dims, &mn}));
@@ -143,16 +148,21 @@ Result<std::vector<Tensor>> RunGemm(const KernelContext& ctx) {
   ConstMap A(a.data<float>(), a.dims()[0], a.dims()[1]);
   ConstMap B(b.data<float>(), b.dims()[0], b.dims()[1]);
   MutMap C(out.data<float>(), m, n);
-  if (ta && tb) C.noalias() = alpha * (A.transpose() * B.transpose());
-  else if (ta) C.noalias() = alpha * (A.transpose() * B);
-  else if (tb) C.noalias() = alpha * (A * B.transpose());
-  else C.noalias() = alpha * (A * B);
+  if (ta && tb)
+    C.noalias() = alpha * (A.transpose() * B.transpose());
+  else if (ta)
+    C.noalias() = alpha * (A.transpose() * B);
+  else if (tb)
+    C.noalias() = alpha * (A * B.transpose());
+  else
+    C.noalias() = alpha * (A * B);
   (void)k;
   if (ctx.has_input(2) && beta != 0.0f) {
     Tensor c = AsF32(ctx.in(2));
     const auto strides = BroadcastStrides(c.dims(), {m, n});
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) C(i, j) += beta * c.data<float>()[i * strides[0] + j * strides[1]];
+      for (int64_t j = 0; j < n; ++j)
+        C(i, j) += beta * c.data<float>()[i * strides[0] + j * strides[1]];
   }
   return std::vector<Tensor>{FromF32(std::move(out), ctx.output_types[0].dtype)};
 }
@@ -184,8 +194,10 @@ Result<std::vector<int64_t>> ReduceAxes(const InferContext& ctx, bool* reduce_al
 Dims ReducedDims(const Dims& in, const std::vector<bool>& reduced, bool keepdims) {
   Dims out;
   for (size_t i = 0; i < in.size(); ++i) {
-    if (!reduced[i]) out.push_back(in[i]);
-    else if (keepdims) out.push_back(1);
+    if (!reduced[i])
+      out.push_back(in[i]);
+    else if (keepdims)
+      out.push_back(1);
   }
   return out;
 }
@@ -230,11 +242,16 @@ Result<std::vector<Tensor>> RunReduce(const KernelContext& ctx) {
   int64_t o = 0;
   for (int64_t i = 0; i < x.numel(); ++i) {
     const double v = px[i];
-    if constexpr (K == ReduceKind::kMax) acc[o] = std::max(acc[o], v);
-    else if constexpr (K == ReduceKind::kMin) acc[o] = std::min(acc[o], v);
-    else if constexpr (K == ReduceKind::kProd) acc[o] *= v;
-    else if constexpr (K == ReduceKind::kSumSquare || K == ReduceKind::kL2) acc[o] += v * v;
-    else acc[o] += v;
+    if constexpr (K == ReduceKind::kMax)
+      acc[o] = std::max(acc[o], v);
+    else if constexpr (K == ReduceKind::kMin)
+      acc[o] = std::min(acc[o], v);
+    else if constexpr (K == ReduceKind::kProd)
+      acc[o] *= v;
+    else if constexpr (K == ReduceKind::kSumSquare || K == ReduceKind::kL2)
+      acc[o] += v * v;
+    else
+      acc[o] += v;
     for (int64_t d = rank - 1; d >= 0; --d) {  // odometer over the input index
       o += ostr[d];
       if (++idx[d] < x.dims()[d]) break;
@@ -253,7 +270,8 @@ Result<std::vector<Tensor>> RunReduce(const KernelContext& ctx) {
   return std::vector<Tensor>{FromF32(std::move(out), ctx.output_types[0].dtype)};
 }
 
-OpCost ReduceCost(const Node&, const std::vector<const TensorType*>& in, const std::vector<const TensorType*>&) {
+OpCost ReduceCost(const Node&, const std::vector<const TensorType*>& in,
+                  const std::vector<const TensorType*>&) {
   return {static_cast<double>(in[0]->numel()), 0};
 }
 
@@ -263,7 +281,8 @@ Result<std::vector<TensorType>> InferSoftmax(const InferContext& ctx) {
   const int64_t fallback = ctx.opset >= 13 ? -1 : 1;
   FT_ASSIGN_OR_RETURN(int64_t axis, ctx.node.attrs.GetInt("axis", fallback));
   FT_RETURN_IF_ERROR(NormalizeAxis(ctx, axis, ctx.type(0).rank()));
-  if (!IsFloat(ctx.type(0).dtype)) return ctx.Fail(ErrorCode::kShapeMismatch, "input must be float");
+  if (!IsFloat(ctx.type(0).dtype))
+    return ctx.Fail(ErrorCode::kShapeMismatch, "input must be float");
   return std::vector<TensorType>{ctx.type(0)};
 }
 
@@ -271,13 +290,17 @@ template <bool kLog>
 Result<std::vector<Tensor>> RunSoftmax(const KernelContext& ctx) {
   Tensor x = AsF32(ctx.in(0));
   const int64_t rank = x.rank();
-  const int64_t axis = WrapAxis(ctx.node.attrs.GetInt("axis", ctx.opset >= 13 ? -1 : 1).value(), rank);
+  const int64_t axis =
+      WrapAxis(ctx.node.attrs.GetInt("axis", ctx.opset >= 13 ? -1 : 1).value(), rank);
   // Opset < 13 flattens to 2-D at `axis`; opset >= 13 normalises along `axis` alone.
   int64_t outer = 1, n = 1, inner = 1;
   for (int64_t i = 0; i < rank; ++i) {
-    if (i < axis) outer *= x.dims()[i];
-    else if (i == axis || ctx.opset < 13) n *= x.dims()[i];
-    else inner *= x.dims()[i];
+    if (i < axis)
+      outer *= x.dims()[i];
+    else if (i == axis || ctx.opset < 13)
+      n *= x.dims()[i];
+    else
+      inner *= x.dims()[i];
   }
   if (rank == 0) n = 1;
   Tensor out(DataType::kFloat32, x.dims());
@@ -299,7 +322,8 @@ Result<std::vector<Tensor>> RunSoftmax(const KernelContext& ctx) {
   return std::vector<Tensor>{FromF32(std::move(out), ctx.output_types[0].dtype)};
 }
 
-OpCost SoftmaxCost(const Node&, const std::vector<const TensorType*>& in, const std::vector<const TensorType*>&) {
+OpCost SoftmaxCost(const Node&, const std::vector<const TensorType*>& in,
+                   const std::vector<const TensorType*>&) {
   const double n = static_cast<double>(in[0]->numel());
   return {4 * n, n};
 }
@@ -317,8 +341,9 @@ Result<std::vector<TensorType>> InferLayerNorm(const InferContext& ctx) {
     FT_ASSIGN_OR_RETURN(Dims bc, BroadcastDims(ctx, {&ctx.type(i).dims, &d}));
     if (bc != norm)
       return ctx.Fail(ErrorCode::kShapeMismatch,
-                      fmt::format("{} {} does not broadcast to the normalised shape {}", i == 1 ? "scale" : "bias",
-                                  DimsToString(ctx.type(i).dims), DimsToString(norm)));
+                      fmt::format("{} {} does not broadcast to the normalised shape {}",
+                                  i == 1 ? "scale" : "bias", DimsToString(ctx.type(i).dims),
+                                  DimsToString(norm)));
   }
   std::vector<TensorType> outs{x};
   TensorType stat;
@@ -359,8 +384,10 @@ Result<std::vector<Tensor>> RunLayerNorm(const KernelContext& ctx) {
   };
   Tensor scale = param(1, 1.0f), bias = param(2, 0.0f);
   Tensor y(DataType::kFloat32, x.dims());
-  Tensor mean_t(DataType::kFloat32, ctx.output_types.size() > 1 ? ctx.output_types[1].dims : Dims{rows});
-  Tensor inv_t(DataType::kFloat32, ctx.output_types.size() > 2 ? ctx.output_types[2].dims : Dims{rows});
+  Tensor mean_t(DataType::kFloat32,
+                ctx.output_types.size() > 1 ? ctx.output_types[1].dims : Dims{rows});
+  Tensor inv_t(DataType::kFloat32,
+               ctx.output_types.size() > 2 ? ctx.output_types[2].dims : Dims{rows});
   ParallelRange(rows, 16, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const float* px = x.data<float>() + r * cols;
@@ -372,7 +399,8 @@ Result<std::vector<Tensor>> RunLayerNorm(const KernelContext& ctx) {
       const double inv = 1.0 / std::sqrt(var + eps);
       float* py = y.data<float>() + r * cols;
       for (int64_t j = 0; j < cols; ++j)
-        py[j] = static_cast<float>((px[j] - mean) * inv * scale.data<float>()[j] + bias.data<float>()[j]);
+        py[j] = static_cast<float>((px[j] - mean) * inv * scale.data<float>()[j] +
+                                   bias.data<float>()[j]);
       mean_t.data<float>()[r] = static_cast<float>(mean);
       inv_t.data<float>()[r] = static_cast<float>(inv);
     }
@@ -383,7 +411,8 @@ Result<std::vector<Tensor>> RunLayerNorm(const KernelContext& ctx) {
   return outs;
 }
 
-OpCost LayerNormCost(const Node&, const std::vector<const TensorType*>& in, const std::vector<const TensorType*>&) {
+OpCost LayerNormCost(const Node&, const std::vector<const TensorType*>& in,
+                     const std::vector<const TensorType*>&) {
   const double n = static_cast<double>(in[0]->numel());
   return {8 * n, n / std::max<double>(1, static_cast<double>(in[0]->dims.back()))};
 }
@@ -399,7 +428,8 @@ void AppendReductionOps(std::vector<OpSchema>& t) {
   t.push_back({"ReduceMax", red, 1, 2, InferReduce, RunReduce<ReduceKind::kMax>, ReduceCost});
   t.push_back({"ReduceMin", red, 1, 2, InferReduce, RunReduce<ReduceKind::kMin>, ReduceCost});
   t.push_back({"ReduceProd", red, 1, 2, InferReduce, RunReduce<ReduceKind::kProd>, ReduceCost});
-  t.push_back({"ReduceSumSquare", red, 1, 2, InferReduce, RunReduce<ReduceKind::kSumSquare>, ReduceCost});
+  t.push_back(
+      {"ReduceSumSquare", red, 1, 2, InferReduce, RunReduce<ReduceKind::kSumSquare>, ReduceCost});
   t.push_back({"ReduceL2", red, 1, 2, InferReduce, RunReduce<ReduceKind::kL2>, ReduceCost});
   const OpKind norm = OpKind::kNormalization;
   t.push_back({"Softmax", norm, 1, 1, InferSoftmax, RunSoftmax<false>, SoftmaxCost});

@@ -31,7 +31,8 @@ Tensor StridedCopy(const Tensor& src, const Dims& out_dims, const std::vector<in
       for (int64_t i = 0; i < n; ++i) d[i] = s[i * inner[0]];
       return;
     }
-    for (int64_t i = 0; i < n; ++i) std::memcpy(po + (o + i) * es, ps + (off[0] + i * inner[0]) * es, es);
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(po + (o + i) * es, ps + (off[0] + i * inner[0]) * es, es);
   });
   return out;
 }
@@ -93,7 +94,8 @@ Result<std::vector<TensorType>> InferReshape(const InferContext& ctx) {
     int64_t d = shape[i];
     if (d == 0 && !allowzero) {
       if (i >= x.dims.size())
-        return ctx.Fail(ErrorCode::kShapeMismatch, fmt::format("shape[{}] = 0 copies a dimension the input lacks", i));
+        return ctx.Fail(ErrorCode::kShapeMismatch,
+                        fmt::format("shape[{}] = 0 copies a dimension the input lacks", i));
       d = x.dims[i];
     }
     if (d == -1) {
@@ -102,20 +104,22 @@ Result<std::vector<TensorType>> InferReshape(const InferContext& ctx) {
       dims.push_back(1);
       continue;
     }
-    if (d < 0) return ctx.Fail(ErrorCode::kInvalidArgument, fmt::format("shape[{}] = {} is negative", i, d));
+    if (d < 0)
+      return ctx.Fail(ErrorCode::kInvalidArgument, fmt::format("shape[{}] = {} is negative", i, d));
     known *= d;
     dims.push_back(d);
   }
   if (infer_at >= 0) {
     if (known == 0 || x.numel() % known != 0)
-      return ctx.Fail(ErrorCode::kShapeMismatch,
-                      fmt::format("cannot reshape {} to {}", DimsToString(x.dims), DimsToString(shape)));
+      return ctx.Fail(
+          ErrorCode::kShapeMismatch,
+          fmt::format("cannot reshape {} to {}", DimsToString(x.dims), DimsToString(shape)));
     dims[infer_at] = x.numel() / known;
   }
   if (NumElements(dims) != x.numel())
     return ctx.Fail(ErrorCode::kShapeMismatch,
-                    fmt::format("cannot reshape {} ({} elements) to {}", DimsToString(x.dims), x.numel(),
-                                DimsToString(dims)));
+                    fmt::format("cannot reshape {} ({} elements) to {}", DimsToString(x.dims),
+                                x.numel(), DimsToString(dims)));
   return std::vector<TensorType>{WithDims(x, dims)};
 }
 
@@ -127,7 +131,8 @@ Result<std::vector<TensorType>> InferFlatten(const InferContext& ctx) {
   const TensorType& x = ctx.type(0);
   FT_ASSIGN_OR_RETURN(int64_t axis, ctx.node.attrs.GetInt("axis", 1));
   if (axis < 0) axis += x.rank();
-  if (axis < 0 || axis > x.rank()) return ctx.Fail(ErrorCode::kInvalidArgument, "axis out of range");
+  if (axis < 0 || axis > x.rank())
+    return ctx.Fail(ErrorCode::kInvalidArgument, "axis out of range");
   int64_t a = 1, b = 1;
   for (int64_t i = 0; i < x.rank(); ++i) (i < axis ? a : b) *= x.dims[i];
   return std::vector<TensorType>{WithDims(x, {a, b})};
@@ -144,7 +149,8 @@ Result<std::vector<TensorType>> InferSqueeze(const InferContext& ctx) {
   for (int64_t a : axes) {
     FT_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, a, x.rank()));
     if (x.dims[axis] != 1)
-      return ctx.Fail(ErrorCode::kShapeMismatch, fmt::format("cannot squeeze axis {} of size {}", axis, x.dims[axis]));
+      return ctx.Fail(ErrorCode::kShapeMismatch,
+                      fmt::format("cannot squeeze axis {} of size {}", axis, x.dims[axis]));
     drop[axis] = true;
   }
   TensorType out = WithDims(x, {});
@@ -189,11 +195,13 @@ Result<std::vector<TensorType>> InferConcat(const InferContext& ctx) {
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
     const TensorType& t = ctx.type(i);
     if (t.rank() != first.rank() || t.dtype != first.dtype)
-      return ctx.Fail(ErrorCode::kShapeMismatch, fmt::format("input {} differs in rank or dtype", i));
+      return ctx.Fail(ErrorCode::kShapeMismatch,
+                      fmt::format("input {} differs in rank or dtype", i));
     for (int64_t d = 0; d < t.rank(); ++d)
       if (d != axis && t.dims[d] != first.dims[d])
         return ctx.Fail(ErrorCode::kShapeMismatch,
-                        fmt::format("input {} has shape {}, input 0 {}", i, DimsToString(t.dims), DimsToString(first.dims)));
+                        fmt::format("input {} has shape {}, input 0 {}", i, DimsToString(t.dims),
+                                    DimsToString(first.dims)));
     dims[axis] += t.dims[axis];
   }
   return std::vector<TensorType>{WithDims(first, dims)};
@@ -201,7 +209,8 @@ Result<std::vector<TensorType>> InferConcat(const InferContext& ctx) {
 
 Result<std::vector<Tensor>> RunConcat(const KernelContext& ctx) {
   const Dims& out_dims = ctx.output_types[0].dims;
-  const int64_t axis = WrapAxis(ctx.node.attrs.GetInt("axis").value(), static_cast<int64_t>(out_dims.size()));
+  const int64_t axis =
+      WrapAxis(ctx.node.attrs.GetInt("axis").value(), static_cast<int64_t>(out_dims.size()));
   Tensor out(ctx.in(0).dtype(), out_dims);
   const size_t es = DataTypeSize(out.dtype());
   int64_t outer = 1, inner = 1;
@@ -213,8 +222,8 @@ Result<std::vector<Tensor>> RunConcat(const KernelContext& ctx) {
   for (const Tensor* in : ctx.inputs) {
     const int64_t len = in->dims()[axis];
     for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(out.raw() + ((o * out_dims[axis] + pos) * inner) * es, in->raw() + (o * len * inner) * es,
-                  len * inner * es);
+      std::memcpy(out.raw() + ((o * out_dims[axis] + pos) * inner) * es,
+                  in->raw() + (o * len * inner) * es, len * inner * es);
     pos += len;
   }
   return std::vector<Tensor>{out};
@@ -244,11 +253,13 @@ Result<std::vector<TensorType>> InferSplit(const InferContext& ctx) {
   if (ctx.has_input(1)) {
     FT_ASSIGN_OR_RETURN(split_t, ctx.RequireConstant(1, "split"));
   }
-  FT_ASSIGN_OR_RETURN(auto split, SplitSizes(ctx.node, ctx.opset, split_t, x.dims[axis], ctx.node.outputs.size()));
-  if (split.size() != ctx.node.outputs.size() || std::accumulate(split.begin(), split.end(), int64_t{0}) != x.dims[axis])
+  FT_ASSIGN_OR_RETURN(
+      auto split, SplitSizes(ctx.node, ctx.opset, split_t, x.dims[axis], ctx.node.outputs.size()));
+  if (split.size() != ctx.node.outputs.size() ||
+      std::accumulate(split.begin(), split.end(), int64_t{0}) != x.dims[axis])
     return ctx.Fail(ErrorCode::kShapeMismatch,
-                    fmt::format("split sizes {} do not cover axis {} of size {} in {} outputs", DimsToString(split),
-                                axis, x.dims[axis], ctx.node.outputs.size()));
+                    fmt::format("split sizes {} do not cover axis {} of size {} in {} outputs",
+                                DimsToString(split), axis, x.dims[axis], ctx.node.outputs.size()));
   std::vector<TensorType> outs;
   for (int64_t s : split) {
     Dims d = x.dims;
@@ -279,7 +290,8 @@ struct SliceSpec {
 };
 
 Result<SliceSpec> ResolveSlice(const InferContext* ctx, const Dims& in, std::vector<int64_t> starts,
-                               std::vector<int64_t> ends, std::vector<int64_t> axes, std::vector<int64_t> steps) {
+                               std::vector<int64_t> ends, std::vector<int64_t> axes,
+                               std::vector<int64_t> steps) {
   auto fail = [&](const std::string& m) {
     return ctx ? ctx->Fail(ErrorCode::kInvalidArgument, m) : Error(ErrorCode::kInvalidArgument, m);
   };
@@ -373,8 +385,9 @@ Result<std::vector<TensorType>> InferGather(const InferContext& ctx) {
   if (ctx.input_constants.size() > 1 && ctx.input_constants[1]) {
     for (int64_t v : ctx.input_constants[1]->ToInt64Vector())
       if (v < -x.dims[axis] || v >= x.dims[axis])
-        return ctx.Fail(ErrorCode::kInvalidArgument,
-                        fmt::format("index {} is out of range for axis {} of size {}", v, axis, x.dims[axis]));
+        return ctx.Fail(
+            ErrorCode::kInvalidArgument,
+            fmt::format("index {} is out of range for axis {} of size {}", v, axis, x.dims[axis]));
   }
   Dims dims(x.dims.begin(), x.dims.begin() + axis);
   dims.insert(dims.end(), idx.dims.begin(), idx.dims.end());
@@ -397,12 +410,14 @@ Result<std::vector<Tensor>> RunGather(const KernelContext& ctx) {
   const int64_t k = static_cast<int64_t>(indices.size());
   for (int64_t i = 0; i < k; ++i)
     if (indices[i] < -n || indices[i] >= n)
-      return Error(ErrorCode::kInvalidArgument,
-                   fmt::format("Gather index {} is out of range for an axis of size {}", indices[i], n));
+      return Error(
+          ErrorCode::kInvalidArgument,
+          fmt::format("Gather index {} is out of range for an axis of size {}", indices[i], n));
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < k; ++i) {
       const int64_t src = indices[i] < 0 ? indices[i] + n : indices[i];
-      std::memcpy(out.raw() + ((o * k + i) * inner) * es, x.raw() + ((o * n + src) * inner) * es, inner * es);
+      std::memcpy(out.raw() + ((o * k + i) * inner) * es, x.raw() + ((o * n + src) * inner) * es,
+                  inner * es);
     }
   return std::vector<Tensor>{out};
 }
@@ -418,7 +433,8 @@ Result<std::vector<TensorType>> InferExpand(const InferContext& ctx) {
 
 Result<std::vector<Tensor>> RunExpand(const KernelContext& ctx) {
   const Dims& out = ctx.output_types[0].dims;
-  return std::vector<Tensor>{StridedCopy(ctx.in(0), out, BroadcastStrides(ctx.in(0).dims(), out), 0)};
+  return std::vector<Tensor>{
+      StridedCopy(ctx.in(0), out, BroadcastStrides(ctx.in(0).dims(), out), 0)};
 }
 
 Result<std::vector<TensorType>> InferTile(const InferContext& ctx) {
@@ -450,7 +466,8 @@ Result<std::vector<Tensor>> RunTile(const KernelContext& ctx) {
 }
 
 Result<std::vector<TensorType>> InferTrilu(const InferContext& ctx) {
-  if (ctx.type(0).rank() < 2) return ctx.Fail(ErrorCode::kShapeMismatch, "input must have rank >= 2");
+  if (ctx.type(0).rank() < 2)
+    return ctx.Fail(ErrorCode::kShapeMismatch, "input must have rank >= 2");
   if (ctx.has_input(1)) {
     FT_RETURN_IF_ERROR(ctx.RequireConstant(1, "k"));
   }
@@ -510,7 +527,8 @@ Result<std::vector<TensorType>> InferConstantOfShape(const InferContext& ctx) {
 }
 
 Result<std::vector<Tensor>> RunConstantOfShape(const KernelContext& ctx) {
-  Tensor value = ctx.node.attrs.Has("value") ? ctx.node.attrs.GetTensor("value").value() : Tensor::ScalarF32(0);
+  Tensor value = ctx.node.attrs.Has("value") ? ctx.node.attrs.GetTensor("value").value()
+                                             : Tensor::ScalarF32(0);
   Tensor out(value.dtype(), ctx.output_types[0].dims);
   const size_t es = DataTypeSize(value.dtype());
   for (int64_t i = 0; i < out.numel(); ++i) std::memcpy(out.raw() + i * es, value.raw(), es);
@@ -554,7 +572,8 @@ Result<Tensor> ConstantValue(const Node& node) {
     auto v = a.GetInts("value_ints").value();
     return Tensor::FromVector<int64_t>(DataType::kInt64, {static_cast<int64_t>(v.size())}, v);
   }
-  return Error(ErrorCode::kUnsupported, "Constant needs a value, value_float(s) or value_int(s) attribute");
+  return Error(ErrorCode::kUnsupported,
+               "Constant needs a value, value_float(s) or value_int(s) attribute");
 }
 
 Result<std::vector<TensorType>> InferConstant(const InferContext& ctx) {
@@ -568,8 +587,12 @@ Result<std::vector<Tensor>> RunConstant(const KernelContext& ctx) {
   return std::vector<Tensor>{v};
 }
 
-Result<std::vector<TensorType>> InferIdentity(const InferContext& ctx) { return std::vector<TensorType>{ctx.type(0)}; }
-Result<std::vector<Tensor>> RunIdentity(const KernelContext& ctx) { return std::vector<Tensor>{ctx.in(0)}; }
+Result<std::vector<TensorType>> InferIdentity(const InferContext& ctx) {
+  return std::vector<TensorType>{ctx.type(0)};
+}
+Result<std::vector<Tensor>> RunIdentity(const KernelContext& ctx) {
+  return std::vector<Tensor>{ctx.in(0)};
+}
 
 // Dropout in inference: the identity, with an all-true mask when asked for.
 Result<std::vector<TensorType>> InferDropout(const InferContext& ctx) {
@@ -577,10 +600,12 @@ Result<std::vector<TensorType>> InferDropout(const InferContext& ctx) {
     auto training = ctx.RequireConstant(2, "training_mode");
     if (!training.ok()) return training.error();
     if ((*training)->GetAsInt(0) != 0)
-      return ctx.Fail(ErrorCode::kUnsupported, "Dropout in training mode is not supported (inference only)");
+      return ctx.Fail(ErrorCode::kUnsupported,
+                      "Dropout in training mode is not supported (inference only)");
   }
   std::vector<TensorType> outs{ctx.type(0)};
-  if (ctx.node.outputs.size() > 1) outs.push_back(WithDims(TensorType{DataType::kBool, {}, {}}, ctx.type(0).dims));
+  if (ctx.node.outputs.size() > 1)
+    outs.push_back(WithDims(TensorType{DataType::kBool, {}, {}}, ctx.type(0).dims));
   return outs;
 }
 

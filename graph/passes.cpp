@@ -63,8 +63,11 @@ Result<int> EliminateCommonSubexpressions(Graph& graph) {
     const Value& value = graph.value(v);
     if (!value.is_constant() || value.constant->numel() > 1024) continue;
     const Tensor& t = *value.constant;
-    const uint64_t h = Hasher().AddInt(static_cast<int>(t.dtype())).AddBytes(t.dims().data(), t.dims().size() * 8)
-                           .AddBytes(t.raw(), t.nbytes()).digest();
+    const uint64_t h = Hasher()
+                           .AddInt(static_cast<int>(t.dtype()))
+                           .AddBytes(t.dims().data(), t.dims().size() * 8)
+                           .AddBytes(t.raw(), t.nbytes())
+                           .digest();
     auto& bucket = by_content[h];
     bool done = false;
     for (ValueId other : bucket)
@@ -91,9 +94,11 @@ Result<int> EliminateCommonSubexpressions(Graph& graph) {
           o.outputs.size() != node.outputs.size() || !(o.attrs == node.attrs))
         continue;
       for (size_t i = 0; i < node.outputs.size(); ++i)
-        if (node.outputs[i] != kNoValue && o.outputs[i] != kNoValue) ReplaceValue(graph, node.outputs[i], o.outputs[i]);
+        if (node.outputs[i] != kNoValue && o.outputs[i] != kNoValue)
+          ReplaceValue(graph, node.outputs[i], o.outputs[i]);
       bool fully = true;
-      for (size_t i = 0; i < node.outputs.size(); ++i) fully = fully && (node.outputs[i] == kNoValue || o.outputs[i] != kNoValue);
+      for (size_t i = 0; i < node.outputs.size(); ++i)
+        fully = fully && (node.outputs[i] == kNoValue || o.outputs[i] != kNoValue);
       if (!fully) break;
       dead[n] = true;
       ++merged;
@@ -109,7 +114,8 @@ Result<int> EliminateCommonSubexpressions(Graph& graph) {
 namespace {
 
 bool IsIdentityNode(const Graph& g, const Node& node) {
-  if (node.inputs.empty() || node.inputs[0] == kNoValue || node.outputs.empty() || node.outputs[0] == kNoValue)
+  if (node.inputs.empty() || node.inputs[0] == kNoValue || node.outputs.empty() ||
+      node.outputs[0] == kNoValue)
     return false;
   const TensorType& in = g.type(node.inputs[0]);
   const TensorType& out = g.type(node.outputs[0]);
@@ -119,8 +125,8 @@ bool IsIdentityNode(const Graph& g, const Node& node) {
     return !mask_used;  // inference mode is checked by shape inference
   }
   if (!in.SameShapeAndType(out)) return false;
-  if (node.op_type == "Cast" || node.op_type == "Reshape" || node.op_type == "Expand" || node.op_type == "Squeeze" ||
-      node.op_type == "Unsqueeze" || node.op_type == "Flatten")
+  if (node.op_type == "Cast" || node.op_type == "Reshape" || node.op_type == "Expand" ||
+      node.op_type == "Squeeze" || node.op_type == "Unsqueeze" || node.op_type == "Flatten")
     return true;
   if (node.op_type == "Transpose") {
     auto perm = node.attrs.GetInts("perm", std::vector<int64_t>{});
@@ -160,10 +166,12 @@ Result<int> CanonicalizeTransposeReshape(Graph& graph) {
   // Views to Reshape with a constant target shape.
   for (int32_t n = 0; n < static_cast<int32_t>(graph.nodes.size()); ++n) {
     Node& node = graph.nodes[n];
-    if (node.op_type != "Flatten" && node.op_type != "Squeeze" && node.op_type != "Unsqueeze") continue;
+    if (node.op_type != "Flatten" && node.op_type != "Squeeze" && node.op_type != "Unsqueeze")
+      continue;
     if (node.outputs[0] == kNoValue) continue;
     const Dims& dims = graph.type(node.outputs[0]).dims;
-    Tensor shape = Tensor::FromVector<int64_t>(DataType::kInt64, {static_cast<int64_t>(dims.size())}, dims);
+    Tensor shape =
+        Tensor::FromVector<int64_t>(DataType::kInt64, {static_cast<int64_t>(dims.size())}, dims);
     const ValueId shape_v = graph.AddConstant(graph.UniqueName("shape"), shape);
     Node& same = graph.nodes[n];  // AddConstant does not move nodes
     same.op_type = "Reshape";
@@ -191,7 +199,8 @@ Result<int> CanonicalizeTransposeReshape(Graph& graph) {
       node.attrs.Set("perm", composed);
     } else {
       const Dims& dims = graph.type(node.outputs[0]).dims;
-      Tensor shape = Tensor::FromVector<int64_t>(DataType::kInt64, {static_cast<int64_t>(dims.size())}, dims);
+      Tensor shape =
+          Tensor::FromVector<int64_t>(DataType::kInt64, {static_cast<int64_t>(dims.size())}, dims);
       const ValueId shape_v = graph.AddConstant(graph.UniqueName("shape"), shape);
       graph.nodes[n].inputs[1] = shape_v;
       graph.nodes[n].attrs.Erase("allowzero");

@@ -19,20 +19,23 @@ Result<Tensor> AdaptFeed(const Value& input, const Tensor& feed) {
   const bool both_int = !IsFloat(feed.dtype()) && !IsFloat(input.type.dtype) &&
                         feed.dtype() != DataType::kBool && input.type.dtype != DataType::kBool;
   if (both_float || both_int) return feed.CastTo(input.type.dtype);
-  return Error(ErrorCode::kShapeMismatch, fmt::format("input '{}' expects {} but was given {}", input.name,
-                                                      DataTypeName(input.type.dtype), DataTypeName(feed.dtype())));
+  return Error(ErrorCode::kShapeMismatch,
+               fmt::format("input '{}' expects {} but was given {}", input.name,
+                           DataTypeName(input.type.dtype), DataTypeName(feed.dtype())));
 }
 
 }  // namespace
 
-Result<ReferenceResult> RunReference(const Graph& graph, const TensorMap& feeds, const ReferenceOptions& options) {
+Result<ReferenceResult> RunReference(const Graph& graph, const TensorMap& feeds,
+                                     const ReferenceOptions& options) {
   std::vector<Tensor> values(graph.values.size());
   for (ValueId v = 0; v < static_cast<ValueId>(graph.values.size()); ++v)
     if (graph.value(v).is_constant()) values[v] = *graph.value(v).constant;
   for (ValueId v : graph.inputs) {
     const Value& input = graph.value(v);
     auto it = feeds.find(input.name);
-    if (it == feeds.end()) return Error(ErrorCode::kNotFound, fmt::format("no value given for input '{}'", input.name));
+    if (it == feeds.end())
+      return Error(ErrorCode::kNotFound, fmt::format("no value given for input '{}'", input.name));
     FT_ASSIGN_OR_RETURN(values[v], AdaptFeed(input, it->second));
   }
   for (const auto& [name, tensor] : feeds) {
@@ -53,10 +56,12 @@ Result<ReferenceResult> RunReference(const Graph& graph, const TensorMap& feeds,
     const Node& node = graph.nodes[n];
     const OpSchema* schema = FindOpSchema(node.domain, node.op_type);
     if (!schema)
-      return Error(ErrorCode::kUnsupported, fmt::format("{}: op type is not supported", graph.Describe(n)));
+      return Error(ErrorCode::kUnsupported,
+                   fmt::format("{}: op type is not supported", graph.Describe(n)));
     KernelContext ctx{node, graph.opset, {}, {}};
     for (ValueId v : node.inputs) ctx.inputs.push_back(v == kNoValue ? nullptr : &values[v]);
-    for (ValueId v : node.outputs) ctx.output_types.push_back(v == kNoValue ? TensorType{} : graph.type(v));
+    for (ValueId v : node.outputs)
+      ctx.output_types.push_back(v == kNoValue ? TensorType{} : graph.type(v));
     auto results = schema->run(ctx);
     if (!results.ok()) return results.error().WithContext(graph.Describe(n));
     for (size_t i = 0; i < node.outputs.size(); ++i) {
@@ -65,14 +70,15 @@ Result<ReferenceResult> RunReference(const Graph& graph, const TensorMap& feeds,
       Tensor& r = (*results)[i];
       if (r.dims() != graph.type(v).dims || r.dtype() != graph.type(v).dtype)
         return Error(ErrorCode::kInternal,
-                     fmt::format("{}: kernel produced {}{} for output '{}' typed {}", graph.Describe(n),
-                                 DataTypeName(r.dtype()), DimsToString(r.dims()), graph.value(v).name,
-                                 graph.type(v).ToString()));
+                     fmt::format("{}: kernel produced {}{} for output '{}' typed {}",
+                                 graph.Describe(n), DataTypeName(r.dtype()), DimsToString(r.dims()),
+                                 graph.value(v).name, graph.type(v).ToString()));
       values[v] = std::move(r);
     }
     if (!options.keep_intermediates)
       for (ValueId v : node.inputs)
-        if (v != kNoValue && last_use[v] == n && !is_output[v] && !graph.value(v).is_constant()) values[v] = Tensor();
+        if (v != kNoValue && last_use[v] == n && !is_output[v] && !graph.value(v).is_constant())
+          values[v] = Tensor();
   }
 
   ReferenceResult result;
@@ -96,7 +102,8 @@ TensorMap RandomFeeds(const Graph& graph, uint64_t seed) {
       feeds[input.name] = b;
     } else {
       Tensor b(DataType::kInt64, input.type.dims);
-      for (int64_t k = 0; k < b.numel(); ++k) b.data<int64_t>()[k] = static_cast<int64_t>(rng.Below(4));
+      for (int64_t k = 0; k < b.numel(); ++k)
+        b.data<int64_t>()[k] = static_cast<int64_t>(rng.Below(4));
       feeds[input.name] = b.CastTo(input.type.dtype);
     }
   }

@@ -20,8 +20,8 @@ Status CheckSupportedOps(const Graph& graph) {
   std::string list;
   for (const auto& [op, n] : first_use)
     list += fmt::format("\n  {} (first used by {})", op, graph.Describe(n));
-  return Error(ErrorCode::kUnsupported,
-               fmt::format("{} unsupported op type{}:{}", first_use.size(), first_use.size() == 1 ? "" : "s", list));
+  return Error(ErrorCode::kUnsupported, fmt::format("{} unsupported op type{}:{}", first_use.size(),
+                                                    first_use.size() == 1 ? "" : "s", list));
 }
 
 namespace {
@@ -36,26 +36,31 @@ Status InferNode(Graph& graph, int32_t n, const InferOptions& options,
   *folded = false;
   const OpSchema* schema = FindOpSchema(node.domain, node.op_type);
   const std::string desc = graph.Describe(n);
-  if (!schema) return Error(ErrorCode::kUnsupported, fmt::format("{}: op type is not supported", desc));
+  if (!schema)
+    return Error(ErrorCode::kUnsupported, fmt::format("{}: op type is not supported", desc));
   const int num_in = static_cast<int>(node.inputs.size());
   if (num_in < schema->min_inputs || (schema->max_inputs >= 0 && num_in > schema->max_inputs))
-    return Error(ErrorCode::kInvalidArgument,
-                 fmt::format("{}: has {} inputs, expects {} to {}", desc, num_in, schema->min_inputs,
-                             schema->max_inputs < 0 ? std::string("any") : std::to_string(schema->max_inputs)));
+    return Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format(
+            "{}: has {} inputs, expects {} to {}", desc, num_in, schema->min_inputs,
+            schema->max_inputs < 0 ? std::string("any") : std::to_string(schema->max_inputs)));
   InferContext ctx{node, desc, graph.opset, {}, {}};
   bool all_constant = true;
   for (int i = 0; i < num_in; ++i) {
     const ValueId v = node.inputs[i];
     if (v == kNoValue) {
       if (i < schema->min_inputs)
-        return Error(ErrorCode::kInvalidArgument, fmt::format("{}: required input {} is missing", desc, i));
+        return Error(ErrorCode::kInvalidArgument,
+                     fmt::format("{}: required input {} is missing", desc, i));
       ctx.input_types.push_back(nullptr);
       ctx.input_constants.push_back(nullptr);
       continue;
     }
     const Value& value = graph.value(v);
     if (!value.has_type)
-      return Error(ErrorCode::kInternal, fmt::format("{}: input '{}' has no type", desc, value.name));
+      return Error(ErrorCode::kInternal,
+                   fmt::format("{}: input '{}' has no type", desc, value.name));
     ctx.input_types.push_back(&value.type);
     ctx.input_constants.push_back(known[v].get());
     all_constant = all_constant && known[v] != nullptr;
@@ -90,7 +95,8 @@ Status InferNode(Graph& graph, int32_t n, const InferOptions& options,
       kctx.inputs.push_back(&shape_only.back());
     }
   }
-  for (ValueId v : node.outputs) kctx.output_types.push_back(v == kNoValue ? TensorType{} : graph.type(v));
+  for (ValueId v : node.outputs)
+    kctx.output_types.push_back(v == kNoValue ? TensorType{} : graph.type(v));
   auto results = schema->run(kctx);
   if (!results.ok()) return results.error().WithContext(desc + " (while folding constants)");
   for (size_t i = 0; i < node.outputs.size(); ++i) {

@@ -35,7 +35,8 @@ std::shared_ptr<std::byte[]> AllocateAligned(size_t bytes) {
   void* p = std::aligned_alloc(64, rounded);
   FT_CHECK(p != nullptr, "out of memory allocating " + std::to_string(bytes) + " bytes");
   std::memset(p, 0, rounded);
-  return std::shared_ptr<std::byte[]>(static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); });
+  return std::shared_ptr<std::byte[]>(static_cast<std::byte*>(p),
+                                      [](std::byte* q) { std::free(q); });
 }
 
 template <typename T>
@@ -69,13 +70,20 @@ double Tensor::GetAsDouble(int64_t i) const {
   FT_CHECK(i >= 0 && i < numel_, "GetAsDouble: index out of range");
   const std::byte* b = raw();
   switch (dtype_) {
-    case DataType::kFloat32: return LoadAsDouble<float>(b, i);
-    case DataType::kFloat64: return LoadAsDouble<double>(b, i);
-    case DataType::kInt64: return LoadAsDouble<int64_t>(b, i);
-    case DataType::kInt32: return LoadAsDouble<int32_t>(b, i);
-    case DataType::kInt8: return LoadAsDouble<int8_t>(b, i);
-    case DataType::kUInt8: return LoadAsDouble<uint8_t>(b, i);
-    case DataType::kBool: return LoadAsDouble<uint8_t>(b, i) != 0 ? 1.0 : 0.0;
+    case DataType::kFloat32:
+      return LoadAsDouble<float>(b, i);
+    case DataType::kFloat64:
+      return LoadAsDouble<double>(b, i);
+    case DataType::kInt64:
+      return LoadAsDouble<int64_t>(b, i);
+    case DataType::kInt32:
+      return LoadAsDouble<int32_t>(b, i);
+    case DataType::kInt8:
+      return LoadAsDouble<int8_t>(b, i);
+    case DataType::kUInt8:
+      return LoadAsDouble<uint8_t>(b, i);
+    case DataType::kBool:
+      return LoadAsDouble<uint8_t>(b, i) != 0 ? 1.0 : 0.0;
     case DataType::kFloat16: {
       uint16_t h;
       std::memcpy(&h, b + 2 * i, 2);
@@ -104,17 +112,27 @@ std::vector<int64_t> Tensor::ToInt64Vector() const {
 namespace {
 void StoreFromDouble(std::byte* base, DataType t, int64_t i, double v) {
   switch (t) {
-    case DataType::kFloat32: reinterpret_cast<float*>(base)[i] = static_cast<float>(v); break;
-    case DataType::kFloat64: reinterpret_cast<double*>(base)[i] = v; break;
+    case DataType::kFloat32:
+      reinterpret_cast<float*>(base)[i] = static_cast<float>(v);
+      break;
+    case DataType::kFloat64:
+      reinterpret_cast<double*>(base)[i] = v;
+      break;
     case DataType::kInt64:
       reinterpret_cast<int64_t*>(base)[i] = std::isfinite(v) ? static_cast<int64_t>(v) : 0;
       break;
     case DataType::kInt32:
       reinterpret_cast<int32_t*>(base)[i] = std::isfinite(v) ? static_cast<int32_t>(v) : 0;
       break;
-    case DataType::kInt8: reinterpret_cast<int8_t*>(base)[i] = static_cast<int8_t>(v); break;
-    case DataType::kUInt8: reinterpret_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v); break;
-    case DataType::kBool: reinterpret_cast<uint8_t*>(base)[i] = v != 0 ? 1 : 0; break;
+    case DataType::kInt8:
+      reinterpret_cast<int8_t*>(base)[i] = static_cast<int8_t>(v);
+      break;
+    case DataType::kUInt8:
+      reinterpret_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v);
+      break;
+    case DataType::kBool:
+      reinterpret_cast<uint8_t*>(base)[i] = v != 0 ? 1 : 0;
+      break;
     case DataType::kFloat16:
       reinterpret_cast<uint16_t*>(base)[i] = FloatToHalf(static_cast<float>(v));
       break;

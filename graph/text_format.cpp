@@ -35,26 +35,32 @@ class Lexer {
       if (c == '"') {
         FT_ASSIGN_OR_RETURN(std::string s, ReadString());
         tokens.push_back({Tok::kString, s, line_});
-      } else if (std::isdigit(static_cast<unsigned char>(c)) || ((c == '-' || c == '+' || c == '.') && NextIsNumber())) {
+      } else if (std::isdigit(static_cast<unsigned char>(c)) ||
+                 ((c == '-' || c == '+' || c == '.') && NextIsNumber())) {
         tokens.push_back({Tok::kNumber, ReadWhile([](char ch) {
-                            return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' || ch == '+';
+                            return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' ||
+                                   ch == '-' || ch == '+';
                           }),
                           line_});
       } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
         tokens.push_back({Tok::kIdent, ReadWhile([](char ch) {
-                            return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '.';
+                            return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' ||
+                                   ch == '.';
                           }),
                           line_});
         // Domain-qualified op types: com.example::Op
         if (text_.compare(pos_, 2, "::") == 0) {
           pos_ += 2;
-          tokens.back().text += "::" + ReadWhile([](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; });
+          tokens.back().text += "::" + ReadWhile([](char ch) {
+                                  return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+                                });
         }
       } else if (std::string("=,()[]{}:").find(c) != std::string::npos) {
         tokens.push_back({Tok::kPunct, std::string(1, c), line_});
         ++pos_;
       } else {
-        return Error(ErrorCode::kParse, fmt::format("line {}: unexpected character '{}'", line_, c));
+        return Error(ErrorCode::kParse,
+                     fmt::format("line {}: unexpected character '{}'", line_, c));
       }
     }
     tokens.push_back({Tok::kEnd, "", line_});
@@ -78,8 +84,9 @@ class Lexer {
     }
   }
   bool NextIsNumber() const {
-    return pos_ + 1 < text_.size() && (std::isdigit(static_cast<unsigned char>(text_[pos_ + 1])) || text_[pos_ + 1] == '.' ||
-                                       text_.compare(pos_ + 1, 3, "inf") == 0);
+    return pos_ + 1 < text_.size() &&
+           (std::isdigit(static_cast<unsigned char>(text_[pos_ + 1])) || text_[pos_ + 1] == '.' ||
+            text_.compare(pos_ + 1, 3, "inf") == 0);
   }
   template <typename Pred>
   std::string ReadWhile(Pred pred) {
@@ -95,7 +102,8 @@ class Lexer {
       if (text_[pos_] == '\n') ++line_;
       s += text_[pos_++];
     }
-    if (pos_ >= text_.size()) return Error(ErrorCode::kParse, fmt::format("line {}: unterminated string", line_));
+    if (pos_ >= text_.size())
+      return Error(ErrorCode::kParse, fmt::format("line {}: unterminated string", line_));
     ++pos_;
     return s;
   }
@@ -210,7 +218,8 @@ class Parser {
     FT_ASSIGN_OR_RETURN(auto values, NumberList());
     Tensor f64(DataType::kFloat64, type.dims);
     if (static_cast<int64_t>(values.size()) != f64.numel())
-      return Fail(fmt::format("{} values given for a tensor of {} elements", values.size(), f64.numel()));
+      return Fail(
+          fmt::format("{} values given for a tensor of {} elements", values.size(), f64.numel()));
     std::copy(values.begin(), values.end(), f64.data<double>());
     return f64.CastTo(type.dtype);
   }
@@ -235,10 +244,12 @@ class Parser {
         Next();
         FT_ASSIGN_OR_RETURN(value, TensorValues(type));
       } else {
-        if (!IsFloat(type.dtype)) return Fail(fmt::format("integer constant '{}' needs values", name));
+        if (!IsFloat(type.dtype))
+          return Fail(fmt::format("integer constant '{}' needs values", name));
         Rng rng(HashBytes(name.data(), name.size()));
         Tensor f(DataType::kFloat32, type.dims);
-        for (int64_t i = 0; i < f.numel(); ++i) f.data<float>()[i] = static_cast<float>(0.5 * rng.Normal());
+        for (int64_t i = 0; i < f.numel(); ++i)
+          f.data<float>()[i] = static_cast<float>(0.5 * rng.Normal());
         value = f.CastTo(type.dtype);
       }
       if (graph_.FindValue(name)) return Fail(fmt::format("'{}' is defined twice", name));
@@ -396,9 +407,12 @@ std::string FormatAttr(const AttrValue& value) {
   return std::visit(
       [](const auto& v) -> std::string {
         using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, int64_t>) return std::to_string(v);
-        else if constexpr (std::is_same_v<T, float>) return FormatFloat(v);
-        else if constexpr (std::is_same_v<T, std::string>) return "\"" + v + "\"";
+        if constexpr (std::is_same_v<T, int64_t>)
+          return std::to_string(v);
+        else if constexpr (std::is_same_v<T, float>)
+          return FormatFloat(v);
+        else if constexpr (std::is_same_v<T, std::string>)
+          return "\"" + v + "\"";
         else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
           std::string s = "[";
           for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
@@ -437,8 +451,10 @@ Result<Graph> ParseGraphText(const std::string& text, const TextParseOptions& op
 
 std::string PrintGraphText(const Graph& graph, const TextPrintOptions& options) {
   std::ostringstream out;
-  out << "graph " << (graph.name.empty() ? "g" : Quote(graph.name)) << " opset " << graph.opset << " {\n";
-  for (ValueId v : graph.inputs) out << "  input " << Quote(graph.value(v).name) << ": " << graph.type(v).ToString() << "\n";
+  out << "graph " << (graph.name.empty() ? "g" : Quote(graph.name)) << " opset " << graph.opset
+      << " {\n";
+  for (ValueId v : graph.inputs)
+    out << "  input " << Quote(graph.value(v).name) << ": " << graph.type(v).ToString() << "\n";
   for (const Value& v : graph.values) {
     if (!v.is_constant()) continue;
     out << "  const " << Quote(v.name) << ": " << v.type.ToString();
@@ -453,10 +469,12 @@ std::string PrintGraphText(const Graph& graph, const TextPrintOptions& options) 
   for (const Node& node : graph.nodes) {
     out << "  ";
     for (size_t i = 0; i < node.outputs.size(); ++i)
-      out << (i ? ", " : "") << (node.outputs[i] == kNoValue ? "_" : Quote(graph.value(node.outputs[i]).name));
+      out << (i ? ", " : "")
+          << (node.outputs[i] == kNoValue ? "_" : Quote(graph.value(node.outputs[i]).name));
     out << " = " << (node.domain.empty() ? "" : node.domain + "::") << node.op_type << "(";
     for (size_t i = 0; i < node.inputs.size(); ++i)
-      out << (i ? ", " : "") << (node.inputs[i] == kNoValue ? "_" : Quote(graph.value(node.inputs[i]).name));
+      out << (i ? ", " : "")
+          << (node.inputs[i] == kNoValue ? "_" : Quote(graph.value(node.inputs[i]).name));
     out << ")";
     if (!node.attrs.empty()) {
       out << " {";
@@ -467,12 +485,14 @@ std::string PrintGraphText(const Graph& graph, const TextPrintOptions& options) 
       }
       out << "}";
     }
-    if (options.print_types && !node.outputs.empty() && node.outputs[0] != kNoValue && graph.value(node.outputs[0]).has_type)
+    if (options.print_types && !node.outputs.empty() && node.outputs[0] != kNoValue &&
+        graph.value(node.outputs[0]).has_type)
       out << "  # " << graph.type(node.outputs[0]).ToString();
     out << "\n";
   }
   out << "  output ";
-  for (size_t i = 0; i < graph.outputs.size(); ++i) out << (i ? ", " : "") << Quote(graph.value(graph.outputs[i]).name);
+  for (size_t i = 0; i < graph.outputs.size(); ++i)
+    out << (i ? ", " : "") << Quote(graph.value(graph.outputs[i]).name);
   out << "\n}\n";
   return out.str();
 }

@@ -22,9 +22,12 @@ void HashAttr(Hasher& h, const AttrValue& value) {
   std::visit(
       [&](const auto& v) {
         using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, int64_t>) h.AddInt(v);
-        else if constexpr (std::is_same_v<T, float>) h.AddDouble(v);
-        else if constexpr (std::is_same_v<T, std::string>) h.AddString(v);
+        if constexpr (std::is_same_v<T, int64_t>)
+          h.AddInt(v);
+        else if constexpr (std::is_same_v<T, float>)
+          h.AddDouble(v);
+        else if constexpr (std::is_same_v<T, std::string>)
+          h.AddString(v);
         else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
           h.Add(v.size());
           for (auto x : v) h.AddInt(x);
@@ -50,8 +53,10 @@ uint64_t NodeLocalHash(const Graph& g, const Node& node) {
     HashAttr(h, value);
   }
   for (ValueId v : node.outputs) {
-    if (v == kNoValue) h.Add(0xdead);
-    else HashType(h, g.type(v));
+    if (v == kNoValue)
+      h.Add(0xdead);
+    else
+      HashType(h, g.type(v));
   }
   return h.digest();
 }
@@ -63,7 +68,8 @@ uint64_t LeafHash(const Graph& g, ValueId v) {
   h.Add(value.is_constant());
   if (value.is_constant()) {
     const Tensor& t = *value.constant;
-    if (!IsFloat(t.dtype()) || t.numel() <= kSemanticConstantElements) h.AddBytes(t.raw(), t.nbytes());
+    if (!IsFloat(t.dtype()) || t.numel() <= kSemanticConstantElements)
+      h.AddBytes(t.raw(), t.nbytes());
   }
   return h.digest();
 }
@@ -72,7 +78,7 @@ uint64_t LeafHash(const Graph& g, ValueId v) {
 
 CanonicalSubgraph CanonicalizeSubgraph(const Graph& g, std::span<const int32_t> nodes_in) {
   std::vector<int32_t> nodes(nodes_in.begin(), nodes_in.end());
-  std::sort(nodes.begin(), nodes.end());  // graph order is topological
+  std::sort(nodes.begin(), nodes.end());       // graph order is topological
   std::unordered_map<int32_t, int32_t> local;  // node index -> position in `nodes`
   for (int32_t i = 0; i < static_cast<int32_t>(nodes.size()); ++i) local[nodes[i]] = i;
   const auto count = static_cast<int32_t>(nodes.size());
@@ -159,7 +165,8 @@ CanonicalSubgraph CanonicalizeSubgraph(const Graph& g, std::span<const int32_t> 
     const Node& node = g.nodes[nodes[i]];
     for (int32_t k = 0; k < static_cast<int32_t>(node.outputs.size()); ++k) {
       const ValueId v = node.outputs[k];
-      if (v != kNoValue && (used_outside[v] || is_graph_output[v])) exits.emplace_back(position[i], k);
+      if (v != kNoValue && (used_outside[v] || is_graph_output[v]))
+        exits.emplace_back(position[i], k);
     }
   }
   std::sort(exits.begin(), exits.end());

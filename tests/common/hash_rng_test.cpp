@@ -15,7 +15,8 @@ TEST(Hash, StableAcrossRuns) {
 }
 
 TEST(Hash, TaggedFieldsDoNotCollide) {
-  EXPECT_NE(Hasher().AddString("ab").AddString("c").digest(), Hasher().AddString("a").AddString("bc").digest());
+  EXPECT_NE(Hasher().AddString("ab").AddString("c").digest(),
+            Hasher().AddString("a").AddString("bc").digest());
   EXPECT_NE(Hasher().AddInt(1).AddInt(2).digest(), Hasher().AddInt(2).AddInt(1).digest());
 }
 

@@ -7,8 +7,8 @@ namespace fusetune {
 namespace {
 
 TEST(Npy, RoundTripsEveryDtype) {
-  for (DataType t : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kInt64, DataType::kInt32,
-                     DataType::kInt8, DataType::kUInt8, DataType::kBool}) {
+  for (DataType t : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kInt64,
+                     DataType::kInt32, DataType::kInt8, DataType::kUInt8, DataType::kBool}) {
     Tensor f = testing::F32({2, 3}, {0, 1, 0, 1, 1, 0}).CastTo(t);
     auto back = ParseNpy(SerializeNpy(f), "mem");
     ASSERT_TRUE(back.ok()) << back.error().ToString();

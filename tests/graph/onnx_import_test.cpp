@@ -28,6 +28,14 @@ std::string WriteTemp(const std::string& name, const std::string& bytes) {
   return path.string();
 }
 
+// An empty model of IR version 8 importing the default domain at `opset`.
+onnx::ModelProto EmptyModel(int64_t opset = 17) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(opset);
+  return model;
+}
+
 class ExportedModel : public ::testing::TestWithParam<std::string> {};
 
 // Imports the model, runs the reference executor (before and after the graph
@@ -63,12 +71,15 @@ TEST_P(ExportedModel, ExportImportRoundTrip) {
   ASSERT_TRUE(again.ok()) << again.error().ToString();
   EXPECT_EQ(again->nodes.size(), graph->nodes.size());
   const TensorMap feeds = RandomFeeds(*graph, 5);
-  EXPECT_EQ(testing::ScaledError(testing::RunFirst(*again, feeds), testing::RunFirst(*graph, feeds)), 0.0);
+  EXPECT_EQ(
+      testing::ScaledError(testing::RunFirst(*again, feeds), testing::RunFirst(*graph, feeds)),
+      0.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(PyTorch, ExportedModel,
-                         ::testing::Values("mlp", "encoder_postln_op13", "encoder_postln_op17", "encoder_3layer_op13",
-                                           "decoder_preln_op14", "decoder_preln_op17", "llama_op17",
+                         ::testing::Values("mlp", "encoder_postln_op13", "encoder_postln_op17",
+                                           "encoder_3layer_op13", "decoder_preln_op14",
+                                           "decoder_preln_op17", "llama_op17",
                                            "encoder_dynamic_op17", "encoder_external_op17"));
 
 TEST(OnnxImport, Opset13LayerNormIsDecomposedAndOpset17IsOneOp) {
@@ -76,7 +87,8 @@ TEST(OnnxImport, Opset13LayerNormIsDecomposedAndOpset17IsOneOp) {
   auto g17 = ImportOnnxFile(TestData("encoder_postln_op17.onnx"));
   ASSERT_TRUE(g13.ok() && g17.ok());
   auto count = [](const Graph& g, const std::string& op) {
-    return std::count_if(g.nodes.begin(), g.nodes.end(), [&](const Node& n) { return n.op_type == op; });
+    return std::count_if(g.nodes.begin(), g.nodes.end(),
+                         [&](const Node& n) { return n.op_type == op; });
   };
   EXPECT_EQ(count(*g13, "LayerNormalization"), 0);
   EXPECT_EQ(count(*g13, "ReduceMean"), 4);
@@ -86,7 +98,8 @@ TEST(OnnxImport, Opset13LayerNormIsDecomposedAndOpset17IsOneOp) {
 TEST(OnnxImport, SymbolicDimensionsNeedBindingsAndAreRecorded) {
   auto unbound = ImportOnnxFile(TestData("encoder_dynamic_op17.onnx"));
   ASSERT_FALSE(unbound.ok());
-  EXPECT_NE(unbound.error().message().find("input 'x' dimension 0 is symbolic ('batch')"), std::string::npos)
+  EXPECT_NE(unbound.error().message().find("input 'x' dimension 0 is symbolic ('batch')"),
+            std::string::npos)
       << unbound.error().message();
   ImportOptions options;
   options.dim_bindings = {{"batch", 1}, {"seq", 5}};
@@ -131,7 +144,8 @@ TEST(OnnxImport, UnsupportedOpsAreListedWithTheirFirstNode) {
   auto g = ParseGraphText(R"(graph g {
     input x: f32[1, 3, 8, 8]
     a = Conv(x)  b = Relu(a)  c = custom.ns::MyOp(b)  d = Conv(c)
-    output d })", no_infer);
+    output d })",
+                          no_infer);
   ASSERT_TRUE(g.ok());
   g->nodes[0].name = "conv_first";
   auto bytes = ExportOnnxBytes(*g);
@@ -157,9 +171,7 @@ TEST(OnnxImport, MissingExternalDataIsReported) {
 }
 
 TEST(OnnxImport, ReferencesToUndefinedValuesAreReported) {
-  onnx::ModelProto model;
-  model.set_ir_version(8);
-  model.add_opset_import()->set_version(17);
+  onnx::ModelProto model = EmptyModel();
   auto* graph = model.mutable_graph();
   auto* input = graph->add_input();
   input->set_name("x");
@@ -173,13 +185,12 @@ TEST(OnnxImport, ReferencesToUndefinedValuesAreReported) {
   graph->add_output()->set_name("y");
   auto r = ImportOnnxBytes(model.SerializeAsString(), ".", "dangling.onnx");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message().find("node 'relu0' (Relu) reads 'nowhere'"), std::string::npos) << r.error().message();
+  EXPECT_NE(r.error().message().find("node 'relu0' (Relu) reads 'nowhere'"), std::string::npos)
+      << r.error().message();
 }
 
 TEST(OnnxImport, WrongSizedInitializerIsCorrupt) {
-  onnx::ModelProto model;
-  model.set_ir_version(8);
-  model.add_opset_import()->set_version(17);
+  onnx::ModelProto model = EmptyModel();
   auto* graph = model.mutable_graph();
   auto* w = graph->add_initializer();
   w->set_name("w");
@@ -198,9 +209,7 @@ TEST(OnnxImport, WrongSizedInitializerIsCorrupt) {
 }
 
 TEST(OnnxImport, NewerOpsetIsRejected) {
-  onnx::ModelProto model;
-  model.set_ir_version(8);
-  model.add_opset_import()->set_version(99);
+  onnx::ModelProto model = EmptyModel(99);
   model.mutable_graph()->add_output()->set_name("y");
   auto r = ImportOnnxBytes(model.SerializeAsString(), ".", "future.onnx");
   ASSERT_FALSE(r.ok());

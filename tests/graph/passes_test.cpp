@@ -44,7 +44,8 @@ TEST(Passes, ConstantFolding) {
   Graph g = ApplyAndCheck(R"(graph g {
     input x: f32[3]  const a: f32[3] = [1, 2, 3]  const b: f32[3] = [1, 1, 1]
     c = Add(a, b)  d = Mul(c, c)  y = Add(x, d)
-    output y })", FoldConstants, &n);
+    output y })",
+                          FoldConstants, &n);
   EXPECT_EQ(n, 2);
   EXPECT_EQ(OpTypes(g), (std::vector<std::string>{"Add"}));
 }
@@ -54,7 +55,8 @@ TEST(Passes, DeadCodeElimination) {
   Graph g = ApplyAndCheck(R"(graph g {
     input x: f32[3]  const unused: f32[3] = [1, 2, 3]
     a = Relu(x)  dead1 = Exp(x)  dead2 = Neg(dead1)  y = Sigmoid(a)
-    output y })", EliminateDeadCode, &n);
+    output y })",
+                          EliminateDeadCode, &n);
   EXPECT_EQ(OpTypes(g), (std::vector<std::string>{"Relu", "Sigmoid"}));
   EXPECT_EQ(n, 3);  // two nodes and one constant
 }
@@ -64,7 +66,8 @@ TEST(Passes, CommonSubexpressionElimination) {
   Graph g = ApplyAndCheck(R"(graph g {
     input x: f32[3]  const c1: f32[] = [2]  const c2: f32[] = [2]
     a = Mul(x, c1)  b = Mul(x, c2)  e1 = Exp(a)  e2 = Exp(b)  y = Add(e1, e2)
-    output y })", EliminateCommonSubexpressions, &n);
+    output y })",
+                          EliminateCommonSubexpressions, &n);
   EXPECT_EQ(OpTypes(g), (std::vector<std::string>{"Mul", "Exp", "Add"}));
 }
 
@@ -73,7 +76,8 @@ TEST(Passes, CseKeepsDifferentAttributesApart) {
   Graph g = ApplyAndCheck(R"(graph g {
     input x: f32[2, 3]
     a = Softmax(x) {axis=0}  b = Softmax(x) {axis=1}  y = Add(a, b)
-    output y })", EliminateCommonSubexpressions, &n);
+    output y })",
+                          EliminateCommonSubexpressions, &n);
   EXPECT_EQ(g.nodes.size(), 3u);
 }
 
@@ -83,7 +87,8 @@ TEST(Passes, IdentityAndDropoutRemoval) {
     input x: f32[2, 3]  const s: i64[2] = [2, 3]
     a = Identity(x)  b = Dropout(a)  c = Relu(b)  d = Reshape(c, s)  e = Cast(d) {to=1}
     t = Transpose(e) {perm=[0, 1]}  y = Sigmoid(t)
-    output y })", RemoveIdentities, &n);
+    output y })",
+                          RemoveIdentities, &n);
   EXPECT_EQ(OpTypes(g), (std::vector<std::string>{"Relu", "Sigmoid"}));
   EXPECT_EQ(n, 5);
 }
@@ -92,7 +97,8 @@ TEST(Passes, IdentityProducingAnOutputKeepsTheOutputName) {
   int n = 0;
   Graph g = ApplyAndCheck(R"(graph g {
     input x: f32[3]  a = Relu(x)  y = Identity(a)
-    output y })", RemoveIdentities, &n);
+    output y })",
+                          RemoveIdentities, &n);
   EXPECT_EQ(OpTypes(g), (std::vector<std::string>{"Relu"}));
   EXPECT_EQ(g.value(g.outputs[0]).name, "y");
 }
@@ -102,7 +108,8 @@ TEST(Passes, ConsecutiveTransposesMerge) {
   Graph g = ApplyAndCheck(R"(graph g {
     input x: f32[2, 3, 4]
     a = Transpose(x) {perm=[1, 0, 2]}  b = Transpose(a) {perm=[0, 2, 1]}  y = Relu(b)
-    output y })", CanonicalizeTransposeReshape, &n);
+    output y })",
+                          CanonicalizeTransposeReshape, &n);
   EXPECT_EQ(OpTypes(g), (std::vector<std::string>{"Transpose", "Relu"}));
   EXPECT_EQ(g.nodes[0].attrs.GetInts("perm").value(), (std::vector<int64_t>{1, 2, 0}));
 }
@@ -112,7 +119,8 @@ TEST(Passes, InverseTransposesVanish) {
   Graph g = ApplyAndCheck(R"(graph g {
     input x: f32[2, 3, 4]
     a = Transpose(x) {perm=[0, 2, 1]}  b = Transpose(a) {perm=[0, 2, 1]}  y = Relu(b)
-    output y })", CanonicalizeTransposeReshape, &n);
+    output y })",
+                          CanonicalizeTransposeReshape, &n);
   EXPECT_EQ(OpTypes(g), (std::vector<std::string>{"Relu"}));
 }
 
@@ -121,7 +129,8 @@ TEST(Passes, ReshapeChainsAndViewsBecomeOneReshape) {
   Graph g = ApplyAndCheck(R"(graph g opset 13 {
     input x: f32[2, 3, 4]  const s1: i64[2] = [6, 4]  const ax: i64[1] = [0]
     a = Reshape(x, s1)  b = Unsqueeze(a, ax)  c = Flatten(b) {axis=2}  y = Relu(c)
-    output y })", CanonicalizeTransposeReshape, &n);
+    output y })",
+                          CanonicalizeTransposeReshape, &n);
   EXPECT_EQ(OpTypes(g), (std::vector<std::string>{"Reshape", "Relu"}));
   EXPECT_EQ(g.type(g.nodes[0].outputs[0]).dims, (Dims{6, 4}));
 }

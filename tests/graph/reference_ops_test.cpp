@@ -16,10 +16,12 @@ using testing::Parse;
 using testing::RunFirst;
 
 TEST(ReferenceOps, MatMulBroadcastsBatch) {
-  Graph g = Parse(R"(graph g { input a: f32[2, 2, 3]  input b: f32[3, 2]  y = MatMul(a, b)  output y })");
+  Graph g =
+      Parse(R"(graph g { input a: f32[2, 2, 3]  input b: f32[3, 2]  y = MatMul(a, b)  output y })");
   Tensor a = F32({2, 2, 3}, {1, 2, 3, 4, 5, 6, 1, 0, 0, 0, 1, 0});
   Tensor b = F32({3, 2}, {1, 0, 0, 1, 1, 1});
-  EXPECT_VALUES_NEAR(RunFirst(g, {{"a", a}, {"b", b}}), (std::vector<float>{4, 5, 10, 11, 1, 0, 0, 1}), 1e-6);
+  EXPECT_VALUES_NEAR(RunFirst(g, {{"a", a}, {"b", b}}),
+                     (std::vector<float>{4, 5, 10, 11, 1, 0, 0, 1}), 1e-6);
 }
 
 TEST(ReferenceOps, MatMulVectorPromotion) {
@@ -34,7 +36,8 @@ TEST(ReferenceOps, GemmWithTransposeAlphaBeta) {
     input a: f32[2, 2]  input b: f32[3, 2]  const c: f32[3] = [1, 2, 3]
     y = Gemm(a, b, c) {transB=1, alpha=2.0, beta=0.5}
     output y })");
-  Tensor y = RunFirst(g, {{"a", F32({2, 2}, {1, 2, 3, 4})}, {"b", F32({3, 2}, {1, 0, 0, 1, 1, 1})}});
+  Tensor y =
+      RunFirst(g, {{"a", F32({2, 2}, {1, 2, 3, 4})}, {"b", F32({3, 2}, {1, 0, 0, 1, 1, 1})}});
   EXPECT_VALUES_NEAR(y, (std::vector<float>{2.5, 5, 7.5, 6.5, 9, 15.5}), 1e-5);
 }
 
@@ -74,14 +77,16 @@ TEST(ReferenceOps, UnaryMath) {
     EXPECT_NEAR(o.at("d").data<float>()[i], std::erf(v), 1e-6);
     EXPECT_NEAR(o.at("f").data<float>()[i], -v, 0);
     EXPECT_NEAR(o.at("gg").data<float>()[i], 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))), 1e-6);
-    EXPECT_NEAR(o.at("gt").data<float>()[i], 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))), 1e-6);
+    EXPECT_NEAR(o.at("gt").data<float>()[i],
+                0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))), 1e-6);
     EXPECT_NEAR(o.at("sq").data<float>()[i], std::exp(v / 2), 1e-5);
     EXPECT_NEAR(o.at("r").data<float>()[i], std::exp(-v), 1e-5);
   }
 }
 
 TEST(ReferenceOps, SoftmaxAlongAxis) {
-  Graph g = Parse(R"(graph g opset 13 { input x: f32[2, 3]  y = Softmax(x) {axis=0}  z = Softmax(x)  output y, z })");
+  Graph g = Parse(
+      R"(graph g opset 13 { input x: f32[2, 3]  y = Softmax(x) {axis=0}  z = Softmax(x)  output y, z })");
   auto r = RunReference(g, {{"x", F32({2, 3}, {0, 1, 2, 0, 1, 2})}});
   ASSERT_TRUE(r.ok());
   EXPECT_VALUES_NEAR(r->outputs.at("y"), (std::vector<float>{0.5, 0.5, 0.5, 0.5, 0.5, 0.5}), 1e-6);
@@ -90,7 +95,8 @@ TEST(ReferenceOps, SoftmaxAlongAxis) {
 }
 
 TEST(ReferenceOps, SoftmaxOpset11FlattensFromAxis) {
-  Graph g = Parse(R"(graph g opset 11 { input x: f32[1, 2, 2]  y = Softmax(x) {axis=1}  output y })");
+  Graph g =
+      Parse(R"(graph g opset 11 { input x: f32[1, 2, 2]  y = Softmax(x) {axis=1}  output y })");
   Tensor y = RunFirst(g, {{"x", F32({1, 2, 2}, {0, 0, 0, 0})}});
   EXPECT_VALUES_NEAR(y, (std::vector<float>{0.25, 0.25, 0.25, 0.25}), 1e-6);
 }
@@ -102,8 +108,9 @@ TEST(ReferenceOps, LayerNormalization) {
     output y })");
   Tensor y = RunFirst(g, {{"x", F32({2, 4}, {1, 2, 3, 4, 2, 2, 2, 2})}});
   const double d = std::sqrt(1.25);
-  EXPECT_VALUES_NEAR(y, (std::vector<float>{float(-1.5 / d), float(-0.5 / d + 1), float(1.0 / d), float(3.0 / d + 1),
-                                            0, 1, 0, 1}),
+  EXPECT_VALUES_NEAR(y,
+                     (std::vector<float>{float(-1.5 / d), float(-0.5 / d + 1), float(1.0 / d),
+                                         float(3.0 / d + 1), 0, 1, 0, 1}),
                      1e-3);  // second row: zero variance, so only the bias remains
 }
 
@@ -118,8 +125,10 @@ TEST(ReferenceOps, ReductionsWithAxesAsAttributeOrInput) {
   EXPECT_VALUES_NEAR(r->outputs.at("m"), (std::vector<float>{2, 6}), 1e-6);
   EXPECT_VALUES_NEAR(r->outputs.at("s"), (std::vector<float>{6, 18}), 1e-6);
   EXPECT_VALUES_NEAR(r->outputs.at("mx"), (std::vector<float>{4, 5, 9}), 0);
-  Graph g18 = Parse(R"(graph g opset 18 { input x: f32[2, 3]  const ax: i64[1] = [-1]  m = ReduceMean(x, ax)  output m })");
-  EXPECT_VALUES_NEAR(RunFirst(g18, {{"x", F32({2, 3}, {1, 2, 3, 4, 5, 9})}}), (std::vector<float>{2, 6}), 1e-6);
+  Graph g18 = Parse(
+      R"(graph g opset 18 { input x: f32[2, 3]  const ax: i64[1] = [-1]  m = ReduceMean(x, ax)  output m })");
+  EXPECT_VALUES_NEAR(RunFirst(g18, {{"x", F32({2, 3}, {1, 2, 3, 4, 5, 9})}}),
+                     (std::vector<float>{2, 6}), 1e-6);
 }
 
 TEST(ReferenceOps, TransposeReshapeSliceConcat) {
@@ -143,7 +152,8 @@ TEST(ReferenceOps, SliceWithNegativeStep) {
   Graph g = Parse(R"(graph g {
     input x: f32[5]  const st: i64[1] = [-1]  const en: i64[1] = [-100]  const ax: i64[1] = [0]  const sp: i64[1] = [-2]
     y = Slice(x, st, en, ax, sp)  output y })");
-  EXPECT_VALUES_NEAR(RunFirst(g, {{"x", F32({5}, {0, 1, 2, 3, 4})}}), (std::vector<float>{4, 2, 0}), 0);
+  EXPECT_VALUES_NEAR(RunFirst(g, {{"x", F32({5}, {0, 1, 2, 3, 4})}}), (std::vector<float>{4, 2, 0}),
+                     0);
 }
 
 TEST(ReferenceOps, GatherSplitWhereExpandTrilu) {
@@ -191,17 +201,28 @@ TEST(ReferenceOps, FeedsAreChecked) {
   auto wrong_shape = RunReference(g, {{"x", F32({3, 2}, std::vector<float>(6, 0))}});
   ASSERT_FALSE(wrong_shape.ok());
   EXPECT_NE(wrong_shape.error().message().find("expects shape [2, 3]"), std::string::npos);
-  auto unknown = RunReference(g, {{"x", F32({2, 3}, std::vector<float>(6, 0))}, {"q", F32({1}, {0})}});
+  auto unknown =
+      RunReference(g, {{"x", F32({2, 3}, std::vector<float>(6, 0))}, {"q", F32({1}, {0})}});
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.error().message().find("'q'"), std::string::npos);
 }
 
 TEST(ReferenceOps, RegistryCoversTheExportedOpSet) {
-  for (const char* op : {"MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Reciprocal", "Neg", "Exp",
-                         "Erf", "Tanh", "Relu", "Sigmoid", "Gelu", "Softmax", "ReduceMean", "ReduceSum", "ReduceMax",
-                         "LayerNormalization", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Concat",
-                         "Split", "Slice", "Gather", "Where", "Equal", "Expand", "Cast", "Constant", "ConstantOfShape",
-                         "Range", "Shape", "Identity", "Dropout", "Trilu", "Sin", "Cos", "Less", "Not"})
+  for (const char* op : {"MatMul",    "Gemm",      "Add",
+                         "Sub",       "Mul",       "Div",
+                         "Pow",       "Sqrt",      "Reciprocal",
+                         "Neg",       "Exp",       "Erf",
+                         "Tanh",      "Relu",      "Sigmoid",
+                         "Gelu",      "Softmax",   "ReduceMean",
+                         "ReduceSum", "ReduceMax", "LayerNormalization",
+                         "Transpose", "Reshape",   "Flatten",
+                         "Squeeze",   "Unsqueeze", "Concat",
+                         "Split",     "Slice",     "Gather",
+                         "Where",     "Equal",     "Expand",
+                         "Cast",      "Constant",  "ConstantOfShape",
+                         "Range",     "Shape",     "Identity",
+                         "Dropout",   "Trilu",     "Sin",
+                         "Cos",       "Less",      "Not"})
     EXPECT_NE(FindOpSchema("", op), nullptr) << op;
   EXPECT_EQ(FindOpSchema("", "Conv3DTranspose"), nullptr);
   EXPECT_EQ(FindOpSchema("com.microsoft", "Gelu"), nullptr);

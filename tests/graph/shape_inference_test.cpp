@@ -38,22 +38,26 @@ TEST(ShapeInference, MismatchNamesTheNode) {
 }
 
 TEST(ShapeInference, BroadcastFailureIsReported) {
-  auto r = ParseGraphText("graph g { input a: f32[2, 3]  input b: f32[4]  y = Add(a, b)  output y }");
+  auto r =
+      ParseGraphText("graph g { input a: f32[2, 3]  input b: f32[4]  y = Add(a, b)  output y }");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message().find("do not broadcast"), std::string::npos);
 }
 
 TEST(ShapeInference, ReshapeNeedsConstantShape) {
-  auto r = ParseGraphText("graph g { input a: f32[2, 3]  input s: i64[2]  y = Reshape(a, s)  output y }");
+  auto r = ParseGraphText(
+      "graph g { input a: f32[2, 3]  input s: i64[2]  y = Reshape(a, s)  output y }");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ErrorCode::kUnsupported);
   EXPECT_NE(r.error().message().find("must be a constant"), std::string::npos);
 }
 
 TEST(ShapeInference, BadReshapeSizeIsReported) {
-  auto r = ParseGraphText("graph g { input a: f32[2, 3]  const s: i64[2] = [4, -1]  y = Reshape(a, s)  output y }");
+  auto r = ParseGraphText(
+      "graph g { input a: f32[2, 3]  const s: i64[2] = [4, -1]  y = Reshape(a, s)  output y }");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message().find("cannot reshape [2, 3]"), std::string::npos) << r.error().message();
+  EXPECT_NE(r.error().message().find("cannot reshape [2, 3]"), std::string::npos)
+      << r.error().message();
 }
 
 TEST(ShapeInference, UnsupportedOpsAreListedTogether) {
@@ -72,7 +76,8 @@ TEST(ShapeInference, UnsupportedOpsAreListedTogether) {
 TEST(ShapeInference, WrongInputCountIsReported) {
   auto r = ParseGraphText("graph g { input a: f32[2]  y = Add(a)  output y }");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message().find("has 1 inputs, expects 2 to 2"), std::string::npos) << r.error().message();
+  EXPECT_NE(r.error().message().find("has 1 inputs, expects 2 to 2"), std::string::npos)
+      << r.error().message();
 }
 
 }  // namespace

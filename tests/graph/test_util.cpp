@@ -13,8 +13,12 @@ Graph Parse(const std::string& text, bool fold) {
   return std::move(*g);
 }
 
-Tensor F32(Dims dims, std::vector<float> values) { return Tensor::FromVector<float>(DataType::kFloat32, dims, values); }
-Tensor I64(Dims dims, std::vector<int64_t> values) { return Tensor::FromVector<int64_t>(DataType::kInt64, dims, values); }
+Tensor F32(Dims dims, std::vector<float> values) {
+  return Tensor::FromVector<float>(DataType::kFloat32, dims, values);
+}
+Tensor I64(Dims dims, std::vector<int64_t> values) {
+  return Tensor::FromVector<int64_t>(DataType::kInt64, dims, values);
+}
 
 std::vector<float> Values(const Tensor& t) {
   std::vector<float> v(t.numel());
@@ -40,6 +44,8 @@ double ScaledError(const Tensor& a, const Tensor& b) {
   return max_err / scale;
 }
 
-std::string TestData(const std::string& file) { return std::string(FUSETUNE_TESTDATA_DIR) + "/" + file; }
+std::string TestData(const std::string& file) {
+  return std::string(FUSETUNE_TESTDATA_DIR) + "/" + file;
+}
 
 }  // namespace fusetune::testing

@@ -23,11 +23,11 @@ std::string TestData(const std::string& file);
 
 }  // namespace fusetune::testing
 
-#define EXPECT_VALUES_NEAR(tensor, expected, tol)                                   \
-  do {                                                                              \
-    auto ft_got_ = ::fusetune::testing::Values(tensor);                             \
-    std::vector<float> ft_want_ = expected;                                         \
-    ASSERT_EQ(ft_got_.size(), ft_want_.size());                                     \
-    for (size_t ft_i_ = 0; ft_i_ < ft_got_.size(); ++ft_i_)                          \
+#define EXPECT_VALUES_NEAR(tensor, expected, tol)                                  \
+  do {                                                                             \
+    auto ft_got_ = ::fusetune::testing::Values(tensor);                            \
+    std::vector<float> ft_want_ = expected;                                        \
+    ASSERT_EQ(ft_got_.size(), ft_want_.size());                                    \
+    for (size_t ft_i_ = 0; ft_i_ < ft_got_.size(); ++ft_i_)                        \
       EXPECT_NEAR(ft_got_[ft_i_], ft_want_[ft_i_], tol) << "at element " << ft_i_; \
   } while (0)

@@ -39,7 +39,8 @@ TEST(TextFormat, PrintParseRoundTrip) {
   Graph again = Parse(text);
   EXPECT_EQ(PrintGraphText(again, print), text);
   const TensorMap feeds = RandomFeeds(g, 3);
-  EXPECT_EQ(testing::ScaledError(testing::RunFirst(again, feeds), testing::RunFirst(g, feeds)), 0.0);
+  EXPECT_EQ(testing::ScaledError(testing::RunFirst(again, feeds), testing::RunFirst(g, feeds)),
+            0.0);
 }
 
 TEST(TextFormat, AttributesOfEveryKind) {
@@ -64,7 +65,8 @@ TEST(TextFormat, QuotesNamesThatAreNotIdentifiers) {
     output "/layer/Relu_output_0"
   })");
   const std::string text = PrintGraphText(g);
-  EXPECT_NE(text.find("\"/layer/Relu_output_0\" = Relu(\"onnx::in/0\")"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"/layer/Relu_output_0\" = Relu(\"onnx::in/0\")"), std::string::npos)
+      << text;
 }
 
 TEST(TextFormat, ErrorsNameTheLine) {

@@ -58,12 +58,15 @@ TEST(WorkloadKey, IndependentOfNodeOrderInTheFile) {
 }
 
 TEST(WorkloadKey, CanonicalOrderMapsPositionsAcrossExports) {
-  Graph g1 = Parse(R"(graph g { input x: f32[4]  a = Relu(x)  b = Exp(x)  c = Add(a, b)  output c })");
-  Graph g2 = Parse(R"(graph g { input x: f32[4]  b = Exp(x)  a = Relu(x)  c = Add(a, b)  output c })");
+  Graph g1 =
+      Parse(R"(graph g { input x: f32[4]  a = Relu(x)  b = Exp(x)  c = Add(a, b)  output c })");
+  Graph g2 =
+      Parse(R"(graph g { input x: f32[4]  b = Exp(x)  a = Relu(x)  c = Add(a, b)  output c })");
   const auto c1 = CanonicalizeGraph(g1), c2 = CanonicalizeGraph(g2);
   ASSERT_EQ(c1.node_order.size(), c2.node_order.size());
   for (size_t i = 0; i < c1.node_order.size(); ++i)
-    EXPECT_EQ(g1.nodes[c1.node_order[i]].op_type, g2.nodes[c2.node_order[i]].op_type) << "position " << i;
+    EXPECT_EQ(g1.nodes[c1.node_order[i]].op_type, g2.nodes[c2.node_order[i]].op_type)
+        << "position " << i;
 }
 
 TEST(WorkloadKey, RepeatedLayersShareOneKey) {
@@ -85,9 +88,11 @@ TEST(WorkloadKey, RepeatedLayersShareOneKey) {
 }
 
 TEST(WorkloadKey, SubgraphKeysDependOnWhatLeavesTheGroup) {
-  Graph g = Parse(R"(graph g { input x: f32[4]  a = Relu(x)  b = Exp(a)  c = Add(a, b)  output c })");
+  Graph g =
+      Parse(R"(graph g { input x: f32[4]  a = Relu(x)  b = Exp(a)  c = Add(a, b)  output c })");
   const std::vector<int32_t> ab{0, 1};
-  Graph g2 = Parse(R"(graph g { input x: f32[4]  a = Relu(x)  b = Exp(a)  c = Add(b, b)  output c })");
+  Graph g2 =
+      Parse(R"(graph g { input x: f32[4]  a = Relu(x)  b = Exp(a)  c = Add(b, b)  output c })");
   EXPECT_NE(ComputeWorkloadKey(g, ab), ComputeWorkloadKey(g2, ab));  // 'a' escapes in g only
 }
 
