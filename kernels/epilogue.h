@@ -1,0 +1,66 @@
+// Epilogues: a chain of elementwise ops applied to an output tile while it is
+// still in the local buffer, before it is copied out. Operands that come from
+// global memory (bias, residual, a tensor to multiply by) are read through
+// strides and counted as traffic.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/traffic.h"
+
+namespace fusetune::kernels {
+
+enum class EpilogueKind {
+  kBiasAdd,      // c += bias[col]
+  kResidualAdd,  // c += r[row, col]
+  kMultiply,     // c *= t[row, col]
+  kScale,        // c *= scalar
+  kRelu,
+  kGeluErf,
+  kGeluTanh,
+  kSilu,  // c * sigmoid(c)
+  kSigmoid,
+};
+
+const char* EpilogueKindName(EpilogueKind kind);
+
+struct EpilogueOp {
+  EpilogueKind kind;
+  const float* data = nullptr;  // bias, residual or multiplier
+  int64_t row_stride = 0;       // elements between rows of `data` (0 broadcasts)
+  int64_t col_stride = 1;       // elements between columns of `data`
+  int64_t batch_stride = 0;     // elements between batches of `data`
+  float scalar = 1.0f;
+
+  static EpilogueOp Bias(const float* bias) { return {EpilogueKind::kBiasAdd, bias, 0, 1, 0, 1}; }
+  static EpilogueOp Residual(const float* r, int64_t ld, int64_t batch_stride = 0) {
+    return {EpilogueKind::kResidualAdd, r, ld, 1, batch_stride, 1};
+  }
+  static EpilogueOp Multiply(const float* t, int64_t ld, int64_t batch_stride = 0) {
+    return {EpilogueKind::kMultiply, t, ld, 1, batch_stride, 1};
+  }
+  static EpilogueOp Scale(float s) { return {EpilogueKind::kScale, nullptr, 0, 0, 0, s}; }
+  static EpilogueOp Act(EpilogueKind kind) { return {kind, nullptr, 0, 0, 0, 1}; }
+  bool reads_memory() const { return data != nullptr; }
+};
+
+// Applies `ops` to a rows x cols tile (leading dimension ldc) whose top-left
+// element is output (batch, row0, col0). Returns the bytes read from global.
+// `mode` kCopyOnly performs only the ops that read memory; kComputeOnly only
+// those that do not.
+int64_t ApplyEpilogue(const std::vector<EpilogueOp>& ops, float* tile, int64_t ldc, int64_t rows,
+                      int64_t cols, int64_t batch, int64_t row0, int64_t col0,
+                      RunMode mode = RunMode::kFull);
+
+// erf with absolute error below 5e-7 in f32 (Numerical Recipes' Chebyshev
+// form of erfc; no branches but the sign, so loops over it vectorise); used by
+// the GELU epilogue.
+float FastErf(float x);
+// exp(x) for f32 with relative error below 3e-7, branch-free (inputs clamped to
+// [-87, 88]) so that loops over it vectorise; std::exp neither vectorises
+// here nor stays fast when results underflow.
+float FastExp(float x);
+
+}  // namespace fusetune::kernels

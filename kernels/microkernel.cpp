@@ -1,0 +1,140 @@
+#include "kernels/microkernel.h"
+
+#include <immintrin.h>
+
+namespace fusetune::kernels {
+
+namespace {
+
+// ---- portable ------------------------------------------------------------------------
+
+template <int MR, int NR>
+void PortableKernel(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,
+                    bool accumulate) {
+  float acc[MR][NR] = {};
+  for (int64_t p = 0; p < kc; ++p) {
+    const float* a = ap + p * MR;
+    const float* b = bp + p * NR;
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j) acc[i][j] += a[i] * b[j];
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j)
+      c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
+}
+
+// ---- AVX-512: MR rows x NV vectors of 16 floats -------------------------------------
+
+template <int MR, int NV>
+__attribute__((target("avx512f,fma"))) void Avx512Kernel(int64_t kc, const float* ap,
+                                                         const float* bp, float* c, int64_t ldc,
+                                                         bool accumulate) {
+  __m512 acc[MR][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    __m512 b[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) b[v] = _mm512_load_ps(bp + p * NV * 16 + v * 16);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512 a = _mm512_set1_ps(ap[p * MR + i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      float* dst = c + i * ldc + v * 16;
+      const __m512 r = accumulate ? _mm512_add_ps(_mm512_loadu_ps(dst), acc[i][v]) : acc[i][v];
+      _mm512_storeu_ps(dst, r);
+    }
+}
+
+// ---- AVX2: MR rows x NV vectors of 8 floats ---------------------------------------------
+
+template <int MR, int NV>
+__attribute__((target("avx2,fma"))) void Avx2Kernel(int64_t kc, const float* ap, const float* bp,
+                                                    float* c, int64_t ldc, bool accumulate) {
+  __m256 acc[MR][NV];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    __m256 b[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) b[v] = _mm256_load_ps(bp + p * NV * 8 + v * 8);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m256 a = _mm256_broadcast_ss(ap + p * MR + i);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_fmadd_ps(a, b[v], acc[i][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      float* dst = c + i * ldc + v * 8;
+      const __m256 r = accumulate ? _mm256_add_ps(_mm256_loadu_ps(dst), acc[i][v]) : acc[i][v];
+      _mm256_storeu_ps(dst, r);
+    }
+}
+
+bool HasAvx512() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"); }
+bool HasAvx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+
+const std::vector<MicroKernel>& Portable() {
+  static const std::vector<MicroKernel> k = {
+      {8, 32, "portable", PortableKernel<8, 32>},   {6, 32, "portable", PortableKernel<6, 32>},
+      {14, 16, "portable", PortableKernel<14, 16>}, {6, 16, "portable", PortableKernel<6, 16>},
+      {4, 24, "portable", PortableKernel<4, 24>},
+  };
+  return k;
+}
+
+const std::vector<MicroKernel>& Best() {
+  static const std::vector<MicroKernel> k = [] {
+    std::vector<MicroKernel> list;
+    if (HasAvx512()) {
+      list.push_back({8, 32, "avx512", Avx512Kernel<8, 2>});
+      list.push_back({6, 32, "avx512", Avx512Kernel<6, 2>});
+      list.push_back({14, 16, "avx512", Avx512Kernel<14, 1>});
+    }
+    if (HasAvx2()) {
+      list.push_back({6, 16, "avx2", Avx2Kernel<6, 2>});
+      list.push_back({4, 24, "avx2", Avx2Kernel<4, 3>});
+    }
+    for (const MicroKernel& p : Portable()) {
+      bool covered = false;
+      for (const MicroKernel& m : list) covered = covered || (m.mr == p.mr && m.nr == p.nr);
+      if (!covered) list.push_back(p);
+    }
+    return list;
+  }();
+  return k;
+}
+
+const MicroKernel* Find(const std::vector<MicroKernel>& list, int mr, int nr) {
+  for (const MicroKernel& m : list)
+    if (m.mr == mr && m.nr == nr) return &m;
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<std::pair<int, int>> MicroTileShapes() {
+  std::vector<std::pair<int, int>> shapes;
+  for (const MicroKernel& m : Best()) shapes.emplace_back(m.mr, m.nr);
+  return shapes;
+}
+
+const MicroKernel* FindMicroKernel(int mr, int nr) { return Find(Best(), mr, nr); }
+const MicroKernel* FindPortableMicroKernel(int mr, int nr) { return Find(Portable(), mr, nr); }
+
+}  // namespace fusetune::kernels

@@ -1,0 +1,30 @@
+// Register-blocked GEMM micro-kernels: C[mr x nr] (+)= A_panel^T * B_panel,
+// where the A panel is packed as kc x mr (column of A-rows per k) and the B
+// panel as kc x nr. The shape (mr x nr) is a tiling choice from a fixed set;
+// the instruction set is chosen at run time: AVX-512, else AVX2, else a
+// portable version of the same shape.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace fusetune::kernels {
+
+using MicroKernelFn = void (*)(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,
+                               bool accumulate);
+
+struct MicroKernel {
+  int mr;
+  int nr;
+  const char* isa;  // "avx512", "avx2" or "portable"
+  MicroKernelFn fn;
+};
+
+// The supported micro-tile shapes, best first for this machine.
+std::vector<std::pair<int, int>> MicroTileShapes();
+// The fastest implementation of mr x nr on this CPU; nullptr for a shape not in the set.
+const MicroKernel* FindMicroKernel(int mr, int nr);
+// The portable implementation (for tests comparing ISAs).
+const MicroKernel* FindPortableMicroKernel(int mr, int nr);
+
+}  // namespace fusetune::kernels

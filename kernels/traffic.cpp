@@ -1,0 +1,38 @@
+#include "kernels/traffic.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "common/check.h"
+
+namespace fusetune::kernels {
+
+namespace {
+float* AllocateFloats(size_t bytes) {
+  const size_t rounded = (bytes + 63) / 64 * 64 + 64;
+  auto* p = static_cast<float*>(std::aligned_alloc(64, rounded));
+  FT_CHECK(p != nullptr, "local buffer allocation of " + std::to_string(bytes) + " bytes failed");
+  return p;
+}
+}  // namespace
+
+LocalBuffer::LocalBuffer(size_t capacity_bytes)
+    : capacity_(capacity_bytes),
+      data_(AllocateFloats(capacity_bytes), [](float* p) { std::free(p); }) {}
+
+float* LocalBuffer::Take(size_t floats) {
+  const size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;  // keep every region aligned
+  FT_CHECK(used_ + bytes <= capacity_ + 64, "local buffer overflow: the tiling was not validated");
+  float* p = data_.get() + used_ / sizeof(float);
+  used_ += bytes;
+  return p;
+}
+
+size_t DefaultLocalBufferBytes() {
+  const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return l2 > 0 ? static_cast<size_t>(l2) : size_t{1} << 20;
+}
+
+}  // namespace fusetune::kernels

@@ -1,0 +1,53 @@
+// kernels/: the fused-kernel library (issue 3). Kernels follow the NPU model:
+// tiles are copied explicitly from global tensors into a bounded per-thread
+// local buffer, computed there and copied back; every copy is counted.
+//
+// Map of the module:
+//   traffic.h      KernelStats (bytes moved each way), RunMode, LocalBuffer
+//   epilogue.h     elementwise chains applied to an output tile in local memory
+//   microkernel.h  register-blocked GEMM micro-kernels (AVX-512, AVX2, portable)
+//   gemm.h         GEMM with fused epilogue: descriptor, tiling, validation, run
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace fusetune::kernels {
+
+// Full runs copy and compute; copy-only and compute-only runs let measure/
+// estimate how well transfers overlap computation.
+enum class RunMode { kFull, kCopyOnly, kComputeOnly };
+
+struct KernelStats {
+  int64_t bytes_global_to_local = 0;  // every element copied in, counted once per copy
+  int64_t bytes_local_to_global = 0;  // every element copied out
+  int64_t tiles = 0;                  // output tiles computed
+  KernelStats& operator+=(const KernelStats& o) {
+    bytes_global_to_local += o.bytes_global_to_local;
+    bytes_local_to_global += o.bytes_local_to_global;
+    tiles += o.tiles;
+    return *this;
+  }
+};
+
+// A thread's local buffer: one 64-byte aligned allocation of fixed capacity,
+// carved into regions with Take(). Exceeding the capacity is a programmer
+// error: tilings are validated against the capacity before a run.
+class LocalBuffer {
+ public:
+  explicit LocalBuffer(size_t capacity_bytes);
+  float* Take(size_t floats);
+  void Reset() { used_ = 0; }
+  size_t capacity() const { return capacity_; }
+
+ private:
+  size_t capacity_;
+  size_t used_ = 0;
+  std::unique_ptr<float, void (*)(float*)> data_;
+};
+
+// Default local-buffer capacity: the per-core L2 size (1 MiB here).
+size_t DefaultLocalBufferBytes();
+
+}  // namespace fusetune::kernels

@@ -1,0 +1,209 @@
+// GEMM with fused epilogues against the reference executor, on random shapes
+// (edge sizes, primes, non-multiples of the micro-tile) and sampled tilings.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "common/rng.h"
+#include "graph/reference_executor.h"
+#include "graph/text_format.h"
+#include "kernels/gemm.h"
+#include "kernels/microkernel.h"
+
+namespace fusetune::kernels {
+namespace {
+
+struct Problem {
+  int64_t batch, m, n, k;
+  bool trans_a, trans_b;
+};
+
+std::vector<float> RandomVector(int64_t n, Rng& rng) {
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(rng.Normal());
+  return v;
+}
+
+// Reference: the same computation as an ONNX-style graph run by the oracle.
+Tensor Reference(const Problem& p, const std::vector<float>& a, const std::vector<float>& b,
+                 const std::vector<float>& bias, const std::vector<float>& residual,
+                 const std::string& act) {
+  const std::string perm_a = p.trans_a ? "at = Transpose(a) {perm=[0, 2, 1]}" : "at = Identity(a)";
+  const std::string perm_b = p.trans_b ? "bt = Transpose(b) {perm=[0, 2, 1]}" : "bt = Identity(b)";
+  const std::string text = fmt::format(
+      "graph g opset 20 {{ input a: f32[{}, {}, {}]  input b: f32[{}, {}, {}]  input bias: f32[{}] "
+      " input r: f32[{}, {}, {}]\n"
+      "{}  {}  mm = MatMul(at, bt)  s = Add(mm, bias)  y0 = Add(s, r)  y = {}\n output y }}",
+      p.batch, p.trans_a ? p.k : p.m, p.trans_a ? p.m : p.k, p.batch, p.trans_b ? p.n : p.k,
+      p.trans_b ? p.k : p.n, p.n, p.batch, p.m, p.n, perm_a, perm_b, act);
+  auto g = ParseGraphText(text);
+  EXPECT_TRUE(g.ok()) << g.error().ToString();
+  auto t = [](Dims dims, const std::vector<float>& v) {
+    return Tensor::FromVector<float>(DataType::kFloat32, dims, v);
+  };
+  TensorMap feeds{{"a", t({p.batch, p.trans_a ? p.k : p.m, p.trans_a ? p.m : p.k}, a)},
+                  {"b", t({p.batch, p.trans_b ? p.n : p.k, p.trans_b ? p.k : p.n}, b)},
+                  {"bias", t({p.n}, bias)},
+                  {"r", t({p.batch, p.m, p.n}, residual)}};
+  auto r = RunReference(*g, feeds);
+  EXPECT_TRUE(r.ok()) << r.error().ToString();
+  return r->outputs.at("y");
+}
+
+GemmDesc Describe(const Problem& p, const std::vector<float>& a, const std::vector<float>& b,
+                  std::vector<float>& c) {
+  GemmDesc d;
+  d.batch = p.batch;
+  d.m = p.m;
+  d.n = p.n;
+  d.k = p.k;
+  d.a = a.data();
+  d.a_batch_stride = p.m * p.k;
+  d.a_row_stride = p.trans_a ? 1 : p.k;
+  d.a_col_stride = p.trans_a ? p.m : 1;
+  d.b = b.data();
+  d.b_batch_stride = p.k * p.n;
+  d.b_row_stride = p.trans_b ? 1 : p.n;
+  d.b_col_stride = p.trans_b ? p.k : 1;
+  d.c = c.data();
+  d.c_row_stride = p.n;
+  d.c_batch_stride = p.m * p.n;
+  return d;
+}
+
+GemmTiling RandomTiling(Rng& rng, const Problem& p) {
+  const auto shapes = MicroTileShapes();
+  GemmTiling t;
+  const auto [mr, nr] = shapes[rng.Below(shapes.size())];
+  t.mr = mr;
+  t.nr = nr;
+  t.mc = mr * rng.Between(1, 8);
+  t.nc = nr * rng.Between(1, 6);
+  t.kc = rng.Between(1, std::max<int64_t>(1, p.k + 3));
+  t.order = rng.Below(2) ? LoopOrder::kMN : LoopOrder::kNM;
+  t.split = static_cast<ParallelSplit>(rng.Below(3));
+  return t;
+}
+
+TEST(Gemm, MatchesReferenceOnRandomShapesAndTilings) {
+  Rng rng(20261121);
+  const int64_t sizes[] = {1, 2, 7, 13, 16, 31, 33, 64, 97};
+  const char* acts[] = {"Relu(y0)", "Gelu(y0)", "Gelu(y0) {approximate=\"tanh\"}", "Sigmoid(y0)",
+                        "Identity(y0)"};
+  const EpilogueKind kinds[] = {EpilogueKind::kRelu, EpilogueKind::kGeluErf,
+                                EpilogueKind::kGeluTanh, EpilogueKind::kSigmoid,
+                                EpilogueKind::kScale};
+  for (int trial = 0; trial < 40; ++trial) {
+    Problem p{rng.Between(1, 2),   sizes[rng.Below(9)], sizes[rng.Below(9)],
+              sizes[rng.Below(9)], rng.Below(2) == 1,   rng.Below(2) == 1};
+    const int act = static_cast<int>(rng.Below(5));
+    auto a = RandomVector(p.batch * p.m * p.k, rng), b = RandomVector(p.batch * p.k * p.n, rng);
+    auto bias = RandomVector(p.n, rng), residual = RandomVector(p.batch * p.m * p.n, rng);
+    std::vector<float> c(p.batch * p.m * p.n, NAN);
+    GemmDesc d = Describe(p, a, b, c);
+    d.epilogue = {EpilogueOp::Bias(bias.data()),
+                  EpilogueOp::Residual(residual.data(), p.n, p.m * p.n),
+                  EpilogueOp::Act(kinds[act])};
+    const GemmTiling tiling = RandomTiling(rng, p);
+    KernelConfig config;
+    config.threads = static_cast<int>(rng.Between(1, 3));
+    auto stats = RunGemm(d, tiling, config);
+    ASSERT_TRUE(stats.ok()) << stats.error().ToString();
+    const Tensor want = Reference(p, a, b, bias, residual, acts[act]);
+    double err = 0, scale = 1e-6;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      err = std::max(err, std::abs(double(c[i]) - want.data<float>()[i]));
+      scale = std::max(scale, std::abs(double(want.data<float>()[i])));
+    }
+    EXPECT_LE(err / scale, 2e-5) << "trial " << trial << " " << p.batch << "x" << p.m << "x" << p.n
+                                 << "x" << p.k << " ta=" << p.trans_a << " tb=" << p.trans_b << " "
+                                 << tiling.ToString();
+    EXPECT_EQ(stats->bytes_local_to_global, 4 * p.batch * p.m * p.n);
+  }
+}
+
+TEST(Gemm, PortableAndVectorKernelsAgree) {
+  Rng rng(3);
+  for (auto [mr, nr] : MicroTileShapes()) {
+    const int64_t kc = 37;
+    auto ap = RandomVector(kc * mr, rng), bp = RandomVector(kc * nr, rng);
+    std::vector<float> c1(mr * nr), c2(mr * nr);
+    alignas(64) static float bp_aligned[4096];
+    std::copy(bp.begin(), bp.end(), bp_aligned);
+    FindMicroKernel(mr, nr)->fn(kc, ap.data(), bp_aligned, c1.data(), nr, false);
+    FindPortableMicroKernel(mr, nr)->fn(kc, ap.data(), bp_aligned, c2.data(), nr, false);
+    for (int i = 0; i < mr * nr; ++i) EXPECT_NEAR(c1[i], c2[i], 1e-4) << mr << "x" << nr;
+  }
+}
+
+TEST(Gemm, TrafficIsCountedExactlyAndDependsOnLoopOrder) {
+  const Problem p{1, 64, 96, 32, false, false};
+  Rng rng(5);
+  auto a = RandomVector(p.m * p.k, rng), b = RandomVector(p.k * p.n, rng);
+  std::vector<float> c(p.m * p.n);
+  GemmDesc d = Describe(p, a, b, c);
+  GemmTiling t;
+  t.mr = 8;
+  t.nr = 32;
+  t.mc = 16;
+  t.nc = 32;
+  t.kc = 32;  // = K: each block is packed at most once in a row
+  KernelConfig one;
+  one.threads = 1;
+  t.order = LoopOrder::kMN;  // A once (64x32), B once per A block (4 blocks x 32x96)
+  auto mn = RunGemm(d, t, one);
+  ASSERT_TRUE(mn.ok());
+  EXPECT_EQ(mn->bytes_global_to_local, 4 * (64 * 32 + 4 * 32 * 96));
+  t.order = LoopOrder::kNM;  // B once, A once per B block (3 blocks)
+  auto nm = RunGemm(d, t, one);
+  ASSERT_TRUE(nm.ok());
+  EXPECT_EQ(nm->bytes_global_to_local, 4 * (32 * 96 + 3 * 64 * 32));
+  EXPECT_EQ(nm->bytes_local_to_global, 4 * 64 * 96);
+  // Copy-only moves the same bytes; compute-only moves none.
+  auto copy = RunGemm(d, t, one, RunMode::kCopyOnly);
+  auto compute = RunGemm(d, t, one, RunMode::kComputeOnly);
+  ASSERT_TRUE(copy.ok() && compute.ok());
+  EXPECT_EQ(copy->bytes_global_to_local, nm->bytes_global_to_local);
+  EXPECT_EQ(compute->bytes_global_to_local + compute->bytes_local_to_global, 0);
+}
+
+TEST(Gemm, InvalidTilingsNameTheField) {
+  std::vector<float> a(16), b(16), c(16);
+  GemmDesc d = Describe({1, 4, 4, 4, false, false}, a, b, c);
+  KernelConfig config;
+  GemmTiling t;
+  t.nr = 20;
+  auto r = RunGemm(d, t, config);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("tiling.mr x tiling.nr: 8x20"), std::string::npos)
+      << r.error().message();
+  t = GemmTiling();
+  t.kc = 0;
+  EXPECT_NE(RunGemm(d, t, config).error().message().find("tiling.kc"), std::string::npos);
+  t = GemmTiling();
+  t.mc = 4096;
+  t.nc = 4096;
+  config.local_buffer_bytes = 1 << 20;
+  auto big = RunGemm(d, t, config);
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.error().message().find("local buffer"), std::string::npos) << big.error().message();
+  d.epilogue = {EpilogueOp::Bias(nullptr)};
+  EXPECT_NE(
+      RunGemm(d, GemmTiling(), KernelConfig()).error().message().find("epilogue[0] (bias_add)"),
+      std::string::npos);
+}
+
+TEST(Epilogue, FastErfIsAccurate) {
+  for (float x = -6; x <= 6; x += 0.001f) EXPECT_NEAR(FastErf(x), std::erf(x), 5e-7) << x;
+}
+
+TEST(Epilogue, FastExpIsAccurate) {
+  for (float x = -80; x <= 80; x += 0.0137f) EXPECT_NEAR(FastExp(x) / std::exp(x), 1.0f, 4e-7) << x;
+  EXPECT_EQ(FastExp(-1000.0f) >= 0.0f, true);
+  EXPECT_TRUE(std::isfinite(FastExp(1000.0f)));
+}
+
+}  // namespace
+}  // namespace fusetune::kernels
