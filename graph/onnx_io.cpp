@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <onnx/onnx_pb.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -26,6 +28,14 @@ Result<std::string> ReadFile(const fs::path& path, const std::string& what) {
   return buf.str();
 }
 
+// A decimal integer, or -2 (never a valid offset or length) when malformed.
+int64_t ParseInt64(const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  return (text.empty() || *end != '\0' || errno != 0) ? -2 : v;
+}
+
 Result<std::string> ReadExternalData(const onnx::TensorProto& proto, const std::string& base_dir,
                                      size_t expected) {
   std::string location;
@@ -34,14 +44,18 @@ Result<std::string> ReadExternalData(const onnx::TensorProto& proto, const std::
     if (entry.key() == "location")
       location = entry.value();
     else if (entry.key() == "offset")
-      offset = std::stoll(entry.value());
+      offset = ParseInt64(entry.value());
     else if (entry.key() == "length")
-      length = std::stoll(entry.value());
+      length = ParseInt64(entry.value());
   }
   if (location.empty())
     return Error(
         ErrorCode::kCorrupt,
         fmt::format("initializer '{}' has external data without a location", proto.name()));
+  if (offset == -2 || length == -2)
+    return Error(ErrorCode::kCorrupt,
+                 fmt::format("initializer '{}': external data offset or length is not a number",
+                             proto.name()));
   const fs::path path = fs::path(base_dir) / location;
   std::ifstream in(path, std::ios::binary);
   if (!in)
@@ -50,6 +64,10 @@ Result<std::string> ReadExternalData(const onnx::TensorProto& proto, const std::
                              path.string()));
   in.seekg(0, std::ios::end);
   const int64_t file_size = in.tellg();
+  if (offset == -2 || length == -2)
+    return Error(ErrorCode::kCorrupt,
+                 fmt::format("initializer '{}': external data offset or length is not a number",
+                             proto.name()));
   if (length < 0) length = static_cast<int64_t>(expected);
   if (offset < 0 || offset + length > file_size || static_cast<size_t>(length) != expected)
     return Error(

@@ -34,6 +34,17 @@ Result<Dims> BroadcastDims(const InferContext& ctx, const std::vector<const Dims
   return out;
 }
 
+Dims BroadcastPair(const Dims& a, const Dims& b) {
+  const size_t rank = std::max(a.size(), b.size());
+  Dims out(rank, 1);
+  for (size_t k = 0; k < rank; ++k) {
+    const int64_t da = k + a.size() >= rank ? a[k + a.size() - rank] : 1;
+    const int64_t db = k + b.size() >= rank ? b[k + b.size() - rank] : 1;
+    out[k] = da == 1 ? db : da;
+  }
+  return out;
+}
+
 std::vector<int64_t> BroadcastStrides(const Dims& in, const Dims& out) {
   std::vector<int64_t> strides(out.size(), 0);
   const auto in_strides = RowMajorStrides(in);

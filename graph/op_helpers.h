@@ -17,6 +17,8 @@ int64_t WrapAxis(int64_t axis, int64_t rank);  // for kernels, after inference c
 
 // Numpy-style multidirectional broadcasting.
 Result<Dims> BroadcastDims(const InferContext& ctx, const std::vector<const Dims*>& shapes);
+// The broadcast of two shapes already known to be compatible (kernels).
+Dims BroadcastPair(const Dims& a, const Dims& b);
 // Element strides of `in` read as if broadcast to `out` (0 on broadcast axes).
 std::vector<int64_t> BroadcastStrides(const Dims& in, const Dims& out);
 

@@ -248,19 +248,7 @@ Result<std::vector<Tensor>> RunArith(const KernelContext& ctx) {
   for (size_t i = 1; i < ctx.inputs.size(); ++i) {
     TensorType step = ctx.output_types[0];
     // Intermediate shapes of a variadic fold broadcast pairwise.
-    if (i + 1 < ctx.inputs.size()) {
-      step.dims = acc.dims();
-      const Dims& b = ctx.in(i).dims();
-      const size_t rank = std::max(step.dims.size(), b.size());
-      Dims merged(rank, 1);
-      for (size_t k = 0; k < rank; ++k) {
-        const int64_t da =
-            k + step.dims.size() >= rank ? step.dims[k + step.dims.size() - rank] : 1;
-        const int64_t db = k + b.size() >= rank ? b[k + b.size() - rank] : 1;
-        merged[k] = std::max(da, db);
-      }
-      step.dims = merged;
-    }
+    if (i + 1 < ctx.inputs.size()) step.dims = BroadcastPair(acc.dims(), ctx.in(i).dims());
     Tensor rhs = ctx.in(i);
     if (rhs.dtype() != acc.dtype()) rhs = rhs.CastTo(acc.dtype());
     acc = NumericBinary(acc, rhs, step, Op{}, false);

@@ -80,7 +80,7 @@ Status InferNode(Graph& graph, int32_t n, const InferOptions& options,
   if (!foldable || out_bytes > options.max_folded_bytes) return Status::Ok();
 
   KernelContext kctx{node, graph.opset, {}, {}};
-  std::vector<Tensor> shape_only;  // Shape/Size read only dims: give them empty stand-ins
+  std::vector<Tensor> shape_only;  // Shape/Size read only dims: stand-ins without storage
   shape_only.reserve(num_in);
   for (int i = 0; i < num_in; ++i) {
     if (node.inputs[i] == kNoValue) {
@@ -91,7 +91,7 @@ Status InferNode(Graph& graph, int32_t n, const InferOptions& options,
     if (known[node.inputs[i]]) {
       kctx.inputs.push_back(known[node.inputs[i]].get());
     } else {
-      shape_only.emplace_back(value.type.dtype, value.type.dims);
+      shape_only.push_back(Tensor::ShapeOnly(value.type.dtype, value.type.dims));
       kctx.inputs.push_back(&shape_only.back());
     }
   }

@@ -35,6 +35,15 @@ class Tensor {
     std::memcpy(t.raw(), values.data(), t.nbytes());
     return t;
   }
+  // Dims and dtype without storage: for kernels that read only the shape
+  // (Shape, Size) during constant folding. defined() is false.
+  static Tensor ShapeOnly(DataType dtype, Dims dims) {
+    Tensor t;
+    t.dtype_ = dtype;
+    t.numel_ = NumElements(dims);
+    t.dims_ = std::move(dims);
+    return t;
+  }
   static Tensor ScalarF32(float v) { return FromVector<float>(DataType::kFloat32, {}, {v}); }
   static Tensor ScalarI64(int64_t v) { return FromVector<int64_t>(DataType::kInt64, {}, {v}); }
 

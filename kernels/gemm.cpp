@@ -168,7 +168,9 @@ KernelStats RunThread(const GemmDesc& d, const GemmTiling& t, const KernelConfig
   float* ap = local.Take(mc_pad * t.kc);
   float* bp = local.Take(t.kc * nc_pad);
   float* cl = local.Take(mc_pad * nc_pad);
-  if (mode == RunMode::kComputeOnly) {  // panels are never packed: give them defined contents
+  if (mode == RunMode::kComputeOnly) {
+    // Panels are never packed in this mode. Fill them with ordinary non-zero
+    // values: zeros would make the epilogue's transcendentals unrepresentative.
     std::fill(ap, ap + mc_pad * t.kc, 0.5f);
     std::fill(bp, bp + t.kc * nc_pad, 0.25f);
   }

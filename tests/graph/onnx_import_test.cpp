@@ -208,6 +208,31 @@ TEST(OnnxImport, WrongSizedInitializerIsCorrupt) {
   EXPECT_NE(r.error().message().find("tensor 'w'"), std::string::npos) << r.error().message();
 }
 
+TEST(OnnxImport, MalformedExternalDataFieldsAreCorrupt) {
+  onnx::ModelProto model = EmptyModel();
+  auto* graph = model.mutable_graph();
+  auto* w = graph->add_initializer();
+  w->set_name("w");
+  w->set_data_type(1);
+  w->add_dims(4);
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* loc = w->add_external_data();
+  loc->set_key("location");
+  loc->set_value("weights.bin");
+  auto* off = w->add_external_data();
+  off->set_key("offset");
+  off->set_value("12abc");
+  auto* node = graph->add_node();
+  node->set_op_type("Relu");
+  node->add_input("w");
+  node->add_output("y");
+  graph->add_output()->set_name("y");
+  auto r = ImportOnnxBytes(model.SerializeAsString(), ".", "ext.onnx");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::kCorrupt);
+  EXPECT_NE(r.error().message().find("not a number"), std::string::npos) << r.error().message();
+}
+
 TEST(OnnxImport, NewerOpsetIsRejected) {
   onnx::ModelProto model = EmptyModel(99);
   model.mutable_graph()->add_output()->set_name("y");
