@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/fast_math.h"
 #include "kernels/traffic.h"
 
 namespace fusetune::kernels {
@@ -53,14 +54,5 @@ struct EpilogueOp {
 int64_t ApplyEpilogue(const std::vector<EpilogueOp>& ops, float* tile, int64_t ldc, int64_t rows,
                       int64_t cols, int64_t batch, int64_t row0, int64_t col0,
                       RunMode mode = RunMode::kFull);
-
-// erf with absolute error below 5e-7 in f32 (Numerical Recipes' Chebyshev
-// form of erfc; no branches but the sign, so loops over it vectorise); used by
-// the GELU epilogue.
-float FastErf(float x);
-// exp(x) for f32 with relative error below 3e-7, branch-free (inputs clamped to
-// [-87, 88]) so that loops over it vectorise; std::exp neither vectorises
-// here nor stays fast when results underflow.
-float FastExp(float x);
 
 }  // namespace fusetune::kernels

@@ -1,8 +1,6 @@
 #include "kernels/gemm.h"
 
 #include <fmt/format.h>
-#include <tbb/parallel_for.h>
-#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <cstring>
@@ -216,15 +214,8 @@ Result<KernelStats> RunGemm(const GemmDesc& desc, const GemmTiling& tiling,
                             const KernelConfig& config, RunMode mode) {
   FT_RETURN_IF_ERROR(ValidateGemm(desc, tiling, config));
   std::vector<KernelStats> per_thread(config.threads);
-  if (config.threads == 1) {
-    per_thread[0] = RunThread(desc, tiling, config, mode, 0);
-  } else {
-    tbb::task_arena arena(config.threads);
-    arena.execute([&] {
-      tbb::parallel_for(0, config.threads, 1,
-                        [&](int t) { per_thread[t] = RunThread(desc, tiling, config, mode, t); });
-    });
-  }
+  ForEachThread(config.threads,
+                [&](int t) { per_thread[t] = RunThread(desc, tiling, config, mode, t); });
   KernelStats total;
   for (const KernelStats& s : per_thread) total += s;
   return total;

@@ -45,11 +45,6 @@ struct GemmTiling {
   std::string ToString() const;
 };
 
-struct KernelConfig {
-  size_t local_buffer_bytes = DefaultLocalBufferBytes();
-  int threads = 2;
-};
-
 // Bytes of local buffer one thread needs for `tiling`.
 int64_t GemmLocalBytes(const GemmTiling& tiling);
 // Errors name the offending field ("tiling.nr: 20 is not a micro-tile width...").

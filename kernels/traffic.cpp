@@ -5,6 +5,9 @@
 #include <cstdlib>
 #include <string>
 
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
 #include "common/check.h"
 
 namespace fusetune::kernels {
@@ -28,6 +31,15 @@ float* LocalBuffer::Take(size_t floats) {
   float* p = data_.get() + used_ / sizeof(float);
   used_ += bytes;
   return p;
+}
+
+void ForEachThread(int threads, const std::function<void(int)>& fn) {
+  if (threads == 1) {
+    fn(0);
+    return;
+  }
+  tbb::task_arena arena(threads);
+  arena.execute([&] { tbb::parallel_for(0, threads, 1, [&](int t) { fn(t); }); });
 }
 
 size_t DefaultLocalBufferBytes() {

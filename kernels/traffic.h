@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 namespace fusetune::kernels {
@@ -31,6 +32,16 @@ struct KernelStats {
   }
 };
 
+// Default local-buffer capacity: the per-core L2 size.
+size_t DefaultLocalBufferBytes();
+
+// What every kernel runs with: the target's local-buffer capacity per thread
+// and the thread count.
+struct KernelConfig {
+  size_t local_buffer_bytes = DefaultLocalBufferBytes();
+  int threads = 2;
+};
+
 // A thread's local buffer: one 64-byte aligned allocation of fixed capacity,
 // carved into regions with Take(). Exceeding the capacity is a programmer
 // error: tilings are validated against the capacity before a run.
@@ -47,7 +58,10 @@ class LocalBuffer {
   std::unique_ptr<float, void (*)(float*)> data_;
 };
 
-// Default local-buffer capacity: the per-core L2 size (1 MiB here).
-size_t DefaultLocalBufferBytes();
+// Runs fn(thread) for thread = 0 .. threads-1, each on its own worker of a
+// oneTBB arena of that size (inline when threads == 1). Work is split
+// statically by thread index so that runs are deterministic.
+void ForEachThread(int threads, const std::function<void(int)>& fn);
+
 
 }  // namespace fusetune::kernels
