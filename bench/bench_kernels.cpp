@@ -26,15 +26,16 @@ struct GemmData {
   GemmDesc Desc() {
     GemmDesc d;
     d.m = m;
-    d.n = n;
     d.k = k;
     d.a = a.data();
     d.a_row_stride = k;
-    d.b = b.data();
-    d.b_row_stride = n;
-    d.c = c.data();
-    d.c_row_stride = n;
-    d.epilogue = {EpilogueOp::Bias(bias.data()), EpilogueOp::Act(EpilogueKind::kGeluErf)};
+    GemmOutput& out = d.outputs.emplace_back();
+    out.n = n;
+    out.b = b.data();
+    out.b_row_stride = n;
+    out.c = c.data();
+    out.c_row_stride = n;
+    out.epilogue = {EpilogueOp::Bias(bias.data()), EpilogueOp::Act(EpilogueKind::kGeluErf)};
     return d;
   }
 };

@@ -5,10 +5,26 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/gemm_pack.h"
 #include "kernels/microkernel.h"
 
 namespace fusetune::kernels {
 
+using gemm_internal::ABlock;
+using gemm_internal::CeilDiv;
+using gemm_internal::RoundUp;
+
+const char* NormKindName(NormKind kind) {
+  switch (kind) {
+    case NormKind::kNone:
+      return "none";
+    case NormKind::kLayerNorm:
+      return "layer_norm";
+    case NormKind::kRmsNorm:
+      return "rms_norm";
+  }
+  return "?";
+}
 const char* LoopOrderName(LoopOrder order) { return order == LoopOrder::kMN ? "mn" : "nm"; }
 const char* ParallelSplitName(ParallelSplit split) {
   switch (split) {
@@ -23,38 +39,85 @@ const char* ParallelSplitName(ParallelSplit split) {
 }
 
 std::string GemmTiling::ToString() const {
-  return fmt::format("mc={} nc={} kc={} micro={}x{} order={} split={}", mc, nc, kc, mr, nr,
-                     LoopOrderName(order), ParallelSplitName(split));
+  return fmt::format("mc={} nc={} kc={} micro={}x{} order={} split={}{}", mc, nc, kc, mr, nr,
+                     LoopOrderName(order), ParallelSplitName(split),
+                     double_buffer ? " double_buffer" : "");
 }
 
 namespace {
 
-int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-int64_t CeilDiv(int64_t x, int64_t m) { return (x + m - 1) / m; }
+// The local buffer's regions for one thread.
+struct LocalLayout {
+  int64_t mc_pad, nc_pad, a_panel, b_panel, c_tile, stage;
+  int buffers, b_operands;  // 2 with double buffering; 2 B operands for SwiGLU
+  int64_t floats() const {
+    return buffers * (a_panel + b_operands * b_panel) + b_operands * c_tile + stage;
+  }
+};
+
+LocalLayout Layout(const GemmDesc& d, const GemmTiling& t) {
+  LocalLayout l;
+  l.mc_pad = RoundUp(t.mc, t.mr);
+  l.nc_pad = RoundUp(t.nc, t.nr);
+  l.a_panel = l.mc_pad * t.kc;
+  l.b_panel = t.kc * l.nc_pad;
+  l.c_tile = l.mc_pad * l.nc_pad;
+  l.stage = d.prologue.empty() ? 0 : t.mc * t.kc + 2 * t.mc;  // staged A block and row stats
+  l.buffers = t.double_buffer ? 2 : 1;
+  l.b_operands = d.swiglu ? 2 : 1;
+  return l;
+}
+
+Status CheckEpilogue(const std::vector<EpilogueOp>& ops, const std::string& where) {
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const EpilogueKind kind = ops[i].kind;
+    const bool needs_data = kind == EpilogueKind::kBiasAdd || kind == EpilogueKind::kResidualAdd ||
+                            kind == EpilogueKind::kMultiply;
+    if (needs_data && !ops[i].data)
+      return Error(ErrorCode::kInvalidArgument,
+                   fmt::format("gemm: descriptor.{}[{}] ({}) has no operand", where, i,
+                               EpilogueKindName(kind)));
+  }
+  return Status::Ok();
+}
+
+Status ValidateDesc(const GemmDesc& d) {
+  auto bad = [](const std::string& msg) { return Status(Error(ErrorCode::kInvalidArgument, msg)); };
+  if (d.batch < 1 || d.m < 1 || d.k < 1)
+    return bad(fmt::format("gemm: batch, m, k must be positive (got {}, {}, {})", d.batch, d.m,
+                           d.k));
+  if (!d.a) return bad("gemm: descriptor.a must point to data");
+  if (d.outputs.empty()) return bad("gemm: descriptor.outputs is empty");
+  if (d.swiglu && (d.outputs.size() != 2 || d.outputs[0].n != d.outputs[1].n))
+    return bad("gemm: descriptor.swiglu needs exactly two outputs (gate, up) of the same n");
+  for (size_t o = 0; o < d.outputs.size(); ++o) {
+    const GemmOutput& out = d.outputs[o];
+    if (out.n < 1) return bad(fmt::format("gemm: descriptor.outputs[{}].n {} < 1", o, out.n));
+    const bool writes = !(d.swiglu && o == 1);
+    if (!out.b || (writes && !out.c))
+      return bad(fmt::format("gemm: descriptor.outputs[{}].b and .c must point to data", o));
+    if (writes && out.c_row_stride < out.n)
+      return bad(fmt::format("gemm: descriptor.outputs[{}].c_row_stride {} < n {}", o,
+                             out.c_row_stride, out.n));
+    FT_RETURN_IF_ERROR(CheckEpilogue(out.epilogue, fmt::format("outputs[{}].epilogue", o)));
+  }
+  FT_RETURN_IF_ERROR(CheckEpilogue(d.prologue.elementwise, "prologue.elementwise"));
+  if (d.prologue.norm != NormKind::kNone && !d.prologue.gamma)
+    return bad(fmt::format("gemm: descriptor.prologue.gamma is required by {}",
+                           NormKindName(d.prologue.norm)));
+  return Status::Ok();
+}
 
 }  // namespace
 
-int64_t GemmLocalBytes(const GemmTiling& t) {
-  const int64_t mc = RoundUp(t.mc, t.mr), nc = RoundUp(t.nc, t.nr);
-  return static_cast<int64_t>(sizeof(float)) * (mc * t.kc + t.kc * nc + mc * nc) + 3 * 64;
+int64_t GemmLocalBytes(const GemmDesc& d, const GemmTiling& t) {
+  const LocalLayout l = Layout(d, t);
+  return static_cast<int64_t>(sizeof(float)) * l.floats() + 8 * 64;
 }
 
 Status ValidateGemm(const GemmDesc& d, const GemmTiling& t, const KernelConfig& config) {
   auto bad = [](const std::string& msg) { return Status(Error(ErrorCode::kInvalidArgument, msg)); };
-  if (d.batch < 1 || d.m < 1 || d.n < 1 || d.k < 1)
-    return bad(fmt::format("gemm: batch, m, n, k must be positive (got {}, {}, {}, {})", d.batch,
-                           d.m, d.n, d.k));
-  if (!d.a || !d.b || !d.c) return bad("gemm: descriptor.a, .b and .c must point to data");
-  if (d.c_row_stride < d.n)
-    return bad(fmt::format("gemm: descriptor.c_row_stride {} < n {}", d.c_row_stride, d.n));
-  for (size_t i = 0; i < d.epilogue.size(); ++i) {
-    const EpilogueKind kind = d.epilogue[i].kind;
-    const bool needs_data = kind == EpilogueKind::kBiasAdd || kind == EpilogueKind::kResidualAdd ||
-                            kind == EpilogueKind::kMultiply;
-    if (needs_data && !d.epilogue[i].data)
-      return bad(fmt::format("gemm: descriptor.epilogue[{}] ({}) has no operand", i,
-                             EpilogueKindName(kind)));
-  }
+  FT_RETURN_IF_ERROR(ValidateDesc(d));
   if (t.mc < 1) return bad(fmt::format("tiling.mc: {} must be positive", t.mc));
   if (t.nc < 1) return bad(fmt::format("tiling.nc: {} must be positive", t.nc));
   if (t.kc < 1) return bad(fmt::format("tiling.kc: {} must be positive", t.kc));
@@ -67,68 +130,32 @@ Status ValidateGemm(const GemmDesc& d, const GemmTiling& t, const KernelConfig& 
   }
   if (config.threads < 1)
     return bad(fmt::format("config.threads: {} must be positive", config.threads));
-  const int64_t need = GemmLocalBytes(t);
+  const int64_t need = GemmLocalBytes(d, t);
   if (need > static_cast<int64_t>(config.local_buffer_bytes))
-    return bad(
-        fmt::format("tiling: needs {} bytes of local buffer (mc={} nc={} kc={}), capacity is {}",
-                    need, t.mc, t.nc, t.kc, config.local_buffer_bytes));
+    return bad(fmt::format(
+        "tiling: needs {} bytes of local buffer (mc={} nc={} kc={}{}), capacity is {}", need, t.mc,
+        t.nc, t.kc, t.double_buffer ? ", double buffered" : "", config.local_buffer_bytes));
   return Status::Ok();
 }
 
 namespace {
 
-// Copies A[b, i0:i0+rows, p0:p0+depth] into slivers of mr rows, [depth][mr]
-// each, zero-padding missing rows. Returns bytes read from global.
-int64_t PackA(const GemmDesc& d, int64_t b, int64_t i0, int64_t rows, int64_t p0, int64_t depth,
-              int mr, float* ap) {
-  const float* base = d.a + b * d.a_batch_stride + i0 * d.a_row_stride + p0 * d.a_col_stride;
-  for (int64_t s = 0; s < CeilDiv(rows, mr); ++s) {
-    float* dst = ap + s * depth * mr;
-    for (int i = 0; i < mr; ++i) {
-      const int64_t row = s * mr + i;
-      if (row >= rows) {
-        for (int64_t p = 0; p < depth; ++p) dst[p * mr + i] = 0.0f;
-        continue;
-      }
-      const float* src = base + row * d.a_row_stride;
-      if (d.a_col_stride == 1)
-        for (int64_t p = 0; p < depth; ++p) dst[p * mr + i] = src[p];
-      else
-        for (int64_t p = 0; p < depth; ++p) dst[p * mr + i] = src[p * d.a_col_stride];
-    }
-  }
-  return static_cast<int64_t>(sizeof(float)) * rows * depth;
-}
-
-// Copies B[b, p0:p0+depth, j0:j0+cols] into slivers of nr columns, [depth][nr] each.
-int64_t PackB(const GemmDesc& d, int64_t b, int64_t p0, int64_t depth, int64_t j0, int64_t cols,
-              int nr, float* bp) {
-  const float* base = d.b + b * d.b_batch_stride + p0 * d.b_row_stride + j0 * d.b_col_stride;
-  for (int64_t s = 0; s < CeilDiv(cols, nr); ++s) {
-    float* dst = bp + s * depth * nr;
-    const int64_t width = std::min<int64_t>(nr, cols - s * nr);
-    for (int64_t p = 0; p < depth; ++p) {
-      const float* src = base + p * d.b_row_stride + s * nr * d.b_col_stride;
-      float* row = dst + p * nr;
-      if (d.b_col_stride == 1) {
-        std::memcpy(row, src, width * sizeof(float));
-      } else {
-        for (int64_t j = 0; j < width; ++j) row[j] = src[j * d.b_col_stride];
-      }
-      for (int64_t j = width; j < nr; ++j) row[j] = 0.0f;
-    }
-  }
-  return static_cast<int64_t>(sizeof(float)) * depth * cols;
-}
-
 struct Block {
-  int64_t batch, ic, jc;  // block indices
+  int64_t batch, ic, jc;  // jc counts N blocks over all outputs
+  int output;
+  int64_t j0, cols;  // within the output
 };
 
-// One thread's share of the work: its blocks, in loop order.
+// One thread's share of the output blocks, in loop order.
 std::vector<Block> BlocksForThread(const GemmDesc& d, const GemmTiling& t, int thread,
                                    int threads) {
-  const int64_t mb = CeilDiv(d.m, t.mc), nb = CeilDiv(d.n, t.nc);
+  std::vector<Block> columns;  // the N blocks, over all outputs (SwiGLU: the gate's only)
+  const size_t outputs = d.swiglu ? 1 : d.outputs.size();
+  for (size_t o = 0; o < outputs; ++o)
+    for (int64_t j0 = 0; j0 < d.outputs[o].n; j0 += t.nc)
+      columns.push_back({0, 0, static_cast<int64_t>(columns.size()), static_cast<int>(o), j0,
+                         std::min(t.nc, d.outputs[o].n - j0)});
+  const int64_t mb = CeilDiv(d.m, t.mc), nb = static_cast<int64_t>(columns.size());
   auto mine = [&](int64_t ic, int64_t jc, int64_t flat) {
     switch (t.split) {
       case ParallelSplit::kM:
@@ -149,64 +176,213 @@ std::vector<Block> BlocksForThread(const GemmDesc& d, const GemmTiling& t, int t
       for (int64_t i = 0; i < inner; ++i, ++flat) {
         const int64_t ic = t.order == LoopOrder::kMN ? o : i,
                       jc = t.order == LoopOrder::kMN ? i : o;
-        if (mine(ic, jc, flat)) blocks.push_back({b, ic, jc});
+        if (!mine(ic, jc, flat)) continue;
+        Block blk = columns[jc];
+        blk.batch = b;
+        blk.ic = ic;
+        blocks.push_back(blk);
       }
   }
   return blocks;
 }
 
-KernelStats RunThread(const GemmDesc& d, const GemmTiling& t, const KernelConfig& config,
-                      RunMode mode, int thread) {
-  KernelStats stats;
-  const std::vector<Block> blocks = BlocksForThread(d, t, thread, config.threads);
-  if (blocks.empty()) return stats;
-  const MicroKernel* mk = FindMicroKernel(t.mr, t.nr);
-  LocalBuffer local(static_cast<size_t>(GemmLocalBytes(t)));
-  const int64_t mc_pad = RoundUp(t.mc, t.mr), nc_pad = RoundUp(t.nc, t.nr);
-  float* ap = local.Take(mc_pad * t.kc);
-  float* bp = local.Take(t.kc * nc_pad);
-  float* cl = local.Take(mc_pad * nc_pad);
-  if (mode == RunMode::kComputeOnly) {
-    // Panels are never packed in this mode. Fill them with ordinary non-zero
-    // values: zeros would make the epilogue's transcendentals unrepresentative.
-    std::fill(ap, ap + mc_pad * t.kc, 0.5f);
-    std::fill(bp, bp + t.kc * nc_pad, 0.25f);
-  }
-  Block a_cached{-1, -1, -1}, b_cached{-1, -1, -1};  // (batch, block, k-slice) in the local buffer
-  for (const Block& blk : blocks) {
-    const int64_t i0 = blk.ic * t.mc, rows = std::min(t.mc, d.m - i0);
-    const int64_t j0 = blk.jc * t.nc, cols = std::min(t.nc, d.n - j0);
+}  // namespace
+
+namespace {
+
+// One kc slice of one block: which panels must be packed for it (those not
+// already in the local buffer) and in which buffer each panel lives.
+struct Step {
+  int block;
+  int64_t slice, p0, depth;
+  bool pack_a, pack_b;
+  int a_slot, b_slot;
+};
+
+std::vector<Step> PlanSteps(const GemmDesc& d, const GemmTiling& t,
+                            const std::vector<Block>& blocks) {
+  std::vector<Step> steps;
+  int64_t a_key[3] = {-1, -1, -1}, b_key[3] = {-1, -1, -1};  // (batch, block, slice) resident
+  int a_slot = 1, b_slot = 1;
+  const int flip = t.double_buffer ? 1 : 0;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const Block& blk = blocks[i];
     for (int64_t p0 = 0, slice = 0; p0 < d.k; p0 += t.kc, ++slice) {
-      const int64_t depth = std::min(t.kc, d.k - p0);
-      if (mode != RunMode::kComputeOnly) {
-        if (!(a_cached.batch == blk.batch && a_cached.ic == blk.ic && a_cached.jc == slice)) {
-          stats.bytes_global_to_local += PackA(d, blk.batch, i0, rows, p0, depth, t.mr, ap);
-          a_cached = {blk.batch, blk.ic, slice};
-        }
-        if (!(b_cached.batch == blk.batch && b_cached.jc == blk.jc && b_cached.ic == slice)) {
-          stats.bytes_global_to_local += PackB(d, blk.batch, p0, depth, j0, cols, t.nr, bp);
-          b_cached = {blk.batch, slice, blk.jc};
-        }
-      }
-      if (mode == RunMode::kCopyOnly) continue;
-      for (int64_t jr = 0; jr < cols; jr += t.nr)
-        for (int64_t ir = 0; ir < rows; ir += t.mr)
-          mk->fn(depth, ap + (ir / t.mr) * depth * t.mr, bp + (jr / t.nr) * depth * t.nr,
-                 cl + ir * nc_pad + jr, nc_pad, p0 > 0);
+      Step s{static_cast<int>(i), slice, p0, std::min(t.kc, d.k - p0), false, false, 0, 0};
+      const int64_t a_now[3] = {blk.batch, blk.ic, slice}, b_now[3] = {blk.batch, blk.jc, slice};
+      s.pack_a = !std::equal(a_now, a_now + 3, a_key);
+      s.pack_b = !std::equal(b_now, b_now + 3, b_key);
+      if (s.pack_a) a_slot = steps.empty() ? 0 : a_slot ^ flip;
+      if (s.pack_b) b_slot = steps.empty() ? 0 : b_slot ^ flip;
+      s.a_slot = a_slot;
+      s.b_slot = b_slot;
+      std::copy(a_now, a_now + 3, a_key);
+      std::copy(b_now, b_now + 3, b_key);
+      steps.push_back(s);
     }
-    if (mode == RunMode::kCopyOnly) std::memset(cl, 0, sizeof(float) * mc_pad * nc_pad);
-    stats.bytes_global_to_local +=
-        ApplyEpilogue(d.epilogue, cl, nc_pad, rows, cols, blk.batch, i0, j0, mode);
-    if (mode != RunMode::kComputeOnly) {
-      float* dst = d.c + blk.batch * d.c_batch_stride + i0 * d.c_row_stride + j0;
-      for (int64_t r = 0; r < rows; ++r)
-        std::memcpy(dst + r * d.c_row_stride, cl + r * nc_pad, cols * sizeof(float));
-      stats.bytes_local_to_global += static_cast<int64_t>(sizeof(float)) * rows * cols;
-    }
-    ++stats.tiles;
   }
-  return stats;
+  return steps;
 }
+
+class ThreadRunner {
+ public:
+  ThreadRunner(const GemmDesc& d, const GemmTiling& t, RunMode mode, std::vector<Block> blocks)
+      : d_(d),
+        t_(t),
+        mode_(mode),
+        l_(Layout(d, t)),
+        mk_(FindMicroKernel(t.mr, t.nr)),
+        blocks_(std::move(blocks)),
+        steps_(PlanSteps(d, t, blocks_)),
+        local_(static_cast<size_t>(GemmLocalBytes(d, t))) {
+    for (int s = 0; s < l_.buffers; ++s) {
+      a_[s] = local_.Take(l_.a_panel);
+      for (int o = 0; o < l_.b_operands; ++o) b_[s][o] = local_.Take(l_.b_panel);
+    }
+    for (int o = 0; o < l_.b_operands; ++o) c_[o] = local_.Take(l_.c_tile);
+    if (l_.stage > 0) {
+      stage_ = local_.Take(t.mc * t.kc);
+      norm_ = {local_.Take(t.mc), local_.Take(t.mc)};
+    }
+    if (mode == RunMode::kComputeOnly) FillForComputeOnly();
+  }
+
+  KernelStats Run() {
+    if (steps_.empty()) return stats_;
+    if (t_.double_buffer) RunJobs(steps_[0], 0, SIZE_MAX);  // prime the first buffers
+    for (size_t s = 0; s < steps_.size(); ++s) {
+      const Step& step = steps_[s];
+      const Step* next = s + 1 < steps_.size() ? &steps_[s + 1] : nullptr;
+      if (!t_.double_buffer) RunJobs(step, 0, SIZE_MAX);
+      Compute(step, t_.double_buffer ? next : nullptr);
+      if (step.p0 + step.depth == d_.k) Finish(blocks_[step.block]);
+    }
+    return stats_;
+  }
+
+ private:
+  // Panels are never packed in compute-only runs. Ordinary non-zero values
+  // keep the epilogue's transcendentals representative.
+  void FillForComputeOnly() {
+    for (int s = 0; s < l_.buffers; ++s) {
+      std::fill(a_[s], a_[s] + l_.a_panel, 0.5f);
+      for (int o = 0; o < l_.b_operands; ++o) std::fill(b_[s][o], b_[s][o] + l_.b_panel, 0.25f);
+    }
+    if (stage_) std::fill(stage_, stage_ + t_.mc * t_.kc, 0.5f);
+  }
+
+  // The copies a step needs, as jobs: A slivers (or the whole A block when it
+  // has a prologue), then B slivers per operand.
+  size_t JobCount(const Step& s) const {
+    const Block& blk = blocks_[s.block];
+    const int64_t rows = std::min(t_.mc, d_.m - blk.ic * t_.mc);
+    size_t n = 0;
+    if (s.pack_a) n += d_.prologue.empty() ? CeilDiv(rows, t_.mr) : 1;
+    if (s.pack_b) n += l_.b_operands * CeilDiv(blk.cols, t_.nr);
+    return n;
+  }
+
+  // Runs jobs [first, last) of step s; returns the index after the last one run.
+  size_t RunJobs(const Step& s, size_t first, size_t last) {
+    if (mode_ == RunMode::kComputeOnly) return SIZE_MAX;
+    const Block& blk = blocks_[s.block];
+    const ABlock a{blk.batch, blk.ic * t_.mc, std::min(t_.mc, d_.m - blk.ic * t_.mc), s.p0,
+                   s.depth};
+    const int64_t a_jobs = !s.pack_a ? 0 : d_.prologue.empty() ? CeilDiv(a.rows, t_.mr) : 1;
+    const int64_t b_slivers = CeilDiv(blk.cols, t_.nr);
+    const size_t total = JobCount(s);
+    last = std::min(last, total);
+    for (size_t j = first; j < last; ++j) {
+      const int64_t job = static_cast<int64_t>(j);
+      if (job < a_jobs) {
+        stats_.bytes_global_to_local += d_.prologue.empty()
+                                            ? gemm_internal::PackASliver(d_, a, t_.mr, job, a_[s.a_slot])
+                                            : PackPrologueBlock(a, a_[s.a_slot]);
+      } else {
+        const int64_t o = (job - a_jobs) / b_slivers, sliver = (job - a_jobs) % b_slivers;
+        const int out = d_.swiglu ? static_cast<int>(o) : blk.output;
+        stats_.bytes_global_to_local +=
+            gemm_internal::PackBSliver(d_.outputs[out], blk.batch, s.p0, s.depth, blk.j0, blk.cols,
+                                       t_.nr, sliver, b_[s.b_slot][o]);
+      }
+    }
+    return last;
+  }
+
+  int64_t PackPrologueBlock(const ABlock& a, float* ap) {
+    int64_t bytes = 0;
+    const bool whole_rows = a.depth == d_.k;
+    if (d_.prologue.norm != NormKind::kNone && !whole_rows &&
+        !(norm_batch_ == a.batch && norm_i0_ == a.i0)) {
+      bytes += gemm_internal::ComputeNormStats(d_, a.batch, a.i0, a.rows, t_.kc, mode_, stage_,
+                                               norm_);
+      norm_batch_ = a.batch;
+      norm_i0_ = a.i0;
+    }
+    return bytes + gemm_internal::PackAWithPrologue(d_, a, t_.mr, mode_, stage_, norm_,
+                                                    !whole_rows, ap);
+  }
+
+  // The micro-kernel calls of step s, with the copies of `next` interleaved
+  // after each column of micro-tiles (double buffering).
+  void Compute(const Step& s, const Step* next) {
+    const Block& blk = blocks_[s.block];
+    const int64_t rows = std::min(t_.mc, d_.m - blk.ic * t_.mc);
+    const int64_t columns = CeilDiv(blk.cols, t_.nr);
+    const size_t jobs = next ? JobCount(*next) : 0;
+    const size_t quota = (jobs + columns - 1) / columns;
+    size_t done = 0;
+    for (int64_t q = 0; q < columns; ++q) {
+      if (mode_ != RunMode::kCopyOnly)
+        for (int o = 0; o < l_.b_operands; ++o)
+          for (int64_t ir = 0; ir < rows; ir += t_.mr)
+            mk_->fn(s.depth, a_[s.a_slot] + (ir / t_.mr) * s.depth * t_.mr,
+                    b_[s.b_slot][o] + q * s.depth * t_.nr, c_[o] + ir * l_.nc_pad + q * t_.nr,
+                    l_.nc_pad, s.slice > 0);
+      if (next && done < jobs) done = RunJobs(*next, done, done + quota);
+    }
+    if (next && done < jobs) RunJobs(*next, done, jobs);
+  }
+
+  // Epilogue and copy-out of a finished block.
+  void Finish(const Block& blk) {
+    const int64_t i0 = blk.ic * t_.mc, rows = std::min(t_.mc, d_.m - i0);
+    float* c = c_[0];
+    if (mode_ == RunMode::kCopyOnly) std::memset(c, 0, sizeof(float) * l_.c_tile);
+    if (d_.swiglu && mode_ != RunMode::kCopyOnly)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < blk.cols; ++j) {
+          float& g = c[r * l_.nc_pad + j];
+          g = Silu(g) * c_[1][r * l_.nc_pad + j];
+        }
+    const GemmOutput& out = d_.outputs[blk.output];
+    stats_.bytes_global_to_local +=
+        ApplyEpilogue(out.epilogue, c, l_.nc_pad, rows, blk.cols, blk.batch, i0, blk.j0, mode_);
+    if (mode_ != RunMode::kComputeOnly) {
+      float* dst = out.c + blk.batch * out.c_batch_stride + i0 * out.c_row_stride + blk.j0;
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(dst + r * out.c_row_stride, c + r * l_.nc_pad, blk.cols * sizeof(float));
+      stats_.bytes_local_to_global += static_cast<int64_t>(sizeof(float)) * rows * blk.cols;
+    }
+    ++stats_.tiles;
+  }
+
+  const GemmDesc& d_;
+  const GemmTiling& t_;
+  RunMode mode_;
+  LocalLayout l_;
+  const MicroKernel* mk_;
+  std::vector<Block> blocks_;
+  std::vector<Step> steps_;
+  LocalBuffer local_;
+  float* a_[2] = {};
+  float* b_[2][2] = {};
+  float* c_[2] = {};
+  float* stage_ = nullptr;
+  gemm_internal::NormStats norm_{nullptr, nullptr};
+  int64_t norm_batch_ = -1, norm_i0_ = -1;
+  KernelStats stats_;
+};
 
 }  // namespace
 
@@ -214,8 +390,11 @@ Result<KernelStats> RunGemm(const GemmDesc& desc, const GemmTiling& tiling,
                             const KernelConfig& config, RunMode mode) {
   FT_RETURN_IF_ERROR(ValidateGemm(desc, tiling, config));
   std::vector<KernelStats> per_thread(config.threads);
-  ForEachThread(config.threads,
-                [&](int t) { per_thread[t] = RunThread(desc, tiling, config, mode, t); });
+  ForEachThread(config.threads, [&](int t) {
+    std::vector<Block> blocks = BlocksForThread(desc, tiling, t, config.threads);
+    if (!blocks.empty())
+      per_thread[t] = ThreadRunner(desc, tiling, mode, std::move(blocks)).Run();
+  });
   KernelStats total;
   for (const KernelStats& s : per_thread) total += s;
   return total;

@@ -1,5 +1,8 @@
-// GEMM with fusion: C = epilogue(A x B), batched, with A and B read through
-// arbitrary strides (so transposes and head splits are free views).
+// GEMM with fusion: C_o = epilogue_o(prologue(A) x B_o) for one or more
+// outputs o sharing A (horizontal fusion: Q, K and V projections; SwiGLU's
+// gate and up, combined as silu(A x B_gate) * (A x B_up)), batched, with A and
+// every B read through arbitrary strides (so transposes and head splits are
+// free views).
 //
 // The computation follows the NPU model. Per output block (mc x nc) a thread
 // keeps a C tile in its local buffer; for each kc slice it copies (packs) the
@@ -8,6 +11,11 @@
 // over mr x nr sub-tiles, and finally applies the epilogue and copies the
 // tile out. The loop order decides which operand is re-packed: with kc = K,
 // order kMN packs each A block once and B once per A block, kNM the reverse.
+// The prologue (elementwise ops on A, then a per-row LayerNorm or RMSNorm) is
+// applied while A is packed; its row statistics come from the packed block
+// when kc covers K, else from one extra pass over the rows (counted).
+// With double buffering the panels of the next step are packed into a second
+// set of buffers, interleaved with the micro-kernel calls of the current one.
 #pragma once
 
 #include <string>
@@ -19,17 +27,42 @@
 
 namespace fusetune::kernels {
 
-struct GemmDesc {
-  int64_t batch = 1, m = 0, n = 0, k = 0;
-  const float* a =
-      nullptr;  // element (b, i, p) at a[b*a_batch_stride + i*a_row_stride + p*a_col_stride]
-  int64_t a_row_stride = 0, a_col_stride = 1, a_batch_stride = 0;
+enum class NormKind { kNone, kLayerNorm, kRmsNorm };
+const char* NormKindName(NormKind kind);
+
+struct GemmPrologue {
+  // Applied first, to A's elements (row = i, column = p): a bias here is per
+  // column of A, a residual an [M, K] tensor added to A.
+  std::vector<EpilogueOp> elementwise;
+  NormKind norm = NormKind::kNone;
+  const float* gamma = nullptr;  // [K]
+  const float* beta = nullptr;   // [K], LayerNorm only, optional
+  float epsilon = 1e-5f;
+  bool empty() const { return elementwise.empty() && norm == NormKind::kNone; }
+};
+
+// One B operand and the output it produces.
+struct GemmOutput {
+  int64_t n = 0;
   const float* b =
       nullptr;  // element (b, p, j) at b[b*b_batch_stride + p*b_row_stride + j*b_col_stride]
   int64_t b_row_stride = 0, b_col_stride = 1, b_batch_stride = 0;
   float* c = nullptr;  // element (b, i, j) at c[b*c_batch_stride + i*c_row_stride + j]
   int64_t c_row_stride = 0, c_batch_stride = 0;
   std::vector<EpilogueOp> epilogue;
+};
+
+struct GemmDesc {
+  int64_t batch = 1, m = 0, k = 0;
+  const float* a =
+      nullptr;  // element (b, i, p) at a[b*a_batch_stride + i*a_row_stride + p*a_col_stride]
+  int64_t a_row_stride = 0, a_col_stride = 1, a_batch_stride = 0;
+  GemmPrologue prologue;
+  std::vector<GemmOutput> outputs;
+  // SwiGLU: outputs[0] is the gate and outputs[1] the up projection (same n);
+  // the result silu(gate) * up goes through outputs[0]'s epilogue into
+  // outputs[0].c; outputs[1].c is not written.
+  bool swiglu = false;
 };
 
 enum class LoopOrder { kMN, kNM };
@@ -42,11 +75,12 @@ struct GemmTiling {
   int mr = 8, nr = 32;
   LoopOrder order = LoopOrder::kMN;
   ParallelSplit split = ParallelSplit::kM;
+  bool double_buffer = false;
   std::string ToString() const;
 };
 
-// Bytes of local buffer one thread needs for `tiling`.
-int64_t GemmLocalBytes(const GemmTiling& tiling);
+// Bytes of local buffer one thread needs for `tiling` on `desc`.
+int64_t GemmLocalBytes(const GemmDesc& desc, const GemmTiling& tiling);
 // Errors name the offending field ("tiling.nr: 20 is not a micro-tile width...").
 Status ValidateGemm(const GemmDesc& desc, const GemmTiling& tiling, const KernelConfig& config);
 Result<KernelStats> RunGemm(const GemmDesc& desc, const GemmTiling& tiling,

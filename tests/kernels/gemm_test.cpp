@@ -57,19 +57,20 @@ GemmDesc Describe(const Problem& p, const std::vector<float>& a, const std::vect
   GemmDesc d;
   d.batch = p.batch;
   d.m = p.m;
-  d.n = p.n;
   d.k = p.k;
   d.a = a.data();
   d.a_batch_stride = p.m * p.k;
   d.a_row_stride = p.trans_a ? 1 : p.k;
   d.a_col_stride = p.trans_a ? p.m : 1;
-  d.b = b.data();
-  d.b_batch_stride = p.k * p.n;
-  d.b_row_stride = p.trans_b ? 1 : p.n;
-  d.b_col_stride = p.trans_b ? p.k : 1;
-  d.c = c.data();
-  d.c_row_stride = p.n;
-  d.c_batch_stride = p.m * p.n;
+  GemmOutput& out = d.outputs.emplace_back();
+  out.n = p.n;
+  out.b = b.data();
+  out.b_batch_stride = p.k * p.n;
+  out.b_row_stride = p.trans_b ? 1 : p.n;
+  out.b_col_stride = p.trans_b ? p.k : 1;
+  out.c = c.data();
+  out.c_row_stride = p.n;
+  out.c_batch_stride = p.m * p.n;
   return d;
 }
 
@@ -84,6 +85,7 @@ GemmTiling RandomTiling(Rng& rng, const Problem& p) {
   t.kc = rng.Between(1, std::max<int64_t>(1, p.k + 3));
   t.order = rng.Below(2) ? LoopOrder::kMN : LoopOrder::kNM;
   t.split = static_cast<ParallelSplit>(rng.Below(3));
+  t.double_buffer = rng.Below(2) == 1;
   return t;
 }
 
@@ -103,7 +105,7 @@ TEST(Gemm, MatchesReferenceOnRandomShapesAndTilings) {
     auto bias = RandomVector(p.n, rng), residual = RandomVector(p.batch * p.m * p.n, rng);
     std::vector<float> c(p.batch * p.m * p.n, NAN);
     GemmDesc d = Describe(p, a, b, c);
-    d.epilogue = {EpilogueOp::Bias(bias.data()),
+    d.outputs[0].epilogue = {EpilogueOp::Bias(bias.data()),
                   EpilogueOp::Residual(residual.data(), p.n, p.m * p.n),
                   EpilogueOp::Act(kinds[act])};
     const GemmTiling tiling = RandomTiling(rng, p);
@@ -189,9 +191,11 @@ TEST(Gemm, InvalidTilingsNameTheField) {
   auto big = RunGemm(d, t, config);
   ASSERT_FALSE(big.ok());
   EXPECT_NE(big.error().message().find("local buffer"), std::string::npos) << big.error().message();
-  d.epilogue = {EpilogueOp::Bias(nullptr)};
-  EXPECT_NE(
-      RunGemm(d, GemmTiling(), KernelConfig()).error().message().find("epilogue[0] (bias_add)"),
+  d.outputs[0].epilogue = {EpilogueOp::Bias(nullptr)};
+  EXPECT_NE(RunGemm(d, GemmTiling(), KernelConfig())
+                .error()
+                .message()
+                .find("outputs[0].epilogue[0] (bias_add)"),
       std::string::npos);
 }
 

@@ -1,0 +1,151 @@
+#include "kernels/gemm_pack.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace fusetune::kernels::gemm_internal {
+
+int64_t PackASliver(const GemmDesc& d, const ABlock& blk, int mr, int64_t s, float* ap) {
+  const float* base =
+      d.a + blk.batch * d.a_batch_stride + blk.i0 * d.a_row_stride + blk.p0 * d.a_col_stride;
+  float* dst = ap + s * blk.depth * mr;
+  int64_t copied_rows = 0;
+  for (int i = 0; i < mr; ++i) {
+    const int64_t row = s * mr + i;
+    if (row >= blk.rows) {
+      for (int64_t p = 0; p < blk.depth; ++p) dst[p * mr + i] = 0.0f;
+      continue;
+    }
+    const float* src = base + row * d.a_row_stride;
+    if (d.a_col_stride == 1)
+      for (int64_t p = 0; p < blk.depth; ++p) dst[p * mr + i] = src[p];
+    else
+      for (int64_t p = 0; p < blk.depth; ++p) dst[p * mr + i] = src[p * d.a_col_stride];
+    ++copied_rows;
+  }
+  return static_cast<int64_t>(sizeof(float)) * copied_rows * blk.depth;
+}
+
+int64_t PackBSliver(const GemmOutput& out, int64_t batch, int64_t p0, int64_t depth, int64_t j0,
+                    int64_t cols, int nr, int64_t s, float* bp) {
+  const float* base = out.b + batch * out.b_batch_stride + p0 * out.b_row_stride +
+                      (j0 + s * nr) * out.b_col_stride;
+  float* dst = bp + s * depth * nr;
+  const int64_t width = std::min<int64_t>(nr, cols - s * nr);
+  for (int64_t p = 0; p < depth; ++p) {
+    const float* src = base + p * out.b_row_stride;
+    float* row = dst + p * nr;
+    if (out.b_col_stride == 1) {
+      std::memcpy(row, src, width * sizeof(float));
+    } else {
+      for (int64_t j = 0; j < width; ++j) row[j] = src[j * out.b_col_stride];
+    }
+    for (int64_t j = width; j < nr; ++j) row[j] = 0.0f;
+  }
+  return static_cast<int64_t>(sizeof(float)) * depth * width;
+}
+
+namespace {
+
+// Copies A rows [i0, i0+rows), columns [p0, p0+depth) into stage (rows x
+// depth) and applies the elementwise prologue. Returns bytes read.
+int64_t Stage(const GemmDesc& d, int64_t batch, int64_t i0, int64_t rows, int64_t p0,
+              int64_t depth, RunMode mode, float* stage) {
+  const float* base = d.a + batch * d.a_batch_stride + i0 * d.a_row_stride + p0 * d.a_col_stride;
+  if (mode != RunMode::kComputeOnly) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* src = base + r * d.a_row_stride;
+      float* dst = stage + r * depth;
+      if (d.a_col_stride == 1)
+        std::memcpy(dst, src, depth * sizeof(float));
+      else
+        for (int64_t p = 0; p < depth; ++p) dst[p] = src[p * d.a_col_stride];
+    }
+  }
+  int64_t bytes = mode == RunMode::kComputeOnly ? 0 : 4 * rows * depth;
+  bytes += ApplyEpilogue(d.prologue.elementwise, stage, depth, rows, depth, batch, i0, p0, mode);
+  return bytes;
+}
+
+void FinishStats(const GemmDesc& d, const double* sum, const double* sumsq, int64_t rows,
+                 NormStats stats) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const double mean = sum[r] / d.k;
+    const double var = d.prologue.norm == NormKind::kLayerNorm ? sumsq[r] / d.k - mean * mean
+                                                               : sumsq[r] / d.k;
+    stats.mean[r] = d.prologue.norm == NormKind::kLayerNorm ? static_cast<float>(mean) : 0.0f;
+    stats.rstd[r] = static_cast<float>(1.0 / std::sqrt(std::max(var, 0.0) + d.prologue.epsilon));
+  }
+}
+
+void Accumulate(const float* stage, int64_t rows, int64_t depth, double* sum, double* sumsq) {
+  for (int64_t r = 0; r < rows; ++r) {
+    double s = 0, q = 0;
+    const float* x = stage + r * depth;
+    for (int64_t p = 0; p < depth; ++p) {
+      s += x[p];
+      q += static_cast<double>(x[p]) * x[p];
+    }
+    sum[r] += s;
+    sumsq[r] += q;
+  }
+}
+
+}  // namespace
+
+int64_t ComputeNormStats(const GemmDesc& d, int64_t batch, int64_t i0, int64_t rows, int64_t chunk,
+                         RunMode mode, float* stage, NormStats stats) {
+  std::vector<double> sum(rows, 0.0), sumsq(rows, 0.0);
+  int64_t bytes = 0;
+  for (int64_t p0 = 0; p0 < d.k; p0 += chunk) {
+    const int64_t depth = std::min(chunk, d.k - p0);
+    bytes += Stage(d, batch, i0, rows, p0, depth, mode, stage);
+    if (mode != RunMode::kCopyOnly) Accumulate(stage, rows, depth, sum.data(), sumsq.data());
+  }
+  if (mode != RunMode::kCopyOnly) FinishStats(d, sum.data(), sumsq.data(), rows, stats);
+  return bytes;
+}
+
+int64_t PackAWithPrologue(const GemmDesc& d, const ABlock& blk, int mr, RunMode mode,
+                          float* stage, NormStats stats, bool stats_ready, float* ap) {
+  int64_t bytes = Stage(d, blk.batch, blk.i0, blk.rows, blk.p0, blk.depth, mode, stage);
+  const GemmPrologue& pro = d.prologue;
+  if (pro.norm != NormKind::kNone) {
+    const int64_t vectors = pro.norm == NormKind::kLayerNorm && pro.beta ? 2 : 1;
+    if (mode != RunMode::kComputeOnly) bytes += 4 * vectors * blk.depth;  // gamma (and beta)
+    if (mode != RunMode::kCopyOnly) {
+      if (!stats_ready) {  // the block holds whole rows
+        std::vector<double> sum(blk.rows, 0.0), sumsq(blk.rows, 0.0);
+        Accumulate(stage, blk.rows, blk.depth, sum.data(), sumsq.data());
+        FinishStats(d, sum.data(), sumsq.data(), blk.rows, stats);
+      }
+      const float* gamma = pro.gamma + blk.p0;
+      const float* beta = pro.beta ? pro.beta + blk.p0 : nullptr;
+      for (int64_t r = 0; r < blk.rows; ++r) {
+        float* x = stage + r * blk.depth;
+        const float mean = stats.mean[r], rstd = stats.rstd[r];
+        if (beta)
+          for (int64_t p = 0; p < blk.depth; ++p) x[p] = (x[p] - mean) * rstd * gamma[p] + beta[p];
+        else
+          for (int64_t p = 0; p < blk.depth; ++p) x[p] = (x[p] - mean) * rstd * gamma[p];
+      }
+    }
+  }
+  // Lay the staged rows out as slivers (local to local: not traffic).
+  for (int64_t s = 0; s < CeilDiv(blk.rows, mr); ++s) {
+    float* dst = ap + s * blk.depth * mr;
+    for (int i = 0; i < mr; ++i) {
+      const int64_t row = s * mr + i;
+      const float* src = stage + row * blk.depth;
+      if (row >= blk.rows)
+        for (int64_t p = 0; p < blk.depth; ++p) dst[p * mr + i] = 0.0f;
+      else
+        for (int64_t p = 0; p < blk.depth; ++p) dst[p * mr + i] = src[p];
+    }
+  }
+  return bytes;
+}
+
+}  // namespace fusetune::kernels::gemm_internal

@@ -1,0 +1,45 @@
+// Internal to the GEMM template: copying blocks of A and B from global memory
+// into the packed panel layouts the micro-kernels read, and A's prologue.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/gemm.h"
+
+namespace fusetune::kernels::gemm_internal {
+
+inline int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+inline int64_t CeilDiv(int64_t x, int64_t m) { return (x + m - 1) / m; }
+
+// A block: rows [i0, i0+rows) and columns [p0, p0+depth) of batch b.
+struct ABlock {
+  int64_t batch, i0, rows, p0, depth;
+};
+
+// Packs sliver s (rows s*mr .. s*mr+mr-1 of the block) as [depth][mr],
+// zero-padding missing rows. Returns bytes read from global.
+int64_t PackASliver(const GemmDesc& d, const ABlock& blk, int mr, int64_t s, float* ap);
+
+// Packs sliver s of columns [j0 + s*nr, ...) of B rows [p0, p0+depth) as [depth][nr].
+int64_t PackBSliver(const GemmOutput& out, int64_t batch, int64_t p0, int64_t depth, int64_t j0,
+                    int64_t cols, int nr, int64_t s, float* bp);
+
+// Row statistics of the prologue's norm: mean and 1/sqrt(var + eps) (or
+// 1/sqrt(mean(x^2) + eps) for RMSNorm), one pair per row of the block.
+struct NormStats {
+  float* mean;
+  float* rstd;
+};
+
+// Packs a whole A block through the prologue: copies it into `stage`
+// (rows x depth), applies the elementwise ops, then the norm with `stats`
+// (computed here from the block when depth == K, else by ComputeNormStats
+// beforehand), and lays it out as slivers. Returns bytes read from global.
+int64_t PackAWithPrologue(const GemmDesc& d, const ABlock& blk, int mr, RunMode mode,
+                          float* stage, NormStats stats, bool stats_ready, float* ap);
+// One pass over the block's full rows (K columns) in chunks of `chunk` to get
+// the norm's statistics when the packed block covers only part of K.
+int64_t ComputeNormStats(const GemmDesc& d, int64_t batch, int64_t i0, int64_t rows, int64_t chunk,
+                         RunMode mode, float* stage, NormStats stats);
+
+}  // namespace fusetune::kernels::gemm_internal
