@@ -1,0 +1,279 @@
+#include "kernels/attention.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/fast_math.h"
+#include "kernels/microkernel.h"
+
+namespace fusetune::kernels {
+
+const char* MaskKindName(MaskKind kind) {
+  switch (kind) {
+    case MaskKind::kNone:
+      return "none";
+    case MaskKind::kCausal:
+      return "causal";
+    case MaskKind::kAdditive:
+      return "additive";
+  }
+  return "?";
+}
+
+std::string AttentionTiling::ToString() const {
+  return fmt::format("br={} bc={} micro={}x{}", br, bc, mr, nr);
+}
+
+namespace {
+
+int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+struct Layout {
+  int64_t br_pad, bc_pad, dv_pad, q_panel, k_panel, v_panel, s_tile, p_panel, o_tile, mask_tile;
+  int64_t floats() const {
+    return q_panel + k_panel + v_panel + s_tile + p_panel + o_tile + mask_tile + 2 * br_pad;
+  }
+};
+
+Layout MakeLayout(const AttentionDesc& d, const AttentionTiling& t) {
+  Layout l;
+  l.br_pad = RoundUp(t.br, t.mr);
+  l.bc_pad = RoundUp(t.bc, t.nr);
+  l.dv_pad = RoundUp(d.value_dim, t.nr);
+  l.q_panel = l.br_pad * d.head_dim;
+  l.k_panel = d.head_dim * l.bc_pad;
+  l.v_panel = t.bc * l.dv_pad;
+  l.s_tile = l.br_pad * l.bc_pad;
+  l.p_panel = t.bc * l.br_pad;
+  l.o_tile = l.br_pad * l.dv_pad;
+  l.mask_tile = d.mask == MaskKind::kAdditive ? t.br * t.bc : 0;
+  return l;
+}
+
+}  // namespace
+
+int64_t AttentionLocalBytes(const AttentionDesc& d, const AttentionTiling& t) {
+  return static_cast<int64_t>(sizeof(float)) * MakeLayout(d, t).floats() + 10 * 64;
+}
+
+Status ValidateAttention(const AttentionDesc& d, const AttentionTiling& t,
+                         const KernelConfig& config) {
+  auto bad = [](const std::string& msg) { return Status(Error(ErrorCode::kInvalidArgument, msg)); };
+  if (d.batch < 1 || d.heads < 1 || d.seq_q < 1 || d.seq_kv < 1 || d.head_dim < 1 ||
+      d.value_dim < 1)
+    return bad(fmt::format(
+        "attention: batch, heads, seq_q, seq_kv, head_dim, value_dim must be positive (got {}, "
+        "{}, {}, {}, {}, {})",
+        d.batch, d.heads, d.seq_q, d.seq_kv, d.head_dim, d.value_dim));
+  if (!d.q.data || !d.k.data || !d.v.data || !d.o)
+    return bad("attention: descriptor.q, .k, .v and .o must point to data");
+  if (d.mask == MaskKind::kAdditive && !d.mask_data.data)
+    return bad("attention: descriptor.mask_data is required by an additive mask");
+  if (t.br < 1) return bad(fmt::format("tiling.br: {} must be positive", t.br));
+  if (t.bc < 1) return bad(fmt::format("tiling.bc: {} must be positive", t.bc));
+  if (!FindMicroKernel(t.mr, t.nr))
+    return bad(fmt::format("tiling.mr x tiling.nr: {}x{} is not a micro-tile shape", t.mr, t.nr));
+  if (config.threads < 1)
+    return bad(fmt::format("config.threads: {} must be positive", config.threads));
+  const int64_t need = AttentionLocalBytes(d, t);
+  if (need > static_cast<int64_t>(config.local_buffer_bytes))
+    return bad(fmt::format("tiling: br={} bc={} need {} bytes of local buffer, capacity is {}",
+                           t.br, t.bc, need, config.local_buffer_bytes));
+  return Status::Ok();
+}
+
+namespace {
+
+struct QueryTile {
+  int64_t b, h, i0, rows;
+};
+
+class AttentionRunner {
+ public:
+  AttentionRunner(const AttentionDesc& d, const AttentionTiling& t, RunMode mode)
+      : d_(d),
+        t_(t),
+        mode_(mode),
+        l_(MakeLayout(d, t)),
+        mk_(FindMicroKernel(t.mr, t.nr)),
+        local_(static_cast<size_t>(AttentionLocalBytes(d, t))) {
+    qp_ = local_.Take(l_.q_panel);
+    kp_ = local_.Take(l_.k_panel);
+    vp_ = local_.Take(l_.v_panel);
+    s_ = local_.Take(l_.s_tile);
+    pp_ = local_.Take(l_.p_panel);
+    o_ = local_.Take(l_.o_tile);
+    m_ = local_.Take(l_.br_pad);
+    sum_ = local_.Take(l_.br_pad);
+    if (l_.mask_tile) mask_ = local_.Take(l_.mask_tile);
+    if (mode == RunMode::kComputeOnly) {  // panels are never packed: ordinary values
+      std::fill(qp_, qp_ + l_.q_panel, 0.05f);
+      std::fill(kp_, kp_ + l_.k_panel, 0.05f);
+      std::fill(vp_, vp_ + l_.v_panel, 0.5f);
+      if (mask_) std::fill(mask_, mask_ + l_.mask_tile, 0.0f);
+    }
+  }
+
+  void Run(const QueryTile& tile) {
+    PackQ(tile);
+    std::fill(m_, m_ + l_.br_pad, -INFINITY);
+    std::fill(sum_, sum_ + l_.br_pad, 0.0f);
+    std::fill(o_, o_ + l_.o_tile, 0.0f);
+    const int64_t offset = d_.seq_kv - d_.seq_q;  // causal diagonal, bottom-right aligned
+    const int64_t kv_end =
+        d_.mask == MaskKind::kCausal
+            ? std::clamp<int64_t>(tile.i0 + tile.rows + offset, 0, d_.seq_kv)
+            : d_.seq_kv;
+    for (int64_t j0 = 0; j0 < kv_end; j0 += t_.bc) {
+      const int64_t cols = std::min(t_.bc, kv_end - j0);
+      PackKV(tile, j0, cols);
+      if (mode_ == RunMode::kCopyOnly) continue;
+      Scores(tile, cols);
+      if (d_.mask == MaskKind::kCausal && j0 + cols - 1 > tile.i0 + offset)
+        for (int64_t i = 0; i < tile.rows; ++i)
+          for (int64_t j = std::max<int64_t>(0, tile.i0 + i + offset + 1 - j0); j < cols; ++j)
+            s_[i * l_.bc_pad + j] = -INFINITY;
+      Softmax(tile.rows, cols);
+      for (int64_t jr = 0; jr < d_.value_dim; jr += t_.nr)
+        for (int64_t ir = 0; ir < tile.rows; ir += t_.mr)
+          mk_->fn(cols, pp_ + (ir / t_.mr) * cols * t_.mr, vp_ + (jr / t_.nr) * cols * t_.nr,
+                  o_ + ir * l_.dv_pad + jr, l_.dv_pad, true);
+    }
+    WriteO(tile);
+    ++stats.tiles;
+  }
+
+  KernelStats stats;
+
+ private:
+  // Q rows, scaled (so scores need no extra multiply), as [head_dim][mr] slivers.
+  void PackQ(const QueryTile& tile) {
+    if (mode_ == RunMode::kComputeOnly) return;
+    const float* base = d_.q.data + tile.b * d_.q.batch + tile.h * d_.q.head + tile.i0 * d_.q.row;
+    const int64_t dim = d_.head_dim;
+    for (int64_t i = 0; i < l_.br_pad; ++i) {
+      float* dst = qp_ + (i / t_.mr) * dim * t_.mr + i % t_.mr;
+      const float* src = base + i * d_.q.row;
+      for (int64_t p = 0; p < dim; ++p)
+        dst[p * t_.mr] = i < tile.rows ? src[p * d_.q.col] * d_.scale : 0.0f;
+    }
+    stats.bytes_global_to_local += 4 * tile.rows * dim;
+  }
+
+  // K rows j0.. as [head_dim][nr] slivers (K^T), V rows as [cols][nr] slivers
+  // of value columns, and the additive mask block.
+  void PackKV(const QueryTile& tile, int64_t j0, int64_t cols) {
+    if (mode_ == RunMode::kComputeOnly) return;
+    const int64_t dim = d_.head_dim, dv = d_.value_dim;
+    const float* kb = d_.k.data + tile.b * d_.k.batch + tile.h * d_.k.head + j0 * d_.k.row;
+    for (int64_t j = 0; j < RoundUp(cols, t_.nr); ++j) {
+      float* dst = kp_ + (j / t_.nr) * dim * t_.nr + j % t_.nr;
+      const float* src = kb + j * d_.k.row;
+      for (int64_t p = 0; p < dim; ++p) dst[p * t_.nr] = j < cols ? src[p * d_.k.col] : 0.0f;
+    }
+    const float* vb = d_.v.data + tile.b * d_.v.batch + tile.h * d_.v.head + j0 * d_.v.row;
+    for (int64_t j = 0; j < cols; ++j) {
+      const float* src = vb + j * d_.v.row;
+      for (int64_t c = 0; c < l_.dv_pad; ++c)
+        vp_[(c / t_.nr) * cols * t_.nr + j * t_.nr + c % t_.nr] = c < dv ? src[c * d_.v.col] : 0.0f;
+    }
+    stats.bytes_global_to_local += 4 * cols * (dim + dv);
+    if (d_.mask == MaskKind::kAdditive) {
+      const AttentionView& mk = d_.mask_data;
+      const float* mb = mk.data + tile.b * mk.batch + tile.h * mk.head + tile.i0 * mk.row + j0 * mk.col;
+      for (int64_t i = 0; i < tile.rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) mask_[i * t_.bc + j] = mb[i * mk.row + j * mk.col];
+      stats.bytes_global_to_local += 4 * tile.rows * cols;
+    }
+  }
+
+  void Scores(const QueryTile& tile, int64_t cols) {
+    for (int64_t jr = 0; jr < cols; jr += t_.nr)
+      for (int64_t ir = 0; ir < tile.rows; ir += t_.mr)
+        mk_->fn(d_.head_dim, qp_ + (ir / t_.mr) * d_.head_dim * t_.mr,
+                kp_ + (jr / t_.nr) * d_.head_dim * t_.nr, s_ + ir * l_.bc_pad + jr, l_.bc_pad,
+                false);
+    if (mask_)
+      for (int64_t i = 0; i < tile.rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) s_[i * l_.bc_pad + j] += mask_[i * t_.bc + j];
+  }
+
+  // The online-softmax update: new row maxima, P = exp(S - max) laid out as
+  // [cols][mr] slivers for P x V, running sums and the rescaled output rows.
+  void Softmax(int64_t rows, int64_t cols) {
+    for (int64_t i = 0; i < l_.br_pad; ++i) {
+      float* p = pp_ + (i / t_.mr) * cols * t_.mr + i % t_.mr;
+      if (i >= rows) {
+        for (int64_t j = 0; j < cols; ++j) p[j * t_.mr] = 0.0f;
+        continue;
+      }
+      float* s = s_ + i * l_.bc_pad;
+      float mx = -INFINITY;
+      for (int64_t j = 0; j < cols; ++j) mx = s[j] > mx ? s[j] : mx;
+      const float m_new = std::max(m_[i], mx);
+      if (m_new == -INFINITY) {  // every key so far is masked for this row
+        for (int64_t j = 0; j < cols; ++j) p[j * t_.mr] = 0.0f;
+        continue;
+      }
+      float total = 0;
+      for (int64_t j = 0; j < cols; ++j) {
+        s[j] = FastExp(s[j] - m_new);
+        total += s[j];
+      }
+      for (int64_t j = 0; j < cols; ++j) p[j * t_.mr] = s[j];
+      const float alpha = m_[i] == -INFINITY ? 0.0f : FastExp(m_[i] - m_new);
+      sum_[i] = sum_[i] * alpha + total;
+      m_[i] = m_new;
+      if (alpha != 1.0f)
+        for (int64_t c = 0; c < d_.value_dim; ++c) o_[i * l_.dv_pad + c] *= alpha;
+    }
+  }
+
+  void WriteO(const QueryTile& tile) {
+    if (mode_ == RunMode::kComputeOnly) return;
+    float* base = d_.o + tile.b * d_.o_batch + tile.h * d_.o_head + tile.i0 * d_.o_row;
+    for (int64_t i = 0; i < tile.rows; ++i) {
+      const float inv = mode_ == RunMode::kCopyOnly || sum_[i] == 0 ? 0.0f : 1.0f / sum_[i];
+      for (int64_t c = 0; c < d_.value_dim; ++c)
+        base[i * d_.o_row + c] = o_[i * l_.dv_pad + c] * inv;
+    }
+    stats.bytes_local_to_global += 4 * tile.rows * d_.value_dim;
+  }
+
+  const AttentionDesc& d_;
+  const AttentionTiling& t_;
+  RunMode mode_;
+  Layout l_;
+  const MicroKernel* mk_;
+  LocalBuffer local_;
+  float *qp_, *kp_, *vp_, *s_, *pp_, *o_, *m_, *sum_, *mask_ = nullptr;
+};
+
+}  // namespace
+
+Result<KernelStats> RunAttention(const AttentionDesc& d, const AttentionTiling& t,
+                                 const KernelConfig& config, RunMode mode) {
+  FT_RETURN_IF_ERROR(ValidateAttention(d, t, config));
+  std::vector<QueryTile> tiles;
+  for (int64_t b = 0; b < d.batch; ++b)
+    for (int64_t h = 0; h < d.heads; ++h)
+      for (int64_t i0 = 0; i0 < d.seq_q; i0 += t.br)
+        tiles.push_back({b, h, i0, std::min(t.br, d.seq_q - i0)});
+  std::vector<KernelStats> per_thread(config.threads);
+  ForEachThread(config.threads, [&](int th) {
+    AttentionRunner runner(d, t, mode);
+    // Round-robin: with a causal mask later query tiles cost more, so a
+    // contiguous split would leave one thread idle.
+    for (size_t i = th; i < tiles.size(); i += config.threads) runner.Run(tiles[i]);
+    per_thread[th] = runner.stats;
+  });
+  KernelStats total;
+  for (const KernelStats& s : per_thread) total += s;
+  return total;
+}
+
+}  // namespace fusetune::kernels

@@ -1,0 +1,54 @@
+// Attention: O = softmax(scale * Q x K^T + mask) x V with online softmax
+// (FlashAttention's recurrence), per batch and head, never materialising the
+// score matrix in global memory.
+//
+// Per tile of Br query rows a thread copies Q's rows into the local buffer
+// once, then for each block of Bc keys copies K's and V's rows (and the mask
+// block, if additive), computes the Br x Bc scores with the GEMM micro-kernel,
+// updates the running row maxima and sums, and accumulates P x V into the
+// output tile, which is copied out at the end. Q, K, V, O and the mask are
+// read through strides, so head splits, K^T views and one packed QKV tensor
+// need no copies. Causal masking is aligned to the bottom-right corner
+// (query i sees keys j <= i + seq_kv - seq_q); key blocks entirely above the
+// diagonal are skipped.
+#pragma once
+
+#include <string>
+
+#include "common/status.h"
+#include "kernels/traffic.h"
+
+namespace fusetune::kernels {
+
+enum class MaskKind { kNone, kCausal, kAdditive };
+const char* MaskKindName(MaskKind kind);
+
+// A 4-d view: element (b, h, row, col) at data[b*batch + h*head + row*row + col*col].
+struct AttentionView {
+  const float* data = nullptr;
+  int64_t batch = 0, head = 0, row = 0, col = 1;
+};
+
+struct AttentionDesc {
+  int64_t batch = 1, heads = 1, seq_q = 0, seq_kv = 0, head_dim = 0, value_dim = 0;
+  AttentionView q, k, v;  // rows: queries / keys; cols: head_dim (value_dim for v)
+  float* o = nullptr;     // element (b, h, i, c) at o[b*o_batch + h*o_head + i*o_row + c]
+  int64_t o_batch = 0, o_head = 0, o_row = 0;
+  float scale = 1.0f;
+  MaskKind mask = MaskKind::kNone;
+  AttentionView mask_data;  // kAdditive: [B?, H?, seq_q, seq_kv], strides 0 broadcast
+};
+
+struct AttentionTiling {
+  int64_t br = 64, bc = 64;
+  int mr = 8, nr = 32;  // the GEMM micro-tile used for Q x K^T and P x V
+  std::string ToString() const;
+};
+
+int64_t AttentionLocalBytes(const AttentionDesc& desc, const AttentionTiling& tiling);
+Status ValidateAttention(const AttentionDesc& desc, const AttentionTiling& tiling,
+                         const KernelConfig& config);
+Result<KernelStats> RunAttention(const AttentionDesc& desc, const AttentionTiling& tiling,
+                                 const KernelConfig& config, RunMode mode = RunMode::kFull);
+
+}  // namespace fusetune::kernels

@@ -1,0 +1,160 @@
+// Fused attention against the reference executor's MatMul/Softmax/MatMul
+// chain: masks none, causal and additive; Q, K, V read from one packed QKV
+// tensor; random shapes (1, primes, non-multiples of the micro-tile) and
+// tilings with a fixed seed.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "common/rng.h"
+#include "kernels/attention.h"
+#include "kernels/microkernel.h"
+#include "tests/graph/test_util.h"
+
+namespace fusetune::kernels {
+namespace {
+
+using testing::F32;
+using testing::Parse;
+
+struct Case {
+  int64_t b, h, sq, skv, d;
+  MaskKind mask;
+};
+
+// Reference on separate [B, H, S, D] tensors; the mask is an explicit tensor.
+Tensor Reference(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
+                 const std::vector<float>& v, const std::vector<float>& mask, float scale) {
+  Graph g = Parse(fmt::format(
+      "graph g opset 17 {{ input q: f32[{0}, {1}, {2}, {4}]  input k: f32[{0}, {1}, {3}, {4}]"
+      "  input v: f32[{0}, {1}, {3}, {4}]  input m: f32[1, {1}, {2}, {3}]\n"
+      "kt = Transpose(k) {{perm=[0, 1, 3, 2]}}  s = MatMul(q, kt)\n"
+      "sc = Constant() {{value=f32[] [{5}]}}  ss = Mul(s, sc)  sm = Add(ss, m)\n"
+      "p = Softmax(sm) {{axis=-1}}  o = MatMul(p, v)  output o }}",
+      c.b, c.h, c.sq, c.skv, c.d, scale));
+  auto r = RunReference(g, {{"q", F32({c.b, c.h, c.sq, c.d}, q)},
+                            {"k", F32({c.b, c.h, c.skv, c.d}, k)},
+                            {"v", F32({c.b, c.h, c.skv, c.d}, v)},
+                            {"m", F32({1, c.h, c.sq, c.skv}, mask)}});
+  EXPECT_TRUE(r.ok()) << r.error().ToString();
+  return r.ok() ? r->outputs.at("o") : Tensor();
+}
+
+TEST(Attention, MatchesReferenceFromPackedQkv) {
+  Rng rng(31);
+  const int64_t seqs[] = {1, 5, 16, 31, 64, 97};
+  const int64_t dims[] = {1, 8, 13, 64};
+  for (int trial = 0; trial < 36; ++trial) {
+    Case c{rng.Between(1, 2), rng.Between(1, 3), seqs[rng.Below(6)], seqs[rng.Below(6)],
+           dims[rng.Below(4)], static_cast<MaskKind>(trial % 3)};
+    if (c.mask == MaskKind::kCausal) c.skv = std::max(c.skv, c.sq);  // every query sees a key
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+    // One packed tensor [B, S, 3, H, D] as a fused QKV projection writes it
+    // (seq_q == seq_kv there); otherwise separate [B, S, H, D] tensors.
+    const bool packed = c.sq == c.skv;
+    std::vector<float> qkv(c.b * c.skv * 3 * c.h * c.d), qs(c.b * c.sq * c.h * c.d);
+    for (float& x : qkv) x = static_cast<float>(rng.Normal());
+    for (float& x : qs) x = static_cast<float>(rng.Normal());
+    auto at = [&](int which, int64_t b, int64_t h, int64_t s, int64_t p) -> float& {
+      if (which == 0 && !packed) return qs[((b * c.sq + s) * c.h + h) * c.d + p];
+      return qkv[(((b * c.skv + s) * 3 + which) * c.h + h) * c.d + p];
+    };
+    std::vector<float> q(c.b * c.h * c.sq * c.d), k(c.b * c.h * c.skv * c.d), v(k.size());
+    for (int64_t b = 0; b < c.b; ++b)
+      for (int64_t h = 0; h < c.h; ++h)
+        for (int64_t p = 0; p < c.d; ++p) {
+          for (int64_t s = 0; s < c.sq; ++s) q[((b * c.h + h) * c.sq + s) * c.d + p] = at(0, b, h, s, p);
+          for (int64_t s = 0; s < c.skv; ++s) {
+            k[((b * c.h + h) * c.skv + s) * c.d + p] = at(1, b, h, s, p);
+            v[((b * c.h + h) * c.skv + s) * c.d + p] = at(2, b, h, s, p);
+          }
+        }
+    std::vector<float> mask(c.h * c.sq * c.skv, 0.0f);
+    for (int64_t h = 0; h < c.h; ++h)
+      for (int64_t i = 0; i < c.sq; ++i)
+        for (int64_t j = 0; j < c.skv; ++j) {
+          float& m = mask[(h * c.sq + i) * c.skv + j];
+          if (c.mask == MaskKind::kCausal && j > i + c.skv - c.sq) m = -INFINITY;
+          if (c.mask == MaskKind::kAdditive) m = static_cast<float>(rng.Normal() * 2);
+        }
+    std::vector<float> o(c.b * c.sq * c.h * c.d, NAN);  // [B, S, H, D], as attention outputs are
+    AttentionDesc d;
+    d.batch = c.b;
+    d.heads = c.h;
+    d.seq_q = c.sq;
+    d.seq_kv = c.skv;
+    d.head_dim = d.value_dim = c.d;
+    const int64_t row = 3 * c.h * c.d;
+    const float* q_base = packed ? qkv.data() : qs.data();
+    d.q = {q_base, c.sq * (packed ? row : c.h * c.d), c.d, packed ? row : c.h * c.d, 1};
+    d.k = {qkv.data() + c.h * c.d, c.skv * row, c.d, row, 1};
+    d.v = {qkv.data() + 2 * c.h * c.d, c.skv * row, c.d, row, 1};
+    d.o = o.data();
+    d.o_batch = c.sq * c.h * c.d;
+    d.o_head = c.d;
+    d.o_row = c.h * c.d;
+    d.scale = scale;
+    d.mask = c.mask;
+    d.mask_data = {mask.data(), 0, c.sq * c.skv, c.skv, 1};
+    const auto shapes = MicroTileShapes();
+    AttentionTiling t;
+    std::tie(t.mr, t.nr) = shapes[rng.Below(shapes.size())];
+    t.br = rng.Between(1, 80);
+    t.bc = rng.Between(1, 80);
+    KernelConfig config;
+    config.threads = static_cast<int>(rng.Between(1, 3));
+    auto stats = RunAttention(d, t, config);
+    ASSERT_TRUE(stats.ok()) << stats.error().ToString();
+    const Tensor want = Reference(c, q, k, v, mask, scale);
+    double err = 0;
+    for (int64_t b = 0; b < c.b; ++b)
+      for (int64_t h = 0; h < c.h; ++h)
+        for (int64_t s = 0; s < c.sq; ++s)
+          for (int64_t p = 0; p < c.d; ++p)
+            err = std::max(err, std::abs(double(o[((b * c.sq + s) * c.h + h) * c.d + p]) -
+                                         want.data<float>()[((b * c.h + h) * c.sq + s) * c.d + p]));
+    EXPECT_LE(err, 2e-5) << c.b << "x" << c.h << "x" << c.sq << "x" << c.skv << "x" << c.d << " "
+                         << MaskKindName(c.mask) << " " << t.ToString();
+    EXPECT_EQ(stats->bytes_local_to_global, 4 * c.b * c.h * c.sq * c.d);
+  }
+}
+
+TEST(Attention, TrafficIsQOnceAndKvOncePerQueryTile) {
+  const int64_t s = 64, dim = 16;
+  std::vector<float> q(s * dim, 0.1f), k(s * dim, 0.2f), v(s * dim, 0.3f), o(s * dim);
+  AttentionDesc d;
+  d.seq_q = d.seq_kv = s;
+  d.head_dim = d.value_dim = dim;
+  d.q = {q.data(), 0, 0, dim, 1};
+  d.k = {k.data(), 0, 0, dim, 1};
+  d.v = {v.data(), 0, 0, dim, 1};
+  d.o = o.data();
+  d.o_row = dim;
+  AttentionTiling t;
+  t.br = 16;
+  t.bc = 32;
+  KernelConfig one;
+  one.threads = 1;
+  auto full = RunAttention(d, t, one);
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(full->bytes_global_to_local, 4 * (s * dim + 4 * 2 * s * dim));
+  d.mask = MaskKind::kCausal;  // key blocks above the diagonal are skipped
+  auto causal = RunAttention(d, t, one);
+  ASSERT_TRUE(causal.ok());
+  EXPECT_EQ(causal->bytes_global_to_local, 4 * (s * dim + (16 + 32 + 48 + 64) * 2 * dim));
+  auto copy = RunAttention(d, t, one, RunMode::kCopyOnly);
+  auto compute = RunAttention(d, t, one, RunMode::kComputeOnly);
+  ASSERT_TRUE(copy.ok() && compute.ok());
+  EXPECT_EQ(copy->bytes_global_to_local, causal->bytes_global_to_local);
+  EXPECT_EQ(compute->bytes_global_to_local + compute->bytes_local_to_global, 0);
+  t.br = 1 << 16;
+  EXPECT_NE(RunAttention(d, t, one).error().message().find("local buffer"), std::string::npos);
+  d.mask = MaskKind::kAdditive;
+  EXPECT_NE(RunAttention(d, AttentionTiling(), one).error().message().find("mask_data"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace fusetune::kernels
