@@ -33,9 +33,9 @@ namespace {
 int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 struct Layout {
-  int64_t br_pad, bc_pad, dv_pad, q_panel, k_panel, v_panel, s_tile, p_panel, o_tile, mask_tile;
+  int64_t br_pad, bc_pad, dv_pad, q_tile, k_panel, v_panel, s_tile, o_tile, mask_tile;
   int64_t floats() const {
-    return q_panel + k_panel + v_panel + s_tile + p_panel + o_tile + mask_tile + 2 * br_pad;
+    return q_tile + k_panel + v_panel + s_tile + o_tile + mask_tile + 2 * br_pad;
   }
 };
 
@@ -44,11 +44,10 @@ Layout MakeLayout(const AttentionDesc& d, const AttentionTiling& t) {
   l.br_pad = RoundUp(t.br, t.mr);
   l.bc_pad = RoundUp(t.bc, t.nr);
   l.dv_pad = RoundUp(d.value_dim, t.nr);
-  l.q_panel = l.br_pad * d.head_dim;
+  l.q_tile = l.br_pad * d.head_dim;
   l.k_panel = d.head_dim * l.bc_pad;
   l.v_panel = t.bc * l.dv_pad;
   l.s_tile = l.br_pad * l.bc_pad;
-  l.p_panel = t.bc * l.br_pad;
   l.o_tile = l.br_pad * l.dv_pad;
   l.mask_tile = d.mask == MaskKind::kAdditive ? t.br * t.bc : 0;
   return l;
@@ -101,17 +100,16 @@ class AttentionRunner {
         l_(MakeLayout(d, t)),
         mk_(FindMicroKernel(t.mr, t.nr)),
         local_(static_cast<size_t>(AttentionLocalBytes(d, t))) {
-    qp_ = local_.Take(l_.q_panel);
+    q_ = local_.Take(l_.q_tile);
     kp_ = local_.Take(l_.k_panel);
     vp_ = local_.Take(l_.v_panel);
     s_ = local_.Take(l_.s_tile);
-    pp_ = local_.Take(l_.p_panel);
     o_ = local_.Take(l_.o_tile);
     m_ = local_.Take(l_.br_pad);
     sum_ = local_.Take(l_.br_pad);
     if (l_.mask_tile) mask_ = local_.Take(l_.mask_tile);
     if (mode == RunMode::kComputeOnly) {  // panels are never packed: ordinary values
-      std::fill(qp_, qp_ + l_.q_panel, 0.05f);
+      std::fill(q_, q_ + l_.q_tile, 0.05f);
       std::fill(kp_, kp_ + l_.k_panel, 0.05f);
       std::fill(vp_, vp_ + l_.v_panel, 0.5f);
       if (mask_) std::fill(mask_, mask_ + l_.mask_tile, 0.0f);
@@ -138,10 +136,11 @@ class AttentionRunner {
           for (int64_t j = std::max<int64_t>(0, tile.i0 + i + offset + 1 - j0); j < cols; ++j)
             s_[i * l_.bc_pad + j] = -INFINITY;
       Softmax(tile.rows, cols);
+      // O += P x V, P read by rows straight from the score tile.
       for (int64_t jr = 0; jr < d_.value_dim; jr += t_.nr)
         for (int64_t ir = 0; ir < tile.rows; ir += t_.mr)
-          mk_->fn(cols, pp_ + (ir / t_.mr) * cols * t_.mr, vp_ + (jr / t_.nr) * cols * t_.nr,
-                  o_ + ir * l_.dv_pad + jr, l_.dv_pad, true);
+          mk_->fn_rows(cols, s_ + ir * l_.bc_pad, l_.bc_pad, vp_ + (jr / t_.nr) * cols * t_.nr,
+                       o_ + ir * l_.dv_pad + jr, l_.dv_pad, true);
     }
     WriteO(tile);
     ++stats.tiles;
@@ -150,16 +149,20 @@ class AttentionRunner {
   KernelStats stats;
 
  private:
-  // Q rows, scaled (so scores need no extra multiply), as [head_dim][mr] slivers.
+  // Q rows, scaled (so scores need no extra multiply), row-major; padding rows are zero.
   void PackQ(const QueryTile& tile) {
     if (mode_ == RunMode::kComputeOnly) return;
     const float* base = d_.q.data + tile.b * d_.q.batch + tile.h * d_.q.head + tile.i0 * d_.q.row;
     const int64_t dim = d_.head_dim;
     for (int64_t i = 0; i < l_.br_pad; ++i) {
-      float* dst = qp_ + (i / t_.mr) * dim * t_.mr + i % t_.mr;
+      float* dst = q_ + i * dim;
       const float* src = base + i * d_.q.row;
-      for (int64_t p = 0; p < dim; ++p)
-        dst[p * t_.mr] = i < tile.rows ? src[p * d_.q.col] * d_.scale : 0.0f;
+      if (i >= tile.rows)
+        std::fill(dst, dst + dim, 0.0f);
+      else if (d_.q.col == 1)
+        for (int64_t p = 0; p < dim; ++p) dst[p] = src[p] * d_.scale;
+      else
+        for (int64_t p = 0; p < dim; ++p) dst[p] = src[p * d_.q.col] * d_.scale;
     }
     stats.bytes_global_to_local += 4 * tile.rows * dim;
   }
@@ -178,8 +181,15 @@ class AttentionRunner {
     const float* vb = d_.v.data + tile.b * d_.v.batch + tile.h * d_.v.head + j0 * d_.v.row;
     for (int64_t j = 0; j < cols; ++j) {
       const float* src = vb + j * d_.v.row;
-      for (int64_t c = 0; c < l_.dv_pad; ++c)
-        vp_[(c / t_.nr) * cols * t_.nr + j * t_.nr + c % t_.nr] = c < dv ? src[c * d_.v.col] : 0.0f;
+      for (int64_t c0 = 0; c0 < l_.dv_pad; c0 += t_.nr) {
+        float* dst = vp_ + (c0 / t_.nr) * cols * t_.nr + j * t_.nr;
+        const int64_t width = std::clamp<int64_t>(dv - c0, 0, t_.nr);
+        if (d_.v.col == 1)
+          std::memcpy(dst, src + c0, width * sizeof(float));
+        else
+          for (int64_t c = 0; c < width; ++c) dst[c] = src[(c0 + c) * d_.v.col];
+        std::fill(dst + width, dst + t_.nr, 0.0f);
+      }
     }
     stats.bytes_global_to_local += 4 * cols * (dim + dv);
     if (d_.mask == MaskKind::kAdditive) {
@@ -194,43 +204,54 @@ class AttentionRunner {
   void Scores(const QueryTile& tile, int64_t cols) {
     for (int64_t jr = 0; jr < cols; jr += t_.nr)
       for (int64_t ir = 0; ir < tile.rows; ir += t_.mr)
-        mk_->fn(d_.head_dim, qp_ + (ir / t_.mr) * d_.head_dim * t_.mr,
-                kp_ + (jr / t_.nr) * d_.head_dim * t_.nr, s_ + ir * l_.bc_pad + jr, l_.bc_pad,
-                false);
+        mk_->fn_rows(d_.head_dim, q_ + ir * d_.head_dim, d_.head_dim,
+                     kp_ + (jr / t_.nr) * d_.head_dim * t_.nr, s_ + ir * l_.bc_pad + jr,
+                     l_.bc_pad, false);
     if (mask_)
       for (int64_t i = 0; i < tile.rows; ++i)
         for (int64_t j = 0; j < cols; ++j) s_[i * l_.bc_pad + j] += mask_[i * t_.bc + j];
   }
 
-  // The online-softmax update: new row maxima, P = exp(S - max) laid out as
-  // [cols][mr] slivers for P x V, running sums and the rescaled output rows.
+  // The online-softmax update: new row maxima, P = exp(S - max) in place of
+  // the scores, running sums and the rescaled output rows. Rows past `rows`
+  // stay as computed from Q's zero padding (zeros), adding nothing to O.
   void Softmax(int64_t rows, int64_t cols) {
-    for (int64_t i = 0; i < l_.br_pad; ++i) {
-      float* p = pp_ + (i / t_.mr) * cols * t_.mr + i % t_.mr;
-      if (i >= rows) {
-        for (int64_t j = 0; j < cols; ++j) p[j * t_.mr] = 0.0f;
-        continue;
-      }
+    for (int64_t i = 0; i < rows; ++i) {
       float* s = s_ + i * l_.bc_pad;
-      float mx = -INFINITY;
-      for (int64_t j = 0; j < cols; ++j) mx = s[j] > mx ? s[j] : mx;
-      const float m_new = std::max(m_[i], mx);
+      const float m_new = std::max(m_[i], RowMax(s, cols));
       if (m_new == -INFINITY) {  // every key so far is masked for this row
-        for (int64_t j = 0; j < cols; ++j) p[j * t_.mr] = 0.0f;
+        std::fill(s, s + cols, 0.0f);
         continue;
       }
-      float total = 0;
-      for (int64_t j = 0; j < cols; ++j) {
-        s[j] = FastExp(s[j] - m_new);
-        total += s[j];
-      }
-      for (int64_t j = 0; j < cols; ++j) p[j * t_.mr] = s[j];
+      for (int64_t j = 0; j < cols; ++j) s[j] = FastExp(s[j] - m_new);
       const float alpha = m_[i] == -INFINITY ? 0.0f : FastExp(m_[i] - m_new);
-      sum_[i] = sum_[i] * alpha + total;
+      sum_[i] = sum_[i] * alpha + RowSum(s, cols);
       m_[i] = m_new;
       if (alpha != 1.0f)
         for (int64_t c = 0; c < d_.value_dim; ++c) o_[i * l_.dv_pad + c] *= alpha;
     }
+  }
+
+  // Reductions with 16 independent lanes, so that they vectorise without
+  // reassociation flags.
+  static float RowMax(const float* s, int64_t n) {
+    float lanes[16];
+    std::fill(lanes, lanes + 16, -INFINITY);
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16)
+      for (int k = 0; k < 16; ++k) lanes[k] = s[j + k] > lanes[k] ? s[j + k] : lanes[k];
+    for (; j < n; ++j) lanes[0] = s[j] > lanes[0] ? s[j] : lanes[0];
+    return *std::max_element(lanes, lanes + 16);
+  }
+  static float RowSum(const float* s, int64_t n) {
+    float lanes[16] = {};
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16)
+      for (int k = 0; k < 16; ++k) lanes[k] += s[j + k];
+    for (; j < n; ++j) lanes[0] += s[j];
+    float total = 0;
+    for (float v : lanes) total += v;
+    return total;
   }
 
   void WriteO(const QueryTile& tile) {
@@ -250,7 +271,7 @@ class AttentionRunner {
   Layout l_;
   const MicroKernel* mk_;
   LocalBuffer local_;
-  float *qp_, *kp_, *vp_, *s_, *pp_, *o_, *m_, *sum_, *mask_ = nullptr;
+  float *q_, *kp_, *vp_, *s_, *o_, *m_, *sum_, *mask_ = nullptr;
 };
 
 }  // namespace

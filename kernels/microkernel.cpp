@@ -8,15 +8,16 @@ namespace {
 
 // ---- portable ------------------------------------------------------------------------
 
+// A's element (i, p) is at a[i * row_stride + p * col_stride]: packed panels
+// have strides (1, MR), row-major blocks (lda, 1).
 template <int MR, int NR>
-void PortableKernel(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,
-                    bool accumulate) {
+void PortableKernel(int64_t kc, const float* ap, int64_t row_stride, int64_t col_stride,
+                    const float* bp, float* c, int64_t ldc, bool accumulate) {
   float acc[MR][NR] = {};
   for (int64_t p = 0; p < kc; ++p) {
-    const float* a = ap + p * MR;
     const float* b = bp + p * NR;
     for (int i = 0; i < MR; ++i)
-      for (int j = 0; j < NR; ++j) acc[i][j] += a[i] * b[j];
+      for (int j = 0; j < NR; ++j) acc[i][j] += ap[i * row_stride + p * col_stride] * b[j];
   }
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j)
@@ -27,6 +28,7 @@ void PortableKernel(int64_t kc, const float* ap, const float* bp, float* c, int6
 
 template <int MR, int NV>
 __attribute__((target("avx512f,fma"))) void Avx512Kernel(int64_t kc, const float* ap,
+                                                         int64_t row_stride, int64_t col_stride,
                                                          const float* bp, float* c, int64_t ldc,
                                                          bool accumulate) {
   __m512 acc[MR][NV];
@@ -40,7 +42,7 @@ __attribute__((target("avx512f,fma"))) void Avx512Kernel(int64_t kc, const float
     for (int v = 0; v < NV; ++v) b[v] = _mm512_load_ps(bp + p * NV * 16 + v * 16);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
-      const __m512 a = _mm512_set1_ps(ap[p * MR + i]);
+      const __m512 a = _mm512_set1_ps(ap[i * row_stride + p * col_stride]);
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
     }
@@ -58,8 +60,10 @@ __attribute__((target("avx512f,fma"))) void Avx512Kernel(int64_t kc, const float
 // ---- AVX2: MR rows x NV vectors of 8 floats ---------------------------------------------
 
 template <int MR, int NV>
-__attribute__((target("avx2,fma"))) void Avx2Kernel(int64_t kc, const float* ap, const float* bp,
-                                                    float* c, int64_t ldc, bool accumulate) {
+__attribute__((target("avx2,fma"))) void Avx2Kernel(int64_t kc, const float* ap,
+                                                    int64_t row_stride, int64_t col_stride,
+                                                    const float* bp, float* c, int64_t ldc,
+                                                    bool accumulate) {
   __m256 acc[MR][NV];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
@@ -71,7 +75,7 @@ __attribute__((target("avx2,fma"))) void Avx2Kernel(int64_t kc, const float* ap,
     for (int v = 0; v < NV; ++v) b[v] = _mm256_load_ps(bp + p * NV * 8 + v * 8);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
-      const __m256 a = _mm256_broadcast_ss(ap + p * MR + i);
+      const __m256 a = _mm256_broadcast_ss(ap + i * row_stride + p * col_stride);
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_fmadd_ps(a, b[v], acc[i][v]);
     }
@@ -86,14 +90,32 @@ __attribute__((target("avx2,fma"))) void Avx2Kernel(int64_t kc, const float* ap,
     }
 }
 
+// Entry points with the strides fixed at compile time, so that the address
+// arithmetic folds: a packed panel, or a row-major block with leading dimension lda.
+template <typename K, K kernel, int MR>
+void Packed(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, bool accumulate) {
+  kernel(kc, ap, 1, MR, bp, c, ldc, accumulate);
+}
+template <typename K, K kernel>
+void Rows(int64_t kc, const float* a, int64_t lda, const float* bp, float* c, int64_t ldc,
+          bool accumulate) {
+  kernel(kc, a, lda, 1, bp, c, ldc, accumulate);
+}
+using Generic = void (*)(int64_t, const float*, int64_t, int64_t, const float*, float*, int64_t,
+                         bool);
+#define FT_MICRO(isa, fn, mr, nr) \
+  MicroKernel { mr, nr, isa, Packed<Generic, fn, mr>, Rows<Generic, fn> }
+
 bool HasAvx512() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"); }
 bool HasAvx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
 const std::vector<MicroKernel>& Portable() {
   static const std::vector<MicroKernel> k = {
-      {8, 32, "portable", PortableKernel<8, 32>},   {6, 32, "portable", PortableKernel<6, 32>},
-      {14, 16, "portable", PortableKernel<14, 16>}, {6, 16, "portable", PortableKernel<6, 16>},
-      {4, 24, "portable", PortableKernel<4, 24>},
+      FT_MICRO("portable", (PortableKernel<8, 32>), 8, 32),
+      FT_MICRO("portable", (PortableKernel<6, 32>), 6, 32),
+      FT_MICRO("portable", (PortableKernel<14, 16>), 14, 16),
+      FT_MICRO("portable", (PortableKernel<6, 16>), 6, 16),
+      FT_MICRO("portable", (PortableKernel<4, 24>), 4, 24),
   };
   return k;
 }
@@ -102,13 +124,13 @@ const std::vector<MicroKernel>& Best() {
   static const std::vector<MicroKernel> k = [] {
     std::vector<MicroKernel> list;
     if (HasAvx512()) {
-      list.push_back({8, 32, "avx512", Avx512Kernel<8, 2>});
-      list.push_back({6, 32, "avx512", Avx512Kernel<6, 2>});
-      list.push_back({14, 16, "avx512", Avx512Kernel<14, 1>});
+      list.push_back(FT_MICRO("avx512", (Avx512Kernel<8, 2>), 8, 32));
+      list.push_back(FT_MICRO("avx512", (Avx512Kernel<6, 2>), 6, 32));
+      list.push_back(FT_MICRO("avx512", (Avx512Kernel<14, 1>), 14, 16));
     }
     if (HasAvx2()) {
-      list.push_back({6, 16, "avx2", Avx2Kernel<6, 2>});
-      list.push_back({4, 24, "avx2", Avx2Kernel<4, 3>});
+      list.push_back(FT_MICRO("avx2", (Avx2Kernel<6, 2>), 6, 16));
+      list.push_back(FT_MICRO("avx2", (Avx2Kernel<4, 3>), 4, 24));
     }
     for (const MicroKernel& p : Portable()) {
       bool covered = false;

@@ -12,12 +12,18 @@ namespace fusetune::kernels {
 
 using MicroKernelFn = void (*)(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,
                                bool accumulate);
+// The same with A read as a row-major mr x kc block with leading dimension
+// lda, for operands already laid out by rows in the local buffer (Q tiles,
+// softmax probabilities, hidden activations): no repacking needed.
+using MicroKernelRowsFn = void (*)(int64_t kc, const float* a, int64_t lda, const float* bp,
+                                   float* c, int64_t ldc, bool accumulate);
 
 struct MicroKernel {
   int mr;
   int nr;
   const char* isa;  // "avx512", "avx2" or "portable"
   MicroKernelFn fn;
+  MicroKernelRowsFn fn_rows;
 };
 
 // The supported micro-tile shapes, best first for this machine.

@@ -1,0 +1,34 @@
+// measure/: on-device measurement (issue 5). This file: the machine's
+// roofline, measured in-process, so that kernels can be reported as a
+// fraction of what this machine reaches rather than of a datasheet figure.
+//   MeasureFmaPeak       FP32 FMA throughput of independent register chains
+//   MeasureBandwidth     streaming read, copy and triad over buffers far larger than L3
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace fusetune::measure {
+
+// GFLOP/s of FP32 fused multiply-adds on `threads` threads (2 flops per FMA),
+// with the widest vectors this build targets; best of several runs.
+double MeasureFmaPeak(int threads);
+
+enum class StreamKind {
+  kRead,   // sum of an array: bytes read
+  kCopy,   // b = a: bytes read + bytes written
+  kTriad,  // a = b + s * c: bytes read + bytes written
+};
+// GB/s (1e9 bytes/s) moved by `threads` threads over arrays of `bytes` each;
+// best of several runs.
+double MeasureBandwidth(StreamKind kind, int threads, size_t bytes = size_t{256} << 20);
+
+struct Roofline {
+  int threads = 0;
+  double fma_gflops_1t = 0, fma_gflops = 0;      // 1 thread, `threads` threads
+  double read_gbps = 0, copy_gbps = 0, triad_gbps = 0;  // DRAM, `threads` threads
+  std::string ToString() const;
+};
+Roofline MeasureRoofline(int threads);
+
+}  // namespace fusetune::measure
