@@ -21,10 +21,10 @@ std::string FfnTiling::ToString() const {
 namespace {
 
 struct Layout {
-  int64_t mb_pad, hb_pad, n_pad, x_panel, stage, w1_panel, h_tile, h_panel, w2_panel, o_tile;
+  int64_t mb_pad, hb_pad, n_pad, x_panel, stage, w1_panel, h_tile, w2_panel, o_tile;
   int up;  // 2 for SwiGLU (W1 and W3), else 1
   int64_t floats() const {
-    return x_panel + stage + up * (w1_panel + h_tile) + h_panel + w2_panel + o_tile;
+    return x_panel + stage + up * (w1_panel + h_tile) + w2_panel + o_tile;
   }
 };
 
@@ -37,7 +37,6 @@ Layout MakeLayout(const FfnDesc& d, const FfnTiling& t) {
   l.stage = d.prologue.empty() ? 0 : t.mb * d.k + 2 * t.mb;
   l.w1_panel = d.k * l.hb_pad;
   l.h_tile = l.mb_pad * l.hb_pad;
-  l.h_panel = t.hb * l.mb_pad;
   l.w2_panel = t.hb * l.n_pad;
   l.o_tile = l.mb_pad * l.n_pad;
   l.up = d.swiglu ? 2 : 1;
@@ -115,7 +114,6 @@ class FfnRunner {
       w1p_[u] = local_.Take(l_.w1_panel);
       h_[u] = local_.Take(l_.h_tile);
     }
-    hp_ = local_.Take(l_.h_panel);
     w2p_ = local_.Take(l_.w2_panel);
     o_ = local_.Take(l_.o_tile);
     if (mode == RunMode::kComputeOnly) {
@@ -152,8 +150,9 @@ class FfnRunner {
       stats.bytes_global_to_local += gemm_internal::PackASliver(x_gemm_, a, t_.mr, s, xp_);
   }
 
-  // H = act(X W1[:, h0:h0+cols] + b1), or silu(X W1) * (X W3), into the hidden
-  // panel laid out as [cols][mr] slivers for the second GEMM.
+  // H = act(X W1[:, h0:h0+cols] + b1), or silu(X W1) * (X W3), in the hidden
+  // tile, which the second GEMM reads by rows. Rows past `rows` (X's zero
+  // padding) hold act(b1): they only reach output rows that are not written.
   void Hidden(int64_t i0, int64_t rows, int64_t h0, int64_t cols) {
     const float* w[2] = {d_.w1, d_.w3};
     for (int u = 0; u < l_.up; ++u) {
@@ -166,8 +165,8 @@ class FfnRunner {
       if (mode_ == RunMode::kCopyOnly) continue;
       for (int64_t jr = 0; jr < cols; jr += t_.nr)
         for (int64_t ir = 0; ir < rows; ir += t_.mr)
-          mk_->fn(d_.k, xp_ + (ir / t_.mr) * d_.k * t_.mr, w1p_[u] + (jr / t_.nr) * d_.k * t_.nr,
-                  h_[u] + ir * l_.hb_pad + jr, l_.hb_pad, false);
+          mk_->fn_rows(d_.k, xp_ + ir * d_.k, d_.k, w1p_[u] + (jr / t_.nr) * d_.k * t_.nr,
+                       h_[u] + ir * l_.hb_pad + jr, l_.hb_pad, false);
     }
     if (d_.swiglu) {
       if (mode_ != RunMode::kCopyOnly)
@@ -180,12 +179,6 @@ class FfnRunner {
       ops.push_back(EpilogueOp::Act(d_.act));
       stats.bytes_global_to_local += ApplyEpilogue(ops, h_[0], l_.hb_pad, rows, cols, 0, i0, h0,
                                                    mode_);
-    }
-    if (mode_ == RunMode::kCopyOnly) return;
-    for (int64_t i = 0; i < RoundUp(rows, t_.mr); ++i) {  // local to local: not traffic
-      float* dst = hp_ + (i / t_.mr) * cols * t_.mr + i % t_.mr;
-      for (int64_t j = 0; j < cols; ++j)
-        dst[j * t_.mr] = i < rows ? h_[0][i * l_.hb_pad + j] : 0.0f;
     }
   }
 
@@ -200,8 +193,8 @@ class FfnRunner {
     if (mode_ == RunMode::kCopyOnly) return;
     for (int64_t jr = 0; jr < d_.n; jr += t_.nr)
       for (int64_t ir = 0; ir < rows; ir += t_.mr)
-        mk_->fn(cols, hp_ + (ir / t_.mr) * cols * t_.mr, w2p_ + (jr / t_.nr) * cols * t_.nr,
-                o_ + ir * l_.n_pad + jr, l_.n_pad, h0 > 0);
+        mk_->fn_rows(cols, h_[0] + ir * l_.hb_pad, l_.hb_pad, w2p_ + (jr / t_.nr) * cols * t_.nr,
+                     o_ + ir * l_.n_pad + jr, l_.n_pad, h0 > 0);
   }
 
   void Finish(int64_t i0, int64_t rows) {
@@ -223,7 +216,7 @@ class FfnRunner {
   const MicroKernel* mk_;
   GemmDesc x_gemm_;
   LocalBuffer local_;
-  float *xp_ = nullptr, *stage_ = nullptr, *hp_ = nullptr, *w2p_ = nullptr, *o_ = nullptr;
+  float *xp_ = nullptr, *stage_ = nullptr, *w2p_ = nullptr, *o_ = nullptr;
   float* w1p_[2] = {};
   float* h_[2] = {};
   gemm_internal::NormStats norm_{nullptr, nullptr};

@@ -336,9 +336,9 @@ class ThreadRunner {
       if (mode_ != RunMode::kCopyOnly)
         for (int o = 0; o < l_.b_operands; ++o)
           for (int64_t ir = 0; ir < rows; ir += t_.mr)
-            mk_->fn(s.depth, a_[s.a_slot] + (ir / t_.mr) * s.depth * t_.mr,
-                    b_[s.b_slot][o] + q * s.depth * t_.nr, c_[o] + ir * l_.nc_pad + q * t_.nr,
-                    l_.nc_pad, s.slice > 0);
+            mk_->fn_rows(s.depth, a_[s.a_slot] + ir * s.depth, s.depth,
+                         b_[s.b_slot][o] + q * s.depth * t_.nr, c_[o] + ir * l_.nc_pad + q * t_.nr,
+                         l_.nc_pad, s.slice > 0);
       if (next && done < jobs) done = RunJobs(*next, done, done + quota);
     }
     if (next && done < jobs) RunJobs(*next, done, jobs);

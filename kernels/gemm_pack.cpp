@@ -10,19 +10,19 @@ namespace fusetune::kernels::gemm_internal {
 int64_t PackASliver(const GemmDesc& d, const ABlock& blk, int mr, int64_t s, float* ap) {
   const float* base =
       d.a + blk.batch * d.a_batch_stride + blk.i0 * d.a_row_stride + blk.p0 * d.a_col_stride;
-  float* dst = ap + s * blk.depth * mr;
   int64_t copied_rows = 0;
   for (int i = 0; i < mr; ++i) {
     const int64_t row = s * mr + i;
+    float* dst = ap + row * blk.depth;
     if (row >= blk.rows) {
-      for (int64_t p = 0; p < blk.depth; ++p) dst[p * mr + i] = 0.0f;
+      std::fill(dst, dst + blk.depth, 0.0f);
       continue;
     }
     const float* src = base + row * d.a_row_stride;
     if (d.a_col_stride == 1)
-      for (int64_t p = 0; p < blk.depth; ++p) dst[p * mr + i] = src[p];
+      std::memcpy(dst, src, blk.depth * sizeof(float));
     else
-      for (int64_t p = 0; p < blk.depth; ++p) dst[p * mr + i] = src[p * d.a_col_stride];
+      for (int64_t p = 0; p < blk.depth; ++p) dst[p] = src[p * d.a_col_stride];
     ++copied_rows;
   }
   return static_cast<int64_t>(sizeof(float)) * copied_rows * blk.depth;
@@ -133,18 +133,10 @@ int64_t PackAWithPrologue(const GemmDesc& d, const ABlock& blk, int mr, RunMode 
       }
     }
   }
-  // Lay the staged rows out as slivers (local to local: not traffic).
-  for (int64_t s = 0; s < CeilDiv(blk.rows, mr); ++s) {
-    float* dst = ap + s * blk.depth * mr;
-    for (int i = 0; i < mr; ++i) {
-      const int64_t row = s * mr + i;
-      const float* src = stage + row * blk.depth;
-      if (row >= blk.rows)
-        for (int64_t p = 0; p < blk.depth; ++p) dst[p * mr + i] = 0.0f;
-      else
-        for (int64_t p = 0; p < blk.depth; ++p) dst[p * mr + i] = src[p];
-    }
-  }
+  // Move the staged rows to the panel, zero-padding to whole micro-tiles
+  // (local to local: not traffic).
+  std::memcpy(ap, stage, sizeof(float) * blk.rows * blk.depth);
+  std::fill(ap + blk.rows * blk.depth, ap + RoundUp(blk.rows, mr) * blk.depth, 0.0f);
   return bytes;
 }
 

@@ -16,8 +16,9 @@ struct ABlock {
   int64_t batch, i0, rows, p0, depth;
 };
 
-// Packs sliver s (rows s*mr .. s*mr+mr-1 of the block) as [depth][mr],
-// zero-padding missing rows. Returns bytes read from global.
+// Copies sliver s (rows s*mr .. s*mr+mr-1 of the block) into the A panel,
+// which holds the block by rows ([rows][depth], read by the micro-kernels'
+// row-major entry), zero-padding missing rows. Returns bytes read from global.
 int64_t PackASliver(const GemmDesc& d, const ABlock& blk, int mr, int64_t s, float* ap);
 
 // Packs sliver s of columns [j0 + s*nr, ...) of B rows [p0, p0+depth) as [depth][nr].
@@ -34,7 +35,7 @@ struct NormStats {
 // Packs a whole A block through the prologue: copies it into `stage`
 // (rows x depth), applies the elementwise ops, then the norm with `stats`
 // (computed here from the block when depth == K, else by ComputeNormStats
-// beforehand), and lays it out as slivers. Returns bytes read from global.
+// beforehand), and moves it to the A panel. Returns bytes read from global.
 int64_t PackAWithPrologue(const GemmDesc& d, const ABlock& blk, int mr, RunMode mode,
                           float* stage, NormStats stats, bool stats_ready, float* ap);
 // One pass over the block's full rows (K columns) in chunks of `chunk` to get
