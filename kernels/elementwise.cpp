@@ -138,11 +138,12 @@ Result<KernelStats> RunElementwise(const ElementwiseDesc& d, const ElementwiseTi
           if (schedule.shape(v) == ValueShape::kNarrow)  // a constant output
             std::fill(d.outputs[o] + begin, d.outputs[o] + begin + count, f.value[v][0]);
           else
-            std::memcpy(d.outputs[o] + begin, f.value[v], count * sizeof(float));
+            StreamOut(d.outputs[o] + begin, f.value[v], count);
           stats.bytes_local_to_global += count * static_cast<int64_t>(sizeof(float));
         }
       ++stats.tiles;
     }
+    StreamFence();
   });
   KernelStats total_stats;
   for (const KernelStats& s : per_thread) total_stats += s;

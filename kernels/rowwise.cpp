@@ -120,7 +120,7 @@ int64_t StoreResult(const RowwiseDesc& d, const RowResult& out, ValueShape shape
     if (shape == ValueShape::kNarrow) {
       *dst = src[r];
     } else if (out.col_stride == 1) {
-      std::memcpy(dst, src + r * cols, cols * sizeof(float));
+      StreamOut(dst, src + r * cols, cols);
     } else {
       for (int64_t c = 0; c < cols; ++c) dst[c * out.col_stride] = src[r * cols + c];
     }
@@ -177,6 +177,7 @@ KernelStats RunRowsOnThread(const RowwiseDesc& d, const RowwiseTiling& t,
       }
     ++stats.tiles;
   }
+  StreamFence();
   return stats;
 }
 

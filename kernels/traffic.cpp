@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <immintrin.h>
+
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include <tbb/parallel_for.h>
@@ -40,6 +43,27 @@ void ForEachThread(int threads, const std::function<void(int)>& fn) {
   }
   tbb::task_arena arena(threads);
   arena.execute([&] { tbb::parallel_for(0, threads, 1, [&](int t) { fn(t); }); });
+}
+
+void StreamOut(float* dst, const float* src, int64_t n) {
+#if defined(__AVX512F__)
+  int64_t i = 0;
+  // Head up to the first 64-byte boundary, then whole lines, then the tail.
+  while (i < n && (reinterpret_cast<uintptr_t>(dst + i) & 63) != 0) {
+    dst[i] = src[i];
+    ++i;
+  }
+  for (; i + 16 <= n; i += 16) _mm512_stream_ps(dst + i, _mm512_loadu_ps(src + i));
+  for (; i < n; ++i) dst[i] = src[i];
+#else
+  std::memcpy(dst, src, n * sizeof(float));
+#endif
+}
+
+void StreamFence() {
+#if defined(__AVX512F__)
+  _mm_sfence();
+#endif
 }
 
 size_t DefaultLocalBufferBytes() {

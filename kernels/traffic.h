@@ -32,6 +32,13 @@ struct KernelStats {
   }
 };
 
+// Copies n floats from local to global memory with streaming (non-temporal)
+// stores where the destination allows: results written once and not read
+// again soon then skip the read-for-ownership of their cache lines. Call
+// StreamFence() before another thread may read what was written.
+void StreamOut(float* dst, const float* src, int64_t n);
+void StreamFence();
+
 // Default local-buffer capacity: the per-core L2 size.
 size_t DefaultLocalBufferBytes();
 

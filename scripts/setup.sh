@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages fusetune needs to build, test and run its
 # examples. Installs only what is missing; uses sudo when not root.
+#   scripts/setup.sh           build, test and example dependencies
+#   scripts/setup.sh --bench   also the benchmark-only peers (oneDNN, Halide 14)
 set -euo pipefail
 
 PACKAGES=(
@@ -10,6 +12,10 @@ PACKAGES=(
   # test data: models exported by PyTorch's ONNX exporter (scripts/gen_models.py)
   python3 python3-numpy python3-onnx python3-torch
 )
+
+if [ "${1:-}" = "--bench" ]; then
+  PACKAGES+=(libdnnl-dev libhalide14-0-dev)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
