@@ -91,8 +91,10 @@ GemmDesc HeadGemm(const float* a, int64_t m, int64_t k, const float* b, int64_t 
 void RunUnfused(benchmark::State& state, bool causal) {
   AttentionData& a = SharedAttentionData();
   const int64_t s = a.seq, dim = a.dim, h = a.heads;
-  const GemmDesc qk = HeadGemm(a.q.data(), s, dim, a.k.data(), 1, dim, s * dim, a.scores.data(), s, h);
-  const GemmDesc pv = HeadGemm(a.scores.data(), s, s, a.v.data(), dim, 1, s * dim, a.o.data(), dim, h);
+  const GemmDesc qk =
+      HeadGemm(a.q.data(), s, dim, a.k.data(), 1, dim, s * dim, a.scores.data(), s, h);
+  const GemmDesc pv =
+      HeadGemm(a.scores.data(), s, s, a.v.data(), dim, 1, s * dim, a.o.data(), dim, h);
   RowwiseDesc sm;
   sm.row_dims = {h, s};
   sm.cols = s;

@@ -90,13 +90,14 @@ void RunUnfused(benchmark::State& state, bool single_ops) {
   GemmDesc g1 = Gemm(f.x.data(), f.m, f.k, f.w1.data(), f.h, f.hidden.data());
   GemmDesc g2 = Gemm(f.hidden.data(), f.m, f.h, f.w2.data(), f.n, f.o.data());
   if (!single_ops) {
-    g1.outputs[0].epilogue = {EpilogueOp::Bias(f.b1.data()), EpilogueOp::Act(EpilogueKind::kGeluErf)};
+    g1.outputs[0].epilogue = {EpilogueOp::Bias(f.b1.data()),
+                              EpilogueOp::Act(EpilogueKind::kGeluErf)};
     g2.outputs[0].epilogue = {EpilogueOp::Bias(f.b2.data())};
   }
-  const ElementwiseDesc bias1 = Elementwise(f.hidden.data(), f.b1.data(), f.hidden2.data(), f.m,
-                                            f.h, TileOp::kAdd);
-  const ElementwiseDesc gelu = Elementwise(f.hidden2.data(), nullptr, f.hidden.data(), f.m, f.h,
-                                           TileOp::kGeluErf);
+  const ElementwiseDesc bias1 =
+      Elementwise(f.hidden.data(), f.b1.data(), f.hidden2.data(), f.m, f.h, TileOp::kAdd);
+  const ElementwiseDesc gelu =
+      Elementwise(f.hidden2.data(), nullptr, f.hidden.data(), f.m, f.h, TileOp::kGeluErf);
   const ElementwiseDesc bias2 =
       Elementwise(f.o.data(), f.b2.data(), f.o.data(), f.m, f.n, TileOp::kAdd);
   GemmTiling t1;  // the best hand-picked tiling (see fusetune/gemm_bias_gelu)
@@ -131,12 +132,14 @@ void RunUnfused(benchmark::State& state, bool single_ops) {
 }  // namespace
 
 void RegisterFfnBenchmarks() {
-  for (auto [mb, hb] : {std::pair<int64_t, int64_t>{128, 16}, {128, 32}, {96, 32}, {96, 64}, {64, 64}}) {
+  for (auto [mb, hb] :
+       {std::pair<int64_t, int64_t>{128, 16}, {128, 32}, {96, 32}, {96, 64}, {64, 64}}) {
     FfnTiling t;
     t.mb = mb;
     t.hb = hb;
-    benchmark::RegisterBenchmark(fmt::format("fusetune/ffn_384x768x3072x768/mb{}_hb{}", mb, hb).c_str(),
-                                 [t](benchmark::State& s) { RunFused(s, t); })
+    benchmark::RegisterBenchmark(
+        fmt::format("fusetune/ffn_384x768x3072x768/mb{}_hb{}", mb, hb).c_str(),
+        [t](benchmark::State& s) { RunFused(s, t); })
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
   }

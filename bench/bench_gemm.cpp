@@ -77,7 +77,7 @@ void RegisterGemmBenchmarks() {
   const Named tilings[] = {
       {"mc128_nc384_kc192", Tiling(8, 32, 128, 384, 192, ParallelSplit::kN, false)},
       {"mc96_nc256_kc256", Tiling(8, 32, 96, 256, 256, ParallelSplit::kN, false)},
-      
+
       {"mc64_nc768_kc192", Tiling(8, 32, 64, 768, 192, ParallelSplit::kN, false)},
       {"mc384_nc384_kc64", Tiling(8, 32, 384, 384, 64, ParallelSplit::kN, false)},
       {"mc384_nc384_kc64_db", Tiling(8, 32, 384, 384, 64, ParallelSplit::kN, true)},

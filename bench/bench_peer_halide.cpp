@@ -46,16 +46,15 @@ std::unique_ptr<Compiled> Build(const std::string& scheduler, bool causal) {
   pv(d, i, h) = 0.0f;
   pv(d, i, h) += e(rj, i, h) * c->v(d, rj, h);
   out(d, i, h) = pv(d, i, h) / row_sum(i, h);
-  for (ImageParam* p : {&c->q, &c->k, &c->v})
-    p->set_estimates({{0, D}, {0, S}, {0, H}});
+  for (ImageParam* p : {&c->q, &c->k, &c->v}) p->set_estimates({{0, D}, {0, S}, {0, H}});
   out.set_estimates({{0, D}, {0, S}, {0, H}});
   c->pipeline = std::make_unique<Pipeline>(out);
   const Target target = get_host_target();
   try {
     load_plugin(fmt::format("{}/libautoschedule_{}.so", FUSETUNE_HALIDE_PLUGIN_DIR, scheduler));
-    const std::string name = scheduler == "adams2019"     ? "Adams2019"
-                             : scheduler == "li2018"      ? "Li2018"
-                                                          : "Mullapudi2016";
+    const std::string name = scheduler == "adams2019" ? "Adams2019"
+                             : scheduler == "li2018"  ? "Li2018"
+                                                      : "Mullapudi2016";
     // 2 cores, 32 MiB last-level cache, the default balance.
     c->pipeline->auto_schedule(name, target, MachineParams(kThreads, 32 << 20, 40));
     c->pipeline->compile_jit(target);

@@ -1,7 +1,7 @@
 // Peers measured in the same run, on the same problems:
-//   peer/eigen/gemm_then_bias_gelu   Eigen's GEMM (2 OpenMP threads), then a separate bias + GELU pass
-//   peer/onednn/gemm_bias_gelu       oneDNN's matmul with bias and a gelu_erf post-op, plain layouts
-//   peer/onednn/gemm_bias_gelu_packed_weights   the same with weights reordered to oneDNN's
+//   peer/eigen/gemm_then_bias_gelu   Eigen's GEMM (2 OpenMP threads), then a separate bias + GELU
+//   pass peer/onednn/gemm_bias_gelu       oneDNN's matmul with bias and a gelu_erf post-op, plain
+//   layouts peer/onednn/gemm_bias_gelu_packed_weights   the same with weights reordered to oneDNN's
 //                                    preferred layout once, outside the timed loop
 // Halide's autoschedulers on attention live in bench_peer_halide.cpp.
 #include <Eigen/Core>
@@ -76,8 +76,8 @@ void OnednnGemmBiasGelu(benchmark::State& state, bool packed_weights) {
     s.wait();
   }
   const double seconds = TimedLoop(state, [&] {
-    prim.execute(s, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_BIAS, bias},
-                     {DNNL_ARG_DST, c}});
+    prim.execute(
+        s, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, c}});
     s.wait();
     return LoopOk();
   });

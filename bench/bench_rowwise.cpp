@@ -19,7 +19,8 @@ TileProgram LayerNormProgram() {
   const int d = p.Binary(TileOp::kSub, x, p.Reduce(TileOp::kReduceMean, x));
   const int var = p.Reduce(TileOp::kReduceMean, p.Unary(TileOp::kSquare, d));
   const int inv = p.Unary(TileOp::kRsqrt, p.Binary(TileOp::kAdd, var, p.Const(1e-5f)));
-  p.Output(p.Binary(TileOp::kAdd, p.Binary(TileOp::kMul, p.Binary(TileOp::kMul, d, inv), p.Input(1)),
+  p.Output(p.Binary(TileOp::kAdd,
+                    p.Binary(TileOp::kMul, p.Binary(TileOp::kMul, d, inv), p.Input(1)),
                     p.Input(2)));
   return p;
 }
@@ -36,7 +37,11 @@ struct RowData {
   int64_t rows, cols;
   std::vector<float> x, y, gamma, beta;
   RowData(int64_t r, int64_t c)
-      : rows(r), cols(c), x(RandomVector(r * c, 7)), y(r * c), gamma(RandomVector(c, 8)),
+      : rows(r),
+        cols(c),
+        x(RandomVector(r * c, 7)),
+        y(r * c),
+        gamma(RandomVector(c, 8)),
         beta(RandomVector(c, 9)) {}
 };
 
@@ -102,8 +107,8 @@ void RegisterRowwiseBenchmarks() {
   static RowData ln(32768, 768), sm(73728, 384);
   const RowwiseTiling tilings[] = {Rows(1, 2, 0), Rows(4, 2, 1), Rows(8, 4, 2), Rows(32, 2, 1)};
   for (const RowwiseTiling& t : tilings) {
-    const std::string label = fmt::format("rows{}_unroll{}_prefetch{}", t.rows_per_tile, t.unroll,
-                                          t.prefetch);
+    const std::string label =
+        fmt::format("rows{}_unroll{}_prefetch{}", t.rows_per_tile, t.unroll, t.prefetch);
     benchmark::RegisterBenchmark(("fusetune/layernorm_32768x768/" + label).c_str(),
                                  [t](benchmark::State& s) { RunRows(s, ln, true, t); })
         ->Unit(benchmark::kMillisecond)
@@ -114,9 +119,8 @@ void RegisterRowwiseBenchmarks() {
         ->UseRealTime();
   }
   for (int64_t tile : {1024, 8192})
-    benchmark::RegisterBenchmark(
-        fmt::format("fusetune/bias_gelu_32768x768/tile{}", tile).c_str(),
-        [tile](benchmark::State& s) { RunBiasGelu(s, 32768, 768, tile); })
+    benchmark::RegisterBenchmark(fmt::format("fusetune/bias_gelu_32768x768/tile{}", tile).c_str(),
+                                 [tile](benchmark::State& s) { RunBiasGelu(s, 32768, 768, tile); })
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
 }

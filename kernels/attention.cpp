@@ -122,10 +122,9 @@ class AttentionRunner {
     std::fill(sum_, sum_ + l_.br_pad, 0.0f);
     std::fill(o_, o_ + l_.o_tile, 0.0f);
     const int64_t offset = d_.seq_kv - d_.seq_q;  // causal diagonal, bottom-right aligned
-    const int64_t kv_end =
-        d_.mask == MaskKind::kCausal
-            ? std::clamp<int64_t>(tile.i0 + tile.rows + offset, 0, d_.seq_kv)
-            : d_.seq_kv;
+    const int64_t kv_end = d_.mask == MaskKind::kCausal
+                               ? std::clamp<int64_t>(tile.i0 + tile.rows + offset, 0, d_.seq_kv)
+                               : d_.seq_kv;
     for (int64_t j0 = 0; j0 < kv_end; j0 += t_.bc) {
       const int64_t cols = std::min(t_.bc, kv_end - j0);
       PackKV(tile, j0, cols);
@@ -194,7 +193,8 @@ class AttentionRunner {
     stats.bytes_global_to_local += 4 * cols * (dim + dv);
     if (d_.mask == MaskKind::kAdditive) {
       const AttentionView& mk = d_.mask_data;
-      const float* mb = mk.data + tile.b * mk.batch + tile.h * mk.head + tile.i0 * mk.row + j0 * mk.col;
+      const float* mb =
+          mk.data + tile.b * mk.batch + tile.h * mk.head + tile.i0 * mk.row + j0 * mk.col;
       for (int64_t i = 0; i < tile.rows; ++i)
         for (int64_t j = 0; j < cols; ++j) mask_[i * t_.bc + j] = mb[i * mk.row + j * mk.col];
       stats.bytes_global_to_local += 4 * tile.rows * cols;
@@ -205,8 +205,8 @@ class AttentionRunner {
     for (int64_t jr = 0; jr < cols; jr += t_.nr)
       for (int64_t ir = 0; ir < tile.rows; ir += t_.mr)
         mk_->fn_rows(d_.head_dim, q_ + ir * d_.head_dim, d_.head_dim,
-                     kp_ + (jr / t_.nr) * d_.head_dim * t_.nr, s_ + ir * l_.bc_pad + jr,
-                     l_.bc_pad, false);
+                     kp_ + (jr / t_.nr) * d_.head_dim * t_.nr, s_ + ir * l_.bc_pad + jr, l_.bc_pad,
+                     false);
     if (mask_)
       for (int64_t i = 0; i < tile.rows; ++i)
         for (int64_t j = 0; j < cols; ++j) s_[i * l_.bc_pad + j] += mask_[i * t_.bc + j];

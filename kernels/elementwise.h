@@ -20,7 +20,7 @@ struct StridedOperand {
 };
 
 struct ElementwiseDesc {
-  std::vector<int64_t> dims;   // the iteration space (the output shape)
+  std::vector<int64_t> dims;  // the iteration space (the output shape)
   std::vector<StridedOperand> inputs;
   std::vector<float*> outputs;  // contiguous, one per program output
   TileProgram program;

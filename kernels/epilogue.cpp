@@ -80,8 +80,7 @@ int64_t ApplyEpilogue(const std::vector<EpilogueOp>& ops, float* tile, int64_t l
         ForTile(tile, ldc, rows, cols, [](float v) { return v > 0 ? v : 0.0f; });
         break;
       case EpilogueKind::kGeluErf:
-        ForTile(tile, ldc, rows, cols,
-                [](float v) { return GeluErf(v); });
+        ForTile(tile, ldc, rows, cols, [](float v) { return GeluErf(v); });
         break;
       case EpilogueKind::kGeluTanh:
         ForTile(tile, ldc, rows, cols, [](float v) { return GeluTanh(v); });

@@ -23,9 +23,7 @@ namespace {
 struct Layout {
   int64_t mb_pad, hb_pad, n_pad, x_panel, stage, w1_panel, h_tile, w2_panel, o_tile;
   int up;  // 2 for SwiGLU (W1 and W3), else 1
-  int64_t floats() const {
-    return x_panel + stage + up * (w1_panel + h_tile) + w2_panel + o_tile;
-  }
+  int64_t floats() const { return x_panel + stage + up * (w1_panel + h_tile) + w2_panel + o_tile; }
 };
 
 Layout MakeLayout(const FfnDesc& d, const FfnTiling& t) {
@@ -177,8 +175,8 @@ class FfnRunner {
       std::vector<EpilogueOp> ops;
       if (d_.b1) ops.push_back(EpilogueOp::Bias(d_.b1));
       ops.push_back(EpilogueOp::Act(d_.act));
-      stats.bytes_global_to_local += ApplyEpilogue(ops, h_[0], l_.hb_pad, rows, cols, 0, i0, h0,
-                                                   mode_);
+      stats.bytes_global_to_local +=
+          ApplyEpilogue(ops, h_[0], l_.hb_pad, rows, cols, 0, i0, h0, mode_);
     }
   }
 

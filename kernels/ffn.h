@@ -23,7 +23,7 @@ struct FfnDesc {
   int64_t m = 0, k = 0, hidden = 0, n = 0;  // X is m x k, W1 k x hidden, W2 hidden x n
   const float* x = nullptr;
   int64_t x_row_stride = 0, x_col_stride = 1;
-  GemmPrologue prologue;  // on X's rows, as in the GEMM template
+  GemmPrologue prologue;      // on X's rows, as in the GEMM template
   const float* w1 = nullptr;  // row-major k x hidden, row stride w1_row_stride
   int64_t w1_row_stride = 0;
   const float* b1 = nullptr;  // [hidden], optional

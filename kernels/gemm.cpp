@@ -84,8 +84,8 @@ Status CheckEpilogue(const std::vector<EpilogueOp>& ops, const std::string& wher
 Status ValidateDesc(const GemmDesc& d) {
   auto bad = [](const std::string& msg) { return Status(Error(ErrorCode::kInvalidArgument, msg)); };
   if (d.batch < 1 || d.m < 1 || d.k < 1)
-    return bad(fmt::format("gemm: batch, m, k must be positive (got {}, {}, {})", d.batch, d.m,
-                           d.k));
+    return bad(
+        fmt::format("gemm: batch, m, k must be positive (got {}, {}, {})", d.batch, d.m, d.k));
   if (!d.a) return bad("gemm: descriptor.a must point to data");
   if (d.outputs.empty()) return bad("gemm: descriptor.outputs is empty");
   if (d.swiglu && (d.outputs.size() != 2 || d.outputs[0].n != d.outputs[1].n))
@@ -295,9 +295,9 @@ class ThreadRunner {
     for (size_t j = first; j < last; ++j) {
       const int64_t job = static_cast<int64_t>(j);
       if (job < a_jobs) {
-        stats_.bytes_global_to_local += d_.prologue.empty()
-                                            ? gemm_internal::PackASliver(d_, a, t_.mr, job, a_[s.a_slot])
-                                            : PackPrologueBlock(a, a_[s.a_slot]);
+        stats_.bytes_global_to_local +=
+            d_.prologue.empty() ? gemm_internal::PackASliver(d_, a, t_.mr, job, a_[s.a_slot])
+                                : PackPrologueBlock(a, a_[s.a_slot]);
       } else {
         const int64_t o = (job - a_jobs) / b_slivers, sliver = (job - a_jobs) % b_slivers;
         const int out = d_.swiglu ? static_cast<int>(o) : blk.output;
@@ -314,13 +314,13 @@ class ThreadRunner {
     const bool whole_rows = a.depth == d_.k;
     if (d_.prologue.norm != NormKind::kNone && !whole_rows &&
         !(norm_batch_ == a.batch && norm_i0_ == a.i0)) {
-      bytes += gemm_internal::ComputeNormStats(d_, a.batch, a.i0, a.rows, t_.kc, mode_, stage_,
-                                               norm_);
+      bytes +=
+          gemm_internal::ComputeNormStats(d_, a.batch, a.i0, a.rows, t_.kc, mode_, stage_, norm_);
       norm_batch_ = a.batch;
       norm_i0_ = a.i0;
     }
-    return bytes + gemm_internal::PackAWithPrologue(d_, a, t_.mr, mode_, stage_, norm_,
-                                                    !whole_rows, ap);
+    return bytes +
+           gemm_internal::PackAWithPrologue(d_, a, t_.mr, mode_, stage_, norm_, !whole_rows, ap);
   }
 
   // The micro-kernel calls of step s, with the copies of `next` interleaved
@@ -392,8 +392,7 @@ Result<KernelStats> RunGemm(const GemmDesc& desc, const GemmTiling& tiling,
   std::vector<KernelStats> per_thread(config.threads);
   ForEachThread(config.threads, [&](int t) {
     std::vector<Block> blocks = BlocksForThread(desc, tiling, t, config.threads);
-    if (!blocks.empty())
-      per_thread[t] = ThreadRunner(desc, tiling, mode, std::move(blocks)).Run();
+    if (!blocks.empty()) per_thread[t] = ThreadRunner(desc, tiling, mode, std::move(blocks)).Run();
   });
   KernelStats total;
   for (const KernelStats& s : per_thread) total += s;

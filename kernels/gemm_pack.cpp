@@ -30,8 +30,8 @@ int64_t PackASliver(const GemmDesc& d, const ABlock& blk, int mr, int64_t s, flo
 
 int64_t PackBSliver(const GemmOutput& out, int64_t batch, int64_t p0, int64_t depth, int64_t j0,
                     int64_t cols, int nr, int64_t s, float* bp) {
-  const float* base = out.b + batch * out.b_batch_stride + p0 * out.b_row_stride +
-                      (j0 + s * nr) * out.b_col_stride;
+  const float* base =
+      out.b + batch * out.b_batch_stride + p0 * out.b_row_stride + (j0 + s * nr) * out.b_col_stride;
   float* dst = bp + s * depth * nr;
   const int64_t width = std::min<int64_t>(nr, cols - s * nr);
   for (int64_t p = 0; p < depth; ++p) {
@@ -51,8 +51,8 @@ namespace {
 
 // Copies A rows [i0, i0+rows), columns [p0, p0+depth) into stage (rows x
 // depth) and applies the elementwise prologue. Returns bytes read.
-int64_t Stage(const GemmDesc& d, int64_t batch, int64_t i0, int64_t rows, int64_t p0,
-              int64_t depth, RunMode mode, float* stage) {
+int64_t Stage(const GemmDesc& d, int64_t batch, int64_t i0, int64_t rows, int64_t p0, int64_t depth,
+              RunMode mode, float* stage) {
   const float* base = d.a + batch * d.a_batch_stride + i0 * d.a_row_stride + p0 * d.a_col_stride;
   if (mode != RunMode::kComputeOnly) {
     for (int64_t r = 0; r < rows; ++r) {
@@ -73,8 +73,8 @@ void FinishStats(const GemmDesc& d, const double* sum, const double* sumsq, int6
                  NormStats stats) {
   for (int64_t r = 0; r < rows; ++r) {
     const double mean = sum[r] / d.k;
-    const double var = d.prologue.norm == NormKind::kLayerNorm ? sumsq[r] / d.k - mean * mean
-                                                               : sumsq[r] / d.k;
+    const double var =
+        d.prologue.norm == NormKind::kLayerNorm ? sumsq[r] / d.k - mean * mean : sumsq[r] / d.k;
     stats.mean[r] = d.prologue.norm == NormKind::kLayerNorm ? static_cast<float>(mean) : 0.0f;
     stats.rstd[r] = static_cast<float>(1.0 / std::sqrt(std::max(var, 0.0) + d.prologue.epsilon));
   }
@@ -108,8 +108,8 @@ int64_t ComputeNormStats(const GemmDesc& d, int64_t batch, int64_t i0, int64_t r
   return bytes;
 }
 
-int64_t PackAWithPrologue(const GemmDesc& d, const ABlock& blk, int mr, RunMode mode,
-                          float* stage, NormStats stats, bool stats_ready, float* ap) {
+int64_t PackAWithPrologue(const GemmDesc& d, const ABlock& blk, int mr, RunMode mode, float* stage,
+                          NormStats stats, bool stats_ready, float* ap) {
   int64_t bytes = Stage(d, blk.batch, blk.i0, blk.rows, blk.p0, blk.depth, mode, stage);
   const GemmPrologue& pro = d.prologue;
   if (pro.norm != NormKind::kNone) {

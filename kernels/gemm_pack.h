@@ -36,8 +36,8 @@ struct NormStats {
 // (rows x depth), applies the elementwise ops, then the norm with `stats`
 // (computed here from the block when depth == K, else by ComputeNormStats
 // beforehand), and moves it to the A panel. Returns bytes read from global.
-int64_t PackAWithPrologue(const GemmDesc& d, const ABlock& blk, int mr, RunMode mode,
-                          float* stage, NormStats stats, bool stats_ready, float* ap);
+int64_t PackAWithPrologue(const GemmDesc& d, const ABlock& blk, int mr, RunMode mode, float* stage,
+                          NormStats stats, bool stats_ready, float* ap);
 // One pass over the block's full rows (K columns) in chunks of `chunk` to get
 // the norm's statistics when the packed block covers only part of K.
 int64_t ComputeNormStats(const GemmDesc& d, int64_t batch, int64_t i0, int64_t rows, int64_t chunk,

@@ -60,10 +60,9 @@ __attribute__((target("avx512f,fma"))) void Avx512Kernel(int64_t kc, const float
 // ---- AVX2: MR rows x NV vectors of 8 floats ---------------------------------------------
 
 template <int MR, int NV>
-__attribute__((target("avx2,fma"))) void Avx2Kernel(int64_t kc, const float* ap,
-                                                    int64_t row_stride, int64_t col_stride,
-                                                    const float* bp, float* c, int64_t ldc,
-                                                    bool accumulate) {
+__attribute__((target("avx2,fma"))) void Avx2Kernel(int64_t kc, const float* ap, int64_t row_stride,
+                                                    int64_t col_stride, const float* bp, float* c,
+                                                    int64_t ldc, bool accumulate) {
   __m256 acc[MR][NV];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)

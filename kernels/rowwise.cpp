@@ -15,8 +15,8 @@ namespace {
 
 ValueShape OperandShape(const RowOperand& op) {
   if (op.col_stride == 0) return ValueShape::kNarrow;
-  const bool shared = std::all_of(op.row_strides.begin(), op.row_strides.end(),
-                                  [](int64_t s) { return s == 0; });
+  const bool shared =
+      std::all_of(op.row_strides.begin(), op.row_strides.end(), [](int64_t s) { return s == 0; });
   return shared ? ValueShape::kVector : ValueShape::kWide;
 }
 
@@ -57,13 +57,13 @@ Status ValidateRowwise(const RowwiseDesc& d, const RowwiseTiling& t, const Kerne
   if (d.cols < 1) return bad(fmt::format("rowwise: descriptor.cols {} must be positive", d.cols));
   for (size_t i = 0; i < d.row_dims.size(); ++i)
     if (d.row_dims[i] < 1)
-      return bad(fmt::format("rowwise: descriptor.row_dims[{}] {} must be positive", i,
-                             d.row_dims[i]));
+      return bad(
+          fmt::format("rowwise: descriptor.row_dims[{}] {} must be positive", i, d.row_dims[i]));
   for (size_t i = 0; i < d.inputs.size(); ++i) {
     if (!d.inputs[i].data) return bad(fmt::format("rowwise: descriptor.inputs[{}] has no data", i));
     if (d.inputs[i].row_strides.size() != d.row_dims.size())
-      return bad(fmt::format("rowwise: descriptor.inputs[{}] has {} row strides for {} row dims",
-                             i, d.inputs[i].row_strides.size(), d.row_dims.size()));
+      return bad(fmt::format("rowwise: descriptor.inputs[{}] has {} row strides for {} row dims", i,
+                             d.inputs[i].row_strides.size(), d.row_dims.size()));
   }
   if (d.outputs.size() != d.program.outputs().size())
     return bad(fmt::format("rowwise: descriptor.outputs has {} entries, the program {} outputs",
@@ -86,9 +86,10 @@ Status ValidateRowwise(const RowwiseDesc& d, const RowwiseTiling& t, const Kerne
     return bad(fmt::format("config.threads: {} must be positive", config.threads));
   const int64_t need = RowwiseLocalBytes(d, t);
   if (need > static_cast<int64_t>(config.local_buffer_bytes))
-    return bad(fmt::format("tiling.rows_per_tile: {} rows need {} bytes of local buffer, capacity "
-                           "is {}",
-                           t.rows_per_tile, need, config.local_buffer_bytes));
+    return bad(
+        fmt::format("tiling.rows_per_tile: {} rows need {} bytes of local buffer, capacity "
+                    "is {}",
+                    t.rows_per_tile, need, config.local_buffer_bytes));
   return Status::Ok();
 }
 
@@ -165,9 +166,8 @@ KernelStats RunRowsOnThread(const RowwiseDesc& d, const RowwiseTiling& t,
     if (mode != RunMode::kComputeOnly)
       for (size_t v = 0; v < instrs.size(); ++v)
         if (instrs[v].op == TileOp::kInput)
-          stats.bytes_global_to_local += LoadOperand(d, d.inputs[instrs[v].input],
-                                                     shapes[instrs[v].input], row0, rows,
-                                                     f.value[v]);
+          stats.bytes_global_to_local += LoadOperand(
+              d, d.inputs[instrs[v].input], shapes[instrs[v].input], row0, rows, f.value[v]);
     if (mode != RunMode::kCopyOnly) schedule.Compute(f, rows, d.cols, t.unroll);
     if (mode != RunMode::kComputeOnly)
       for (size_t o = 0; o < d.outputs.size(); ++o) {

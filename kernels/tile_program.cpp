@@ -11,12 +11,11 @@
 namespace fusetune::kernels {
 
 const char* TileOpName(TileOp op) {
-  static const char* const kNames[] = {
-      "input",   "const",     "neg",      "abs",        "exp",         "log",
-      "sqrt",    "rsqrt",     "recip",    "square",     "tanh",        "erf",
-      "sigmoid", "relu",      "gelu_erf", "gelu_tanh",  "silu",        "add",
-      "sub",     "mul",       "div",      "max",        "min",         "pow",
-      "sum",     "mean",      "rmax",     "rmin"};
+  static const char* const kNames[] = {"input",   "const", "neg",      "abs",       "exp",  "log",
+                                       "sqrt",    "rsqrt", "recip",    "square",    "tanh", "erf",
+                                       "sigmoid", "relu",  "gelu_erf", "gelu_tanh", "silu", "add",
+                                       "sub",     "mul",   "div",      "max",       "min",  "pow",
+                                       "sum",     "mean",  "rmax",     "rmin"};
   return kNames[static_cast<int>(op)];
 }
 bool IsUnary(TileOp op) { return op >= TileOp::kNeg && op <= TileOp::kSilu; }
@@ -122,9 +121,9 @@ Result<TileSchedule> TileSchedule::Make(const TileProgram& program,
       s.shapes_.push_back(ValueShape::kNarrow);
     } else if (IsReduction(i.op)) {
       if (s.shapes_[i.a] != ValueShape::kWide)
-        return Error(ErrorCode::kInvalidArgument,
-                     fmt::format("{}: instruction %{} reduces %{}, which is not a full row", where,
-                                 v, i.a));
+        return Error(
+            ErrorCode::kInvalidArgument,
+            fmt::format("{}: instruction %{} reduces %{}, which is not a full row", where, v, i.a));
       s.shapes_.push_back(ValueShape::kNarrow);
     } else {
       s.shapes_.push_back(IsBinary(i.op) ? Broadcast(s.shapes_[i.a], s.shapes_[i.b])

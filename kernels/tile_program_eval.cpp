@@ -50,15 +50,19 @@ template <typename F>
 void Map2(F f, const float* a, ValueShape as, const float* b, ValueShape bs, float* out,
           ValueShape os, int64_t rows, int64_t width) {
   if (as == bs) {  // then os == as: one flat loop
-    const int64_t n = os == ValueShape::kWide ? rows * width
+    const int64_t n = os == ValueShape::kWide     ? rows * width
                       : os == ValueShape::kVector ? width
                                                   : rows;
     Map2Row(f, a, false, b, false, out, n);
     return;
   }
   for (int64_t r = 0; r < rows; ++r) {  // os is wide
-    const float* ar = as == ValueShape::kWide ? a + r * width : as == ValueShape::kVector ? a : a + r;
-    const float* br = bs == ValueShape::kWide ? b + r * width : bs == ValueShape::kVector ? b : b + r;
+    const float* ar = as == ValueShape::kWide     ? a + r * width
+                      : as == ValueShape::kVector ? a
+                                                  : a + r;
+    const float* br = bs == ValueShape::kWide     ? b + r * width
+                      : bs == ValueShape::kVector ? b
+                                                  : b + r;
     Map2Row(f, ar, as == ValueShape::kNarrow, br, bs == ValueShape::kNarrow, out + r * width,
             width);
   }
@@ -138,11 +142,9 @@ void RunBinary(TileOp op, const float* a, ValueShape as, const float* b, ValueSh
     case TileOp::kDiv:
       return Map2([](float x, float y) { return x / y; }, a, as, b, bs, o, os, rows, width);
     case TileOp::kMax:
-      return Map2([](float x, float y) { return x > y ? x : y; }, a, as, b, bs, o, os, rows,
-                  width);
+      return Map2([](float x, float y) { return x > y ? x : y; }, a, as, b, bs, o, os, rows, width);
     case TileOp::kMin:
-      return Map2([](float x, float y) { return x < y ? x : y; }, a, as, b, bs, o, os, rows,
-                  width);
+      return Map2([](float x, float y) { return x < y ? x : y; }, a, as, b, bs, o, os, rows, width);
     case TileOp::kPow:
       return Map2([](float x, float y) { return std::pow(x, y); }, a, as, b, bs, o, os, rows,
                   width);
@@ -182,8 +184,8 @@ void TileSchedule::Compute(const Frame& frame, int64_t rows, int64_t width, int 
     } else if (IsUnary(i.op)) {
       RunUnary(i.op, frame.value[i.a], out, ShapeFloats(os, rows, width));
     } else if (IsBinary(i.op)) {
-      RunBinary(i.op, frame.value[i.a], shapes_[i.a], frame.value[i.b], shapes_[i.b], out, os,
-                rows, width);
+      RunBinary(i.op, frame.value[i.a], shapes_[i.a], frame.value[i.b], shapes_[i.b], out, os, rows,
+                width);
     } else {
       const float* a = frame.value[i.a];
       const float inf = INFINITY;

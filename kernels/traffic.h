@@ -70,5 +70,4 @@ class LocalBuffer {
 // statically by thread index so that runs are deterministic.
 void ForEachThread(int threads, const std::function<void(int)>& fn);
 
-
 }  // namespace fusetune::kernels

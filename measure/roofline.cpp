@@ -95,7 +95,7 @@ double MeasureBandwidth(StreamKind kind, int threads, size_t bytes) {
   const size_t n = bytes / sizeof(float);
   FloatBuffer a = Allocate(bytes), b = Allocate(bytes), c = Allocate(bytes);
   std::vector<float> sums(threads);
-  const double moved = kind == StreamKind::kRead    ? bytes
+  const double moved = kind == StreamKind::kRead   ? bytes
                        : kind == StreamKind::kCopy ? 2.0 * bytes
                                                    : 3.0 * bytes;
   return BestOf(4, [&] {

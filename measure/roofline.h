@@ -25,7 +25,7 @@ double MeasureBandwidth(StreamKind kind, int threads, size_t bytes = size_t{256}
 
 struct Roofline {
   int threads = 0;
-  double fma_gflops_1t = 0, fma_gflops = 0;      // 1 thread, `threads` threads
+  double fma_gflops_1t = 0, fma_gflops = 0;             // 1 thread, `threads` threads
   double read_gbps = 0, copy_gbps = 0, triad_gbps = 0;  // DRAM, `threads` threads
   std::string ToString() const;
 };

@@ -16,8 +16,8 @@
 namespace fusetune::kernels {
 namespace {
 
-using testing::F32;
-using testing::Parse;
+using ::fusetune::testing::F32;
+using ::fusetune::testing::Parse;
 
 struct Case {
   int64_t b, h, sq, skv, d;
@@ -47,8 +47,8 @@ TEST(Attention, MatchesReferenceFromPackedQkv) {
   const int64_t seqs[] = {1, 5, 16, 31, 64, 97};
   const int64_t dims[] = {1, 8, 13, 64};
   for (int trial = 0; trial < 36; ++trial) {
-    Case c{rng.Between(1, 2), rng.Between(1, 3), seqs[rng.Below(6)], seqs[rng.Below(6)],
-           dims[rng.Below(4)], static_cast<MaskKind>(trial % 3)};
+    Case c{rng.Between(1, 2),  rng.Between(1, 3),  seqs[rng.Below(6)],
+           seqs[rng.Below(6)], dims[rng.Below(4)], static_cast<MaskKind>(trial % 3)};
     if (c.mask == MaskKind::kCausal) c.skv = std::max(c.skv, c.sq);  // every query sees a key
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
     // One packed tensor [B, S, 3, H, D] as a fused QKV projection writes it
@@ -65,7 +65,8 @@ TEST(Attention, MatchesReferenceFromPackedQkv) {
     for (int64_t b = 0; b < c.b; ++b)
       for (int64_t h = 0; h < c.h; ++h)
         for (int64_t p = 0; p < c.d; ++p) {
-          for (int64_t s = 0; s < c.sq; ++s) q[((b * c.h + h) * c.sq + s) * c.d + p] = at(0, b, h, s, p);
+          for (int64_t s = 0; s < c.sq; ++s)
+            q[((b * c.h + h) * c.sq + s) * c.d + p] = at(0, b, h, s, p);
           for (int64_t s = 0; s < c.skv; ++s) {
             k[((b * c.h + h) * c.skv + s) * c.d + p] = at(1, b, h, s, p);
             v[((b * c.h + h) * c.skv + s) * c.d + p] = at(2, b, h, s, p);

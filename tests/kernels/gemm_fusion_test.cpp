@@ -11,27 +11,15 @@
 #include "kernels/gemm.h"
 #include "kernels/microkernel.h"
 #include "tests/graph/test_util.h"
+#include "tests/kernels/kernel_test_util.h"
 
 namespace fusetune::kernels {
 namespace {
 
-using testing::F32;
-using testing::Parse;
-
-std::vector<float> Random(int64_t n, Rng& rng) {
-  std::vector<float> v(n);
-  for (float& x : v) x = static_cast<float>(rng.Normal());
-  return v;
-}
-
-double Error(const std::vector<float>& got, const Tensor& want) {
-  double err = 0, scale = 1e-6;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    err = std::max(err, std::abs(double(got[i]) - want.data<float>()[i]));
-    scale = std::max(scale, std::abs(double(want.data<float>()[i])));
-  }
-  return err / scale;
-}
+using ::fusetune::kernels::testing::Error;
+using ::fusetune::kernels::testing::Random;
+using ::fusetune::testing::F32;
+using ::fusetune::testing::Parse;
 
 GemmTiling RandomTiling(Rng& rng, int64_t k) {
   const auto shapes = MicroTileShapes();
@@ -97,9 +85,12 @@ TEST(GemmPrologue, NormsMatchReference) {
         "eps = Constant() {{value=f32[] [1e-5]}}\n {3}\n mm = MatMul(h, w)  y = Add(mm, bias)"
         "  output y }}",
         m, k, n, norm));
-    auto want = RunReference(g, {{"x", F32({m, k}, x)}, {"r", F32({m, k}, r)},
-                                 {"gamma", F32({k}, gamma)}, {"beta", F32({k}, beta)},
-                                 {"w", F32({k, n}, w)}, {"bias", F32({n}, bias)}});
+    auto want = RunReference(g, {{"x", F32({m, k}, x)},
+                                 {"r", F32({m, k}, r)},
+                                 {"gamma", F32({k}, gamma)},
+                                 {"beta", F32({k}, beta)},
+                                 {"w", F32({k, n}, w)},
+                                 {"bias", F32({n}, bias)}});
     ASSERT_TRUE(want.ok()) << want.error().ToString();
     EXPECT_LE(Error(y, want->outputs.at("y")), 3e-5)
         << (rms ? "rms " : "ln ") << m << "x" << k << "x" << n << " " << tiling.ToString();
@@ -167,8 +158,8 @@ TEST(GemmHorizontal, QkvSharesTheAOperand) {
       auto want = RunReference(
           g, {{"x", F32({m, k}, x)}, {"w", F32({k, n}, w[o])}, {"b", F32({n}, bias[o])}});
       ASSERT_TRUE(want.ok());
-      EXPECT_LE(Error(y[o], want->outputs.at("y")), 2e-5) << "output " << o << " " << m << "x" << k
-                                                        << "x" << n << " " << tiling.ToString();
+      EXPECT_LE(Error(y[o], want->outputs.at("y")), 2e-5)
+          << "output " << o << " " << m << "x" << k << "x" << n << " " << tiling.ToString();
     }
   }
   // Traffic: with kc = K and one A block per thread, A is copied once.
@@ -217,11 +208,11 @@ TEST(GemmHorizontal, SwigluMatchesReference) {
         "{2}]\n g = MatMul(x, wg)  u = MatMul(x, wu)  sg = Sigmoid(g)  s = Mul(g, sg)"
         "  y = Mul(s, u)  output y }}",
         m, k, n));
-    auto want = RunReference(
-        g, {{"x", F32({m, k}, x)}, {"wg", F32({k, n}, wg)}, {"wu", F32({k, n}, wu)}});
+    auto want =
+        RunReference(g, {{"x", F32({m, k}, x)}, {"wg", F32({k, n}, wg)}, {"wu", F32({k, n}, wu)}});
     ASSERT_TRUE(want.ok());
-    EXPECT_LE(Error(y, want->outputs.at("y")), 2e-5) << m << "x" << k << "x" << n << " "
-                                                    << tiling.ToString();
+    EXPECT_LE(Error(y, want->outputs.at("y")), 2e-5)
+        << m << "x" << k << "x" << n << " " << tiling.ToString();
     EXPECT_EQ(stats->bytes_local_to_global, 4 * m * n);
   }
 }

@@ -106,8 +106,8 @@ TEST(Gemm, MatchesReferenceOnRandomShapesAndTilings) {
     std::vector<float> c(p.batch * p.m * p.n, NAN);
     GemmDesc d = Describe(p, a, b, c);
     d.outputs[0].epilogue = {EpilogueOp::Bias(bias.data()),
-                  EpilogueOp::Residual(residual.data(), p.n, p.m * p.n),
-                  EpilogueOp::Act(kinds[act])};
+                             EpilogueOp::Residual(residual.data(), p.n, p.m * p.n),
+                             EpilogueOp::Act(kinds[act])};
     const GemmTiling tiling = RandomTiling(rng, p);
     KernelConfig config;
     config.threads = static_cast<int>(rng.Between(1, 3));
@@ -196,7 +196,7 @@ TEST(Gemm, InvalidTilingsNameTheField) {
                 .error()
                 .message()
                 .find("outputs[0].epilogue[0] (bias_add)"),
-      std::string::npos);
+            std::string::npos);
 }
 
 TEST(Epilogue, FastErfIsAccurate) {

@@ -12,27 +12,15 @@
 #include "kernels/elementwise.h"
 #include "kernels/rowwise.h"
 #include "tests/graph/test_util.h"
+#include "tests/kernels/kernel_test_util.h"
 
 namespace fusetune::kernels {
 namespace {
 
-using testing::F32;
-using testing::Parse;
-
-std::vector<float> Random(int64_t n, Rng& rng, double scale = 1.0) {
-  std::vector<float> v(n);
-  for (float& x : v) x = static_cast<float>(rng.Normal() * scale);
-  return v;
-}
-
-double Error(const std::vector<float>& got, const Tensor& want) {
-  double err = 0, scale = 1e-6;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    err = std::max(err, std::abs(double(got[i]) - want.data<float>()[i]));
-    scale = std::max(scale, std::abs(double(want.data<float>()[i])));
-  }
-  return err / scale;
-}
+using ::fusetune::kernels::testing::Error;
+using ::fusetune::kernels::testing::Random;
+using ::fusetune::testing::F32;
+using ::fusetune::testing::Parse;
 
 RowwiseTiling RandomRowTiling(Rng& rng) {
   RowwiseTiling t;
@@ -60,8 +48,8 @@ TEST(Rowwise, ScaledMaskedSoftmaxMatchesReference) {
     d.inputs = {{x.data(), {h * s * t, s * t, t}, 1}, {mask.data(), {0, 0, t}, 1}};
     d.outputs = {{y.data(), {h * s * t, s * t, t}, 1}};
     TileProgram& p = d.program;
-    const int z = p.Binary(TileOp::kAdd, p.Binary(TileOp::kMul, p.Input(0), p.Const(scale)),
-                           p.Input(1));
+    const int z =
+        p.Binary(TileOp::kAdd, p.Binary(TileOp::kMul, p.Input(0), p.Const(scale)), p.Input(1));
     const int e = p.Unary(TileOp::kExp, p.Binary(TileOp::kSub, z, p.Reduce(TileOp::kReduceMax, z)));
     p.Output(p.Binary(TileOp::kDiv, e, p.Reduce(TileOp::kReduceSum, e)));
     KernelConfig config;
@@ -90,8 +78,7 @@ TileProgram ResidualLayerNormProgram(float eps) {
   const int d = p.Binary(TileOp::kSub, s, p.Reduce(TileOp::kReduceMean, s));
   const int var = p.Reduce(TileOp::kReduceMean, p.Binary(TileOp::kPow, d, p.Const(2.0f)));
   const int norm =
-      p.Binary(TileOp::kDiv, d,
-               p.Unary(TileOp::kSqrt, p.Binary(TileOp::kAdd, var, p.Const(eps))));
+      p.Binary(TileOp::kDiv, d, p.Unary(TileOp::kSqrt, p.Binary(TileOp::kAdd, var, p.Const(eps))));
   p.Output(s);
   p.Output(p.Binary(TileOp::kAdd, p.Binary(TileOp::kMul, norm, p.Input(2)), p.Input(3)));
   return p;
@@ -107,7 +94,9 @@ TEST(Rowwise, ResidualLayerNormMatchesReferenceAndCountsTraffic) {
     RowwiseDesc d;
     d.row_dims = {rows};
     d.cols = cols;
-    d.inputs = {{x.data(), {cols}, 1}, {r.data(), {cols}, 1}, {gamma.data(), {0}, 1},
+    d.inputs = {{x.data(), {cols}, 1},
+                {r.data(), {cols}, 1},
+                {gamma.data(), {0}, 1},
                 {beta.data(), {0}, 1}};
     d.outputs = {{sum.data(), {cols}, 1}, {y.data(), {cols}, 1}};
     d.program = ResidualLayerNormProgram(1e-5f);
@@ -121,11 +110,13 @@ TEST(Rowwise, ResidualLayerNormMatchesReferenceAndCountsTraffic) {
         "  input beta: f32[{1}]\n s = Add(x, r)\n"
         "y = LayerNormalization(s, gamma, beta) {{axis=-1, epsilon=1e-5}}  output s  output y }}",
         rows, cols));
-    auto want = RunReference(g, {{"x", F32({rows, cols}, x)}, {"r", F32({rows, cols}, r)},
-                                 {"gamma", F32({cols}, gamma)}, {"beta", F32({cols}, beta)}});
+    auto want = RunReference(g, {{"x", F32({rows, cols}, x)},
+                                 {"r", F32({rows, cols}, r)},
+                                 {"gamma", F32({cols}, gamma)},
+                                 {"beta", F32({cols}, beta)}});
     ASSERT_TRUE(want.ok()) << want.error().ToString();
-    EXPECT_LE(Error(y, want->outputs.at("y")), 1e-5) << rows << "x" << cols << " "
-                                                    << tiling.ToString();
+    EXPECT_LE(Error(y, want->outputs.at("y")), 1e-5)
+        << rows << "x" << cols << " " << tiling.ToString();
     EXPECT_EQ(Error(sum, want->outputs.at("s")), 0);
     // x and r once per row; gamma and beta once per tile.
     EXPECT_EQ(stats->bytes_global_to_local, 4 * (2 * rows * cols + 2 * cols * stats->tiles));
@@ -212,7 +203,8 @@ TEST(Elementwise, DecomposedGeluWithBroadcastsMatchesReference) {
     TileProgram& p = d.program;
     const int v = p.Binary(TileOp::kAdd, p.Input(0), p.Input(1));
     const int erf = p.Unary(TileOp::kErf, p.Binary(TileOp::kDiv, v, p.Const(1.41421354f)));
-    const int gelu = p.Binary(TileOp::kMul, p.Binary(TileOp::kMul, v, p.Binary(TileOp::kAdd, erf, p.Const(1.0f))),
+    const int gelu = p.Binary(TileOp::kMul,
+                              p.Binary(TileOp::kMul, v, p.Binary(TileOp::kAdd, erf, p.Const(1.0f))),
                               p.Const(0.5f));
     p.Output(p.Binary(TileOp::kMul, gelu, p.Input(2)));
     ElementwiseTiling tiling;
@@ -222,14 +214,15 @@ TEST(Elementwise, DecomposedGeluWithBroadcastsMatchesReference) {
     auto stats = RunElementwise(d, tiling, config);
     ASSERT_TRUE(stats.ok()) << stats.error().ToString();
     Graph gr = Parse(fmt::format(
-        "graph g opset 17 {{ input x: f32[{0}, {2}, {1}]  input bias: f32[{2}]  input g: f32[{0}, 1, "
+        "graph g opset 17 {{ input x: f32[{0}, {2}, {1}]  input bias: f32[{2}]  input g: f32[{0}, "
+        "1, "
         "{2}]\n xt = Transpose(x) {{perm=[0, 2, 1]}}  v = Add(xt, bias)\n"
         "r2 = Constant() {{value=f32[] [1.41421354]}}  one = Constant() {{value=f32[] [1]}}\n"
         "half = Constant() {{value=f32[] [0.5]}}  q = Div(v, r2)  e = Erf(q)  e1 = Add(e, one)\n"
         "m = Mul(v, e1)  h = Mul(m, half)  y = Mul(h, g)  output y }}",
         b, s, n));
-    auto want = RunReference(gr, {{"x", F32({b, n, s}, x)}, {"bias", F32({n}, bias)},
-                                  {"g", F32({b, 1, n}, g)}});
+    auto want = RunReference(
+        gr, {{"x", F32({b, n, s}, x)}, {"bias", F32({n}, bias)}, {"g", F32({b, 1, n}, g)}});
     ASSERT_TRUE(want.ok()) << want.error().ToString();
     EXPECT_LE(Error(y, want->outputs.at("y")), 2e-6) << b << "x" << s << "x" << n;
     EXPECT_EQ(stats->bytes_local_to_global, 4 * b * s * n);
