@@ -4,6 +4,7 @@
 // Map of the module (built so far):
 //   decision.h   FusionDecision: Allow() or Forbid("why"), printable in explanations
 //   dataflow.h   node-level producers/consumers of a graph; convexity of a node group
+//   match_tile.h a group as a tile program (row-reduction or elementwise template)
 #pragma once
 
 #include <string>
@@ -32,3 +33,10 @@ class FusionDecision {
 };
 
 }  // namespace fusetune
+
+// Returns a forbidding decision from the enclosing function.
+#define FT_RETURN_IF_DECISION(expr)                   \
+  do {                                                \
+    ::fusetune::FusionDecision ft_decision_ = (expr); \
+    if (!ft_decision_) return ft_decision_;           \
+  } while (0)
