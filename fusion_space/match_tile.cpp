@@ -57,9 +57,8 @@ float FloatAttr(const Node& node, const std::string& name, float fallback) {
 // (or constants, for one-element initializers).
 class Builder {
  public:
-  Builder(const Graph& g, const Dataflow& flow, std::span<const int32_t> group)
+  Builder(const Graph& g, std::span<const int32_t> group)
       : g_(g), consumers_(g.Consumers()), group_(group.begin(), group.end()) {
-    (void)flow;
     std::sort(group_.begin(), group_.end());
   }
 
@@ -228,7 +227,7 @@ TileGroupMatch MatchTileGroup(const Graph& graph, const Dataflow& flow,
     m.decision = convex;
     return m;
   }
-  return Builder(graph, flow, group).Run();
+  return Builder(graph, group).Run();
 }
 
 }  // namespace fusetune

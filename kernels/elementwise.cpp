@@ -70,11 +70,17 @@ int64_t Gather(const std::vector<int64_t>& dims, const StridedOperand& op, int64
 
 }  // namespace
 
+namespace {
+// The frame plus alignment padding of each slot.
+int64_t FrameBytes(const TileSchedule& schedule, int64_t tile) {
+  return static_cast<int64_t>(sizeof(float)) * schedule.FrameFloats(1, tile) +
+         64 * schedule.num_slots();
+}
+}  // namespace
+
 int64_t ElementwiseLocalBytes(const ElementwiseDesc& d, const ElementwiseTiling& t) {
   auto schedule = TileSchedule::Make(d.program, InputShapes(d), "elementwise.program");
-  if (!schedule.ok()) return 0;
-  return static_cast<int64_t>(sizeof(float)) * schedule->FrameFloats(1, t.tile) +
-         64 * schedule->num_slots();
+  return schedule.ok() ? FrameBytes(*schedule, t.tile) : 0;
 }
 
 Status ValidateElementwise(const ElementwiseDesc& d, const ElementwiseTiling& t,
@@ -100,7 +106,7 @@ Status ValidateElementwise(const ElementwiseDesc& d, const ElementwiseTiling& t,
   if (t.tile < 1) return bad(fmt::format("tiling.tile: {} must be positive", t.tile));
   if (config.threads < 1)
     return bad(fmt::format("config.threads: {} must be positive", config.threads));
-  const int64_t need = ElementwiseLocalBytes(d, t);
+  const int64_t need = FrameBytes(*schedule, t.tile);
   if (need > static_cast<int64_t>(config.local_buffer_bytes))
     return bad(fmt::format("tiling.tile: {} elements need {} bytes of local buffer, capacity is {}",
                            t.tile, need, config.local_buffer_bytes));
@@ -119,7 +125,7 @@ Result<KernelStats> RunElementwise(const ElementwiseDesc& d, const ElementwiseTi
     KernelStats& stats = per_thread[th];
     const int64_t first = tiles * th / config.threads, last = tiles * (th + 1) / config.threads;
     if (first >= last) return;
-    LocalBuffer local(static_cast<size_t>(ElementwiseLocalBytes(d, t)));
+    LocalBuffer local(static_cast<size_t>(FrameBytes(schedule, t.tile)));
     const int64_t frame_floats = schedule.FrameFloats(1, t.tile);
     float* frame = local.Take(frame_floats);
     if (mode == RunMode::kComputeOnly) std::fill(frame, frame + frame_floats, 0.5f);

@@ -45,11 +45,17 @@ int64_t RowOffset(const std::vector<int64_t>& dims, const std::vector<int64_t>& 
 
 }  // namespace
 
+namespace {
+// The frame plus alignment padding of each slot.
+int64_t FrameBytes(const TileSchedule& schedule, int64_t rows, int64_t cols) {
+  return static_cast<int64_t>(sizeof(float)) * schedule.FrameFloats(rows, cols) +
+         64 * schedule.num_slots();
+}
+}  // namespace
+
 int64_t RowwiseLocalBytes(const RowwiseDesc& d, const RowwiseTiling& t) {
   auto schedule = TileSchedule::Make(d.program, InputShapes(d), "rowwise.program");
-  if (!schedule.ok()) return 0;
-  return static_cast<int64_t>(sizeof(float)) * schedule->FrameFloats(t.rows_per_tile, d.cols) +
-         64 * schedule->num_slots();
+  return schedule.ok() ? FrameBytes(*schedule, t.rows_per_tile, d.cols) : 0;
 }
 
 Status ValidateRowwise(const RowwiseDesc& d, const RowwiseTiling& t, const KernelConfig& config) {
@@ -84,7 +90,7 @@ Status ValidateRowwise(const RowwiseDesc& d, const RowwiseTiling& t, const Kerne
   if (t.prefetch < 0) return bad(fmt::format("tiling.prefetch: {} must be >= 0", t.prefetch));
   if (config.threads < 1)
     return bad(fmt::format("config.threads: {} must be positive", config.threads));
-  const int64_t need = RowwiseLocalBytes(d, t);
+  const int64_t need = FrameBytes(*schedule, t.rows_per_tile, d.cols);
   if (need > static_cast<int64_t>(config.local_buffer_bytes))
     return bad(
         fmt::format("tiling.rows_per_tile: {} rows need {} bytes of local buffer, capacity "
@@ -148,7 +154,7 @@ KernelStats RunRowsOnThread(const RowwiseDesc& d, const RowwiseTiling& t,
   if (tile_begin >= tile_end) return stats;
   const int64_t total_rows = TotalRows(d);
   const std::vector<ValueShape> shapes = InputShapes(d);
-  LocalBuffer local(static_cast<size_t>(RowwiseLocalBytes(d, t)));
+  LocalBuffer local(static_cast<size_t>(FrameBytes(schedule, t.rows_per_tile, d.cols)));
   const int64_t frame_floats = schedule.FrameFloats(t.rows_per_tile, d.cols);
   float* frame = local.Take(frame_floats);
   // Compute-only runs never load; ordinary values keep transcendentals representative.
