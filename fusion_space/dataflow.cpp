@@ -6,7 +6,9 @@
 
 namespace fusetune {
 
-Dataflow::Dataflow(const Graph& graph) : graph_(graph) {
+Dataflow::Dataflow(const Graph& graph)
+    : graph_(graph), uses_(graph.Consumers()), is_output_(graph.values.size(), 0) {
+  for (ValueId v : graph.outputs) is_output_[v] = 1;
   const int32_t n = static_cast<int32_t>(graph.nodes.size());
   consumers_.resize(n);
   producers_.resize(n);
@@ -23,6 +25,13 @@ Dataflow::Dataflow(const Graph& graph) : graph_(graph) {
       std::sort(list.begin(), list.end());
       list.erase(std::unique(list.begin(), list.end()), list.end());
     }
+}
+
+bool Dataflow::LeavesGroup(ValueId v, std::span<const char> inside) const {
+  if (is_output_[v]) return true;
+  for (auto [node, slot] : uses_[v])
+    if (!inside[node]) return true;
+  return false;
 }
 
 FusionDecision Dataflow::CheckConvex(std::span<const int32_t> group) const {

@@ -21,6 +21,13 @@ class Dataflow {
   // Distinct nodes that read an output of `node` / produce an input of `node`, ascending.
   const std::vector<int32_t>& consumers(int32_t node) const { return consumers_[node]; }
   const std::vector<int32_t>& producers(int32_t node) const { return producers_[node]; }
+  // (node, input slot) pairs reading value v, and whether v is a graph output.
+  const std::vector<std::pair<int32_t, int32_t>>& uses(ValueId v) const { return uses_[v]; }
+  const std::vector<std::vector<std::pair<int32_t, int32_t>>>& all_uses() const { return uses_; }
+  bool is_graph_output(ValueId v) const { return is_output_[v] != 0; }
+  // Read outside the node set marked in `inside`, or a graph output.
+  bool LeavesGroup(ValueId v, std::span<const char> inside) const;
+  const Graph& graph() const { return graph_; }
 
   // Allow() when `group` (node indices, any order) is convex; otherwise the
   // reason names a node outside the group on a path that leaves and re-enters it.
@@ -29,6 +36,8 @@ class Dataflow {
  private:
   const Graph& graph_;
   std::vector<std::vector<int32_t>> consumers_, producers_;
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> uses_;
+  std::vector<char> is_output_;
 };
 
 }  // namespace fusetune

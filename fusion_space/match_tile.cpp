@@ -1,5 +1,7 @@
 #include "fusion_space/match_tile.h"
 
+#include "fusion_space/view.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -57,8 +59,8 @@ float FloatAttr(const Node& node, const std::string& name, float fallback) {
 // (or constants, for one-element initializers).
 class Builder {
  public:
-  Builder(const Graph& g, std::span<const int32_t> group)
-      : g_(g), consumers_(g.Consumers()), group_(group.begin(), group.end()) {
+  Builder(const Graph& g, const Dataflow& flow, std::span<const int32_t> group)
+      : g_(g), flow_(flow), group_(group.begin(), group.end()) {
     std::sort(group_.begin(), group_.end());
   }
 
@@ -193,22 +195,17 @@ class Builder {
     for (int32_t n : group_)
       for (ValueId out : g_.nodes[n].outputs) {
         if (out == kNoValue || !value_of_.count(out)) continue;
-        bool leaves = std::find(g_.outputs.begin(), g_.outputs.end(), out) != g_.outputs.end();
-        for (auto [consumer, slot] : consumers_[out]) leaves = leaves || !inside[consumer];
-        if (leaves) {
+        if (flow_.LeavesGroup(out, inside)) {
           program_.Output(value_of_[out]);
           m.outputs.push_back(out);
         }
       }
   }
 
-  bool IsUsed(ValueId v) const {
-    return !consumers_[v].empty() ||
-           std::find(g_.outputs.begin(), g_.outputs.end(), v) != g_.outputs.end();
-  }
+  bool IsUsed(ValueId v) const { return !flow_.uses(v).empty() || flow_.is_graph_output(v); }
 
   const Graph& g_;
-  std::vector<std::vector<std::pair<int32_t, int32_t>>> consumers_;
+  const Dataflow& flow_;
   std::vector<int32_t> group_;
   TileProgram program_;
   std::vector<ValueId> inputs_;
@@ -227,7 +224,105 @@ TileGroupMatch MatchTileGroup(const Graph& graph, const Dataflow& flow,
     m.decision = convex;
     return m;
   }
-  return Builder(graph, group).Run();
+  return Builder(graph, flow, group).Run();
+}
+
+}  // namespace fusetune
+
+namespace fusetune {
+
+namespace {
+
+Dims BroadcastAll(const Graph& g, const std::vector<ValueId>& values) {
+  Dims space;
+  for (ValueId v : values) {
+    const Dims& d = g.type(v).dims;
+    if (d.size() > space.size()) space.insert(space.begin(), d.size() - space.size(), 1);
+    for (size_t i = 0; i < d.size(); ++i) {
+      int64_t& s = space[space.size() - d.size() + i];
+      s = std::max(s, d[i]);
+    }
+  }
+  return space;
+}
+
+std::string ShapeSummary(const Dims& space) { return DimsToString(space); }
+
+}  // namespace
+
+FusionDecision MatchTileInstance(const Graph& g, const Dataflow& flow,
+                                 std::span<const int32_t> group, KernelInstance* k) {
+  TileGroupMatch m = MatchTileGroup(g, flow, group);
+  if (!m.decision) return m.decision;
+  std::vector<ValueId> all = m.inputs;
+  all.insert(all.end(), m.outputs.begin(), m.outputs.end());
+  Dims space = BroadcastAll(g, all);
+  if (space.empty()) space = {1};
+  k->nodes.assign(group.begin(), group.end());
+  std::sort(k->nodes.begin(), k->nodes.end());
+  k->inputs = m.inputs;
+  k->outputs = m.outputs;
+  for (ValueId v : m.inputs)
+    if (!BroadcastStrides(g.type(v).dims, space))
+      return FusionDecision::Forbid(fmt::format("input {} {} does not broadcast to the group's {}",
+                                                g.value(v).name, DimsToString(g.type(v).dims),
+                                                DimsToString(space)));
+  if (m.kind == TileTemplate::kElementwise) {
+    k->kind = KernelTemplate::kElementwise;
+    auto& d = k->elementwise;
+    d.dims = space;
+    for (ValueId v : m.inputs) d.inputs.push_back({k->AddSlot(v), *BroadcastStrides(g.type(v).dims, space)});
+    for (ValueId v : m.outputs) {
+      if (g.type(v).numel() != NumElements(space))
+        return FusionDecision::Forbid(fmt::format(
+            "output {} {} is smaller than the group's iteration space {}", g.value(v).name,
+            DimsToString(g.type(v).dims), DimsToString(space)));
+      d.outputs.push_back(k->AddSlot(v));
+    }
+    d.program = std::move(m.program);
+    k->summary = "elementwise " + ShapeSummary(space);
+  } else {
+    k->kind = KernelTemplate::kRowwise;
+    auto& d = k->rowwise;
+    d.cols = space.back();
+    if (d.cols != m.row_length)
+      return FusionDecision::Forbid(fmt::format(
+          "reduction axis differs from the group's: rows of {} reduced, the group spans {}",
+          m.row_length, d.cols));
+    d.row_dims.assign(space.begin(), space.end() - 1);
+    if (d.row_dims.empty()) d.row_dims = {1};
+    Dims narrow = space;
+    narrow.back() = 1;
+    for (ValueId v : m.inputs) {
+      std::vector<int64_t> s = *BroadcastStrides(g.type(v).dims, space);
+      const int64_t col = s.back();
+      s.pop_back();
+      if (s.empty()) s = {0};
+      d.inputs.push_back({k->AddSlot(v), s, g.type(v).dims.empty() || g.type(v).dims.back() == 1 ? 0 : col});
+    }
+    for (ValueId v : m.outputs) {
+      const Dims& od = g.type(v).dims;
+      const bool wide = od.size() == space.size() && od == space;
+      const bool per_row = od.size() == space.size() && od == narrow;
+      if (!wide && !per_row)
+        return FusionDecision::Forbid(fmt::format(
+            "output {} {} is neither the group's rows {} nor one value per row",
+            g.value(v).name, DimsToString(od), DimsToString(space)));
+      std::vector<int64_t> s = RowMajorStrides(od);
+      s.pop_back();
+      if (s.empty()) s = {0};
+      d.outputs.push_back({k->AddSlot(v), s, wide ? 1 : 0});
+    }
+    d.program = std::move(m.program);
+    // Programs whose outputs do not vary by row, or whose per-row outputs
+    // would land in a wide tensor, are rejected by the template itself.
+    kernels::KernelConfig unlimited;
+    unlimited.local_buffer_bytes = size_t{1} << 40;
+    Status st = kernels::ValidateRowwise(d, kernels::RowwiseTiling{1, 1, 0}, unlimited);
+    if (!st.ok()) return FusionDecision::Forbid(st.error().message());
+    k->summary = fmt::format("rowwise {} rows of {}", NumElements(d.row_dims), d.cols);
+  }
+  return FusionDecision::Allow();
 }
 
 }  // namespace fusetune

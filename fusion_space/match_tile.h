@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fusion_space/dataflow.h"
+#include "fusion_space/kernel_instance.h"
 #include "graph/graph.h"
 #include "kernels/tile_program.h"
 
@@ -29,5 +30,11 @@ struct TileGroupMatch {
 // `group`: node indices of a topologically sorted graph with inferred shapes.
 TileGroupMatch MatchTileGroup(const Graph& graph, const Dataflow& flow,
                               std::span<const int32_t> group);
+
+// The same match as a kernel instance: operand strides follow NumPy
+// broadcasting of each input against the group's iteration space; outputs
+// must span that space (or, for the row template, one value per row).
+FusionDecision MatchTileInstance(const Graph& graph, const Dataflow& flow,
+                                 std::span<const int32_t> group, KernelInstance* instance);
 
 }  // namespace fusetune

@@ -1,0 +1,147 @@
+#include "fusion_space/candidates.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "fusion_space/match.h"
+
+namespace fusetune {
+
+namespace {
+
+// What a node contributes to the op mix of a set; a set is viable when some
+// template could still implement it or one of its supersets.
+struct OpMix {
+  int gemms = 0, softmaxes = 0, reductions = 0, unfusible = 0;
+  bool viable(size_t size) const {
+    if (size > 1 && unfusible > 0) return false;
+    if (gemms > 3 || softmaxes > 1) return false;
+    if (softmaxes == 1 && gemms > 2) return false;
+    if (gemms > 0 && reductions > 0) return false;  // no GEMM template reduces rows
+    return true;
+  }
+};
+
+void AddNodeToMix(const Node& node, OpMix* mix, int sign) {
+  const std::string& op = node.op_type;
+  if (op == "MatMul" || op == "Gemm") mix->gemms += sign;
+  else if (op == "Softmax") mix->softmaxes += sign;
+  else if (op.rfind("Reduce", 0) == 0 || op == "LayerNormalization") mix->reductions += sign;
+  if (!IsFusibleOp(node)) mix->unfusible += sign;
+}
+
+class Enumerator {
+ public:
+  Enumerator(const Graph& g, const Dataflow& flow, const CandidateOptions& o, CandidateSet* out)
+      : g_(g), flow_(flow), o_(o), out_(out), n_(flow.num_nodes()) {
+    adj_.resize(n_);
+    for (int32_t i = 0; i < n_; ++i) {
+      for (int32_t c : flow.consumers(i)) adj_[i].push_back(c);
+      for (int32_t p : flow.producers(i)) adj_[i].push_back(p);
+      std::sort(adj_[i].begin(), adj_[i].end());
+    }
+    in_sub_.assign(n_, 0);
+    near_sub_.assign(n_, 0);
+  }
+
+  void Run() {
+    for (int32_t v = 0; v < n_; ++v) {
+      std::vector<int32_t> ext;
+      for (int32_t u : adj_[v])
+        if (u > v) ext.push_back(u);
+      Push(v);
+      Extend(ext, v);
+      Pop(v);
+    }
+  }
+
+ private:
+  void Push(int32_t w) {
+    sub_.push_back(w);
+    in_sub_[w] = 1;
+    near_sub_[w]++;
+    for (int32_t u : adj_[w]) near_sub_[u]++;
+    AddNodeToMix(g_.nodes[w], &mix_, +1);
+  }
+  void Pop(int32_t w) {
+    sub_.pop_back();
+    in_sub_[w] = 0;
+    near_sub_[w]--;
+    for (int32_t u : adj_[w]) near_sub_[u]--;
+    AddNodeToMix(g_.nodes[w], &mix_, -1);
+  }
+
+  void Extend(std::vector<int32_t> ext, int32_t v) {
+    if (!mix_.viable(sub_.size())) return;
+    if (sub_.size() > 1) Record();
+    if (static_cast<int>(sub_.size()) == o_.max_group_size) return;
+    while (!ext.empty()) {
+      const int32_t w = ext.back();
+      ext.pop_back();
+      std::vector<int32_t> next = ext;
+      for (int32_t u : adj_[w])
+        if (u > v && !near_sub_[u] && std::find(next.begin(), next.end(), u) == next.end())
+          next.push_back(u);
+      Push(w);
+      Extend(std::move(next), v);
+      Pop(w);
+    }
+  }
+
+  void Record() {
+    std::vector<int32_t> nodes = sub_;
+    std::sort(nodes.begin(), nodes.end());
+    if (nodes.back() - nodes.front() > o_.max_span) return;
+    out_->sets_examined++;
+    GroupMatch m = MatchGroup(g_, flow_, nodes);
+    if (!m.decision) return;
+    CandidateGroup c;
+    c.nodes = std::move(nodes);
+    c.key = ComputeWorkloadKey(g_, c.nodes);
+    out_->count_by_template[m.instance.kind]++;
+    c.instance = std::make_shared<const KernelInstance>(std::move(m.instance));
+    out_->groups.push_back(std::move(c));
+  }
+
+  const Graph& g_;
+  const Dataflow& flow_;
+  const CandidateOptions& o_;
+  CandidateSet* out_;
+  int32_t n_;
+  std::vector<std::vector<int32_t>> adj_;
+  std::vector<int32_t> sub_;
+  std::vector<char> in_sub_;
+  std::vector<int> near_sub_;  // how many of sub_ and their neighbours' marks cover a node
+  OpMix mix_;
+};
+
+}  // namespace
+
+CandidateSet EnumerateCandidates(const Graph& g, const Dataflow& flow,
+                                 const CandidateOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  CandidateSet set;
+  set.num_nodes = flow.num_nodes();
+  for (int32_t i = 0; i < flow.num_nodes(); ++i) {
+    const int32_t node[] = {i};
+    GroupMatch m = MatchGroup(g, flow, node);
+    CandidateGroup c;
+    c.nodes = {i};
+    c.key = ComputeWorkloadKey(g, c.nodes);
+    c.instance = std::make_shared<const KernelInstance>(std::move(m.instance));
+    set.groups.push_back(std::move(c));
+  }
+  Enumerator(g, flow, options, &set).Run();
+  std::stable_sort(set.groups.begin() + set.num_nodes, set.groups.end(),
+                   [](const CandidateGroup& a, const CandidateGroup& b) {
+                     return a.nodes.front() < b.nodes.front();
+                   });
+  set.by_first_node.resize(set.num_nodes);
+  for (size_t i = 0; i < set.groups.size(); ++i)
+    set.by_first_node[set.groups[i].nodes.front()].push_back(static_cast<int32_t>(i));
+  set.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return set;
+}
+
+}  // namespace fusetune

@@ -1,0 +1,113 @@
+#include "fusion_space/kernel_instance.h"
+
+#include <functional>
+
+#include "common/check.h"
+
+namespace fusetune {
+
+namespace {
+float g_slot_anchor[kMaxOperandSlots];
+}  // namespace
+
+const char* KernelTemplateName(KernelTemplate t) {
+  switch (t) {
+    case KernelTemplate::kReference:
+      return "reference";
+    case KernelTemplate::kElementwise:
+      return "elementwise";
+    case KernelTemplate::kRowwise:
+      return "rowwise";
+    case KernelTemplate::kGemm:
+      return "gemm";
+    case KernelTemplate::kAttention:
+      return "attention";
+  }
+  return "?";
+}
+
+float* SlotPointer(int slot) {
+  FT_CHECK(slot >= 0 && slot < kMaxOperandSlots, "operand slot out of range");
+  return &g_slot_anchor[slot];
+}
+
+int SlotIndex(const float* pointer) {
+  std::less<const float*> less;
+  if (pointer == nullptr || less(pointer, &g_slot_anchor[0]) ||
+      !less(pointer, &g_slot_anchor[0] + kMaxOperandSlots))
+    return -1;
+  return static_cast<int>(pointer - &g_slot_anchor[0]);
+}
+
+float* KernelInstance::AddSlot(ValueId value, int64_t offset) {
+  slots.push_back({value, -1, offset});
+  return SlotPointer(static_cast<int>(slots.size()) - 1);
+}
+
+float* KernelInstance::AddOwned(std::shared_ptr<const Tensor> tensor) {
+  owned.push_back(std::move(tensor));
+  slots.push_back({kNoValue, static_cast<int>(owned.size()) - 1, 0});
+  return SlotPointer(static_cast<int>(slots.size()) - 1);
+}
+
+namespace {
+
+void VisitEpilogue(std::vector<kernels::EpilogueOp>& ops,
+                   const std::function<void(const float*&)>& visit) {
+  for (auto& op : ops)
+    if (op.data) visit(op.data);
+}
+
+}  // namespace
+
+void VisitDescriptorPointers(KernelInstance& k,
+                             const std::function<void(const float*&)>& visit_const,
+                             const std::function<void(float*&)>& visit_mutable) {
+  switch (k.kind) {
+    case KernelTemplate::kReference:
+      return;
+    case KernelTemplate::kElementwise:
+      for (auto& in : k.elementwise.inputs) visit_const(in.data);
+      for (auto& out : k.elementwise.outputs) visit_mutable(out);
+      return;
+    case KernelTemplate::kRowwise:
+      for (auto& in : k.rowwise.inputs) visit_const(in.data);
+      for (auto& out : k.rowwise.outputs) visit_mutable(out.data);
+      return;
+    case KernelTemplate::kGemm: {
+      auto& d = k.gemm;
+      visit_const(d.a);
+      VisitEpilogue(d.prologue.elementwise, visit_const);
+      if (d.prologue.gamma) visit_const(d.prologue.gamma);
+      if (d.prologue.beta) visit_const(d.prologue.beta);
+      for (auto& out : d.outputs) {
+        visit_const(out.b);
+        if (out.c) visit_mutable(out.c);
+        VisitEpilogue(out.epilogue, visit_const);
+      }
+      return;
+    }
+    case KernelTemplate::kAttention: {
+      auto& d = k.attention;
+      visit_const(d.q.data);
+      visit_const(d.k.data);
+      visit_const(d.v.data);
+      visit_mutable(d.o);
+      if (d.mask_data.data) visit_const(d.mask_data.data);
+      return;
+    }
+  }
+}
+
+void VisitDescriptorPointers(KernelInstance& k, const std::function<void(float*&)>& visit) {
+  VisitDescriptorPointers(
+      k,
+      [&](const float*& p) {
+        float* q = const_cast<float*>(p);
+        visit(q);
+        p = q;
+      },
+      visit);
+}
+
+}  // namespace fusetune

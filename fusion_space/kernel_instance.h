@@ -1,0 +1,66 @@
+// A kernel instance: what one fusion group runs as. The template's descriptor
+// (kernels/) with its shapes and strides fixed at match time, and, instead of
+// data pointers, operand slots naming the graph values (and element offsets)
+// that the runtime binds when it knows the buffers.
+//
+// Slot pointers are addresses inside a private array (SlotPointer(i)), so a
+// descriptor straight from the matcher is non-null everywhere and the
+// kernels' own validation and local-buffer sizing run on it unchanged.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "kernels/attention.h"
+#include "kernels/elementwise.h"
+#include "kernels/gemm.h"
+#include "kernels/rowwise.h"
+
+namespace fusetune {
+
+enum class KernelTemplate { kReference, kElementwise, kRowwise, kGemm, kAttention };
+const char* KernelTemplateName(KernelTemplate t);
+inline constexpr int kNumKernelTemplates = 5;
+
+// Where one descriptor pointer points: a graph value (or an owned derived
+// constant when value == kNoValue) plus an element offset.
+struct OperandSlot {
+  ValueId value = kNoValue;
+  int owned = -1;  // index into KernelInstance::owned when value == kNoValue
+  int64_t offset = 0;
+};
+
+inline constexpr int kMaxOperandSlots = 64;
+float* SlotPointer(int slot);
+// The slot index of a pointer made by SlotPointer, or -1 for any other pointer.
+int SlotIndex(const float* pointer);
+
+struct KernelInstance {
+  KernelTemplate kind = KernelTemplate::kReference;
+  std::vector<int32_t> nodes;    // graph node indices, ascending
+  std::vector<ValueId> inputs;   // values read from outside the group (constants included)
+  std::vector<ValueId> outputs;  // values the group materialises for others
+  std::vector<OperandSlot> slots;
+  std::vector<std::shared_ptr<const Tensor>> owned;  // derived constants (attention masks)
+  kernels::ElementwiseDesc elementwise;
+  kernels::RowwiseDesc rowwise;
+  kernels::GemmDesc gemm;
+  kernels::AttentionDesc attention;
+  std::string summary;  // one line for reports: "GEMM 16x32x32 +bias +GELU(erf)"
+
+  // Adds a slot and returns the pointer that stands for it in a descriptor.
+  float* AddSlot(ValueId value, int64_t offset = 0);
+  float* AddOwned(std::shared_ptr<const Tensor> tensor);
+};
+
+// Calls `visit` on every data pointer of the instance's descriptor (the
+// runtime replaces slot pointers with buffer addresses this way).
+void VisitDescriptorPointers(KernelInstance& instance, const std::function<void(float*&)>& visit);
+void VisitDescriptorPointers(KernelInstance& instance,
+                             const std::function<void(const float*&)>& visit_const,
+                             const std::function<void(float*&)>& visit_mutable);
+
+}  // namespace fusetune

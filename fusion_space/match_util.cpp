@@ -1,0 +1,88 @@
+#include "fusion_space/match_util.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace fusetune {
+
+int64_t MatchIntAttr(const Node& node, const std::string& name, int64_t fallback) {
+  auto r = node.attrs.GetInt(name, fallback);
+  return r.ok() ? *r : fallback;
+}
+
+float MatchFloatAttr(const Node& node, const std::string& name, float fallback) {
+  auto r = node.attrs.GetFloat(name, fallback);
+  return r.ok() ? *r : fallback;
+}
+
+bool ScalarConstant(const Graph& g, ValueId v, double* out) {
+  const Value& value = g.value(v);
+  if (!value.is_constant() || value.constant->numel() != 1) return false;
+  *out = value.constant->GetAsDouble(0);
+  return true;
+}
+
+std::optional<double> EvalScalarFunction(const Graph& g, ValueId e, ValueId leaf, double x,
+                                         std::map<ValueId, double>* memo, std::string* failure) {
+  if (e == leaf) return x;
+  double c;
+  if (ScalarConstant(g, e, &c)) return c;
+  if (auto it = memo->find(e); it != memo->end()) return it->second;
+  const int32_t p = g.value(e).producer;
+  if (p < 0) {
+    *failure = fmt::format("value {} is not a function of the chain", g.value(e).name);
+    return std::nullopt;
+  }
+  const Node& node = g.nodes[p];
+  std::vector<double> in;
+  for (ValueId v : node.inputs) {
+    if (v == kNoValue) continue;
+    auto r = EvalScalarFunction(g, v, leaf, x, memo, failure);
+    if (!r) return std::nullopt;
+    in.push_back(*r);
+  }
+  const std::string& op = node.op_type;
+  double y;
+  auto need = [&](size_t n) { return in.size() == n; };
+  if (op == "Identity" && need(1)) y = in[0];
+  else if (op == "Neg" && need(1)) y = -in[0];
+  else if (op == "Abs" && need(1)) y = std::abs(in[0]);
+  else if (op == "Exp" && need(1)) y = std::exp(in[0]);
+  else if (op == "Log" && need(1)) y = std::log(in[0]);
+  else if (op == "Sqrt" && need(1)) y = std::sqrt(in[0]);
+  else if (op == "Reciprocal" && need(1)) y = 1 / in[0];
+  else if (op == "Tanh" && need(1)) y = std::tanh(in[0]);
+  else if (op == "Erf" && need(1)) y = std::erf(in[0]);
+  else if (op == "Sigmoid" && need(1)) y = 1 / (1 + std::exp(-in[0]));
+  else if (op == "Relu" && need(1)) y = std::max(in[0], 0.0);
+  else if (op == "Add" && need(2)) y = in[0] + in[1];
+  else if (op == "Sub" && need(2)) y = in[0] - in[1];
+  else if (op == "Mul" && need(2)) y = in[0] * in[1];
+  else if (op == "Div" && need(2)) y = in[0] / in[1];
+  else if (op == "Pow" && need(2)) y = std::pow(in[0], in[1]);
+  else if (op == "Max" && need(2)) y = std::max(in[0], in[1]);
+  else if (op == "Min" && need(2)) y = std::min(in[0], in[1]);
+  else {
+    *failure = fmt::format("node {} ({}) is not an elementwise scalar function", p, op);
+    return std::nullopt;
+  }
+  (*memo)[e] = y;
+  return y;
+}
+
+std::vector<ValueId> GroupInputs(const Graph& g, const std::vector<int32_t>& nodes,
+                                 const std::vector<char>& inside) {
+  std::vector<ValueId> inputs;
+  for (int32_t n : nodes)
+    for (ValueId v : g.nodes[n].inputs) {
+      if (v == kNoValue) continue;
+      const int32_t p = g.value(v).producer;
+      if (p >= 0 && inside[p]) continue;
+      if (std::find(inputs.begin(), inputs.end(), v) == inputs.end()) inputs.push_back(v);
+    }
+  return inputs;
+}
+
+}  // namespace fusetune

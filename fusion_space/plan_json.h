@@ -1,0 +1,30 @@
+// The plan file: versioned JSON that names groups by node positions in the
+// canonical graph (graph/workload_key.h), not by tensor or node names, so a
+// plan tuned on one export applies to any export of the same structure.
+//
+//   {"format": "fusetune-plan", "version": 1, "graph_key": "…", "nodes": 49,
+//    "groups": [{"nodes": [0, 1], "template": "gemm", "tiling": {…}}, …]}
+//
+// Groups are listed in kernel order. Loading validates everything against the
+// graph: format and version, node positions, each node in one group, each
+// group legal and of the stated template, each tiling valid, and the order.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "fusion_space/space.h"
+
+namespace fusetune {
+
+inline constexpr int kPlanFormatVersion = 1;
+
+nlohmann::json PlanToJson(FusionSpace& space, const Plan& plan);
+Result<Plan> PlanFromJson(FusionSpace& space, const nlohmann::json& json);
+
+Status WritePlanFile(FusionSpace& space, const Plan& plan, const std::string& path);
+Result<Plan> ReadPlanFile(FusionSpace& space, const std::string& path);
+
+}  // namespace fusetune

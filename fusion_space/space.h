@@ -1,0 +1,85 @@
+// The fusion space of one graph: candidate groups, matching with a cache,
+// tiling spaces, and plans (a partition of the nodes into groups, a tiling
+// per group, and a kernel order), with the plans every search starts from:
+// unfused, greedy maximal fusion, random legal plans, and mutations of a plan.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/rng.h"
+#include "fusion_space/candidates.h"
+#include "fusion_space/match.h"
+#include "fusion_space/tiling_space.h"
+
+namespace fusetune {
+
+struct PlanGroup {
+  std::vector<int32_t> nodes;  // graph node indices, ascending
+  Tiling tiling;
+};
+
+// Groups in kernel order.
+struct Plan {
+  std::vector<PlanGroup> groups;
+  bool operator==(const Plan& other) const;
+};
+
+enum class MutationKind { kMerge, kSplit, kMoveNode, kRetile };
+const char* MutationKindName(MutationKind kind);
+
+class FusionSpace {
+ public:
+  FusionSpace(const Graph& graph, kernels::KernelConfig config, CandidateOptions options = {});
+  FusionSpace(const FusionSpace&) = delete;
+  FusionSpace& operator=(const FusionSpace&) = delete;
+
+  const Graph& graph() const { return graph_; }
+  const Dataflow& flow() const { return flow_; }
+  const CandidateSet& candidates() const { return candidates_; }
+  const kernels::KernelConfig& config() const { return config_; }
+
+  // Match of a node set (cached; `nodes` ascending).
+  const GroupMatch& Match(const std::vector<int32_t>& nodes);
+  // Tiling space of a legal group (cached).
+  const TilingSpace& Tilings(const std::vector<int32_t>& nodes);
+
+  Plan Unfused();
+  // Largest legal groups first, as a rule-based compiler fuses; default tilings.
+  Plan Greedy();
+  // Candidate groups taken in random order with a random acceptance rate,
+  // random tilings: a legal plan drawn from `rng`.
+  Plan Random(Rng& rng);
+  // One mutation of the given kind (or of a random kind when none is given):
+  // nullopt when the drawn mutation yields no legal plan.
+  std::optional<Plan> Mutate(const Plan& plan, Rng& rng, std::optional<MutationKind> kind = {});
+
+  // Allow() when every node is in exactly one legal group, every tiling is
+  // legal for its group, and the kernel order respects the dataflow.
+  FusionDecision Validate(const Plan& plan);
+  // Puts groups in a dataflow order (stable by first node); false when the
+  // groups depend on each other in a cycle.
+  bool Order(Plan* plan) const;
+
+  // Bytes moved to and from global memory at kernel boundaries (each group
+  // reads its inputs and writes its outputs once): the analytical traffic.
+  double Traffic(const Plan& plan);
+  // Peak bytes of intermediate values live at once when run in kernel order.
+  int64_t PeakIntermediateBytes(const Plan& plan);
+
+ private:
+  PlanGroup WithDefaultTiling(std::vector<int32_t> nodes);
+  Plan FromGroups(std::vector<std::vector<int32_t>> groups, Rng* rng);
+
+  const Graph& graph_;
+  kernels::KernelConfig config_;
+  Dataflow flow_;
+  CandidateSet candidates_;
+  std::map<std::vector<int32_t>, std::unique_ptr<GroupMatch>> matches_;
+  std::map<std::vector<int32_t>, std::unique_ptr<TilingSpace>> tilings_;
+};
+
+}  // namespace fusetune

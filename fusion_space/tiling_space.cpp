@@ -1,0 +1,330 @@
+#include "fusion_space/tiling_space.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "kernels/microkernel.h"
+
+namespace fusetune {
+
+using nlohmann::json;
+
+KernelTemplate TilingTemplate(const Tiling& t) {
+  switch (t.index()) {
+    case 1:
+      return KernelTemplate::kElementwise;
+    case 2:
+      return KernelTemplate::kRowwise;
+    case 3:
+      return KernelTemplate::kGemm;
+    case 4:
+      return KernelTemplate::kAttention;
+    default:
+      return KernelTemplate::kReference;
+  }
+}
+
+std::string TilingToString(const Tiling& t) {
+  if (auto* x = std::get_if<kernels::ElementwiseTiling>(&t)) return x->ToString();
+  if (auto* x = std::get_if<kernels::RowwiseTiling>(&t)) return x->ToString();
+  if (auto* x = std::get_if<kernels::GemmTiling>(&t)) return x->ToString();
+  if (auto* x = std::get_if<kernels::AttentionTiling>(&t)) return x->ToString();
+  return "-";
+}
+
+namespace {
+
+const std::vector<std::pair<int, int>>& MicroShapes() {
+  static const std::vector<std::pair<int, int>> shapes = kernels::MicroTileShapes();
+  return shapes;
+}
+
+int MicroIndex(int mr, int nr) {
+  const auto& s = MicroShapes();
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s[i].first == mr && s[i].second == nr) return static_cast<int>(i);
+  return -1;
+}
+
+// Block sizes for a dimension of `extent`: multiples of `step` growing by
+// about 1.5x, capped at the extent rounded up to `step`.
+std::vector<int64_t> BlockSizes(int64_t extent, int64_t step, int64_t first) {
+  const int64_t cap = (extent + step - 1) / step * step;
+  std::vector<int64_t> v;
+  for (int64_t x = first; x < cap; x = std::max(x + step, (x * 3 / 2) / step * step))
+    v.push_back(x);
+  v.push_back(cap);
+  return v;
+}
+
+std::vector<int64_t> Range(int64_t n) {
+  std::vector<int64_t> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+FusionDecision Need(bool ok, const std::string& why) {
+  return ok ? FusionDecision::Allow() : FusionDecision::Forbid(why);
+}
+
+FusionDecision FromStatus(const Status& s) {
+  return s.ok() ? FusionDecision::Allow() : FusionDecision::Forbid(s.error().message());
+}
+
+}  // namespace
+
+TilingSpace::TilingSpace(const KernelInstance& k, const kernels::KernelConfig& config)
+    : instance_(k), config_(config) {
+  switch (k.kind) {
+    case KernelTemplate::kReference:
+      break;
+    case KernelTemplate::kElementwise: {
+      std::vector<int64_t> tiles;
+      for (int64_t t = 256; t <= 65536; t *= 2) tiles.push_back(t);
+      params_ = {{"tile", tiles}};
+      break;
+    }
+    case KernelTemplate::kRowwise:
+      params_ = {{"rows_per_tile", {1, 2, 4, 8, 16, 32, 64}},
+                 {"unroll", {1, 2, 4}},
+                 {"prefetch", {0, 1, 2}}};
+      break;
+    case KernelTemplate::kGemm: {
+      int64_t n = 0;
+      for (const auto& o : k.gemm.outputs) n = std::max(n, o.n);
+      params_ = {{"mc", BlockSizes(k.gemm.m, 8, 16)},   {"nc", BlockSizes(n, 16, 32)},
+                 {"kc", BlockSizes(k.gemm.k, 16, 32)},  {"micro", Range(MicroShapes().size())},
+                 {"order", {0, 1}},                     {"split", {0, 1, 2}},
+                 {"double_buffer", {0, 1}}};
+      break;
+    }
+    case KernelTemplate::kAttention:
+      params_ = {{"br", BlockSizes(k.attention.seq_q, 16, 16)},
+                 {"bc", BlockSizes(k.attention.seq_kv, 16, 16)},
+                 {"micro", Range(MicroShapes().size())}};
+      break;
+  }
+}
+
+Tiling TilingSpace::At(const std::vector<int>& c) const {
+  auto v = [&](size_t i) { return params_[i].values[c[i]]; };
+  switch (instance_.kind) {
+    case KernelTemplate::kReference:
+      return std::monostate{};
+    case KernelTemplate::kElementwise:
+      return kernels::ElementwiseTiling{v(0)};
+    case KernelTemplate::kRowwise:
+      return kernels::RowwiseTiling{v(0), static_cast<int>(v(1)), static_cast<int>(v(2))};
+    case KernelTemplate::kGemm: {
+      kernels::GemmTiling t;
+      t.mc = v(0);
+      t.nc = v(1);
+      t.kc = v(2);
+      t.mr = MicroShapes()[v(3)].first;
+      t.nr = MicroShapes()[v(3)].second;
+      t.order = static_cast<kernels::LoopOrder>(v(4));
+      t.split = static_cast<kernels::ParallelSplit>(v(5));
+      t.double_buffer = v(6) != 0;
+      return t;
+    }
+    case KernelTemplate::kAttention: {
+      kernels::AttentionTiling t;
+      t.br = v(0);
+      t.bc = v(1);
+      t.mr = MicroShapes()[v(2)].first;
+      t.nr = MicroShapes()[v(2)].second;
+      return t;
+    }
+  }
+  return std::monostate{};
+}
+
+std::optional<std::vector<int>> TilingSpace::ChoiceOf(const Tiling& t) const {
+  std::vector<int64_t> values;
+  if (auto* x = std::get_if<kernels::ElementwiseTiling>(&t)) values = {x->tile};
+  if (auto* x = std::get_if<kernels::RowwiseTiling>(&t))
+    values = {x->rows_per_tile, x->unroll, x->prefetch};
+  if (auto* x = std::get_if<kernels::GemmTiling>(&t))
+    values = {x->mc, x->nc, x->kc, MicroIndex(x->mr, x->nr), static_cast<int>(x->order),
+              static_cast<int>(x->split), x->double_buffer ? 1 : 0};
+  if (auto* x = std::get_if<kernels::AttentionTiling>(&t))
+    values = {x->br, x->bc, MicroIndex(x->mr, x->nr)};
+  if (values.size() != params_.size()) return std::nullopt;
+  std::vector<int> choice;
+  for (size_t i = 0; i < values.size(); ++i) {
+    auto it = std::find(params_[i].values.begin(), params_[i].values.end(), values[i]);
+    if (it == params_[i].values.end()) return std::nullopt;
+    choice.push_back(static_cast<int>(it - params_[i].values.begin()));
+  }
+  return choice;
+}
+
+FusionDecision TilingSpace::Check(const Tiling& t) const {
+  if (TilingTemplate(t) != instance_.kind)
+    return FusionDecision::Forbid(fmt::format("a {} tiling for a {} kernel",
+                                              KernelTemplateName(TilingTemplate(t)),
+                                              KernelTemplateName(instance_.kind)));
+  if (auto* x = std::get_if<kernels::ElementwiseTiling>(&t)) {
+    FT_RETURN_IF_DECISION(Need(x->tile % 16 == 0, fmt::format(
+        "tile {} is not a multiple of the 16-float vector", x->tile)));
+    return FromStatus(kernels::ValidateElementwise(instance_.elementwise, *x, config_));
+  }
+  if (auto* x = std::get_if<kernels::RowwiseTiling>(&t))
+    return FromStatus(kernels::ValidateRowwise(instance_.rowwise, *x, config_));
+  if (auto* x = std::get_if<kernels::GemmTiling>(&t)) {
+    FT_RETURN_IF_DECISION(Need(x->mr > 0 && x->mc % x->mr == 0,
+                               fmt::format("mc {} is not a multiple of mr {}", x->mc, x->mr)));
+    FT_RETURN_IF_DECISION(Need(x->nr > 0 && x->nc % x->nr == 0,
+                               fmt::format("nc {} is not a multiple of nr {}", x->nc, x->nr)));
+    FT_RETURN_IF_DECISION(Need(x->kc >= instance_.gemm.k || x->kc % 16 == 0,
+                               fmt::format("kc {} splits K but is not a multiple of 16", x->kc)));
+    return FromStatus(kernels::ValidateGemm(instance_.gemm, *x, config_));
+  }
+  if (auto* x = std::get_if<kernels::AttentionTiling>(&t)) {
+    FT_RETURN_IF_DECISION(Need(x->br % x->mr == 0 || x->br >= instance_.attention.seq_q,
+                               fmt::format("br {} is not a multiple of mr {}", x->br, x->mr)));
+    return FromStatus(kernels::ValidateAttention(instance_.attention, *x, config_));
+  }
+  return FusionDecision::Allow();
+}
+
+int64_t TilingSpace::product_size() const {
+  int64_t n = 1;
+  for (const auto& p : params_) n *= static_cast<int64_t>(p.values.size());
+  return n;
+}
+
+const std::vector<Tiling>& TilingSpace::Enumerate() const {
+  if (legal_) return *legal_;
+  legal_.emplace();
+  std::vector<int> c(params_.size(), 0);
+  while (true) {
+    Tiling t = At(c);
+    if (Check(t)) legal_->push_back(t);
+    size_t i = 0;
+    for (; i < c.size(); ++i) {
+      if (++c[i] < static_cast<int>(params_[i].values.size())) break;
+      c[i] = 0;
+    }
+    if (i == c.size()) break;
+  }
+  return *legal_;
+}
+
+Tiling TilingSpace::Sample(Rng& rng) const {
+  const auto& all = Enumerate();
+  if (all.empty()) return std::monostate{};
+  return all[rng.Below(all.size())];
+}
+
+Tiling TilingSpace::Default() const {
+  Tiling preferred;
+  switch (instance_.kind) {
+    case KernelTemplate::kReference:
+      return std::monostate{};
+    case KernelTemplate::kElementwise:
+      preferred = kernels::ElementwiseTiling{4096};
+      break;
+    case KernelTemplate::kRowwise:
+      preferred = kernels::RowwiseTiling{4, 2, 1};
+      break;
+    case KernelTemplate::kGemm:
+      preferred = kernels::GemmTiling{};
+      break;
+    case KernelTemplate::kAttention:
+      preferred = kernels::AttentionTiling{};
+      break;
+  }
+  if (Check(preferred)) return preferred;
+  const auto& all = Enumerate();
+  // The legal tiling with the largest blocks: a rule-based compiler's choice.
+  return all.empty() ? preferred : all.back();
+}
+
+namespace {
+
+template <typename T>
+FusionDecision Field(const json& j, const char* name, T* out) {
+  if (!j.contains(name))
+    return FusionDecision::Forbid(fmt::format("tiling is missing \"{}\"", name));
+  if (!j[name].is_number_integer() && !j[name].is_boolean())
+    return FusionDecision::Forbid(fmt::format("tiling.{} is not an integer", name));
+  *out = j[name].is_boolean() ? static_cast<T>(j[name].get<bool>()) : j[name].get<T>();
+  return FusionDecision::Allow();
+}
+
+}  // namespace
+
+json TilingToJson(const Tiling& t) {
+  if (auto* x = std::get_if<kernels::ElementwiseTiling>(&t)) return {{"tile", x->tile}};
+  if (auto* x = std::get_if<kernels::RowwiseTiling>(&t))
+    return {{"rows_per_tile", x->rows_per_tile}, {"unroll", x->unroll}, {"prefetch", x->prefetch}};
+  if (auto* x = std::get_if<kernels::GemmTiling>(&t))
+    return {{"mc", x->mc},
+            {"nc", x->nc},
+            {"kc", x->kc},
+            {"mr", x->mr},
+            {"nr", x->nr},
+            {"order", kernels::LoopOrderName(x->order)},
+            {"split", kernels::ParallelSplitName(x->split)},
+            {"double_buffer", x->double_buffer}};
+  if (auto* x = std::get_if<kernels::AttentionTiling>(&t))
+    return {{"br", x->br}, {"bc", x->bc}, {"mr", x->mr}, {"nr", x->nr}};
+  return json::object();
+}
+
+FusionDecision TilingFromJson(KernelTemplate kind, const json& j, Tiling* out) {
+  if (!j.is_object()) return FusionDecision::Forbid("tiling is not an object");
+  switch (kind) {
+    case KernelTemplate::kReference:
+      *out = std::monostate{};
+      return FusionDecision::Allow();
+    case KernelTemplate::kElementwise: {
+      kernels::ElementwiseTiling t;
+      FT_RETURN_IF_DECISION(Field(j, "tile", &t.tile));
+      *out = t;
+      return FusionDecision::Allow();
+    }
+    case KernelTemplate::kRowwise: {
+      kernels::RowwiseTiling t;
+      FT_RETURN_IF_DECISION(Field(j, "rows_per_tile", &t.rows_per_tile));
+      FT_RETURN_IF_DECISION(Field(j, "unroll", &t.unroll));
+      FT_RETURN_IF_DECISION(Field(j, "prefetch", &t.prefetch));
+      *out = t;
+      return FusionDecision::Allow();
+    }
+    case KernelTemplate::kGemm: {
+      kernels::GemmTiling t;
+      FT_RETURN_IF_DECISION(Field(j, "mc", &t.mc));
+      FT_RETURN_IF_DECISION(Field(j, "nc", &t.nc));
+      FT_RETURN_IF_DECISION(Field(j, "kc", &t.kc));
+      FT_RETURN_IF_DECISION(Field(j, "mr", &t.mr));
+      FT_RETURN_IF_DECISION(Field(j, "nr", &t.nr));
+      FT_RETURN_IF_DECISION(Field(j, "double_buffer", &t.double_buffer));
+      const std::string order = j.value("order", ""), split = j.value("split", "");
+      if (order == kernels::LoopOrderName(kernels::LoopOrder::kMN)) t.order = kernels::LoopOrder::kMN;
+      else if (order == kernels::LoopOrderName(kernels::LoopOrder::kNM)) t.order = kernels::LoopOrder::kNM;
+      else return FusionDecision::Forbid(fmt::format("tiling.order \"{}\" is not mn or nm", order));
+      bool found = false;
+      for (auto s : {kernels::ParallelSplit::kM, kernels::ParallelSplit::kN, kernels::ParallelSplit::kMN})
+        if (split == kernels::ParallelSplitName(s)) t.split = s, found = true;
+      if (!found) return FusionDecision::Forbid(fmt::format("tiling.split \"{}\" is not m, n or mn", split));
+      *out = t;
+      return FusionDecision::Allow();
+    }
+    case KernelTemplate::kAttention: {
+      kernels::AttentionTiling t;
+      FT_RETURN_IF_DECISION(Field(j, "br", &t.br));
+      FT_RETURN_IF_DECISION(Field(j, "bc", &t.bc));
+      FT_RETURN_IF_DECISION(Field(j, "mr", &t.mr));
+      FT_RETURN_IF_DECISION(Field(j, "nr", &t.nr));
+      *out = t;
+      return FusionDecision::Allow();
+    }
+  }
+  return FusionDecision::Forbid("unknown template");
+}
+
+}  // namespace fusetune

@@ -1,0 +1,65 @@
+// Tilings and tiling spaces. A Tiling is the schedule of one kernel instance
+// (one alternative per template); a TilingSpace is every tiling of one
+// instance that is legal on the target: built from the instance's shapes and
+// the local-buffer capacity, with its constraints (capacity with double
+// buffering, divisibility of blocks by the micro-tile, vector alignment of
+// partial slices), full enumeration, uniform sampling and its size.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "common/rng.h"
+#include "fusion_space/decision.h"
+#include "fusion_space/kernel_instance.h"
+
+namespace fusetune {
+
+using Tiling = std::variant<std::monostate, kernels::ElementwiseTiling, kernels::RowwiseTiling,
+                            kernels::GemmTiling, kernels::AttentionTiling>;
+
+KernelTemplate TilingTemplate(const Tiling& tiling);
+std::string TilingToString(const Tiling& tiling);
+nlohmann::json TilingToJson(const Tiling& tiling);
+// Errors name the field; the template decides which alternative is expected.
+FusionDecision TilingFromJson(KernelTemplate kind, const nlohmann::json& json, Tiling* tiling);
+
+struct TilingParam {
+  std::string name;
+  std::vector<int64_t> values;
+};
+
+class TilingSpace {
+ public:
+  TilingSpace(const KernelInstance& instance, const kernels::KernelConfig& config);
+
+  const std::vector<TilingParam>& params() const { return params_; }
+  // The tiling at one index per parameter (no constraint check).
+  Tiling At(const std::vector<int>& choice) const;
+  // The parameter indices of a tiling, or nullopt when a value is not in the space.
+  std::optional<std::vector<int>> ChoiceOf(const Tiling& tiling) const;
+  // Allow() when the tiling satisfies every constraint on this instance.
+  FusionDecision Check(const Tiling& tiling) const;
+
+  // Every legal tiling, in parameter order (computed once).
+  const std::vector<Tiling>& Enumerate() const;
+  int64_t size() const { return static_cast<int64_t>(Enumerate().size()); }
+  int64_t product_size() const;  // before constraints
+  Tiling Sample(Rng& rng) const;
+  // The tiling a rule-based compiler would pick: the kernel's default when it
+  // is legal here, else the first legal tiling.
+  Tiling Default() const;
+
+ private:
+  const KernelInstance& instance_;
+  kernels::KernelConfig config_;
+  std::vector<TilingParam> params_;
+  mutable std::optional<std::vector<Tiling>> legal_;
+};
+
+}  // namespace fusetune

@@ -1,0 +1,146 @@
+#include "fusion_space/view.h"
+
+#include <fmt/format.h>
+
+namespace fusetune {
+
+bool IsViewOp(const Node& node) {
+  return node.op_type == "Reshape" || node.op_type == "Transpose";
+}
+
+std::optional<std::vector<int64_t>> ReshapeStrides(std::span<const int64_t> dims,
+                                                   std::span<const int64_t> strides,
+                                                   std::span<const int64_t> new_dims) {
+  // Drop size-1 dims (their strides do not matter), then match groups of old
+  // dims to groups of new dims with equal products; inside an old group the
+  // dims must be contiguous relative to each other.
+  std::vector<int64_t> od, os;
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i] != 1) od.push_back(dims[i]), os.push_back(strides[i]);
+  std::vector<int64_t> out(new_dims.size(), 0);
+  size_t oi = 0, ni = 0;
+  while (oi < od.size() || ni < new_dims.size()) {
+    if (ni < new_dims.size() && new_dims[ni] == 1) {
+      out[ni++] = 0;
+      continue;
+    }
+    if (oi >= od.size() || ni >= new_dims.size()) return std::nullopt;
+    size_t oj = oi + 1, nj = ni + 1;
+    int64_t op = od[oi], np = new_dims[ni];
+    while (op != np) {
+      if (op < np) {
+        if (oj >= od.size()) return std::nullopt;
+        op *= od[oj++];
+      } else {
+        if (nj >= new_dims.size()) return std::nullopt;
+        np *= new_dims[nj++];
+      }
+    }
+    for (size_t k = oi; k + 1 < oj; ++k)
+      if (os[k] != od[k + 1] * os[k + 1]) return std::nullopt;  // not mergeable without a copy
+    int64_t stride = os[oj - 1];
+    for (size_t k = nj; k-- > ni;) {
+      out[k] = stride;
+      stride *= new_dims[k];
+    }
+    oi = oj;
+    ni = nj;
+  }
+  return out;
+}
+
+std::optional<std::vector<int64_t>> BroadcastStrides(const Dims& dims, const Dims& space) {
+  if (dims.size() > space.size()) return std::nullopt;
+  const std::vector<int64_t> contiguous = RowMajorStrides(dims);
+  std::vector<int64_t> strides(space.size(), 0);
+  const size_t lead = space.size() - dims.size();
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == space[lead + i]) {
+      strides[lead + i] = dims[i] == 1 ? 0 : contiguous[i];
+    } else if (dims[i] != 1) {
+      return std::nullopt;
+    }
+  }
+  return strides;
+}
+
+namespace {
+
+std::vector<int64_t> Perm(const Graph& g, const Node& node) {
+  auto perm = node.attrs.GetInts("perm", std::vector<int64_t>{});
+  std::vector<int64_t> p = perm.ok() ? *perm : std::vector<int64_t>{};
+  const int64_t rank = g.type(node.inputs[0]).rank();
+  if (p.empty())
+    for (int64_t i = rank - 1; i >= 0; --i) p.push_back(i);
+  return p;
+}
+
+}  // namespace
+
+FusionDecision ResolveReadView(const Graph& g, std::span<const char> in_group, ValueId value,
+                               StridedView* view) {
+  std::vector<int32_t> chain;  // view nodes, last first
+  ValueId v = value;
+  while (true) {
+    const int32_t p = g.value(v).producer;
+    if (p < 0 || !in_group[p] || !IsViewOp(g.nodes[p])) break;
+    chain.push_back(p);
+    v = g.nodes[p].inputs[0];
+  }
+  view->base = v;
+  view->dims = g.type(v).dims;
+  view->strides = RowMajorStrides(view->dims);
+  for (size_t i = chain.size(); i-- > 0;) {
+    const Node& node = g.nodes[chain[i]];
+    const Dims& out_dims = g.type(node.outputs[0]).dims;
+    if (node.op_type == "Transpose") {
+      const std::vector<int64_t> p = Perm(g, node);
+      std::vector<int64_t> strides(p.size());
+      for (size_t k = 0; k < p.size(); ++k) strides[k] = view->strides[p[k]];
+      view->strides = std::move(strides);
+    } else {
+      auto strides = ReshapeStrides(view->dims, view->strides, out_dims);
+      if (!strides)
+        return FusionDecision::Forbid(fmt::format(
+            "node {} (Reshape) of a transposed view would need a copy", chain[i]));
+      view->strides = std::move(*strides);
+    }
+    view->dims = out_dims;
+  }
+  return FusionDecision::Allow();
+}
+
+FusionDecision ResolveWriteView(const Graph& g, std::span<const char> in_group,
+                                const std::vector<std::vector<std::pair<int32_t, int32_t>>>& uses,
+                                ValueId value, StridedView* view) {
+  std::vector<int32_t> chain;  // view nodes from `value` forward
+  ValueId v = value;
+  while (uses[v].size() == 1 && in_group[uses[v][0].first] &&
+         IsViewOp(g.nodes[uses[v][0].first])) {
+    chain.push_back(uses[v][0].first);
+    v = g.nodes[chain.back()].outputs[0];
+  }
+  view->base = v;
+  view->dims = g.type(v).dims;
+  view->strides = RowMajorStrides(view->dims);
+  for (size_t i = chain.size(); i-- > 0;) {
+    const Node& node = g.nodes[chain[i]];
+    const Dims& in_dims = g.type(node.inputs[0]).dims;
+    if (node.op_type == "Transpose") {
+      const std::vector<int64_t> p = Perm(g, node);
+      std::vector<int64_t> strides(p.size());
+      for (size_t k = 0; k < p.size(); ++k) strides[p[k]] = view->strides[k];
+      view->strides = std::move(strides);
+    } else {
+      auto strides = ReshapeStrides(view->dims, view->strides, in_dims);
+      if (!strides)
+        return FusionDecision::Forbid(fmt::format(
+            "node {} (Reshape) after a transpose cannot be written in place", chain[i]));
+      view->strides = std::move(*strides);
+    }
+    view->dims = in_dims;
+  }
+  return FusionDecision::Allow();
+}
+
+}  // namespace fusetune
