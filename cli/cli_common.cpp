@@ -5,6 +5,10 @@
 #include <cstdio>
 #include <iostream>
 
+#include <cmath>
+#include <filesystem>
+
+#include "graph/npy.h"
 #include "graph/onnx_io.h"
 #include "graph/passes.h"
 
@@ -74,5 +78,71 @@ std::string HumanBytes(double n) {
 }
 
 void PrintJson(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
+
+}  // namespace fusetune::cli
+
+namespace fusetune::cli {
+
+namespace {
+
+std::string FileNameFor(const std::string& output) {
+  std::string s = output;
+  for (char& c : s)
+    if (c == '/' || c == '\\' || c == ':' || c == '\0') c = '_';
+  return s + ".npy";
+}
+
+}  // namespace
+
+Result<TensorMap> LoadFeeds(const Graph& graph, const std::vector<std::string>& inputs,
+                            int64_t random_seed) {
+  if (random_seed >= 0) {
+    if (!inputs.empty())
+      return Error(ErrorCode::kInvalidArgument, "--input and --random-inputs cannot be combined");
+    return RandomFeeds(graph, static_cast<uint64_t>(random_seed));
+  }
+  FT_ASSIGN_OR_RETURN(auto pairs, ParseAssignments(inputs, "--input"));
+  TensorMap feeds;
+  for (const auto& [name, path] : pairs) {
+    FT_ASSIGN_OR_RETURN(Tensor t, ReadNpy(path));
+    feeds[name] = std::move(t);
+  }
+  for (ValueId v : graph.inputs)
+    if (!feeds.count(graph.value(v).name))
+      return Error(ErrorCode::kInvalidArgument,
+                   fmt::format("input '{}' ({}) has no --input {}=FILE.npy", graph.value(v).name,
+                               graph.type(v).ToString(), graph.value(v).name));
+  return feeds;
+}
+
+Result<nlohmann::json> WriteOutputs(const Graph& graph, const TensorMap& outputs,
+                                    const std::string& dir) {
+  std::error_code ec;
+  if (!dir.empty()) {
+    std::filesystem::create_directories(dir, ec);
+    if (ec)
+      return Error(ErrorCode::kIo, fmt::format("cannot create '{}': {}", dir, ec.message()));
+  }
+  nlohmann::json list = nlohmann::json::array();
+  for (ValueId v : graph.outputs) {
+    const std::string& name = graph.value(v).name;
+    const Tensor& t = outputs.at(name);
+    nlohmann::json o{{"name", name}, {"dtype", DataTypeName(t.dtype())}, {"shape", t.dims()}};
+    if (!dir.empty()) {
+      const std::string path = (std::filesystem::path(dir) / FileNameFor(name)).string();
+      FT_RETURN_IF_ERROR(WriteNpy(path, t));
+      o["file"] = path;
+    }
+    double sum = 0, sum_abs = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      sum += t.GetAsDouble(i);
+      sum_abs += std::abs(t.GetAsDouble(i));
+    }
+    o["mean"] = t.numel() ? sum / t.numel() : 0.0;
+    o["mean_abs"] = t.numel() ? sum_abs / t.numel() : 0.0;
+    list.push_back(o);
+  }
+  return list;
+}
 
 }  // namespace fusetune::cli

@@ -10,6 +10,7 @@
 
 #include "common/status.h"
 #include "graph/graph.h"
+#include "graph/reference_executor.h"
 
 namespace fusetune::cli {
 
@@ -31,6 +32,15 @@ Result<Graph> LoadModel(const std::string& path, const ModelOptions& options);
 // Parses "NAME=VALUE" pairs.
 Result<std::map<std::string, std::string>> ParseAssignments(const std::vector<std::string>& items,
                                                             const char* flag);
+
+// Graph inputs from NAME=FILE.npy pairs, or random ones from `random_seed` (>= 0).
+Result<TensorMap> LoadFeeds(const Graph& graph, const std::vector<std::string>& inputs,
+                            int64_t random_seed);
+// Writes one NAME.npy per graph output into `dir` (unless empty; '/', '\\'
+// and ':' in names become '_') and returns a summary per output (name,
+// dtype, shape, mean, mean_abs, file).
+Result<nlohmann::json> WriteOutputs(const Graph& graph, const TensorMap& outputs,
+                                    const std::string& dir);
 
 std::string HumanCount(double n);  // 1.23 M
 std::string HumanBytes(double n);  // 1.2 MiB

@@ -26,75 +26,22 @@ struct RunReferenceArgs {
   bool json = false;
 };
 
-// Output files are named after the output; characters that cannot be in a
-// file name become '_'.
-std::string FileNameFor(const std::string& output) {
-  std::string s = output;
-  for (char& c : s)
-    if (c == '/' || c == '\\' || c == ':' || c == '\0') c = '_';
-  return s + ".npy";
-}
-
-Result<TensorMap> LoadFeeds(const Graph& graph, const RunReferenceArgs& args) {
-  if (args.random_seed >= 0) {
-    if (!args.inputs.empty())
-      return Error(ErrorCode::kInvalidArgument, "--input and --random-inputs cannot be combined");
-    return RandomFeeds(graph, static_cast<uint64_t>(args.random_seed));
-  }
-  FT_ASSIGN_OR_RETURN(auto pairs, ParseAssignments(args.inputs, "--input"));
-  TensorMap feeds;
-  for (const auto& [name, path] : pairs) {
-    FT_ASSIGN_OR_RETURN(Tensor t, ReadNpy(path));
-    feeds[name] = std::move(t);
-  }
-  for (ValueId v : graph.inputs)
-    if (!feeds.count(graph.value(v).name))
-      return Error(ErrorCode::kInvalidArgument,
-                   fmt::format("input '{}' ({}) has no --input {}=FILE.npy", graph.value(v).name,
-                               graph.type(v).ToString(), graph.value(v).name));
-  return feeds;
-}
-
 int Run(const RunReferenceArgs& args) {
   auto graph = LoadModel(args.model, args.model_options);
   if (!graph.ok()) return ReportError(graph.error());
-  auto feeds = LoadFeeds(*graph, args);
+  auto feeds = LoadFeeds(*graph, args.inputs, args.random_seed);
   if (!feeds.ok()) return ReportError(feeds.error());
   const auto start = std::chrono::steady_clock::now();
   auto result = RunReference(*graph, *feeds);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (!result.ok()) return ReportError(result.error());
-  std::error_code ec;
-  if (!args.output_dir.empty()) {
-    std::filesystem::create_directories(args.output_dir, ec);
-    if (ec)
-      return ReportError(Error(
-          ErrorCode::kIo, fmt::format("cannot create '{}': {}", args.output_dir, ec.message())));
-  }
+  auto outputs = WriteOutputs(*graph, result->outputs, args.output_dir);
+  if (!outputs.ok()) return ReportError(outputs.error());
   nlohmann::json j;
   j["model"] = args.model;
   j["milliseconds"] = ms;
-  for (ValueId v : graph->outputs) {
-    const std::string& name = graph->value(v).name;
-    const Tensor& t = result->outputs.at(name);
-    nlohmann::json o{{"name", name}, {"dtype", DataTypeName(t.dtype())}, {"shape", t.dims()}};
-    if (!args.output_dir.empty()) {
-      const std::string path =
-          (std::filesystem::path(args.output_dir) / FileNameFor(name)).string();
-      auto status = WriteNpy(path, t);
-      if (!status.ok()) return ReportError(status.error());
-      o["file"] = path;
-    }
-    double sum = 0, sum_abs = 0;
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      sum += t.GetAsDouble(i);
-      sum_abs += std::abs(t.GetAsDouble(i));
-    }
-    o["mean"] = t.numel() ? sum / t.numel() : 0.0;
-    o["mean_abs"] = t.numel() ? sum_abs / t.numel() : 0.0;
-    j["outputs"].push_back(o);
-  }
+  j["outputs"] = *outputs;
   if (args.json) {
     PrintJson(j);
   } else {

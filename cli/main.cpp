@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   auto set_result = [&exit_code](int code) { exit_code = code; };
   cli::AddInspectCommand(app, set_result);
   cli::AddRunReferenceCommand(app, set_result);
+  cli::AddSpaceCommand(app, set_result);
+  cli::AddRunCommand(app, set_result);
   app.parse_complete_callback([&] {
     LogLevel level;
     if (!log_level.empty()) {

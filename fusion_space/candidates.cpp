@@ -9,6 +9,8 @@ namespace fusetune {
 
 namespace {
 
+bool IsGemmOp(const Node& node) { return node.op_type == "MatMul" || node.op_type == "Gemm"; }
+
 // What a node contributes to the op mix of a set; a set is viable when some
 // template could still implement it or one of its supersets.
 struct OpMix {
@@ -24,7 +26,7 @@ struct OpMix {
 
 void AddNodeToMix(const Node& node, OpMix* mix, int sign) {
   const std::string& op = node.op_type;
-  if (op == "MatMul" || op == "Gemm") mix->gemms += sign;
+  if (IsGemmOp(node)) mix->gemms += sign;
   else if (op == "Softmax") mix->softmaxes += sign;
   else if (op.rfind("Reduce", 0) == 0 || op == "LayerNormalization") mix->reductions += sign;
   if (!IsFusibleOp(node)) mix->unfusible += sign;
@@ -38,7 +40,19 @@ class Enumerator {
     for (int32_t i = 0; i < n_; ++i) {
       for (int32_t c : flow.consumers(i)) adj_[i].push_back(c);
       for (int32_t p : flow.producers(i)) adj_[i].push_back(p);
-      std::sort(adj_[i].begin(), adj_[i].end());
+    }
+    // GEMMs reading the same A are neighbours too: horizontal fusion (Q, K
+    // and V projections) joins nodes that no edge connects.
+    std::map<ValueId, std::vector<int32_t>> gemms_by_a;
+    for (int32_t i = 0; i < n_; ++i)
+      if (IsGemmOp(g.nodes[i])) gemms_by_a[g.nodes[i].inputs[0]].push_back(i);
+    for (auto& [a, list] : gemms_by_a)
+      for (int32_t x : list)
+        for (int32_t y : list)
+          if (x != y) adj_[x].push_back(y);
+    for (auto& list : adj_) {
+      std::sort(list.begin(), list.end());
+      list.erase(std::unique(list.begin(), list.end()), list.end());
     }
     in_sub_.assign(n_, 0);
     near_sub_.assign(n_, 0);

@@ -108,6 +108,7 @@ FusionDecision MatchAttentionInstance(const Graph& g, const Dataflow& flow,
   // Between the scores and the softmax: a scale, then at most one mask.
   std::set<int32_t> covered{m1, m2, sm};
   double scale = 1;
+  bool seen_scale = false;  // walking back: a scale seen before a mask follows it
   MaskInfo mask;
   for (ValueId v = g.nodes[sm].inputs[0]; v != scores;) {
     const int32_t p = g.value(v).producer;
@@ -117,10 +118,11 @@ FusionDecision MatchAttentionInstance(const Graph& g, const Dataflow& flow,
     covered.insert(p);
     double c;
     if ((node.op_type == "Div" || node.op_type == "Mul") && ScalarConstant(g, node.inputs[1], &c)) {
-      if (mask.kind != kernels::MaskKind::kNone)
-        return FusionDecision::Forbid("the scores are scaled after masking");
       scale *= node.op_type == "Div" ? 1 / c : c;
+      seen_scale = true;
       v = node.inputs[0];
+    } else if ((node.op_type == "Add" || node.op_type == "Where") && seen_scale) {
+      return FusionDecision::Forbid("the scores are scaled after masking");
     } else if (node.op_type == "Add" && mask.kind == kernels::MaskKind::kNone) {
       const int32_t p0 = g.value(node.inputs[0]).producer;
       const bool chain_left = p0 >= 0 && inside[p0];

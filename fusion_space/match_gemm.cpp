@@ -179,6 +179,11 @@ class EpilogueBuilder {
 
   FusionDecision StepWith(const Node& node, int32_t p, ValueId t, bool t_on_right,
                           std::vector<EpilogueOp>* ops) {
+    const int32_t tp = g_.value(t).producer;
+    if (tp >= 0 && inside_[tp])
+      return FusionDecision::Forbid(fmt::format(
+          "node {} ({}) combines the GEMM with a value computed inside the group", p,
+          node.op_type));
     double scalar = 0;
     const bool is_scalar = ScalarConstant(g_, t, &scalar);
     const std::string& op = node.op_type;

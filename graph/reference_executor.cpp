@@ -26,8 +26,7 @@ Result<Tensor> AdaptFeed(const Value& input, const Tensor& feed) {
 
 }  // namespace
 
-Result<ReferenceResult> RunReference(const Graph& graph, const TensorMap& feeds,
-                                     const ReferenceOptions& options) {
+Result<std::vector<Tensor>> BindFeeds(const Graph& graph, const TensorMap& feeds) {
   std::vector<Tensor> values(graph.values.size());
   for (ValueId v = 0; v < static_cast<ValueId>(graph.values.size()); ++v)
     if (graph.value(v).is_constant()) values[v] = *graph.value(v).constant;
@@ -43,6 +42,12 @@ Result<ReferenceResult> RunReference(const Graph& graph, const TensorMap& feeds,
     if (!id || !graph.value(*id).is_input)
       return Error(ErrorCode::kNotFound, fmt::format("'{}' is not an input of the graph", name));
   }
+  return values;
+}
+
+Result<ReferenceResult> RunReference(const Graph& graph, const TensorMap& feeds,
+                                     const ReferenceOptions& options) {
+  FT_ASSIGN_OR_RETURN(std::vector<Tensor> values, BindFeeds(graph, feeds));
 
   // Last reader of each value, to release intermediates early.
   std::vector<int32_t> last_use(graph.values.size(), -1);

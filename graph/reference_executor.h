@@ -29,6 +29,10 @@ struct ReferenceResult {
 Result<ReferenceResult> RunReference(const Graph& graph, const TensorMap& feeds,
                                      const ReferenceOptions& options = {});
 
+// The feeds checked against the graph inputs as above, and the constants:
+// a tensor per ValueId (empty for values computed by nodes).
+Result<std::vector<Tensor>> BindFeeds(const Graph& graph, const TensorMap& feeds);
+
 // Deterministic random feeds for every graph input (normal for floats, small
 // non-negative ints, bools half true), from `seed`.
 TensorMap RandomFeeds(const Graph& graph, uint64_t seed);

@@ -1,0 +1,177 @@
+#include "runtime/executor.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "graph/op_registry.h"
+#include "kernels/traffic.h"
+
+namespace fusetune {
+
+namespace {
+
+double Since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void FreeArena(std::byte* p) { std::free(p); }
+
+}  // namespace
+
+Executable::~Executable() = default;
+
+Result<std::unique_ptr<Executable>> Executable::Compile(FusionSpace& space, const Plan& plan) {
+  const FusionDecision valid = space.Validate(plan);
+  if (!valid) return Error(ErrorCode::kInvalidArgument, "invalid plan: " + valid.reason());
+  const Graph& g = space.graph();
+  std::unique_ptr<Executable> exe(new Executable(g, space.config()));
+  for (const PlanGroup& group : plan.groups)
+    exe->steps_.push_back({space.Match(group.nodes).instance, group.tiling});
+
+  // Lifetimes of the values the steps write.
+  const int64_t steps = static_cast<int64_t>(exe->steps_.size());
+  std::map<ValueId, BufferLifetime> life;
+  for (int64_t s = 0; s < steps; ++s) {
+    const KernelInstance& k = exe->steps_[s].instance;
+    for (ValueId v : k.inputs)
+      if (auto it = life.find(v); it != life.end()) it->second.last_step = s;
+    for (ValueId v : k.outputs)
+      life[v] = {v, static_cast<int64_t>(g.type(v).nbytes()), s, s};
+  }
+  for (ValueId v : g.outputs)
+    if (auto it = life.find(v); it != life.end()) it->second.last_step = steps - 1;
+  std::vector<BufferLifetime> lifetimes;
+  for (auto& [v, l] : life) lifetimes.push_back(l);
+  exe->buffers_ = PlanBuffers(lifetimes, steps);
+  const size_t arena = static_cast<size_t>(std::max<int64_t>(exe->buffers_.arena_bytes, 64));
+  exe->arena_ = {static_cast<std::byte*>(std::aligned_alloc(64, (arena + 63) / 64 * 64)),
+                 FreeArena};
+  if (!exe->arena_)
+    return Error(ErrorCode::kInternal, fmt::format("cannot allocate an arena of {} bytes", arena));
+  return exe;
+}
+
+std::byte* Executable::Address(ValueId v) {
+  if (auto it = buffers_.offset.find(v); it != buffers_.offset.end())
+    return arena_.get() + it->second;
+  return feeds_[v].raw();  // a graph input or a constant
+}
+
+Result<TensorMap> Executable::Run(const TensorMap& feeds, RunReport* report,
+                                  kernels::RunMode mode) {
+  FT_ASSIGN_OR_RETURN(feeds_, BindFeeds(graph_, feeds));
+  const auto start = std::chrono::steady_clock::now();
+  RunReport local;
+  for (const Step& step : steps_) {
+    auto r = RunStep(step, mode);
+    if (!r.ok()) return r.error();
+    local.total += r->stats;
+    local.steps.push_back(std::move(*r));
+  }
+  local.seconds = Since(start);
+  TensorMap outputs;
+  for (ValueId v : graph_.outputs) {
+    Tensor t(graph_.type(v).dtype, graph_.type(v).dims);
+    std::memcpy(t.raw(), Address(v), t.nbytes());
+    outputs[graph_.value(v).name] = std::move(t);
+  }
+  feeds_.clear();
+  if (report) *report = std::move(local);
+  return outputs;
+}
+
+Status Executable::RunReferenceStep(const Step& step, StepReport* report) {
+  const int32_t index = step.instance.nodes[0];
+  const Node& node = graph_.nodes[index];
+  const OpSchema* schema = FindOpSchema(node.domain, node.op_type);
+  if (!schema)
+    return Error(ErrorCode::kUnsupported,
+                 fmt::format("{}: op type is not supported", graph_.Describe(index)));
+  std::vector<Tensor> inputs;
+  inputs.reserve(node.inputs.size());
+  KernelContext ctx{node, graph_.opset, {}, {}};
+  for (ValueId v : node.inputs) {
+    if (v == kNoValue) {
+      inputs.emplace_back();
+      continue;
+    }
+    if (graph_.value(v).is_constant() || graph_.value(v).is_input) {
+      inputs.push_back(feeds_[v]);
+    } else {
+      Tensor t(graph_.type(v).dtype, graph_.type(v).dims);
+      std::memcpy(t.raw(), Address(v), t.nbytes());
+      inputs.push_back(std::move(t));
+    }
+    report->stats.bytes_global_to_local += static_cast<int64_t>(graph_.type(v).nbytes());
+  }
+  for (size_t i = 0; i < node.inputs.size(); ++i)
+    ctx.inputs.push_back(node.inputs[i] == kNoValue ? nullptr : &inputs[i]);
+  for (ValueId v : node.outputs)
+    ctx.output_types.push_back(v == kNoValue ? TensorType{} : graph_.type(v));
+  auto results = schema->run(ctx);
+  if (!results.ok()) return results.error().WithContext(graph_.Describe(index));
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    const ValueId v = node.outputs[i];
+    if (v == kNoValue) continue;
+    const Tensor& r = (*results)[i];
+    if (r.dims() != graph_.type(v).dims || r.dtype() != graph_.type(v).dtype)
+      return Error(ErrorCode::kInternal,
+                   fmt::format("{}: reference kernel produced {}{} for '{}'",
+                               graph_.Describe(index), DataTypeName(r.dtype()),
+                               DimsToString(r.dims()), graph_.value(v).name));
+    std::memcpy(Address(v), r.raw(), r.nbytes());
+    report->stats.bytes_local_to_global += static_cast<int64_t>(r.nbytes());
+  }
+  return Status::Ok();
+}
+
+Result<StepReport> Executable::RunStep(const Step& step, kernels::RunMode mode) {
+  StepReport report;
+  report.kernel = step.instance.summary;
+  report.tiling = TilingToString(step.tiling);
+  const auto start = std::chrono::steady_clock::now();
+  if (step.instance.kind == KernelTemplate::kReference) {
+    FT_RETURN_IF_ERROR(RunReferenceStep(step, &report));
+    report.seconds = Since(start);
+    return report;
+  }
+  KernelInstance k = step.instance;  // bind the slots to this run's buffers
+  VisitDescriptorPointers(k, [&](float*& p) {
+    const int slot = SlotIndex(p);
+    if (slot < 0) return;
+    const OperandSlot& s = k.slots[slot];
+    std::byte* base = s.value != kNoValue
+                          ? Address(s.value)
+                          : const_cast<std::byte*>(k.owned[s.owned]->raw());
+    p = reinterpret_cast<float*>(base) + s.offset;
+  });
+  Result<kernels::KernelStats> stats = Error(ErrorCode::kInternal, "no kernel ran");
+  switch (k.kind) {
+    case KernelTemplate::kElementwise:
+      stats = kernels::RunElementwise(k.elementwise,
+                                      std::get<kernels::ElementwiseTiling>(step.tiling), config_, mode);
+      break;
+    case KernelTemplate::kRowwise:
+      stats = kernels::RunRowwise(k.rowwise, std::get<kernels::RowwiseTiling>(step.tiling),
+                                  config_, mode);
+      break;
+    case KernelTemplate::kGemm:
+      stats = kernels::RunGemm(k.gemm, std::get<kernels::GemmTiling>(step.tiling), config_, mode);
+      break;
+    case KernelTemplate::kAttention:
+      stats = kernels::RunAttention(k.attention, std::get<kernels::AttentionTiling>(step.tiling),
+                                    config_, mode);
+      break;
+    case KernelTemplate::kReference:
+      break;
+  }
+  if (!stats.ok()) return stats.error().WithContext(report.kernel);
+  report.stats = *stats;
+  report.seconds = Since(start);
+  return report;
+}
+
+}  // namespace fusetune

@@ -1,0 +1,72 @@
+// runtime/: a plan lowered to a kernel program and executed.
+//
+// Map of the module:
+//   buffer_plan.h  liveness of the values kernels materialise and their
+//                  placement in one arena, reusing memory of dead values
+//   executor.h     Executable: lowering (one step per plan group, bound to the
+//                  arena at run time), execution with the kernels' oneTBB
+//                  workers, reference kernels for groups no template covers
+//
+// Every importable model runs: a node that no template implements is a
+// single-node group that runs the registry's reference kernel inside the
+// same program, reading and writing the same arena.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "fusion_space/space.h"
+#include "graph/reference_executor.h"
+#include "runtime/buffer_plan.h"
+
+namespace fusetune {
+
+struct StepReport {
+  std::string kernel;  // the instance summary
+  std::string tiling;
+  kernels::KernelStats stats;  // reference steps: bytes of their inputs and outputs
+  double seconds = 0;
+};
+
+struct RunReport {
+  std::vector<StepReport> steps;
+  kernels::KernelStats total;
+  double seconds = 0;
+};
+
+class Executable {
+ public:
+  // Validates the plan against the space and plans buffers. The space (and
+  // its graph) must outlive the executable.
+  static Result<std::unique_ptr<Executable>> Compile(FusionSpace& space, const Plan& plan);
+  ~Executable();
+
+  // Feeds are checked like the reference executor's (names, shapes; f64/f16
+  // converted to f32). Returns the graph outputs by name.
+  Result<TensorMap> Run(const TensorMap& feeds, RunReport* report = nullptr,
+                        kernels::RunMode mode = kernels::RunMode::kFull);
+
+  const BufferPlan& buffers() const { return buffers_; }
+  int64_t num_steps() const { return static_cast<int64_t>(steps_.size()); }
+
+ private:
+  struct Step {
+    KernelInstance instance;
+    Tiling tiling;
+  };
+  Executable(const Graph& graph, kernels::KernelConfig config) : graph_(graph), config_(config) {}
+  Result<StepReport> RunStep(const Step& step, kernels::RunMode mode);
+  std::byte* Address(ValueId v);
+  Status RunReferenceStep(const Step& step, StepReport* report);
+
+  const Graph& graph_;
+  kernels::KernelConfig config_;
+  std::vector<Step> steps_;
+  BufferPlan buffers_;
+  std::unique_ptr<std::byte, void (*)(std::byte*)> arena_{nullptr, nullptr};
+  std::vector<Tensor> feeds_;  // by ValueId, while running
+};
+
+}  // namespace fusetune
