@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "kernels/microkernel.h"
@@ -141,7 +142,10 @@ Tiling TilingSpace::At(const std::vector<int>& c) const {
   return std::monostate{};
 }
 
-std::optional<std::vector<int>> TilingSpace::ChoiceOf(const Tiling& t) const {
+namespace {
+
+// The parameter values of a tiling, in the order of the space's parameters.
+std::vector<int64_t> TilingValues(const Tiling& t) {
   std::vector<int64_t> values;
   if (auto* x = std::get_if<kernels::ElementwiseTiling>(&t)) values = {x->tile};
   if (auto* x = std::get_if<kernels::RowwiseTiling>(&t))
@@ -151,6 +155,13 @@ std::optional<std::vector<int>> TilingSpace::ChoiceOf(const Tiling& t) const {
               static_cast<int>(x->split), x->double_buffer ? 1 : 0};
   if (auto* x = std::get_if<kernels::AttentionTiling>(&t))
     values = {x->br, x->bc, MicroIndex(x->mr, x->nr)};
+  return values;
+}
+
+}  // namespace
+
+std::optional<std::vector<int>> TilingSpace::ChoiceOf(const Tiling& t) const {
+  const std::vector<int64_t> values = TilingValues(t);
   if (values.size() != params_.size()) return std::nullopt;
   std::vector<int> choice;
   for (size_t i = 0; i < values.size(); ++i) {
@@ -174,9 +185,13 @@ FusionDecision TilingSpace::Check(const Tiling& t) const {
   if (auto* x = std::get_if<kernels::RowwiseTiling>(&t))
     return FromStatus(kernels::ValidateRowwise(instance_.rowwise, *x, config_));
   if (auto* x = std::get_if<kernels::GemmTiling>(&t)) {
-    FT_RETURN_IF_DECISION(Need(x->mr > 0 && x->mc % x->mr == 0,
+    // Blocks that split a dimension hold whole micro-tiles; one block
+    // covering the dimension is padded by the kernel instead.
+    int64_t n = 0;
+    for (const auto& o : instance_.gemm.outputs) n = std::max(n, o.n);
+    FT_RETURN_IF_DECISION(Need(x->mr > 0 && (x->mc % x->mr == 0 || x->mc >= instance_.gemm.m),
                                fmt::format("mc {} is not a multiple of mr {}", x->mc, x->mr)));
-    FT_RETURN_IF_DECISION(Need(x->nr > 0 && x->nc % x->nr == 0,
+    FT_RETURN_IF_DECISION(Need(x->nr > 0 && (x->nc % x->nr == 0 || x->nc >= n),
                                fmt::format("nc {} is not a multiple of nr {}", x->nc, x->nr)));
     FT_RETURN_IF_DECISION(Need(x->kc >= instance_.gemm.k || x->kc % 16 == 0,
                                fmt::format("kc {} splits K but is not a multiple of 16", x->kc)));
@@ -237,10 +252,26 @@ Tiling TilingSpace::Default() const {
       preferred = kernels::AttentionTiling{};
       break;
   }
-  if (Check(preferred)) return preferred;
+  if (Check(preferred) && ChoiceOf(preferred)) return preferred;
+  // Else the legal tiling nearest the kernel's default: block sizes compared
+  // by ratio, categorical parameters (micro-tile, order, split) by equality.
   const auto& all = Enumerate();
-  // The legal tiling with the largest blocks: a rule-based compiler's choice.
-  return all.empty() ? preferred : all.back();
+  if (all.empty()) return preferred;
+  const std::vector<int64_t> want = TilingValues(preferred);
+  double best = 1e300;
+  Tiling chosen = all.front();
+  for (const Tiling& t : all) {
+    const std::vector<int64_t> v = TilingValues(t);
+    double d = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const bool numeric = v[i] > 0 && want[i] > 0 && params_[i].name != "micro" &&
+                           params_[i].name != "order" && params_[i].name != "split";
+      d += numeric ? std::abs(std::log2(static_cast<double>(v[i]) / static_cast<double>(want[i])))
+                   : (v[i] != want[i] ? 1.0 : 0.0);
+    }
+    if (d < best) best = d, chosen = t;
+  }
+  return chosen;
 }
 
 namespace {

@@ -1,0 +1,237 @@
+// Candidate groups, tiling spaces, plans and their mutations, exact
+// partition selection against brute force, and the plan file.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "fusion_space/partition.h"
+#include "fusion_space/plan_json.h"
+#include "fusion_space/space.h"
+#include "graph/workload_key.h"
+#include "tests/fusion_space/model_util.h"
+
+namespace fusetune {
+namespace {
+
+kernels::KernelConfig Config() {
+  kernels::KernelConfig c;
+  c.local_buffer_bytes = 256 * 1024;
+  c.threads = 2;
+  return c;
+}
+
+TEST(Candidates, EveryTemplateAppearsAndEveryCandidateIsLegal) {
+  Graph g = testing::LoadTestModel("encoder_postln_op13");
+  FusionSpace space(g, Config());
+  const CandidateSet& c = space.candidates();
+  EXPECT_EQ(c.num_nodes, static_cast<int64_t>(g.nodes.size()));
+  for (KernelTemplate t : {KernelTemplate::kGemm, KernelTemplate::kAttention,
+                           KernelTemplate::kRowwise, KernelTemplate::kElementwise})
+    EXPECT_GT(c.count_by_template.count(t) ? c.count_by_template.at(t) : 0, 0)
+        << KernelTemplateName(t);
+  std::set<std::vector<int32_t>> seen;
+  for (const CandidateGroup& group : c.groups) {
+    EXPECT_TRUE(seen.insert(group.nodes).second) << "enumerated twice";
+    EXPECT_TRUE(std::is_sorted(group.nodes.begin(), group.nodes.end()));
+    EXPECT_LE(group.nodes.size(), 12u);
+    EXPECT_TRUE(MatchGroup(g, space.flow(), group.nodes).decision);
+    EXPECT_EQ(group.key, ComputeWorkloadKey(g, group.nodes));
+  }
+}
+
+TEST(Candidates, RepeatedLayersShareKeys) {
+  Graph one = testing::LoadTestModel("encoder_postln_op13");
+  Graph three = testing::LoadTestModel("encoder_3layer_op13");
+  FusionSpace s1(one, Config()), s3(three, Config());
+  std::map<WorkloadKey, int> count1, count3;
+  for (const auto& c : s1.candidates().groups) count1[c.key]++;
+  for (const auto& c : s3.candidates().groups) count3[c.key]++;
+  // Every group of one layer occurs at least three times in three layers.
+  int repeated = 0;
+  for (auto [key, n] : count1)
+    if (count3[key] >= 3 * n) ++repeated;
+  EXPECT_GT(repeated, static_cast<int>(count1.size()) * 9 / 10);
+}
+
+TEST(TilingSpace, EnumerationSamplingAndConstraints) {
+  Graph g = testing::LoadTestModel("encoder_postln_op13");
+  FusionSpace space(g, Config());
+  Rng rng(7);
+  for (const CandidateGroup& c : space.candidates().groups) {
+    const TilingSpace& t = space.Tilings(c.nodes);
+    const auto& all = t.Enumerate();
+    if (c.instance->kind == KernelTemplate::kReference) {
+      EXPECT_EQ(t.size(), 1);
+      continue;
+    }
+    ASSERT_GT(t.size(), 0) << c.instance->summary;
+    EXPECT_LE(t.size(), t.product_size());
+    for (const Tiling& x : all) EXPECT_TRUE(t.Check(x)) << TilingToString(x);
+    for (int i = 0; i < 5; ++i) {
+      Tiling s = t.Sample(rng);
+      EXPECT_TRUE(t.Check(s));
+      EXPECT_TRUE(t.ChoiceOf(s).has_value());
+    }
+    EXPECT_TRUE(t.Check(t.Default()));
+  }
+}
+
+TEST(TilingSpace, DoubleBufferingCountsAgainstCapacity) {
+  Graph g = testing::LoadTestModel("mlp");
+  kernels::KernelConfig small = Config();
+  FusionSpace space(g, small);
+  const std::vector<int32_t> gemm = {0};
+  const TilingSpace& t = space.Tilings(gemm);
+  ASSERT_EQ(space.Match(gemm).instance.kind, KernelTemplate::kGemm);
+  int single_only = 0;
+  for (const Tiling& x : t.Enumerate()) {
+    auto tiling = std::get<kernels::GemmTiling>(x);
+    if (tiling.double_buffer) continue;
+    tiling.double_buffer = true;
+    const int64_t need = kernels::GemmLocalBytes(space.Match(gemm).instance.gemm, tiling);
+    EXPECT_EQ(static_cast<bool>(t.Check(tiling)), need <= static_cast<int64_t>(small.local_buffer_bytes));
+    single_only += need > static_cast<int64_t>(small.local_buffer_bytes);
+  }
+  kernels::GemmTiling misaligned;
+  misaligned.mr = 8;
+  misaligned.mc = 12;
+  EXPECT_NE(t.Check(misaligned).reason().find("multiple of mr"), std::string::npos);
+}
+
+TEST(Plans, UnfusedGreedyRandomAndMutationsAreValid) {
+  for (const std::string& model : testing::AllTestModels()) {
+    SCOPED_TRACE(model);
+    Graph g = testing::LoadTestModel(model);
+    FusionSpace space(g, Config());
+    Plan unfused = space.Unfused();
+    EXPECT_EQ(unfused.groups.size(), g.nodes.size());
+    EXPECT_TRUE(space.Validate(unfused)) << space.Validate(unfused).reason();
+    Plan greedy = space.Greedy();
+    EXPECT_TRUE(space.Validate(greedy)) << space.Validate(greedy).reason();
+    EXPECT_LT(greedy.groups.size(), unfused.groups.size());
+    EXPECT_LT(space.Traffic(greedy), space.Traffic(unfused));
+    Rng rng(ForkSeed(11, 0));
+    std::map<MutationKind, int> applied;
+    for (int i = 0; i < 20; ++i) {
+      Plan p = space.Random(rng);
+      ASSERT_TRUE(space.Validate(p)) << space.Validate(p).reason();
+      for (MutationKind k : {MutationKind::kMerge, MutationKind::kSplit, MutationKind::kMoveNode,
+                             MutationKind::kRetile}) {
+        auto m = space.Mutate(p, rng, k);
+        if (!m) continue;
+        applied[k]++;
+        ASSERT_TRUE(space.Validate(*m)) << MutationKindName(k) << ": " << space.Validate(*m).reason();
+        EXPECT_FALSE(*m == p) << MutationKindName(k);
+      }
+    }
+    EXPECT_GT(applied[MutationKind::kMerge] + applied[MutationKind::kSplit], 0);
+    EXPECT_GT(applied[MutationKind::kRetile], 0);
+  }
+}
+
+TEST(Plans, SameSeedSamePlan) {
+  Graph g = testing::LoadTestModel("decoder_preln_op17");
+  FusionSpace a(g, Config()), b(g, Config());
+  Rng ra(5), rb(5);
+  EXPECT_TRUE(a.Random(ra) == b.Random(rb));
+}
+
+// Random costs per candidate; the DP + branch and bound matches brute force.
+TEST(Partition, ExactSelectionMatchesBruteForce) {
+  // Graphs whose exact covers brute force can list (up to ~1e4).
+  for (const char* model : {"mlp", "decoder_preln_op17"}) {
+    SCOPED_TRACE(model);
+    Graph g = testing::LoadTestModel(model);
+    CandidateOptions options;
+    options.max_group_size = std::string(model) == "mlp" ? 12 : 2;
+    FusionSpace space(g, Config(), options);
+    Rng rng(ForkSeed(3, 1));
+    for (int trial = 0; trial < 4; ++trial) {
+      PartitionObjective o;
+      for (size_t i = 0; i < space.candidates().groups.size(); ++i)
+        o.group_cost.push_back(rng.Uniform() * static_cast<double>(space.candidates().groups[i].nodes.size()));
+      o.launch_cost = trial * 0.3;
+      if (trial == 3) o.peak_memory_limit = space.PeakIntermediateBytes(space.Greedy());
+      PartitionChoice fast = SelectMinCostPartition(space, o);
+      PartitionChoice brute = BruteForceMinCostPartition(space, o);
+      ASSERT_TRUE(fast.found && brute.found);
+      EXPECT_TRUE(fast.proven_optimal);
+      EXPECT_NEAR(fast.cost, brute.cost, 1e-9);
+      Plan plan = PlanFromCandidates(space, fast.groups);
+      EXPECT_TRUE(space.Validate(plan)) << space.Validate(plan).reason();
+      if (o.peak_memory_limit) {
+        EXPECT_LE(fast.peak_bytes, *o.peak_memory_limit);
+      }
+    }
+  }
+}
+
+TEST(Partition, CountMatchesBruteForceOnSmallGraph) {
+  Graph g = testing::LoadTestModel("mlp");
+  FusionSpace space(g, Config());
+  // mlp: three Gemm+Relu pairs (Gemm fuses with its Relu) and horizontal
+  // pairs are not possible, so 2^3 covers.
+  EXPECT_EQ(CountPartitions(space.candidates()), 8.0);
+}
+
+TEST(PlanFile, RoundTripAndErrors) {
+  Graph g = testing::LoadTestModel("encoder_postln_op13");
+  FusionSpace space(g, Config());
+  Rng rng(9);
+  Plan plan = space.Random(rng);
+  nlohmann::json j = PlanToJson(space, plan);
+  auto back = PlanFromJson(space, j);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_TRUE(*back == plan);
+
+  auto expect_error = [&](nlohmann::json bad, const std::string& needle) {
+    auto r = PlanFromJson(space, bad);
+    ASSERT_FALSE(r.ok()) << needle;
+    EXPECT_NE(r.error().message().find(needle), std::string::npos) << r.error().message();
+  };
+  nlohmann::json v = j;
+  v["version"] = 99;
+  expect_error(v, "unknown version 99");
+  nlohmann::json range = j;
+  range["groups"][0]["nodes"] = {1000};
+  expect_error(range, "out of range");
+  nlohmann::json illegal = j;
+  illegal["groups"] = nlohmann::json::array();
+  std::vector<int> all;
+  for (size_t i = 0; i < g.nodes.size(); ++i) all.push_back(static_cast<int>(i));
+  illegal["groups"].push_back({{"nodes", all}, {"template", "gemm"}, {"tiling", {}}});
+  expect_error(illegal, "not a legal group");
+  nlohmann::json tiling = PlanToJson(space, space.Greedy());
+  for (auto& grp : tiling["groups"])
+    if (grp["template"] == "gemm") {
+      grp["tiling"]["mc"] = 12;
+      break;
+    }
+  expect_error(tiling, "tiling");
+  nlohmann::json missing = j;
+  missing["groups"].erase(missing["groups"].size() - 1);
+  expect_error(missing, "in no group");
+}
+
+// The same layer exported with other names and another node order: a plan
+// names groups by canonical positions, so it applies unchanged.
+TEST(PlanFile, AppliesToAnotherExportOfTheSameLayer) {
+  Graph g = testing::LoadTestModel("encoder_postln_op13");
+  Graph other = g;
+  for (auto& v : other.values)
+    if (!v.is_input) v.name = "renamed_" + v.name;
+  for (auto& n : other.nodes) n.name = "other_" + n.name;
+  std::reverse(other.nodes.begin(), other.nodes.end());
+  for (int32_t i = 0; i < static_cast<int32_t>(other.nodes.size()); ++i)
+    for (ValueId out : other.nodes[i].outputs) other.value(out).producer = i;
+  ASSERT_TRUE(other.TopologicalSort().ok());
+  FusionSpace a(g, Config()), b(other, Config());
+  Plan greedy = a.Greedy();
+  auto moved = PlanFromJson(b, PlanToJson(a, greedy));
+  ASSERT_TRUE(moved.ok()) << moved.error().message();
+  EXPECT_EQ(moved->groups.size(), greedy.groups.size());
+  EXPECT_EQ(b.Traffic(*moved), a.Traffic(greedy));
+}
+
+}  // namespace
+}  // namespace fusetune
