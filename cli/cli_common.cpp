@@ -120,8 +120,7 @@ Result<nlohmann::json> WriteOutputs(const Graph& graph, const TensorMap& outputs
   std::error_code ec;
   if (!dir.empty()) {
     std::filesystem::create_directories(dir, ec);
-    if (ec)
-      return Error(ErrorCode::kIo, fmt::format("cannot create '{}': {}", dir, ec.message()));
+    if (ec) return Error(ErrorCode::kIo, fmt::format("cannot create '{}': {}", dir, ec.message()));
   }
   nlohmann::json list = nlohmann::json::array();
   for (ValueId v : graph.outputs) {

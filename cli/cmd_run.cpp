@@ -108,9 +108,10 @@ int Run(const RunArgs& args) {
                              o["mean_abs"].get<double>(),
                              o.contains("file") ? "  -> " + o["file"].get<std::string>() : "");
   if (args.verify)
-    std::cout << fmt::format("  max error against the reference executor: {:.3g} of the output "
-                             "scale\n",
-                             j["max_scaled_error"].get<double>());
+    std::cout << fmt::format(
+        "  max error against the reference executor: {:.3g} of the output "
+        "scale\n",
+        j["max_scaled_error"].get<double>());
   return kExitOk;
 }
 
@@ -127,7 +128,8 @@ void AddRunCommand(CLI::App& app, std::function<void(int)> set_result) {
   cmd->add_option("--output-dir", args->output_dir, "Write one NAME.npy per graph output here");
   cmd->add_option("--dim", args->model_options.dims,
                   "Bind a symbolic dimension: NAME=VALUE (repeatable)");
-  cmd->add_option("--threads", args->threads, "Threads per kernel")->capture_default_str()
+  cmd->add_option("--threads", args->threads, "Threads per kernel")
+      ->capture_default_str()
       ->check(CLI::Range(1, 256));
   cmd->add_flag("--verify", args->verify, "Compare the outputs with the reference executor");
   cmd->add_flag("--steps", args->steps, "Report every kernel's time and traffic");

@@ -78,18 +78,20 @@ nlohmann::json BuildReport(FusionSpace& space, const SpaceArgs& args, const Plan
 void PrintReport(const nlohmann::json& r) {
   const auto& c = r["candidates"];
   fmt::print("model        {}  ({} nodes)\n", r["model"].get<std::string>(), r["nodes"].get<int>());
-  fmt::print("candidates   {} multi-node groups ({} distinct workload keys) from {} connected sets "
-             "of up to {} nodes, in {:.3f} s\n",
-             c["multi_node_groups"].get<int64_t>(), c["distinct_keys"].get<int64_t>(),
-             c["connected_sets_examined"].get<int64_t>(), r["max_group_size"].get<int>(),
-             c["seconds"].get<double>());
+  fmt::print(
+      "candidates   {} multi-node groups ({} distinct workload keys) from {} connected sets "
+      "of up to {} nodes, in {:.3f} s\n",
+      c["multi_node_groups"].get<int64_t>(), c["distinct_keys"].get<int64_t>(),
+      c["connected_sets_examined"].get<int64_t>(), r["max_group_size"].get<int>(),
+      c["seconds"].get<double>());
   std::string templates;
   for (auto& [name, count] : c["by_template"].items())
     templates += fmt::format("  {} {}", name, count.get<int64_t>());
   fmt::print("by template {}\n", templates);
-  fmt::print("partitions   {:.4g} exact covers of the nodes by candidate groups (an upper bound: "
-             "covers whose kernels would wait on each other are counted too)\n",
-             r["partitions"]["count_upper_bound"].get<double>());
+  fmt::print(
+      "partitions   {:.4g} exact covers of the nodes by candidate groups (an upper bound: "
+      "covers whose kernels would wait on each other are counted too)\n",
+      r["partitions"]["count_upper_bound"].get<double>());
   const auto& u = r["unfused"];
   const auto& g = r["greedy"];
   const double ut = u["traffic_bytes"].get<double>(), gt = g["traffic_bytes"].get<double>();
@@ -99,12 +101,13 @@ void PrintReport(const nlohmann::json& r) {
   fmt::print("greedy       {} kernels, traffic {} ({:.2f}x the unfused), peak intermediates {}\n",
              g["kernels"].get<int64_t>(), HumanBytes(gt), ut > 0 ? gt / ut : 0.0,
              HumanBytes(g["peak_intermediate_bytes"].get<double>()));
-  fmt::print("\ngreedy plan (kernel order):\n  {:>3}  {:<11}  {:<18}  {:<44}  {}\n", "#", "template",
-             "nodes", "kernel", "tiling (legal tilings)");
+  fmt::print("\ngreedy plan (kernel order):\n  {:>3}  {:<11}  {:<18}  {:<44}  {}\n", "#",
+             "template", "nodes", "kernel", "tiling (legal tilings)");
   int i = 0;
   for (const auto& grp : g["groups"]) {
     std::string nodes;
-    for (const auto& n : grp["nodes"]) nodes += (nodes.empty() ? "" : ",") + std::to_string(n.get<int>());
+    for (const auto& n : grp["nodes"])
+      nodes += (nodes.empty() ? "" : ",") + std::to_string(n.get<int>());
     if (nodes.size() > 18) nodes = nodes.substr(0, 15) + "...";
     fmt::print("  {:>3}  {:<11}  {:<18}  {:<44}  {} ({})\n", i++,
                grp["template"].get<std::string>(), nodes, grp["kernel"].get<std::string>(),
@@ -114,7 +117,8 @@ void PrintReport(const nlohmann::json& r) {
     fmt::print("\ncandidate groups:\n");
     for (const auto& grp : r["candidates"]["groups"]) {
       std::string nodes;
-      for (const auto& n : grp["nodes"]) nodes += (nodes.empty() ? "" : ",") + std::to_string(n.get<int>());
+      for (const auto& n : grp["nodes"])
+        nodes += (nodes.empty() ? "" : ",") + std::to_string(n.get<int>());
       fmt::print("  {}  {:<11}  {:<30}  {}\n", grp["key"].get<std::string>(),
                  grp["template"].get<std::string>(), nodes, grp["kernel"].get<std::string>());
     }
@@ -157,7 +161,8 @@ void AddSpaceCommand(CLI::App& app, std::function<void(int)> set_result) {
                   "Bind a symbolic dimension: NAME=VALUE (repeatable)");
   cmd->add_option("--max-group-size", args->max_group_size, "Largest group enumerated (1..16)")
       ->capture_default_str();
-  cmd->add_option("--threads", args->threads, "Threads per kernel")->capture_default_str()
+  cmd->add_option("--threads", args->threads, "Threads per kernel")
+      ->capture_default_str()
       ->check(CLI::Range(1, 256));
   cmd->add_option("--local-buffer", args->local_buffer,
                   "Local buffer bytes per thread (default: the per-core L2)");

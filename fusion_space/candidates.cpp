@@ -26,9 +26,12 @@ struct OpMix {
 
 void AddNodeToMix(const Node& node, OpMix* mix, int sign) {
   const std::string& op = node.op_type;
-  if (IsGemmOp(node)) mix->gemms += sign;
-  else if (op == "Softmax") mix->softmaxes += sign;
-  else if (op.rfind("Reduce", 0) == 0 || op == "LayerNormalization") mix->reductions += sign;
+  if (IsGemmOp(node))
+    mix->gemms += sign;
+  else if (op == "Softmax")
+    mix->softmaxes += sign;
+  else if (op.rfind("Reduce", 0) == 0 || op == "LayerNormalization")
+    mix->reductions += sign;
   if (!IsFusibleOp(node)) mix->unfusible += sign;
 }
 
@@ -153,8 +156,7 @@ CandidateSet EnumerateCandidates(const Graph& g, const Dataflow& flow,
   set.by_first_node.resize(set.num_nodes);
   for (size_t i = 0; i < set.groups.size(); ++i)
     set.by_first_node[set.groups[i].nodes.front()].push_back(static_cast<int32_t>(i));
-  set.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  set.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return set;
 }
 

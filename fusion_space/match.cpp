@@ -13,11 +13,11 @@ namespace fusetune {
 
 bool IsFusibleOp(const Node& node) {
   static const std::set<std::string> kOps = {
-      "Add",       "Sub",        "Mul",         "Div",         "Max",     "Min",
-      "Pow",       "Neg",        "Abs",         "Exp",         "Log",     "Sqrt",
-      "Reciprocal", "Tanh",      "Erf",         "Sigmoid",     "Relu",    "Identity",
-      "ReduceSum", "ReduceMean", "ReduceMax",   "ReduceMin",   "Softmax", "LayerNormalization",
-      "MatMul",    "Gemm",       "Reshape",     "Transpose",   "Where"};
+      "Add",        "Sub",        "Mul",       "Div",       "Max",     "Min",
+      "Pow",        "Neg",        "Abs",       "Exp",       "Log",     "Sqrt",
+      "Reciprocal", "Tanh",       "Erf",       "Sigmoid",   "Relu",    "Identity",
+      "ReduceSum",  "ReduceMean", "ReduceMax", "ReduceMin", "Softmax", "LayerNormalization",
+      "MatMul",     "Gemm",       "Reshape",   "Transpose", "Where"};
   return node.domain.empty() && kOps.count(node.op_type) != 0;
 }
 

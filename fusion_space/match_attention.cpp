@@ -49,7 +49,8 @@ FusionDecision WhereMask(const Graph& g, int32_t p, ValueId scores, const Dims& 
     return FusionDecision::Forbid(fmt::format("node {} (Where): the condition is not constant", p));
   auto strides = BroadcastStrides(cond.constant->dims(), score_dims);
   if (!strides)
-    return FusionDecision::Forbid(fmt::format("node {} (Where): the condition does not broadcast", p));
+    return FusionDecision::Forbid(
+        fmt::format("node {} (Where): the condition does not broadcast", p));
   const size_t r = score_dims.size();
   const int64_t s = score_dims[r - 2], t = score_dims[r - 1];
   auto kept = [&](int64_t i, int64_t j) {
@@ -128,24 +129,26 @@ FusionDecision MatchAttentionInstance(const Graph& g, const Dataflow& flow,
       const bool chain_left = p0 >= 0 && inside[p0];
       const ValueId t = chain_left ? node.inputs[1] : node.inputs[0];
       const int32_t pt = g.value(t).producer;
-      if (pt >= 0 && inside[pt]) return FusionDecision::Forbid("the mask is computed inside the group");
+      if (pt >= 0 && inside[pt])
+        return FusionDecision::Forbid("the mask is computed inside the group");
       auto strides = BroadcastStrides(g.type(t).dims, score_dims);
-      if (!strides) return FusionDecision::Forbid("the additive mask does not broadcast to the scores");
+      if (!strides)
+        return FusionDecision::Forbid("the additive mask does not broadcast to the scores");
       mask.kind = kernels::MaskKind::kAdditive;
       mask.tensor = t;
       mask.strides = *strides;
       v = chain_left ? node.inputs[0] : node.inputs[1];
     } else if (node.op_type == "Where" && mask.kind == kernels::MaskKind::kNone) {
-      const ValueId chain = (g.value(node.inputs[1]).producer >= 0 &&
-                             inside[g.value(node.inputs[1]).producer])
-                                ? node.inputs[1]
-                                : node.inputs[2];
+      const ValueId chain =
+          (g.value(node.inputs[1]).producer >= 0 && inside[g.value(node.inputs[1]).producer])
+              ? node.inputs[1]
+              : node.inputs[2];
       FT_RETURN_IF_DECISION(WhereMask(g, p, chain, score_dims, &mask));
       v = chain;
     } else {
-      return FusionDecision::Forbid(fmt::format(
-          "node {} ({}) between the scores and the softmax is not a scale or a mask", p,
-          node.op_type));
+      return FusionDecision::Forbid(
+          fmt::format("node {} ({}) between the scores and the softmax is not a scale or a mask", p,
+                      node.op_type));
     }
   }
 
@@ -213,11 +216,10 @@ FusionDecision MatchAttentionInstance(const Graph& g, const Dataflow& flow,
   }
   k->outputs = {o.base};
   k->inputs = GroupInputs(g, k->nodes, inside);
-  k->summary = fmt::format("attention {}x{} heads, {}x{} keys, d={}{}", d.batch, d.heads, d.seq_q,
-                           d.seq_kv, d.head_dim,
-                           d.mask == kernels::MaskKind::kNone
-                               ? ""
-                               : fmt::format(" {} mask", kernels::MaskKindName(d.mask)));
+  k->summary = fmt::format(
+      "attention {}x{} heads, {}x{} keys, d={}{}", d.batch, d.heads, d.seq_q, d.seq_kv, d.head_dim,
+      d.mask == kernels::MaskKind::kNone ? ""
+                                         : fmt::format(" {} mask", kernels::MaskKindName(d.mask)));
   return FusionDecision::Allow();
 }
 

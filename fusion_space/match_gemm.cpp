@@ -130,8 +130,8 @@ class EpilogueBuilder {
     auto s = BroadcastStrides(g_.type(t).dims, out);
     if (!s)
       return FusionDecision::Forbid(fmt::format("operand {} {} does not broadcast to {}",
-                                                g_.value(t).name,
-                                                DimsToString(g_.type(t).dims), DimsToString(out)));
+                                                g_.value(t).name, DimsToString(g_.type(t).dims),
+                                                DimsToString(out)));
     op->kind = kind;
     op->col_stride = s->back();
     const size_t lead = out.size() - (shape_.batched ? 2 : 1);
@@ -140,9 +140,8 @@ class EpilogueBuilder {
     const int64_t outer = shape_.batched ? shape_.batch : shape_.m;
     auto collapsed = ReshapeStrides(lead_dims, lead_strides, std::vector<int64_t>{outer});
     if (!collapsed)
-      return FusionDecision::Forbid(
-          fmt::format("operand {} is broadcast in a way the epilogue cannot stride through",
-                      g_.value(t).name));
+      return FusionDecision::Forbid(fmt::format(
+          "operand {} is broadcast in a way the epilogue cannot stride through", g_.value(t).name));
     if (shape_.batched) {
       op->batch_stride = (*collapsed)[0];
       op->row_stride = (*s)[out.size() - 2];
@@ -161,8 +160,9 @@ class EpilogueBuilder {
     const Node& node = g_.nodes[p];
     visited_.insert(p);
     if (node.op_type == "Identity") return Chain(node.inputs[0], ops);
-    const bool binary = node.inputs.size() == 2 && (node.op_type == "Add" || node.op_type == "Mul" ||
-                                                    node.op_type == "Div" || node.op_type == "Sub");
+    const bool binary =
+        node.inputs.size() == 2 && (node.op_type == "Add" || node.op_type == "Mul" ||
+                                    node.op_type == "Div" || node.op_type == "Sub");
     if (binary) {
       const bool d0 = DependsOnC(node.inputs[0]), d1 = DependsOnC(node.inputs[1]);
       if (d0 != d1) {
@@ -181,9 +181,9 @@ class EpilogueBuilder {
                           std::vector<EpilogueOp>* ops) {
     const int32_t tp = g_.value(t).producer;
     if (tp >= 0 && inside_[tp])
-      return FusionDecision::Forbid(fmt::format(
-          "node {} ({}) combines the GEMM with a value computed inside the group", p,
-          node.op_type));
+      return FusionDecision::Forbid(
+          fmt::format("node {} ({}) combines the GEMM with a value computed inside the group", p,
+                      node.op_type));
     double scalar = 0;
     const bool is_scalar = ScalarConstant(g_, t, &scalar);
     const std::string& op = node.op_type;
@@ -197,16 +197,16 @@ class EpilogueBuilder {
     }
     if (op == "Add" || op == "Mul") {
       if (is_scalar && op == "Add")
-        return FusionDecision::Forbid(fmt::format(
-            "node {} (Add) adds a scalar; the GEMM epilogue has no scalar add", p));
+        return FusionDecision::Forbid(
+            fmt::format("node {} (Add) adds a scalar; the GEMM epilogue has no scalar add", p));
       EpilogueOp e{};
-      FT_RETURN_IF_DECISION(OperandOp(
-          op == "Add" ? EpilogueKind::kResidualAdd : EpilogueKind::kMultiply, t, &e));
+      FT_RETURN_IF_DECISION(
+          OperandOp(op == "Add" ? EpilogueKind::kResidualAdd : EpilogueKind::kMultiply, t, &e));
       ops->push_back(e);
       return FusionDecision::Allow();
     }
-    return FusionDecision::Forbid(fmt::format(
-        "node {} ({}) with a tensor operand is not a GEMM epilogue step", p, op));
+    return FusionDecision::Forbid(
+        fmt::format("node {} ({}) with a tensor operand is not a GEMM epilogue step", p, op));
   }
 
   FusionDecision ActivationStep(ValueId e, std::vector<EpilogueOp>* ops) {
@@ -224,9 +224,8 @@ class EpilogueBuilder {
           stack.push_back(in);
         }
     }
-    std::sort(candidates.begin(), candidates.end(), [&](ValueId a, ValueId b) {
-      return g_.value(a).producer > g_.value(b).producer;
-    });
+    std::sort(candidates.begin(), candidates.end(),
+              [&](ValueId a, ValueId b) { return g_.value(a).producer > g_.value(b).producer; });
     for (ValueId d : candidates) {
       std::set<int32_t> between;
       if (!OnlyThrough(e, d, &between)) continue;
@@ -238,18 +237,19 @@ class EpilogueBuilder {
       });
       if (!failure.empty()) return FusionDecision::Forbid(failure);
       if (!fit.found)
-        return FusionDecision::Forbid(fmt::format(
-            "nodes {}..{} compute a function that is not a known activation",
-            *between.begin(), *between.rbegin()));
+        return FusionDecision::Forbid(
+            fmt::format("nodes {}..{} compute a function that is not a known activation",
+                        *between.begin(), *between.rbegin()));
       FT_RETURN_IF_DECISION(Chain(d, ops));
       visited_.insert(between.begin(), between.end());
       if (!fit.identity) ops->push_back(EpilogueOp::Act(fit.kind));
-      if (std::abs(fit.scale - 1) > 1e-6) ops->push_back(EpilogueOp::Scale(static_cast<float>(fit.scale)));
+      if (std::abs(fit.scale - 1) > 1e-6)
+        ops->push_back(EpilogueOp::Scale(static_cast<float>(fit.scale)));
       return FusionDecision::Allow();
     }
-    return FusionDecision::Forbid(fmt::format(
-        "node {} ({}) combines values that do not reduce to one epilogue chain",
-        g_.value(e).producer, g_.nodes[g_.value(e).producer].op_type));
+    return FusionDecision::Forbid(
+        fmt::format("node {} ({}) combines values that do not reduce to one epilogue chain",
+                    g_.value(e).producer, g_.nodes[g_.value(e).producer].op_type));
   }
 
   // True when every path from e back to non-constant values passes through d;
@@ -307,9 +307,9 @@ FusionDecision MatchGemmInstance(const Graph& g, const Dataflow& flow,
     if (g.type(node.outputs[0]).dtype != DataType::kFloat32)
       return FusionDecision::Forbid(fmt::format("node {} does not produce f32", gemms[i]));
     if (node.inputs[0] != a)
-      return FusionDecision::Forbid(fmt::format(
-          "nodes {} and {} multiply different A operands; only GEMMs sharing A fuse", gemms[0],
-          gemms[i]));
+      return FusionDecision::Forbid(
+          fmt::format("nodes {} and {} multiply different A operands; only GEMMs sharing A fuse",
+                      gemms[0], gemms[i]));
     FT_RETURN_IF_DECISION(ShapeOf(g, gemms[i], &shapes[i]));
     if (shapes[i].m != shapes[0].m || shapes[i].batch != shapes[0].batch ||
         shapes[i].batched != shapes[0].batched)
@@ -330,7 +330,8 @@ FusionDecision MatchGemmInstance(const Graph& g, const Dataflow& flow,
   d.a_batch_stride = shapes[0].a_batch;
   // Each GEMM's chain ends at the one value of its chain that leaves the group.
   std::set<int32_t> covered(gemms.begin(), gemms.end());
-  k->summary = fmt::format("gemm {}{}x{}x", d.batch > 1 ? fmt::format("{}x", d.batch) : "", d.m, d.k);
+  k->summary =
+      fmt::format("gemm {}{}x{}x", d.batch > 1 ? fmt::format("{}x", d.batch) : "", d.m, d.k);
   for (size_t i = 0; i < gemms.size(); ++i) {
     const GemmNodeShape& s = shapes[i];
     const ValueId c = g.nodes[gemms[i]].outputs[0];
@@ -351,7 +352,8 @@ FusionDecision MatchGemmInstance(const Graph& g, const Dataflow& flow,
           "the chain after node {} has {} values read outside the group; a GEMM writes one",
           gemms[i], leaving.size()));
     if (g.type(leaving[0]).dims != g.type(c).dims)
-      return FusionDecision::Forbid(fmt::format("the chain after node {} changes the shape", gemms[i]));
+      return FusionDecision::Forbid(
+          fmt::format("the chain after node {} changes the shape", gemms[i]));
     kernels::GemmOutput out;
     out.n = s.n;
     out.b = k->AddSlot(g.nodes[gemms[i]].inputs[1]);

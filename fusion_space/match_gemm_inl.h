@@ -34,7 +34,8 @@ ActivationFit FitActivation(F&& f) {
       if (std::abs(fs[i] - s * act(xs[i])) > 2e-5 * (1 + std::abs(fs[i]))) return {false, 0};
     return {s != 0, s};
   };
-  if (auto [ok, s] = fit([](double x) { return x; }); ok) return {true, true, EpilogueKind::kScale, s};
+  if (auto [ok, s] = fit([](double x) { return x; }); ok)
+    return {true, true, EpilogueKind::kScale, s};
   for (EpilogueKind kind : {EpilogueKind::kRelu, EpilogueKind::kGeluErf, EpilogueKind::kGeluTanh,
                             EpilogueKind::kSilu, EpilogueKind::kSigmoid})
     if (auto [ok, s] = fit([kind](double x) { return match_detail::ReferenceActivation(kind, x); });

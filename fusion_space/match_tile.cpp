@@ -271,12 +271,13 @@ FusionDecision MatchTileInstance(const Graph& g, const Dataflow& flow,
     k->kind = KernelTemplate::kElementwise;
     auto& d = k->elementwise;
     d.dims = space;
-    for (ValueId v : m.inputs) d.inputs.push_back({k->AddSlot(v), *BroadcastStrides(g.type(v).dims, space)});
+    for (ValueId v : m.inputs)
+      d.inputs.push_back({k->AddSlot(v), *BroadcastStrides(g.type(v).dims, space)});
     for (ValueId v : m.outputs) {
       if (g.type(v).numel() != NumElements(space))
-        return FusionDecision::Forbid(fmt::format(
-            "output {} {} is smaller than the group's iteration space {}", g.value(v).name,
-            DimsToString(g.type(v).dims), DimsToString(space)));
+        return FusionDecision::Forbid(
+            fmt::format("output {} {} is smaller than the group's iteration space {}",
+                        g.value(v).name, DimsToString(g.type(v).dims), DimsToString(space)));
       d.outputs.push_back(k->AddSlot(v));
     }
     d.program = std::move(m.program);
@@ -298,16 +299,17 @@ FusionDecision MatchTileInstance(const Graph& g, const Dataflow& flow,
       const int64_t col = s.back();
       s.pop_back();
       if (s.empty()) s = {0};
-      d.inputs.push_back({k->AddSlot(v), s, g.type(v).dims.empty() || g.type(v).dims.back() == 1 ? 0 : col});
+      d.inputs.push_back(
+          {k->AddSlot(v), s, g.type(v).dims.empty() || g.type(v).dims.back() == 1 ? 0 : col});
     }
     for (ValueId v : m.outputs) {
       const Dims& od = g.type(v).dims;
       const bool wide = od.size() == space.size() && od == space;
       const bool per_row = od.size() == space.size() && od == narrow;
       if (!wide && !per_row)
-        return FusionDecision::Forbid(fmt::format(
-            "output {} {} is neither the group's rows {} nor one value per row",
-            g.value(v).name, DimsToString(od), DimsToString(space)));
+        return FusionDecision::Forbid(
+            fmt::format("output {} {} is neither the group's rows {} nor one value per row",
+                        g.value(v).name, DimsToString(od), DimsToString(space)));
       std::vector<int64_t> s = RowMajorStrides(od);
       s.pop_back();
       if (s.empty()) s = {0};

@@ -46,24 +46,42 @@ std::optional<double> EvalScalarFunction(const Graph& g, ValueId e, ValueId leaf
   const std::string& op = node.op_type;
   double y;
   auto need = [&](size_t n) { return in.size() == n; };
-  if (op == "Identity" && need(1)) y = in[0];
-  else if (op == "Neg" && need(1)) y = -in[0];
-  else if (op == "Abs" && need(1)) y = std::abs(in[0]);
-  else if (op == "Exp" && need(1)) y = std::exp(in[0]);
-  else if (op == "Log" && need(1)) y = std::log(in[0]);
-  else if (op == "Sqrt" && need(1)) y = std::sqrt(in[0]);
-  else if (op == "Reciprocal" && need(1)) y = 1 / in[0];
-  else if (op == "Tanh" && need(1)) y = std::tanh(in[0]);
-  else if (op == "Erf" && need(1)) y = std::erf(in[0]);
-  else if (op == "Sigmoid" && need(1)) y = 1 / (1 + std::exp(-in[0]));
-  else if (op == "Relu" && need(1)) y = std::max(in[0], 0.0);
-  else if (op == "Add" && need(2)) y = in[0] + in[1];
-  else if (op == "Sub" && need(2)) y = in[0] - in[1];
-  else if (op == "Mul" && need(2)) y = in[0] * in[1];
-  else if (op == "Div" && need(2)) y = in[0] / in[1];
-  else if (op == "Pow" && need(2)) y = std::pow(in[0], in[1]);
-  else if (op == "Max" && need(2)) y = std::max(in[0], in[1]);
-  else if (op == "Min" && need(2)) y = std::min(in[0], in[1]);
+  if (op == "Identity" && need(1))
+    y = in[0];
+  else if (op == "Neg" && need(1))
+    y = -in[0];
+  else if (op == "Abs" && need(1))
+    y = std::abs(in[0]);
+  else if (op == "Exp" && need(1))
+    y = std::exp(in[0]);
+  else if (op == "Log" && need(1))
+    y = std::log(in[0]);
+  else if (op == "Sqrt" && need(1))
+    y = std::sqrt(in[0]);
+  else if (op == "Reciprocal" && need(1))
+    y = 1 / in[0];
+  else if (op == "Tanh" && need(1))
+    y = std::tanh(in[0]);
+  else if (op == "Erf" && need(1))
+    y = std::erf(in[0]);
+  else if (op == "Sigmoid" && need(1))
+    y = 1 / (1 + std::exp(-in[0]));
+  else if (op == "Relu" && need(1))
+    y = std::max(in[0], 0.0);
+  else if (op == "Add" && need(2))
+    y = in[0] + in[1];
+  else if (op == "Sub" && need(2))
+    y = in[0] - in[1];
+  else if (op == "Mul" && need(2))
+    y = in[0] * in[1];
+  else if (op == "Div" && need(2))
+    y = in[0] / in[1];
+  else if (op == "Pow" && need(2))
+    y = std::pow(in[0], in[1]);
+  else if (op == "Max" && need(2))
+    y = std::max(in[0], in[1]);
+  else if (op == "Min" && need(2))
+    y = std::min(in[0], in[1]);
   else {
     *failure = fmt::format("node {} ({}) is not an elementwise scalar function", p, op);
     return std::nullopt;

@@ -19,16 +19,16 @@
 namespace fusetune {
 
 struct PartitionObjective {
-  std::vector<double> group_cost;  // per index of space.candidates().groups
-  double launch_cost = 0;          // added per group (kernel launch)
+  std::vector<double> group_cost;            // per index of space.candidates().groups
+  double launch_cost = 0;                    // added per group (kernel launch)
   std::optional<int64_t> peak_memory_limit;  // bytes of live intermediates
   int64_t max_expansions = 2'000'000;        // branch-and-bound budget
 };
 
 struct PartitionChoice {
   bool found = false;
-  bool proven_optimal = false;   // false when the search budget ran out first
-  std::vector<int32_t> groups;   // candidate indices
+  bool proven_optimal = false;  // false when the search budget ran out first
+  std::vector<int32_t> groups;  // candidate indices
   double cost = 0;
   int64_t peak_bytes = 0;
   int64_t dp_states = 0;

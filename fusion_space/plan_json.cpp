@@ -14,7 +14,9 @@ using nlohmann::json;
 
 namespace {
 
-Error Bad(const std::string& message) { return Error(ErrorCode::kInvalidArgument, "plan: " + message); }
+Error Bad(const std::string& message) {
+  return Error(ErrorCode::kInvalidArgument, "plan: " + message);
+}
 
 // Canonical position <-> node index.
 struct Positions {
@@ -86,22 +88,24 @@ Result<Plan> PlanFromJson(FusionSpace& space, const json& j) {
       if (!p.is_number_integer()) return Bad(where + ".nodes holds a non-integer");
       const int64_t position = p.get<int64_t>();
       if (position < 0 || position >= n)
-        return Bad(fmt::format("{}: node {} out of range (the graph has {} nodes)", where,
-                               position, n));
+        return Bad(
+            fmt::format("{}: node {} out of range (the graph has {} nodes)", where, position, n));
       group.nodes.push_back(pos.node_at[position]);
     }
     std::sort(group.nodes.begin(), group.nodes.end());
     if (std::adjacent_find(group.nodes.begin(), group.nodes.end()) != group.nodes.end())
       return Bad(where + ".nodes lists a node twice");
     const GroupMatch& m = space.Match(group.nodes);
-    if (!m.decision) return Bad(fmt::format("{} is not a legal group: {}", where, m.decision.reason()));
+    if (!m.decision)
+      return Bad(fmt::format("{} is not a legal group: {}", where, m.decision.reason()));
     const std::string name = g.value("template", "");
     auto kind = TemplateByName(name);
     if (!kind) return Bad(fmt::format("{}.template \"{}\" is unknown", where, name));
     if (*kind != m.instance.kind)
       return Bad(fmt::format("{}.template is \"{}\" but the group is a {} kernel", where, name,
                              KernelTemplateName(m.instance.kind)));
-    const FusionDecision t = TilingFromJson(*kind, g.value("tiling", json::object()), &group.tiling);
+    const FusionDecision t =
+        TilingFromJson(*kind, g.value("tiling", json::object()), &group.tiling);
     if (!t) return Bad(fmt::format("{}.tiling: {}", where, t.reason()));
     plan.groups.push_back(std::move(group));
   }

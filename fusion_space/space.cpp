@@ -33,8 +33,7 @@ const char* MutationKindName(MutationKind kind) {
   return "?";
 }
 
-FusionSpace::FusionSpace(const Graph& graph, kernels::KernelConfig config,
-                         CandidateOptions options)
+FusionSpace::FusionSpace(const Graph& graph, kernels::KernelConfig config, CandidateOptions options)
     : graph_(graph), config_(config), flow_(graph) {
   candidates_ = EnumerateCandidates(graph_, flow_, options);
   for (const CandidateGroup& c : candidates_.groups) {
@@ -329,7 +328,8 @@ int64_t FusionSpace::PeakIntermediateBytes(const Plan& plan) {
     const KernelInstance& k = Match(plan.groups[s].nodes).instance;
     for (ValueId v : k.outputs) live[v] = {s, flow_.is_graph_output(v) ? steps - 1 : s};
     for (ValueId v : k.inputs)
-      if (auto it = live.find(v); it != live.end()) it->second.second = std::max(it->second.second, s);
+      if (auto it = live.find(v); it != live.end())
+        it->second.second = std::max(it->second.second, s);
   }
   std::vector<int64_t> at(steps, 0);
   for (auto& [v, range] : live)

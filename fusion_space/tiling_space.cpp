@@ -95,9 +95,12 @@ TilingSpace::TilingSpace(const KernelInstance& k, const kernels::KernelConfig& c
     case KernelTemplate::kGemm: {
       int64_t n = 0;
       for (const auto& o : k.gemm.outputs) n = std::max(n, o.n);
-      params_ = {{"mc", BlockSizes(k.gemm.m, 8, 16)},   {"nc", BlockSizes(n, 16, 32)},
-                 {"kc", BlockSizes(k.gemm.k, 16, 32)},  {"micro", Range(MicroShapes().size())},
-                 {"order", {0, 1}},                     {"split", {0, 1, 2}},
+      params_ = {{"mc", BlockSizes(k.gemm.m, 8, 16)},
+                 {"nc", BlockSizes(n, 16, 32)},
+                 {"kc", BlockSizes(k.gemm.k, 16, 32)},
+                 {"micro", Range(MicroShapes().size())},
+                 {"order", {0, 1}},
+                 {"split", {0, 1, 2}},
                  {"double_buffer", {0, 1}}};
       break;
     }
@@ -151,8 +154,13 @@ std::vector<int64_t> TilingValues(const Tiling& t) {
   if (auto* x = std::get_if<kernels::RowwiseTiling>(&t))
     values = {x->rows_per_tile, x->unroll, x->prefetch};
   if (auto* x = std::get_if<kernels::GemmTiling>(&t))
-    values = {x->mc, x->nc, x->kc, MicroIndex(x->mr, x->nr), static_cast<int>(x->order),
-              static_cast<int>(x->split), x->double_buffer ? 1 : 0};
+    values = {x->mc,
+              x->nc,
+              x->kc,
+              MicroIndex(x->mr, x->nr),
+              static_cast<int>(x->order),
+              static_cast<int>(x->split),
+              x->double_buffer ? 1 : 0};
   if (auto* x = std::get_if<kernels::AttentionTiling>(&t))
     values = {x->br, x->bc, MicroIndex(x->mr, x->nr)};
   return values;
@@ -178,8 +186,9 @@ FusionDecision TilingSpace::Check(const Tiling& t) const {
                                               KernelTemplateName(TilingTemplate(t)),
                                               KernelTemplateName(instance_.kind)));
   if (auto* x = std::get_if<kernels::ElementwiseTiling>(&t)) {
-    FT_RETURN_IF_DECISION(Need(x->tile % 16 == 0, fmt::format(
-        "tile {} is not a multiple of the 16-float vector", x->tile)));
+    FT_RETURN_IF_DECISION(
+        Need(x->tile % 16 == 0,
+             fmt::format("tile {} is not a multiple of the 16-float vector", x->tile)));
     return FromStatus(kernels::ValidateElementwise(instance_.elementwise, *x, config_));
   }
   if (auto* x = std::get_if<kernels::RowwiseTiling>(&t))
@@ -335,13 +344,18 @@ FusionDecision TilingFromJson(KernelTemplate kind, const json& j, Tiling* out) {
       FT_RETURN_IF_DECISION(Field(j, "nr", &t.nr));
       FT_RETURN_IF_DECISION(Field(j, "double_buffer", &t.double_buffer));
       const std::string order = j.value("order", ""), split = j.value("split", "");
-      if (order == kernels::LoopOrderName(kernels::LoopOrder::kMN)) t.order = kernels::LoopOrder::kMN;
-      else if (order == kernels::LoopOrderName(kernels::LoopOrder::kNM)) t.order = kernels::LoopOrder::kNM;
-      else return FusionDecision::Forbid(fmt::format("tiling.order \"{}\" is not mn or nm", order));
+      if (order == kernels::LoopOrderName(kernels::LoopOrder::kMN))
+        t.order = kernels::LoopOrder::kMN;
+      else if (order == kernels::LoopOrderName(kernels::LoopOrder::kNM))
+        t.order = kernels::LoopOrder::kNM;
+      else
+        return FusionDecision::Forbid(fmt::format("tiling.order \"{}\" is not mn or nm", order));
       bool found = false;
-      for (auto s : {kernels::ParallelSplit::kM, kernels::ParallelSplit::kN, kernels::ParallelSplit::kMN})
+      for (auto s :
+           {kernels::ParallelSplit::kM, kernels::ParallelSplit::kN, kernels::ParallelSplit::kMN})
         if (split == kernels::ParallelSplitName(s)) t.split = s, found = true;
-      if (!found) return FusionDecision::Forbid(fmt::format("tiling.split \"{}\" is not m, n or mn", split));
+      if (!found)
+        return FusionDecision::Forbid(fmt::format("tiling.split \"{}\" is not m, n or mn", split));
       *out = t;
       return FusionDecision::Allow();
     }

@@ -4,9 +4,7 @@
 
 namespace fusetune {
 
-bool IsViewOp(const Node& node) {
-  return node.op_type == "Reshape" || node.op_type == "Transpose";
-}
+bool IsViewOp(const Node& node) { return node.op_type == "Reshape" || node.op_type == "Transpose"; }
 
 std::optional<std::vector<int64_t>> ReshapeStrides(std::span<const int64_t> dims,
                                                    std::span<const int64_t> strides,
@@ -101,8 +99,8 @@ FusionDecision ResolveReadView(const Graph& g, std::span<const char> in_group, V
     } else {
       auto strides = ReshapeStrides(view->dims, view->strides, out_dims);
       if (!strides)
-        return FusionDecision::Forbid(fmt::format(
-            "node {} (Reshape) of a transposed view would need a copy", chain[i]));
+        return FusionDecision::Forbid(
+            fmt::format("node {} (Reshape) of a transposed view would need a copy", chain[i]));
       view->strides = std::move(*strides);
     }
     view->dims = out_dims;
@@ -115,8 +113,7 @@ FusionDecision ResolveWriteView(const Graph& g, std::span<const char> in_group,
                                 ValueId value, StridedView* view) {
   std::vector<int32_t> chain;  // view nodes from `value` forward
   ValueId v = value;
-  while (uses[v].size() == 1 && in_group[uses[v][0].first] &&
-         IsViewOp(g.nodes[uses[v][0].first])) {
+  while (uses[v].size() == 1 && in_group[uses[v][0].first] && IsViewOp(g.nodes[uses[v][0].first])) {
     chain.push_back(uses[v][0].first);
     v = g.nodes[chain.back()].outputs[0];
   }

@@ -38,8 +38,7 @@ Result<std::unique_ptr<Executable>> Executable::Compile(FusionSpace& space, cons
     const KernelInstance& k = exe->steps_[s].instance;
     for (ValueId v : k.inputs)
       if (auto it = life.find(v); it != life.end()) it->second.last_step = s;
-    for (ValueId v : k.outputs)
-      life[v] = {v, static_cast<int64_t>(g.type(v).nbytes()), s, s};
+    for (ValueId v : k.outputs) life[v] = {v, static_cast<int64_t>(g.type(v).nbytes()), s, s};
   }
   for (ValueId v : g.outputs)
     if (auto it = life.find(v); it != life.end()) it->second.last_step = steps - 1;
@@ -118,10 +117,10 @@ Status Executable::RunReferenceStep(const Step& step, StepReport* report) {
     if (v == kNoValue) continue;
     const Tensor& r = (*results)[i];
     if (r.dims() != graph_.type(v).dims || r.dtype() != graph_.type(v).dtype)
-      return Error(ErrorCode::kInternal,
-                   fmt::format("{}: reference kernel produced {}{} for '{}'",
-                               graph_.Describe(index), DataTypeName(r.dtype()),
-                               DimsToString(r.dims()), graph_.value(v).name));
+      return Error(
+          ErrorCode::kInternal,
+          fmt::format("{}: reference kernel produced {}{} for '{}'", graph_.Describe(index),
+                      DataTypeName(r.dtype()), DimsToString(r.dims()), graph_.value(v).name));
     std::memcpy(Address(v), r.raw(), r.nbytes());
     report->stats.bytes_local_to_global += static_cast<int64_t>(r.nbytes());
   }
@@ -143,20 +142,19 @@ Result<StepReport> Executable::RunStep(const Step& step, kernels::RunMode mode) 
     const int slot = SlotIndex(p);
     if (slot < 0) return;
     const OperandSlot& s = k.slots[slot];
-    std::byte* base = s.value != kNoValue
-                          ? Address(s.value)
-                          : const_cast<std::byte*>(k.owned[s.owned]->raw());
+    std::byte* base =
+        s.value != kNoValue ? Address(s.value) : const_cast<std::byte*>(k.owned[s.owned]->raw());
     p = reinterpret_cast<float*>(base) + s.offset;
   });
   Result<kernels::KernelStats> stats = Error(ErrorCode::kInternal, "no kernel ran");
   switch (k.kind) {
     case KernelTemplate::kElementwise:
-      stats = kernels::RunElementwise(k.elementwise,
-                                      std::get<kernels::ElementwiseTiling>(step.tiling), config_, mode);
+      stats = kernels::RunElementwise(
+          k.elementwise, std::get<kernels::ElementwiseTiling>(step.tiling), config_, mode);
       break;
     case KernelTemplate::kRowwise:
-      stats = kernels::RunRowwise(k.rowwise, std::get<kernels::RowwiseTiling>(step.tiling),
-                                  config_, mode);
+      stats = kernels::RunRowwise(k.rowwise, std::get<kernels::RowwiseTiling>(step.tiling), config_,
+                                  mode);
       break;
     case KernelTemplate::kGemm:
       stats = kernels::RunGemm(k.gemm, std::get<kernels::GemmTiling>(step.tiling), config_, mode);

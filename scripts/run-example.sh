@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job on the bundled example: installs missing packages, builds
-# Release, then inspects examples/encoder_small.onnx and runs it with the
-# reference executor on its bundled input, checking the result against the
-# output PyTorch saved when it exported the model.
+# Release, then inspects examples/encoder_small.onnx, shows its fusion space
+# (candidate groups, partitions, the greedy plan), runs the greedy plan with
+# fused kernels on the bundled input and checks the result against the output
+# PyTorch saved when it exported the model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -13,8 +14,12 @@ OUT=${OUT_DIR:-out/example}
 echo "== fusetune inspect $MODEL"
 $FT inspect "$MODEL"
 echo
-echo "== fusetune run-reference $MODEL"
-$FT run-reference "$MODEL" --input x=examples/encoder_small.in.x.npy --output-dir "$OUT"
+echo "== fusetune space $MODEL"
+mkdir -p "$OUT"
+$FT space "$MODEL" --save-greedy "$OUT/greedy-plan.json"
+echo
+echo "== fusetune run $MODEL --plan $OUT/greedy-plan.json"
+$FT run "$MODEL" --plan "$OUT/greedy-plan.json" --input x=examples/encoder_small.in.x.npy --output-dir "$OUT" --verify --steps
 /usr/bin/python3 - "$OUT/y.npy" examples/encoder_small.out.y.npy <<'PY'
 import numpy as np, sys
 got, want = np.load(sys.argv[1]), np.load(sys.argv[2])

@@ -19,7 +19,7 @@ expect_error() {
 }
 
 # --help everywhere
-for cmd in "" inspect run-reference; do
+for cmd in "" inspect run-reference space run; do
   $FUSETUNE $cmd --help >/dev/null || fail "fusetune $cmd --help"
 done
 
@@ -44,6 +44,32 @@ assert a.shape == b.shape and np.abs(a - b).max() <= 1e-4 * np.abs(b).max(), np.
 PY
 $FUSETUNE run-reference "$DATA/mlp.onnx" --random-inputs 1 --json >"$TMP/run.json" || fail "run-reference --json"
 grep -q '"outputs"' "$TMP/run.json" || fail "run-reference --json content"
+
+# space: candidate groups, partitions, greedy plan; saved plans run and match PyTorch
+$FUSETUNE space "$DATA/encoder_postln_op13.onnx" --save-greedy "$TMP/greedy.json" >"$TMP/space.txt" || fail "space"
+grep -q "attention" "$TMP/space.txt" || fail "space lists no attention group"
+grep -q "partitions" "$TMP/space.txt" || fail "space reports no partition count"
+$FUSETUNE space "$DATA/llama_op17.onnx" --json >"$TMP/space.json" || fail "space --json"
+/usr/bin/python3 - "$TMP/space.json" <<'PY' || fail "space --json content"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["candidates"]["multi_node_groups"] > 0 and j["partitions"]["count_upper_bound"] > 1, j
+assert j["greedy"]["traffic_bytes"] < j["unfused"]["traffic_bytes"], j
+PY
+$FUSETUNE run "$DATA/encoder_postln_op13.onnx" --plan "$TMP/greedy.json" --input x="$DATA/encoder_postln_op13.in.x.npy" \
+  --output-dir "$TMP/run" --verify >"$TMP/run.txt" || fail "run --plan"
+/usr/bin/python3 - "$TMP/run/y.npy" "$DATA/encoder_postln_op13.out.y.npy" <<'PY' || fail "run output differs from PyTorch"
+import numpy as np, sys
+a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
+assert a.shape == b.shape and np.abs(a - b).max() <= 1e-4 * np.abs(b).max(), np.abs(a - b).max()
+PY
+sed 's/"version": 1/"version": 7/' "$TMP/greedy.json" >"$TMP/v7.json"
+expect_error 2 "unknown version 7" -- $FUSETUNE run "$DATA/encoder_postln_op13.onnx" --plan "$TMP/v7.json" --random-inputs 1
+expect_error 2 "made for a graph of 49 nodes" -- $FUSETUNE run "$DATA/mlp.onnx" --plan "$TMP/greedy.json" --random-inputs 1
+expect_error 2 "cannot open plan file" -- $FUSETUNE run "$DATA/mlp.onnx" --plan /nonexistent.json --random-inputs 1
+echo "{" >"$TMP/broken.json"
+expect_error 2 "not valid JSON" -- $FUSETUNE run "$DATA/mlp.onnx" --plan "$TMP/broken.json" --random-inputs 1
+expect_error 2 "max-group-size" -- $FUSETUNE space "$DATA/mlp.onnx" --max-group-size 0
 
 # bad input: exit code 2 and a message naming what is wrong
 echo "not a model" >"$TMP/bad.onnx"

@@ -129,8 +129,8 @@ TEST(MatchAttention, MatchesEveryExportWithViewsAndMasks) {
     for (int32_t i = qk; i <= pv + 2; ++i) group.push_back(i);
     // Add the view nodes feeding Q, K and V.
     for (int32_t v : {g.nodes[qk].inputs[0], g.nodes[qk].inputs[1], g.nodes[pv].inputs[1]})
-      for (int32_t p = g.value(v).producer; p >= 0 && (g.nodes[p].op_type == "Transpose" ||
-                                                       g.nodes[p].op_type == "Reshape");
+      for (int32_t p = g.value(v).producer;
+           p >= 0 && (g.nodes[p].op_type == "Transpose" || g.nodes[p].op_type == "Reshape");
            p = g.value(g.nodes[p].inputs[0]).producer)
         group.push_back(p);
     std::sort(group.begin(), group.end());

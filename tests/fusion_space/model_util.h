@@ -23,9 +23,14 @@ inline Graph LoadTestModel(const std::string& name) {
 }
 
 inline const std::vector<std::string>& AllTestModels() {
-  static const std::vector<std::string> kModels = {
-      "mlp",           "encoder_postln_op13", "encoder_postln_op17",  "encoder_3layer_op13",
-      "decoder_preln_op14", "decoder_preln_op17", "llama_op17",       "encoder_external_op17"};
+  static const std::vector<std::string> kModels = {"mlp",
+                                                   "encoder_postln_op13",
+                                                   "encoder_postln_op17",
+                                                   "encoder_3layer_op13",
+                                                   "decoder_preln_op14",
+                                                   "decoder_preln_op17",
+                                                   "llama_op17",
+                                                   "encoder_external_op17"};
   return kModels;
 }
 

@@ -89,7 +89,8 @@ TEST(TilingSpace, DoubleBufferingCountsAgainstCapacity) {
     if (tiling.double_buffer) continue;
     tiling.double_buffer = true;
     const int64_t need = kernels::GemmLocalBytes(space.Match(gemm).instance.gemm, tiling);
-    EXPECT_EQ(static_cast<bool>(t.Check(tiling)), need <= static_cast<int64_t>(small.local_buffer_bytes));
+    EXPECT_EQ(static_cast<bool>(t.Check(tiling)),
+              need <= static_cast<int64_t>(small.local_buffer_bytes));
     single_only += need > static_cast<int64_t>(small.local_buffer_bytes);
   }
   kernels::GemmTiling misaligned;
@@ -120,7 +121,8 @@ TEST(Plans, UnfusedGreedyRandomAndMutationsAreValid) {
         auto m = space.Mutate(p, rng, k);
         if (!m) continue;
         applied[k]++;
-        ASSERT_TRUE(space.Validate(*m)) << MutationKindName(k) << ": " << space.Validate(*m).reason();
+        ASSERT_TRUE(space.Validate(*m))
+            << MutationKindName(k) << ": " << space.Validate(*m).reason();
         EXPECT_FALSE(*m == p) << MutationKindName(k);
       }
     }
@@ -149,7 +151,8 @@ TEST(Partition, ExactSelectionMatchesBruteForce) {
     for (int trial = 0; trial < 4; ++trial) {
       PartitionObjective o;
       for (size_t i = 0; i < space.candidates().groups.size(); ++i)
-        o.group_cost.push_back(rng.Uniform() * static_cast<double>(space.candidates().groups[i].nodes.size()));
+        o.group_cost.push_back(rng.Uniform() *
+                               static_cast<double>(space.candidates().groups[i].nodes.size()));
       o.launch_cost = trial * 0.3;
       if (trial == 3) o.peak_memory_limit = space.PeakIntermediateBytes(space.Greedy());
       PartitionChoice fast = SelectMinCostPartition(space, o);

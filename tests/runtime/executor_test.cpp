@@ -83,7 +83,8 @@ TEST(BufferPlan, OverlappingLifetimesNeverShareMemory) {
   std::vector<BufferLifetime> l;
   for (int i = 0; i < 200; ++i) {
     const int64_t a = static_cast<int64_t>(rng.Below(50));
-    l.push_back({i, static_cast<int64_t>(1 + rng.Below(5000)), a, a + static_cast<int64_t>(rng.Below(10))});
+    l.push_back(
+        {i, static_cast<int64_t>(1 + rng.Below(5000)), a, a + static_cast<int64_t>(rng.Below(10))});
   }
   BufferPlan p = PlanBuffers(l, 60);
   for (size_t i = 0; i < l.size(); ++i)
