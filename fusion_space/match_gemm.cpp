@@ -287,6 +287,77 @@ std::string EpilogueSummary(const std::vector<EpilogueOp>& ops) {
   return s;
 }
 
+constexpr const char* kNotSwiglu = "no SwiGLU product";
+
+// silu(A x B_gate) * (A x B_up), then an epilogue chain: the GEMM template's
+// SwiGLU mode. Forbids with kNotSwiglu when no Mul combines the two GEMMs.
+FusionDecision MatchSwiglu(const Graph& g, const Dataflow& flow, std::span<const int32_t> group,
+                           const std::vector<char>& inside, const std::vector<int32_t>& gemms,
+                           const std::vector<GemmNodeShape>& shapes, KernelInstance* k) {
+  for (int32_t n : group) {
+    const Node& mul = g.nodes[n];
+    if (mul.op_type != "Mul" || mul.inputs.size() != 2) continue;
+    for (int side = 0; side < 2; ++side) {
+      const ValueId up_value = mul.inputs[side], gated = mul.inputs[1 - side];
+      int up = -1;
+      for (int i = 0; i < 2; ++i)
+        if (g.nodes[gemms[i]].outputs[0] == up_value) up = i;
+      if (up < 0) continue;
+      const int gate = 1 - up;
+      if (shapes[0].bias != kNoValue || shapes[1].bias != kNoValue || shapes[0].alpha != 1 ||
+          shapes[1].alpha != 1 || shapes[0].n != shapes[1].n)
+        return FusionDecision::Forbid("SwiGLU GEMMs must have equal widths and no Gemm bias");
+      std::vector<EpilogueOp> gate_ops;
+      EpilogueBuilder gate_chain(g, inside, g.nodes[gemms[gate]].outputs[0], shapes[gate], k);
+      // Not this Mul (or not this side) unless the other factor is silu(gate).
+      if (!gate_chain.Build(gated, &gate_ops) || gate_ops.size() != 1 ||
+          gate_ops[0].kind != EpilogueKind::kSilu)
+        continue;
+      // The one value leaving the group, downstream of the product.
+      std::vector<ValueId> leaving;
+      for (int32_t x : group)
+        for (ValueId out : g.nodes[x].outputs)
+          if (out != kNoValue && flow.LeavesGroup(out, inside)) leaving.push_back(out);
+      if (leaving.size() != 1)
+        return FusionDecision::Forbid(
+            fmt::format("{} values of the SwiGLU group are read outside it; a GEMM writes one",
+                        leaving.size()));
+      std::vector<EpilogueOp> after;
+      EpilogueBuilder tail(g, inside, mul.outputs[0], shapes[gate], k);
+      FT_RETURN_IF_DECISION(tail.Build(leaving[0], &after));
+      std::set<int32_t> covered(gemms.begin(), gemms.end());
+      covered.insert(n);
+      covered.insert(gate_chain.visited().begin(), gate_chain.visited().end());
+      covered.insert(tail.visited().begin(), tail.visited().end());
+      if (covered.size() != group.size())
+        return FusionDecision::Forbid("the group holds nodes outside the SwiGLU pattern");
+      auto& d = k->gemm;
+      for (int i : {gate, up}) {
+        kernels::GemmOutput out;
+        out.n = shapes[i].n;
+        out.b = k->AddSlot(g.nodes[gemms[i]].inputs[1]);
+        out.b_row_stride = shapes[i].b_row;
+        out.b_col_stride = shapes[i].b_col;
+        out.b_batch_stride = shapes[i].b_batch;
+        if (i == gate) {
+          out.epilogue = after;
+          out.c = k->AddSlot(leaving[0]);
+          out.c_row_stride = shapes[i].c_row;
+          out.c_batch_stride = shapes[i].c_batch;
+        }
+        d.outputs.push_back(std::move(out));
+      }
+      d.swiglu = true;
+      k->outputs = {leaving[0]};
+      k->inputs = GroupInputs(g, k->nodes, inside);
+      k->summary =
+          fmt::format("gemm {}x{}x{} swiglu{}", d.m, d.k, shapes[0].n, EpilogueSummary(after));
+      return FusionDecision::Allow();
+    }
+  }
+  return FusionDecision::Forbid(kNotSwiglu);
+}
+
 }  // namespace
 
 FusionDecision MatchGemmInstance(const Graph& g, const Dataflow& flow,
@@ -328,6 +399,10 @@ FusionDecision MatchGemmInstance(const Graph& g, const Dataflow& flow,
   d.a = k->AddSlot(a);
   d.a_row_stride = shapes[0].a_row;
   d.a_batch_stride = shapes[0].a_batch;
+  if (gemms.size() == 2) {
+    const FusionDecision swiglu = MatchSwiglu(g, flow, group, inside, gemms, shapes, k);
+    if (swiglu || swiglu.reason() != kNotSwiglu) return swiglu;
+  }
   // Each GEMM's chain ends at the one value of its chain that leaves the group.
   std::set<int32_t> covered(gemms.begin(), gemms.end());
   k->summary =

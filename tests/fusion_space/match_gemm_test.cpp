@@ -93,10 +93,11 @@ TEST(MatchGemm, QkvProjectionsFuseHorizontally) {
 TEST(MatchGemm, RefusesWithReasons) {
   Graph g = testing::LoadTestModel("llama_op17");
   Dataflow flow(g);
-  // SwiGLU's gate * up combines two GEMM outputs; the GEMM epilogue cannot.
+  // Without the gate's MatMul, the product combines the up GEMM with a value
+  // computed inside the group, which no epilogue reads.
   const int32_t sig = Find(g, "Sigmoid");
   ASSERT_GT(sig, 0);
-  GroupMatch m = MatchGroup(g, flow, Range(sig - 1, sig + 3));
+  GroupMatch m = MatchGroup(g, flow, Range(sig, sig + 3));
   ASSERT_FALSE(m.decision);
   EXPECT_NE(m.decision.reason().find("computed inside the group"), std::string::npos)
       << m.decision.reason();
@@ -104,6 +105,18 @@ TEST(MatchGemm, RefusesWithReasons) {
   const int32_t first_mm = Find(g, "MatMul");
   m = MatchGroup(g, flow, Range(first_mm - 1, first_mm));
   EXPECT_FALSE(m.decision);
+}
+
+TEST(MatchGemm, SwigluIsOneGemm) {
+  Graph g = testing::LoadTestModel("llama_op17");
+  Dataflow flow(g);
+  // gate MatMul, Sigmoid, Mul (SiLU), up MatMul, Mul; then down MatMul.
+  const int32_t sig = Find(g, "Sigmoid");
+  GroupMatch m = MatchGroup(g, flow, Range(sig - 1, sig + 3));
+  ASSERT_TRUE(m.decision) << m.decision.reason();
+  EXPECT_TRUE(m.instance.gemm.swiglu);
+  EXPECT_EQ(m.instance.gemm.outputs.size(), 2u);
+  EXPECT_EQ(m.instance.outputs.size(), 1u);
 }
 
 struct AttentionCase {
