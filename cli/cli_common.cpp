@@ -144,4 +144,23 @@ Result<nlohmann::json> WriteOutputs(const Graph& graph, const TensorMap& outputs
   return list;
 }
 
+void AddRunIoOptions(CLI::App* cmd, RunIoArgs* io) {
+  cmd->add_option("model", io->model, "ONNX model file")->required();
+  cmd->add_option("--input", io->inputs, "Graph input from a .npy file: NAME=FILE (repeatable)");
+  cmd->add_option("--random-inputs", io->random_seed,
+                  "Generate every input from this seed instead of --input");
+  cmd->add_option("--output-dir", io->output_dir, "Write one NAME.npy per graph output here");
+  cmd->add_option("--dim", io->model_options.dims,
+                  "Bind a symbolic dimension: NAME=VALUE (repeatable)");
+}
+
+void PrintOutputSummaries(const nlohmann::json& outputs) {
+  for (const auto& o : outputs)
+    std::cout << fmt::format("  {}: {}{}  mean {:.6g}  mean|x| {:.6g}{}\n",
+                             o["name"].get<std::string>(), o["dtype"].get<std::string>(),
+                             DimsToString(o["shape"].get<Dims>()), o["mean"].get<double>(),
+                             o["mean_abs"].get<double>(),
+                             o.contains("file") ? "  -> " + o["file"].get<std::string>() : "");
+}
+
 }  // namespace fusetune::cli

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
@@ -32,6 +33,18 @@ Result<Graph> LoadModel(const std::string& path, const ModelOptions& options);
 // Parses "NAME=VALUE" pairs.
 Result<std::map<std::string, std::string>> ParseAssignments(const std::vector<std::string>& items,
                                                             const char* flag);
+
+// The model, inputs and output options that run-reference and run share.
+struct RunIoArgs {
+  std::string model;
+  ModelOptions model_options;
+  std::vector<std::string> inputs;  // NAME=FILE.npy
+  int64_t random_seed = -1;
+  std::string output_dir;
+};
+void AddRunIoOptions(CLI::App* cmd, RunIoArgs* io);
+// One line per output summary from WriteOutputs.
+void PrintOutputSummaries(const nlohmann::json& outputs);
 
 // Graph inputs from NAME=FILE.npy pairs, or random ones from `random_seed` (>= 0).
 Result<TensorMap> LoadFeeds(const Graph& graph, const std::vector<std::string>& inputs,

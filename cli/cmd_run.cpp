@@ -18,11 +18,8 @@ namespace fusetune::cli {
 namespace {
 
 struct RunArgs {
-  std::string model, plan;
-  ModelOptions model_options;
-  std::vector<std::string> inputs;
-  int64_t random_seed = -1;
-  std::string output_dir;
+  RunIoArgs io;
+  std::string plan;
   int threads = 2;
   bool verify = false, json = false, steps = false;
 };
@@ -49,23 +46,23 @@ double ScaledMaxError(const TensorMap& got, const TensorMap& want) {
 }
 
 int Run(const RunArgs& args) {
-  auto graph = LoadModel(args.model, args.model_options);
+  auto graph = LoadModel(args.io.model, args.io.model_options);
   if (!graph.ok()) return ReportError(graph.error());
   kernels::KernelConfig config;
   config.threads = args.threads;
   FusionSpace space(*graph, config);
   auto plan = LoadPlan(space, args.plan);
   if (!plan.ok()) return ReportError(plan.error());
-  auto feeds = LoadFeeds(*graph, args.inputs, args.random_seed);
+  auto feeds = LoadFeeds(*graph, args.io.inputs, args.io.random_seed);
   if (!feeds.ok()) return ReportError(feeds.error());
   auto exe = Executable::Compile(space, *plan);
   if (!exe.ok()) return ReportError(exe.error());
   RunReport report;
   auto result = (*exe)->Run(*feeds, &report);
   if (!result.ok()) return ReportError(result.error());
-  auto outputs = WriteOutputs(*graph, *result, args.output_dir);
+  auto outputs = WriteOutputs(*graph, *result, args.io.output_dir);
   if (!outputs.ok()) return ReportError(outputs.error());
-  nlohmann::json j{{"model", args.model},
+  nlohmann::json j{{"model", args.io.model},
                    {"plan", args.plan},
                    {"kernels", (*exe)->num_steps()},
                    {"milliseconds", report.seconds * 1e3},
@@ -93,7 +90,7 @@ int Run(const RunArgs& args) {
   std::cout << fmt::format(
       "ran {} with plan {}: {} kernels in {:.3f} ms, traffic {} in / {} out, arena {} (peak live "
       "{})\n",
-      args.model, args.plan, (*exe)->num_steps(), report.seconds * 1e3,
+      args.io.model, args.plan, (*exe)->num_steps(), report.seconds * 1e3,
       HumanBytes(static_cast<double>(report.total.bytes_global_to_local)),
       HumanBytes(static_cast<double>(report.total.bytes_local_to_global)),
       HumanBytes(static_cast<double>((*exe)->buffers().arena_bytes)),
@@ -101,12 +98,7 @@ int Run(const RunArgs& args) {
   if (args.steps)
     for (const StepReport& s : report.steps)
       std::cout << fmt::format("  {:8.3f} ms  {:<48}  {}\n", s.seconds * 1e3, s.kernel, s.tiling);
-  for (const auto& o : j["outputs"])
-    std::cout << fmt::format("  {}: {}{}  mean {:.6g}  mean|x| {:.6g}{}\n",
-                             o["name"].get<std::string>(), o["dtype"].get<std::string>(),
-                             DimsToString(o["shape"].get<Dims>()), o["mean"].get<double>(),
-                             o["mean_abs"].get<double>(),
-                             o.contains("file") ? "  -> " + o["file"].get<std::string>() : "");
+  PrintOutputSummaries(j["outputs"]);
   if (args.verify)
     std::cout << fmt::format(
         "  max error against the reference executor: {:.3g} of the output "
@@ -120,14 +112,8 @@ int Run(const RunArgs& args) {
 void AddRunCommand(CLI::App& app, std::function<void(int)> set_result) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand("run", "Run a model with a fusion plan");
-  cmd->add_option("model", args->model, "ONNX model file")->required();
+  AddRunIoOptions(cmd, &args->io);
   cmd->add_option("--plan", args->plan, "Plan JSON file, or 'unfused' or 'greedy'")->required();
-  cmd->add_option("--input", args->inputs, "Graph input from a .npy file: NAME=FILE (repeatable)");
-  cmd->add_option("--random-inputs", args->random_seed,
-                  "Generate every input from this seed instead of --input");
-  cmd->add_option("--output-dir", args->output_dir, "Write one NAME.npy per graph output here");
-  cmd->add_option("--dim", args->model_options.dims,
-                  "Bind a symbolic dimension: NAME=VALUE (repeatable)");
   cmd->add_option("--threads", args->threads, "Threads per kernel")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
