@@ -11,5 +11,6 @@ void AddInspectCommand(CLI::App& app, std::function<void(int)> set_result);
 void AddRunReferenceCommand(CLI::App& app, std::function<void(int)> set_result);
 void AddSpaceCommand(CLI::App& app, std::function<void(int)> set_result);
 void AddRunCommand(CLI::App& app, std::function<void(int)> set_result);
+void AddCalibrateCommand(CLI::App& app, std::function<void(int)> set_result);
 
 }  // namespace fusetune::cli

@@ -91,13 +91,13 @@ double MeasureFmaPeak(int threads) {
   });
 }
 
-double MeasureBandwidth(StreamKind kind, int threads, size_t bytes) {
+double MeasureBandwidth(StreamKind kind, int threads, size_t bytes, int passes) {
   const size_t n = bytes / sizeof(float);
   FloatBuffer a = Allocate(bytes), b = Allocate(bytes), c = Allocate(bytes);
   std::vector<float> sums(threads);
-  const double moved = kind == StreamKind::kRead   ? bytes
-                       : kind == StreamKind::kCopy ? 2.0 * bytes
-                                                   : 3.0 * bytes;
+  const double moved = passes * (kind == StreamKind::kRead   ? bytes
+                                 : kind == StreamKind::kCopy ? 2.0 * bytes
+                                                             : 3.0 * bytes);
   return BestOf(4, [&] {
     const auto start = std::chrono::steady_clock::now();
     kernels::ForEachThread(threads, [&](int t) {
@@ -105,17 +105,19 @@ double MeasureBandwidth(StreamKind kind, int threads, size_t bytes) {
       float* pa = a.get();
       const float* pb = b.get();
       const float* pc = c.get();
-      if (kind == StreamKind::kRead) {
-        float acc[32] = {};
-        for (size_t i = lo; i + 32 <= hi; i += 32)
-          for (int k = 0; k < 32; ++k) acc[k] += pa[i + k];
-        float s = 0;
-        for (float v : acc) s += v;
-        sums[t] = s;
-      } else if (kind == StreamKind::kCopy) {
-        std::memcpy(pa + lo, pb + lo, (hi - lo) * sizeof(float));
-      } else {
-        for (size_t i = lo; i < hi; ++i) pa[i] = pb[i] + 3.0f * pc[i];
+      for (int pass = 0; pass < passes; ++pass) {
+        if (kind == StreamKind::kRead) {
+          float acc[32] = {};
+          for (size_t i = lo; i + 32 <= hi; i += 32)
+            for (int k = 0; k < 32; ++k) acc[k] += pa[i + k];
+          float s = 0;
+          for (float v : acc) s += v;
+          sums[t] += s;
+        } else if (kind == StreamKind::kCopy) {
+          std::memcpy(pa + lo, pb + lo, (hi - lo) * sizeof(float));
+        } else {
+          for (size_t i = lo; i < hi; ++i) pa[i] = pb[i] + 3.0f * pc[i];
+        }
       }
     });
     return moved / Seconds(start) * 1e-9;

@@ -19,9 +19,11 @@ enum class StreamKind {
   kCopy,   // b = a: bytes read + bytes written
   kTriad,  // a = b + s * c: bytes read + bytes written
 };
-// GB/s (1e9 bytes/s) moved by `threads` threads over arrays of `bytes` each;
-// best of several runs.
-double MeasureBandwidth(StreamKind kind, int threads, size_t bytes = size_t{256} << 20);
+// GB/s (1e9 bytes/s) moved by `threads` threads over arrays of `bytes` each,
+// each thread sweeping its slice `passes` times (arrays that fit a cache need
+// several passes to outweigh the start of the threads); best of several runs.
+double MeasureBandwidth(StreamKind kind, int threads, size_t bytes = size_t{256} << 20,
+                        int passes = 1);
 
 struct Roofline {
   int threads = 0;

@@ -19,7 +19,7 @@ expect_error() {
 }
 
 # --help everywhere
-for cmd in "" inspect run-reference space run; do
+for cmd in "" inspect run-reference space run calibrate; do
   $FUSETUNE $cmd --help >/dev/null || fail "fusetune $cmd --help"
 done
 
@@ -70,6 +70,16 @@ expect_error 2 "cannot open plan file" -- $FUSETUNE run "$DATA/mlp.onnx" --plan 
 echo "{" >"$TMP/broken.json"
 expect_error 2 "not valid JSON" -- $FUSETUNE run "$DATA/mlp.onnx" --plan "$TMP/broken.json" --random-inputs 1
 expect_error 2 "max-group-size" -- $FUSETUNE space "$DATA/mlp.onnx" --max-group-size 0
+
+# calibrate: the machine's figures and fingerprint
+$FUSETUNE calibrate --json >"$TMP/calibrate.json" || fail "calibrate --json"
+/usr/bin/python3 - "$TMP/calibrate.json" <<'PY' || fail "calibrate --json content"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["fma_gflops"] > 0 and j["dram_read_gbps"] > 0 and j["l2_read_gbps"] > j["dram_read_gbps"], j
+assert j["launch_overhead_us"] > 0 and len(j["target"]["hash"]) == 16, j
+PY
+expect_error 2 "threads" -- $FUSETUNE calibrate --threads 0
 
 # bad input: exit code 2 and a message naming what is wrong
 echo "not a model" >"$TMP/bad.onnx"

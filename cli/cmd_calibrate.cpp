@@ -1,0 +1,73 @@
+// fusetune calibrate: measures this machine (peak FMA, DRAM and L2
+// bandwidth, the executor's launch cost, the local buffer) and prints it with
+// the target fingerprint that measurements are stored under.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "measure/target.h"
+
+namespace fusetune::cli {
+
+namespace {
+
+struct CalibrateArgs {
+  int threads = 2;
+  bool json = false;
+};
+
+void PrintCalibration(const nlohmann::json& c) {
+  const auto& t = c["target"];
+  std::string isa;
+  for (const auto& f : t["isa"]) isa += (isa.empty() ? "" : " ") + f.get<std::string>();
+  fmt::print("target      {}\n", t["cpu_model"].get<std::string>());
+  fmt::print("            {} logical CPUs; L1d {}, L2 {} per core, L3 {}\n",
+             t["logical_cpus"].get<int>(), HumanBytes(t["l1d_bytes"].get<double>()),
+             HumanBytes(t["l2_bytes"].get<double>()), HumanBytes(t["l3_bytes"].get<double>()));
+  fmt::print("            ISA: {}\n", isa);
+  fmt::print("fingerprint {} (fusetune {})\n\n", t["hash"].get<std::string>(),
+             t["fusetune_version"].get<std::string>());
+  const int threads = c["threads"].get<int>();
+  fmt::print("{:<34} {:>12}\n", "measurement", "value");
+  fmt::print("{:<34} {:>8.1f} GFLOP/s\n", "FP32 FMA peak, 1 thread",
+             c["fma_gflops_1_thread"].get<double>());
+  fmt::print("{:<34} {:>8.1f} GFLOP/s\n", fmt::format("FP32 FMA peak, {} threads", threads),
+             c["fma_gflops"].get<double>());
+  fmt::print("{:<34} {:>8.1f} GB/s\n", "DRAM read", c["dram_read_gbps"].get<double>());
+  fmt::print("{:<34} {:>8.1f} GB/s\n", "DRAM copy (read + write)",
+             c["dram_copy_gbps"].get<double>());
+  fmt::print("{:<34} {:>8.1f} GB/s\n", "DRAM triad (read + write)",
+             c["dram_triad_gbps"].get<double>());
+  fmt::print("{:<34} {:>8.1f} GB/s\n", "L2 read", c["l2_read_gbps"].get<double>());
+  fmt::print("{:<34} {:>8.1f} us\n", "kernel launch through the executor",
+             c["launch_overhead_us"].get<double>());
+  fmt::print("{:<34} {:>12}\n", "local buffer per thread",
+             HumanBytes(c["local_buffer_bytes"].get<double>()));
+  const double ridge = c["fma_gflops"].get<double>() / c["dram_read_gbps"].get<double>();
+  fmt::print("{:<34} {:>8.1f} FLOP/byte\n", "ridge point (peak / DRAM read)", ridge);
+}
+
+}  // namespace
+
+void AddCalibrateCommand(CLI::App& app, std::function<void(int)> set_result) {
+  auto args = std::make_shared<CalibrateArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "calibrate", "Measure this machine: peak FMA, DRAM/L2 bandwidth, launch cost, fingerprint");
+  cmd->add_option("--threads", args->threads, "Threads (as kernels will use)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  cmd->add_flag("--json", args->json, "Print the calibration as JSON");
+  cmd->callback([args, set_result] {
+    const nlohmann::json c = measure::CalibrationToJson(measure::Calibrate(args->threads));
+    if (args->json)
+      PrintJson(c);
+    else
+      PrintCalibration(c);
+    set_result(kExitOk);
+  });
+}
+
+}  // namespace fusetune::cli

@@ -1,0 +1,149 @@
+#include "measure/target.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "common/hash.h"
+#include "fusion_space/space.h"
+#include "runtime/executor.h"
+
+namespace fusetune::measure {
+
+namespace {
+
+// The first value of `key` in /proc/cpuinfo ("model name", "flags").
+std::string CpuInfoField(const std::string& key) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string value = line.substr(colon + 1);
+    value.erase(0, value.find_first_not_of(" \t"));
+    return value;
+  }
+  return "";
+}
+
+int64_t CacheBytes(int name) {
+  const long v = sysconf(name);
+  return v > 0 ? v : 0;
+}
+
+// A graph of one Relu over 16 floats: the smallest kernel the executor runs.
+Graph TinyGraph() {
+  Graph g;
+  g.name = "launch_probe";
+  TensorType t;
+  t.dims = {16};
+  const ValueId x = g.AddInput("x", t);
+  Node relu;
+  relu.op_type = "Relu";
+  relu.inputs = {x};
+  const ValueId y = g.AddValue("y");
+  g.value(y).type = t;
+  g.value(y).has_type = true;
+  relu.outputs = {y};
+  g.AddNode(relu);
+  g.outputs = {y};
+  return g;
+}
+
+double LaunchOverheadMicros(int threads) {
+  Graph g = TinyGraph();
+  kernels::KernelConfig config;
+  config.threads = threads;
+  FusionSpace space(g, config);
+  auto exe = Executable::Compile(space, space.Unfused());
+  if (!exe.ok()) return -1;
+  TensorMap feeds{{"x", Tensor(DataType::kFloat32, {16})}};
+  std::vector<double> us;
+  for (int i = 0; i < 300; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    if (!(*exe)->Run(feeds).ok()) return -1;
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                     .count());
+  }
+  std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
+  return us[us.size() / 2];
+}
+
+}  // namespace
+
+uint64_t TargetFingerprint::hash() const {
+  uint64_t h = HashBytes(cpu_model.data(), cpu_model.size());
+  for (const std::string& f : isa) h = HashCombine(h, HashBytes(f.data(), f.size()));
+  for (int64_t v : {static_cast<int64_t>(logical_cpus), l1d_bytes, l2_bytes, l3_bytes})
+    h = HashCombine(h, static_cast<uint64_t>(v));
+  return HashCombine(h, HashBytes(fusetune_version.data(), fusetune_version.size()));
+}
+
+std::string TargetFingerprint::HashString() const { return HashToHex(hash()); }
+
+TargetFingerprint DetectTarget() {
+  TargetFingerprint f;
+  f.cpu_model = CpuInfoField("model name");
+  std::set<std::string> flags;
+  std::istringstream words(CpuInfoField("flags"));
+  for (std::string w; words >> w;) flags.insert(w);
+  for (const char* want : {"sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw",
+                           "avx512vl", "avx512_bf16", "avx512_vnni", "amx_tile"})
+    if (flags.count(want)) f.isa.push_back(want);
+  f.logical_cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  f.l1d_bytes = CacheBytes(_SC_LEVEL1_DCACHE_SIZE);
+  f.l2_bytes = CacheBytes(_SC_LEVEL2_CACHE_SIZE);
+  f.l3_bytes = CacheBytes(_SC_LEVEL3_CACHE_SIZE);
+  f.fusetune_version = FUSETUNE_VERSION;
+  return f;
+}
+
+Calibration Calibrate(int threads) {
+  Calibration c;
+  c.target = DetectTarget();
+  c.threads = threads;
+  c.roofline = MeasureRoofline(threads);
+  // Half of each thread's L2, swept enough times to move ~1 GB.
+  const size_t per_thread =
+      static_cast<size_t>(std::max<int64_t>(c.target.l2_bytes, 256 << 10) / 2);
+  const size_t bytes = per_thread * static_cast<size_t>(threads);
+  const int passes = static_cast<int>(std::max<size_t>(1, (size_t{1} << 30) / bytes));
+  c.l2_read_gbps = MeasureBandwidth(StreamKind::kRead, threads, bytes, passes);
+  c.launch_overhead_us = LaunchOverheadMicros(threads);
+  c.local_buffer_bytes = static_cast<int64_t>(kernels::DefaultLocalBufferBytes());
+  return c;
+}
+
+nlohmann::json FingerprintToJson(const TargetFingerprint& f) {
+  return {{"cpu_model", f.cpu_model},
+          {"isa", f.isa},
+          {"logical_cpus", f.logical_cpus},
+          {"l1d_bytes", f.l1d_bytes},
+          {"l2_bytes", f.l2_bytes},
+          {"l3_bytes", f.l3_bytes},
+          {"fusetune_version", f.fusetune_version},
+          {"hash", f.HashString()}};
+}
+
+nlohmann::json CalibrationToJson(const Calibration& c) {
+  const Roofline& r = c.roofline;
+  return {{"target", FingerprintToJson(c.target)},
+          {"threads", c.threads},
+          {"fma_gflops_1_thread", r.fma_gflops_1t},
+          {"fma_gflops", r.fma_gflops},
+          {"dram_read_gbps", r.read_gbps},
+          {"dram_copy_gbps", r.copy_gbps},
+          {"dram_triad_gbps", r.triad_gbps},
+          {"l2_read_gbps", c.l2_read_gbps},
+          {"launch_overhead_us", c.launch_overhead_us},
+          {"local_buffer_bytes", c.local_buffer_bytes}};
+}
+
+}  // namespace fusetune::measure
