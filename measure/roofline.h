@@ -1,4 +1,5 @@
-// measure/: on-device measurement (issue 5). This file: the machine's
+// measure/: on-device measurement (issue 5). Map: roofline.h (this file),
+// target.h (fingerprint and calibration). This file: the machine's
 // roofline, measured in-process, so that kernels can be reported as a
 // fraction of what this machine reaches rather than of a datasheet figure.
 //   MeasureFmaPeak       FP32 FMA throughput of independent register chains
