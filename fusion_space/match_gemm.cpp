@@ -287,13 +287,14 @@ std::string EpilogueSummary(const std::vector<EpilogueOp>& ops) {
   return s;
 }
 
-constexpr const char* kNotSwiglu = "no SwiGLU product";
-
 // silu(A x B_gate) * (A x B_up), then an epilogue chain: the GEMM template's
-// SwiGLU mode. Forbids with kNotSwiglu when no Mul combines the two GEMMs.
-FusionDecision MatchSwiglu(const Graph& g, const Dataflow& flow, std::span<const int32_t> group,
-                           const std::vector<char>& inside, const std::vector<int32_t>& gemms,
-                           const std::vector<GemmNodeShape>& shapes, KernelInstance* k) {
+// SwiGLU mode. nullopt when no Mul combines the two GEMMs that way.
+std::optional<FusionDecision> MatchSwiglu(const Graph& g, const Dataflow& flow,
+                                          std::span<const int32_t> group,
+                                          const std::vector<char>& inside,
+                                          const std::vector<int32_t>& gemms,
+                                          const std::vector<GemmNodeShape>& shapes,
+                                          KernelInstance* k) {
   for (int32_t n : group) {
     const Node& mul = g.nodes[n];
     if (mul.op_type != "Mul" || mul.inputs.size() != 2) continue;
@@ -355,7 +356,7 @@ FusionDecision MatchSwiglu(const Graph& g, const Dataflow& flow, std::span<const
       return FusionDecision::Allow();
     }
   }
-  return FusionDecision::Forbid(kNotSwiglu);
+  return std::nullopt;
 }
 
 }  // namespace
@@ -400,8 +401,7 @@ FusionDecision MatchGemmInstance(const Graph& g, const Dataflow& flow,
   d.a_row_stride = shapes[0].a_row;
   d.a_batch_stride = shapes[0].a_batch;
   if (gemms.size() == 2) {
-    const FusionDecision swiglu = MatchSwiglu(g, flow, group, inside, gemms, shapes, k);
-    if (swiglu || swiglu.reason() != kNotSwiglu) return swiglu;
+    if (auto swiglu = MatchSwiglu(g, flow, group, inside, gemms, shapes, k)) return *swiglu;
   }
   // Each GEMM's chain ends at the one value of its chain that leaves the group.
   std::set<int32_t> covered(gemms.begin(), gemms.end());

@@ -246,8 +246,6 @@ Dims BroadcastAll(const Graph& g, const std::vector<ValueId>& values) {
   return space;
 }
 
-std::string ShapeSummary(const Dims& space) { return DimsToString(space); }
-
 }  // namespace
 
 FusionDecision MatchTileInstance(const Graph& g, const Dataflow& flow,
@@ -281,7 +279,7 @@ FusionDecision MatchTileInstance(const Graph& g, const Dataflow& flow,
       d.outputs.push_back(k->AddSlot(v));
     }
     d.program = std::move(m.program);
-    k->summary = "elementwise " + ShapeSummary(space);
+    k->summary = "elementwise " + DimsToString(space);
   } else {
     k->kind = KernelTemplate::kRowwise;
     auto& d = k->rowwise;
