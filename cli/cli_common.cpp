@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "fusion_space/plan_json.h"
 #include "graph/npy.h"
 #include "graph/onnx_io.h"
 #include "graph/passes.h"
@@ -161,6 +162,12 @@ void PrintOutputSummaries(const nlohmann::json& outputs) {
                              DimsToString(o["shape"].get<Dims>()), o["mean"].get<double>(),
                              o["mean_abs"].get<double>(),
                              o.contains("file") ? "  -> " + o["file"].get<std::string>() : "");
+}
+
+Result<Plan> LoadPlanArg(FusionSpace& space, const std::string& plan) {
+  if (plan == "unfused") return space.Unfused();
+  if (plan == "greedy") return space.Greedy();
+  return ReadPlanFile(space, plan);
 }
 
 }  // namespace fusetune::cli

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "fusion_space/space.h"
 #include "graph/graph.h"
 #include "graph/reference_executor.h"
 
@@ -54,6 +55,9 @@ Result<TensorMap> LoadFeeds(const Graph& graph, const std::vector<std::string>& 
 // dtype, shape, mean, mean_abs, file).
 Result<nlohmann::json> WriteOutputs(const Graph& graph, const TensorMap& outputs,
                                     const std::string& dir);
+
+// --plan: a plan file, or "unfused" or "greedy".
+Result<Plan> LoadPlanArg(FusionSpace& space, const std::string& plan);
 
 std::string HumanCount(double n);  // 1.23 M
 std::string HumanBytes(double n);  // 1.2 MiB

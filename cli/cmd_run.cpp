@@ -24,12 +24,6 @@ struct RunArgs {
   bool verify = false, json = false, steps = false;
 };
 
-Result<Plan> LoadPlan(FusionSpace& space, const std::string& plan) {
-  if (plan == "unfused") return space.Unfused();
-  if (plan == "greedy") return space.Greedy();
-  return ReadPlanFile(space, plan);
-}
-
 // Largest |a - b| over the outputs, relative to the largest |b|.
 double ScaledMaxError(const TensorMap& got, const TensorMap& want) {
   double err = 0;
@@ -51,7 +45,7 @@ int Run(const RunArgs& args) {
   kernels::KernelConfig config;
   config.threads = args.threads;
   FusionSpace space(*graph, config);
-  auto plan = LoadPlan(space, args.plan);
+  auto plan = LoadPlanArg(space, args.plan);
   if (!plan.ok()) return ReportError(plan.error());
   auto feeds = LoadFeeds(*graph, args.io.inputs, args.io.random_seed);
   if (!feeds.ok()) return ReportError(feeds.error());

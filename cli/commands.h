@@ -12,5 +12,6 @@ void AddRunReferenceCommand(CLI::App& app, std::function<void(int)> set_result);
 void AddSpaceCommand(CLI::App& app, std::function<void(int)> set_result);
 void AddRunCommand(CLI::App& app, std::function<void(int)> set_result);
 void AddCalibrateCommand(CLI::App& app, std::function<void(int)> set_result);
+void AddMeasureCommand(CLI::App& app, std::function<void(int)> set_result);
 
 }  // namespace fusetune::cli

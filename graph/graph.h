@@ -13,6 +13,7 @@
 //   npy.h                  .npy input and output files
 //   workload_key.h         canonical hashes of (sub)graphs; canonical node order
 //   analysis.h             FLOPs and bytes per node, parameters, repeated layers
+//   subgraph.h             a node subset extracted as a graph of its own
 //
 // Invariants of a Graph: nodes are in topological order; each value has at
 // most one producer; a value is either a graph input, an initializer

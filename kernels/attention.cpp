@@ -285,7 +285,7 @@ Result<KernelStats> RunAttention(const AttentionDesc& d, const AttentionTiling& 
       for (int64_t i0 = 0; i0 < d.seq_q; i0 += t.br)
         tiles.push_back({b, h, i0, std::min(t.br, d.seq_q - i0)});
   std::vector<KernelStats> per_thread(config.threads);
-  ForEachThread(config.threads, [&](int th) {
+  const double busy = ForEachThread(config.threads, [&](int th) {
     AttentionRunner runner(d, t, mode);
     // Round-robin: with a causal mask later query tiles cost more, so a
     // contiguous split would leave one thread idle.
@@ -294,6 +294,7 @@ Result<KernelStats> RunAttention(const AttentionDesc& d, const AttentionTiling& 
   });
   KernelStats total;
   for (const KernelStats& s : per_thread) total += s;
+  total.busy_seconds = busy;
   return total;
 }
 

@@ -121,7 +121,7 @@ Result<KernelStats> RunElementwise(const ElementwiseDesc& d, const ElementwiseTi
   const int64_t total = Volume(d.dims), tiles = (total + t.tile - 1) / t.tile;
   const auto& instrs = d.program.instrs();
   std::vector<KernelStats> per_thread(config.threads);
-  ForEachThread(config.threads, [&](int th) {
+  const double busy = ForEachThread(config.threads, [&](int th) {
     KernelStats& stats = per_thread[th];
     const int64_t first = tiles * th / config.threads, last = tiles * (th + 1) / config.threads;
     if (first >= last) return;
@@ -153,6 +153,7 @@ Result<KernelStats> RunElementwise(const ElementwiseDesc& d, const ElementwiseTi
   });
   KernelStats total_stats;
   for (const KernelStats& s : per_thread) total_stats += s;
+  total_stats.busy_seconds = busy;
   return total_stats;
 }
 

@@ -227,7 +227,7 @@ Result<KernelStats> RunFfn(const FfnDesc& d, const FfnTiling& t, const KernelCon
   FT_RETURN_IF_ERROR(ValidateFfn(d, t, config));
   const int64_t blocks = CeilDiv(d.m, t.mb);
   std::vector<KernelStats> per_thread(config.threads);
-  ForEachThread(config.threads, [&](int th) {
+  const double busy = ForEachThread(config.threads, [&](int th) {
     const int64_t first = blocks * th / config.threads, last = blocks * (th + 1) / config.threads;
     if (first >= last) return;
     FfnRunner runner(d, t, mode);
@@ -236,6 +236,7 @@ Result<KernelStats> RunFfn(const FfnDesc& d, const FfnTiling& t, const KernelCon
   });
   KernelStats total;
   for (const KernelStats& s : per_thread) total += s;
+  total.busy_seconds = busy;
   return total;
 }
 

@@ -390,12 +390,13 @@ Result<KernelStats> RunGemm(const GemmDesc& desc, const GemmTiling& tiling,
                             const KernelConfig& config, RunMode mode) {
   FT_RETURN_IF_ERROR(ValidateGemm(desc, tiling, config));
   std::vector<KernelStats> per_thread(config.threads);
-  ForEachThread(config.threads, [&](int t) {
+  const double busy = ForEachThread(config.threads, [&](int t) {
     std::vector<Block> blocks = BlocksForThread(desc, tiling, t, config.threads);
     if (!blocks.empty()) per_thread[t] = ThreadRunner(desc, tiling, mode, std::move(blocks)).Run();
   });
   KernelStats total;
   for (const KernelStats& s : per_thread) total += s;
+  total.busy_seconds = busy;
   return total;
 }
 

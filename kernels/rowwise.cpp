@@ -196,12 +196,13 @@ Result<KernelStats> RunRowwise(const RowwiseDesc& d, const RowwiseTiling& t,
                       TileSchedule::Make(d.program, InputShapes(d), "rowwise.program"));
   const int64_t tiles = (TotalRows(d) + t.rows_per_tile - 1) / t.rows_per_tile;
   std::vector<KernelStats> per_thread(config.threads);
-  ForEachThread(config.threads, [&](int th) {
+  const double busy = ForEachThread(config.threads, [&](int th) {
     per_thread[th] = RunRowsOnThread(d, t, schedule, mode, tiles * th / config.threads,
                                      tiles * (th + 1) / config.threads);
   });
   KernelStats total;
   for (const KernelStats& s : per_thread) total += s;
+  total.busy_seconds = busy;
   return total;
 }
 

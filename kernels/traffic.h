@@ -24,10 +24,14 @@ struct KernelStats {
   int64_t bytes_global_to_local = 0;  // every element copied in, counted once per copy
   int64_t bytes_local_to_global = 0;  // every element copied out
   int64_t tiles = 0;                  // output tiles computed
+  // Wall time from the first worker starting its share to the last one
+  // finishing: time inside the kernel, without its launch and join.
+  double busy_seconds = 0;
   KernelStats& operator+=(const KernelStats& o) {
     bytes_global_to_local += o.bytes_global_to_local;
     bytes_local_to_global += o.bytes_local_to_global;
     tiles += o.tiles;
+    busy_seconds += o.busy_seconds;
     return *this;
   }
 };
@@ -67,7 +71,9 @@ class LocalBuffer {
 
 // Runs fn(thread) for thread = 0 .. threads-1, each on its own worker of a
 // oneTBB arena of that size (inline when threads == 1). Work is split
-// statically by thread index so that runs are deterministic.
-void ForEachThread(int threads, const std::function<void(int)>& fn);
+// statically by thread index so that runs are deterministic. Returns the
+// seconds from the first fn starting to the last one returning (the kernel's
+// busy time; the rest of the call is launch and join overhead).
+double ForEachThread(int threads, const std::function<void(int)>& fn);
 
 }  // namespace fusetune::kernels

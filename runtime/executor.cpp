@@ -59,6 +59,14 @@ std::byte* Executable::Address(ValueId v) {
   return feeds_[v].raw();  // a graph input or a constant
 }
 
+void Executable::VisitMemory(const std::function<void(const std::byte*, size_t)>& visit) const {
+  visit(arena_.get(), static_cast<size_t>(buffers_.arena_bytes));
+  for (const Value& v : graph_.values)
+    if (v.is_constant()) visit(v.constant->raw(), v.constant->nbytes());
+  for (const Step& step : steps_)
+    for (const auto& owned : step.instance.owned) visit(owned->raw(), owned->nbytes());
+}
+
 Result<TensorMap> Executable::Run(const TensorMap& feeds, RunReport* report,
                                   kernels::RunMode mode) {
   FT_ASSIGN_OR_RETURN(feeds_, BindFeeds(graph_, feeds));
@@ -135,6 +143,7 @@ Result<StepReport> Executable::RunStep(const Step& step, kernels::RunMode mode) 
   if (step.instance.kind == KernelTemplate::kReference) {
     FT_RETURN_IF_ERROR(RunReferenceStep(step, &report));
     report.seconds = Since(start);
+    report.stats.busy_seconds = report.seconds;  // runs inline: no launch
     return report;
   }
   KernelInstance k = step.instance;  // bind the slots to this run's buffers

@@ -12,6 +12,7 @@
 // same program, reading and writing the same arena.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,7 +49,14 @@ class Executable {
   Result<TensorMap> Run(const TensorMap& feeds, RunReport* report = nullptr,
                         kernels::RunMode mode = kernels::RunMode::kFull);
 
+  // Every block of memory a run reads or writes besides the feeds and the
+  // kernels' local buffers: the arena, the graph's constants, and tensors
+  // the kernel instances own (folded operands). Measurement flushes these
+  // from the caches so that a run's global-memory traffic is real.
+  void VisitMemory(const std::function<void(const std::byte*, size_t)>& visit) const;
+
   const BufferPlan& buffers() const { return buffers_; }
+  const Graph& graph() const { return graph_; }
   int64_t num_steps() const { return static_cast<int64_t>(steps_.size()); }
 
  private:
