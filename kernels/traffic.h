@@ -24,8 +24,8 @@ struct KernelStats {
   int64_t bytes_global_to_local = 0;  // every element copied in, counted once per copy
   int64_t bytes_local_to_global = 0;  // every element copied out
   int64_t tiles = 0;                  // output tiles computed
-  // Wall time from the first worker starting its share to the last one
-  // finishing: time inside the kernel, without its launch and join.
+  // The longest thread's time on its share: time inside the kernel,
+  // without its launch and join.
   double busy_seconds = 0;
   KernelStats& operator+=(const KernelStats& o) {
     bytes_global_to_local += o.bytes_global_to_local;
@@ -69,11 +69,11 @@ class LocalBuffer {
   std::unique_ptr<float, void (*)(float*)> data_;
 };
 
-// Runs fn(thread) for thread = 0 .. threads-1, each on its own worker of a
-// oneTBB arena of that size (inline when threads == 1). Work is split
-// statically by thread index so that runs are deterministic. Returns the
-// seconds from the first fn starting to the last one returning (the kernel's
-// busy time; the rest of the call is launch and join overhead).
+// Runs fn(thread) for thread = 0 .. threads-1, each on its own thread: 0 on
+// the caller, the others on the workers of a oneTBB arena kept for the
+// process. Work is split statically by thread index so that runs are
+// deterministic. Returns the longest fn's seconds (the kernel's busy time;
+// the rest of the call, waking and joining workers, is launch overhead).
 double ForEachThread(int threads, const std::function<void(int)>& fn);
 
 }  // namespace fusetune::kernels

@@ -71,6 +71,7 @@ double CompareOutputs(const TensorMap& got, const TensorMap& want,
 
 struct RunSamples {
   std::vector<double> wall, busy, overhead;
+  double total = 0;
   TensorMap outputs;
   kernels::KernelStats stats;
 };
@@ -79,9 +80,8 @@ struct RunSamples {
 Result<RunSamples> Repeat(Executable& exe, const TensorMap& feeds, const MeasureOptions& options,
                           const MeasureHooks& hooks, kernels::RunMode mode) {
   RunSamples samples;
-  double total = 0;
   for (int i = 0; i < options.max_repeats; ++i) {
-    if (i >= options.min_repeats && total >= options.min_seconds) break;
+    if (i >= options.min_repeats && samples.total >= options.min_seconds) break;
     if (hooks.before_run) hooks.before_run(exe.graph());
     if (options.flush_caches) FlushCaches(exe, feeds);
     RunReport report;
@@ -90,7 +90,7 @@ Result<RunSamples> Repeat(Executable& exe, const TensorMap& feeds, const Measure
     samples.busy.push_back(report.total.busy_seconds);
     samples.overhead.push_back(std::max(0.0, report.seconds - report.total.busy_seconds));
     samples.stats = report.total;
-    total += report.seconds;
+    samples.total += report.seconds;
   }
   return samples;
 }
@@ -146,10 +146,13 @@ MeasureResult MeasureExecutable(Executable& exe, const ReferenceData& reference,
                                 const MeasureOptions& options, const MeasureHooks& hooks) {
   const auto start = std::chrono::steady_clock::now();
   const TensorMap& feeds = reference.feeds;
+  double warmup_seconds = 0;
   for (int i = 0; i < options.warmup_runs; ++i) {
     if (hooks.before_run) hooks.before_run(exe.graph());
-    if (auto warm = exe.Run(feeds); !warm.ok())
+    RunReport report;
+    if (auto warm = exe.Run(feeds, &report); !warm.ok())
       return MeasureResult::Failure(MeasureStatus::kFailed, warm.error().ToString());
+    warmup_seconds += report.seconds;
   }
   auto full = Repeat(exe, feeds, options, hooks, kernels::RunMode::kFull);
   if (!full.ok()) return MeasureResult::Failure(MeasureStatus::kFailed, full.error().ToString());
@@ -159,6 +162,7 @@ MeasureResult MeasureExecutable(Executable& exe, const ReferenceData& reference,
   r.threads = options.threads;
   r.caches_flushed = options.flush_caches;
   r.launches = exe.num_steps();
+  r.run_seconds = warmup_seconds + full->total;
   r.time = Summarize(full->wall);
   r.busy = Summarize(full->busy);
   r.bytes_in = full->stats.bytes_global_to_local;
@@ -196,6 +200,7 @@ MeasureResult MeasureExecutable(Executable& exe, const ReferenceData& reference,
     if (!copy.ok() || !compute.ok())
       return MeasureResult::Failure(MeasureStatus::kFailed,
                                     (copy.ok() ? compute.error() : copy.error()).ToString());
+    r.run_seconds += copy->total + compute->total;
     r.copy_busy = Summarize(copy->busy);
     r.compute_busy = Summarize(compute->busy);
     // Inside-kernel times, so that the launch overhead common to all three

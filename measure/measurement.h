@@ -27,7 +27,7 @@ struct MeasureOptions {
   // stop at max_repeats whatever the time.
   int min_repeats = 5;
   double min_seconds = 0.02;
-  int max_repeats = 1000;
+  int max_repeats = 200;
   // Evict every tensor the plan touches from the caches before each repeat,
   // so that what a kernel reads from global memory comes from DRAM.
   bool flush_caches = true;
@@ -83,6 +83,7 @@ struct MeasureResult {
 
   double max_error = 0;  // of the full run's outputs, relative to each output's scale
   std::optional<WorstElement> worst;
+  double run_seconds = 0;      // the candidate's own runs: warm-up and timed, every mode
   double measure_seconds = 0;  // everything this measurement took, loading included
 
   bool ok() const { return status == MeasureStatus::kOk; }

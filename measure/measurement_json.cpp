@@ -117,6 +117,7 @@ nlohmann::json ResultToJson(const MeasureResult& r) {
                    {"compulsory_bytes", r.compulsory_bytes},
                    {"roofline_fraction", r.roofline_fraction},
                    {"max_error", r.max_error},
+                   {"run_seconds", r.run_seconds},
                    {"measure_seconds", r.measure_seconds}};
   if (!r.error.empty()) j["error"] = r.error;
   if (r.worst)
@@ -156,6 +157,7 @@ Result<MeasureResult> ResultFromJson(const nlohmann::json& j) {
     r.roofline_fraction = j.value("roofline_fraction", 0.0);
     r.max_error =
         j.contains("max_error") && j["max_error"].is_null() ? INFINITY : j.value("max_error", 0.0);
+    r.run_seconds = j.value("run_seconds", 0.0);
     r.measure_seconds = j.value("measure_seconds", 0.0);
     if (j.contains("worst")) {
       const nlohmann::json& w = j["worst"];

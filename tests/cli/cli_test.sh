@@ -19,7 +19,7 @@ expect_error() {
 }
 
 # --help everywhere
-for cmd in "" inspect run-reference space run calibrate; do
+for cmd in "" inspect run-reference space run calibrate measure; do
   $FUSETUNE $cmd --help >/dev/null || fail "fusetune $cmd --help"
 done
 
@@ -80,6 +80,27 @@ assert j["fma_gflops"] > 0 and j["dram_read_gbps"] > 0 and j["l2_read_gbps"] > j
 assert j["launch_overhead_us"] > 0 and len(j["target"]["hash"]) == 16, j
 PY
 expect_error 2 "threads" -- $FUSETUNE calibrate --threads 0
+
+# measure: a plan and its groups in the worker process, every metric present
+$FUSETUNE space "$DATA/encoder_postln_op13.onnx" --save-greedy "$TMP/enc_plan.json" >/dev/null || fail "space --save-greedy"
+$FUSETUNE measure "$DATA/encoder_postln_op13.onnx" --plan "$TMP/enc_plan.json" --groups --json \
+  --min-repeats 3 --min-time 0 --no-roofline >"$TMP/measure.json" || fail "measure --json"
+/usr/bin/python3 - "$TMP/measure.json" <<'PY' || fail "measure --json content"
+import json, sys
+j = json.load(open(sys.argv[1]))
+for r in [j["result"]] + [g["result"] for g in j["groups"]]:
+    assert r["status"] == "ok", r
+    assert r["time"]["count"] >= 3 and r["time"]["min"] <= r["time"]["median"] <= r["time"]["max"], r
+    assert 0 <= r["overlap"] <= 1 and r["overhead_seconds"] >= 0 and r["threads"] == 2, r
+    assert r["bytes_in"] > 0 and r["bytes_out"] > 0 and r["caches_flushed"], r
+assert len(j["groups"]) >= 4, j["groups"]
+PY
+$FUSETUNE measure "$DATA/mlp.onnx" --plan greedy --min-repeats 2 --min-time 0 --warm >"$TMP/measure.txt" 2>"$TMP/measure.err" || fail "measure"
+grep -q "caches kept warm" "$TMP/measure.txt" || fail "measure does not say caches were kept warm"
+grep -q "roofline" "$TMP/measure.txt" || fail "measure does not report the roofline fraction"
+expect_error 2 "invalid plan|not valid JSON" -- $FUSETUNE measure "$DATA/mlp.onnx" --plan "$TMP/broken.json"
+expect_error 2 "timeout" -- $FUSETUNE measure "$DATA/mlp.onnx" --plan greedy --timeout 0
+FUSETUNE_WORKER=/nonexistent expect_error 2 "FUSETUNE_WORKER" -- $FUSETUNE measure "$DATA/mlp.onnx" --plan greedy
 
 # bad input: exit code 2 and a message naming what is wrong
 echo "not a model" >"$TMP/bad.onnx"

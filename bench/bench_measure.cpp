@@ -1,0 +1,225 @@
+// measure/ benchmarks (issue 5), through the worker process as the tuner uses it:
+//   measure/fixed_cost      what measuring costs beyond the candidate's own
+//                           runs, for the small groups of the example model
+//   measure/repeatability   one candidate measured 10 times: spread of the medians
+//   measure/double_buffer   eta and time with and without double buffering on a
+//                           memory-bound and a compute-bound GEMM
+// Each benchmark runs once (Iterations(1)) and reports counters.
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <optional>
+
+#include "common/rng.h"
+#include "graph/onnx_io.h"
+#include "graph/passes.h"
+#include "graph/reference_executor.h"
+#include "measure/measurer.h"
+#include "measure/roofline.h"
+
+namespace fusetune::bench {
+namespace {
+
+measure::Measurer& SharedMeasurer() {
+  static auto m = measure::Measurer::Create(FUSETUNE_WORKER);
+  if (!m.ok()) std::abort();
+  return **m;
+}
+
+std::vector<int32_t> AllNodes(const Graph& g) {
+  std::vector<int32_t> all(g.nodes.size());
+  std::iota(all.begin(), all.end(), 0);
+  return all;
+}
+
+TensorType F32(int64_t rows, int64_t cols) { return {DataType::kFloat32, {rows, cols}, {}}; }
+
+// relu(A x W) with W a constant: M x K times K x N.
+std::shared_ptr<const Graph> GemmGraph(int64_t m, int64_t k, int64_t n) {
+  auto g = std::make_shared<Graph>();
+  g->name = fmt::format("gemm_{}x{}x{}", m, k, n);
+  Tensor weights(DataType::kFloat32, {k, n});
+  Rng rng(2);
+  for (int64_t i = 0; i < k * n; ++i) weights.data<float>()[i] = static_cast<float>(rng.Normal());
+  const ValueId a = g->AddInput("a", F32(m, k));
+  const ValueId w = g->AddConstant("w", std::move(weights));
+  ValueId x = a;
+  for (const char* op : {"MatMul", "Relu"}) {
+    const ValueId y = g->AddValue(std::string(op) + "_out");
+    g->value(y).type = F32(m, n);
+    g->value(y).has_type = true;
+    Node node{op, "", op, {x}, {y}, {}};
+    if (x == a) node.inputs.push_back(w);
+    g->AddNode(std::move(node));
+    x = y;
+  }
+  g->outputs = {x};
+  return g;
+}
+
+measure::MeasureOptions Options() {
+  measure::MeasureOptions o;
+  o.peak_gflops = measure::MeasureFmaPeak(2);
+  o.dram_gbps = measure::MeasureBandwidth(measure::StreamKind::kRead, 2);
+  if (const char* s = std::getenv("FT_MIN_SECONDS")) o.min_seconds = std::atof(s);
+  if (std::getenv("FT_WARM")) o.flush_caches = false;
+  if (const char* t = std::getenv("FT_THREADS")) o.threads = std::atoi(t);
+  return o;
+}
+const measure::MeasureOptions& SharedOptions() {
+  static const measure::MeasureOptions o = Options();
+  return o;
+}
+
+void FixedCost(benchmark::State& state) {
+  auto g = ImportOnnxFile(std::string(FUSETUNE_SOURCE_DIR) + "/examples/encoder_small.onnx");
+  if (!g.ok() || !RunStandardPasses(*g).ok()) return state.SkipWithError("cannot load the example");
+  kernels::KernelConfig config;
+  FusionSpace space(*g, config);
+  std::vector<measure::Candidate> candidates;
+  std::vector<std::unique_ptr<FusionSpace>> spaces;
+  Rng rng(11);
+  for (const PlanGroup& group : space.Greedy().groups) {
+    if (group.nodes.size() < 2) continue;
+    auto sub = measure::GroupGraph(*g, group.nodes);
+    spaces.push_back(std::make_unique<FusionSpace>(*sub, config));
+    for (int i = 0; i < 8; ++i) {
+      auto c = measure::GroupCandidate(sub, *spaces.back(),
+                                       spaces.back()->Tilings(AllNodes(*sub)).Sample(rng));
+      if (c.ok()) candidates.push_back(std::move(*c));
+    }
+  }
+  std::vector<measure::MeasureResult> results;
+  for (auto _ : state) results = SharedMeasurer().MeasureBatch(candidates, SharedOptions());
+  // The first candidate of each group also loads its graph and runs the
+  // reference executor once; the rest reuse both.
+  std::vector<double> fixed_ms, run_ms;
+  int failed = 0;
+  for (const auto& r : results) {
+    failed += !r.ok();
+    fixed_ms.push_back((r.measure_seconds - r.run_seconds) * 1e3);
+    run_ms.push_back(r.run_seconds * 1e3);
+  }
+  std::sort(fixed_ms.begin(), fixed_ms.end());
+  state.counters["candidates"] = static_cast<double>(results.size());
+  state.counters["failed"] = failed;
+  state.counters["fixed_ms_median"] = fixed_ms[fixed_ms.size() / 2];
+  state.counters["fixed_ms_max"] = fixed_ms.back();
+  state.counters["fixed_ms_mean"] =
+      std::accumulate(fixed_ms.begin(), fixed_ms.end(), 0.0) / fixed_ms.size();
+  state.counters["own_runs_ms_mean"] =
+      std::accumulate(run_ms.begin(), run_ms.end(), 0.0) / run_ms.size();
+}
+
+void Repeatability(benchmark::State& state, int64_t m, int64_t k, int64_t n) {
+  auto g = GemmGraph(m, k, n);
+  FusionSpace space(*g, kernels::KernelConfig{});
+  auto c = measure::GroupCandidate(g, space, space.Tilings(AllNodes(*g)).Default());
+  if (!c.ok()) return state.SkipWithError(c.error().message().c_str());
+  std::vector<double> medians;
+  for (auto _ : state)
+    for (int i = 0; i < 10; ++i) {
+      const auto r = SharedMeasurer().Measure(*c, SharedOptions());
+      if (!r.ok()) return state.SkipWithError(r.error.c_str());
+      medians.push_back(r.time.median);
+      if (std::getenv("FUSETUNE_BENCH_VERBOSE"))
+        std::fprintf(stderr, "  %s\n", measure::ResultSummary(r).c_str());
+    }
+  const auto [lo, hi] = std::minmax_element(medians.begin(), medians.end());
+  const double mean = std::accumulate(medians.begin(), medians.end(), 0.0) / medians.size();
+  state.counters["median_ms"] = mean * 1e3;
+  state.counters["medians_range_pct"] = (*hi - *lo) / mean * 100;  // goal: within 3%
+}
+
+// The machine's own noise: the FMA peak loop measured 10 times. When this
+// varies as much as the kernels' medians, the spread is the machine's.
+void FmaProbe(benchmark::State& state) {
+  std::vector<double> gflops;
+  for (auto _ : state)
+    for (int i = 0; i < 10; ++i) gflops.push_back(measure::MeasureFmaPeak(2));
+  const auto [lo, hi] = std::minmax_element(gflops.begin(), gflops.end());
+  const double mean = std::accumulate(gflops.begin(), gflops.end(), 0.0) / gflops.size();
+  state.counters["gflops"] = mean;
+  state.counters["range_pct"] = (*hi - *lo) / mean * 100;
+}
+
+void DoubleBuffer(benchmark::State& state, int64_t m, int64_t k, int64_t n, bool on) {
+  auto g = GemmGraph(m, k, n);
+  FusionSpace space(*g, kernels::KernelConfig{});
+  const TilingSpace& tilings = space.Tilings(AllNodes(*g));
+  // The same blocks both ways: the blocks nearest the default's (same
+  // micro-tile and loop order) that also fit twice over.
+  const auto def = std::get<kernels::GemmTiling>(tilings.Default());
+  auto distance = [&](const kernels::GemmTiling& t) {
+    return std::abs(std::log(double(t.mc) / def.mc)) + std::abs(std::log(double(t.nc) / def.nc)) +
+           std::abs(std::log(double(t.kc) / def.kc));
+  };
+  std::optional<Tiling> best;
+  double best_distance = INFINITY;
+  for (const Tiling& candidate : tilings.Enumerate()) {
+    auto gt = std::get<kernels::GemmTiling>(candidate);
+    if (!gt.double_buffer || gt.mr != def.mr || gt.nr != def.nr || gt.order != def.order ||
+        gt.split != def.split)
+      continue;
+    gt.double_buffer = false;
+    if (!tilings.Check(gt)) continue;
+    if (distance(gt) < best_distance) {
+      best_distance = distance(gt);
+      best = candidate;
+    }
+  }
+  if (!best) return state.SkipWithError("no tiling fits with double buffering");
+  Tiling t = *best;
+  std::get<kernels::GemmTiling>(t).double_buffer = on;
+  auto c = measure::GroupCandidate(g, space, t);
+  if (!c.ok()) return state.SkipWithError(c.error().message().c_str());
+  measure::MeasureResult r;
+  for (auto _ : state) r = SharedMeasurer().Measure(*c, SharedOptions());
+  if (!r.ok()) return state.SkipWithError(r.error.c_str());
+  state.SetLabel(std::get<kernels::GemmTiling>(t).ToString());
+  state.counters["time_ms"] = r.time.median * 1e3;
+  state.counters["eta"] = r.overlap;
+  state.counters["copy_ms"] = r.copy_busy.median * 1e3;
+  state.counters["compute_ms"] = r.compute_busy.median * 1e3;
+  state.counters["frac_roofline"] = r.roofline_fraction;
+}
+
+void Register() {
+  benchmark::RegisterBenchmark("measure/fixed_cost/encoder_small_groups", FixedCost)
+      ->Iterations(1)
+      ->Unit(benchmark::kMillisecond);
+  for (auto [m, k, n] : {std::tuple{128, 768, 768}, std::tuple{384, 768, 3072}})
+    benchmark::RegisterBenchmark(
+        fmt::format("measure/repeatability/gemm_{}x{}x{}", m, k, n).c_str(),
+        [=](benchmark::State& s) { Repeatability(s, m, k, n); })
+        ->Iterations(1)
+        ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("measure/repeatability/fma_peak_probe", FmaProbe)
+      ->Iterations(1)
+      ->Unit(benchmark::kMillisecond);
+  struct Case {
+    const char* bound;
+    int64_t m, k, n;
+  };
+  for (const Case& c : {Case{"memory", 8, 3072, 3072}, Case{"compute", 384, 768, 3072}})
+    for (bool on : {false, true})
+      benchmark::RegisterBenchmark(fmt::format("measure/double_buffer/{}_gemm_{}x{}x{}/{}", c.bound,
+                                               c.m, c.k, c.n, on ? "on" : "off")
+                                       .c_str(),
+                                   [=](benchmark::State& s) { DoubleBuffer(s, c.m, c.k, c.n, on); })
+          ->Iterations(1)
+          ->Unit(benchmark::kMillisecond);
+}
+
+}  // namespace
+}  // namespace fusetune::bench
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  fusetune::bench::Register();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+}
