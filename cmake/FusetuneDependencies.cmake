@@ -14,6 +14,8 @@ endmacro()
 fusetune_require(Eigen3 libeigen3-dev NO_MODULE)
 fusetune_require(TBB libtbb-dev)
 fusetune_require(SQLite3 libsqlite3-dev)
+find_package(Threads REQUIRED)  # SQLiteCpp's config links it
+fusetune_require(SQLiteCpp libsqlitecpp-dev)
 fusetune_require(Protobuf "libprotobuf-dev protobuf-compiler")
 fusetune_require(ONNX libonnx-dev)
 fusetune_require(nlohmann_json nlohmann-json3-dev)

@@ -26,6 +26,27 @@ const char* KernelTemplateName(KernelTemplate t) {
   return "?";
 }
 
+int KernelTemplateVersion(KernelTemplate t) {
+  switch (t) {
+    case KernelTemplate::kReference:
+    case KernelTemplate::kElementwise:
+    case KernelTemplate::kRowwise:
+    case KernelTemplate::kGemm:
+    case KernelTemplate::kAttention:
+      return 1;
+  }
+  return 1;
+}
+
+std::map<std::string, int> KernelTemplateVersions() {
+  std::map<std::string, int> versions;
+  for (KernelTemplate t :
+       {KernelTemplate::kReference, KernelTemplate::kElementwise, KernelTemplate::kRowwise,
+        KernelTemplate::kGemm, KernelTemplate::kAttention})
+    versions[KernelTemplateName(t)] = KernelTemplateVersion(t);
+  return versions;
+}
+
 float* SlotPointer(int slot) {
   FT_CHECK(slot >= 0 && slot < kMaxOperandSlots, "operand slot out of range");
   return &g_slot_anchor[slot];

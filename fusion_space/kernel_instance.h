@@ -8,6 +8,8 @@
 // kernels' own validation and local-buffer sizing run on it unchanged.
 #pragma once
 
+#include <map>
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -24,6 +26,12 @@ namespace fusetune {
 enum class KernelTemplate { kReference, kElementwise, kRowwise, kGemm, kAttention };
 const char* KernelTemplateName(KernelTemplate t);
 inline constexpr int kNumKernelTemplates = 5;
+// The version of each template's implementation. Bump it when a change alters
+// what a tiling of the template measures (code, defaults, thread split):
+// tuning records of an older version then go stale and are never a best plan.
+int KernelTemplateVersion(KernelTemplate t);
+// Every template's name and version, e.g. {"gemm": 1, ...}.
+std::map<std::string, int> KernelTemplateVersions();
 
 // Where one descriptor pointer points: a graph value (or an owned derived
 // constant when value == kNoValue) plus an element offset.

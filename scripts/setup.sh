@@ -7,7 +7,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config
-  libeigen3-dev libtbb-dev libxgboost-dev libsqlite3-dev libbenchmark-dev libgtest-dev
+  libeigen3-dev libtbb-dev libxgboost-dev libsqlite3-dev libsqlitecpp-dev libbenchmark-dev libgtest-dev
   libonnx-dev libprotobuf-dev protobuf-compiler nlohmann-json3-dev libcli11-dev libfmt-dev
   # test data: models exported by PyTorch's ONNX exporter (scripts/gen_models.py)
   python3 python3-numpy python3-onnx python3-torch

@@ -1,0 +1,166 @@
+// db/: the tuning database (issue 6).
+//
+// Map of the module:
+//   database.h         this file: records, best plans, jobs, cost models, and
+//                      the abstract Database every caller uses
+//   sqlite_database.*  the SQLite implementation (MakeSqliteDatabase); SQLite
+//                      headers appear only in its .cpp
+//   schema.*           the versioned schema and its migrations (PRAGMA user_version)
+//   jsonl.h            export, import and merge as JSON Lines, on the interface only
+//
+// Keys carry their environment: a record names its workload key, its target
+// fingerprint, the fusetune version and the version of every kernel template
+// its plan uses. A record whose template versions differ from this build's
+// (kernel_instance.h) or that was measured on another target is never a best
+// plan here; Stats() counts those as stale with the reason.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace fusetune::db {
+
+inline constexpr int kSchemaVersion = 1;
+
+struct TargetEntry {
+  std::string fingerprint;  // TargetFingerprint::HashString()
+  std::string description;  // JSON: FingerprintToJson
+  std::string calibration;  // JSON: CalibrationToJson, or "{}"
+};
+
+enum class WorkloadKind { kGroup, kGraph };
+const char* WorkloadKindName(WorkloadKind kind);  // "group", "graph"
+
+struct WorkloadEntry {
+  std::string key;  // WorkloadKey::ToString()
+  WorkloadKind kind = WorkloadKind::kGroup;
+  std::string description = "{}";  // JSON: what the workload is (template, shapes, ops)
+};
+
+// One measurement. JSON fields are kept as text so that bulk paths (commit,
+// lookup, training) do not parse what they do not read.
+struct Record {
+  int64_t id = 0;  // set by CommitRecords
+  std::string workload_key;
+  std::string target;          // fingerprint hash
+  std::string plan;            // plan file JSON (plan_json.h)
+  std::string status = "ok";   // ok, failed, timeout, wrong
+  double seconds = 0;          // median time; only meaningful when ok
+  std::string metrics = "{}";  // JSON: measure::ResultToJson
+  std::string error;
+  int64_t job_id = 0;     // 0: not part of a job
+  double created_at = 0;  // unix seconds; CommitRecords fills 0 with now
+  std::string fusetune_version;
+  std::map<std::string, int> kernel_versions;  // the templates the plan uses
+};
+
+struct BestPlan {
+  int64_t record_id = 0;
+  std::string plan;
+  double seconds = 0;
+};
+
+struct JobEntry {
+  int64_t id = 0;
+  std::string spec = "{}";        // JSON: what was asked (model, budget, options)
+  std::string state = "running";  // running, interrupted, done, failed
+  std::string progress = "{}";    // JSON: what resuming needs
+  double created_at = 0, updated_at = 0;
+};
+
+struct ModelEntry {
+  int64_t id = 0;
+  std::string name;    // e.g. "xgboost"
+  std::string target;  // fingerprint hash it was trained for, or "" for any
+  int feature_version = 0;
+  std::string metrics = "{}";  // JSON: validation figures
+  std::string blob;            // the serialized model
+  bool active = false;
+  double created_at = 0;
+};
+
+struct RecordFilter {
+  std::optional<std::string> workload_key, target, status;
+  std::optional<int64_t> job_id;
+  bool fresh_only = false;  // only records whose kernel versions are this build's
+};
+
+struct DbStats {
+  int64_t targets = 0, group_workloads = 0, graph_workloads = 0, jobs = 0, models = 0;
+  std::map<std::string, int64_t> records_by_status;
+  int64_t records = 0, best_entries = 0;
+  std::map<std::string, int64_t> stale;  // reason -> records
+  int64_t file_bytes = 0;
+  int schema_version = 0;
+};
+
+class Database {
+ public:
+  virtual ~Database() = default;
+
+  virtual Status PutTarget(const TargetEntry& target) = 0;  // insert or update calibration
+  virtual Result<std::optional<TargetEntry>> GetTarget(const std::string& fingerprint) = 0;
+  virtual Result<std::vector<TargetEntry>> ListTargets() = 0;
+  virtual Status PutWorkload(const WorkloadEntry& workload) = 0;  // insert if new
+  virtual Result<std::optional<WorkloadEntry>> GetWorkload(const std::string& key) = 0;
+
+  // All records in one transaction: either every record is stored or none.
+  // Their workloads and targets must exist. Identical records (same content,
+  // same timestamp) are stored once. Returns the record ids in order.
+  virtual Result<std::vector<int64_t>> CommitRecords(std::span<Record> records) = 0;
+
+  // The fastest fresh ok record of a workload on a target, or nullopt.
+  virtual Result<std::optional<BestPlan>> Best(const std::string& workload_key,
+                                               const std::string& target) = 0;
+  virtual Result<std::vector<Record>> TopK(const std::string& workload_key,
+                                           const std::string& target, int k) = 0;
+  // Streams records in id order; `visit` returns false to stop.
+  virtual Status ForEachRecord(const RecordFilter& filter,
+                               const std::function<bool(const Record&)>& visit) = 0;
+  virtual Result<std::vector<std::string>> WorkloadKeys() = 0;
+
+  virtual Result<int64_t> CreateJob(const JobEntry& job) = 0;
+  virtual Status UpdateJob(int64_t id, const std::string& state, const std::string& progress) = 0;
+  virtual Result<std::optional<JobEntry>> GetJob(int64_t id) = 0;
+  virtual Result<std::vector<JobEntry>> ListJobs() = 0;
+
+  virtual Result<int64_t> SaveModel(const ModelEntry& model) = 0;
+  // Makes `id` the one active model of its name.
+  virtual Status ActivateModel(int64_t id) = 0;
+  virtual Result<std::optional<ModelEntry>> ActiveModel(const std::string& name) = 0;
+  virtual Result<std::vector<ModelEntry>> ListModels() = 0;  // blobs left empty
+
+  // Recomputes every best plan from the fresh ok records.
+  virtual Status RecomputeBest() = 0;
+  // `this_target`: records of other targets count as stale ("" skips that).
+  virtual Result<DbStats> Stats(const std::string& this_target) = 0;
+  virtual Status CheckIntegrity() = 0;
+  virtual Status Vacuum() = 0;
+};
+
+struct OpenOptions {
+  bool create = true;  // create the file when missing
+  bool read_only = false;
+  bool integrity_check = false;  // full check at open (slow on large files)
+  // Durability of each commit: true syncs to disk (survives power loss);
+  // false survives a killed process but not a power cut.
+  bool sync_full = true;
+  // The kernel template versions records must have to be fresh; empty means
+  // this build's (KernelTemplateVersions()).
+  std::map<std::string, int> kernel_versions;
+};
+
+// Opens or creates a SQLite tuning database at `path` (":memory:" for one in
+// memory). Errors: not a database, corrupt, written by a newer schema.
+Result<std::unique_ptr<Database>> MakeSqliteDatabase(const std::string& path,
+                                                     const OpenOptions& options = {});
+
+}  // namespace fusetune::db

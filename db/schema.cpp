@@ -1,0 +1,108 @@
+#include "db/schema.h"
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <fmt/format.h>
+
+#include "db/database.h"
+
+namespace fusetune::db::detail {
+
+namespace {
+
+// Version 1. Each later version adds a step to kMigrations; steps never change.
+constexpr const char* kSchemaV1 = R"sql(
+CREATE TABLE targets(
+  id INTEGER PRIMARY KEY,
+  fingerprint TEXT NOT NULL UNIQUE,
+  description TEXT NOT NULL DEFAULT '{}',
+  calibration TEXT NOT NULL DEFAULT '{}',
+  created_at REAL NOT NULL);
+CREATE TABLE workloads(
+  id INTEGER PRIMARY KEY,
+  key TEXT NOT NULL UNIQUE,
+  kind TEXT NOT NULL CHECK(kind IN ('group', 'graph')),
+  description TEXT NOT NULL DEFAULT '{}',
+  created_at REAL NOT NULL);
+CREATE TABLE jobs(
+  id INTEGER PRIMARY KEY,
+  spec TEXT NOT NULL,
+  state TEXT NOT NULL CHECK(state IN ('running', 'interrupted', 'done', 'failed')),
+  progress TEXT NOT NULL DEFAULT '{}',
+  created_at REAL NOT NULL,
+  updated_at REAL NOT NULL);
+CREATE TABLE records(
+  id INTEGER PRIMARY KEY,
+  workload_id INTEGER NOT NULL REFERENCES workloads(id),
+  target_id INTEGER NOT NULL REFERENCES targets(id),
+  plan TEXT NOT NULL,
+  status TEXT NOT NULL CHECK(status IN ('ok', 'failed', 'timeout', 'wrong')),
+  seconds REAL,
+  metrics TEXT NOT NULL DEFAULT '{}',
+  error TEXT NOT NULL DEFAULT '',
+  job_id INTEGER REFERENCES jobs(id),
+  created_at REAL NOT NULL,
+  fusetune_version TEXT NOT NULL,
+  kernel_versions TEXT NOT NULL,
+  digest INTEGER NOT NULL UNIQUE);
+CREATE INDEX records_by_workload ON records(workload_id, target_id, status, seconds);
+CREATE INDEX records_by_job ON records(job_id) WHERE job_id IS NOT NULL;
+CREATE TABLE best(
+  workload_id INTEGER NOT NULL REFERENCES workloads(id),
+  target_id INTEGER NOT NULL REFERENCES targets(id),
+  record_id INTEGER NOT NULL REFERENCES records(id),
+  seconds REAL NOT NULL,
+  PRIMARY KEY(workload_id, target_id)) WITHOUT ROWID;
+CREATE TABLE cost_models(
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL,
+  target TEXT NOT NULL DEFAULT '',
+  feature_version INTEGER NOT NULL,
+  metrics TEXT NOT NULL DEFAULT '{}',
+  model BLOB NOT NULL,
+  active INTEGER NOT NULL DEFAULT 0,
+  created_at REAL NOT NULL);
+CREATE TABLE meta(
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL);
+)sql";
+
+// kMigrations[v] takes a version-v file to version v + 1.
+constexpr const char* kMigrations[] = {kSchemaV1};
+static_assert(std::size(kMigrations) == kSchemaVersion);
+
+int PragmaInt(SQLite::Database& db, const char* pragma) {
+  return db.execAndGet(fmt::format("PRAGMA {}", pragma)).getInt();
+}
+
+}  // namespace
+
+Status PrepareSchema(SQLite::Database& db, bool read_only) {
+  const int app = PragmaInt(db, "application_id");
+  const int version = PragmaInt(db, "user_version");
+  const bool empty = db.execAndGet("SELECT count(*) FROM sqlite_master").getInt() == 0;
+  if (app != kApplicationId && !(app == 0 && empty))
+    return Error(ErrorCode::kInvalidArgument,
+                 fmt::format("'{}' is an SQLite file of another application, not a fusetune "
+                             "tuning database",
+                             db.getFilename()));
+  if (version > kSchemaVersion)
+    return Error(ErrorCode::kUnsupported,
+                 fmt::format("'{}' was written by a newer fusetune (schema version {}; this build "
+                             "reads up to version {}): upgrade fusetune to use it",
+                             db.getFilename(), version, kSchemaVersion));
+  if (version == kSchemaVersion) return Status::Ok();
+  if (read_only)
+    return Error(ErrorCode::kInvalidArgument,
+                 fmt::format("'{}' has schema version {} and needs migrating to {}: open it "
+                             "writable once",
+                             db.getFilename(), version, kSchemaVersion));
+  // Another process may have migrated while this one waited for the lock.
+  SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
+  for (int v = PragmaInt(db, "user_version"); v < kSchemaVersion; ++v) db.exec(kMigrations[v]);
+  db.exec(fmt::format("PRAGMA application_id = {}", kApplicationId));
+  db.exec(fmt::format("PRAGMA user_version = {}", kSchemaVersion));
+  transaction.commit();
+  return Status::Ok();
+}
+
+}  // namespace fusetune::db::detail

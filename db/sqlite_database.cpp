@@ -1,0 +1,396 @@
+#include <fmt/format.h>
+#include <sqlite3.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "common/hash.h"
+#include "db/schema.h"
+#include "db/sqlite_impl.h"
+#include "fusion_space/kernel_instance.h"
+
+namespace fusetune::db {
+
+const char* WorkloadKindName(WorkloadKind kind) {
+  return kind == WorkloadKind::kGraph ? "graph" : "group";
+}
+
+namespace detail {
+
+double NowSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string VersionsToJson(const std::map<std::string, int>& versions) {
+  std::string s = "{";
+  for (const auto& [name, v] : versions)
+    s += fmt::format("{}\"{}\":{}", s.size() > 1 ? "," : "", name, v);
+  return s + "}";
+}
+
+std::map<std::string, int> VersionsFromJson(const std::string& json) {
+  std::map<std::string, int> versions;
+  const auto j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object())
+    for (const auto& [name, v] : j.items())
+      if (v.is_number_integer()) versions[name] = v.get<int>();
+  return versions;
+}
+
+Error Translate(const std::exception& e, const std::string& context) {
+  const auto* sql = dynamic_cast<const SQLite::Exception*>(&e);
+  const int code = sql ? (sql->getErrorCode() & 0xff) : -1;
+  switch (code) {
+    case SQLITE_NOTADB:
+      return Error(ErrorCode::kCorrupt,
+                   fmt::format("{}: not a database file ({})", context, e.what()));
+    case SQLITE_CORRUPT:
+      return Error(ErrorCode::kCorrupt,
+                   fmt::format("{}: the database file is corrupt ({})", context, e.what()));
+    case SQLITE_CANTOPEN:
+      return Error(ErrorCode::kNotFound, fmt::format("{}: cannot open ({})", context, e.what()));
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return Error(ErrorCode::kIo, fmt::format("{}: the database stayed locked by another process "
+                                               "past the busy timeout ({})",
+                                               context, e.what()));
+    case SQLITE_CONSTRAINT:
+      return Error(ErrorCode::kInvalidArgument, fmt::format("{}: {}", context, e.what()));
+    case SQLITE_READONLY:
+      return Error(ErrorCode::kInvalidArgument,
+                   fmt::format("{}: the database is open read-only ({})", context, e.what()));
+    default:
+      return Error(sql ? ErrorCode::kIo : ErrorCode::kInternal,
+                   fmt::format("{}: {}", context, e.what()));
+  }
+}
+
+namespace {
+
+uint64_t RecordDigest(const Record& r, const std::string& versions) {
+  Hasher h;
+  for (const std::string* s : {&r.workload_key, &r.target, &r.plan, &r.status, &r.metrics, &r.error,
+                               &r.fusetune_version, &versions})
+    h.AddString(*s);
+  h.AddDouble(r.created_at);
+  h.AddDouble(r.seconds);
+  // SQLite integers are signed: keep the digest's top bit clear.
+  return h.digest() >> 1;
+}
+
+}  // namespace
+
+SqliteDatabase::SqliteDatabase(std::unique_ptr<SQLite::Database> db, OpenOptions options)
+    : db_(std::move(db)), options_(std::move(options)) {
+  if (options_.kernel_versions.empty()) options_.kernel_versions = KernelTemplateVersions();
+  versions_json_ = VersionsToJson(options_.kernel_versions);
+}
+
+bool SqliteDatabase::IsFresh(const std::map<std::string, int>& versions) const {
+  for (const auto& [name, v] : versions) {
+    auto it = options_.kernel_versions.find(name);
+    if (it == options_.kernel_versions.end() || it->second != v) return false;
+  }
+  return true;
+}
+
+bool SqliteDatabase::IsFreshJson(const std::string& versions_json) const {
+  return IsFresh(VersionsFromJson(versions_json));
+}
+
+std::optional<int64_t> SqliteDatabase::TargetId(const std::string& fingerprint) {
+  if (auto it = target_ids_.find(fingerprint); it != target_ids_.end()) return it->second;
+  SQLite::Statement q(*db_, "SELECT id FROM targets WHERE fingerprint = ?");
+  q.bind(1, fingerprint);
+  if (!q.executeStep()) return std::nullopt;
+  return target_ids_[fingerprint] = q.getColumn(0).getInt64();
+}
+
+std::optional<int64_t> SqliteDatabase::WorkloadId(const std::string& key) {
+  if (auto it = workload_ids_.find(key); it != workload_ids_.end()) return it->second;
+  SQLite::Statement q(*db_, "SELECT id FROM workloads WHERE key = ?");
+  q.bind(1, key);
+  if (!q.executeStep()) return std::nullopt;
+  return workload_ids_[key] = q.getColumn(0).getInt64();
+}
+
+Status SqliteDatabase::PutTarget(const TargetEntry& t) {
+  return Guarded("storing target " + t.fingerprint, [&]() -> Status {
+    SQLite::Statement q(*db_,
+                        "INSERT INTO targets(fingerprint, description, calibration, created_at) "
+                        "VALUES(?, ?, ?, ?) ON CONFLICT(fingerprint) DO UPDATE SET "
+                        "description = excluded.description, calibration = "
+                        "CASE WHEN excluded.calibration = '{}' THEN targets.calibration "
+                        "ELSE excluded.calibration END");
+    q.bind(1, t.fingerprint);
+    q.bind(2, t.description.empty() ? "{}" : t.description);
+    q.bind(3, t.calibration.empty() ? "{}" : t.calibration);
+    q.bind(4, NowSeconds());
+    q.exec();
+    return Status::Ok();
+  });
+}
+
+Result<std::optional<TargetEntry>> SqliteDatabase::GetTarget(const std::string& fingerprint) {
+  return Guarded("reading target " + fingerprint, [&]() -> Result<std::optional<TargetEntry>> {
+    SQLite::Statement q(*db_, "SELECT description, calibration FROM targets WHERE fingerprint = ?");
+    q.bind(1, fingerprint);
+    if (!q.executeStep()) return std::optional<TargetEntry>();
+    return std::optional<TargetEntry>(
+        TargetEntry{fingerprint, q.getColumn(0).getString(), q.getColumn(1).getString()});
+  });
+}
+
+Result<std::vector<TargetEntry>> SqliteDatabase::ListTargets() {
+  return Guarded("listing targets", [&]() -> Result<std::vector<TargetEntry>> {
+    std::vector<TargetEntry> out;
+    SQLite::Statement q(*db_,
+                        "SELECT fingerprint, description, calibration FROM targets ORDER BY id");
+    while (q.executeStep())
+      out.push_back(
+          {q.getColumn(0).getString(), q.getColumn(1).getString(), q.getColumn(2).getString()});
+    return out;
+  });
+}
+
+Status SqliteDatabase::PutWorkload(const WorkloadEntry& w) {
+  return Guarded("storing workload " + w.key, [&]() -> Status {
+    SQLite::Statement q(
+        *db_,
+        "INSERT INTO workloads(key, kind, description, created_at) VALUES(?, ?, ?, ?) "
+        "ON CONFLICT(key) DO NOTHING");
+    q.bind(1, w.key);
+    q.bind(2, WorkloadKindName(w.kind));
+    q.bind(3, w.description.empty() ? "{}" : w.description);
+    q.bind(4, NowSeconds());
+    q.exec();
+    return Status::Ok();
+  });
+}
+
+Result<std::optional<WorkloadEntry>> SqliteDatabase::GetWorkload(const std::string& key) {
+  return Guarded("reading workload " + key, [&]() -> Result<std::optional<WorkloadEntry>> {
+    SQLite::Statement q(*db_, "SELECT kind, description FROM workloads WHERE key = ?");
+    q.bind(1, key);
+    if (!q.executeStep()) return std::optional<WorkloadEntry>();
+    const WorkloadKind kind =
+        q.getColumn(0).getString() == "graph" ? WorkloadKind::kGraph : WorkloadKind::kGroup;
+    return std::optional<WorkloadEntry>(WorkloadEntry{key, kind, q.getColumn(1).getString()});
+  });
+}
+
+Result<std::vector<int64_t>> SqliteDatabase::CommitRecords(std::span<Record> records) {
+  return Guarded("committing records", [&]() -> Result<std::vector<int64_t>> {
+    std::vector<int64_t> ids;
+    ids.reserve(records.size());
+    SQLite::Transaction transaction(*db_, SQLite::TransactionBehavior::IMMEDIATE);
+    if (!insert_record_)
+      insert_record_ = std::make_unique<SQLite::Statement>(
+          *db_,
+          "INSERT INTO records(workload_id, target_id, plan, status, seconds, metrics, error, "
+          "job_id, created_at, fusetune_version, kernel_versions, digest) "
+          "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(digest) DO NOTHING");
+    if (!update_best_)
+      update_best_ = std::make_unique<SQLite::Statement>(
+          *db_,
+          "INSERT INTO best(workload_id, target_id, record_id, seconds) VALUES(?, ?, ?, ?) "
+          "ON CONFLICT(workload_id, target_id) DO UPDATE SET record_id = excluded.record_id, "
+          "seconds = excluded.seconds WHERE excluded.seconds < best.seconds");
+    std::vector<std::string> touched;
+    for (Record& r : records) {
+      const auto workload = WorkloadId(r.workload_key);
+      const auto target = TargetId(r.target);
+      if (!workload || !target)
+        return Error(
+            ErrorCode::kInvalidArgument,
+            fmt::format("record for {} '{}' that the database does not have (PutWorkload "
+                        "and PutTarget first)",
+                        workload ? "target" : "workload", workload ? r.target : r.workload_key));
+      if (r.created_at == 0) r.created_at = NowSeconds();
+      const std::string versions = VersionsToJson(r.kernel_versions);
+      const bool ok = r.status == "ok";
+      SQLite::Statement& q = *insert_record_;
+      q.reset();
+      q.bind(1, *workload);
+      q.bind(2, *target);
+      q.bind(3, r.plan);
+      q.bind(4, r.status);
+      if (ok)
+        q.bind(5, r.seconds);
+      else
+        q.bind(5);
+      q.bind(6, r.metrics.empty() ? "{}" : r.metrics);
+      q.bind(7, r.error);
+      if (r.job_id > 0)
+        q.bind(8, r.job_id);
+      else
+        q.bind(8);
+      q.bind(9, r.created_at);
+      q.bind(10, r.fusetune_version);
+      q.bind(11, versions);
+      q.bind(12, static_cast<int64_t>(RecordDigest(r, versions)));
+      if (q.exec() == 0) {  // an identical record is already stored
+        SQLite::Statement same(*db_, "SELECT id FROM records WHERE digest = ?");
+        same.bind(1, static_cast<int64_t>(RecordDigest(r, versions)));
+        same.executeStep();
+        r.id = same.getColumn(0).getInt64();
+      } else {
+        r.id = db_->getLastInsertRowid();
+      }
+      ids.push_back(r.id);
+      if (ok && IsFresh(r.kernel_versions)) {
+        SQLite::Statement& b = *update_best_;
+        b.reset();
+        b.bind(1, *workload);
+        b.bind(2, *target);
+        b.bind(3, r.id);
+        b.bind(4, r.seconds);
+        b.exec();
+        touched.push_back(r.workload_key + "/" + r.target);
+      }
+    }
+    transaction.commit();
+    for (const std::string& key : touched) best_cache_.erase(key);
+    return ids;
+  });
+}
+
+std::optional<BestPlan> SqliteDatabase::ScanBest(int64_t workload_id, int64_t target_id) {
+  SQLite::Statement q(
+      *db_,
+      "SELECT id, plan, seconds, kernel_versions FROM records WHERE workload_id = ? "
+      "AND target_id = ? AND status = 'ok' ORDER BY seconds, id");
+  q.bind(1, workload_id);
+  q.bind(2, target_id);
+  while (q.executeStep())
+    if (IsFreshJson(q.getColumn(3).getString()))
+      return BestPlan{q.getColumn(0).getInt64(), q.getColumn(1).getString(),
+                      q.getColumn(2).getDouble()};
+  return std::nullopt;
+}
+
+Result<std::optional<BestPlan>> SqliteDatabase::Best(const std::string& workload_key,
+                                                     const std::string& target) {
+  const std::string cache_key = workload_key + "/" + target;
+  if (auto it = best_cache_.find(cache_key); it != best_cache_.end()) return it->second;
+  return Guarded("looking up " + cache_key, [&]() -> Result<std::optional<BestPlan>> {
+    const auto target_id = TargetId(target);
+    if (!target_id) return best_cache_[cache_key] = std::nullopt;
+    if (!best_query_)
+      best_query_ = std::make_unique<SQLite::Statement>(
+          *db_,
+          "SELECT r.id, r.plan, r.seconds, r.kernel_versions, r.workload_id FROM workloads w "
+          "JOIN best b ON b.workload_id = w.id AND b.target_id = ? "
+          "JOIN records r ON r.id = b.record_id WHERE w.key = ?");
+    SQLite::Statement& q = *best_query_;
+    q.reset();
+    q.bind(1, *target_id);
+    q.bind(2, workload_key);
+    std::optional<BestPlan> best;
+    if (q.executeStep()) {
+      if (IsFreshJson(q.getColumn(3).getString()))
+        best = BestPlan{q.getColumn(0).getInt64(), q.getColumn(1).getString(),
+                        q.getColumn(2).getDouble()};
+      else  // stored by a build with other kernel versions
+        best = ScanBest(q.getColumn(4).getInt64(), *target_id);
+    }
+    return best_cache_[cache_key] = best;
+  });
+}
+
+namespace {
+
+Record RecordFromRow(SQLite::Statement& q) {
+  Record r;
+  r.id = q.getColumn(0).getInt64();
+  r.workload_key = q.getColumn(1).getString();
+  r.target = q.getColumn(2).getString();
+  r.plan = q.getColumn(3).getString();
+  r.status = q.getColumn(4).getString();
+  r.seconds = q.getColumn(5).isNull() ? 0 : q.getColumn(5).getDouble();
+  r.metrics = q.getColumn(6).getString();
+  r.error = q.getColumn(7).getString();
+  r.job_id = q.getColumn(8).isNull() ? 0 : q.getColumn(8).getInt64();
+  r.created_at = q.getColumn(9).getDouble();
+  r.fusetune_version = q.getColumn(10).getString();
+  r.kernel_versions = VersionsFromJson(q.getColumn(11).getString());
+  return r;
+}
+
+constexpr const char* kRecordColumns =
+    "SELECT r.id, w.key, t.fingerprint, r.plan, r.status, r.seconds, r.metrics, r.error, r.job_id, "
+    "r.created_at, r.fusetune_version, r.kernel_versions FROM records r "
+    "JOIN workloads w ON w.id = r.workload_id JOIN targets t ON t.id = r.target_id";
+
+}  // namespace
+
+Result<std::vector<Record>> SqliteDatabase::TopK(const std::string& workload_key,
+                                                 const std::string& target, int k) {
+  std::vector<Record> top;
+  RecordFilter filter{workload_key, target, std::string("ok"), std::nullopt, true};
+  // Records stream in id order; keep the k fastest.
+  FT_RETURN_IF_ERROR(ForEachRecord(filter, [&](const Record& r) {
+    top.push_back(r);
+    std::sort(top.begin(), top.end(),
+              [](const Record& a, const Record& b) { return a.seconds < b.seconds; });
+    if (static_cast<int>(top.size()) > k) top.pop_back();
+    return true;
+  }));
+  return top;
+}
+
+Status SqliteDatabase::ForEachRecord(const RecordFilter& f,
+                                     const std::function<bool(const Record&)>& visit) {
+  return Guarded("reading records", [&]() -> Status {
+    std::string sql = kRecordColumns;
+    std::vector<std::string> where;
+    if (f.workload_key) where.push_back("w.key = :workload");
+    if (f.target) where.push_back("t.fingerprint = :target");
+    if (f.status) where.push_back("r.status = :status");
+    if (f.job_id) where.push_back("r.job_id = :job");
+    for (size_t i = 0; i < where.size(); ++i) sql += (i ? " AND " : " WHERE ") + where[i];
+    sql += " ORDER BY r.id";
+    SQLite::Statement q(*db_, sql);
+    if (f.workload_key) q.bind(":workload", *f.workload_key);
+    if (f.target) q.bind(":target", *f.target);
+    if (f.status) q.bind(":status", *f.status);
+    if (f.job_id) q.bind(":job", *f.job_id);
+    while (q.executeStep()) {
+      Record r = RecordFromRow(q);
+      if (f.fresh_only && !IsFresh(r.kernel_versions)) continue;
+      if (!visit(r)) break;
+    }
+    return Status::Ok();
+  });
+}
+
+Result<std::vector<std::string>> SqliteDatabase::WorkloadKeys() {
+  return Guarded("listing workloads", [&]() -> Result<std::vector<std::string>> {
+    std::vector<std::string> keys;
+    SQLite::Statement q(*db_, "SELECT key FROM workloads ORDER BY id");
+    while (q.executeStep()) keys.push_back(q.getColumn(0).getString());
+    return keys;
+  });
+}
+
+}  // namespace detail
+
+Result<std::unique_ptr<Database>> MakeSqliteDatabase(const std::string& path,
+                                                     const OpenOptions& options) {
+  return detail::Guarded(
+      "opening tuning database '" + path + "'", [&]() -> Result<std::unique_ptr<Database>> {
+        int flags = options.read_only ? SQLite::OPEN_READONLY : SQLite::OPEN_READWRITE;
+        if (options.create && !options.read_only) flags |= SQLite::OPEN_CREATE;
+        auto db = std::make_unique<SQLite::Database>(path, flags, /*busy_timeout_ms=*/10000);
+        db->exec("PRAGMA foreign_keys = ON");
+        if (!options.read_only && path != ":memory:") db->exec("PRAGMA journal_mode = WAL");
+        db->exec(options.sync_full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
+        FT_RETURN_IF_ERROR(detail::PrepareSchema(*db, options.read_only));
+        auto impl = std::make_unique<detail::SqliteDatabase>(std::move(db), options);
+        if (options.integrity_check) FT_RETURN_IF_ERROR(impl->CheckIntegrity());
+        if (!options.read_only) FT_RETURN_IF_ERROR(impl->SyncBestWithVersions());
+        return std::unique_ptr<Database>(std::move(impl));
+      });
+}
+
+}  // namespace fusetune::db

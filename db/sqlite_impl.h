@@ -1,0 +1,88 @@
+// The SQLite Database: private to db/. Split over sqlite_database.cpp
+// (opening, records, best plans, lookups) and sqlite_admin.cpp (jobs, cost
+// models, statistics, integrity, vacuum).
+#pragma once
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "db/database.h"
+
+namespace fusetune::db::detail {
+
+double NowSeconds();
+// Canonical JSON of kernel versions: {"attention":1,"gemm":2} (sorted, no spaces).
+std::string VersionsToJson(const std::map<std::string, int>& versions);
+std::map<std::string, int> VersionsFromJson(const std::string& json);
+Error Translate(const std::exception& e, const std::string& context);
+
+// Runs `body`, turning SQLite's exceptions into Error values: no exception
+// leaves db/.
+template <typename Body>
+auto Guarded(const std::string& context, Body&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return Translate(e, context);
+  }
+}
+
+class SqliteDatabase final : public Database {
+ public:
+  SqliteDatabase(std::unique_ptr<SQLite::Database> db, OpenOptions options);
+
+  Status PutTarget(const TargetEntry& target) override;
+  Result<std::optional<TargetEntry>> GetTarget(const std::string& fingerprint) override;
+  Result<std::vector<TargetEntry>> ListTargets() override;
+  Status PutWorkload(const WorkloadEntry& workload) override;
+  Result<std::optional<WorkloadEntry>> GetWorkload(const std::string& key) override;
+  Result<std::vector<int64_t>> CommitRecords(std::span<Record> records) override;
+  Result<std::optional<BestPlan>> Best(const std::string& workload_key,
+                                       const std::string& target) override;
+  Result<std::vector<Record>> TopK(const std::string& workload_key, const std::string& target,
+                                   int k) override;
+  Status ForEachRecord(const RecordFilter& filter,
+                       const std::function<bool(const Record&)>& visit) override;
+  Result<std::vector<std::string>> WorkloadKeys() override;
+  Result<int64_t> CreateJob(const JobEntry& job) override;
+  Status UpdateJob(int64_t id, const std::string& state, const std::string& progress) override;
+  Result<std::optional<JobEntry>> GetJob(int64_t id) override;
+  Result<std::vector<JobEntry>> ListJobs() override;
+  Result<int64_t> SaveModel(const ModelEntry& model) override;
+  Status ActivateModel(int64_t id) override;
+  Result<std::optional<ModelEntry>> ActiveModel(const std::string& name) override;
+  Result<std::vector<ModelEntry>> ListModels() override;
+  Status RecomputeBest() override;
+  Result<DbStats> Stats(const std::string& this_target) override;
+  Status CheckIntegrity() override;
+  Status Vacuum() override;
+
+  // At open: when the file's bests were computed for other kernel versions
+  // than this build's, recompute them (writable files only).
+  Status SyncBestWithVersions();
+
+ private:
+  bool IsFresh(const std::map<std::string, int>& versions) const;
+  bool IsFreshJson(const std::string& versions_json) const;
+  std::optional<int64_t> TargetId(const std::string& fingerprint);
+  std::optional<int64_t> WorkloadId(const std::string& key);
+  // The fastest fresh ok record by scanning (when the stored best is stale).
+  std::optional<BestPlan> ScanBest(int64_t workload_id, int64_t target_id);
+  Status RecomputeBestLocked();
+
+  std::unique_ptr<SQLite::Database> db_;
+  OpenOptions options_;
+  std::string versions_json_;
+  std::unordered_map<std::string, int64_t> target_ids_, workload_ids_;
+  // Lookups answered so far (negative answers too); this handle's commits
+  // keep it current. Another process's later commits are seen by a new
+  // handle, as compilers open the database per compilation.
+  std::unordered_map<std::string, std::optional<BestPlan>> best_cache_;
+  std::unique_ptr<SQLite::Statement> best_query_, insert_record_, update_best_;
+};
+
+}  // namespace fusetune::db::detail
