@@ -155,7 +155,7 @@ struct OpenOptions {
   bool sync_full = true;
   // The kernel template versions records must have to be fresh; empty means
   // this build's (KernelTemplateVersions()).
-  std::map<std::string, int> kernel_versions;
+  std::map<std::string, int> kernel_versions = {};
 };
 
 // Opens or creates a SQLite tuning database at `path` (":memory:" for one in

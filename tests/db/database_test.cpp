@@ -1,0 +1,306 @@
+// The Database conformance suite, run against every implementation (the
+// SQLite file and the SQLite in-memory database so far), plus the
+// SQLite-specific errors: a corrupt file, a file that is not a database, a
+// newer schema.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "db/jsonl.h"
+#include "tests/db/db_test_util.h"
+
+namespace fusetune::db {
+namespace {
+
+using testing::MakeRecord;
+using testing::Populate;
+using testing::WorkloadKeyFor;
+constexpr const char* kTarget = testing::kTarget;
+
+std::string TempPath(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / "fusetune_db_test";
+  std::filesystem::create_directories(dir);
+  std::string file = name;
+  std::replace(file.begin(), file.end(), '/', '_');
+  const auto path = dir / (file + "_" + std::to_string(::getpid()) + ".db");
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path.string() + suffix);
+  return path.string();
+}
+
+using Factory =
+    std::function<std::unique_ptr<Database>(const std::string& name, const OpenOptions& options)>;
+
+struct Implementation {
+  const char* name;
+  Factory make;
+};
+
+std::unique_ptr<Database> MustOpen(Result<std::unique_ptr<Database>> db) {
+  EXPECT_TRUE(db.ok()) << (db.ok() ? "" : db.error().ToString());
+  return db.ok() ? std::move(*db) : nullptr;
+}
+
+class Conformance : public ::testing::TestWithParam<Implementation> {
+ protected:
+  std::unique_ptr<Database> Open(const OpenOptions& options = {}) {
+    return GetParam().make(::testing::UnitTest::GetInstance()->current_test_info()->name(),
+                           options);
+  }
+};
+
+TEST_P(Conformance, BestIsTheFastestOkRecordAndTopKIsSorted) {
+  auto db = Open();
+  ASSERT_TRUE(Populate(*db, 3).ok());
+  std::vector<Record> records{MakeRecord(0, 1, 3e-3), MakeRecord(0, 2, 1e-3),
+                              MakeRecord(0, 3, 2e-3), MakeRecord(0, 4, 0.5e-3, "wrong"),
+                              MakeRecord(1, 5, 4e-3)};
+  auto ids = db->CommitRecords(records);
+  ASSERT_TRUE(ids.ok()) << ids.error().ToString();
+  ASSERT_EQ(ids->size(), 5u);
+  auto best = db->Best(WorkloadKeyFor(0), kTarget);
+  ASSERT_TRUE(best.ok());
+  ASSERT_TRUE(best->has_value());
+  EXPECT_EQ((*best)->record_id, (*ids)[1]);
+  EXPECT_DOUBLE_EQ((*best)->seconds, 1e-3);
+  EXPECT_EQ((*best)->plan, records[1].plan);
+  EXPECT_FALSE(db->Best(WorkloadKeyFor(2), kTarget)->has_value());
+  EXPECT_FALSE(db->Best(WorkloadKeyFor(0), "ffffffffffffffff")->has_value());
+  auto top = db->TopK(WorkloadKeyFor(0), kTarget, 2);
+  ASSERT_TRUE(top.ok());
+  ASSERT_EQ(top->size(), 2u);
+  EXPECT_DOUBLE_EQ((*top)[0].seconds, 1e-3);
+  EXPECT_DOUBLE_EQ((*top)[1].seconds, 2e-3);
+
+  // A faster record committed later replaces the best (and the cache).
+  std::vector<Record> faster{MakeRecord(0, 6, 0.2e-3)};
+  ASSERT_TRUE(db->CommitRecords(faster).ok());
+  EXPECT_DOUBLE_EQ((*db->Best(WorkloadKeyFor(0), kTarget))->seconds, 0.2e-3);
+}
+
+TEST_P(Conformance, RecordsRoundTripAndIdenticalRecordsAreStoredOnce) {
+  auto db = Open();
+  ASSERT_TRUE(Populate(*db, 2).ok());
+  Record r = MakeRecord(1, 7, 2e-3, "failed");
+  r.error = "worker crashed: killed by signal 11";
+  std::vector<Record> twice{r, r};
+  auto ids = db->CommitRecords(twice);
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ((*ids)[0], (*ids)[1]);
+  std::vector<Record> seen;
+  ASSERT_TRUE(db->ForEachRecord({}, [&](const Record& x) {
+                  seen.push_back(x);
+                  return true;
+                }).ok());
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].workload_key, r.workload_key);
+  EXPECT_EQ(seen[0].target, r.target);
+  EXPECT_EQ(seen[0].plan, r.plan);
+  EXPECT_EQ(seen[0].status, "failed");
+  EXPECT_EQ(seen[0].error, r.error);
+  EXPECT_EQ(seen[0].metrics, r.metrics);
+  EXPECT_EQ(seen[0].kernel_versions, r.kernel_versions);
+  EXPECT_DOUBLE_EQ(seen[0].created_at, r.created_at);
+  RecordFilter only_ok;
+  only_ok.status = "ok";
+  int count = 0;
+  ASSERT_TRUE(db->ForEachRecord(only_ok, [&](const Record&) { return ++count, true; }).ok());
+  EXPECT_EQ(count, 0);
+}
+
+TEST_P(Conformance, UnknownWorkloadOrTargetFailsTheWholeBatch) {
+  auto db = Open();
+  ASSERT_TRUE(Populate(*db, 1).ok());
+  std::vector<Record> batch{MakeRecord(0, 1, 1e-3), MakeRecord(5, 2, 1e-3)};
+  auto ids = db->CommitRecords(batch);
+  ASSERT_FALSE(ids.ok());
+  EXPECT_NE(ids.error().message().find(WorkloadKeyFor(5)), std::string::npos);
+  auto stats = db->Stats("");
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->records, 0);  // the first record was rolled back too
+}
+
+TEST_P(Conformance, StaleKernelVersionsAreNeverBestAndAreCounted) {
+  auto db = Open({.kernel_versions = {{"gemm", 2}, {"rowwise", 1}}});
+  ASSERT_TRUE(Populate(*db, 1).ok());
+  Record old_fast = MakeRecord(0, 1, 0.1e-3);  // gemm v1: stale for this build
+  Record fresh_slow = MakeRecord(0, 2, 5e-3);
+  fresh_slow.kernel_versions = {{"gemm", 2}};
+  std::vector<Record> batch{old_fast, fresh_slow};
+  ASSERT_TRUE(db->CommitRecords(batch).ok());
+  auto best = db->Best(WorkloadKeyFor(0), kTarget);
+  ASSERT_TRUE(best.ok() && best->has_value());
+  EXPECT_DOUBLE_EQ((*best)->seconds, 5e-3);
+  auto stats = db->Stats("00000000000000bb");
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->records, 2);
+  EXPECT_EQ(stats->stale.at("kernel template 'gemm' v1 (this build: v2)"), 1);
+  EXPECT_EQ(stats->stale.at("measured on another target (" + std::string(kTarget) + ")"), 2);
+}
+
+TEST_P(Conformance, JobsAndModels) {
+  auto db = Open();
+  auto job = db->CreateJob({0, R"({"model":"m.onnx"})", "running", "{}", 0, 0});
+  ASSERT_TRUE(job.ok());
+  ASSERT_TRUE(db->UpdateJob(*job, "interrupted", R"({"trials":12})").ok());
+  auto read = db->GetJob(*job);
+  ASSERT_TRUE(read.ok() && read->has_value());
+  EXPECT_EQ((*read)->state, "interrupted");
+  EXPECT_EQ((*read)->progress, R"({"trials":12})");
+  EXPECT_FALSE(db->UpdateJob(*job, "exploded", "{}").ok());
+  EXPECT_FALSE(db->UpdateJob(999, "done", "{}").ok());
+
+  std::string blob("\0\1\2model", 8);
+  auto first = db->SaveModel({0, "xgboost", "", 1, R"({"spearman":0.8})", blob, false, 0});
+  auto second = db->SaveModel({0, "xgboost", "", 1, R"({"spearman":0.9})", "other", false, 0});
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_FALSE(db->ActiveModel("xgboost")->has_value());
+  ASSERT_TRUE(db->ActivateModel(*first).ok());
+  auto active = db->ActiveModel("xgboost");
+  ASSERT_TRUE(active.ok() && active->has_value());
+  EXPECT_EQ((*active)->blob, blob);
+  ASSERT_TRUE(db->ActivateModel(*second).ok());
+  EXPECT_EQ((*db->ActiveModel("xgboost"))->id, *second);
+  EXPECT_EQ(db->ListModels()->size(), 2u);
+}
+
+TEST_P(Conformance, ExportImportAndMergeDeduplicate) {
+  auto source = Open();
+  ASSERT_TRUE(Populate(*source, 4).ok());
+  std::vector<Record> batch;
+  for (int i = 0; i < 40; ++i) batch.push_back(MakeRecord(i % 4, i, 1e-3 * (1 + i % 7)));
+  ASSERT_TRUE(source->CommitRecords(batch).ok());
+  std::stringstream jsonl;
+  auto exported = ExportJsonl(*source, jsonl);
+  ASSERT_TRUE(exported.ok());
+  EXPECT_EQ(exported->records_read, 40);
+
+  auto copy = GetParam().make("import_copy", {});
+  std::stringstream in(jsonl.str());
+  auto imported = ImportJsonl(*copy, in, "records.jsonl");
+  ASSERT_TRUE(imported.ok()) << imported.error().ToString();
+  EXPECT_EQ(imported->records_added, 40);
+  std::stringstream again(jsonl.str());
+  EXPECT_EQ(ImportJsonl(*copy, again, "records.jsonl")->records_added, 0);
+  for (int w = 0; w < 4; ++w)
+    EXPECT_DOUBLE_EQ((*copy->Best(WorkloadKeyFor(w), kTarget))->seconds,
+                     (*source->Best(WorkloadKeyFor(w), kTarget))->seconds);
+
+  // Merge: a second machine's database with one faster record and the 40 shared ones.
+  auto other = GetParam().make("merge_other", {});
+  ASSERT_TRUE(Populate(*other, 4).ok());
+  batch.push_back(MakeRecord(2, 1000, 1e-6));
+  ASSERT_TRUE(other->CommitRecords(batch).ok());
+  auto merged = MergeDatabase(*copy, *other);
+  ASSERT_TRUE(merged.ok()) << merged.error().ToString();
+  EXPECT_EQ(merged->records_added, 1);
+  EXPECT_DOUBLE_EQ((*copy->Best(WorkloadKeyFor(2), kTarget))->seconds, 1e-6);
+
+  std::stringstream bad(R"({"type":"record","workload":"x"})"
+                        "\n");
+  auto error = ImportJsonl(*copy, bad, "bad.jsonl");
+  ASSERT_FALSE(error.ok());
+  EXPECT_NE(error.error().message().find("bad.jsonl:1"), std::string::npos);
+}
+
+TEST_P(Conformance, IntegrityCheckAndVacuumPass) {
+  auto db = Open();
+  ASSERT_TRUE(Populate(*db, 2).ok());
+  std::vector<Record> batch{MakeRecord(0, 1, 1e-3)};
+  ASSERT_TRUE(db->CommitRecords(batch).ok());
+  EXPECT_TRUE(db->CheckIntegrity().ok());
+  EXPECT_TRUE(db->Vacuum().ok());
+  EXPECT_TRUE(db->RecomputeBest().ok());
+  EXPECT_TRUE((*db->Best(WorkloadKeyFor(0), kTarget)).has_value());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Implementations, Conformance,
+    ::testing::Values(Implementation{"sqlite_file",
+                                     [](const std::string& name, const OpenOptions& o) {
+                                       return MustOpen(MakeSqliteDatabase(TempPath(name), o));
+                                     }},
+                      Implementation{"sqlite_memory",
+                                     [](const std::string&, const OpenOptions& o) {
+                                       return MustOpen(MakeSqliteDatabase(":memory:", o));
+                                     }}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(SqliteFile, ReopenKeepsEverything) {
+  const std::string path = TempPath("reopen");
+  {
+    auto db = MustOpen(MakeSqliteDatabase(path));
+    ASSERT_TRUE(Populate(*db, 1).ok());
+    std::vector<Record> batch{MakeRecord(0, 1, 2e-3)};
+    ASSERT_TRUE(db->CommitRecords(batch).ok());
+  }
+  auto db = MustOpen(
+      MakeSqliteDatabase(path, {.create = false, .read_only = true, .integrity_check = true}));
+  ASSERT_TRUE(db);
+  EXPECT_DOUBLE_EQ((*db->Best(WorkloadKeyFor(0), kTarget))->seconds, 2e-3);
+  EXPECT_FALSE(db->PutWorkload({"abc", WorkloadKind::kGraph, "{}"}).ok());  // read-only
+}
+
+TEST(SqliteFile, NotADatabaseCorruptNewerAndForeignFilesAreClearErrors) {
+  const std::string text = TempPath("text");
+  std::ofstream(text) << "this is not a database, it is a text file with enough bytes to "
+                         "look like a header............................................";
+  auto not_db = MakeSqliteDatabase(text);
+  ASSERT_FALSE(not_db.ok());
+  EXPECT_NE(not_db.error().message().find("not a database"), std::string::npos)
+      << not_db.error().message();
+
+  EXPECT_FALSE(MakeSqliteDatabase("/nonexistent/dir/x.db").ok());
+  EXPECT_FALSE(MakeSqliteDatabase(TempPath("missing"), {.create = false}).ok());
+
+  const std::string newer = TempPath("newer");
+  { ASSERT_TRUE(MakeSqliteDatabase(newer).ok()); }
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(newer.c_str(), &raw), SQLITE_OK);
+    sqlite3_exec(raw, "PRAGMA user_version = 99", nullptr, nullptr, nullptr);
+    sqlite3_close(raw);
+  }
+  auto too_new = MakeSqliteDatabase(newer);
+  ASSERT_FALSE(too_new.ok());
+  EXPECT_NE(too_new.error().message().find("newer fusetune"), std::string::npos);
+
+  const std::string foreign = TempPath("foreign");
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(foreign.c_str(), &raw), SQLITE_OK);
+    sqlite3_exec(raw, "CREATE TABLE songs(title TEXT)", nullptr, nullptr, nullptr);
+    sqlite3_close(raw);
+  }
+  auto other_app = MakeSqliteDatabase(foreign);
+  ASSERT_FALSE(other_app.ok());
+  EXPECT_NE(other_app.error().message().find("another application"), std::string::npos);
+
+  // Overwrite pages in the middle of a real database.
+  const std::string corrupt = TempPath("corrupt");
+  {
+    auto db = MustOpen(MakeSqliteDatabase(corrupt, {.sync_full = false}));
+    ASSERT_TRUE(Populate(*db, 50).ok());
+    std::vector<Record> batch;
+    for (int i = 0; i < 2000; ++i) batch.push_back(MakeRecord(i % 50, i, 1e-3));
+    ASSERT_TRUE(db->CommitRecords(batch).ok());
+    ASSERT_TRUE(db->Vacuum().ok());
+  }
+  {
+    std::fstream f(corrupt, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(4096 * 3);
+    const std::string garbage(4096 * 4, '\x5a');
+    f.write(garbage.data(), garbage.size());
+  }
+  auto broken = MakeSqliteDatabase(corrupt, {.integrity_check = true});
+  ASSERT_FALSE(broken.ok());
+  EXPECT_EQ(broken.error().code(), ErrorCode::kCorrupt) << broken.error().ToString();
+}
+
+}  // namespace
+}  // namespace fusetune::db

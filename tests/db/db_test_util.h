@@ -1,0 +1,39 @@
+// Records and databases for the db/ tests and their helper process.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <string>
+
+#include "db/database.h"
+
+namespace fusetune::db::testing {
+
+inline constexpr const char* kTarget = "00000000000000aa";
+
+inline std::string WorkloadKeyFor(int i) { return fmt::format("{:016x}", 0x1000 + i); }
+
+// Targets and `workloads` workloads.
+inline Status Populate(Database& db, int workloads) {
+  FT_RETURN_IF_ERROR(db.PutTarget({kTarget, R"({"cpu_model":"test"})", "{}"}));
+  for (int i = 0; i < workloads; ++i)
+    FT_RETURN_IF_ERROR(db.PutWorkload({WorkloadKeyFor(i), WorkloadKind::kGroup, "{}"}));
+  return Status::Ok();
+}
+
+// A record of workload `w`, distinct for each `serial`.
+inline Record MakeRecord(int w, int64_t serial, double seconds, std::string status = "ok") {
+  Record r;
+  r.workload_key = WorkloadKeyFor(w);
+  r.target = kTarget;
+  r.plan = fmt::format(R"({{"groups":[{{"nodes":[0],"tiling":{{"tile":{}}}}}]}})", serial % 4096);
+  r.status = std::move(status);
+  r.seconds = seconds;
+  r.metrics = fmt::format(R"({{"time":{{"median":{}}}}})", seconds);
+  r.created_at = 1.7e9 + static_cast<double>(serial);
+  r.fusetune_version = "0.1.0";
+  r.kernel_versions = {{"gemm", 1}, {"rowwise", 1}};
+  return r;
+}
+
+}  // namespace fusetune::db::testing
