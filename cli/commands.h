@@ -13,5 +13,6 @@ void AddSpaceCommand(CLI::App& app, std::function<void(int)> set_result);
 void AddRunCommand(CLI::App& app, std::function<void(int)> set_result);
 void AddCalibrateCommand(CLI::App& app, std::function<void(int)> set_result);
 void AddMeasureCommand(CLI::App& app, std::function<void(int)> set_result);
+void AddDbCommand(CLI::App& app, std::function<void(int)> set_result);
 
 }  // namespace fusetune::cli

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   cli::AddRunCommand(app, set_result);
   cli::AddCalibrateCommand(app, set_result);
   cli::AddMeasureCommand(app, set_result);
+  cli::AddDbCommand(app, set_result);
   app.parse_complete_callback([&] {
     LogLevel level;
     if (!log_level.empty()) {

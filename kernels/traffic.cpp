@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <tbb/task_arena.h>
@@ -93,10 +94,13 @@ double SecondsBetween(std::chrono::steady_clock::time_point a,
 
 }  // namespace
 
-// The caller runs share 0 and the arena's workers the others. The caller
-// never runs another share itself, as parallel_for's caller would when a
-// worker is slow to wake: that ran both halves of a 20 us kernel on one
-// thread in 44% of calls, halving its speed at random.
+// The caller runs share 0 and the arena's workers the others. The caller does
+// not take another share at once, as parallel_for's caller did whenever a
+// worker was slow to wake (both halves of a 20 us kernel on one thread in 44%
+// of calls, halving its speed at random). It takes an unstarted share only
+// after its own share and a grace period: on a machine with more runnable
+// threads than cores, waiting for a worker that cannot get a core would cost
+// milliseconds per launch.
 double ForEachThread(int threads, const std::function<void(int)>& fn) {
   std::vector<double> busy(static_cast<size_t>(threads), 0.0);
   auto share = [&](int t) {
@@ -108,15 +112,34 @@ double ForEachThread(int threads, const std::function<void(int)>& fn) {
     share(0);
     return busy[0];
   }
-  std::atomic<int> next{1}, done{0};
+  // Shared with the enqueued tasks, which may start after this call returns
+  // (their share taken by the caller): they then only see it claimed.
+  struct Shares {
+    explicit Shares(int n) : claimed(new std::atomic<bool>[n]) {
+      for (int i = 0; i < n; ++i) claimed[i] = false;
+    }
+    std::unique_ptr<std::atomic<bool>[]> claimed;
+    std::atomic<int> done{0};
+  };
+  auto shares = std::make_shared<Shares>(threads);
+  const std::function<void(int)> run = share;  // touched only by whoever claims a share
+  auto try_run = [shares, run = &run](int t) {
+    if (shares->claimed[t].exchange(true, std::memory_order_acq_rel)) return;
+    (*run)(t);
+    shares->done.fetch_add(1, std::memory_order_release);  // last touch of the caller's frame
+  };
   tbb::task_arena& arena = WorkerArena(threads - 1);
-  for (int i = 1; i < threads; ++i)
-    arena.enqueue([&] {
-      share(next.fetch_add(1));
-      done.fetch_add(1, std::memory_order_release);  // the last touch of the caller's frame
-    });
+  for (int t = 1; t < threads; ++t) arena.enqueue([try_run, t] { try_run(t); });
   share(0);
-  while (done.load(std::memory_order_acquire) < threads - 1) _mm_pause();
+  const auto grace_end = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+  while (shares->done.load(std::memory_order_acquire) < threads - 1) {
+    if (std::chrono::steady_clock::now() < grace_end) {
+      _mm_pause();
+      continue;
+    }
+    for (int t = 1; t < threads; ++t) try_run(t);
+    std::this_thread::yield();
+  }
   return *std::max_element(busy.begin(), busy.end());
 }
 
