@@ -8,6 +8,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "db/database.h"
 #include "measure/target.h"
 
 namespace fusetune::cli {
@@ -17,7 +18,17 @@ namespace {
 struct CalibrateArgs {
   int threads = 2;
   bool json = false;
+  std::string db;  // store the calibration with this machine's target
 };
+
+int StoreCalibration(const std::string& path, const nlohmann::json& c) {
+  auto database = db::MakeSqliteDatabase(path);
+  if (!database.ok()) return ReportError(database.error());
+  Status st = (*database)->PutTarget(
+      {c["target"]["hash"].get<std::string>(), c["target"].dump(), c.dump()});
+  if (!st.ok()) return ReportError(st.error());
+  return kExitOk;
+}
 
 void PrintCalibration(const nlohmann::json& c) {
   const auto& t = c["target"];
@@ -60,12 +71,17 @@ void AddCalibrateCommand(CLI::App& app, std::function<void(int)> set_result) {
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
   cmd->add_flag("--json", args->json, "Print the calibration as JSON");
+  cmd->add_option("--db", args->db, "Store the calibration in this tuning database");
   cmd->callback([args, set_result] {
     const nlohmann::json c = measure::CalibrationToJson(measure::Calibrate(args->threads));
     if (args->json)
       PrintJson(c);
     else
       PrintCalibration(c);
+    if (!args->db.empty()) {
+      if (const int rc = StoreCalibration(args->db, c); rc != kExitOk) return set_result(rc);
+      if (!args->json) fmt::print("stored in {}\n", args->db);
+    }
     set_result(kExitOk);
   });
 }

@@ -19,7 +19,7 @@ expect_error() {
 }
 
 # --help everywhere
-for cmd in "" inspect run-reference space run calibrate measure; do
+for cmd in "" inspect run-reference space run calibrate measure db "db stats" "db best" "db export" "db import" "db merge" "db check" "db vacuum"; do
   $FUSETUNE $cmd --help >/dev/null || fail "fusetune $cmd --help"
 done
 
@@ -101,6 +101,40 @@ grep -q "roofline" "$TMP/measure.txt" || fail "measure does not report the roofl
 expect_error 2 "invalid plan|not valid JSON" -- $FUSETUNE measure "$DATA/mlp.onnx" --plan "$TMP/broken.json"
 expect_error 2 "timeout" -- $FUSETUNE measure "$DATA/mlp.onnx" --plan greedy --timeout 0
 FUSETUNE_WORKER=/nonexistent expect_error 2 "FUSETUNE_WORKER" -- $FUSETUNE measure "$DATA/mlp.onnx" --plan greedy
+
+# db: calibration stored, export/import round trip, merge, check, errors
+$FUSETUNE calibrate --db "$TMP/a.db" >/dev/null || fail "calibrate --db"
+$FUSETUNE db stats --db "$TMP/a.db" --json >"$TMP/stats.json" || fail "db stats"
+/usr/bin/python3 - "$TMP/stats.json" <<'PY' || fail "db stats content"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["targets"] == 1 and j["records"] == 0 and j["schema_version"] == 1, j
+PY
+printf '%s\n' '{"type":"target","fingerprint":"00000000000000aa","description":"{}","calibration":"{}"}' \
+  '{"type":"workload","key":"0000000000001000","kind":"group","description":"{}"}' \
+  '{"type":"record","workload":"0000000000001000","target":"00000000000000aa","plan":"{}","status":"ok","seconds":0.002,"created_at":1.7e9,"kernel_versions":{"gemm":1}}' \
+  '{"type":"record","workload":"0000000000001000","target":"00000000000000aa","plan":"{\"fast\":1}","status":"ok","seconds":0.001,"created_at":1.8e9,"kernel_versions":{"gemm":1}}' \
+  >"$TMP/records.jsonl"
+$FUSETUNE db import --db "$TMP/b.db" "$TMP/records.jsonl" 2>"$TMP/import.err" || fail "db import"
+grep -q "2 records read, 2 new" "$TMP/import.err" || fail "db import summary: $(cat "$TMP/import.err")"
+$FUSETUNE db import --db "$TMP/b.db" "$TMP/records.jsonl" 2>"$TMP/import.err" || fail "db import again"
+grep -q "0 new" "$TMP/import.err" || fail "db import twice adds records"
+$FUSETUNE db best --db "$TMP/b.db" --target 00000000000000aa --workload 0000000000001000 >"$TMP/best.json" || fail "db best"
+grep -q '"fast"' "$TMP/best.json" || fail "db best is not the fastest record"
+$FUSETUNE db merge --db "$TMP/a.db" "$TMP/b.db" 2>/dev/null || fail "db merge"
+$FUSETUNE db export --db "$TMP/a.db" -o "$TMP/export.jsonl" 2>/dev/null || fail "db export"
+[ "$(grep -c '"type":"record"' "$TMP/export.jsonl")" = 2 ] || fail "db export after merge"
+$FUSETUNE db check --db "$TMP/a.db" >/dev/null || fail "db check"
+$FUSETUNE db vacuum --db "$TMP/a.db" >/dev/null || fail "db vacuum"
+$FUSETUNE db stats --db "$TMP/a.db" >"$TMP/stats.txt" || fail "db stats text"
+grep -q "measured on another target" "$TMP/stats.txt" || fail "db stats does not flag other targets"
+echo "not a database at all, just text, long enough to fill a header of one hundred bytes......" >"$TMP/text.db"
+expect_error 2 "not a database" -- $FUSETUNE db stats --db "$TMP/text.db"
+expect_error 2 "cannot open" -- $FUSETUNE db stats --db "$TMP/missing.db"
+cp "$TMP/a.db" "$TMP/newer.db" && /usr/bin/python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('PRAGMA user_version = 7'); c.commit()" "$TMP/newer.db"
+expect_error 2 "newer fusetune" -- $FUSETUNE db stats --db "$TMP/newer.db"
+expect_error 2 "measure.json:1: " -- $FUSETUNE db import --db "$TMP/c.db" "$TMP/measure.json"
+expect_error 2 "no fresh best plan" -- $FUSETUNE db best --db "$TMP/b.db" --workload ffffffffffffffff
 
 # bad input: exit code 2 and a message naming what is wrong
 echo "not a model" >"$TMP/bad.onnx"
