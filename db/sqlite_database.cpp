@@ -197,6 +197,7 @@ Result<std::vector<int64_t>> SqliteDatabase::CommitRecords(std::span<Record> rec
           "ON CONFLICT(workload_id, target_id) DO UPDATE SET record_id = excluded.record_id, "
           "seconds = excluded.seconds WHERE excluded.seconds < best.seconds");
     std::vector<std::string> touched;
+    std::map<std::pair<int64_t, int64_t>, std::pair<int64_t, double>> fastest;
     for (Record& r : records) {
       const auto workload = WorkloadId(r.workload_key);
       const auto target = TargetId(r.target);
@@ -228,26 +229,31 @@ Result<std::vector<int64_t>> SqliteDatabase::CommitRecords(std::span<Record> rec
       q.bind(9, r.created_at);
       q.bind(10, r.fusetune_version);
       q.bind(11, versions);
-      q.bind(12, static_cast<int64_t>(RecordDigest(r, versions)));
+      const auto digest = static_cast<int64_t>(RecordDigest(r, versions));
+      q.bind(12, digest);
       if (q.exec() == 0) {  // an identical record is already stored
         SQLite::Statement same(*db_, "SELECT id FROM records WHERE digest = ?");
-        same.bind(1, static_cast<int64_t>(RecordDigest(r, versions)));
+        same.bind(1, digest);
         same.executeStep();
         r.id = same.getColumn(0).getInt64();
       } else {
         r.id = db_->getLastInsertRowid();
       }
       ids.push_back(r.id);
-      if (ok && IsFresh(r.kernel_versions)) {
-        SQLite::Statement& b = *update_best_;
-        b.reset();
-        b.bind(1, *workload);
-        b.bind(2, *target);
-        b.bind(3, r.id);
-        b.bind(4, r.seconds);
-        b.exec();
+      if (ok && IsFresh(r.kernel_versions)) {  // the batch's fastest per pair, upserted once
+        auto [it, added] = fastest.try_emplace({*workload, *target}, r.id, r.seconds);
+        if (!added && r.seconds < it->second.second) it->second = {r.id, r.seconds};
         touched.push_back(r.workload_key + "/" + r.target);
       }
+    }
+    for (const auto& [pair, best] : fastest) {
+      SQLite::Statement& b = *update_best_;
+      b.reset();
+      b.bind(1, pair.first);
+      b.bind(2, pair.second);
+      b.bind(3, best.first);
+      b.bind(4, best.second);
+      b.exec();
     }
     transaction.commit();
     for (const std::string& key : touched) best_cache_.erase(key);
