@@ -72,26 +72,29 @@ TEST(Process, SigkillDuringCommitsLosesNothingCommitted) {
     const int64_t first = int64_t{round} * 1000000;
     Child c = Spawn({FUSETUNE_DB_TEST_TOOL, "write", path, "1000000", std::to_string(kBatchSize),
                      std::to_string(first)});
-    const auto delay =
-        std::chrono::microseconds(std::uniform_int_distribution<int>(5000, 80000)(rng));
+    // The kill lands at a random point after the writer's first commit, so
+    // that a slow start (a sanitizer build) does not turn rounds into no-ops.
+    char line[128];
+    int batches = 0;
+    auto take = [&](const char* text) {
+      int batch = -1;
+      if (std::sscanf(text, "committed %d", &batch) != 1) return;
+      ++batches;
+      for (int i = 0; i < kBatchSize; ++i)
+        committed.insert(first + int64_t{batch} * kBatchSize + i);
+    };
+    ASSERT_TRUE(std::fgets(line, sizeof line, c.out)) << "round " << round << ": no commit";
+    take(line);
+    const auto delay = std::chrono::microseconds(std::uniform_int_distribution<int>(0, 40000)(rng));
     std::thread killer([&] {
       std::this_thread::sleep_for(delay);
       kill(c.pid, SIGKILL);
     });
-    char line[128];
-    int batches = 0;
-    while (std::fgets(line, sizeof line, c.out)) {
-      int batch = -1;
-      if (std::sscanf(line, "committed %d", &batch) != 1) continue;
-      ++batches;
-      for (int i = 0; i < kBatchSize; ++i)
-        committed.insert(first + int64_t{batch} * kBatchSize + i);
-    }
+    while (std::fgets(line, sizeof line, c.out)) take(line);
     killer.join();
     ASSERT_TRUE(WIFSIGNALED(Wait(c.pid))) << "round " << round << ": the writer ended by itself";
     fclose(c.out);
-    kills_mid_run += batches > 0;
-    if (!std::filesystem::exists(path)) continue;  // killed before creating the file
+    kills_mid_run += batches > 1;
 
     auto db = MakeSqliteDatabase(path, {.create = false, .integrity_check = true});
     ASSERT_TRUE(db.ok()) << "round " << round << ": " << db.error().ToString();
@@ -107,7 +110,7 @@ TEST(Process, SigkillDuringCommitsLosesNothingCommitted) {
     for (int64_t serial : committed)
       ASSERT_TRUE(present.count(serial)) << "round " << round << ": record " << serial << " lost";
   }
-  EXPECT_GE(kills_mid_run, 40) << "most kills should land after some commits";
+  EXPECT_GE(kills_mid_run, 25) << "most kills should land between later commits";
   EXPECT_GT(committed.size(), 10000u);
 }
 
