@@ -8,8 +8,10 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "db/database.h"
 #include "measure/measurer.h"
 #include "measure/roofline.h"
+#include "measure/target.h"
 
 namespace fusetune::cli {
 
@@ -22,7 +24,24 @@ struct MeasureArgs {
   measure::MeasureOptions options;
   bool warm = false, no_verify = false, no_overlap = false, no_roofline = false;
   bool groups = false, json = false;
+  std::string db;  // read this machine's calibration from here when stored
 };
+
+// The roofline from this machine's stored calibration, when there is one.
+bool RooflineFromDb(const std::string& path, measure::MeasureOptions* o) {
+  db::OpenOptions options;
+  options.create = false;
+  options.read_only = true;
+  auto database = db::MakeSqliteDatabase(path, options);
+  if (!database.ok()) return false;
+  auto target = (*database)->GetTarget(measure::DetectTarget().HashString());
+  if (!target.ok() || !target->has_value()) return false;
+  const auto c = nlohmann::json::parse((*target)->calibration, nullptr, false);
+  if (!c.is_object() || c.value("threads", 0) != o->threads) return false;
+  o->peak_gflops = c.value("fma_gflops", 0.0);
+  o->dram_gbps = c.value("dram_read_gbps", 0.0);
+  return o->peak_gflops > 0 && o->dram_gbps > 0;
+}
 
 void PrintResult(const measure::MeasureResult& r) {
   if (!r.ok()) {
@@ -66,7 +85,7 @@ int Measure(MeasureArgs& args) {
   o.flush_caches = !args.warm;
   o.verify = !args.no_verify;
   o.measure_overlap = !args.no_overlap;
-  if (!args.no_roofline) {
+  if (!args.no_roofline && !(!args.db.empty() && RooflineFromDb(args.db, &o))) {
     o.peak_gflops = measure::MeasureFmaPeak(o.threads);
     o.dram_gbps = measure::MeasureBandwidth(measure::StreamKind::kRead, o.threads);
   }
@@ -139,6 +158,9 @@ void AddMeasureCommand(CLI::App& app, std::function<void(int)> set_result) {
   cmd->add_flag("--no-overlap", args->no_overlap, "Skip the copy-only and compute-only runs");
   cmd->add_flag("--no-roofline", args->no_roofline, "Skip measuring peak FMA and DRAM bandwidth");
   cmd->add_flag("--groups", args->groups, "Also measure each fused group of the plan alone");
+  cmd->add_option("--db", args->db,
+                  "Take the roofline from this machine's calibration stored here (fusetune "
+                  "calibrate --db) instead of measuring it");
   cmd->add_flag("--json", args->json, "Print the results as JSON");
   cmd->callback([args, set_result] { set_result(Measure(*args)); });
 }

@@ -103,7 +103,9 @@ expect_error 2 "timeout" -- $FUSETUNE measure "$DATA/mlp.onnx" --plan greedy --t
 FUSETUNE_WORKER=/nonexistent expect_error 2 "FUSETUNE_WORKER" -- $FUSETUNE measure "$DATA/mlp.onnx" --plan greedy
 
 # db: calibration stored, export/import round trip, merge, check, errors
-$FUSETUNE calibrate --db "$TMP/a.db" >/dev/null || fail "calibrate --db"
+$FUSETUNE calibrate --db "$TMP/a.db" --json >"$TMP/stored.json" || fail "calibrate --db"
+$FUSETUNE measure "$DATA/mlp.onnx" --plan greedy --min-repeats 2 --min-time 0 --db "$TMP/a.db" --json >"$TMP/m.json" 2>/dev/null || fail "measure --db"
+/usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[1])); c=json.load(open(sys.argv[2])); assert j['options']['peak_gflops'] == c['fma_gflops'], (j['options'], c)" "$TMP/m.json" "$TMP/stored.json" || fail "measure --db does not use the stored calibration"
 $FUSETUNE db stats --db "$TMP/a.db" --json >"$TMP/stats.json" || fail "db stats"
 /usr/bin/python3 - "$TMP/stats.json" <<'PY' || fail "db stats content"
 import json, sys
