@@ -92,6 +92,41 @@ double SecondsBetween(std::chrono::steady_clock::time_point a,
   return std::chrono::duration<double>(b - a).count();
 }
 
+// Launch records in a fixed ring. An enqueued task may start after its
+// launch returned (its share taken by the caller); it then finds its epoch
+// gone and does nothing. Nothing it touches is freed, so nothing is leaked
+// or used after free, whenever it runs.
+struct LaunchSlot {
+  std::atomic<bool> busy{false};
+  uint64_t epoch = 0;                  // written by the owning caller only
+  std::atomic<uint64_t> state{0};      // epoch << 32 | next unclaimed share
+  std::atomic<int> threads{0}, done{0};
+  std::atomic<const std::function<void(int)>*> share{nullptr};
+};
+LaunchSlot launch_slots[256];
+std::atomic<uint64_t> next_launch_slot{0};
+
+LaunchSlot& AcquireSlot() {
+  for (;;) {
+    LaunchSlot& slot = launch_slots[next_launch_slot.fetch_add(1) % 256];
+    if (!slot.busy.exchange(true, std::memory_order_acquire)) return slot;
+  }
+}
+
+// Runs unclaimed shares of launch `epoch` until none is left.
+void RunUnclaimedShares(LaunchSlot& slot, uint64_t epoch) {
+  uint64_t s = slot.state.load(std::memory_order_acquire);
+  for (;;) {
+    if ((s >> 32) != epoch) return;
+    const uint64_t next = s & 0xffffffffu;
+    if (next >= static_cast<uint64_t>(slot.threads.load(std::memory_order_relaxed))) return;
+    if (!slot.state.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) continue;
+    (*slot.share.load(std::memory_order_relaxed))(static_cast<int>(next));
+    slot.done.fetch_add(1, std::memory_order_release);
+    s = slot.state.load(std::memory_order_acquire);
+  }
+}
+
 }  // namespace
 
 // The caller runs share 0 and the arena's workers the others. The caller does
@@ -103,7 +138,7 @@ double SecondsBetween(std::chrono::steady_clock::time_point a,
 // milliseconds per launch.
 double ForEachThread(int threads, const std::function<void(int)>& fn) {
   std::vector<double> busy(static_cast<size_t>(threads), 0.0);
-  auto share = [&](int t) {
+  const std::function<void(int)> share = [&](int t) {
     const auto start = std::chrono::steady_clock::now();
     fn(t);
     busy[t] = SecondsBetween(start, std::chrono::steady_clock::now());
@@ -112,34 +147,25 @@ double ForEachThread(int threads, const std::function<void(int)>& fn) {
     share(0);
     return busy[0];
   }
-  // Shared with the enqueued tasks, which may start after this call returns
-  // (their share taken by the caller): they then only see it claimed.
-  struct Shares {
-    explicit Shares(int n) : claimed(new std::atomic<bool>[n]) {
-      for (int i = 0; i < n; ++i) claimed[i] = false;
-    }
-    std::unique_ptr<std::atomic<bool>[]> claimed;
-    std::atomic<int> done{0};
-  };
-  auto shares = std::make_shared<Shares>(threads);
-  const std::function<void(int)> run = share;  // touched only by whoever claims a share
-  auto try_run = [shares, run = &run](int t) {
-    if (shares->claimed[t].exchange(true, std::memory_order_acq_rel)) return;
-    (*run)(t);
-    shares->done.fetch_add(1, std::memory_order_release);  // last touch of the caller's frame
-  };
+  LaunchSlot& slot = AcquireSlot();
+  const uint64_t epoch = ++slot.epoch & 0xffffffffu;
+  slot.threads.store(threads, std::memory_order_relaxed);
+  slot.share.store(&share, std::memory_order_relaxed);
+  slot.done.store(0, std::memory_order_relaxed);
+  slot.state.store(epoch << 32 | 1, std::memory_order_release);  // share 0 is the caller's
   tbb::task_arena& arena = WorkerArena(threads - 1);
-  for (int t = 1; t < threads; ++t) arena.enqueue([try_run, t] { try_run(t); });
+  for (int t = 1; t < threads; ++t) arena.enqueue([&slot, epoch] { RunUnclaimedShares(slot, epoch); });
   share(0);
   const auto grace_end = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
-  while (shares->done.load(std::memory_order_acquire) < threads - 1) {
+  while (slot.done.load(std::memory_order_acquire) < threads - 1) {
     if (std::chrono::steady_clock::now() < grace_end) {
       _mm_pause();
       continue;
     }
-    for (int t = 1; t < threads; ++t) try_run(t);
+    RunUnclaimedShares(slot, epoch);
     std::this_thread::yield();
   }
+  slot.busy.store(false, std::memory_order_release);
   return *std::max_element(busy.begin(), busy.end());
 }
 
