@@ -98,8 +98,8 @@ double SecondsBetween(std::chrono::steady_clock::time_point a,
 // or used after free, whenever it runs.
 struct LaunchSlot {
   std::atomic<bool> busy{false};
-  uint64_t epoch = 0;                  // written by the owning caller only
-  std::atomic<uint64_t> state{0};      // epoch << 32 | next unclaimed share
+  uint64_t epoch = 0;              // written by the owning caller only
+  std::atomic<uint64_t> state{0};  // epoch << 32 | next unclaimed share
   std::atomic<int> threads{0}, done{0};
   std::atomic<const std::function<void(int)>*> share{nullptr};
 };
@@ -154,7 +154,8 @@ double ForEachThread(int threads, const std::function<void(int)>& fn) {
   slot.done.store(0, std::memory_order_relaxed);
   slot.state.store(epoch << 32 | 1, std::memory_order_release);  // share 0 is the caller's
   tbb::task_arena& arena = WorkerArena(threads - 1);
-  for (int t = 1; t < threads; ++t) arena.enqueue([&slot, epoch] { RunUnclaimedShares(slot, epoch); });
+  for (int t = 1; t < threads; ++t)
+    arena.enqueue([&slot, epoch] { RunUnclaimedShares(slot, epoch); });
   share(0);
   const auto grace_end = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
   while (slot.done.load(std::memory_order_acquire) < threads - 1) {

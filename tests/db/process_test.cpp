@@ -111,7 +111,7 @@ TEST(Process, SigkillDuringCommitsLosesNothingCommitted) {
       ASSERT_TRUE(present.count(serial)) << "round " << round << ": record " << serial << " lost";
   }
   EXPECT_GE(kills_mid_run, 25) << "most kills should land between later commits";
-  EXPECT_GT(committed.size(), 10000u);
+  EXPECT_GT(committed.size(), 2000u);  // about 10,000 in a Release build, fewer under ASan
 }
 
 TEST(Process, ReaderAndWriterTogetherNeverFailLocked) {
