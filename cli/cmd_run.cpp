@@ -9,8 +9,8 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
-#include "fusion_space/plan_json.h"
 #include "graph/reference_executor.h"
+#include "measure/measurement.h"
 #include "runtime/executor.h"
 
 namespace fusetune::cli {
@@ -23,21 +23,6 @@ struct RunArgs {
   int threads = 2;
   bool verify = false, json = false, steps = false;
 };
-
-// Largest |a - b| over the outputs, relative to the largest |b|.
-double ScaledMaxError(const TensorMap& got, const TensorMap& want) {
-  double err = 0;
-  for (const auto& [name, w] : want) {
-    const Tensor& g = got.at(name);
-    double scale = 1e-30, diff = 0;
-    for (int64_t i = 0; i < w.numel(); ++i) {
-      scale = std::max(scale, std::abs(w.GetAsDouble(i)));
-      diff = std::max(diff, std::abs(w.GetAsDouble(i) - g.GetAsDouble(i)));
-    }
-    err = std::max(err, diff / scale);
-  }
-  return err;
-}
 
 int Run(const RunArgs& args) {
   auto graph = LoadModel(args.io.model, args.io.model_options);
@@ -68,7 +53,7 @@ int Run(const RunArgs& args) {
   if (args.verify) {
     auto want = RunReference(*graph, *feeds);
     if (!want.ok()) return ReportError(want.error());
-    j["max_scaled_error"] = ScaledMaxError(*result, want->outputs);
+    j["max_scaled_error"] = measure::CompareOutputs(*result, want->outputs);
   }
   if (args.steps)
     for (const StepReport& s : report.steps)

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 
@@ -334,14 +335,14 @@ Result<std::vector<Record>> SqliteDatabase::TopK(const std::string& workload_key
                                                  const std::string& target, int k) {
   std::vector<Record> top;
   RecordFilter filter{workload_key, target, std::string("ok"), std::nullopt, true};
-  // Records stream in id order; keep the k fastest.
   FT_RETURN_IF_ERROR(ForEachRecord(filter, [&](const Record& r) {
     top.push_back(r);
-    std::sort(top.begin(), top.end(),
-              [](const Record& a, const Record& b) { return a.seconds < b.seconds; });
-    if (static_cast<int>(top.size()) > k) top.pop_back();
     return true;
   }));
+  const auto faster = [](const Record& a, const Record& b) { return a.seconds < b.seconds; };
+  const size_t keep = std::min(top.size(), static_cast<size_t>(std::max(k, 0)));
+  std::partial_sort(top.begin(), top.begin() + keep, top.end(), faster);
+  top.resize(keep);
   return top;
 }
 

@@ -42,33 +42,6 @@ std::vector<int64_t> Unravel(int64_t index, const Dims& dims) {
   return position;
 }
 
-// Largest error over the outputs, each relative to its own largest magnitude.
-// A non-finite output where the reference is finite is an infinite error.
-double CompareOutputs(const TensorMap& got, const TensorMap& want,
-                      std::optional<WorstElement>* worst) {
-  double max_error = 0;
-  for (const auto& [name, w] : want) {
-    auto it = got.find(name);
-    if (it == got.end() || it->second.numel() != w.numel()) {
-      *worst = WorstElement{name, {}, 0, 0, INFINITY};
-      return INFINITY;
-    }
-    const Tensor& g = it->second;
-    double scale = 1e-30;
-    for (int64_t i = 0; i < w.numel(); ++i) scale = std::max(scale, std::abs(w.GetAsDouble(i)));
-    for (int64_t i = 0; i < w.numel(); ++i) {
-      const double gi = g.GetAsDouble(i), wi = w.GetAsDouble(i);
-      double e = std::abs(gi - wi) / scale;
-      if (!std::isfinite(gi) && std::isfinite(wi)) e = INFINITY;
-      if (e > max_error || (!worst->has_value() && i == 0)) {
-        if (e > max_error) max_error = e;
-        *worst = WorstElement{name, Unravel(i, w.dims()), gi, wi, e};
-      }
-    }
-  }
-  return max_error;
-}
-
 struct RunSamples {
   std::vector<double> wall, busy, overhead;
   double total = 0;
@@ -98,6 +71,33 @@ Result<RunSamples> Repeat(Executable& exe, const TensorMap& feeds, const Measure
 double Median(std::vector<double> v) { return Summarize(std::move(v)).median; }
 
 }  // namespace
+
+double CompareOutputs(const TensorMap& got, const TensorMap& want,
+                      std::optional<WorstElement>* worst) {
+  std::optional<WorstElement> unused;
+  if (!worst) worst = &unused;
+  double max_error = 0;
+  for (const auto& [name, w] : want) {
+    auto it = got.find(name);
+    if (it == got.end() || it->second.numel() != w.numel()) {
+      *worst = WorstElement{name, {}, 0, 0, INFINITY};
+      return INFINITY;
+    }
+    const Tensor& g = it->second;
+    double scale = 1e-30;
+    for (int64_t i = 0; i < w.numel(); ++i) scale = std::max(scale, std::abs(w.GetAsDouble(i)));
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      const double gi = g.GetAsDouble(i), wi = w.GetAsDouble(i);
+      double e = std::abs(gi - wi) / scale;
+      if (!std::isfinite(gi) && std::isfinite(wi)) e = INFINITY;
+      if (e > max_error || (!worst->has_value() && i == 0)) {
+        if (e > max_error) max_error = e;
+        *worst = WorstElement{name, Unravel(i, w.dims()), gi, wi, e};
+      }
+    }
+  }
+  return max_error;
+}
 
 TimeStats Summarize(std::vector<double> seconds) {
   TimeStats s;

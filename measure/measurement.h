@@ -61,6 +61,12 @@ struct WorstElement {
   double error = 0;  // |got - want| / largest |want| of the output
 };
 
+// Largest error of `got` against `want` over the outputs, each relative to
+// its own largest magnitude; a non-finite value where the reference is finite
+// is an infinite error. `worst`, when given, receives the worst element.
+double CompareOutputs(const TensorMap& got, const TensorMap& want,
+                      std::optional<WorstElement>* worst = nullptr);
+
 struct MeasureResult {
   MeasureStatus status = MeasureStatus::kFailed;
   std::string error;  // why, when status is not kOk

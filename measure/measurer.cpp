@@ -28,12 +28,6 @@ namespace {
 
 constexpr int kWorkerFd = 3;  // the worker's end of the socket
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string DescribeExit(int status) {
   if (WIFSIGNALED(status))
     return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
@@ -160,7 +154,7 @@ MeasureResult Measurer::Measure(const Candidate& candidate, const MeasureOptions
       {"graph", id.ok() ? *id : 0}, {"plan", candidate.plan}, {"options", OptionsToJson(options)}};
   Result<Frame> reply = Error(ErrorCode::kIo, "not sent");
   if (id.ok() && WriteFrame(fd_, FrameKind::kMeasure, request.dump()).ok())
-    reply = ReadFrame(fd_, NowMs() + static_cast<int64_t>(options.timeout_seconds * 1e3));
+    reply = ReadFrame(fd_, static_cast<int64_t>(options.timeout_seconds * 1e3));
   else if (!id.ok() && id.error().code() != ErrorCode::kIo)
     return MeasureResult::Failure(MeasureStatus::kFailed, id.error().ToString());
 

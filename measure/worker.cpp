@@ -74,7 +74,8 @@ Status WriteFrame(int fd, FrameKind kind, std::string_view payload) {
   return Status::Ok();
 }
 
-Result<Frame> ReadFrame(int fd, int64_t deadline_ms) {
+Result<Frame> ReadFrame(int fd, int64_t timeout_ms) {
+  const int64_t deadline_ms = timeout_ms < 0 ? -1 : NowMs() + timeout_ms;
   char header[16];
   FT_RETURN_IF_ERROR(ReadExactly(fd, header, 16, deadline_ms));
   uint32_t magic, kind;
@@ -133,7 +134,6 @@ class Worker {
   static constexpr size_t kMaxGraphs = 8;
 
   MeasureResult MeasureRequest(const nlohmann::json& request) {
-    const auto start = std::chrono::steady_clock::now();
     const uint64_t id = request.at("graph").get<uint64_t>();
     auto it = graphs_.find(id);
     if (it == graphs_.end())
@@ -167,10 +167,7 @@ class Worker {
                                       "reference executor: " + computed.error().ToString());
       ref = loaded.references.emplace(options->input_seed, std::move(*computed)).first;
     }
-    MeasureResult result = MeasureExecutable(**exe, ref->second, *options, hooks_);
-    result.measure_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return result;
+    return MeasureExecutable(**exe, ref->second, *options, hooks_);
   }
 
   const MeasureHooks& hooks_;

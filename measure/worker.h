@@ -31,10 +31,10 @@ struct Frame {
 };
 
 // Blocking writes and reads of whole frames. A closed peer is kIo; a frame
-// that is not one of ours is kCorrupt. `deadline_ms` < 0 waits forever;
-// otherwise a read that does not complete in time is kNotFound.
+// that is not one of ours is kCorrupt. `timeout_ms` < 0 waits forever;
+// otherwise a frame that does not arrive whole in time is kNotFound.
 Status WriteFrame(int fd, FrameKind kind, std::string_view payload);
-Result<Frame> ReadFrame(int fd, int64_t deadline_ms = -1);
+Result<Frame> ReadFrame(int fd, int64_t timeout_ms = -1);
 
 // The worker's loop: serves frames on `fd` until kShutdown or the parent
 // closes the socket. Returns the process exit code.

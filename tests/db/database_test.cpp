@@ -23,16 +23,6 @@ using testing::Populate;
 using testing::WorkloadKeyFor;
 constexpr const char* kTarget = testing::kTarget;
 
-std::string TempPath(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / "fusetune_db_test";
-  std::filesystem::create_directories(dir);
-  std::string file = name;
-  std::replace(file.begin(), file.end(), '/', '_');
-  const auto path = dir / (file + "_" + std::to_string(::getpid()) + ".db");
-  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path.string() + suffix);
-  return path.string();
-}
-
 using Factory =
     std::function<std::unique_ptr<Database>(const std::string& name, const OpenOptions& options)>;
 
@@ -223,7 +213,8 @@ INSTANTIATE_TEST_SUITE_P(
     Implementations, Conformance,
     ::testing::Values(Implementation{"sqlite_file",
                                      [](const std::string& name, const OpenOptions& o) {
-                                       return MustOpen(MakeSqliteDatabase(TempPath(name), o));
+                                       return MustOpen(
+                                           MakeSqliteDatabase(testing::FreshDbPath(name), o));
                                      }},
                       Implementation{"sqlite_memory",
                                      [](const std::string&, const OpenOptions& o) {
@@ -232,7 +223,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(SqliteFile, ReopenKeepsEverything) {
-  const std::string path = TempPath("reopen");
+  const std::string path = testing::FreshDbPath("reopen");
   {
     auto db = MustOpen(MakeSqliteDatabase(path));
     ASSERT_TRUE(Populate(*db, 1).ok());
@@ -247,7 +238,7 @@ TEST(SqliteFile, ReopenKeepsEverything) {
 }
 
 TEST(SqliteFile, NotADatabaseCorruptNewerAndForeignFilesAreClearErrors) {
-  const std::string text = TempPath("text");
+  const std::string text = testing::FreshDbPath("text");
   std::ofstream(text) << "this is not a database, it is a text file with enough bytes to "
                          "look like a header............................................";
   auto not_db = MakeSqliteDatabase(text);
@@ -256,9 +247,9 @@ TEST(SqliteFile, NotADatabaseCorruptNewerAndForeignFilesAreClearErrors) {
       << not_db.error().message();
 
   EXPECT_FALSE(MakeSqliteDatabase("/nonexistent/dir/x.db").ok());
-  EXPECT_FALSE(MakeSqliteDatabase(TempPath("missing"), {.create = false}).ok());
+  EXPECT_FALSE(MakeSqliteDatabase(testing::FreshDbPath("missing"), {.create = false}).ok());
 
-  const std::string newer = TempPath("newer");
+  const std::string newer = testing::FreshDbPath("newer");
   { ASSERT_TRUE(MakeSqliteDatabase(newer).ok()); }
   {
     sqlite3* raw = nullptr;
@@ -270,7 +261,7 @@ TEST(SqliteFile, NotADatabaseCorruptNewerAndForeignFilesAreClearErrors) {
   ASSERT_FALSE(too_new.ok());
   EXPECT_NE(too_new.error().message().find("newer fusetune"), std::string::npos);
 
-  const std::string foreign = TempPath("foreign");
+  const std::string foreign = testing::FreshDbPath("foreign");
   {
     sqlite3* raw = nullptr;
     ASSERT_EQ(sqlite3_open(foreign.c_str(), &raw), SQLITE_OK);
@@ -282,7 +273,7 @@ TEST(SqliteFile, NotADatabaseCorruptNewerAndForeignFilesAreClearErrors) {
   EXPECT_NE(other_app.error().message().find("another application"), std::string::npos);
 
   // Overwrite pages in the middle of a real database.
-  const std::string corrupt = TempPath("corrupt");
+  const std::string corrupt = testing::FreshDbPath("corrupt");
   {
     auto db = MustOpen(MakeSqliteDatabase(corrupt, {.sync_full = false}));
     ASSERT_TRUE(Populate(*db, 50).ok());

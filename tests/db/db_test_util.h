@@ -3,6 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
 #include <string>
 
 #include "db/database.h"
@@ -10,6 +14,17 @@
 namespace fusetune::db::testing {
 
 inline constexpr const char* kTarget = "00000000000000aa";
+
+// A database path in the temporary folder, unique to this process, with no
+// file (nor WAL or shared-memory file) left from an earlier run.
+inline std::string FreshDbPath(std::string name) {
+  std::replace(name.begin(), name.end(), '/', '_');
+  const auto dir = std::filesystem::temp_directory_path() / "fusetune_db_test";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / (name + "_" + std::to_string(::getpid()) + ".db")).string();
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+  return path;
+}
 
 inline std::string WorkloadKeyFor(int i) { return fmt::format("{:016x}", 0x1000 + i); }
 

@@ -22,13 +22,6 @@ namespace {
 
 constexpr int kBatchSize = 50;
 
-std::string FreshPath(const std::string& name) {
-  const auto path =
-      std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()) + ".db");
-  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path.string() + suffix);
-  return path.string();
-}
-
 // A child running db_test_tool with its stdout on a pipe.
 struct Child {
   pid_t pid = -1;
@@ -64,7 +57,7 @@ int Wait(pid_t pid) {
 // One file through all 50 kills: each writer recovers the previous one's
 // write-ahead log, then is killed at a random point itself.
 TEST(Process, SigkillDuringCommitsLosesNothingCommitted) {
-  const std::string path = FreshPath("crash");
+  const std::string path = testing::FreshDbPath("crash");
   std::mt19937 rng(42);
   std::set<int64_t> committed;  // serials of every record whose commit returned
   int64_t kills_mid_run = 0;
@@ -115,7 +108,7 @@ TEST(Process, SigkillDuringCommitsLosesNothingCommitted) {
 }
 
 TEST(Process, ReaderAndWriterTogetherNeverFailLocked) {
-  const std::string path = FreshPath("concurrent");
+  const std::string path = testing::FreshDbPath("concurrent");
   Child writer = Spawn({FUSETUNE_DB_TEST_TOOL, "write", path, "400", "200"});
   char line[128];
   ASSERT_TRUE(std::fgets(line, sizeof line, writer.out));  // "committed 0": the schema exists
