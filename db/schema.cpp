@@ -43,7 +43,10 @@ CREATE TABLE records(
   created_at REAL NOT NULL,
   fusetune_version TEXT NOT NULL,
   kernel_versions TEXT NOT NULL,
-  digest INTEGER NOT NULL UNIQUE);
+  digest INTEGER NOT NULL,
+  -- Keyed by workload first: a batch of the tuner's records then touches a few
+  -- index pages per workload instead of random pages across the whole file.
+  UNIQUE(workload_id, digest));
 CREATE INDEX records_by_workload ON records(workload_id, target_id, status, seconds);
 CREATE INDEX records_by_job ON records(job_id) WHERE job_id IS NOT NULL;
 CREATE TABLE best(
