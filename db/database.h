@@ -28,7 +28,7 @@
 
 namespace fusetune::db {
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 struct TargetEntry {
   std::string fingerprint;  // TargetFingerprint::HashString()

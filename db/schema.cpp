@@ -9,8 +9,10 @@ namespace fusetune::db::detail {
 
 namespace {
 
-// Version 1. Each later version adds a step to kMigrations; steps never change.
-constexpr const char* kSchemaV1 = R"sql(
+// The current schema, created in an empty file. An older file reaches the same
+// tables and indexes through kMigrations (a v1 file also keeps its original
+// unique index on the digest alone, which SQLite cannot drop in place).
+constexpr const char* kSchemaLatest = R"sql(
 CREATE TABLE targets(
   id INTEGER PRIMARY KEY,
   fingerprint TEXT NOT NULL UNIQUE,
@@ -43,12 +45,12 @@ CREATE TABLE records(
   created_at REAL NOT NULL,
   fusetune_version TEXT NOT NULL,
   kernel_versions TEXT NOT NULL,
-  digest INTEGER NOT NULL,
-  -- Keyed by workload first: a batch of the tuner's records then touches a few
-  -- index pages per workload instead of random pages across the whole file.
-  UNIQUE(workload_id, digest));
+  digest INTEGER NOT NULL);
 CREATE INDEX records_by_workload ON records(workload_id, target_id, status, seconds);
 CREATE INDEX records_by_job ON records(job_id) WHERE job_id IS NOT NULL;
+-- Keyed by workload first: a batch of the tuner's records touches a few index
+-- pages per workload instead of random pages across the whole file.
+CREATE UNIQUE INDEX records_by_digest ON records(workload_id, digest);
 CREATE TABLE best(
   workload_id INTEGER NOT NULL REFERENCES workloads(id),
   target_id INTEGER NOT NULL REFERENCES targets(id),
@@ -69,9 +71,14 @@ CREATE TABLE meta(
   value TEXT NOT NULL);
 )sql";
 
-// kMigrations[v] takes a version-v file to version v + 1.
-constexpr const char* kMigrations[] = {kSchemaV1};
-static_assert(std::size(kMigrations) == kSchemaVersion);
+// Version 2: records are deduplicated per workload (see kSchemaLatest).
+constexpr const char* kMigrateV1ToV2 = R"sql(
+CREATE UNIQUE INDEX records_by_digest ON records(workload_id, digest);
+)sql";
+
+// kMigrations[v - 1] takes a version-v file to version v + 1. Steps never change.
+constexpr const char* kMigrations[] = {kMigrateV1ToV2};
+static_assert(std::size(kMigrations) == kSchemaVersion - 1);
 
 int PragmaInt(SQLite::Database& db, const char* pragma) {
   return db.execAndGet(fmt::format("PRAGMA {}", pragma)).getInt();
@@ -101,7 +108,15 @@ Status PrepareSchema(SQLite::Database& db, bool read_only) {
                              db.getFilename(), version, kSchemaVersion));
   // Another process may have migrated while this one waited for the lock.
   SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
-  for (int v = PragmaInt(db, "user_version"); v < kSchemaVersion; ++v) db.exec(kMigrations[v]);
+  const bool fresh = db.execAndGet("SELECT count(*) FROM sqlite_master").getInt() == 0;
+  if (fresh)
+    db.exec(kSchemaLatest);
+  else if (PragmaInt(db, "user_version") == 0)
+    return Error(ErrorCode::kCorrupt,
+                 fmt::format("'{}' has fusetune tables but no schema version", db.getFilename()));
+  else
+    for (int v = PragmaInt(db, "user_version"); v < kSchemaVersion; ++v)
+      db.exec(kMigrations[v - 1]);
   db.exec(fmt::format("PRAGMA application_id = {}", kApplicationId));
   db.exec(fmt::format("PRAGMA user_version = {}", kSchemaVersion));
   transaction.commit();

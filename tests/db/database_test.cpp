@@ -237,6 +237,46 @@ TEST(SqliteFile, ReopenKeepsEverything) {
   EXPECT_FALSE(db->PutWorkload({"abc", WorkloadKind::kGraph, "{}"}).ok());  // read-only
 }
 
+// A file written at schema version 1 (tests/db/data/schema_v1.sql, frozen) is
+// refused read-only, migrated when opened writable, and then behaves as a new
+// file: records deduplicated per workload, bests looked up.
+TEST(SqliteFile, VersionOneFileIsMigrated) {
+  const std::string path = testing::FreshDbPath("v1");
+  {
+    std::ifstream in(std::string(FUSETUNE_SOURCE_DIR) + "/tests/db/data/schema_v1.sql");
+    std::stringstream sql;
+    sql << in.rdbuf();
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(raw, sql.str().c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_exec(raw, "PRAGMA application_id = 1179927618; PRAGMA user_version = 1", nullptr,
+                 nullptr, nullptr);
+    sqlite3_close(raw);
+  }
+  auto read_only = MakeSqliteDatabase(path, {.create = false, .read_only = true});
+  ASSERT_FALSE(read_only.ok());
+  EXPECT_NE(read_only.error().message().find("needs migrating"), std::string::npos);
+
+  auto db = MustOpen(MakeSqliteDatabase(path));
+  ASSERT_TRUE(Populate(*db, 3).ok());
+  std::vector<Record> batch = {MakeRecord(0, 1, 2e-3), MakeRecord(0, 2, 1e-3),
+                               MakeRecord(1, 3, 4e-3)};
+  auto first = db->CommitRecords(batch);
+  ASSERT_TRUE(first.ok()) << first.error().ToString();
+  std::vector<Record> again = {MakeRecord(0, 2, 1e-3)};
+  auto second = db->CommitRecords(again);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ((*second)[0], (*first)[1]);
+  auto stats = db->Stats(testing::kTarget);
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->schema_version, kSchemaVersion);
+  EXPECT_EQ(stats->records, 3);
+  auto best = db->Best(WorkloadKeyFor(0), testing::kTarget);
+  ASSERT_TRUE(best.ok() && best->has_value());
+  EXPECT_EQ((*best)->record_id, (*first)[1]);
+  EXPECT_TRUE(db->CheckIntegrity().ok());
+}
+
 TEST(SqliteFile, NotADatabaseCorruptNewerAndForeignFilesAreClearErrors) {
   const std::string text = testing::FreshDbPath("text");
   std::ofstream(text) << "this is not a database, it is a text file with enough bytes to "
