@@ -372,4 +372,17 @@ FusionDecision TilingFromJson(KernelTemplate kind, const json& j, Tiling* out) {
   return FusionDecision::Forbid("unknown template");
 }
 
+kernels::TilingEstimate EstimateTiling(const KernelInstance& instance, const Tiling& tiling,
+                                       int threads) {
+  if (const auto* t = std::get_if<kernels::GemmTiling>(&tiling))
+    return kernels::EstimateGemm(instance.gemm, *t, threads);
+  if (const auto* t = std::get_if<kernels::RowwiseTiling>(&tiling))
+    return kernels::EstimateRowwise(instance.rowwise, *t, threads);
+  if (const auto* t = std::get_if<kernels::ElementwiseTiling>(&tiling))
+    return kernels::EstimateElementwise(instance.elementwise, *t, threads);
+  if (const auto* t = std::get_if<kernels::AttentionTiling>(&tiling))
+    return kernels::EstimateAttention(instance.attention, *t, threads);
+  return {};
+}
+
 }  // namespace fusetune

@@ -17,6 +17,7 @@
 #include "common/rng.h"
 #include "fusion_space/decision.h"
 #include "fusion_space/kernel_instance.h"
+#include "kernels/estimate.h"
 
 namespace fusetune {
 
@@ -28,6 +29,11 @@ std::string TilingToString(const Tiling& tiling);
 nlohmann::json TilingToJson(const Tiling& tiling);
 // Errors name the field; the template decides which alternative is expected.
 FusionDecision TilingFromJson(KernelTemplate kind, const nlohmann::json& json, Tiling* tiling);
+
+// Analytical traffic, tiles and padding of `tiling` on `instance`
+// (kernels/estimate.h); all zero for the reference template.
+kernels::TilingEstimate EstimateTiling(const KernelInstance& instance, const Tiling& tiling,
+                                       int threads);
 
 struct TilingParam {
   std::string name;

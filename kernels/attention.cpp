@@ -1,5 +1,7 @@
 #include "kernels/attention.h"
 
+#include "kernels/estimate.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -296,6 +298,56 @@ Result<KernelStats> RunAttention(const AttentionDesc& d, const AttentionTiling& 
   for (const KernelStats& s : per_thread) total += s;
   total.busy_seconds = busy;
   return total;
+}
+
+}  // namespace fusetune::kernels
+
+namespace fusetune::kernels {
+
+TilingEstimate EstimateAttention(const AttentionDesc& d, const AttentionTiling& t, int threads) {
+  TilingEstimate e;
+  e.local_bytes = AttentionLocalBytes(d, t);
+  if (t.br < 1 || t.bc < 1 || threads < 1) return e;
+  const int64_t offset = d.seq_kv - d.seq_q;
+  std::vector<double> work(threads, 0);
+  double computed = 0, useful = 0;
+  struct QueryTileCost {
+    double bytes_in, bytes_out, work;
+    int64_t blocks;
+  };
+  std::vector<QueryTileCost> per_query_tile;  // the same for every batch and head
+  for (int64_t i0 = 0; i0 < d.seq_q; i0 += t.br) {
+    const int64_t rows = std::min(t.br, d.seq_q - i0);
+    const int64_t kv_end = d.mask == MaskKind::kCausal
+                               ? std::clamp<int64_t>(i0 + rows + offset, 0, d.seq_kv)
+                               : d.seq_kv;
+    const int64_t blocks = (kv_end + t.bc - 1) / t.bc;
+    per_query_tile.push_back({4.0 * rows * d.head_dim + 4.0 * kv_end * (d.head_dim + d.value_dim) +
+                                  (d.mask == MaskKind::kAdditive ? 4.0 * rows * kv_end : 0.0),
+                              4.0 * rows * d.value_dim,
+                              static_cast<double>(RoundUp(rows, t.mr)) * blocks *
+                                  RoundUp(t.bc, t.nr) * (d.head_dim + RoundUp(d.value_dim, t.nr)),
+                              blocks});
+    useful += static_cast<double>(d.batch * d.heads) * rows * kv_end * (d.head_dim + d.value_dim);
+  }
+  int64_t index = 0;
+  std::vector<int64_t> thread_tiles(threads, 0), thread_steps(threads, 0);
+  for (int64_t bh = 0; bh < d.batch * d.heads; ++bh)
+    for (const QueryTileCost& c : per_query_tile) {
+      const int th = static_cast<int>(index++ % threads);  // round-robin, as RunAttention deals
+      e.bytes_in += c.bytes_in;
+      e.bytes_out += c.bytes_out;
+      work[th] += c.work;
+      thread_tiles[th] += 1;
+      thread_steps[th] += c.blocks;
+      computed += c.work;
+    }
+  e.tiles = index;
+  e.max_thread_tiles = *std::max_element(thread_tiles.begin(), thread_tiles.end());
+  e.steps = *std::max_element(thread_steps.begin(), thread_steps.end());
+  e.max_thread_work = computed > 0 ? *std::max_element(work.begin(), work.end()) / computed : 1;
+  e.lane_utilisation = computed > 0 ? useful / computed : 1;
+  return e;
 }
 
 }  // namespace fusetune::kernels

@@ -1,5 +1,7 @@
 #include "kernels/elementwise.h"
 
+#include "kernels/estimate.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -155,6 +157,36 @@ Result<KernelStats> RunElementwise(const ElementwiseDesc& d, const ElementwiseTi
   for (const KernelStats& s : per_thread) total_stats += s;
   total_stats.busy_seconds = busy;
   return total_stats;
+}
+
+}  // namespace fusetune::kernels
+
+namespace fusetune::kernels {
+
+TilingEstimate EstimateElementwise(const ElementwiseDesc& d, const ElementwiseTiling& t,
+                                   int threads) {
+  TilingEstimate e;
+  e.local_bytes = ElementwiseLocalBytes(d, t);
+  if (d.dims.empty() || t.tile < 1 || threads < 1) return e;
+  const int64_t total = Volume(d.dims), inner = d.dims.back();
+  e.tiles = (total + t.tile - 1) / t.tile;
+  // A gather copies run by run along the innermost dimension; a run of a
+  // broadcast (stride 0) operand is one element. Runs: one per row of the
+  // innermost dimension, plus one more wherever a tile boundary cuts a row.
+  const double runs = static_cast<double>(total) / inner + static_cast<double>(e.tiles);
+  for (const TileInstr& instr : d.program.instrs()) {
+    if (instr.op != TileOp::kInput) continue;
+    const StridedOperand& op = d.inputs[instr.input];
+    e.bytes_in += op.strides.back() == 0 ? 4.0 * std::min<double>(runs, total) : 4.0 * total;
+  }
+  e.bytes_out = 4.0 * total * static_cast<double>(d.outputs.size());
+  for (int th = 0; th < threads; ++th)
+    e.max_thread_tiles =
+        std::max(e.max_thread_tiles, e.tiles * (th + 1) / threads - e.tiles * th / threads);
+  e.max_thread_work = e.tiles > 0 ? static_cast<double>(e.max_thread_tiles) / e.tiles : 1;
+  e.lane_utilisation = static_cast<double>(t.tile) / static_cast<double>((t.tile + 15) / 16 * 16);
+  e.steps = e.max_thread_tiles;
+  return e;
 }
 
 }  // namespace fusetune::kernels

@@ -1,4 +1,5 @@
 #include "kernels/gemm.h"
+#include "kernels/estimate.h"
 
 #include <fmt/format.h>
 
@@ -398,6 +399,78 @@ Result<KernelStats> RunGemm(const GemmDesc& desc, const GemmTiling& tiling,
   for (const KernelStats& s : per_thread) total += s;
   total.busy_seconds = busy;
   return total;
+}
+
+}  // namespace fusetune::kernels
+
+namespace fusetune::kernels {
+
+namespace {
+
+// Bytes the prologue packing of one A block reads (the block, its
+// elementwise operands, gamma/beta) and, when a slice does not cover K, the
+// extra pass that computes the norm's row statistics once per row block.
+double PrologueBlockBytes(const GemmDesc& d, int64_t rows, int64_t depth, bool stats_pass) {
+  double bytes = 4.0 * rows * depth;
+  for (const EpilogueOp& op : d.prologue.elementwise)
+    if (op.data) bytes += 4.0 * depth * (op.row_stride == 0 ? 1 : rows);
+  if (d.prologue.norm != NormKind::kNone) {
+    bytes += 4.0 * depth * (d.prologue.beta ? 2 : 1);
+    if (stats_pass) bytes += 4.0 * rows * d.k;
+  }
+  return bytes;
+}
+
+double EpilogueBlockBytes(const std::vector<EpilogueOp>& ops, int64_t rows, int64_t cols) {
+  double bytes = 0;
+  for (const EpilogueOp& op : ops)
+    if (op.data) bytes += 4.0 * cols * (op.row_stride == 0 ? 1 : rows);
+  return bytes;
+}
+
+}  // namespace
+
+TilingEstimate EstimateGemm(const GemmDesc& d, const GemmTiling& t, int threads) {
+  TilingEstimate e;
+  e.local_bytes = GemmLocalBytes(d, t);
+  const int b_operands = d.swiglu ? 2 : 1;
+  double total_work = 0;
+  std::vector<double> work(threads, 0);
+  for (int th = 0; th < threads; ++th) {
+    const std::vector<Block> blocks = BlocksForThread(d, t, th, threads);
+    const std::vector<Step> steps = PlanSteps(d, t, blocks);
+    int64_t last_stats_block = -1;
+    for (const Step& s : steps) {
+      const Block& blk = blocks[s.block];
+      const int64_t rows = std::min(t.mc, d.m - blk.ic * t.mc);
+      if (s.pack_a) {
+        const bool stats_pass = d.prologue.norm != NormKind::kNone && s.depth < d.k &&
+                                last_stats_block != blk.batch * 1000003 + blk.ic;
+        if (stats_pass) last_stats_block = blk.batch * 1000003 + blk.ic;
+        e.bytes_in += d.prologue.empty() ? 4.0 * rows * s.depth
+                                         : PrologueBlockBytes(d, rows, s.depth, stats_pass);
+      }
+      if (s.pack_b) e.bytes_in += 4.0 * b_operands * s.depth * blk.cols;
+      work[th] +=
+          static_cast<double>(RoundUp(rows, t.mr)) * RoundUp(blk.cols, t.nr) * s.depth * b_operands;
+    }
+    for (const Block& blk : blocks) {
+      const int64_t rows = std::min(t.mc, d.m - blk.ic * t.mc);
+      e.bytes_in += EpilogueBlockBytes(d.outputs[blk.output].epilogue, rows, blk.cols);
+      e.bytes_out += 4.0 * rows * blk.cols;
+    }
+    e.tiles += static_cast<int64_t>(blocks.size());
+    e.max_thread_tiles = std::max<int64_t>(e.max_thread_tiles, blocks.size());
+    e.steps = std::max<int64_t>(e.steps, steps.size());
+    total_work += work[th];
+  }
+  double useful = 0;
+  const size_t outputs = d.swiglu ? 1 : d.outputs.size();
+  for (size_t o = 0; o < outputs; ++o)
+    useful += static_cast<double>(d.batch) * d.m * d.outputs[o].n * d.k * b_operands;
+  e.lane_utilisation = total_work > 0 ? useful / total_work : 1;
+  e.max_thread_work = total_work > 0 ? *std::max_element(work.begin(), work.end()) / total_work : 1;
+  return e;
 }
 
 }  // namespace fusetune::kernels

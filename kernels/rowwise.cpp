@@ -1,5 +1,7 @@
 #include "kernels/rowwise.h"
 
+#include "kernels/estimate.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -204,6 +206,39 @@ Result<KernelStats> RunRowwise(const RowwiseDesc& d, const RowwiseTiling& t,
   for (const KernelStats& s : per_thread) total += s;
   total.busy_seconds = busy;
   return total;
+}
+
+}  // namespace fusetune::kernels
+
+namespace fusetune::kernels {
+
+TilingEstimate EstimateRowwise(const RowwiseDesc& d, const RowwiseTiling& t, int threads) {
+  TilingEstimate e;
+  e.local_bytes = RowwiseLocalBytes(d, t);
+  auto schedule = TileSchedule::Make(d.program, InputShapes(d), "rowwise.program");
+  if (!schedule.ok() || t.rows_per_tile < 1 || threads < 1) return e;
+  const std::vector<ValueShape> shapes = InputShapes(d);
+  const int64_t total_rows = TotalRows(d);
+  e.tiles = (total_rows + t.rows_per_tile - 1) / t.rows_per_tile;
+  // Per tile: wide operands rows x cols, vector ones one row, narrow ones a value per row.
+  double wide_in = 0, vector_in = 0, narrow_in = 0, wide_out = 0, narrow_out = 0;
+  for (const TileInstr& instr : d.program.instrs()) {
+    if (instr.op != TileOp::kInput) continue;
+    const ValueShape s = shapes[instr.input];
+    (s == ValueShape::kWide ? wide_in : s == ValueShape::kVector ? vector_in : narrow_in) += 1;
+  }
+  for (int v : d.program.outputs())
+    (schedule->shape(v) == ValueShape::kNarrow ? narrow_out : wide_out) += 1;
+  e.bytes_in =
+      4.0 * (total_rows * d.cols * wide_in + e.tiles * d.cols * vector_in + total_rows * narrow_in);
+  e.bytes_out = 4.0 * (total_rows * d.cols * wide_out + total_rows * narrow_out);
+  for (int th = 0; th < threads; ++th)
+    e.max_thread_tiles =
+        std::max(e.max_thread_tiles, e.tiles * (th + 1) / threads - e.tiles * th / threads);
+  e.max_thread_work = e.tiles > 0 ? static_cast<double>(e.max_thread_tiles) / e.tiles : 1;
+  e.lane_utilisation = static_cast<double>(d.cols) / static_cast<double>((d.cols + 15) / 16 * 16);
+  e.steps = e.max_thread_tiles;
+  return e;
 }
 
 }  // namespace fusetune::kernels
