@@ -14,5 +14,8 @@ void AddRunCommand(CLI::App& app, std::function<void(int)> set_result);
 void AddCalibrateCommand(CLI::App& app, std::function<void(int)> set_result);
 void AddMeasureCommand(CLI::App& app, std::function<void(int)> set_result);
 void AddDbCommand(CLI::App& app, std::function<void(int)> set_result);
+void AddCollectCommand(CLI::App& app, std::function<void(int)> set_result);
+void AddRetrainCommand(CLI::App& app, std::function<void(int)> set_result);
+void AddEvaluateModelCommand(CLI::App& app, std::function<void(int)> set_result);
 
 }  // namespace fusetune::cli

@@ -25,6 +25,9 @@ int main(int argc, char** argv) {
   cli::AddCalibrateCommand(app, set_result);
   cli::AddMeasureCommand(app, set_result);
   cli::AddDbCommand(app, set_result);
+  cli::AddCollectCommand(app, set_result);
+  cli::AddRetrainCommand(app, set_result);
+  cli::AddEvaluateModelCommand(app, set_result);
   app.parse_complete_callback([&] {
     LogLevel level;
     if (!log_level.empty()) {

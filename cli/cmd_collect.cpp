@@ -1,0 +1,118 @@
+// fusetune collect MODEL.onnx... --db FILE [--per-task N]: measures sampled
+// tilings of every tuning task of the models and commits each task's
+// records as it finishes: a training set for the cost model.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <csignal>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "measure/target.h"
+#include "search/sampling.h"
+
+namespace fusetune::cli {
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+void OnInterrupt(int) { g_interrupted = true; }
+
+struct CollectArgs {
+  std::vector<std::string> models;
+  ModelOptions model_options;
+  std::string db = "fusetune.db";
+  search::SampleOptions sample;
+  bool json = false;
+};
+
+// This machine's target, calibrated and stored when the database lacks it.
+Result<std::string> EnsureTarget(db::Database& database, int threads) {
+  const std::string fingerprint = measure::DetectTarget().HashString();
+  FT_ASSIGN_OR_RETURN(auto stored, database.GetTarget(fingerprint));
+  if (stored.has_value() && (*stored).calibration != "{}") return fingerprint;
+  fmt::print(stderr, "calibrating this machine (once per database)...\n");
+  const nlohmann::json c = measure::CalibrationToJson(measure::Calibrate(threads));
+  FT_RETURN_IF_ERROR(database.PutTarget({fingerprint, c["target"].dump(), c.dump()}));
+  return fingerprint;
+}
+
+int Collect(CollectArgs& args) {
+  auto opened = db::MakeSqliteDatabase(args.db);
+  if (!opened.ok()) return ReportError(opened.error());
+  db::Database& database = **opened;
+  auto target = EnsureTarget(database, args.sample.measure.threads);
+  if (!target.ok()) return ReportError(target.error());
+  auto measurer = measure::Measurer::Create();
+  if (!measurer.ok()) return ReportError(measurer.error());
+  std::signal(SIGINT, OnInterrupt);
+
+  int64_t committed = 0, ok = 0, tasks_total = 0;
+  for (const std::string& path : args.models) {
+    auto loaded = LoadModel(path, args.model_options);
+    if (!loaded.ok()) return ReportError(loaded.error());
+    const Graph& graph = *loaded;
+    kernels::KernelConfig config;
+    config.threads = args.sample.measure.threads;
+    FusionSpace space(graph, config);
+    const std::vector<search::Task> tasks = search::ExtractTasks(graph, space);
+    tasks_total += static_cast<int64_t>(tasks.size());
+    for (const search::Task& t : tasks)
+      if (Status st = database.PutWorkload(t.Workload()); !st.ok()) return ReportError(st.error());
+    ProgressLine bar(fmt::format("{}: {} tasks", path, tasks.size()), !args.json);
+    Status st = search::SampleTasks(
+        tasks, **measurer, args.sample, *target,
+        [&](std::vector<db::Record>& records) -> Status {
+          auto ids = database.CommitRecords(records);
+          if (!ids.ok()) return ids.error();
+          committed += static_cast<int64_t>(records.size());
+          for (const db::Record& r : records) ok += r.status == "ok";
+          return Status::Ok();
+        },
+        [&](int64_t done, int64_t total, const search::Task& task) {
+          bar.Update(done, total, task.summary);
+        },
+        [] { return g_interrupted.load(); });
+    bar.Finish();
+    if (!st.ok()) return ReportError(st.error());
+    if (g_interrupted) break;
+  }
+  const nlohmann::json summary{
+      {"db", args.db},        {"target", *target}, {"tasks", tasks_total},
+      {"records", committed}, {"ok", ok},          {"interrupted", g_interrupted.load()}};
+  if (args.json)
+    PrintJson(summary);
+  else
+    fmt::print("collected {} records ({} ok) over {} tasks into {}{}\n", committed, ok, tasks_total,
+               args.db, g_interrupted ? " (interrupted)" : "");
+  return g_interrupted ? 130 : kExitOk;
+}
+
+}  // namespace
+
+void AddCollectCommand(CLI::App& app, std::function<void(int)> set_result) {
+  auto args = std::make_shared<CollectArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "collect", "Measure sampled tilings of every tuning task of the models into the database");
+  cmd->add_option("models", args->models, "ONNX models")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--dim", args->model_options.dims, "Bind a symbolic dimension: NAME=VALUE");
+  cmd->add_option("--db", args->db, "Tuning database")->capture_default_str();
+  cmd->add_option("--per-task", args->sample.per_task, "Tilings per task (all when fewer)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--seed", args->sample.seed, "Root seed of the sampling")->capture_default_str();
+  cmd->add_option("--min-time", args->sample.measure.min_seconds,
+                  "Seconds of timed runs per mode, at least")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
+  cmd->add_option("--threads", args->sample.measure.threads, "Threads per kernel")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  cmd->add_flag("--json", args->json, "Print the summary as JSON");
+  cmd->callback([args, set_result] { set_result(Collect(*args)); });
+}
+
+}  // namespace fusetune::cli

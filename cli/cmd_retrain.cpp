@@ -1,0 +1,119 @@
+// fusetune retrain --db FILE: trains the cost model on the database's
+// measured groups, reports its ranking on unseen workloads and activates it
+// when it beats the active model. fusetune evaluate-model --db FILE: the same
+// split, every model form against the active, analytical and random models.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "cost_model/training.h"
+
+namespace fusetune::cli {
+
+namespace {
+
+struct RetrainArgs {
+  std::string db = "fusetune.db";
+  cost_model::RetrainOptions options;
+  std::string form = "auto";
+  bool json = false;
+};
+
+void PrintScores(const cost_model::RetrainReport& r) {
+  fmt::print(
+      "{} records -> {} samples ({} skipped); training on {} workloads ({} samples), "
+      "validating on {} unseen workloads ({} samples)\n\n",
+      r.data.records, r.data.samples, r.data.skipped_unreadable + r.data.skipped_graph_workloads,
+      r.train_workloads, r.train_samples, r.valid_workloads, r.valid_samples);
+  fmt::print("{:<22} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9} {:>7} {:>9}\n", "model", "spearman",
+             "pairwise", "top-1", "top-5", "traffic", "overhead", "eta", "time");
+  fmt::print("{:<22} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9} {:>7} {:>9}\n", "", "", "", "", "", "err",
+             "err", "err", "err");
+  for (const auto& s : r.scores) {
+    const auto& m = s.metrics;
+    const bool random = s.model == "random";
+    fmt::print("{:<22} {:>9.3f} {:>9.3f} {:>7.3f} {:>7.3f} {:>9} {:>9} {:>7} {:>9}\n", s.model,
+               m.spearman, m.pairwise, m.top1, m.top5,
+               random ? "" : fmt::format("{:.1f}%", m.traffic_error * 100),
+               random ? "" : fmt::format("{:.0f}%", m.overhead_error * 100),
+               random ? "" : fmt::format("{:.2f}", m.eta_error),
+               random ? "" : fmt::format("{:.0f}%", m.time_error * 100));
+  }
+  fmt::print("\nchosen form: {} (top-1 {:.3f}, Spearman {:.3f}); {:.1f} s\n", r.chosen_form,
+             r.chosen.top1, r.chosen.spearman, r.seconds);
+}
+
+int Run(RetrainArgs& args, bool store) {
+  db::OpenOptions open;
+  open.create = false;
+  auto opened = db::MakeSqliteDatabase(args.db, open);
+  if (!opened.ok()) return ReportError(opened.error());
+  if (args.form != "auto") args.options.forms = {args.form};
+  ProgressLine bar("training", !args.json);
+  std::string stage;
+  args.options.progress = [&](const std::string& s, int64_t done, int64_t total) {
+    if (s != stage) bar.Finish();
+    stage = s;
+    bar.Update(done, total > 0 ? total : done, s);
+  };
+  auto report = store ? cost_model::Retrain(**opened, args.options)
+                      : cost_model::EvaluateModels(**opened, args.options);
+  bar.Finish();
+  if (!report.ok()) return ReportError(report.error());
+  if (args.json) {
+    PrintJson(cost_model::RetrainReportToJson(*report));
+    return kExitOk;
+  }
+  PrintScores(*report);
+  if (store)
+    fmt::print("stored as model #{}: {}\n", report->model_id,
+               report->promoted ? (report->active ? "active (better than the previous active model)"
+                                                  : "active (no model was active)")
+                                : "not activated: the active model ranks these workloads better "
+                                  "(--force activates it anyway)");
+  return kExitOk;
+}
+
+void AddCommonOptions(CLI::App* cmd, RetrainArgs* args) {
+  cmd->add_option("--db", args->db, "Tuning database")->capture_default_str();
+  cmd->add_option("--target", args->options.target, "Only this target fingerprint's records");
+  cmd->add_option("--valid-fraction", args->options.valid_fraction,
+                  "Share of workloads held out for validation")
+      ->capture_default_str()
+      ->check(CLI::Range(0.05, 0.9));
+  cmd->add_option("--seed", args->options.seed, "Seed of the split and the boosters")
+      ->capture_default_str();
+  cmd->add_option("--rounds", args->options.xgboost.rounds, "Boosting rounds per head")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  cmd->add_option("--form", args->form, "Model form: auto, composed, corrected, direct, pairwise")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "composed", "corrected", "direct", "pairwise"}));
+  cmd->add_flag("--json", args->json, "Print the report as JSON");
+}
+
+}  // namespace
+
+void AddRetrainCommand(CLI::App& app, std::function<void(int)> set_result) {
+  auto args = std::make_shared<RetrainArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "retrain", "Train the cost model from the database; activate it if it ranks better");
+  AddCommonOptions(cmd, args.get());
+  cmd->add_flag("--force", args->options.force, "Activate the new model even if not better");
+  cmd->callback([args, set_result] { set_result(Run(*args, true)); });
+}
+
+void AddEvaluateModelCommand(CLI::App& app, std::function<void(int)> set_result) {
+  auto args = std::make_shared<RetrainArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "evaluate-model",
+      "Rank unseen workloads with every model form, the active, analytical and random models");
+  AddCommonOptions(cmd, args.get());
+  cmd->callback([args, set_result] { set_result(Run(*args, false)); });
+}
+
+}  // namespace fusetune::cli

@@ -1,0 +1,25 @@
+// A progress line on stderr: bar, count, rate and ETA, redrawn in place when
+// stderr is a terminal and printed every few seconds otherwise (logs).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace fusetune::cli {
+
+class ProgressLine {
+ public:
+  explicit ProgressLine(std::string what, bool enabled = true);
+  // `done` of `total` units; `note` is appended (the current task).
+  void Update(int64_t done, int64_t total, const std::string& note = "");
+  void Finish();
+
+ private:
+  std::string what_;
+  bool enabled_, tty_;
+  std::chrono::steady_clock::time_point start_, last_;
+  bool drawn_ = false;
+};
+
+}  // namespace fusetune::cli

@@ -1,0 +1,62 @@
+#include "cost_model/cost_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace fusetune::cost_model {
+
+Result<std::unique_ptr<CostModel>> LoadXgboostModel(const std::string& blob);  // xgboost_model.cpp
+
+void FeatureMatrix::Add(const GroupInfo& group, const Tiling& tiling,
+                        const TargetFeatures& target) {
+  const size_t at = values.size();
+  values.resize(at + NumFeatures());
+  parts.push_back(ExtractFeatures(group, tiling, target, values.data() + at));
+}
+
+std::string Prediction::ToString() const {
+  std::string s = fmt::format(
+      "{:.4g} ms = overhead {:.3g} + compute {:.3g} + memory {:.3g} ({:.3g} MB) - eta {:.2f} x "
+      "min",
+      seconds * 1e3, overhead * 1e3, compute * 1e3, memory * 1e3, traffic_bytes / 1e6, eta);
+  if (correction != 1) s += fmt::format(", x {:.3f} correction", correction);
+  if (uncertainty > 0) s += fmt::format(" (+-{:.2f} log2)", uncertainty);
+  return s;
+}
+
+namespace {
+
+class AnalyticalModel final : public CostModel {
+ public:
+  std::string name() const override { return "analytical"; }
+  std::string form() const override { return "composed"; }
+  std::vector<Prediction> Predict(const FeatureMatrix& x) const override {
+    std::vector<Prediction> out(x.rows());
+    for (int64_t i = 0; i < x.rows(); ++i) {
+      const AnalyticalParts& a = x.parts[i];
+      Prediction& p = out[i];
+      p.traffic_bytes = a.traffic_bytes;
+      p.overhead = a.overhead;
+      p.eta = 0.5;
+      p.compute = a.compute;
+      p.memory = a.memory;
+      p.composed = p.overhead + p.compute + p.memory - p.eta * std::min(p.compute, p.memory);
+      p.seconds = p.composed;
+    }
+    return out;
+  }
+  std::string Serialize() const override { return "analytical"; }
+};
+
+}  // namespace
+
+std::unique_ptr<CostModel> MakeAnalyticalModel() { return std::make_unique<AnalyticalModel>(); }
+
+Result<std::unique_ptr<CostModel>> LoadCostModel(const std::string& name, const std::string& blob) {
+  if (name == "analytical") return MakeAnalyticalModel();
+  if (name == "xgboost") return LoadXgboostModel(blob);
+  return Error(ErrorCode::kInvalidArgument, fmt::format("unknown cost model '{}'", name));
+}
+
+}  // namespace fusetune::cost_model

@@ -1,0 +1,165 @@
+#include "cost_model/dataset.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "common/hash.h"
+#include "common/rng.h"
+#include "fusion_space/plan_json.h"
+#include "fusion_space/space.h"
+#include "graph/text_format.h"
+
+namespace fusetune::cost_model {
+
+namespace {
+
+// A group workload rebuilt from its stored description.
+struct Rebuilt {
+  Graph graph;
+  std::unique_ptr<FusionSpace> space;
+  GroupInfo info;
+};
+
+Result<std::unique_ptr<Rebuilt>> Rebuild(const db::WorkloadEntry& w, const TargetFeatures& t) {
+  const auto desc = nlohmann::json::parse(w.description, nullptr, false);
+  if (!desc.is_object() || !desc.contains("graph") || !desc["graph"].is_string())
+    return Error(ErrorCode::kInvalidArgument,
+                 fmt::format("workload {}: its description has no group graph", w.key));
+  auto r = std::make_unique<Rebuilt>();
+  FT_ASSIGN_OR_RETURN(r->graph, ParseGraphText(desc["graph"].get<std::string>()));
+  kernels::KernelConfig config;
+  config.threads = t.threads;
+  config.local_buffer_bytes = static_cast<size_t>(t.local_buffer_bytes);
+  r->space = std::make_unique<FusionSpace>(r->graph, config);
+  std::vector<int32_t> all(r->graph.nodes.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
+  const GroupMatch& match = r->space->Match(all);
+  if (!match.decision.allowed())
+    return Error(ErrorCode::kInvalidArgument, fmt::format("workload {}: not one legal group: {}",
+                                                          w.key, match.decision.ToString()));
+  r->info = MakeGroupInfo(r->graph, match.instance);
+  return r;
+}
+
+}  // namespace
+
+Dataset Dataset::Subset(const std::vector<int>& workloads) const {
+  std::vector<std::vector<int64_t>> rows_of(workload_keys.size());
+  for (int64_t i = 0; i < size(); ++i) rows_of[y[i].workload].push_back(i);
+  Dataset out;
+  out.workload_keys = workload_keys;
+  for (int w : workloads)
+    for (int64_t i : rows_of[w]) out.Add(*this, i);
+  return out;
+}
+
+void Dataset::Add(const Dataset& other, int64_t row) {
+  x.values.insert(x.values.end(), other.x.row(row), other.x.row(row) + NumFeatures());
+  x.parts.push_back(other.x.parts[row]);
+  y.push_back(other.y[row]);
+}
+
+Result<Dataset> LoadDataset(db::Database& database, const DatasetOptions& options,
+                            DatasetSummary* summary) {
+  DatasetSummary local;
+  DatasetSummary& s = summary ? *summary : local;
+  Dataset data;
+  std::map<std::string, TargetFeatures> targets;
+  std::map<std::string, std::unique_ptr<Rebuilt>> rebuilt;  // null: unusable workload
+  std::map<std::string, int> workload_index;
+  db::RecordFilter filter;
+  filter.status = "ok";
+  filter.fresh_only = true;
+  if (!options.target.empty()) filter.target = options.target;
+  Status st = database.ForEachRecord(filter, [&](const db::Record& r) {
+    ++s.records;
+    if (options.progress && s.records % 500 == 0) options.progress(s.records, s.samples);
+    if (!targets.count(r.target)) {
+      auto t = database.GetTarget(r.target);
+      const auto calibration = t.ok() && t->has_value()
+                                   ? nlohmann::json::parse((*t)->calibration, nullptr, false)
+                                   : nlohmann::json();
+      targets[r.target] = TargetFeaturesFromCalibration(calibration);
+    }
+    const TargetFeatures& target = targets[r.target];
+    auto it = rebuilt.find(r.workload_key);
+    if (it == rebuilt.end()) {
+      auto w = database.GetWorkload(r.workload_key);
+      std::unique_ptr<Rebuilt> made;
+      if (w.ok() && w->has_value() && (*w)->kind == db::WorkloadKind::kGroup) {
+        auto rb = Rebuild(**w, target);
+        if (rb.ok()) made = std::move(*rb);
+      } else if (w.ok() && w->has_value()) {
+        ++s.skipped_graph_workloads;
+      }
+      it = rebuilt.emplace(r.workload_key, std::move(made)).first;
+    }
+    if (!it->second) {
+      ++s.skipped_unreadable;
+      return true;
+    }
+    const auto plan_json = nlohmann::json::parse(r.plan, nullptr, false);
+    auto plan = PlanFromJson(*it->second->space, plan_json);
+    const auto metrics = nlohmann::json::parse(r.metrics, nullptr, false);
+    if (!plan.ok() || plan->groups.size() != 1 || !metrics.is_object()) {
+      ++s.skipped_unreadable;
+      return true;
+    }
+    auto [wi, added] =
+        workload_index.emplace(r.workload_key, static_cast<int>(data.workload_keys.size()));
+    if (added) data.workload_keys.push_back(r.workload_key);
+    Sample sample;
+    sample.workload = wi->second;
+    sample.seconds = r.seconds;
+    sample.traffic_bytes = metrics.value("bytes_in", 0.0) + metrics.value("bytes_out", 0.0);
+    sample.overhead = metrics.value("overhead_seconds", 0.0);
+    sample.eta = metrics.value("overlap", -1.0);
+    data.x.Add(it->second->info, plan->groups[0].tiling, target);
+    data.y.push_back(sample);
+    ++s.samples;
+    return true;
+  });
+  FT_RETURN_IF_ERROR(st);
+  if (options.progress) options.progress(s.records, s.samples);
+  // Rows grouped by workload, as ranking objectives need.
+  std::vector<int> all(data.workload_keys.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+  return data.Subset(all);
+}
+
+Split SplitByWorkload(const Dataset& data, double valid_fraction, uint64_t seed) {
+  std::vector<int> order(data.workload_keys.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  // By key, not by load order: the same database and seed give the same split.
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return HashBytes(data.workload_keys[a].data(), data.workload_keys[a].size(), seed) <
+           HashBytes(data.workload_keys[b].data(), data.workload_keys[b].size(), seed);
+  });
+  Split split;
+  const size_t valid =
+      order.empty()
+          ? 0
+          : std::clamp<size_t>(static_cast<size_t>(std::lround(valid_fraction * order.size())), 1,
+                               order.size());
+  split.valid.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(valid));
+  split.train.assign(order.begin() + static_cast<std::ptrdiff_t>(valid), order.end());
+  std::sort(split.valid.begin(), split.valid.end());
+  std::sort(split.train.begin(), split.train.end());
+  return split;
+}
+
+std::string GroupWorkloadDescription(const Graph& group_graph, const KernelInstance& instance) {
+  TextPrintOptions print;
+  print.max_inline_elements = 16;
+  return nlohmann::json{{"graph", PrintGraphText(group_graph, print)},
+                        {"template", KernelTemplateName(instance.kind)},
+                        {"summary", instance.summary},
+                        {"nodes", instance.nodes.size()}}
+      .dump();
+}
+
+}  // namespace fusetune::cost_model

@@ -1,0 +1,36 @@
+// Ranking quality on held-out workloads, averaged over workloads:
+//   spearman   rank correlation of predicted and measured times
+//   pairwise   share of candidate pairs (different measured times) ordered right
+//   top1, top5 TenSet's top-k score: a workload's best measured time over the
+//              best measured time among the model's k best-predicted candidates
+// and, per head, the median relative error of its predictions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "cost_model/cost_model.h"
+#include "cost_model/dataset.h"
+
+namespace fusetune::cost_model {
+
+struct RankingMetrics {
+  double spearman = 0, pairwise = 0, top1 = 0, top5 = 0;
+  int workloads = 0;
+  int64_t samples = 0;
+  // Median |predicted / measured - 1| of each head; eta: median |difference|.
+  double traffic_error = 0, overhead_error = 0, eta_error = 0, time_error = 0;
+  // Better in ranking: top-1, then Spearman.
+  bool BetterThan(const RankingMetrics& other) const;
+};
+
+nlohmann::json MetricsToJson(const RankingMetrics& m);
+
+// Metrics of `predicted` seconds for `data` (one prediction per row).
+RankingMetrics Evaluate(const Dataset& data, const std::vector<Prediction>& predicted);
+// A random ranking's expected figures, averaged over `draws` shuffles.
+RankingMetrics EvaluateRandom(const Dataset& data, int draws, uint64_t seed);
+
+}  // namespace fusetune::cost_model

@@ -1,0 +1,85 @@
+// cost_model/: a learned, retrainable cost model (issue 7).
+//
+// Map of the module:
+//   features.h   what the model sees of a candidate: work, the tiling's
+//                analytical traffic, tiles and load balance, buffer and lane
+//                use, op mix, tiling parameters and the target's calibration
+//   cost_model.h CostModel (batched prediction, broken into physical parts),
+//                the analytical model, XGBoost models, serialization
+//   dataset.h    training samples from the tuning database, split by workload
+//   evaluation.h ranking metrics on unseen workloads (Spearman, pairwise
+//                accuracy, TenSet's top-k score)
+//   training.h   training and comparing model forms, promotion in the database
+//
+// A candidate here is one fused group with one tiling; a whole plan costs the
+// sum of its groups. docs/COST_MODEL.md explains each feature group.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "fusion_space/tiling_space.h"
+#include "graph/graph.h"
+
+namespace fusetune::cost_model {
+
+// Bump when features change meaning: stored models of another version are
+// not used to rank.
+inline constexpr int kFeatureVersion = 1;
+
+// What the model knows of the machine, from its stored calibration
+// (measure::CalibrationToJson), so that one model can serve several targets.
+struct TargetFeatures {
+  double peak_gflops = 400, dram_gbps = 40, l2_gbps = 250, launch_us = 3;
+  double local_buffer_bytes = 1 << 20;
+  int threads = 2;
+};
+// Missing fields keep the defaults above.
+TargetFeatures TargetFeaturesFromCalibration(const nlohmann::json& calibration);
+
+// What does not depend on the tiling: computed once per group.
+struct GroupInfo {
+  KernelInstance instance;
+  double flops = 0, transcendentals = 0;
+  double compulsory_bytes = 0;  // the group's inputs and outputs, each once
+  double output_elements = 0;
+};
+GroupInfo MakeGroupInfo(const Graph& graph, const KernelInstance& instance);
+
+// The analytical parts of a candidate's time, in seconds: what the
+// analytical model adds up and what the learned heads correct.
+struct AnalyticalParts {
+  double compute = 0, memory = 0, overhead = 0, traffic_bytes = 0;
+};
+
+const std::vector<std::string>& FeatureNames();
+int NumFeatures();
+
+// Writes NumFeatures() values to `out`; returns the analytical parts.
+AnalyticalParts ExtractFeatures(const GroupInfo& group, const Tiling& tiling,
+                                const TargetFeatures& target, float* out);
+
+// Memoised ExtractFeatures keyed by (workload key, tiling): search evaluates
+// the same tilings again across rounds. One cache serves one target.
+// Thread-safe.
+class FeatureCache {
+ public:
+  AnalyticalParts Get(const std::string& workload_key, const GroupInfo& group, const Tiling& tiling,
+                      const TargetFeatures& target, float* out);
+  size_t size() const;
+
+ private:
+  struct Entry {
+    std::vector<float> features;
+    AnalyticalParts parts;
+  };
+  mutable std::mutex mutex_;
+  std::map<std::string, Entry> entries_;
+};
+
+}  // namespace fusetune::cost_model

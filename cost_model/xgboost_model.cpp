@@ -1,0 +1,278 @@
+// The XGBoost cost model: boosters per head through libxgboost's C API,
+// handles owned by unique_ptr with deleters, serialized as CBOR holding each
+// booster's UBJSON model.
+#include "cost_model/xgboost_model.h"
+
+#include <xgboost/c_api.h>
+
+#include <fmt/format.h>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+
+namespace fusetune::cost_model {
+
+namespace {
+
+struct BoosterDeleter {
+  void operator()(void* b) const { XGBoosterFree(b); }
+};
+struct MatrixDeleter {
+  void operator()(void* m) const { XGDMatrixFree(m); }
+};
+using Booster = std::unique_ptr<void, BoosterDeleter>;
+using Matrix = std::unique_ptr<void, MatrixDeleter>;
+
+Error XgbError(const std::string& what) {
+  return Error(ErrorCode::kInternal, fmt::format("xgboost: {}: {}", what, XGBGetLastError()));
+}
+
+#define FT_XGB(call, what) \
+  if ((call) != 0) return XgbError(what)
+
+Result<Matrix> MakeMatrix(const float* values, int64_t rows, int threads) {
+  DMatrixHandle h = nullptr;
+  FT_XGB(XGDMatrixCreateFromMat_omp(values, static_cast<bst_ulong>(rows),
+                                    static_cast<bst_ulong>(NumFeatures()), NAN, &h, threads),
+         "creating a matrix");
+  return Matrix(h);
+}
+
+Result<Booster> NewBooster(DMatrixHandle train, const std::map<std::string, std::string>& params) {
+  BoosterHandle b = nullptr;
+  FT_XGB(XGBoosterCreate(train ? &train : nullptr, train ? 1 : 0, &b), "creating a booster");
+  Booster booster(b);
+  for (const auto& [k, v] : params) FT_XGB(XGBoosterSetParam(b, k.c_str(), v.c_str()), k);
+  return booster;
+}
+
+Result<std::vector<float>> PredictWith(void* booster, DMatrixHandle m) {
+  bst_ulong n = 0;
+  const float* out = nullptr;
+  FT_XGB(XGBoosterPredict(booster, m, 0, 0, 0, &n, &out), "predicting");
+  return std::vector<float>(out, out + n);
+}
+
+double Log2Clamped(double x) { return std::log2(std::max(x, 1e-12)); }
+
+struct Head {
+  std::string name;
+  std::vector<Booster> members;
+};
+
+class XgboostModel final : public CostModel {
+ public:
+  XgboostModel(std::string form, int threads) : form_(std::move(form)), threads_(threads) {}
+
+  std::string name() const override { return "xgboost"; }
+  std::string form() const override { return form_; }
+  std::map<std::string, Head>& heads() { return heads_; }
+
+  std::vector<Prediction> Predict(const FeatureMatrix& x) const override {
+    std::vector<Prediction> out(x.rows());
+    if (x.rows() == 0) return out;
+    auto m = MakeMatrix(x.values.data(), x.rows(), threads_);
+    if (!m.ok()) return out;
+    std::map<std::string, std::vector<std::vector<float>>> raw;
+    for (const auto& [name, head] : heads_)
+      for (const Booster& b : head.members) {
+        auto p = PredictWith(b.get(), m->get());
+        raw[name].push_back(p.ok() ? std::move(*p) : std::vector<float>(x.rows(), 0));
+      }
+    for (int64_t i = 0; i < x.rows(); ++i) Fill(x.parts[i], raw, i, &out[i]);
+    return out;
+  }
+
+  std::string Serialize() const override {
+    nlohmann::json j{
+        {"format", "fusetune-xgboost"}, {"feature_version", kFeatureVersion}, {"form", form_}};
+    for (const auto& [name, head] : heads_)
+      for (const Booster& b : head.members) {
+        bst_ulong len = 0;
+        const char* buf = nullptr;
+        if (XGBoosterSaveModelToBuffer(b.get(), R"({"format": "ubj"})", &len, &buf) != 0) continue;
+        j["heads"][name].push_back(nlohmann::json::binary(std::vector<uint8_t>(buf, buf + len)));
+      }
+    const std::vector<uint8_t> bytes = nlohmann::json::to_cbor(j);
+    return std::string(bytes.begin(), bytes.end());
+  }
+
+ private:
+  static double Mean(const std::vector<std::vector<float>>& members, int64_t i, double* spread) {
+    double sum = 0, sq = 0;
+    for (const auto& m : members) {
+      sum += m[i];
+      sq += static_cast<double>(m[i]) * m[i];
+    }
+    const double n = static_cast<double>(members.size()), mean = sum / n;
+    if (spread) *spread = n > 1 ? std::sqrt(std::max(0.0, sq / n - mean * mean)) : 0;
+    return mean;
+  }
+
+  void Fill(const AnalyticalParts& parts,
+            const std::map<std::string, std::vector<std::vector<float>>>& raw, int64_t i,
+            Prediction* p) const {
+    auto head = [&](const char* name, double fallback, double* spread = nullptr) {
+      auto it = raw.find(name);
+      return it == raw.end() ? fallback : Mean(it->second, i, spread);
+    };
+    p->traffic_bytes = std::exp2(head("traffic", Log2Clamped(parts.traffic_bytes)));
+    p->overhead = std::exp2(head("overhead", Log2Clamped(parts.overhead)));
+    p->eta = std::clamp(head("eta", 0.5), 0.0, 1.0);
+    p->compute = parts.compute;
+    p->memory = parts.memory * p->traffic_bytes / std::max(parts.traffic_bytes, 1.0);
+    p->composed = p->overhead + p->compute + p->memory - p->eta * std::min(p->compute, p->memory);
+    double spread = 0;
+    if (form_ == "composed") {
+      p->seconds = p->composed;
+    } else if (form_ == "corrected") {
+      p->correction = std::exp2(head("correction", 0.0, &spread));
+      p->seconds = p->composed * p->correction;
+    } else if (form_ == "direct") {
+      p->seconds = std::exp2(head("direct", Log2Clamped(p->composed), &spread));
+    } else {  // pairwise: a higher score ranks better
+      p->seconds = std::exp2(-head("pairwise", 0.0, &spread));
+    }
+    p->uncertainty = spread;
+  }
+
+  std::string form_;
+  int threads_;
+  std::map<std::string, Head> heads_;
+};
+
+// Label of each head for one sample; NaN leaves the sample out of that head.
+double Label(const std::string& head, const Sample& s, const Prediction& composed) {
+  if (head == "traffic") return Log2Clamped(s.traffic_bytes);
+  if (head == "overhead") return Log2Clamped(std::max(s.overhead, 1e-7));
+  if (head == "eta") return s.eta >= 0 ? std::clamp(s.eta, 0.0, 1.0) : NAN;
+  if (head == "correction") return Log2Clamped(s.seconds) - Log2Clamped(composed.composed);
+  if (head == "direct") return Log2Clamped(s.seconds);
+  return -Log2Clamped(s.seconds);  // pairwise
+}
+
+std::map<std::string, std::string> HeadParams(const std::string& head, const XgboostOptions& o,
+                                              int member) {
+  std::map<std::string, std::string> p = {
+      {"max_depth", std::to_string(o.max_depth)},
+      {"eta", fmt::format("{}", o.learning_rate)},
+      {"nthread", std::to_string(o.threads)},
+      {"seed", std::to_string(o.seed * 7919 + static_cast<uint64_t>(member))},
+      {"tree_method", "hist"},
+      {"verbosity", "0"},
+      {"objective", head == "eta"        ? "reg:logistic"
+                    : head == "pairwise" ? "rank:pairwise"
+                                         : "reg:squarederror"}};
+  if (member > 0) {  // ensemble members see different rows and columns
+    p["subsample"] = "0.8";
+    p["colsample_bytree"] = "0.8";
+  }
+  return p;
+}
+
+// Trains one booster on the rows whose label is not NaN.
+Result<Booster> TrainHead(const std::string& head, const Dataset& data,
+                          const std::vector<float>& labels, const XgboostOptions& o, int member,
+                          const std::function<bool()>& tick) {
+  std::vector<float> values;
+  std::vector<float> y;
+  std::vector<unsigned> groups;
+  int last_workload = -1;
+  for (int64_t i = 0; i < data.size(); ++i) {
+    if (std::isnan(labels[i])) continue;
+    values.insert(values.end(), data.x.row(i), data.x.row(i) + NumFeatures());
+    y.push_back(labels[i]);
+    if (data.y[i].workload != last_workload) groups.push_back(0);
+    ++groups.back();
+    last_workload = data.y[i].workload;
+  }
+  if (y.empty())
+    return Error(ErrorCode::kInvalidArgument, fmt::format("no samples with a '{}' label", head));
+  FT_ASSIGN_OR_RETURN(Matrix m,
+                      MakeMatrix(values.data(), static_cast<int64_t>(y.size()), o.threads));
+  FT_XGB(XGDMatrixSetFloatInfo(m.get(), "label", y.data(), y.size()), "setting labels");
+  if (head == "pairwise")
+    FT_XGB(XGDMatrixSetUIntInfo(m.get(), "group", groups.data(), groups.size()), "setting groups");
+  FT_ASSIGN_OR_RETURN(Booster b, NewBooster(m.get(), HeadParams(head, o, member)));
+  for (int round = 0; round < o.rounds; ++round) {
+    FT_XGB(XGBoosterUpdateOneIter(b.get(), round, m.get()), "training " + head);
+    if (!tick()) break;
+  }
+  return b;
+}
+
+std::vector<std::string> HeadsOf(const std::string& form) {
+  std::vector<std::string> heads = {"traffic", "overhead", "eta"};
+  if (form == "corrected") heads.push_back("correction");
+  if (form == "direct") heads.push_back("direct");
+  if (form == "pairwise") heads.push_back("pairwise");
+  return heads;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CostModel>> TrainXgboostModel(
+    const Dataset& train, const XgboostOptions& o, const std::function<void(int, int)>& progress) {
+  if (std::find(std::begin(kModelForms), std::end(kModelForms), o.form) == std::end(kModelForms))
+    return Error(ErrorCode::kInvalidArgument, fmt::format("unknown model form '{}'", o.form));
+  if (train.size() < 2)
+    return Error(ErrorCode::kInvalidArgument,
+                 fmt::format("{} training samples: at least 2 are needed", train.size()));
+  auto model = std::make_unique<XgboostModel>(o.form, o.threads);
+  const std::vector<std::string> heads = HeadsOf(o.form);
+  const int ranking_members = std::max(1, o.ensemble);
+  const int total = o.rounds * (static_cast<int>(heads.size()) - 1 + ranking_members);
+  int done = 0;
+  const auto start = std::chrono::steady_clock::now();
+  auto tick = [&] {
+    ++done;
+    if (progress && done % 10 == 0) progress(done, total);
+    return o.max_seconds <= 0 ||
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() <
+               o.max_seconds * (done + 1) / total;
+  };
+  for (const std::string& head : heads) {
+    // The composition the correction head corrects uses the heads trained so far.
+    std::vector<Prediction> composed(train.size());
+    if (head == "correction") composed = model->Predict(train.x);
+    std::vector<float> labels(train.size());
+    for (int64_t i = 0; i < train.size(); ++i)
+      labels[i] = static_cast<float>(Label(head, train.y[i], composed[i]));
+    const bool ranking = head == "correction" || head == "direct" || head == "pairwise";
+    for (int member = 0; member < (ranking ? ranking_members : 1); ++member) {
+      FT_ASSIGN_OR_RETURN(Booster b, TrainHead(head, train, labels, o, member, tick));
+      model->heads()[head].name = head;
+      model->heads()[head].members.push_back(std::move(b));
+    }
+  }
+  if (progress) progress(total, total);
+  return std::unique_ptr<CostModel>(std::move(model));
+}
+
+Result<std::unique_ptr<CostModel>> LoadXgboostModel(const std::string& blob) {
+  const auto j = nlohmann::json::from_cbor(blob.begin(), blob.end(), true, false);
+  if (j.is_discarded() || !j.is_object() || j.value("format", "") != "fusetune-xgboost")
+    return Error(ErrorCode::kInvalidArgument, "the stored model is not a fusetune XGBoost model");
+  if (j.value("feature_version", 0) != kFeatureVersion)
+    return Error(ErrorCode::kUnsupported,
+                 fmt::format("the stored model uses feature version {}, this build {}",
+                             j.value("feature_version", 0), kFeatureVersion));
+  auto model = std::make_unique<XgboostModel>(j.value("form", "corrected"), 2);
+  if (!j.contains("heads") || !j["heads"].is_object())
+    return Error(ErrorCode::kInvalidArgument, "the stored model has no heads");
+  for (const auto& [name, members] : j["heads"].items())
+    for (const auto& member : members) {
+      if (!member.is_binary())
+        return Error(ErrorCode::kInvalidArgument, "a stored booster is not binary");
+      const auto& bytes = member.get_binary();
+      FT_ASSIGN_OR_RETURN(Booster b, NewBooster(nullptr, {{"nthread", "2"}}));
+      FT_XGB(XGBoosterLoadModelFromBuffer(b.get(), bytes.data(), bytes.size()),
+             "loading head " + name);
+      model->heads()[name].name = name;
+      model->heads()[name].members.push_back(std::move(b));
+    }
+  return std::unique_ptr<CostModel>(std::move(model));
+}
+
+}  // namespace fusetune::cost_model

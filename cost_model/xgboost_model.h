@@ -1,0 +1,44 @@
+// Training XGBoost models (the class itself is private to xgboost_model.cpp).
+//
+// Heads, each a booster over the same features:
+//   traffic     log2 measured bytes
+//   overhead    log2 schedule overhead seconds
+//   eta         overlap efficiency in [0, 1] (logistic)
+//   correction  log2(measured / composed): the direct head that corrects the
+//               physical composition
+//   direct      log2 measured seconds (plain regression)
+//   pairwise    XGBoost's rank:pairwise within each workload
+// A form names what ranks: "composed" (the first three, composed
+// physically), "corrected" (composed x 2^correction), "direct" or
+// "pairwise". The ranking head is an ensemble of boosters with different
+// seeds and row/column subsamples; their spread is the uncertainty.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "cost_model/dataset.h"
+
+namespace fusetune::cost_model {
+
+inline const char* const kModelForms[] = {"composed", "corrected", "direct", "pairwise"};
+
+struct XgboostOptions {
+  std::string form = "corrected";
+  int rounds = 300;
+  int max_depth = 6;
+  double learning_rate = 0.1;
+  int ensemble = 3;
+  int threads = 2;
+  uint64_t seed = 1;
+  // Stops adding trees when spent (online updates during a job); 0: no limit.
+  double max_seconds = 0;
+};
+
+// progress(done, total) counts boosting rounds over all heads.
+Result<std::unique_ptr<CostModel>> TrainXgboostModel(
+    const Dataset& train, const XgboostOptions& options,
+    const std::function<void(int, int)>& progress = {});
+
+}  // namespace fusetune::cost_model

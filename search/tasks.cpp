@@ -1,0 +1,71 @@
+#include "search/tasks.h"
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cost_model/dataset.h"
+#include "fusion_space/kernel_instance.h"
+
+namespace fusetune::search {
+
+const TilingSpace& Task::tilings() const {
+  std::vector<int32_t> all(graph->nodes.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
+  return space->Tilings(all);
+}
+
+db::WorkloadEntry Task::Workload() const {
+  std::vector<int32_t> all(graph->nodes.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
+  return {key.ToString(), db::WorkloadKind::kGroup,
+          cost_model::GroupWorkloadDescription(*graph, space->Match(all).instance)};
+}
+
+std::vector<Task> ExtractTasks(const Graph& graph, FusionSpace& space) {
+  std::vector<Task> tasks;
+  std::map<WorkloadKey, size_t> index;
+  for (const CandidateGroup& g : space.candidates().groups) {
+    if (!g.instance || g.instance->kind == KernelTemplate::kReference) continue;
+    auto [it, added] = index.emplace(g.key, tasks.size());
+    if (!added) {
+      ++tasks[it->second].occurrences;
+      continue;
+    }
+    Task t;
+    t.key = g.key;
+    t.nodes = g.nodes;
+    t.occurrences = 1;
+    t.kind = g.instance->kind;
+    t.summary = g.instance->summary;
+    t.graph = measure::GroupGraph(graph, g.nodes);
+    t.space = std::make_shared<FusionSpace>(*t.graph, space.config());
+    tasks.push_back(std::move(t));
+  }
+  // Keep only tasks whose group graph is still one legal group on its own.
+  std::vector<Task> usable;
+  for (Task& t : tasks) {
+    std::vector<int32_t> all(t.graph->nodes.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
+    if (t.space->Match(all).decision.allowed()) usable.push_back(std::move(t));
+  }
+  return usable;
+}
+
+db::Record MakeRecord(const Task& task, const measure::Candidate& candidate,
+                      const measure::MeasureResult& result, const std::string& target,
+                      int64_t job_id) {
+  db::Record r;
+  r.workload_key = task.key.ToString();
+  r.target = target;
+  r.plan = candidate.plan.dump();
+  r.status = measure::StatusName(result.status);
+  r.seconds = result.ok() ? result.time.median : 0;
+  r.metrics = measure::ResultToJson(result).dump();
+  r.error = result.error;
+  r.job_id = job_id;
+  r.fusetune_version = FUSETUNE_VERSION;
+  r.kernel_versions = {{KernelTemplateName(task.kind), KernelTemplateVersion(task.kind)}};
+  return r;
+}
+
+}  // namespace fusetune::search

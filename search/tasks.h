@@ -1,0 +1,44 @@
+// search/: the tuner (issue 8); this part: tuning tasks and measured samples.
+//
+// Map of the module (so far):
+//   tasks.h    a model's tuning tasks: its candidate groups that a kernel
+//              template implements, deduplicated by workload key, with the
+//              number of times each occurs
+//   sampling.h measuring tilings of tasks (uniform samples or the whole
+//              space); results flow back through a callback, as records
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "db/database.h"
+#include "fusion_space/space.h"
+#include "measure/measurer.h"
+
+namespace fusetune::search {
+
+struct Task {
+  WorkloadKey key;
+  std::vector<int32_t> nodes;  // the first occurrence's nodes
+  int64_t occurrences = 0;     // candidate groups with this key
+  KernelTemplate kind = KernelTemplate::kReference;
+  std::string summary;
+  // The group as a graph of its own, its space, and its tilings.
+  std::shared_ptr<const Graph> graph;
+  std::shared_ptr<FusionSpace> space;
+  const TilingSpace& tilings() const;
+  // The workload entry the database stores for it (the group graph as text).
+  db::WorkloadEntry Workload() const;
+};
+
+// Tasks of every candidate group that a kernel template implements, in the
+// order of their first node; `config` is the target's kernel configuration.
+std::vector<Task> ExtractTasks(const Graph& graph, FusionSpace& space);
+
+// The record of one measured candidate of `task`.
+db::Record MakeRecord(const Task& task, const measure::Candidate& candidate,
+                      const measure::MeasureResult& result, const std::string& target,
+                      int64_t job_id);
+
+}  // namespace fusetune::search
