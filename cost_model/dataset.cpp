@@ -155,7 +155,11 @@ Split SplitByWorkload(const Dataset& data, double valid_fraction, uint64_t seed)
 std::string GroupWorkloadDescription(const Graph& group_graph, const KernelInstance& instance) {
   TextPrintOptions print;
   print.max_inline_elements = 16;
-  return nlohmann::json{{"graph", PrintGraphText(group_graph, print)},
+  // The text form's graph name is a plain identifier; exporters' names
+  // ("torch_jit/...") are not.
+  Graph named = group_graph;
+  named.name = "group";
+  return nlohmann::json{{"graph", PrintGraphText(named, print)},
                         {"template", KernelTemplateName(instance.kind)},
                         {"summary", instance.summary},
                         {"nodes", instance.nodes.size()}}

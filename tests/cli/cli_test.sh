@@ -155,6 +155,17 @@ expect_error 2 "" -- $FUSETUNE inspect
 expect_error 2 "" -- $FUSETUNE no-such-command
 $FUSETUNE inspect "$DATA/encoder_dynamic_op17.onnx" --dim batch=1 --dim seq=4 >/dev/null || fail "inspect with --dim"
 
+# collect, retrain, evaluate-model: a small training set end to end, and errors
+$FUSETUNE collect "$DATA/mlp.onnx" "$DATA/encoder_postln_op13.onnx" --db "$TMP/train.db" --per-task 6 --min-time 0 --json >"$TMP/collect.json" 2>/dev/null || fail "collect"
+/usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['records'] > 100 and j['ok'] == j['records'], j" "$TMP/collect.json" || fail "collect summary"
+$FUSETUNE retrain --db "$TMP/train.db" --rounds 20 --json >"$TMP/retrain.json" 2>/dev/null || fail "retrain"
+/usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['promoted'] and j['valid_workloads'] > 0 and any(s['model'] == 'random' for s in j['scores']), j" "$TMP/retrain.json" || fail "retrain report"
+$FUSETUNE evaluate-model --db "$TMP/train.db" --rounds 20 --form direct >"$TMP/eval.txt" 2>/dev/null || fail "evaluate-model"
+grep -q "analytical" "$TMP/eval.txt" || fail "evaluate-model table lacks the analytical model"
+expect_error 2 "at least 2" -- $FUSETUNE retrain --db "$TMP/a.db"
+expect_error 2 "unable to open|not exist|cannot open" -- $FUSETUNE evaluate-model --db "$TMP/missing.db"
+expect_error 2 "form" -- $FUSETUNE retrain --db "$TMP/train.db" --form magic
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures CLI check(s) failed"
   exit 1
