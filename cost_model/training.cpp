@@ -70,24 +70,34 @@ void AddBaselines(db::Database& database, const Prepared& p, const RetrainOption
   report->scores.push_back({"random", EvaluateRandom(p.valid, 20, o.seed)});
 }
 
+// Loads and splits the samples, trains every form, scores the baselines.
+Result<std::unique_ptr<CostModel>> TrainAndScore(db::Database& database, const RetrainOptions& o,
+                                                 RetrainReport* report) {
+  FT_ASSIGN_OR_RETURN(Prepared p, Prepare(database, o, report));
+  FT_ASSIGN_OR_RETURN(auto best, TrainForms(p, o, report));
+  AddBaselines(database, p, o, report);
+  return best;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 }  // namespace
 
 Result<RetrainReport> EvaluateModels(db::Database& database, const RetrainOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   RetrainReport report;
-  FT_ASSIGN_OR_RETURN(Prepared p, Prepare(database, o, &report));
-  FT_ASSIGN_OR_RETURN(auto best, TrainForms(p, o, &report));
-  AddBaselines(database, p, o, &report);
-  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto trained = TrainAndScore(database, o, &report);
+  if (!trained.ok()) return trained.error();
+  report.seconds = SecondsSince(start);
   return report;
 }
 
 Result<RetrainReport> Retrain(db::Database& database, const RetrainOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   RetrainReport report;
-  FT_ASSIGN_OR_RETURN(Prepared p, Prepare(database, o, &report));
-  FT_ASSIGN_OR_RETURN(auto best, TrainForms(p, o, &report));
-  AddBaselines(database, p, o, &report);
+  FT_ASSIGN_OR_RETURN(auto best, TrainAndScore(database, o, &report));
   report.promoted = o.force || !report.active || report.chosen.BetterThan(*report.active);
   db::ModelEntry entry;
   entry.name = kXgboostModelName;
