@@ -180,12 +180,8 @@ TilingEstimate EstimateElementwise(const ElementwiseDesc& d, const ElementwiseTi
     e.bytes_in += op.strides.back() == 0 ? 4.0 * std::min<double>(runs, total) : 4.0 * total;
   }
   e.bytes_out = 4.0 * total * static_cast<double>(d.outputs.size());
-  for (int th = 0; th < threads; ++th)
-    e.max_thread_tiles =
-        std::max(e.max_thread_tiles, e.tiles * (th + 1) / threads - e.tiles * th / threads);
-  e.max_thread_work = e.tiles > 0 ? static_cast<double>(e.max_thread_tiles) / e.tiles : 1;
+  SetEvenSplit(&e, e.tiles, threads);
   e.lane_utilisation = static_cast<double>(t.tile) / static_cast<double>((t.tile + 15) / 16 * 16);
-  e.steps = e.max_thread_tiles;
   return e;
 }
 

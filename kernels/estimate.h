@@ -25,6 +25,10 @@ struct TilingEstimate {
   int64_t steps = 0;  // inner steps per thread, max (GEMM kc slices, attention key blocks)
 };
 
+// Fills tiles per thread, balance and steps for `tiles` contiguous tiles split
+// evenly over `threads`, as the rowwise and elementwise kernels split them.
+void SetEvenSplit(TilingEstimate* e, int64_t tiles, int threads);
+
 TilingEstimate EstimateGemm(const GemmDesc& desc, const GemmTiling& tiling, int threads);
 TilingEstimate EstimateRowwise(const RowwiseDesc& desc, const RowwiseTiling& tiling, int threads);
 TilingEstimate EstimateElementwise(const ElementwiseDesc& desc, const ElementwiseTiling& tiling,

@@ -232,13 +232,19 @@ TilingEstimate EstimateRowwise(const RowwiseDesc& d, const RowwiseTiling& t, int
   e.bytes_in =
       4.0 * (total_rows * d.cols * wide_in + e.tiles * d.cols * vector_in + total_rows * narrow_in);
   e.bytes_out = 4.0 * (total_rows * d.cols * wide_out + total_rows * narrow_out);
-  for (int th = 0; th < threads; ++th)
-    e.max_thread_tiles =
-        std::max(e.max_thread_tiles, e.tiles * (th + 1) / threads - e.tiles * th / threads);
-  e.max_thread_work = e.tiles > 0 ? static_cast<double>(e.max_thread_tiles) / e.tiles : 1;
+  SetEvenSplit(&e, e.tiles, threads);
   e.lane_utilisation = static_cast<double>(d.cols) / static_cast<double>((d.cols + 15) / 16 * 16);
-  e.steps = e.max_thread_tiles;
   return e;
+}
+
+void SetEvenSplit(TilingEstimate* e, int64_t tiles, int threads) {
+  e->tiles = tiles;
+  e->max_thread_tiles = 0;
+  for (int th = 0; th < threads; ++th)
+    e->max_thread_tiles =
+        std::max(e->max_thread_tiles, tiles * (th + 1) / threads - tiles * th / threads);
+  e->max_thread_work = tiles > 0 ? static_cast<double>(e->max_thread_tiles) / tiles : 1;
+  e->steps = e->max_thread_tiles;
 }
 
 }  // namespace fusetune::kernels

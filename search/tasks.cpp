@@ -2,23 +2,26 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "cost_model/dataset.h"
 #include "fusion_space/kernel_instance.h"
 
 namespace fusetune::search {
 
-const TilingSpace& Task::tilings() const {
+std::vector<int32_t> Task::group_nodes() const {
   std::vector<int32_t> all(graph->nodes.size());
-  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
-  return space->Tilings(all);
+  std::iota(all.begin(), all.end(), 0);
+  return all;
 }
 
+const KernelInstance& Task::instance() const { return space->Match(group_nodes()).instance; }
+
+const TilingSpace& Task::tilings() const { return space->Tilings(group_nodes()); }
+
 db::WorkloadEntry Task::Workload() const {
-  std::vector<int32_t> all(graph->nodes.size());
-  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
   return {key.ToString(), db::WorkloadKind::kGroup,
-          cost_model::GroupWorkloadDescription(*graph, space->Match(all).instance)};
+          cost_model::GroupWorkloadDescription(*graph, instance())};
 }
 
 std::vector<Task> ExtractTasks(const Graph& graph, FusionSpace& space) {
@@ -43,11 +46,8 @@ std::vector<Task> ExtractTasks(const Graph& graph, FusionSpace& space) {
   }
   // Keep only tasks whose group graph is still one legal group on its own.
   std::vector<Task> usable;
-  for (Task& t : tasks) {
-    std::vector<int32_t> all(t.graph->nodes.size());
-    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
-    if (t.space->Match(all).decision.allowed()) usable.push_back(std::move(t));
-  }
+  for (Task& t : tasks)
+    if (t.space->Match(t.group_nodes()).decision.allowed()) usable.push_back(std::move(t));
   return usable;
 }
 

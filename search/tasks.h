@@ -27,6 +27,9 @@ struct Task {
   // The group as a graph of its own, its space, and its tilings.
   std::shared_ptr<const Graph> graph;
   std::shared_ptr<FusionSpace> space;
+  // Every node of `graph` (the whole group), and the group's kernel instance.
+  std::vector<int32_t> group_nodes() const;
+  const KernelInstance& instance() const;
   const TilingSpace& tilings() const;
   // The workload entry the database stores for it (the group graph as text).
   db::WorkloadEntry Workload() const;

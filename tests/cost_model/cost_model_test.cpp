@@ -32,11 +32,7 @@ Groups LoadGroups(const std::string& model) {
   return g;
 }
 
-GroupInfo InfoOf(const search::Task& t) {
-  std::vector<int32_t> all(t.graph->nodes.size());
-  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
-  return MakeGroupInfo(*t.graph, t.space->Match(all).instance);
-}
+GroupInfo InfoOf(const search::Task& t) { return MakeGroupInfo(*t.graph, t.instance()); }
 
 TEST(Features, MemoisedEqualFreshAndAreFinite) {
   Groups g = LoadGroups("encoder_postln_op13");
