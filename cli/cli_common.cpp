@@ -12,6 +12,7 @@
 #include "graph/npy.h"
 #include "graph/onnx_io.h"
 #include "graph/passes.h"
+#include "measure/target.h"
 
 namespace fusetune::cli {
 
@@ -67,6 +68,57 @@ std::string Scaled(double n, double base, const char* const* units, int count,
                 : fmt::format(fmt::runtime(unit_format), n, units[u]);
 }
 }  // namespace
+
+Result<std::string> EnsureTarget(db::Database& database, int threads, nlohmann::json* calibration) {
+  const std::string fingerprint = measure::DetectTarget().HashString();
+  FT_ASSIGN_OR_RETURN(auto stored, database.GetTarget(fingerprint));
+  if (stored.has_value() && (*stored).calibration != "{}") {
+    if (calibration) *calibration = nlohmann::json::parse((*stored).calibration, nullptr, false);
+    return fingerprint;
+  }
+  fmt::print(stderr, "calibrating this machine (once per database)...\n");
+  const nlohmann::json c = measure::CalibrationToJson(measure::Calibrate(threads));
+  FT_RETURN_IF_ERROR(database.PutTarget({fingerprint, c["target"].dump(), c.dump()}));
+  if (calibration) *calibration = c;
+  return fingerprint;
+}
+
+Result<double> ParseDuration(const std::string& text) {
+  const Error bad(ErrorCode::kInvalidArgument,
+                  "bad duration '" + text + "': expected e.g. 8h, 30m, 90s, 1h30m or seconds");
+  if (text.empty()) return bad;
+  double total = 0;
+  size_t i = 0;
+  bool any = false;
+  while (i < text.size()) {
+    size_t used = 0;
+    double value = 0;
+    try {
+      value = std::stod(text.substr(i), &used);
+    } catch (const std::exception&) {
+      return bad;
+    }
+    if (value < 0) return bad;
+    i += used;
+    double unit = 1;
+    if (i < text.size()) {
+      const char u = text[i++];
+      if (u == 'h')
+        unit = 3600;
+      else if (u == 'm')
+        unit = 60;
+      else if (u == 's')
+        unit = 1;
+      else
+        return bad;
+    } else if (any) {
+      return bad;  // "1h30" is ambiguous
+    }
+    total += value * unit;
+    any = true;
+  }
+  return total;
+}
 
 std::string HumanCount(double n) {
   static const char* const units[] = {"", " K", " M", " G", " T"};

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "db/database.h"
 #include "fusion_space/space.h"
 #include "graph/graph.h"
 #include "graph/reference_executor.h"
@@ -58,6 +59,14 @@ Result<nlohmann::json> WriteOutputs(const Graph& graph, const TensorMap& outputs
 
 // --plan: a plan file, or "unfused" or "greedy".
 Result<Plan> LoadPlanArg(FusionSpace& space, const std::string& plan);
+
+// This machine's target fingerprint; calibrates it and stores the
+// calibration when the database lacks it. `calibration` receives it.
+Result<std::string> EnsureTarget(db::Database& database, int threads,
+                                 nlohmann::json* calibration = nullptr);
+
+// "8h", "30m", "90s", "1h30m" or plain seconds.
+Result<double> ParseDuration(const std::string& text);
 
 std::string HumanCount(double n);  // 1.23 M
 std::string HumanBytes(double n);  // 1.2 MiB

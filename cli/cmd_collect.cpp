@@ -11,7 +11,6 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
-#include "measure/target.h"
 #include "search/sampling.h"
 
 namespace fusetune::cli {
@@ -28,17 +27,6 @@ struct CollectArgs {
   search::SampleOptions sample;
   bool json = false;
 };
-
-// This machine's target, calibrated and stored when the database lacks it.
-Result<std::string> EnsureTarget(db::Database& database, int threads) {
-  const std::string fingerprint = measure::DetectTarget().HashString();
-  FT_ASSIGN_OR_RETURN(auto stored, database.GetTarget(fingerprint));
-  if (stored.has_value() && (*stored).calibration != "{}") return fingerprint;
-  fmt::print(stderr, "calibrating this machine (once per database)...\n");
-  const nlohmann::json c = measure::CalibrationToJson(measure::Calibrate(threads));
-  FT_RETURN_IF_ERROR(database.PutTarget({fingerprint, c["target"].dump(), c.dump()}));
-  return fingerprint;
-}
 
 int Collect(CollectArgs& args) {
   auto opened = db::MakeSqliteDatabase(args.db);

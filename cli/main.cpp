@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
   cli::AddCollectCommand(app, set_result);
   cli::AddRetrainCommand(app, set_result);
   cli::AddEvaluateModelCommand(app, set_result);
+  cli::AddTuneCommand(app, set_result);
+  cli::AddReportCommand(app, set_result);
   app.parse_complete_callback([&] {
     LogLevel level;
     if (!log_level.empty()) {

@@ -41,6 +41,10 @@ Result<std::unique_ptr<Rebuilt>> Rebuild(const db::WorkloadEntry& w, const Targe
   if (!match.decision.allowed())
     return Error(ErrorCode::kInvalidArgument, fmt::format("workload {}: not one legal group: {}",
                                                           w.key, match.decision.ToString()));
+  // Reference kernels have no tiling to rank: the tuner measures them once.
+  if (match.instance.kind == KernelTemplate::kReference)
+    return Error(ErrorCode::kInvalidArgument,
+                 fmt::format("workload {}: a reference kernel, nothing to rank", w.key));
   r->info = MakeGroupInfo(r->graph, match.instance);
   return r;
 }

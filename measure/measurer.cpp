@@ -110,6 +110,7 @@ Status Measurer::StartWorker() {
   fd_ = fds[0];
   ++worker_starts_;
   for (auto& [ptr, known] : graphs_) known.in_worker = false;
+  worker_order_.clear();
   return Status::Ok();
 }
 
@@ -140,6 +141,14 @@ Result<uint64_t> Measurer::SendGraph(const std::shared_ptr<const Graph>& graph) 
     payload += known.onnx;
     FT_RETURN_IF_ERROR(WriteFrame(fd_, FrameKind::kLoadGraph, payload));
     known.in_worker = true;
+    // The worker drops its least recently loaded graph beyond its capacity.
+    worker_order_.remove(graph.get());
+    worker_order_.push_back(graph.get());
+    while (worker_order_.size() > kWorkerMaxGraphs) {
+      if (auto dropped = graphs_.find(worker_order_.front()); dropped != graphs_.end())
+        dropped->second.in_worker = false;
+      worker_order_.pop_front();
+    }
   }
   return known.id;
 }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <span>
@@ -77,6 +78,7 @@ class Measurer {
     bool in_worker = false;
   };
   std::map<const Graph*, KnownGraph> graphs_;
+  std::list<const Graph*> worker_order_;  // loaded into the worker, oldest first
   uint64_t next_graph_id_ = 1;
 };
 

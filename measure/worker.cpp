@@ -112,7 +112,7 @@ class Worker {
     graphs_[id] = std::move(loaded);
     order_.remove(id);
     order_.push_back(id);
-    while (order_.size() > kMaxGraphs) {  // least recently loaded first
+    while (order_.size() > kWorkerMaxGraphs) {  // least recently loaded first
       graphs_.erase(order_.front());
       order_.pop_front();
     }
@@ -131,8 +131,6 @@ class Worker {
   }
 
  private:
-  static constexpr size_t kMaxGraphs = 8;
-
   MeasureResult MeasureRequest(const nlohmann::json& request) {
     const uint64_t id = request.at("graph").get<uint64_t>();
     auto it = graphs_.find(id);

@@ -23,6 +23,10 @@
 
 namespace fusetune::measure {
 
+// Graphs a worker keeps at once; loading one more drops the least recently
+// loaded, and the parent (Measurer) mirrors that to know what to resend.
+inline constexpr size_t kWorkerMaxGraphs = 8;
+
 enum class FrameKind : uint32_t { kLoadGraph = 1, kMeasure = 2, kResult = 3, kShutdown = 4 };
 
 struct Frame {

@@ -6,6 +6,7 @@
 
 #include "cost_model/dataset.h"
 #include "fusion_space/kernel_instance.h"
+#include "graph/workload_key.h"
 
 namespace fusetune::search {
 
@@ -24,11 +25,14 @@ db::WorkloadEntry Task::Workload() const {
           cost_model::GroupWorkloadDescription(*graph, instance())};
 }
 
-std::vector<Task> ExtractTasks(const Graph& graph, FusionSpace& space) {
+std::vector<Task> ExtractTasks(const Graph& graph, FusionSpace& space, bool include_reference) {
   std::vector<Task> tasks;
   std::map<WorkloadKey, size_t> index;
   for (const CandidateGroup& g : space.candidates().groups) {
-    if (!g.instance || g.instance->kind == KernelTemplate::kReference) continue;
+    if (!g.instance) continue;
+    if (g.instance->kind == KernelTemplate::kReference &&
+        !(include_reference && g.nodes.size() == 1))
+      continue;
     auto [it, added] = index.emplace(g.key, tasks.size());
     if (!added) {
       ++tasks[it->second].occurrences;
@@ -49,6 +53,12 @@ std::vector<Task> ExtractTasks(const Graph& graph, FusionSpace& space) {
   for (Task& t : tasks)
     if (t.space->Match(t.group_nodes()).decision.allowed()) usable.push_back(std::move(t));
   return usable;
+}
+
+std::string GraphWorkloadKey(const Graph& graph) {
+  std::vector<int32_t> all(graph.nodes.size());
+  std::iota(all.begin(), all.end(), 0);
+  return ComputeWorkloadKey(graph, all).ToString();
 }
 
 db::Record MakeRecord(const Task& task, const measure::Candidate& candidate,

@@ -36,8 +36,14 @@ struct Task {
 };
 
 // Tasks of every candidate group that a kernel template implements, in the
-// order of their first node; `config` is the target's kernel configuration.
-std::vector<Task> ExtractTasks(const Graph& graph, FusionSpace& space);
+// order of their first node. With `include_reference`, single nodes that
+// only the reference kernels run are tasks too (one tiling each): the tuner
+// measures them once, so that the partition compares measured costs.
+std::vector<Task> ExtractTasks(const Graph& graph, FusionSpace& space,
+                               bool include_reference = false);
+
+// The workload key a whole graph's plans are stored under.
+std::string GraphWorkloadKey(const Graph& graph);
 
 // The record of one measured candidate of `task`.
 db::Record MakeRecord(const Task& task, const measure::Candidate& candidate,

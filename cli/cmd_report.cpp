@@ -1,0 +1,179 @@
+// fusetune report --db FILE [--job ID] [--out DIR]: a tuning job's tables,
+// from the summary the job stored, and its plots from its records: the
+// tuning curve of the heaviest tasks, the whole model's best latency over
+// the job, and predicted against measured time.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "cli/svg_plot.h"
+#include "cli/tune_summary.h"
+#include "search/tuner.h"
+
+namespace fusetune::cli {
+
+namespace {
+
+struct ReportArgs {
+  std::string db = "fusetune.db";
+  int64_t job = 0;
+  std::string out;
+  bool json = false;
+};
+
+Result<db::JobEntry> PickJob(db::Database& database, int64_t id) {
+  if (id > 0) {
+    FT_ASSIGN_OR_RETURN(auto job, database.GetJob(id));
+    if (!job.has_value()) return Error(ErrorCode::kNotFound, fmt::format("no job {}", id));
+    return *job;
+  }
+  FT_ASSIGN_OR_RETURN(auto jobs, database.ListJobs());
+  for (auto it = jobs.rbegin(); it != jobs.rend(); ++it)
+    if (nlohmann::json::parse(it->progress, nullptr, false).contains("summary")) return *it;
+  return Error(ErrorCode::kNotFound, "no tuning job in this database (run fusetune tune)");
+}
+
+struct Curves {
+  std::map<std::string, PlotSeries> tasks;  // best so far, by trial of the task
+  PlotSeries model{"best whole plan", {}, true};
+  PlotSeries unfused{"unfused", {}, true};
+  std::map<std::string, PlotSeries> predicted;  // by model
+};
+
+Result<Curves> ReadCurves(db::Database& database, int64_t job_id, const std::string& graph_key,
+                          const std::set<std::string>& shown_tasks) {
+  Curves c;
+  std::map<std::string, double> best;
+  std::map<std::string, int64_t> trials;
+  int64_t job_trials = 0;
+  double best_plan = 0;
+  db::RecordFilter filter;
+  filter.job_id = job_id;
+  FT_RETURN_IF_ERROR(database.ForEachRecord(filter, [&](const db::Record& r) {
+    const auto m = nlohmann::json::parse(r.metrics, nullptr, false);
+    const bool ok = r.status == "ok";
+    if (r.workload_key == graph_key) {
+      if (!ok) return true;
+      const std::string kind = m.contains("search") ? m["search"].value("plan_kind", "") : "";
+      if (kind == "unfused") c.unfused.points.push_back({double(job_trials), r.seconds * 1e3});
+      best_plan = best_plan == 0 ? r.seconds : std::min(best_plan, r.seconds);
+      c.model.points.push_back({double(job_trials), best_plan * 1e3});
+      return true;
+    }
+    ++job_trials;
+    const int64_t n = ++trials[r.workload_key];
+    if (!ok) return true;
+    auto& b = best[r.workload_key];
+    b = b == 0 ? r.seconds : std::min(b, r.seconds);
+    if (shown_tasks.count(r.workload_key))
+      c.tasks[r.workload_key].points.push_back({double(n), b * 1e3});
+    if (m.is_object() && m.contains("search")) {
+      const double p = m["search"].value("predicted_seconds", 0.0);
+      const std::string model = m["search"].value("model", "");
+      if (p > 0 && model.find("pairwise") == std::string::npos)
+        c.predicted[model].points.push_back({p * 1e3, r.seconds * 1e3});
+    }
+    return true;
+  }));
+  if (!c.unfused.points.empty())
+    c.unfused.points.push_back({double(job_trials), c.unfused.points[0].second});
+  if (!c.model.points.empty()) c.model.points.push_back({double(job_trials), best_plan * 1e3});
+  return c;
+}
+
+Status WritePlots(db::Database& database, const db::JobEntry& job,
+                  const search::TuneSummary& summary, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Error(ErrorCode::kIo, "cannot create " + dir + ": " + ec.message());
+  const auto spec = nlohmann::json::parse(job.spec, nullptr, false);
+  const std::string graph_key = spec.value("graph_key", "");
+  std::vector<const search::TaskReport*> tasks;
+  for (const auto& t : summary.tasks)
+    if (t.best_seconds && t.measured > 1) tasks.push_back(&t);
+  std::stable_sort(tasks.begin(), tasks.end(), [](auto* a, auto* b) {
+    return a->occurrences * *a->best_seconds > b->occurrences * *b->best_seconds;
+  });
+  if (tasks.size() > 8) tasks.resize(8);
+  std::set<std::string> shown;
+  std::map<std::string, std::string> names;
+  for (auto* t : tasks)
+    shown.insert(t->key), names[t->key] = fmt::format("{}x {}", t->occurrences, t->summary);
+  FT_ASSIGN_OR_RETURN(Curves c, ReadCurves(database, job.id, graph_key, shown));
+  std::vector<PlotSeries> task_series;
+  for (auto* t : tasks) {
+    PlotSeries s = c.tasks[t->key];
+    s.name = names[t->key];
+    task_series.push_back(std::move(s));
+  }
+  FT_RETURN_IF_ERROR(WriteSvgPlot(dir + "/tuning_curves.svg",
+                                  {"Best time found per task (heaviest tasks)",
+                                   "trials of the task", "best time (ms)", false, true},
+                                  task_series));
+  FT_RETURN_IF_ERROR(WriteSvgPlot(dir + "/whole_model.svg",
+                                  {"Whole model: best measured plan over the job",
+                                   "group trials so far", "latency (ms)", false, false},
+                                  {c.model, c.unfused}));
+  std::vector<PlotSeries> scatter;
+  for (auto& [model, s] : c.predicted) {
+    s.name = model;
+    s.line = false;
+    scatter.push_back(s);
+  }
+  return WriteSvgPlot(dir + "/predicted_vs_measured.svg",
+                      {"Predicted against measured time (group candidates)", "predicted (ms)",
+                       "measured (ms)", true, true, true},
+                      scatter);
+}
+
+int Report(const ReportArgs& args) {
+  db::OpenOptions o;
+  o.create = false;
+  o.read_only = true;
+  auto opened = db::MakeSqliteDatabase(args.db, o);
+  if (!opened.ok()) return ReportError(opened.error());
+  auto job = PickJob(**opened, args.job);
+  if (!job.ok()) return ReportError(job.error());
+  const auto progress = nlohmann::json::parse(job->progress, nullptr, false);
+  if (!progress.is_object() || !progress.contains("summary"))
+    return ReportError(
+        Error(ErrorCode::kNotFound, fmt::format("job {} has no summary yet", job->id)));
+  auto summary = search::SummaryFromJson(progress["summary"]);
+  if (!summary.ok()) return ReportError(summary.error());
+  if (!args.out.empty())
+    if (Status st = WritePlots(**opened, *job, *summary, args.out); !st.ok())
+      return ReportError(st.error());
+  if (args.json) {
+    nlohmann::json j = search::SummaryToJson(*summary);
+    j["job"] = job->id;
+    j["state"] = job->state;
+    j["spec"] = nlohmann::json::parse(job->spec, nullptr, false);
+    PrintJson(j);
+  } else {
+    fmt::print("job {} ({}): {}\n{}", job->id, job->state, job->spec, FormatTuneSummary(*summary));
+    if (!args.out.empty())
+      fmt::print("plots: {0}/tuning_curves.svg {0}/whole_model.svg {0}/predicted_vs_measured.svg\n",
+                 args.out);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddReportCommand(CLI::App& app, std::function<void(int)> set_result) {
+  auto args = std::make_shared<ReportArgs>();
+  CLI::App* cmd = app.add_subcommand("report", "A tuning job's tables and plots");
+  cmd->add_option("--db", args->db, "Tuning database")->capture_default_str();
+  cmd->add_option("--job", args->job, "Job id (default: the latest)");
+  cmd->add_option("--out", args->out, "Write SVG plots into this folder");
+  cmd->add_flag("--json", args->json, "Print the summary as JSON");
+  cmd->callback([args, set_result] { set_result(Report(*args)); });
+}
+
+}  // namespace fusetune::cli

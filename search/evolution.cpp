@@ -1,0 +1,170 @@
+#include "search/evolution.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <set>
+
+#include "search/sampling.h"
+
+namespace fusetune::search {
+
+TaskSearch::TaskSearch(const Task& task, EvolutionOptions options, uint64_t seed)
+    : task_(&task),
+      group_(cost_model::MakeGroupInfo(*task.graph, task.instance())),
+      options_(options),
+      rng_(seed),
+      predicted_best_(task.tilings().Default()) {}
+
+void TaskSearch::AddMeasured(const Tiling& tiling, std::optional<double> seconds) {
+  measured_[TilingToString(tiling)] = seconds;
+  if (seconds.has_value() && (!best_seconds_.has_value() || *seconds < *best_seconds_)) {
+    best_seconds_ = seconds;
+    best_tiling_ = tiling;
+  }
+}
+
+bool TaskSearch::exhausted() const { return measured() >= task_->tilings().size(); }
+
+std::vector<double> TaskSearch::Score(const std::vector<Tiling>& tilings,
+                                      const cost_model::CostModel& model,
+                                      const cost_model::TargetFeatures& target) const {
+  cost_model::FeatureMatrix x;
+  for (const Tiling& t : tilings) x.Add(group_, t, target);
+  const std::vector<cost_model::Prediction> predicted = model.Predict(x);
+  std::vector<double> score(tilings.size());
+  for (size_t i = 0; i < tilings.size(); ++i)
+    score[i] = predicted[i].seconds * std::exp2(-options_.explore * predicted[i].uncertainty);
+  return score;
+}
+
+std::optional<Tiling> TaskSearch::Mutate(const Tiling& parent) {
+  const TilingSpace& space = task_->tilings();
+  auto choice = space.ChoiceOf(parent);
+  if (!choice.has_value() || space.params().empty()) return std::nullopt;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    std::vector<int> c = *choice;
+    const size_t p = rng_.Below(space.params().size());
+    const int n = static_cast<int>(space.params()[p].values.size());
+    if (n < 2) continue;
+    if (rng_.Uniform() < 0.6)
+      c[p] = std::clamp(c[p] + (rng_.Below(2) == 0 ? -1 : 1), 0, n - 1);
+    else
+      c[p] = static_cast<int>(rng_.Below(n));
+    if (c == *choice) continue;
+    Tiling child = space.At(c);
+    if (space.Check(child)) return child;
+  }
+  return std::nullopt;
+}
+
+std::optional<Tiling> TaskSearch::Crossover(const Tiling& a, const Tiling& b) {
+  const TilingSpace& space = task_->tilings();
+  auto ca = space.ChoiceOf(a), cb = space.ChoiceOf(b);
+  if (!ca.has_value() || !cb.has_value()) return std::nullopt;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    std::vector<int> c = *ca;
+    for (size_t p = 0; p < c.size(); ++p)
+      if (rng_.Below(2) == 1) c[p] = (*cb)[p];
+    Tiling child = space.At(c);
+    if (space.Check(child)) return child;
+  }
+  return std::nullopt;
+}
+
+// The population after the last generation, best predicted first.
+std::vector<Tiling> TaskSearch::Evolve(const cost_model::CostModel& model,
+                                       const cost_model::TargetFeatures& target,
+                                       std::vector<double>* ranked_scores) {
+  const TilingSpace& space = task_->tilings();
+  std::vector<Tiling> population = SampleTilings(space, options_.population, rng_);
+  if (best_tiling_.has_value()) population.push_back(*best_tiling_);
+  population.push_back(space.Default());
+  std::vector<double> score;
+  const bool whole_space = space.size() <= options_.population;
+  for (int gen = 0;; ++gen) {
+    // Deduplicate, score, sort.
+    std::map<std::string, Tiling> unique;
+    for (Tiling& t : population) unique.emplace(TilingToString(t), std::move(t));
+    population.clear();
+    for (auto& [key, t] : unique) population.push_back(std::move(t));
+    score = Score(population, model, target);
+    std::vector<size_t> order(population.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return score[a] < score[b]; });
+    std::vector<Tiling> sorted;
+    std::vector<double> sorted_score;
+    for (size_t i : order) {
+      sorted.push_back(population[i]);
+      sorted_score.push_back(score[i]);
+    }
+    population = std::move(sorted);
+    score = std::move(sorted_score);
+    if (gen == options_.generations || whole_space) break;
+    // The better half are parents; children refill the population.
+    const size_t parents = std::max<size_t>(2, population.size() / 2);
+    population.resize(std::min(parents, population.size()));
+    const size_t target_size = static_cast<size_t>(options_.population);
+    for (int tries = 0; population.size() < target_size && tries < options_.population * 4;
+         ++tries) {
+      const Tiling& a = population[rng_.Below(parents)];
+      std::optional<Tiling> child;
+      if (rng_.Uniform() < options_.crossover_share)
+        child = Crossover(a, population[rng_.Below(parents)]);
+      else
+        child = Mutate(a);
+      if (child.has_value()) population.push_back(std::move(*child));
+    }
+  }
+  if (!population.empty()) {
+    predicted_best_ = population.front();
+    predicted_best_seconds_ = score.front();
+  }
+  *ranked_scores = std::move(score);
+  return population;
+}
+
+std::vector<Proposal> TaskSearch::Propose(int count, const cost_model::CostModel& model,
+                                          const cost_model::TargetFeatures& target) {
+  best_at_round_start_ = best_seconds_;
+  std::vector<Proposal> out;
+  std::set<std::string> taken;
+  auto fresh = [&](const Tiling& t) {
+    const std::string key = TilingToString(t);
+    return !measured_.count(key) && taken.insert(key).second;
+  };
+  if (rounds_ == 0) {
+    const Tiling baseline = task_->tilings().Default();
+    if (fresh(baseline)) out.push_back({baseline, 0, false});
+  }
+  std::vector<double> score;
+  const std::vector<Tiling> ranked = Evolve(model, target, &score);
+  const int random_picks = static_cast<int>(std::floor(count * options_.epsilon));
+  for (size_t i = 0; i < ranked.size() && static_cast<int>(out.size()) < count - random_picks; ++i)
+    if (fresh(ranked[i])) out.push_back({ranked[i], score[i], false});
+  // Random unmeasured picks, then fill from the ranking if the space is small.
+  const TilingSpace& space = task_->tilings();
+  for (int tries = 0; static_cast<int>(out.size()) < count && tries < count * 8; ++tries) {
+    Tiling t = space.Sample(rng_);
+    if (fresh(t)) out.push_back({t, 0, true});
+  }
+  if (static_cast<int>(out.size()) < count)
+    for (const Tiling& t : space.Enumerate()) {
+      if (static_cast<int>(out.size()) >= count) break;
+      if (fresh(t)) out.push_back({t, 0, true});
+    }
+  return out;
+}
+
+void TaskSearch::EndRound() {
+  ++rounds_;
+  if (best_seconds_.has_value() && best_at_round_start_.has_value())
+    recent_gain_ = std::max(0.0, (*best_at_round_start_ - *best_seconds_) / *best_at_round_start_);
+  else
+    recent_gain_ = 1;
+  flat_rounds_ = recent_gain_ < options_.min_gain ? flat_rounds_ + 1 : 0;
+  converged_ = exhausted() || flat_rounds_ >= options_.patience;
+}
+
+}  // namespace fusetune::search

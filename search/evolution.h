@@ -1,0 +1,96 @@
+// The tiling search of one task: an evolutionary search over its tiling
+// space, ranked by the cost model, one round at a time.
+//
+// A round: the population starts from uniform samples of the space and the
+// best tilings measured so far; each generation keeps the better half by
+// predicted time and refills the rest with mutations (one parameter moved to
+// a neighbouring or random value) and crossovers (each parameter from either
+// parent), legal ones only. The round proposes the predicted best tilings
+// not measured yet, plus a share drawn at random from the unmeasured ones
+// (epsilon-greedy: the model is wrong in places it has not seen). The first
+// round always includes the default tiling, the baseline a rule-based
+// compiler would run. The task has converged when its space is exhausted or
+// when `patience` rounds in a row improved its best time by less than
+// `min_gain`.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/rng.h"
+#include "cost_model/cost_model.h"
+#include "search/tasks.h"
+
+namespace fusetune::search {
+
+struct EvolutionOptions {
+  int population = 256;
+  int generations = 4;
+  double crossover_share = 0.3;  // of the children; the rest are mutations
+  double epsilon = 0.125;        // share of each round drawn at random
+  // Optimism under uncertainty: rank by predicted x 2^(-explore x uncertainty).
+  double explore = 0.5;
+  int patience = 3;
+  double min_gain = 0.01;
+};
+
+struct Proposal {
+  Tiling tiling;
+  double predicted_seconds = 0;  // the model's ranking value (0 for random picks)
+  bool random = false;
+};
+
+class TaskSearch {
+ public:
+  TaskSearch(const Task& task, EvolutionOptions options, uint64_t seed);
+
+  // A tiling measured before this search (a resumed job, another job): it is
+  // never proposed again; `seconds` when it ran correctly.
+  void AddMeasured(const Tiling& tiling, std::optional<double> seconds);
+  // Up to `count` tilings not measured yet, best predicted first.
+  std::vector<Proposal> Propose(int count, const cost_model::CostModel& model,
+                                const cost_model::TargetFeatures& target);
+  // After the round's measurements: updates the best time and convergence.
+  void EndRound();
+
+  const Task& task() const { return *task_; }
+  const cost_model::GroupInfo& group() const { return group_; }
+  bool converged() const { return converged_; }
+  bool exhausted() const;
+  int rounds() const { return rounds_; }
+  int64_t measured() const { return static_cast<int64_t>(measured_.size()); }
+  std::optional<double> best_seconds() const { return best_seconds_; }
+  const std::optional<Tiling>& best_tiling() const { return best_tiling_; }
+  // Relative improvement of the best time over the last round (1 before any).
+  double recent_gain() const { return recent_gain_; }
+  // The model's best predicted tiling of the last round (or the default).
+  const Tiling& predicted_best() const { return predicted_best_; }
+  double predicted_best_seconds() const { return predicted_best_seconds_; }
+
+ private:
+  std::vector<Tiling> Evolve(const cost_model::CostModel& model,
+                             const cost_model::TargetFeatures& target,
+                             std::vector<double>* ranked_scores);
+  std::vector<double> Score(const std::vector<Tiling>& tilings, const cost_model::CostModel& model,
+                            const cost_model::TargetFeatures& target) const;
+  std::optional<Tiling> Mutate(const Tiling& parent);
+  std::optional<Tiling> Crossover(const Tiling& a, const Tiling& b);
+
+  const Task* task_;
+  cost_model::GroupInfo group_;
+  EvolutionOptions options_;
+  Rng rng_;
+  std::map<std::string, std::optional<double>> measured_;  // TilingToString -> seconds
+  std::optional<double> best_seconds_, best_at_round_start_;
+  std::optional<Tiling> best_tiling_;
+  Tiling predicted_best_;
+  double predicted_best_seconds_ = 0;
+  double recent_gain_ = 1;
+  int rounds_ = 0, flat_rounds_ = 0;
+  bool converged_ = false;
+};
+
+}  // namespace fusetune::search

@@ -1,0 +1,224 @@
+// The tuner's loop: baselines, rounds, online model updates, stopping.
+// Whole plans (partition, measurement, summary) are in tuner_plans.cpp.
+#include "search/tuner.h"
+
+#include <fmt/format.h>
+
+#include "cost_model/xgboost_model.h"
+#include "fusion_space/plan_json.h"
+#include "search/tuner_plans.h"
+
+namespace fusetune::search {
+
+Tuner::Tuner(std::shared_ptr<const Graph> graph, FusionSpace& space, std::vector<Task> tasks,
+             TunerOptions options, TunerContext context, MeasureFn measure,
+             TunerCallbacks callbacks)
+    : graph_(std::move(graph)),
+      space_(space),
+      tasks_(std::move(tasks)),
+      options_(options),
+      context_(std::move(context)),
+      measure_(std::move(measure)),
+      callbacks_(std::move(callbacks)),
+      graph_key_(GraphWorkloadKey(*graph_)),
+      model_(cost_model::MakeAnalyticalModel()),
+      plans_(std::make_unique<PlanState>()),
+      start_(std::chrono::steady_clock::now()) {
+  task_results_.resize(tasks_.size());
+  in_plan_.assign(tasks_.size(), true);
+  for (size_t t = 0; t < tasks_.size(); ++t) {
+    searches_.push_back(
+        std::make_unique<TaskSearch>(tasks_[t], options_.evolution, ForkSeed(options_.seed, t)));
+    task_by_key_[tasks_[t].key.ToString()] = static_cast<int>(t);
+  }
+}
+
+Tuner::~Tuner() = default;
+
+void Tuner::SetModel(std::unique_ptr<cost_model::CostModel> model) { model_ = std::move(model); }
+
+void Tuner::SetHistory(cost_model::Dataset history) {
+  history_ = std::move(history);
+  history_workloads_.clear();
+  for (size_t i = 0; i < history_.workload_keys.size(); ++i)
+    history_workloads_[history_.workload_keys[i]] = static_cast<int>(i);
+}
+
+bool Tuner::AddPrior(const db::Record& record) {
+  if (record.workload_key == graph_key_) return plans_->AddPrior(record);
+  auto it = task_by_key_.find(record.workload_key);
+  if (it == task_by_key_.end()) return false;
+  const int t = it->second;
+  const auto plan_json = nlohmann::json::parse(record.plan, nullptr, false);
+  auto plan = PlanFromJson(*tasks_[t].space, plan_json);
+  if (!plan.ok() || plan->groups.size() != 1) return false;
+  const Tiling& tiling = plan->groups[0].tiling;
+  const bool ok = record.status == "ok";
+  searches_[t]->AddMeasured(tiling, ok ? std::optional<double>(record.seconds) : std::nullopt);
+  if (ok) {
+    const auto m = nlohmann::json::parse(record.metrics, nullptr, false);
+    Measured facts{record.seconds, 0, -1};
+    if (m.is_object()) {
+      facts.bytes = m.value("bytes_in", 0.0) + m.value("bytes_out", 0.0);
+      facts.overlap = m.value("overlap", -1.0);
+    }
+    task_results_[t][TilingToString(tiling)] = facts;
+  }
+  return true;
+}
+
+double Tuner::Elapsed() const {
+  return options_.seconds_before +
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+std::optional<std::string> Tuner::StopReason() {
+  if (callbacks_.should_stop && callbacks_.should_stop()) return "interrupted";
+  if (options_.max_trials > 0 && options_.trials_before + trials_ >= options_.max_trials)
+    return "trials";
+  if (options_.max_seconds > 0 && Elapsed() >= options_.max_seconds) return "time";
+  return std::nullopt;
+}
+
+void Tuner::ReportProgress(const std::string& current) {
+  if (!callbacks_.progress) return;
+  TunerProgress p;
+  p.trials = options_.trials_before + trials_;
+  p.max_trials = options_.max_trials;
+  p.seconds = Elapsed();
+  p.max_seconds = options_.max_seconds;
+  p.tasks = static_cast<int>(tasks_.size());
+  for (const auto& s : searches_) p.tasks_converged += s->converged();
+  if (plans_->best.has_value()) p.best_model_seconds = plans_->measured[*plans_->best].seconds;
+  if (plans_->unfused.has_value()) p.unfused_seconds = plans_->measured[*plans_->unfused].seconds;
+  p.current = current;
+  callbacks_.progress(p);
+}
+
+void Tuner::AddSample(int task, const Tiling& tiling, const measure::MeasureResult& result) {
+  const std::string& key = tasks_[task].key.ToString();
+  auto [it, added] =
+      history_workloads_.emplace(key, static_cast<int>(history_.workload_keys.size()));
+  if (added) history_.workload_keys.push_back(key);
+  cost_model::Sample s;
+  s.workload = it->second;
+  s.seconds = result.time.median;
+  s.traffic_bytes = static_cast<double>(result.bytes_in + result.bytes_out);
+  s.overhead = result.overhead_seconds;
+  s.eta = result.overlap;
+  history_.x.Add(searches_[task]->group(), tiling, context_.target_features);
+  history_.y.push_back(s);
+}
+
+Status Tuner::MeasureTiling(int task, const Proposal& proposal) {
+  const Task& t = tasks_[task];
+  TaskSearch& search = *searches_[task];
+  auto candidate = measure::GroupCandidate(t.graph, *t.space, proposal.tiling, t.summary);
+  measure::MeasureResult result =
+      candidate.ok() ? measure_(*candidate)
+                     : measure::MeasureResult::Failure(measure::MeasureStatus::kFailed,
+                                                       candidate.error().message());
+  ++trials_;
+  db::Record record;
+  if (candidate.ok()) {
+    record = MakeRecord(t, *candidate, result, context_.target, context_.job_id);
+    auto metrics = nlohmann::json::parse(record.metrics);
+    metrics["search"] = {{"predicted_seconds", proposal.predicted_seconds},
+                         {"model", model_->name() + "/" + model_->form()},
+                         {"random", proposal.random}};
+    record.metrics = metrics.dump();
+    FT_RETURN_IF_ERROR(callbacks_.commit(record));
+  }
+  search.AddMeasured(proposal.tiling,
+                     result.ok() ? std::optional<double>(result.time.median) : std::nullopt);
+  if (!result.ok()) {
+    ++failed_;
+    return Status::Ok();
+  }
+  task_results_[task][TilingToString(proposal.tiling)] = {
+      result.time.median, static_cast<double>(result.bytes_in + result.bytes_out), result.overlap};
+  if (t.kind != KernelTemplate::kReference) {
+    AddSample(task, proposal.tiling, result);
+    ++new_ok_;
+  }
+  tasks_changed_ = true;
+  return Status::Ok();
+}
+
+Status Tuner::RunRound(int task) {
+  TaskSearch& search = *searches_[task];
+  const int count = search.rounds() == 0 ? options_.first_round_size : options_.round_size;
+  const std::vector<Proposal> proposals = search.Propose(count, *model_, context_.target_features);
+  for (const Proposal& p : proposals) {
+    if (auto reason = StopReason()) {
+      stop_reason_ = *reason;
+      break;
+    }
+    ReportProgress(tasks_[task].summary);
+    FT_RETURN_IF_ERROR(MeasureTiling(task, p));
+  }
+  search.EndRound();
+  ++rounds_;
+  ++rounds_since_plan_;
+  return Status::Ok();
+}
+
+// Retrains the XGBoost model on every sample so far, bounded in time; keeps
+// the current model when training fails (too few samples, one workload).
+void Tuner::UpdateModel() {
+  if (options_.model_update_every <= 0 || new_ok_ < options_.model_update_every) return;
+  new_ok_ = 0;
+  if (history_.size() < 2 * options_.model_update_every) return;
+  cost_model::XgboostOptions o;
+  o.form = "corrected";
+  o.rounds = 150;
+  o.seed = options_.seed;
+  o.max_seconds = options_.model_update_seconds;
+  std::vector<int> all(history_.workload_keys.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+  ReportProgress("updating the cost model");
+  auto model = cost_model::TrainXgboostModel(history_.Subset(all), o);
+  if (!model.ok()) return;
+  model_ = std::move(*model);
+  ++model_updates_;
+}
+
+Status Tuner::Run() {
+  start_ = std::chrono::steady_clock::now();
+  stop_reason_.clear();
+  FT_RETURN_IF_ERROR(MeasureBaselines());
+  while (stop_reason_.empty()) {
+    if (auto reason = StopReason()) {
+      stop_reason_ = *reason;
+      break;
+    }
+    std::vector<TaskStanding> standing(tasks_.size());
+    bool all_started = true;
+    for (size_t t = 0; t < tasks_.size(); ++t) {
+      const TaskSearch& s = *searches_[t];
+      standing[t] = {tasks_[t].occurrences,
+                     s.best_seconds().value_or(PredictedSeconds(t)),
+                     s.recent_gain(),
+                     s.rounds(),
+                     s.converged() || s.exhausted(),
+                     in_plan_[t]};
+      all_started = all_started && (s.rounds() > 0 || standing[t].converged);
+    }
+    if (all_started && (rounds_since_plan_ >= options_.partition_every || plans_->tuned_count == 0))
+      FT_RETURN_IF_ERROR(MeasureTunedPlan());
+    const int next = PickTask(standing);
+    if (next < 0) {
+      stop_reason_ = "converged";
+      break;
+    }
+    FT_RETURN_IF_ERROR(RunRound(next));
+    UpdateModel();
+    if (callbacks_.checkpoint) FT_RETURN_IF_ERROR(callbacks_.checkpoint(SummaryToJson(Summary())));
+  }
+  if (stop_reason_ != "interrupted") FT_RETURN_IF_ERROR(MeasureTunedPlan());
+  ReportProgress("done");
+  if (callbacks_.checkpoint) FT_RETURN_IF_ERROR(callbacks_.checkpoint(SummaryToJson(Summary())));
+  return Status::Ok();
+}
+
+}  // namespace fusetune::search

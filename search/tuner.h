@@ -1,0 +1,179 @@
+// The tuner: the search lifecycle of one tuning job over one model.
+//
+//   Tuner tuner(graph, tasks, options, context, measure, callbacks);
+//   tuner.AddPrior(record)...   records already in the database (a resumed
+//                               job, earlier jobs): never measured again
+//   tuner.SetHistory(dataset)   training samples for online model updates
+//   tuner.Run()                 until the budget is spent, every task has
+//                               converged, or should_stop() says so
+//   tuner.Summary()             per task and whole model, also mid-job
+//
+// Run():
+//   1. measures the whole model's unfused and greedy plans (the baselines);
+//   2. repeats: the scheduler (scheduler.h) picks a task, its evolutionary
+//      search (evolution.h) proposes a round of tilings ranked by the cost
+//      model, each is measured and handed to callbacks.commit as it arrives;
+//      every `model_update_every` new results the XGBoost model is retrained
+//      within `model_update_seconds` (online update);
+//   3. once every task has had a round, and every `partition_every` rounds
+//      after that, the exact minimum-cost partition (fusion_space/partition.h)
+//      over the best known group costs (measured, else predicted) is turned
+//      into a whole plan and measured end to end, unless the same plan was
+//      measured before; and once more at the end.
+// The best whole plan is the fastest measured one, unfused and greedy
+// included, so it is never slower than either.
+//
+// Search never writes the database: results, checkpoints and the model flow
+// back through TunerCallbacks.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cost_model/dataset.h"
+#include "search/evolution.h"
+#include "search/scheduler.h"
+
+namespace fusetune::search {
+
+struct TunerOptions {
+  int64_t max_trials = 0;     // group measurements; 0: no limit
+  double max_seconds = 0;     // wall time of the job; 0: no limit
+  int64_t trials_before = 0;  // spent by the job before a resume
+  double seconds_before = 0;
+  int round_size = 8;
+  int first_round_size = 2;  // a task's first round: its default tiling and the predicted best
+  EvolutionOptions evolution;
+  uint64_t seed = 1;
+  int model_update_every = 64;  // new ok results between online updates; 0: never
+  double model_update_seconds = 10;
+  int partition_every = 16;  // rounds between whole-plan measurements
+  measure::MeasureOptions measure;
+};
+
+// Where the job runs: the target's fingerprint and calibration, the job id
+// records carry, and the whole graph's workload key.
+struct TunerContext {
+  std::string target;
+  cost_model::TargetFeatures target_features;
+  int64_t job_id = 0;
+};
+
+struct TunerProgress {
+  int64_t trials = 0;  // this job's, resumes included
+  int64_t max_trials = 0;
+  double seconds = 0, max_seconds = 0;
+  int tasks = 0, tasks_converged = 0;
+  std::optional<double> best_model_seconds, unfused_seconds;
+  std::string current;  // what is being measured
+};
+
+using MeasureFn = std::function<measure::MeasureResult(const measure::Candidate&)>;
+
+struct TunerCallbacks {
+  std::function<Status(db::Record& record)> commit;  // each result as it arrives
+  std::function<void(const TunerProgress&)> progress;
+  std::function<bool()> should_stop;  // polled between measurements (Ctrl-C)
+  // After every round: what resuming and reporting need (the job's progress).
+  std::function<Status(const nlohmann::json& summary)> checkpoint;
+};
+
+struct TaskReport {
+  std::string key, summary, kind;
+  int64_t occurrences = 0, space_size = 0, measured = 0;
+  int rounds = 0;
+  bool converged = false;
+  std::optional<double> baseline_seconds, best_seconds;  // default tiling, best tiling
+  double baseline_bytes = 0, best_bytes = 0, best_overlap = -1;
+  std::string best_tiling;
+};
+
+struct PlanReport {
+  std::string kind;  // unfused, greedy, tuned
+  double seconds = 0;
+  int64_t groups = 0;
+  double bytes = 0;
+  int64_t record_id = 0;
+};
+
+struct TuneSummary {
+  std::vector<TaskReport> tasks;
+  std::vector<PlanReport> plans;  // every whole plan measured, in order
+  std::optional<PlanReport> unfused, greedy, best;
+  nlohmann::json best_plan;  // plan file JSON of `best`
+  int64_t trials = 0, failed_trials = 0, model_updates = 0;
+  double seconds = 0;
+  std::string stop_reason;  // trials, time, converged, interrupted, error
+};
+nlohmann::json SummaryToJson(const TuneSummary& summary);
+Result<TuneSummary> SummaryFromJson(const nlohmann::json& json);
+
+class Tuner {
+ public:
+  Tuner(std::shared_ptr<const Graph> graph, FusionSpace& space, std::vector<Task> tasks,
+        TunerOptions options, TunerContext context, MeasureFn measure, TunerCallbacks callbacks);
+  ~Tuner();
+
+  // The model that ranks until the first online update (default: analytical).
+  void SetModel(std::unique_ptr<cost_model::CostModel> model);
+  void SetHistory(cost_model::Dataset history);
+  // A record from the database: a task's tiling or a whole plan of this graph.
+  // Returns false when it belongs to neither.
+  bool AddPrior(const db::Record& record);
+
+  Status Run();
+  TuneSummary Summary() const;
+  const std::vector<Task>& tasks() const { return tasks_; }
+  const std::string& graph_key() const { return graph_key_; }
+
+ private:
+  struct Measured {
+    double seconds = 0, bytes = 0, overlap = -1;
+  };
+  struct PlanState;
+
+  Status MeasureBaselines();
+  Status RunRound(int task);
+  Status MeasureTiling(int task, const Proposal& proposal);
+  Status MeasurePlan(const Plan& plan, const std::string& kind);
+  Status MeasureTunedPlan();
+  Plan TunedPlan();
+  double PredictedSeconds(int task);
+  void UpdateModel();
+  void AddSample(int task, const Tiling& tiling, const measure::MeasureResult& result);
+  std::optional<std::string> StopReason();
+  void ReportProgress(const std::string& current);
+  double Elapsed() const;
+
+  std::shared_ptr<const Graph> graph_;
+  FusionSpace& space_;
+  std::vector<Task> tasks_;
+  std::vector<std::unique_ptr<TaskSearch>> searches_;
+  std::vector<std::map<std::string, Measured>> task_results_;
+  std::vector<bool> in_plan_;  // in the last partition chosen (all, before the first)  // by
+                               // TilingToString, ok only
+  std::map<std::string, int> task_by_key_;
+  TunerOptions options_;
+  TunerContext context_;
+  MeasureFn measure_;
+  TunerCallbacks callbacks_;
+  std::string graph_key_;
+  std::unique_ptr<cost_model::CostModel> model_;
+  cost_model::Dataset history_;
+  std::map<std::string, int> history_workloads_;
+  std::unique_ptr<PlanState> plans_;
+  int64_t trials_ = 0, failed_ = 0, new_ok_ = 0, model_updates_ = 0;
+  int rounds_ = 0, rounds_since_plan_ = 0;
+  bool tasks_changed_ = false;
+  std::string stop_reason_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace fusetune::search

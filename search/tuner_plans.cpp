@@ -1,0 +1,293 @@
+// The tuner's whole plans: baselines, the exact partition over the best
+// known group costs, end-to-end measurement, and the job's summary.
+#include "search/tuner_plans.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "fusion_space/partition.h"
+#include "fusion_space/plan_json.h"
+#include "graph/workload_key.h"
+
+namespace fusetune::search {
+
+bool Tuner::PlanState::AddPrior(const db::Record& record) {
+  const auto plan = nlohmann::json::parse(record.plan, nullptr, false);
+  const auto metrics = nlohmann::json::parse(record.metrics, nullptr, false);
+  if (!plan.is_object() || !metrics.is_object()) return false;
+  PlanReport r;
+  r.kind = metrics.contains("search") ? metrics["search"].value("plan_kind", "tuned") : "tuned";
+  r.seconds = record.seconds;
+  r.groups = plan.contains("groups") ? static_cast<int64_t>(plan["groups"].size()) : 0;
+  r.bytes = metrics.value("bytes_in", 0.0) + metrics.value("bytes_out", 0.0);
+  r.record_id = record.id;
+  Add(r, plan, record.status == "ok");
+  return true;
+}
+
+void Tuner::PlanState::Add(PlanReport report, nlohmann::json plan, bool ok) {
+  known.insert(plan.dump());
+  if (!ok) return;
+  const size_t i = measured.size();
+  if (report.kind == "unfused" && !unfused.has_value()) unfused = i;
+  if (report.kind == "greedy" && !greedy.has_value()) greedy = i;
+  if (!best.has_value() || report.seconds < measured[*best].seconds) best = i;
+  measured.push_back(std::move(report));
+  plan_json.push_back(std::move(plan));
+}
+
+Status Tuner::MeasurePlan(const Plan& plan, const std::string& kind) {
+  measure::Candidate candidate = measure::PlanCandidate(graph_, space_, plan, kind);
+  if (plans_->known.count(candidate.plan.dump())) return Status::Ok();
+  ReportProgress("whole model, " + kind + " plan");
+  const measure::MeasureResult result = measure_(candidate);
+  db::Record record;
+  record.workload_key = graph_key_;
+  record.target = context_.target;
+  record.plan = candidate.plan.dump();
+  record.status = measure::StatusName(result.status);
+  record.seconds = result.ok() ? result.time.median : 0;
+  auto metrics = measure::ResultToJson(result);
+  metrics["search"] = {{"plan_kind", kind}};
+  record.metrics = metrics.dump();
+  record.error = result.error;
+  record.job_id = context_.job_id;
+  record.fusetune_version = FUSETUNE_VERSION;
+  for (const PlanGroup& g : plan.groups) {
+    const KernelTemplate t = space_.Match(g.nodes).instance.kind;
+    record.kernel_versions[KernelTemplateName(t)] = KernelTemplateVersion(t);
+  }
+  FT_RETURN_IF_ERROR(callbacks_.commit(record));
+  PlanReport report{kind, record.seconds, static_cast<int64_t>(plan.groups.size()),
+                    static_cast<double>(result.bytes_in + result.bytes_out), record.id};
+  plans_->Add(report, std::move(candidate.plan), result.ok());
+  return Status::Ok();
+}
+
+Status Tuner::MeasureBaselines() {
+  for (const char* kind : {"unfused", "greedy"}) {
+    if (auto reason = StopReason(); reason == "interrupted") {
+      stop_reason_ = *reason;
+      return Status::Ok();
+    }
+    const Plan plan = std::string(kind) == "unfused" ? space_.Unfused() : space_.Greedy();
+    FT_RETURN_IF_ERROR(MeasurePlan(plan, kind));
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+double AnalyticalSeconds(const cost_model::GroupInfo& group, const Tiling& tiling,
+                         const cost_model::TargetFeatures& target) {
+  static const std::unique_ptr<cost_model::CostModel> analytical =
+      cost_model::MakeAnalyticalModel();
+  cost_model::FeatureMatrix x;
+  x.Add(group, tiling, target);
+  return analytical->Predict(x)[0].seconds;
+}
+
+}  // namespace
+
+// Absolute seconds for a task not measured yet: the analytical time of the
+// model's best predicted tiling, scaled by how far the analytical model is
+// off on the tasks measured so far (the median ratio).
+double Tuner::PredictedSeconds(int task) {
+  std::vector<double> ratios;
+  for (size_t t = 0; t < tasks_.size(); ++t) {
+    const TaskSearch& s = *searches_[t];
+    if (!s.best_seconds().has_value() || tasks_[t].kind == KernelTemplate::kReference) continue;
+    const double a = AnalyticalSeconds(s.group(), *s.best_tiling(), context_.target_features);
+    if (a > 0) ratios.push_back(*s.best_seconds() / a);
+  }
+  double scale = 1;
+  if (!ratios.empty()) {
+    std::nth_element(ratios.begin(), ratios.begin() + ratios.size() / 2, ratios.end());
+    scale = ratios[ratios.size() / 2];
+  }
+  const TaskSearch& s = *searches_[task];
+  return scale * AnalyticalSeconds(s.group(), s.predicted_best(), context_.target_features);
+}
+
+// The exact minimum-cost partition over the best known group costs, each
+// group with its best measured tiling (else the predicted best).
+Plan Tuner::TunedPlan() {
+  const auto& groups = space_.candidates().groups;
+  PartitionObjective objective;
+  objective.group_cost.resize(groups.size());
+  std::map<std::vector<int32_t>, int> task_of_nodes;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    auto it = task_by_key_.find(groups[i].key.ToString());
+    if (it != task_by_key_.end()) {
+      const TaskSearch& s = *searches_[it->second];
+      objective.group_cost[i] = s.best_seconds().value_or(PredictedSeconds(it->second));
+      task_of_nodes[groups[i].nodes] = it->second;
+      continue;
+    }
+    // No task (its group graph is not a legal group on its own): analytical.
+    const cost_model::GroupInfo info =
+        cost_model::MakeGroupInfo(space_.graph(), *groups[i].instance);
+    const Tiling tiling = space_.Tilings(groups[i].nodes).Default();
+    objective.group_cost[i] = AnalyticalSeconds(info, tiling, context_.target_features);
+  }
+  const PartitionChoice choice = SelectMinCostPartition(space_, objective);
+  if (!choice.found) return space_.Greedy();
+  Plan plan = PlanFromCandidates(space_, choice.groups);
+  const Plan defaults = plan;
+  std::fill(in_plan_.begin(), in_plan_.end(), false);
+  for (PlanGroup& g : plan.groups) {
+    auto it = task_of_nodes.find(g.nodes);
+    if (it == task_of_nodes.end()) continue;
+    in_plan_[it->second] = true;
+    const TaskSearch& s = *searches_[it->second];
+    g.tiling = s.best_tiling().value_or(s.predicted_best());
+  }
+  return space_.Validate(plan) ? plan : defaults;
+}
+
+Status Tuner::MeasureTunedPlan() {
+  if (!tasks_changed_ && plans_->tuned_count > 0) return Status::Ok();
+  tasks_changed_ = false;
+  rounds_since_plan_ = 0;
+  ++plans_->tuned_count;
+  return MeasurePlan(TunedPlan(), "tuned");
+}
+
+TuneSummary Tuner::Summary() const {
+  TuneSummary s;
+  for (size_t t = 0; t < tasks_.size(); ++t) {
+    const Task& task = tasks_[t];
+    const TaskSearch& search = *searches_[t];
+    TaskReport r;
+    r.key = task.key.ToString();
+    r.summary = task.summary;
+    r.kind = KernelTemplateName(task.kind);
+    r.occurrences = task.occurrences;
+    r.space_size = task.tilings().size();
+    r.measured = search.measured();
+    r.rounds = search.rounds();
+    r.converged = search.converged();
+    const auto& results = task_results_[t];
+    if (auto it = results.find(TilingToString(task.tilings().Default())); it != results.end()) {
+      r.baseline_seconds = it->second.seconds;
+      r.baseline_bytes = it->second.bytes;
+    }
+    if (search.best_tiling().has_value()) {
+      r.best_tiling = TilingToString(*search.best_tiling());
+      const Measured& m = results.at(r.best_tiling);
+      r.best_seconds = m.seconds;
+      r.best_bytes = m.bytes;
+      r.best_overlap = m.overlap;
+    }
+    s.tasks.push_back(std::move(r));
+  }
+  s.plans = plans_->measured;
+  if (plans_->unfused.has_value()) s.unfused = plans_->measured[*plans_->unfused];
+  if (plans_->greedy.has_value()) s.greedy = plans_->measured[*plans_->greedy];
+  if (plans_->best.has_value()) {
+    s.best = plans_->measured[*plans_->best];
+    s.best_plan = plans_->plan_json[*plans_->best];
+  }
+  s.trials = options_.trials_before + trials_;
+  s.failed_trials = failed_;
+  s.model_updates = model_updates_;
+  s.seconds = Elapsed();
+  s.stop_reason = stop_reason_;
+  return s;
+}
+
+namespace {
+
+nlohmann::json Optional(const std::optional<double>& v) {
+  return v.has_value() ? nlohmann::json(*v) : nlohmann::json();
+}
+std::optional<double> OptionalFrom(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+  return j[key].get<double>();
+}
+nlohmann::json PlanToSummaryJson(const PlanReport& p) {
+  return {{"kind", p.kind},
+          {"seconds", p.seconds},
+          {"groups", p.groups},
+          {"bytes", p.bytes},
+          {"record_id", p.record_id}};
+}
+PlanReport PlanFromSummaryJson(const nlohmann::json& j) {
+  return {j.at("kind").get<std::string>(), j.at("seconds").get<double>(),
+          j.at("groups").get<int64_t>(), j.at("bytes").get<double>(),
+          j.at("record_id").get<int64_t>()};
+}
+
+}  // namespace
+
+nlohmann::json SummaryToJson(const TuneSummary& s) {
+  nlohmann::json j{{"trials", s.trials},
+                   {"failed_trials", s.failed_trials},
+                   {"model_updates", s.model_updates},
+                   {"seconds", s.seconds},
+                   {"stop_reason", s.stop_reason},
+                   {"tasks", nlohmann::json::array()},
+                   {"plans", nlohmann::json::array()}};
+  for (const TaskReport& t : s.tasks)
+    j["tasks"].push_back({{"key", t.key},
+                          {"summary", t.summary},
+                          {"template", t.kind},
+                          {"occurrences", t.occurrences},
+                          {"space_size", t.space_size},
+                          {"measured", t.measured},
+                          {"rounds", t.rounds},
+                          {"converged", t.converged},
+                          {"baseline_seconds", Optional(t.baseline_seconds)},
+                          {"best_seconds", Optional(t.best_seconds)},
+                          {"baseline_bytes", t.baseline_bytes},
+                          {"best_bytes", t.best_bytes},
+                          {"best_overlap", t.best_overlap},
+                          {"best_tiling", t.best_tiling}});
+  for (const PlanReport& p : s.plans) j["plans"].push_back(PlanToSummaryJson(p));
+  if (s.unfused) j["unfused"] = PlanToSummaryJson(*s.unfused);
+  if (s.greedy) j["greedy"] = PlanToSummaryJson(*s.greedy);
+  if (s.best) j["best"] = PlanToSummaryJson(*s.best);
+  j["best_plan"] = s.best_plan;
+  return j;
+}
+
+Result<TuneSummary> SummaryFromJson(const nlohmann::json& j) {
+  try {
+    TuneSummary s;
+    s.trials = j.at("trials").get<int64_t>();
+    s.failed_trials = j.at("failed_trials").get<int64_t>();
+    s.model_updates = j.at("model_updates").get<int64_t>();
+    s.seconds = j.at("seconds").get<double>();
+    s.stop_reason = j.at("stop_reason").get<std::string>();
+    for (const auto& t : j.at("tasks")) {
+      TaskReport r;
+      r.key = t.at("key").get<std::string>();
+      r.summary = t.at("summary").get<std::string>();
+      r.kind = t.at("template").get<std::string>();
+      r.occurrences = t.at("occurrences").get<int64_t>();
+      r.space_size = t.at("space_size").get<int64_t>();
+      r.measured = t.at("measured").get<int64_t>();
+      r.rounds = t.at("rounds").get<int>();
+      r.converged = t.at("converged").get<bool>();
+      r.baseline_seconds = OptionalFrom(t, "baseline_seconds");
+      r.best_seconds = OptionalFrom(t, "best_seconds");
+      r.baseline_bytes = t.at("baseline_bytes").get<double>();
+      r.best_bytes = t.at("best_bytes").get<double>();
+      r.best_overlap = t.at("best_overlap").get<double>();
+      r.best_tiling = t.at("best_tiling").get<std::string>();
+      s.tasks.push_back(std::move(r));
+    }
+    for (const auto& p : j.at("plans")) s.plans.push_back(PlanFromSummaryJson(p));
+    if (j.contains("unfused")) s.unfused = PlanFromSummaryJson(j["unfused"]);
+    if (j.contains("greedy")) s.greedy = PlanFromSummaryJson(j["greedy"]);
+    if (j.contains("best")) s.best = PlanFromSummaryJson(j["best"]);
+    s.best_plan = j.value("best_plan", nlohmann::json());
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    return Error(ErrorCode::kInvalidArgument, fmt::format("not a tuning summary: {}", e.what()));
+  }
+}
+
+}  // namespace fusetune::search

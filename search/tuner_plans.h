@@ -1,0 +1,26 @@
+// Internal to the tuner (tuner.cpp, tuner_plans.cpp): the whole plans of a
+// job and the helpers that make their records.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "search/tuner.h"
+
+namespace fusetune::search {
+
+struct Tuner::PlanState {
+  std::vector<PlanReport> measured;  // ok measurements only
+  std::vector<nlohmann::json> plan_json;
+  std::set<std::string> known;  // plan JSON text of everything measured, failed included
+  std::optional<size_t> unfused, greedy, best;
+  int tuned_count = 0;  // tuned plans built (measured or already known)
+
+  bool AddPrior(const db::Record& record);
+  void Add(PlanReport report, nlohmann::json plan, bool ok);
+};
+
+}  // namespace fusetune::search
