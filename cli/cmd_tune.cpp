@@ -63,7 +63,9 @@ Status LoadPriors(db::Database& database, search::Tuner& tuner, const std::strin
 }
 
 std::string ProgressNote(const search::TunerProgress& p) {
-  std::string note = fmt::format("{}/{} converged", p.tasks_converged, p.tasks);
+  std::string note = fmt::format("{:.1f} trials/s, {}/{} converged",
+                                 p.seconds > 0 ? static_cast<double>(p.trials) / p.seconds : 0.0,
+                                 p.tasks_converged, p.tasks);
   if (p.best_model_seconds && p.unfused_seconds)
     note += fmt::format(", model {:.3f} ms ({:.2f}x unfused)", *p.best_model_seconds * 1e3,
                         *p.unfused_seconds / *p.best_model_seconds);
@@ -123,10 +125,16 @@ int Tune(TuneArgs& args) {
       args.tuner.max_trials = old_spec.value("trials", int64_t{0});
       args.tuner.max_seconds = old_spec.value("seconds", 0.0);
     }
-    if (progress.is_object() && progress.contains("summary")) {
-      args.tuner.trials_before = progress["summary"].value("trials", int64_t{0});
+    if (progress.is_object() && progress.contains("summary"))
       args.tuner.seconds_before = progress["summary"].value("seconds", 0.0);
-    }
+    // Trials from the records: those after the last checkpoint count too.
+    db::RecordFilter filter;
+    filter.job_id = job_id;
+    Status counted = database.ForEachRecord(filter, [&](const db::Record& r) {
+      args.tuner.trials_before += r.workload_key != graph_key;
+      return true;
+    });
+    if (!counted.ok()) return ReportError(counted.error());
     fmt::print(stderr, "resuming job {} after {} trials\n", job_id, args.tuner.trials_before);
   } else {
     db::JobEntry job;

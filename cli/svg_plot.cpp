@@ -41,8 +41,8 @@ std::string Escape(const std::string& s) {
 }
 
 std::string Tick(double v) {
-  return std::fabs(v) >= 1e4 || (std::fabs(v) < 1e-2 && v != 0) ? fmt::format("{:.1e}", v)
-                                                                : fmt::format("{:.3g}", v);
+  if (std::fabs(v) >= 1e5 || (std::fabs(v) < 1e-2 && v != 0)) return fmt::format("{:.1e}", v);
+  return std::fabs(v) >= 100 ? fmt::format("{:.0f}", v) : fmt::format("{:.3g}", v);
 }
 
 Axis MakeAxis(const std::vector<double>& values, bool log) {
@@ -58,7 +58,7 @@ Axis MakeAxis(const std::vector<double>& values, bool log) {
     a.hi = hi * 1.2;
   } else {
     const double pad = (hi - lo) * 0.05;
-    a.lo = lo - pad;
+    a.lo = lo >= 0 && lo - pad < 0 ? 0 : lo - pad;  // counts and times start at 0
     a.hi = hi + pad;
   }
   return a;

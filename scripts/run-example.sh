@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The main job on the bundled example: installs missing packages, builds
-# Release, then inspects examples/encoder_small.onnx, shows its fusion space
-# (candidate groups, partitions, the greedy plan), runs the greedy plan with
-# fused kernels on the bundled input and checks the result against the output
-# PyTorch saved when it exported the model.
+# Release, inspects examples/encoder_small.onnx, tunes it for a few minutes
+# into a tuning database (TUNE_TIME, default 2m), prints the report and
+# writes its plots, then runs the best plan found on the bundled input and
+# checks the result against the output PyTorch saved when it exported the
+# model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -13,13 +14,17 @@ MODEL=examples/encoder_small.onnx
 OUT=${OUT_DIR:-out/example}
 echo "== fusetune inspect $MODEL"
 $FT inspect "$MODEL"
-echo
-echo "== fusetune space $MODEL"
 mkdir -p "$OUT"
-$FT space "$MODEL" --save-greedy "$OUT/greedy-plan.json"
+rm -f "$OUT/tune.db" "$OUT/tune.db-wal" "$OUT/tune.db-shm"
 echo
-echo "== fusetune run $MODEL --plan $OUT/greedy-plan.json"
-$FT run "$MODEL" --plan "$OUT/greedy-plan.json" --input x=examples/encoder_small.in.x.npy --output-dir "$OUT" --verify --steps
+echo "== fusetune tune $MODEL --db $OUT/tune.db --time ${TUNE_TIME:-2m}"
+$FT tune "$MODEL" --db "$OUT/tune.db" --time "${TUNE_TIME:-2m}" --save-plan "$OUT/tuned-plan.json"
+echo
+echo "== fusetune report --db $OUT/tune.db --out $OUT/plots"
+$FT report --db "$OUT/tune.db" --out "$OUT/plots" | tail -n 3
+echo
+echo "== fusetune run $MODEL --plan $OUT/tuned-plan.json"
+$FT run "$MODEL" --plan "$OUT/tuned-plan.json" --input x=examples/encoder_small.in.x.npy --output-dir "$OUT" --verify
 /usr/bin/python3 - "$OUT/y.npy" examples/encoder_small.out.y.npy <<'PY'
 import numpy as np, sys
 got, want = np.load(sys.argv[1]), np.load(sys.argv[2])

@@ -19,7 +19,7 @@ expect_error() {
 }
 
 # --help everywhere
-for cmd in "" inspect run-reference space run calibrate measure db "db stats" "db best" "db export" "db import" "db merge" "db check" "db vacuum"; do
+for cmd in "" inspect run-reference space run calibrate measure db "db stats" "db best" "db export" "db import" "db merge" "db check" "db vacuum" collect retrain evaluate-model tune report; do
   $FUSETUNE $cmd --help >/dev/null || fail "fusetune $cmd --help"
 done
 
@@ -165,6 +165,44 @@ grep -q "analytical" "$TMP/eval.txt" || fail "evaluate-model table lacks the ana
 expect_error 2 "at least 2" -- $FUSETUNE retrain --db "$TMP/a.db"
 expect_error 2 "unable to open|not exist|cannot open" -- $FUSETUNE evaluate-model --db "$TMP/missing.db"
 expect_error 2 "form" -- $FUSETUNE retrain --db "$TMP/train.db" --form magic
+
+# tune, report: a short job, its plan verified, a SIGKILL and --resume that
+# measures nothing twice, Ctrl-C, plots, and errors
+$FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/tune.db" --trials 40 --min-time 0 --json --save-plan "$TMP/tuned.json" >"$TMP/tune.json" 2>/dev/null || fail "tune"
+/usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['trials'] == 40 and j['best']['seconds'] <= j['greedy']['seconds'] and j['best']['seconds'] <= j['unfused']['seconds'], (j['trials'], j['best'])" "$TMP/tune.json" || fail "tune summary"
+$FUSETUNE run "$DATA/mlp.onnx" --plan "$TMP/tuned.json" --input x="$DATA/mlp.in.x.npy" --verify >/dev/null || fail "run the tuned plan"
+$FUSETUNE tune "$DATA/encoder_postln_op13.onnx" --db "$TMP/tune.db" --trials 100000 --min-time 0 >/dev/null 2>&1 &
+tune_pid=$!
+sleep 4
+kill -9 $tune_pid; wait $tune_pid 2>/dev/null
+$FUSETUNE tune "$DATA/encoder_postln_op13.onnx" --db "$TMP/tune.db" --resume --trials 300 --min-time 0 --json >"$TMP/resume.json" 2>/dev/null || fail "tune --resume after SIGKILL"
+/usr/bin/python3 - "$TMP/tune.db" "$TMP/resume.json" <<'PY' || fail "resume measured something twice or overspent"
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+dup = db.execute("select count(*) from (select workload_id, plan, count(*) c from records group by 1, 2 having c > 1)").fetchone()[0]
+assert dup == 0, dup
+j = json.load(open(sys.argv[2]))
+group_records = db.execute("select count(*) from records r join workloads w on w.id = r.workload_id where r.job_id = ? and w.kind = 'group'", (j['job'],)).fetchone()[0]
+assert j['trials'] >= 300 and j['stop_reason'] == 'trials' and group_records == j['trials'], (j['trials'], j['stop_reason'], group_records)
+assert [r[0] for r in db.execute("select state from jobs order by id")] == ['done', 'done'], 'job states'
+PY
+$FUSETUNE tune "$DATA/encoder_postln_op13.onnx" --db "$TMP/int.db" --time 1h --min-time 0 >"$TMP/int.txt" 2>/dev/null &
+tune_pid=$!
+sleep 4
+kill -INT $tune_pid
+wait $tune_pid
+[ $? -eq 130 ] || fail "tune after Ctrl-C should exit 130"
+grep -q "stopped: interrupted" "$TMP/int.txt" || fail "tune after Ctrl-C prints the summary"
+$FUSETUNE report --db "$TMP/tune.db" --out "$TMP/plots" >"$TMP/report.txt" || fail "report"
+grep -q "whole model" "$TMP/report.txt" || fail "report table"
+for f in tuning_curves whole_model predicted_vs_measured; do
+  /usr/bin/python3 -c "import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])" "$TMP/plots/$f.svg" || fail "plot $f.svg"
+done
+expect_error 2 "give a budget" -- $FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/tune.db"
+expect_error 2 "bad duration '8x'" -- $FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/tune.db" --time 8x
+expect_error 2 "no unfinished job" -- $FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/tune.db" --resume
+expect_error 2 "no tuning job" -- $FUSETUNE report --db "$TMP/train.db"
+expect_error 2 "no job 99" -- $FUSETUNE report --db "$TMP/tune.db" --job 99
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures CLI check(s) failed"

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "measure/measurer.h"
+#include "measure/worker.h"
 #include "tests/fusion_space/model_util.h"
 
 namespace fusetune::measure {
@@ -52,6 +53,21 @@ TEST(Isolation, HealthyCandidatesReuseOneWorker) {
   ASSERT_EQ(results.size(), 3u);
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << r.error;
   EXPECT_EQ(seen, (std::vector<size_t>{0, 1, 2}));
+  EXPECT_EQ(m->worker_starts(), 1);
+}
+
+// The worker keeps kWorkerMaxGraphs graphs; the parent must resend one the
+// worker dropped (a tuner measures a whole model again after many groups).
+TEST(Isolation, AGraphTheWorkerDroppedIsSentAgain) {
+  auto m = FaultMeasurer();
+  std::vector<Job> jobs;
+  for (size_t i = 0; i < kWorkerMaxGraphs + 2; ++i)
+    jobs.push_back(MakeJob("fine_" + std::to_string(i)));
+  std::vector<Candidate> batch;
+  for (const Job& j : jobs) batch.push_back(j.candidate);
+  batch.push_back(jobs[0].candidate);
+  batch.push_back(jobs[1].candidate);
+  for (const MeasureResult& r : m->MeasureBatch(batch, Quick())) EXPECT_TRUE(r.ok()) << r.error;
   EXPECT_EQ(m->worker_starts(), 1);
 }
 

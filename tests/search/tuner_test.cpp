@@ -1,0 +1,193 @@
+// search/: the scheduler's order, the evolutionary search's invariants
+// (legal, never measured twice, default first, converges on a small space),
+// and the tuner driven by a measurement double: budgets, commits, resuming
+// without measuring anything twice (a prior hit measures nothing), the best
+// whole plan never slower than unfused or greedy, determinism, and stopping.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "common/hash.h"
+#include "fusion_space/plan_json.h"
+#include "search/tuner.h"
+#include "tests/fusion_space/model_util.h"
+
+namespace fusetune::search {
+namespace {
+
+TEST(Scheduler, NewTasksFirstThenExpectedSaving) {
+  std::vector<TaskStanding> t(3);
+  t[0] = {1, 1e-3, 0.5, 2, false, true};
+  t[1] = {4, 1e-4, 1, 0, false, true};   // no round yet
+  t[2] = {1, 1e-3, 0.0, 5, true, true};  // converged
+  EXPECT_EQ(PickTask(t), 1);
+  t[1].rounds = 1;
+  t[1].recent_gain = 0.01;  // 4 x 0.1 ms x 5% floor = 0.02 ms < 1 ms x 50%
+  EXPECT_EQ(PickTask(t), 0);
+  t[0].in_plan = false;    // discounted to 0.1 ms, still more
+  t[1].recent_gain = 0.5;  // 0.2 ms
+  EXPECT_EQ(PickTask(t), 1);
+  t[0].converged = t[1].converged = true;
+  EXPECT_EQ(PickTask(t), -1);
+}
+
+struct Model {
+  std::shared_ptr<const Graph> graph;
+  std::unique_ptr<FusionSpace> space;
+};
+
+Model Load(const std::string& name) {
+  Model m;
+  m.graph = std::make_shared<const Graph>(testing::LoadTestModel(name));
+  m.space = std::make_unique<FusionSpace>(*m.graph, kernels::KernelConfig{});
+  return m;
+}
+
+TEST(TaskSearch, ProposalsAreLegalFreshAndStartWithTheDefault) {
+  Model m = Load("mlp");
+  std::vector<Task> tasks = ExtractTasks(*m.graph, *m.space);
+  ASSERT_FALSE(tasks.empty());
+  auto model = cost_model::MakeAnalyticalModel();
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const Task& task = tasks[i];
+    TaskSearch search(task, {}, i);
+    std::set<std::string> seen;
+    for (int round = 0; round < 4 && !search.converged(); ++round) {
+      const auto proposals = search.Propose(8, *model, {});
+      if (round == 0) {
+        ASSERT_FALSE(proposals.empty());
+        EXPECT_EQ(TilingToString(proposals[0].tiling), TilingToString(task.tilings().Default()));
+      }
+      for (const Proposal& p : proposals) {
+        EXPECT_TRUE(task.tilings().Check(p.tiling).allowed()) << task.summary;
+        EXPECT_TRUE(seen.insert(TilingToString(p.tiling)).second) << "proposed twice";
+        search.AddMeasured(p.tiling, 1.0 + static_cast<double>(seen.size()));
+      }
+      search.EndRound();
+    }
+  }
+}
+
+TEST(TaskSearch, ConvergesWhenItsSpaceIsExhausted) {
+  Model m = Load("mlp");
+  std::vector<Task> tasks = ExtractTasks(*m.graph, *m.space);
+  auto small = std::find_if(tasks.begin(), tasks.end(),
+                            [](const Task& t) { return t.tilings().size() <= 16; });
+  ASSERT_NE(small, tasks.end());
+  auto model = cost_model::MakeAnalyticalModel();
+  TaskSearch search(*small, {}, 1);
+  int rounds = 0;
+  while (!search.converged() && rounds < 100) {
+    for (const Proposal& p : search.Propose(4, *model, {})) search.AddMeasured(p.tiling, 1.0);
+    search.EndRound();
+    ++rounds;
+  }
+  EXPECT_TRUE(search.exhausted());
+  EXPECT_EQ(search.measured(), small->tilings().size());
+}
+
+// A deterministic stand-in for the device: a time from the plan's text.
+struct FakeDevice {
+  int64_t calls = 0;
+  std::multiset<std::string> measured;
+  measure::MeasureResult operator()(const measure::Candidate& c) {
+    ++calls;
+    const std::string text = c.plan.dump();
+    measured.insert(text);
+    measure::MeasureResult r;
+    r.status = measure::MeasureStatus::kOk;
+    const uint64_t h = HashBytes(text.data(), text.size(), 7);
+    r.time.median = 1e-5 * (1.0 + static_cast<double>(h % 1000) / 1000.0);
+    r.bytes_in = static_cast<int64_t>(h % 4096);
+    r.overlap = 0.5;
+    return r;
+  }
+};
+
+struct Job {
+  Model model = Load("encoder_postln_op13");
+  FakeDevice device;
+  std::vector<db::Record> committed;
+  std::unique_ptr<Tuner> tuner;
+
+  explicit Job(TunerOptions options, std::function<bool()> stop = {}) {
+    options.model_update_every = 0;
+    TunerCallbacks callbacks;
+    callbacks.commit = [this](db::Record& r) {
+      r.id = static_cast<int64_t>(committed.size()) + 1;
+      committed.push_back(r);
+      return Status::Ok();
+    };
+    callbacks.should_stop = std::move(stop);
+    tuner = std::make_unique<Tuner>(
+        model.graph, *model.space, ExtractTasks(*model.graph, *model.space, true), options,
+        TunerContext{"target", {}, 1}, [this](const measure::Candidate& c) { return device(c); },
+        callbacks);
+  }
+};
+
+TunerOptions Budget(int64_t trials) {
+  TunerOptions o;
+  o.max_trials = trials;
+  return o;
+}
+
+TEST(Tuner, SpendsTheBudgetCommitsEverythingAndBeatsBothBaselines) {
+  Job job(Budget(300));
+  ASSERT_TRUE(job.tuner->Run().ok());
+  const TuneSummary s = job.tuner->Summary();
+  EXPECT_EQ(s.trials, 300);
+  EXPECT_EQ(s.stop_reason, "trials");
+  EXPECT_EQ(static_cast<int64_t>(job.committed.size()), job.device.calls);
+  for (const auto& text : job.device.measured) EXPECT_EQ(job.device.measured.count(text), 1u);
+  ASSERT_TRUE(s.best && s.unfused && s.greedy);
+  EXPECT_LE(s.best->seconds, s.unfused->seconds);
+  EXPECT_LE(s.best->seconds, s.greedy->seconds);
+  // The best plan is a valid plan of the graph.
+  auto plan = PlanFromJson(*job.model.space, s.best_plan);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_TRUE(job.model.space->Validate(*plan).allowed());
+  // The summary survives its JSON form (the job's stored progress).
+  auto back = SummaryFromJson(SummaryToJson(s));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(SummaryToJson(*back), SummaryToJson(s));
+}
+
+TEST(Tuner, ResumingMeasuresNothingTwice) {
+  Job first(Budget(150));
+  ASSERT_TRUE(first.tuner->Run().ok());
+  TunerOptions more = Budget(300);
+  more.trials_before = 150;
+  Job second(more);
+  for (const db::Record& r : first.committed) EXPECT_TRUE(second.tuner->AddPrior(r));
+  ASSERT_TRUE(second.tuner->Run().ok());
+  EXPECT_EQ(second.tuner->Summary().trials, 300);
+  std::set<std::string> before;
+  for (const db::Record& r : first.committed) before.insert(r.workload_key + r.plan);
+  for (const db::Record& r : second.committed)
+    EXPECT_FALSE(before.count(r.workload_key + r.plan)) << "measured again: " << r.plan;
+  // The baselines came from the priors: the second job measured neither.
+  EXPECT_TRUE(second.tuner->Summary().unfused.has_value());
+}
+
+TEST(Tuner, SameSeedSamePlan) {
+  Job a(Budget(200)), b(Budget(200));
+  ASSERT_TRUE(a.tuner->Run().ok());
+  ASSERT_TRUE(b.tuner->Run().ok());
+  EXPECT_EQ(a.tuner->Summary().best_plan, b.tuner->Summary().best_plan);
+  ASSERT_EQ(a.committed.size(), b.committed.size());
+  for (size_t i = 0; i < a.committed.size(); ++i)
+    EXPECT_EQ(a.committed[i].plan, b.committed[i].plan);
+}
+
+TEST(Tuner, StopsWhenAskedWithoutMeasuringMore) {
+  int polls = 0;
+  Job job(Budget(1000), [&] { return ++polls > 40; });
+  ASSERT_TRUE(job.tuner->Run().ok());
+  const TuneSummary s = job.tuner->Summary();
+  EXPECT_EQ(s.stop_reason, "interrupted");
+  EXPECT_LT(s.trials, 40);
+}
+
+}  // namespace
+}  // namespace fusetune::search
