@@ -171,9 +171,18 @@ expect_error 2 "form" -- $FUSETUNE retrain --db "$TMP/train.db" --form magic
 $FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/tune.db" --trials 40 --min-time 0 --json --save-plan "$TMP/tuned.json" >"$TMP/tune.json" 2>/dev/null || fail "tune"
 /usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['trials'] == 40 and j['best']['seconds'] <= j['greedy']['seconds'] and j['best']['seconds'] <= j['unfused']['seconds'], (j['trials'], j['best'])" "$TMP/tune.json" || fail "tune summary"
 $FUSETUNE run "$DATA/mlp.onnx" --plan "$TMP/tuned.json" --input x="$DATA/mlp.in.x.npy" --verify >/dev/null || fail "run the tuned plan"
+# Waits (at most a minute) until the database holds more than $2 records of job $3.
+wait_for_records() {
+  for _ in $(seq 120); do
+    n=$(/usr/bin/python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select count(*) from records where job_id = ?', (int(sys.argv[2]),)).fetchone()[0])" "$1" "$3" 2>/dev/null || echo 0)
+    [ "$n" -gt "$2" ] && return 0
+    sleep 0.5
+  done
+  return 1
+}
 $FUSETUNE tune "$DATA/encoder_postln_op13.onnx" --db "$TMP/tune.db" --trials 100000 --min-time 0 >/dev/null 2>&1 &
 tune_pid=$!
-sleep 4
+wait_for_records "$TMP/tune.db" 50 2 || fail "tune wrote no records"
 kill -9 $tune_pid; wait $tune_pid 2>/dev/null
 $FUSETUNE tune "$DATA/encoder_postln_op13.onnx" --db "$TMP/tune.db" --resume --trials 300 --min-time 0 --json >"$TMP/resume.json" 2>/dev/null || fail "tune --resume after SIGKILL"
 /usr/bin/python3 - "$TMP/tune.db" "$TMP/resume.json" <<'PY' || fail "resume measured something twice or overspent"
@@ -188,7 +197,7 @@ assert [r[0] for r in db.execute("select state from jobs order by id")] == ['don
 PY
 $FUSETUNE tune "$DATA/encoder_postln_op13.onnx" --db "$TMP/int.db" --time 1h --min-time 0 >"$TMP/int.txt" 2>/dev/null &
 tune_pid=$!
-sleep 4
+wait_for_records "$TMP/int.db" 20 1 || fail "tune wrote no records"
 kill -INT $tune_pid
 wait $tune_pid
 [ $? -eq 130 ] || fail "tune after Ctrl-C should exit 130"
