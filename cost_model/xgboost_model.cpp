@@ -225,8 +225,13 @@ Result<std::unique_ptr<CostModel>> TrainXgboostModel(
   const int total = o.rounds * (static_cast<int>(heads.size()) - 1 + ranking_members);
   int done = 0;
   const auto start = std::chrono::steady_clock::now();
+  bool stopped = false;
   auto tick = [&] {
     ++done;
+    if (o.should_stop && o.should_stop()) {
+      stopped = true;
+      return false;
+    }
     if (progress && done % 10 == 0) progress(done, total);
     return o.max_seconds <= 0 ||
            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() <
@@ -242,6 +247,7 @@ Result<std::unique_ptr<CostModel>> TrainXgboostModel(
     const bool ranking = head == "correction" || head == "direct" || head == "pairwise";
     for (int member = 0; member < (ranking ? ranking_members : 1); ++member) {
       FT_ASSIGN_OR_RETURN(Booster b, TrainHead(head, train, labels, o, member, tick));
+      if (stopped) return Error(ErrorCode::kInvalidArgument, "training stopped");
       model->heads()[head].name = head;
       model->heads()[head].members.push_back(std::move(b));
     }

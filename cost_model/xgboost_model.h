@@ -34,6 +34,9 @@ struct XgboostOptions {
   uint64_t seed = 1;
   // Stops adding trees when spent (online updates during a job); 0: no limit.
   double max_seconds = 0;
+  // Polled after every boosting round: true abandons training (Ctrl-C during
+  // an online update), which then returns an error.
+  std::function<bool()> should_stop;
 };
 
 // progress(done, total) counts boosting rounds over all heads.

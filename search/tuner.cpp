@@ -167,6 +167,7 @@ Status Tuner::RunRound(int task) {
 // the current model when training fails (too few samples, one workload).
 void Tuner::UpdateModel() {
   if (options_.model_update_every <= 0 || new_ok_ < options_.model_update_every) return;
+  if (!stop_reason_.empty()) return;
   new_ok_ = 0;
   if (history_.size() < 2 * options_.model_update_every) return;
   cost_model::XgboostOptions o;
@@ -174,6 +175,7 @@ void Tuner::UpdateModel() {
   o.rounds = 150;
   o.seed = options_.seed;
   o.max_seconds = options_.model_update_seconds;
+  o.should_stop = callbacks_.should_stop;
   std::vector<int> all(history_.workload_keys.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
   ReportProgress("updating the cost model");

@@ -195,12 +195,13 @@ group_records = db.execute("select count(*) from records r join workloads w on w
 assert j['trials'] >= 300 and j['stop_reason'] == 'trials' and group_records == j['trials'], (j['trials'], j['stop_reason'], group_records)
 assert [r[0] for r in db.execute("select state from jobs order by id")] == ['done', 'done'], 'job states'
 PY
-$FUSETUNE tune "$DATA/encoder_postln_op13.onnx" --db "$TMP/int.db" --time 1h --min-time 0 >"$TMP/int.txt" 2>/dev/null &
+$FUSETUNE tune "$DATA/encoder_postln_op13.onnx" --db "$TMP/int.db" --time 1h --min-time 0 >"$TMP/int.txt" 2>"$TMP/int.err" &
 tune_pid=$!
 wait_for_records "$TMP/int.db" 20 1 || fail "tune wrote no records"
 kill -INT $tune_pid
 wait $tune_pid
-[ $? -eq 130 ] || fail "tune after Ctrl-C should exit 130"
+rc=$?
+[ $rc -eq 130 ] || fail "tune after Ctrl-C exited $rc, expected 130: $(tail -c 2000 "$TMP/int.err")"
 grep -q "stopped: interrupted" "$TMP/int.txt" || fail "tune after Ctrl-C prints the summary"
 $FUSETUNE report --db "$TMP/tune.db" --out "$TMP/plots" >"$TMP/report.txt" || fail "report"
 grep -q "whole model" "$TMP/report.txt" || fail "report table"
