@@ -195,11 +195,12 @@ Status Tuner::Run() {
       break;
     }
     std::vector<TaskStanding> standing(tasks_.size());
+    const double scale = AnalyticalScale();
     bool all_started = true;
     for (size_t t = 0; t < tasks_.size(); ++t) {
       const TaskSearch& s = *searches_[t];
       standing[t] = {tasks_[t].occurrences,
-                     s.best_seconds().value_or(PredictedSeconds(t)),
+                     s.best_seconds().value_or(PredictedSeconds(t, scale)),
                      s.recent_gain(),
                      s.rounds(),
                      s.converged() || s.exhausted(),

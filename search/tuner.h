@@ -145,7 +145,8 @@ class Tuner {
   Status MeasurePlan(const Plan& plan, const std::string& kind);
   Status MeasureTunedPlan();
   Plan TunedPlan();
-  double PredictedSeconds(int task);
+  double AnalyticalScale() const;
+  double PredictedSeconds(int task, double scale) const;
   void UpdateModel();
   void AddSample(int task, const Tiling& tiling, const measure::MeasureResult& result);
   std::optional<std::string> StopReason();

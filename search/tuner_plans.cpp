@@ -91,10 +91,9 @@ double AnalyticalSeconds(const cost_model::GroupInfo& group, const Tiling& tilin
 
 }  // namespace
 
-// Absolute seconds for a task not measured yet: the analytical time of the
-// model's best predicted tiling, scaled by how far the analytical model is
-// off on the tasks measured so far (the median ratio).
-double Tuner::PredictedSeconds(int task) {
+// How far the analytical model is off on the tasks measured so far: the
+// median of measured over analytical time of their best tilings (1 before any).
+double Tuner::AnalyticalScale() const {
   std::vector<double> ratios;
   for (size_t t = 0; t < tasks_.size(); ++t) {
     const TaskSearch& s = *searches_[t];
@@ -102,11 +101,14 @@ double Tuner::PredictedSeconds(int task) {
     const double a = AnalyticalSeconds(s.group(), *s.best_tiling(), context_.target_features);
     if (a > 0) ratios.push_back(*s.best_seconds() / a);
   }
-  double scale = 1;
-  if (!ratios.empty()) {
-    std::nth_element(ratios.begin(), ratios.begin() + ratios.size() / 2, ratios.end());
-    scale = ratios[ratios.size() / 2];
-  }
+  if (ratios.empty()) return 1;
+  std::nth_element(ratios.begin(), ratios.begin() + ratios.size() / 2, ratios.end());
+  return ratios[ratios.size() / 2];
+}
+
+// Absolute seconds for a task not measured yet: the analytical time of the
+// model's best predicted tiling, times AnalyticalScale().
+double Tuner::PredictedSeconds(int task, double scale) const {
   const TaskSearch& s = *searches_[task];
   return scale * AnalyticalSeconds(s.group(), s.predicted_best(), context_.target_features);
 }
@@ -118,11 +120,12 @@ Plan Tuner::TunedPlan() {
   PartitionObjective objective;
   objective.group_cost.resize(groups.size());
   std::map<std::vector<int32_t>, int> task_of_nodes;
+  const double scale = AnalyticalScale();
   for (size_t i = 0; i < groups.size(); ++i) {
     auto it = task_by_key_.find(groups[i].key.ToString());
     if (it != task_by_key_.end()) {
       const TaskSearch& s = *searches_[it->second];
-      objective.group_cost[i] = s.best_seconds().value_or(PredictedSeconds(it->second));
+      objective.group_cost[i] = s.best_seconds().value_or(PredictedSeconds(it->second, scale));
       task_of_nodes[groups[i].nodes] = it->second;
       continue;
     }
