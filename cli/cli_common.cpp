@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <iostream>
 
+#include <atomic>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 
 #include "fusion_space/plan_json.h"
@@ -82,6 +84,14 @@ Result<std::string> EnsureTarget(db::Database& database, int threads, nlohmann::
   if (calibration) *calibration = c;
   return fingerprint;
 }
+
+namespace {
+std::atomic<bool> g_interrupted{false};
+void OnInterrupt(int) { g_interrupted = true; }
+}  // namespace
+
+void CatchInterrupt() { std::signal(SIGINT, OnInterrupt); }
+bool Interrupted() { return g_interrupted.load(); }
 
 Result<double> ParseDuration(const std::string& text) {
   const Error bad(ErrorCode::kInvalidArgument,

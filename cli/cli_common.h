@@ -65,6 +65,12 @@ Result<Plan> LoadPlanArg(FusionSpace& space, const std::string& plan);
 Result<std::string> EnsureTarget(db::Database& database, int threads,
                                  nlohmann::json* calibration = nullptr);
 
+// Ctrl-C sets a flag instead of killing the process: long commands poll
+// Interrupted(), finish and commit what is under way, and exit 130.
+void CatchInterrupt();
+bool Interrupted();
+inline constexpr int kExitInterrupted = 130;
+
 // "8h", "30m", "90s", "1h30m" or plain seconds.
 Result<double> ParseDuration(const std::string& text);
 

@@ -4,8 +4,6 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
-#include <atomic>
-#include <csignal>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_common.h"
@@ -16,9 +14,6 @@
 namespace fusetune::cli {
 
 namespace {
-
-std::atomic<bool> g_interrupted{false};
-void OnInterrupt(int) { g_interrupted = true; }
 
 struct CollectArgs {
   std::vector<std::string> models;
@@ -36,7 +31,7 @@ int Collect(CollectArgs& args) {
   if (!target.ok()) return ReportError(target.error());
   auto measurer = measure::Measurer::Create();
   if (!measurer.ok()) return ReportError(measurer.error());
-  std::signal(SIGINT, OnInterrupt);
+  CatchInterrupt();
 
   int64_t committed = 0, ok = 0, tasks_total = 0;
   for (const std::string& path : args.models) {
@@ -63,20 +58,20 @@ int Collect(CollectArgs& args) {
         [&](int64_t done, int64_t total, const search::Task& task) {
           bar.Update(done, total, task.summary);
         },
-        [] { return g_interrupted.load(); });
+        [] { return Interrupted(); });
     bar.Finish();
     if (!st.ok()) return ReportError(st.error());
-    if (g_interrupted) break;
+    if (Interrupted()) break;
   }
   const nlohmann::json summary{
       {"db", args.db},        {"target", *target}, {"tasks", tasks_total},
-      {"records", committed}, {"ok", ok},          {"interrupted", g_interrupted.load()}};
+      {"records", committed}, {"ok", ok},          {"interrupted", Interrupted()}};
   if (args.json)
     PrintJson(summary);
   else
     fmt::print("collected {} records ({} ok) over {} tasks into {}{}\n", committed, ok, tasks_total,
-               args.db, g_interrupted ? " (interrupted)" : "");
-  return g_interrupted ? 130 : kExitOk;
+               args.db, Interrupted() ? " (interrupted)" : "");
+  return Interrupted() ? kExitInterrupted : kExitOk;
 }
 
 }  // namespace

@@ -4,8 +4,6 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
-#include <atomic>
-#include <csignal>
 #include <fstream>
 
 #include "cli/cli_common.h"
@@ -18,9 +16,6 @@
 namespace fusetune::cli {
 
 namespace {
-
-std::atomic<bool> g_interrupted{false};
-void OnInterrupt(int) { g_interrupted = true; }
 
 struct TuneArgs {
   std::string model;
@@ -165,7 +160,7 @@ int Tune(TuneArgs& args) {
       bar.Update(p.tasks_converged, p.tasks,
                  fmt::format("{} trials, ", p.trials) + ProgressNote(p));
   };
-  callbacks.should_stop = [] { return g_interrupted.load(); };
+  callbacks.should_stop = [] { return Interrupted(); };
   callbacks.checkpoint = [&](const nlohmann::json& summary) {
     return database.UpdateJob(job_id, "running", nlohmann::json{{"summary", summary}}.dump());
   };
@@ -180,11 +175,11 @@ int Tune(TuneArgs& args) {
   if (auto history = cost_model::LoadDataset(database, data_options); history.ok())
     tuner.SetHistory(std::move(*history));
 
-  std::signal(SIGINT, OnInterrupt);
+  CatchInterrupt();
   const Status run = tuner.Run();
   bar.Finish();
   const search::TuneSummary summary = tuner.Summary();
-  const std::string state = !run.ok() ? "failed" : g_interrupted ? "interrupted" : "done";
+  const std::string state = !run.ok() ? "failed" : Interrupted() ? "interrupted" : "done";
   (void)database.UpdateJob(job_id, state,
                            nlohmann::json{{"summary", search::SummaryToJson(summary)}}.dump());
   if (!run.ok()) return ReportError(run.error());
@@ -202,7 +197,7 @@ int Tune(TuneArgs& args) {
     fmt::print("job {} in {}\n{}", job_id, args.db, FormatTuneSummary(summary));
     if (!args.save_plan.empty()) fmt::print("best plan written to {}\n", args.save_plan);
   }
-  return g_interrupted ? 130 : kExitOk;
+  return Interrupted() ? kExitInterrupted : kExitOk;
 }
 
 }  // namespace

@@ -61,21 +61,31 @@ std::string GraphWorkloadKey(const Graph& graph) {
   return ComputeWorkloadKey(graph, all).ToString();
 }
 
-db::Record MakeRecord(const Task& task, const measure::Candidate& candidate,
+db::Record MakeRecord(const std::string& workload_key, const measure::Candidate& candidate,
                       const measure::MeasureResult& result, const std::string& target,
-                      int64_t job_id) {
+                      int64_t job_id, const std::vector<KernelTemplate>& templates,
+                      const nlohmann::json& search) {
   db::Record r;
-  r.workload_key = task.key.ToString();
+  r.workload_key = workload_key;
   r.target = target;
   r.plan = candidate.plan.dump();
   r.status = measure::StatusName(result.status);
   r.seconds = result.ok() ? result.time.median : 0;
-  r.metrics = measure::ResultToJson(result).dump();
+  nlohmann::json metrics = measure::ResultToJson(result);
+  if (!search.is_null()) metrics["search"] = search;
+  r.metrics = metrics.dump();
   r.error = result.error;
   r.job_id = job_id;
   r.fusetune_version = FUSETUNE_VERSION;
-  r.kernel_versions = {{KernelTemplateName(task.kind), KernelTemplateVersion(task.kind)}};
+  for (KernelTemplate t : templates)
+    r.kernel_versions[KernelTemplateName(t)] = KernelTemplateVersion(t);
   return r;
+}
+
+db::Record MakeRecord(const Task& task, const measure::Candidate& candidate,
+                      const measure::MeasureResult& result, const std::string& target,
+                      int64_t job_id, const nlohmann::json& search) {
+  return MakeRecord(task.key.ToString(), candidate, result, target, job_id, {task.kind}, search);
 }
 
 }  // namespace fusetune::search

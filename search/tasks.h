@@ -45,9 +45,16 @@ std::vector<Task> ExtractTasks(const Graph& graph, FusionSpace& space,
 // The workload key a whole graph's plans are stored under.
 std::string GraphWorkloadKey(const Graph& graph);
 
-// The record of one measured candidate of `task`.
+// The record of one measured candidate of `workload_key` whose plan uses
+// `templates`; `search`, when given, is stored as the metrics' "search"
+// object (what the tuner predicted, which plan kind).
+db::Record MakeRecord(const std::string& workload_key, const measure::Candidate& candidate,
+                      const measure::MeasureResult& result, const std::string& target,
+                      int64_t job_id, const std::vector<KernelTemplate>& templates,
+                      const nlohmann::json& search = nullptr);
+// The same for a candidate of `task`.
 db::Record MakeRecord(const Task& task, const measure::Candidate& candidate,
                       const measure::MeasureResult& result, const std::string& target,
-                      int64_t job_id);
+                      int64_t job_id, const nlohmann::json& search = nullptr);
 
 }  // namespace fusetune::search

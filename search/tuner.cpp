@@ -121,12 +121,10 @@ Status Tuner::MeasureTiling(int task, const Proposal& proposal) {
   ++trials_;
   db::Record record;
   if (candidate.ok()) {
-    record = MakeRecord(t, *candidate, result, context_.target, context_.job_id);
-    auto metrics = nlohmann::json::parse(record.metrics);
-    metrics["search"] = {{"predicted_seconds", proposal.predicted_seconds},
-                         {"model", model_->name() + "/" + model_->form()},
-                         {"random", proposal.random}};
-    record.metrics = metrics.dump();
+    const nlohmann::json search_info{{"predicted_seconds", proposal.predicted_seconds},
+                                     {"model", model_->name() + "/" + model_->form()},
+                                     {"random", proposal.random}};
+    record = MakeRecord(t, *candidate, result, context_.target, context_.job_id, search_info);
     FT_RETURN_IF_ERROR(callbacks_.commit(record));
   }
   search.AddMeasured(proposal.tiling,

@@ -43,22 +43,11 @@ Status Tuner::MeasurePlan(const Plan& plan, const std::string& kind) {
   if (plans_->known.count(candidate.plan.dump())) return Status::Ok();
   ReportProgress("whole model, " + kind + " plan");
   const measure::MeasureResult result = measure_(candidate);
-  db::Record record;
-  record.workload_key = graph_key_;
-  record.target = context_.target;
-  record.plan = candidate.plan.dump();
-  record.status = measure::StatusName(result.status);
-  record.seconds = result.ok() ? result.time.median : 0;
-  auto metrics = measure::ResultToJson(result);
-  metrics["search"] = {{"plan_kind", kind}};
-  record.metrics = metrics.dump();
-  record.error = result.error;
-  record.job_id = context_.job_id;
-  record.fusetune_version = FUSETUNE_VERSION;
-  for (const PlanGroup& g : plan.groups) {
-    const KernelTemplate t = space_.Match(g.nodes).instance.kind;
-    record.kernel_versions[KernelTemplateName(t)] = KernelTemplateVersion(t);
-  }
+  std::vector<KernelTemplate> templates;
+  for (const PlanGroup& g : plan.groups) templates.push_back(space_.Match(g.nodes).instance.kind);
+  const nlohmann::json search_info{{"plan_kind", kind}};
+  db::Record record = MakeRecord(graph_key_, candidate, result, context_.target, context_.job_id,
+                                 templates, search_info);
   FT_RETURN_IF_ERROR(callbacks_.commit(record));
   PlanReport report{kind, record.seconds, static_cast<int64_t>(plan.groups.size()),
                     static_cast<double>(result.bytes_in + result.bytes_out), record.id};
