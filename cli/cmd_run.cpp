@@ -34,7 +34,7 @@ int Run(const RunArgs& args) {
   if (!plan.ok()) return ReportError(plan.error());
   auto feeds = LoadFeeds(*graph, args.io.inputs, args.io.random_seed);
   if (!feeds.ok()) return ReportError(feeds.error());
-  auto exe = Executable::Compile(space, *plan);
+  auto exe = KernelProgram::Compile(space, *plan);
   if (!exe.ok()) return ReportError(exe.error());
   RunReport report;
   auto result = (*exe)->Run(*feeds, &report);

@@ -53,6 +53,14 @@ class AnalyticalModel final : public CostModel {
 
 std::unique_ptr<CostModel> MakeAnalyticalModel() { return std::make_unique<AnalyticalModel>(); }
 
+double AnalyticalSeconds(const GroupInfo& group, const Tiling& tiling,
+                         const TargetFeatures& target) {
+  static const AnalyticalModel analytical;
+  FeatureMatrix x;
+  x.Add(group, tiling, target);
+  return analytical.Predict(x)[0].seconds;
+}
+
 Result<std::unique_ptr<CostModel>> LoadCostModel(const std::string& name, const std::string& blob) {
   if (name == "analytical") return MakeAnalyticalModel();
   if (name == "xgboost") return LoadXgboostModel(blob);

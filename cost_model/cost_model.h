@@ -48,6 +48,11 @@ class CostModel {
 // overhead = launch cost, eta = 0.5, traffic and compute from the tiling's
 // analytical figures: ranks from the first trial, with no data.
 std::unique_ptr<CostModel> MakeAnalyticalModel();
+// The analytical model's seconds for one candidate: absolute, unlike the
+// ranking score of some learned forms, so the tuner and the compiler scale
+// it by the measured/analytical ratio of measured groups to cost partitions.
+double AnalyticalSeconds(const GroupInfo& group, const Tiling& tiling,
+                         const TargetFeatures& target);
 
 // A model from the database's store (ModelEntry name and blob).
 Result<std::unique_ptr<CostModel>> LoadCostModel(const std::string& name, const std::string& blob);

@@ -120,6 +120,9 @@ class Database {
   // The fastest fresh ok record of a workload on a target, or nullopt.
   virtual Result<std::optional<BestPlan>> Best(const std::string& workload_key,
                                                const std::string& target) = 0;
+  // Every workload's best on a target, by workload key (one query: the
+  // compiler loads them once and looks groups up in memory).
+  virtual Result<std::map<std::string, BestPlan>> BestPlans(const std::string& target) = 0;
   virtual Result<std::vector<Record>> TopK(const std::string& workload_key,
                                            const std::string& target, int k) = 0;
   // Streams records in id order; `visit` returns false to stop.

@@ -12,9 +12,10 @@ std::string WorkloadKey::ToString() const { return HashToHex(hash); }
 
 namespace {
 
-void HashType(Hasher& h, const TensorType& t) {
+void HashType(Hasher& h, const TensorType& t, KeyScope scope = KeyScope::kExact) {
   h.AddInt(static_cast<int>(t.dtype)).Add(t.dims.size());
-  for (int64_t d : t.dims) h.AddInt(d);
+  if (scope == KeyScope::kExact)
+    for (int64_t d : t.dims) h.AddInt(d);
 }
 
 void HashAttr(Hasher& h, const AttrValue& value) {
@@ -45,7 +46,7 @@ void HashAttr(Hasher& h, const AttrValue& value) {
       value);
 }
 
-uint64_t NodeLocalHash(const Graph& g, const Node& node) {
+uint64_t NodeLocalHash(const Graph& g, const Node& node, KeyScope scope) {
   Hasher h;
   h.AddString(node.domain).AddString(node.op_type).Add(node.inputs.size()).Add(node.outputs.size());
   for (const auto& [name, value] : node.attrs.all()) {
@@ -56,27 +57,32 @@ uint64_t NodeLocalHash(const Graph& g, const Node& node) {
     if (v == kNoValue)
       h.Add(0xdead);
     else
-      HashType(h, g.type(v));
+      HashType(h, g.type(v), scope);
   }
   return h.digest();
 }
 
-uint64_t LeafHash(const Graph& g, ValueId v) {
+uint64_t LeafHash(const Graph& g, ValueId v, KeyScope scope) {
   const Value& value = g.value(v);
   Hasher h(0x6c656166);
-  HashType(h, value.type);
+  HashType(h, value.type, scope);
   h.Add(value.is_constant());
   if (value.is_constant()) {
     const Tensor& t = *value.constant;
-    if (!IsFloat(t.dtype()) || t.numel() <= kSemanticConstantElements)
-      h.AddBytes(t.raw(), t.nbytes());
+    // Integer constants are shapes, axes and indices: their values follow
+    // the shape (a Reshape target names the sequence length), so the
+    // structure scope leaves them out with the dimensions.
+    const bool semantic = IsFloat(t.dtype()) ? t.numel() <= kSemanticConstantElements
+                                             : scope == KeyScope::kExact;
+    if (semantic) h.AddBytes(t.raw(), t.nbytes());
   }
   return h.digest();
 }
 
 }  // namespace
 
-CanonicalSubgraph CanonicalizeSubgraph(const Graph& g, std::span<const int32_t> nodes_in) {
+CanonicalSubgraph CanonicalizeSubgraph(const Graph& g, std::span<const int32_t> nodes_in,
+                                       KeyScope scope) {
   std::vector<int32_t> nodes(nodes_in.begin(), nodes_in.end());
   std::sort(nodes.begin(), nodes.end());       // graph order is topological
   std::unordered_map<int32_t, int32_t> local;  // node index -> position in `nodes`
@@ -93,14 +99,14 @@ CanonicalSubgraph CanonicalizeSubgraph(const Graph& g, std::span<const int32_t> 
   std::vector<uint64_t> up(count), down(count), depth(count, 0);
   for (int32_t i = 0; i < count; ++i) {
     const Node& node = g.nodes[nodes[i]];
-    Hasher h(NodeLocalHash(g, node));
+    Hasher h(NodeLocalHash(g, node, scope));
     for (ValueId v : node.inputs) {
       const int32_t p = internal_producer(v);
       if (p >= 0) {
         h.Add(up[p]).AddInt(g.value(v).producer_output);
         depth[i] = std::max(depth[i], depth[p] + 1);
       } else {
-        h.Add(v == kNoValue ? 0 : LeafHash(g, v));
+        h.Add(v == kNoValue ? 0 : LeafHash(g, v, scope));
       }
     }
     up[i] = h.digest();
@@ -133,11 +139,11 @@ CanonicalSubgraph CanonicalizeSubgraph(const Graph& g, std::span<const int32_t> 
 
   // Final hash over the canonical order, with leaves numbered by first use.
   std::unordered_map<ValueId, int32_t> leaf_index;
-  Hasher h(0x776b6579 + kWorkloadKeyVersion);
+  Hasher h(0x776b6579 + kWorkloadKeyVersion + (scope == KeyScope::kStructure ? 0x100 : 0));
   h.Add(count);
   for (int32_t i : order) {
     const Node& node = g.nodes[nodes[i]];
-    h.Add(NodeLocalHash(g, node));
+    h.Add(NodeLocalHash(g, node, scope));
     for (ValueId v : node.inputs) {
       const int32_t p = internal_producer(v);
       if (p >= 0) {
@@ -146,7 +152,7 @@ CanonicalSubgraph CanonicalizeSubgraph(const Graph& g, std::span<const int32_t> 
         h.Add(2);
       } else {
         auto [it, inserted] = leaf_index.emplace(v, static_cast<int32_t>(leaf_index.size()));
-        h.Add(3).AddInt(it->second).Add(LeafHash(g, v));
+        h.Add(3).AddInt(it->second).Add(LeafHash(g, v, scope));
       }
     }
   }
@@ -182,10 +188,19 @@ WorkloadKey ComputeWorkloadKey(const Graph& graph, std::span<const int32_t> node
   return CanonicalizeSubgraph(graph, nodes).key;
 }
 
-CanonicalSubgraph CanonicalizeGraph(const Graph& graph) {
+CanonicalSubgraph CanonicalizeGraph(const Graph& graph, KeyScope scope) {
   std::vector<int32_t> all(graph.nodes.size());
   std::iota(all.begin(), all.end(), 0);
-  return CanonicalizeSubgraph(graph, all);
+  return CanonicalizeSubgraph(graph, all, scope);
+}
+
+std::vector<int64_t> ShapeSignature(const Graph& graph, std::span<const int32_t> node_order) {
+  std::vector<int64_t> dims;
+  for (int32_t n : node_order)
+    for (ValueId v : graph.nodes[n].outputs)
+      if (v != kNoValue)
+        for (int64_t d : graph.type(v).dims) dims.push_back(d);
+  return dims;
 }
 
 }  // namespace fusetune

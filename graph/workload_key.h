@@ -36,11 +36,21 @@ struct CanonicalSubgraph {
   std::vector<int32_t> node_order;
 };
 
+// kExact: the workload key. kStructure: the same hash without dimensions and
+// integer constant values, so that one structure at two sequence lengths
+// shares a structure key (the compiler's shape buckets).
+enum class KeyScope { kExact, kStructure };
+
 // `nodes` is a subset of node indices (any order). Values read from outside
 // the subset are its inputs; values read outside it or graph outputs are its outputs.
-CanonicalSubgraph CanonicalizeSubgraph(const Graph& graph, std::span<const int32_t> nodes);
+CanonicalSubgraph CanonicalizeSubgraph(const Graph& graph, std::span<const int32_t> nodes,
+                                       KeyScope scope = KeyScope::kExact);
 WorkloadKey ComputeWorkloadKey(const Graph& graph, std::span<const int32_t> nodes);
 // The whole graph.
-CanonicalSubgraph CanonicalizeGraph(const Graph& graph);
+CanonicalSubgraph CanonicalizeGraph(const Graph& graph, KeyScope scope = KeyScope::kExact);
+// Every output dimension of the nodes in `node_order` (a canonical order):
+// two workloads of one structure key have signatures of the same length,
+// compared dimension by dimension to find the nearest tuned shape.
+std::vector<int64_t> ShapeSignature(const Graph& graph, std::span<const int32_t> node_order);
 
 }  // namespace fusetune

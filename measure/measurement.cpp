@@ -27,7 +27,7 @@ void FlushRegion(const std::byte* data, size_t bytes) {
     _mm_clflush(reinterpret_cast<const void*>(line));
 }
 
-void FlushCaches(const Executable& exe, const TensorMap& feeds) {
+void FlushCaches(const KernelProgram& exe, const TensorMap& feeds) {
   exe.VisitMemory(FlushRegion);
   for (const auto& [name, t] : feeds) FlushRegion(t.raw(), t.nbytes());
   _mm_mfence();
@@ -50,7 +50,7 @@ struct RunSamples {
 };
 
 // Runs in `mode` until the options' minimum count and time are reached.
-Result<RunSamples> Repeat(Executable& exe, const TensorMap& feeds, const MeasureOptions& options,
+Result<RunSamples> Repeat(KernelProgram& exe, const TensorMap& feeds, const MeasureOptions& options,
                           const MeasureHooks& hooks, kernels::RunMode mode) {
   RunSamples samples;
   for (int i = 0; i < options.max_repeats; ++i) {
@@ -142,7 +142,7 @@ Result<ReferenceData> ComputeReference(const Graph& graph, uint64_t seed) {
   return data;
 }
 
-MeasureResult MeasureExecutable(Executable& exe, const ReferenceData& reference,
+MeasureResult MeasureProgram(KernelProgram& exe, const ReferenceData& reference,
                                 const MeasureOptions& options, const MeasureHooks& hooks) {
   const auto start = std::chrono::steady_clock::now();
   const TensorMap& feeds = reference.feeds;

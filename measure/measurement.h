@@ -117,7 +117,7 @@ struct ReferenceData {
 Result<ReferenceData> ComputeReference(const Graph& graph, uint64_t seed);
 
 // Measures an executable in this process (a worker calls this; tests may).
-MeasureResult MeasureExecutable(Executable& exe, const ReferenceData& reference,
+MeasureResult MeasureProgram(KernelProgram& exe, const ReferenceData& reference,
                                 const MeasureOptions& options, const MeasureHooks& hooks = {});
 
 }  // namespace fusetune::measure

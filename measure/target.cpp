@@ -62,7 +62,7 @@ double LaunchOverheadMicros(int threads) {
   kernels::KernelConfig config;
   config.threads = threads;
   FusionSpace space(g, config);
-  auto exe = Executable::Compile(space, space.Unfused());
+  auto exe = KernelProgram::Compile(space, space.Unfused());
   if (!exe.ok()) return -1;
   TensorMap feeds{{"x", Tensor(DataType::kFloat32, {16})}};
   std::vector<double> us;

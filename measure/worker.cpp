@@ -154,7 +154,7 @@ class Worker {
     if (!plan.ok())
       return MeasureResult::Failure(MeasureStatus::kFailed,
                                     "invalid plan: " + plan.error().ToString());
-    auto exe = Executable::Compile(*space, *plan);
+    auto exe = KernelProgram::Compile(*space, *plan);
     if (!exe.ok()) return MeasureResult::Failure(MeasureStatus::kFailed, exe.error().ToString());
 
     auto ref = loaded.references.find(options->input_seed);
@@ -165,7 +165,7 @@ class Worker {
                                       "reference executor: " + computed.error().ToString());
       ref = loaded.references.emplace(options->input_seed, std::move(*computed)).first;
     }
-    return MeasureExecutable(**exe, ref->second, *options, hooks_);
+    return MeasureProgram(**exe, ref->second, *options, hooks_);
   }
 
   const MeasureHooks& hooks_;

@@ -21,13 +21,13 @@ void FreeArena(std::byte* p) { std::free(p); }
 
 }  // namespace
 
-Executable::~Executable() = default;
+KernelProgram::~KernelProgram() = default;
 
-Result<std::unique_ptr<Executable>> Executable::Compile(FusionSpace& space, const Plan& plan) {
+Result<std::unique_ptr<KernelProgram>> KernelProgram::Compile(FusionSpace& space, const Plan& plan) {
   const FusionDecision valid = space.Validate(plan);
   if (!valid) return Error(ErrorCode::kInvalidArgument, "invalid plan: " + valid.reason());
   const Graph& g = space.graph();
-  std::unique_ptr<Executable> exe(new Executable(g, space.config()));
+  std::unique_ptr<KernelProgram> exe(new KernelProgram(g, space.config()));
   for (const PlanGroup& group : plan.groups)
     exe->steps_.push_back({space.Match(group.nodes).instance, group.tiling});
 
@@ -53,13 +53,13 @@ Result<std::unique_ptr<Executable>> Executable::Compile(FusionSpace& space, cons
   return exe;
 }
 
-std::byte* Executable::Address(ValueId v) {
+std::byte* KernelProgram::Address(ValueId v) {
   if (auto it = buffers_.offset.find(v); it != buffers_.offset.end())
     return arena_.get() + it->second;
   return feeds_[v].raw();  // a graph input or a constant
 }
 
-void Executable::VisitMemory(const std::function<void(const std::byte*, size_t)>& visit) const {
+void KernelProgram::VisitMemory(const std::function<void(const std::byte*, size_t)>& visit) const {
   visit(arena_.get(), static_cast<size_t>(buffers_.arena_bytes));
   for (const Value& v : graph_.values)
     if (v.is_constant()) visit(v.constant->raw(), v.constant->nbytes());
@@ -67,7 +67,7 @@ void Executable::VisitMemory(const std::function<void(const std::byte*, size_t)>
     for (const auto& owned : step.instance.owned) visit(owned->raw(), owned->nbytes());
 }
 
-Result<TensorMap> Executable::Run(const TensorMap& feeds, RunReport* report,
+Result<TensorMap> KernelProgram::Run(const TensorMap& feeds, RunReport* report,
                                   kernels::RunMode mode) {
   FT_ASSIGN_OR_RETURN(feeds_, BindFeeds(graph_, feeds));
   const auto start = std::chrono::steady_clock::now();
@@ -90,7 +90,7 @@ Result<TensorMap> Executable::Run(const TensorMap& feeds, RunReport* report,
   return outputs;
 }
 
-Status Executable::RunReferenceStep(const Step& step, StepReport* report) {
+Status KernelProgram::RunReferenceStep(const Step& step, StepReport* report) {
   const int32_t index = step.instance.nodes[0];
   const Node& node = graph_.nodes[index];
   const OpSchema* schema = FindOpSchema(node.domain, node.op_type);
@@ -135,7 +135,7 @@ Status Executable::RunReferenceStep(const Step& step, StepReport* report) {
   return Status::Ok();
 }
 
-Result<StepReport> Executable::RunStep(const Step& step, kernels::RunMode mode) {
+Result<StepReport> KernelProgram::RunStep(const Step& step, kernels::RunMode mode) {
   StepReport report;
   report.kernel = step.instance.summary;
   report.tiling = TilingToString(step.tiling);

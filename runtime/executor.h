@@ -3,7 +3,7 @@
 // Map of the module:
 //   buffer_plan.h  liveness of the values kernels materialise and their
 //                  placement in one arena, reusing memory of dead values
-//   executor.h     Executable: lowering (one step per plan group, bound to the
+//   executor.h     KernelProgram: lowering (one step per plan group, bound to the
 //                  arena at run time), execution with the kernels' oneTBB
 //                  workers, reference kernels for groups no template covers
 //
@@ -37,12 +37,12 @@ struct RunReport {
   double seconds = 0;
 };
 
-class Executable {
+class KernelProgram {
  public:
   // Validates the plan against the space and plans buffers. The space (and
   // its graph) must outlive the executable.
-  static Result<std::unique_ptr<Executable>> Compile(FusionSpace& space, const Plan& plan);
-  ~Executable();
+  static Result<std::unique_ptr<KernelProgram>> Compile(FusionSpace& space, const Plan& plan);
+  ~KernelProgram();
 
   // Feeds are checked like the reference executor's (names, shapes; f64/f16
   // converted to f32). Returns the graph outputs by name.
@@ -64,7 +64,7 @@ class Executable {
     KernelInstance instance;
     Tiling tiling;
   };
-  Executable(const Graph& graph, kernels::KernelConfig config) : graph_(graph), config_(config) {}
+  KernelProgram(const Graph& graph, kernels::KernelConfig config) : graph_(graph), config_(config) {}
   Result<StepReport> RunStep(const Step& step, kernels::RunMode mode);
   std::byte* Address(ValueId v);
   Status RunReferenceStep(const Step& step, StepReport* report);

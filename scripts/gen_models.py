@@ -6,7 +6,11 @@ Each model is written as NAME.onnx with one input file per graph input
 computed by PyTorch in eval mode, so that fusetune's importer and reference
 executor are checked against PyTorch itself.
 
-Usage: gen_models.py OUT_DIR [--size small|large|example] [--only NAME,...]
+Usage: gen_models.py OUT_DIR [--size small|large|example|e2e] [--only NAME,...]
+
+--size e2e writes issue 9's end-to-end models (BERT-base layer, GPT-2 block,
+LLaMA block and an MLP at sequence 384) and bert_base_12layer (sequence 128),
+which the compile-time lookup benchmark uses.
 Needs Debian's python3-torch and python3-numpy (scripts/setup.sh installs them).
 """
 import argparse
@@ -167,6 +171,14 @@ def models(size):
         torch.manual_seed(1)
         yield "encoder_small", PostLNEncoder(64, 4, 256, layers=2), [(1, 32, 64)], 13, None
         return
+    if size == "e2e":
+        s = 384
+        yield "bert_layer", PostLNEncoder(768, 12, 3072), [(1, s, 768)], 17, None
+        yield "gpt2_block", PreLNDecoder(768, 12, 3072, max_seq=s), [(1, s, 768)], 17, None
+        yield "llama_block", LlamaBlock(1024, 16, 2816, max_seq=s), [(1, s, 1024)], 17, None
+        yield "mlp_e2e", MLP(768, 3072, 3), [(s, 768)], 17, None
+        yield "bert_base_12layer", PostLNEncoder(768, 12, 3072, layers=12), [(1, 128, 768)], 17, None
+        return
     small = size == "small"
     b, s = (2, 8) if small else (1, 128)
     d, heads, ff = (32, 4, 64) if small else (768, 12, 3072)
@@ -212,7 +224,7 @@ def save_external(src, dst_name, out_dir):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out_dir")
-    parser.add_argument("--size", choices=["small", "large", "example"], default="small")
+    parser.add_argument("--size", choices=["small", "large", "example", "e2e"], default="small")
     parser.add_argument("--only", default="")
     args = parser.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)

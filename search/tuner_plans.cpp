@@ -67,18 +67,7 @@ Status Tuner::MeasureBaselines() {
   return Status::Ok();
 }
 
-namespace {
-
-double AnalyticalSeconds(const cost_model::GroupInfo& group, const Tiling& tiling,
-                         const cost_model::TargetFeatures& target) {
-  static const std::unique_ptr<cost_model::CostModel> analytical =
-      cost_model::MakeAnalyticalModel();
-  cost_model::FeatureMatrix x;
-  x.Add(group, tiling, target);
-  return analytical->Predict(x)[0].seconds;
-}
-
-}  // namespace
+using cost_model::AnalyticalSeconds;
 
 // How far the analytical model is off on the tasks measured so far: the
 // median of measured over analytical time of their best tilings (1 before any).

@@ -61,6 +61,19 @@ TEST_P(Conformance, BestIsTheFastestOkRecordAndTopKIsSorted) {
   EXPECT_EQ((*best)->plan, records[1].plan);
   EXPECT_FALSE(db->Best(WorkloadKeyFor(2), kTarget)->has_value());
   EXPECT_FALSE(db->Best(WorkloadKeyFor(0), "ffffffffffffffff")->has_value());
+  // The bulk lookup agrees with the one-key lookup for every workload.
+  auto all = db->BestPlans(kTarget);
+  ASSERT_TRUE(all.ok());
+  auto keys = db->WorkloadKeys();
+  ASSERT_TRUE(keys.ok());
+  for (const std::string& key : *keys) {
+    auto one = db->Best(key, kTarget);
+    ASSERT_EQ(one->has_value(), all->count(key) == 1) << key;
+    if (one->has_value()) {
+      EXPECT_EQ((*one)->record_id, all->at(key).record_id);
+    }
+  }
+  EXPECT_TRUE(db->BestPlans("ffffffffffffffff")->empty());
   auto top = db->TopK(WorkloadKeyFor(0), kTarget, 2);
   ASSERT_TRUE(top.ok());
   ASSERT_EQ(top->size(), 2u);
@@ -126,6 +139,7 @@ TEST_P(Conformance, StaleKernelVersionsAreNeverBestAndAreCounted) {
   auto best = db->Best(WorkloadKeyFor(0), kTarget);
   ASSERT_TRUE(best.ok() && best->has_value());
   EXPECT_DOUBLE_EQ((*best)->seconds, 5e-3);
+  EXPECT_DOUBLE_EQ(db->BestPlans(kTarget)->at(WorkloadKeyFor(0)).seconds, 5e-3);
   auto stats = db->Stats("00000000000000bb");
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->records, 2);

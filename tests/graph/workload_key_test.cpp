@@ -44,6 +44,34 @@ TEST(WorkloadKey, DependsOnShapeOpAttributeAndStructure) {
             KeyOf("graph g { input x: f32[3]  input z: f32[3]  y = Add(x, x)  output y }"));
 }
 
+WorkloadKey StructureKeyOf(const std::string& text) {
+  return CanonicalizeGraph(Parse(text), KeyScope::kStructure).key;
+}
+
+TEST(WorkloadKey, StructureKeyIgnoresDimensionsAndShapeConstantsOnly) {
+  const char* seq8 = R"(graph g { input x: f32[8, 16]  const w: f32[16, 16]  const s: i64[3] = [8, 4, 4]
+    h = MatMul(x, w)  r = Reshape(h, s)  output r })";
+  const char* seq32 = R"(graph g { input x: f32[32, 16]  const w: f32[16, 16]  const s: i64[3] = [32, 4, 4]
+    h = MatMul(x, w)  r = Reshape(h, s)  output r })";
+  EXPECT_NE(KeyOf(seq8), KeyOf(seq32));
+  EXPECT_EQ(StructureKeyOf(seq8), StructureKeyOf(seq32));
+  EXPECT_NE(StructureKeyOf(seq8), KeyOf(seq8));  // the scopes never collide
+  // Ops, attributes, ranks and small float constants still count.
+  EXPECT_NE(StructureKeyOf("graph g { input x: f32[2, 3]  y = Softmax(x) {axis=0}  output y }"),
+            StructureKeyOf("graph g { input x: f32[2, 3]  y = Softmax(x) {axis=1}  output y }"));
+  EXPECT_NE(StructureKeyOf("graph g { input x: f32[2, 3]  y = Relu(x)  output y }"),
+            StructureKeyOf("graph g { input x: f32[6]  y = Relu(x)  output y }"));
+  EXPECT_NE(
+      StructureKeyOf("graph g { input x: f32[3]  const e: f32[] = [1e-5]  y = Add(x, e)  output y }"),
+      StructureKeyOf("graph g { input x: f32[3]  const e: f32[] = [1e-6]  y = Add(x, e)  output y }"));
+  // Signatures of one structure align dimension by dimension.
+  const Graph a = Parse(seq8), b = Parse(seq32);
+  const auto sa = ShapeSignature(a, CanonicalizeGraph(a).node_order);
+  const auto sb = ShapeSignature(b, CanonicalizeGraph(b).node_order);
+  EXPECT_EQ(sa, (std::vector<int64_t>{8, 16, 8, 4, 4}));
+  EXPECT_EQ(sb, (std::vector<int64_t>{32, 16, 32, 4, 4}));
+}
+
 TEST(WorkloadKey, SemanticConstantsCountByValue) {
   EXPECT_NE(KeyOf("graph g { input x: f32[3]  const e: f32[] = [1e-5]  y = Add(x, e)  output y }"),
             KeyOf("graph g { input x: f32[3]  const e: f32[] = [1e-6]  y = Add(x, e)  output y }"));

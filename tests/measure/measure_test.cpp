@@ -24,11 +24,11 @@ MeasureOptions QuickOptions() {
 
 MeasureResult MeasurePlanInProcess(const Graph& g, FusionSpace& space, const Plan& plan,
                                    const MeasureOptions& o, const MeasureHooks& hooks = {}) {
-  auto exe = Executable::Compile(space, plan);
+  auto exe = KernelProgram::Compile(space, plan);
   EXPECT_TRUE(exe.ok());
   auto ref = ComputeReference(g, o.input_seed);
   EXPECT_TRUE(ref.ok());
-  return MeasureExecutable(**exe, *ref, o, hooks);
+  return MeasureProgram(**exe, *ref, o, hooks);
 }
 
 TEST(Summarize, MedianQuartilesAndExtremes) {

@@ -26,7 +26,7 @@ TEST(Estimate, AnalyticalTrafficMatchesCountedTraffic) {
     Rng rng(ForkSeed(7, std::hash<std::string>()(model) % 1000));
     for (int i = 0; i < 20; ++i) {
       const Plan plan = space.Random(rng);
-      auto exe = Executable::Compile(space, plan);
+      auto exe = KernelProgram::Compile(space, plan);
       ASSERT_TRUE(exe.ok()) << exe.error().message();
       RunReport report;
       ASSERT_TRUE((*exe)->Run(feeds, &report).ok());

@@ -36,7 +36,7 @@ TEST(Executor, UnfusedGreedyAndRandomPlansMatchTheReference) {
     Rng rng(ForkSeed(2026, std::hash<std::string>()(model) % 1000));
     for (int i = -2; i < 100; ++i) {
       const Plan plan = i == -2 ? space.Unfused() : i == -1 ? space.Greedy() : space.Random(rng);
-      auto exe = Executable::Compile(space, plan);
+      auto exe = KernelProgram::Compile(space, plan);
       ASSERT_TRUE(exe.ok()) << exe.error().message();
       EXPECT_GE((*exe)->buffers().arena_bytes, (*exe)->buffers().peak_live_bytes);
       auto got = (*exe)->Run(feeds);
@@ -50,8 +50,8 @@ TEST(Executor, UnfusedGreedyAndRandomPlansMatchTheReference) {
 TEST(Executor, FusedPlanNeedsLessMemoryAndTraffic) {
   Graph g = testing::LoadTestModel("encoder_postln_op13");
   FusionSpace space(g, kernels::KernelConfig{});
-  auto unfused = Executable::Compile(space, space.Unfused());
-  auto greedy = Executable::Compile(space, space.Greedy());
+  auto unfused = KernelProgram::Compile(space, space.Unfused());
+  auto greedy = KernelProgram::Compile(space, space.Greedy());
   ASSERT_TRUE(unfused.ok() && greedy.ok());
   EXPECT_LT((*greedy)->buffers().arena_bytes, (*unfused)->buffers().arena_bytes);
   EXPECT_LT((*unfused)->buffers().arena_bytes, (*unfused)->buffers().no_reuse_bytes);
@@ -67,10 +67,10 @@ TEST(Executor, RejectsInvalidPlansAndFeeds) {
   FusionSpace space(g, kernels::KernelConfig{});
   Plan plan = space.Unfused();
   plan.groups.pop_back();
-  auto exe = Executable::Compile(space, plan);
+  auto exe = KernelProgram::Compile(space, plan);
   ASSERT_FALSE(exe.ok());
   EXPECT_NE(exe.error().message().find("in no group"), std::string::npos);
-  auto ok = Executable::Compile(space, space.Greedy());
+  auto ok = KernelProgram::Compile(space, space.Greedy());
   ASSERT_TRUE(ok.ok());
   TensorMap bad{{"x", Tensor(DataType::kFloat32, {3, 3})}};
   auto r = (*ok)->Run(bad);
