@@ -1,14 +1,20 @@
-// fusetune run MODEL.onnx --plan PLAN.json --input NAME=x.npy --output-dir out/:
-// executes a plan with the runtime (fused kernels, reference kernels for the
-// rest) and writes the outputs; --verify compares them with the reference
-// executor.
+// fusetune run MODEL.onnx (--db FILE | --plan PLAN.json) --input NAME=x.npy
+// --output-dir out/ [--bench N]: compiles the model from the tuning database
+// (or loads a plan), executes it with the runtime (fused kernels, reference
+// kernels for the rest) and writes the outputs; --verify compares them with
+// the reference executor; --bench reports the median latency of N runs.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
 #include <iostream>
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/compile_args.h"
+#include "compiler/explain.h"
+#include "graph/analysis.h"
 #include "graph/reference_executor.h"
 #include "measure/measurement.h"
 #include "runtime/executor.h"
@@ -20,38 +26,77 @@ namespace {
 struct RunArgs {
   RunIoArgs io;
   std::string plan;
+  CompileArgs compile;
+  bool from_db = false;
   int threads = 2;
+  int bench = 0;
   bool verify = false, json = false, steps = false;
 };
+
+Result<std::unique_ptr<compiler::CompiledModel>> Prepare(Graph graph, const RunArgs& args) {
+  if (args.from_db) return CompileWithDatabase(std::move(graph), args.threads, args.compile);
+  kernels::KernelConfig config;
+  config.threads = args.threads;
+  return compiler::CompiledModel::FromPlan(
+      std::move(graph), config, [&](FusionSpace& space) { return LoadPlanArg(space, args.plan); });
+}
+
+// Median, 10th and 90th percentile of `runs` timed runs after one warm-up.
+Result<nlohmann::json> Bench(KernelProgram& program, const TensorMap& feeds, int runs,
+                             double flops) {
+  FT_RETURN_IF_ERROR(program.Run(feeds));
+  std::vector<double> ms;
+  for (int i = 0; i < runs; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    FT_RETURN_IF_ERROR(program.Run(feeds));
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
+  }
+  std::sort(ms.begin(), ms.end());
+  auto at = [&](double q) { return ms[static_cast<size_t>(q * static_cast<double>(ms.size() - 1))]; };
+  const double median = at(0.5);
+  return nlohmann::json{{"runs", runs},
+                        {"median_ms", median},
+                        {"p10_ms", at(0.1)},
+                        {"p90_ms", at(0.9)},
+                        {"inferences_per_second", 1e3 / median},
+                        {"gflops", flops / (median * 1e6)}};
+}
 
 int Run(const RunArgs& args) {
   auto graph = LoadModel(args.io.model, args.io.model_options);
   if (!graph.ok()) return ReportError(graph.error());
-  kernels::KernelConfig config;
-  config.threads = args.threads;
-  FusionSpace space(*graph, config);
-  auto plan = LoadPlanArg(space, args.plan);
-  if (!plan.ok()) return ReportError(plan.error());
   auto feeds = LoadFeeds(*graph, args.io.inputs, args.io.random_seed);
   if (!feeds.ok()) return ReportError(feeds.error());
-  auto exe = KernelProgram::Compile(space, *plan);
-  if (!exe.ok()) return ReportError(exe.error());
+  const double flops = SummarizeGraph(*graph).flops;
+  auto model = Prepare(std::move(*graph), args);
+  if (!model.ok()) return ReportError(model.error());
+  KernelProgram* exe = &(*model)->program();
+  const Graph& g = (*model)->graph();
   RunReport report;
-  auto result = (*exe)->Run(*feeds, &report);
+  auto result = exe->Run(*feeds, &report);
   if (!result.ok()) return ReportError(result.error());
-  auto outputs = WriteOutputs(*graph, *result, args.io.output_dir);
+  auto outputs = WriteOutputs(g, *result, args.io.output_dir);
   if (!outputs.ok()) return ReportError(outputs.error());
+  const std::string plan_name = args.from_db ? "compiled from " + args.compile.db : args.plan;
   nlohmann::json j{{"model", args.io.model},
-                   {"plan", args.plan},
-                   {"kernels", (*exe)->num_steps()},
+                   {"plan", plan_name},
+                   {"kernels", exe->num_steps()},
                    {"milliseconds", report.seconds * 1e3},
                    {"bytes_global_to_local", report.total.bytes_global_to_local},
                    {"bytes_local_to_global", report.total.bytes_local_to_global},
-                   {"arena_bytes", (*exe)->buffers().arena_bytes},
-                   {"peak_live_bytes", (*exe)->buffers().peak_live_bytes},
+                   {"arena_bytes", exe->buffers().arena_bytes},
+                   {"peak_live_bytes", exe->buffers().peak_live_bytes},
                    {"outputs", *outputs}};
+  if (args.from_db) j["compiled"] = compiler::CompiledSummaryJson((*model)->compiled());
+  if (args.bench > 0) {
+    auto bench = Bench(*exe, *feeds, args.bench, flops);
+    if (!bench.ok()) return ReportError(bench.error());
+    j["bench"] = *bench;
+  }
   if (args.verify) {
-    auto want = RunReference(*graph, *feeds);
+    auto want = RunReference(g, *feeds);
     if (!want.ok()) return ReportError(want.error());
     j["max_scaled_error"] = measure::CompareOutputs(*result, want->outputs);
   }
@@ -69,11 +114,26 @@ int Run(const RunArgs& args) {
   std::cout << fmt::format(
       "ran {} with plan {}: {} kernels in {:.3f} ms, traffic {} in / {} out, arena {} (peak live "
       "{})\n",
-      args.io.model, args.plan, (*exe)->num_steps(), report.seconds * 1e3,
+      args.io.model, plan_name, exe->num_steps(), report.seconds * 1e3,
       HumanBytes(static_cast<double>(report.total.bytes_global_to_local)),
       HumanBytes(static_cast<double>(report.total.bytes_local_to_global)),
-      HumanBytes(static_cast<double>((*exe)->buffers().arena_bytes)),
-      HumanBytes(static_cast<double>((*exe)->buffers().peak_live_bytes)));
+      HumanBytes(static_cast<double>(exe->buffers().arena_bytes)),
+      HumanBytes(static_cast<double>(exe->buffers().peak_live_bytes)));
+  if (args.from_db) {
+    std::string sources;
+    for (const auto& [source, n] : j["compiled"]["sources"].items())
+      sources += fmt::format("{}{} {}", sources.empty() ? "" : ", ", n.get<int>(), source);
+    std::cout << fmt::format("  plan sources: {}\n", sources);
+  }
+  if (args.bench > 0) {
+    const auto& b = j["bench"];
+    std::cout << fmt::format(
+        "  bench: median {:.3f} ms over {} runs (p10 {:.3f}, p90 {:.3f}), {:.1f} inferences/s, "
+        "{:.1f} GFLOP/s\n",
+        b["median_ms"].get<double>(), args.bench, b["p10_ms"].get<double>(),
+        b["p90_ms"].get<double>(), b["inferences_per_second"].get<double>(),
+        b["gflops"].get<double>());
+  }
   if (args.steps)
     for (const StepReport& s : report.steps)
       std::cout << fmt::format("  {:8.3f} ms  {:<48}  {}\n", s.seconds * 1e3, s.kernel, s.tiling);
@@ -92,14 +152,29 @@ void AddRunCommand(CLI::App& app, std::function<void(int)> set_result) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand("run", "Run a model with a fusion plan");
   AddRunIoOptions(cmd, &args->io);
-  cmd->add_option("--plan", args->plan, "Plan JSON file, or 'unfused' or 'greedy'")->required();
+  auto* plan = cmd->add_option("--plan", args->plan, "Plan JSON file, or 'unfused' or 'greedy'");
+  auto* db = cmd->add_option("--db", args->compile.db,
+                             "Compile from this tuning database (as `fusetune compile` does)");
+  plan->excludes(db);
+  AddCompileOptions(cmd, &args->compile);
+  cmd->add_option("--bench", args->bench, "Time N runs and report the median latency")
+      ->check(CLI::Range(1, 1000000));
   cmd->add_option("--threads", args->threads, "Threads per kernel")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
   cmd->add_flag("--verify", args->verify, "Compare the outputs with the reference executor");
   cmd->add_flag("--steps", args->steps, "Report every kernel's time and traffic");
   cmd->add_flag("--json", args->json, "Print the summary as JSON");
-  cmd->callback([args, set_result] { set_result(Run(*args)); });
+  cmd->callback([args, set_result, db, plan] {
+    args->from_db = db->count() > 0;
+    if (!args->from_db && plan->count() == 0) {
+      set_result(ReportError(Error(ErrorCode::kInvalidArgument,
+                                   "run needs --db FILE (compile from a tuning database) or "
+                                   "--plan PLAN.json|unfused|greedy")));
+      return;
+    }
+    set_result(Run(*args));
+  });
 }
 
 }  // namespace fusetune::cli

@@ -19,5 +19,6 @@ void AddRetrainCommand(CLI::App& app, std::function<void(int)> set_result);
 void AddEvaluateModelCommand(CLI::App& app, std::function<void(int)> set_result);
 void AddTuneCommand(CLI::App& app, std::function<void(int)> set_result);
 void AddReportCommand(CLI::App& app, std::function<void(int)> set_result);
+void AddCompileCommand(CLI::App& app, std::function<void(int)> set_result);
 
 }  // namespace fusetune::cli

@@ -34,14 +34,11 @@ const char* MutationKindName(MutationKind kind) {
 }
 
 FusionSpace::FusionSpace(const Graph& graph, kernels::KernelConfig config, CandidateOptions options)
-    : graph_(graph), config_(config), flow_(graph) {
-  candidates_ = EnumerateCandidates(graph_, flow_, options);
-  for (const CandidateGroup& c : candidates_.groups) {
-    auto m = std::make_unique<GroupMatch>();
-    m->decision = FusionDecision::Allow();
-    m->instance = *c.instance;
-    matches_.emplace(c.nodes, std::move(m));
-  }
+    : graph_(graph), config_(config), flow_(graph), candidate_options_(options) {}
+
+const CandidateSet& FusionSpace::candidates() const {
+  if (!candidates_) candidates_ = EnumerateCandidates(graph_, flow_, candidate_options_);
+  return *candidates_;
 }
 
 const GroupMatch& FusionSpace::Match(const std::vector<int32_t>& nodes) {
@@ -161,27 +158,27 @@ class PartitionBuilder {
 
 Plan FusionSpace::Greedy() {
   std::vector<int32_t> order;
-  for (int32_t i = static_cast<int32_t>(candidates_.num_nodes);
-       i < static_cast<int32_t>(candidates_.groups.size()); ++i)
+  for (int32_t i = static_cast<int32_t>(candidates().num_nodes);
+       i < static_cast<int32_t>(candidates().groups.size()); ++i)
     order.push_back(i);
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return candidates_.groups[a].nodes.size() > candidates_.groups[b].nodes.size();
+    return candidates().groups[a].nodes.size() > candidates().groups[b].nodes.size();
   });
   PartitionBuilder builder(*this, flow_.num_nodes());
-  for (int32_t i : order) builder.TryAdd(candidates_.groups[i].nodes);
+  for (int32_t i : order) builder.TryAdd(candidates().groups[i].nodes);
   return FromGroups(builder.Finish(), nullptr);
 }
 
 Plan FusionSpace::Random(Rng& rng) {
   std::vector<int32_t> order;
-  for (int32_t i = static_cast<int32_t>(candidates_.num_nodes);
-       i < static_cast<int32_t>(candidates_.groups.size()); ++i)
+  for (int32_t i = static_cast<int32_t>(candidates().num_nodes);
+       i < static_cast<int32_t>(candidates().groups.size()); ++i)
     order.push_back(i);
   for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.Below(i)]);
   const double accept = 0.1 + 0.9 * rng.Uniform();
   PartitionBuilder builder(*this, flow_.num_nodes());
   for (int32_t i : order)
-    if (rng.Uniform() < accept) builder.TryAdd(candidates_.groups[i].nodes);
+    if (rng.Uniform() < accept) builder.TryAdd(candidates().groups[i].nodes);
   return FromGroups(builder.Finish(), &rng);
 }
 

@@ -39,7 +39,9 @@ class FusionSpace {
 
   const Graph& graph() const { return graph_; }
   const Dataflow& flow() const { return flow_; }
-  const CandidateSet& candidates() const { return candidates_; }
+  // Enumerated on first use: a plan loaded from a file or a database needs
+  // only its own groups matched.
+  const CandidateSet& candidates() const;
   const kernels::KernelConfig& config() const { return config_; }
 
   // Match of a node set (cached; `nodes` ascending).
@@ -77,7 +79,8 @@ class FusionSpace {
   const Graph& graph_;
   kernels::KernelConfig config_;
   Dataflow flow_;
-  CandidateSet candidates_;
+  CandidateOptions candidate_options_;
+  mutable std::optional<CandidateSet> candidates_;
   std::map<std::vector<int32_t>, std::unique_ptr<GroupMatch>> matches_;
   std::map<std::vector<int32_t>, std::unique_ptr<TilingSpace>> tilings_;
 };

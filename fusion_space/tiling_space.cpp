@@ -145,9 +145,6 @@ Tiling TilingSpace::At(const std::vector<int>& c) const {
   return std::monostate{};
 }
 
-namespace {
-
-// The parameter values of a tiling, in the order of the space's parameters.
 std::vector<int64_t> TilingValues(const Tiling& t) {
   std::vector<int64_t> values;
   if (auto* x = std::get_if<kernels::ElementwiseTiling>(&t)) values = {x->tile};
@@ -165,8 +162,6 @@ std::vector<int64_t> TilingValues(const Tiling& t) {
     values = {x->br, x->bc, MicroIndex(x->mr, x->nr)};
   return values;
 }
-
-}  // namespace
 
 std::optional<std::vector<int>> TilingSpace::ChoiceOf(const Tiling& t) const {
   const std::vector<int64_t> values = TilingValues(t);

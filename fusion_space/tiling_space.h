@@ -35,6 +35,10 @@ FusionDecision TilingFromJson(KernelTemplate kind, const nlohmann::json& json, T
 kernels::TilingEstimate EstimateTiling(const KernelInstance& instance, const Tiling& tiling,
                                        int threads);
 
+// The parameter values of a tiling, in the order of its template's
+// TilingSpace::params() (the micro-tile as its index in the micro shapes).
+std::vector<int64_t> TilingValues(const Tiling& tiling);
+
 struct TilingParam {
   std::string name;
   std::vector<int64_t> values;

@@ -1,0 +1,117 @@
+// fusetune compile MODEL.onnx --db FILE -o PLAN.json [--explain]: the
+// compile-time lookup. Every group's plan says where it came from; groups
+// that are not exact hits are counted on stderr with their predicted loss.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <fstream>
+#include <iostream>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "cli/compile_args.h"
+#include "compiler/explain.h"
+#include "compiler/fused_export.h"
+#include "measure/target.h"
+
+namespace fusetune::cli {
+
+namespace {
+
+struct CompileCommandArgs {
+  std::string model;
+  ModelOptions model_options;
+  CompileArgs compile;
+  std::string output, export_onnx;
+  int threads = 2;
+  bool explain = false, json = false;
+};
+
+Status WriteJsonFile(const nlohmann::json& j, const std::string& path) {
+  std::ofstream out(path);
+  out << j.dump(1) << "\n";
+  if (!out) return Error(ErrorCode::kIo, "cannot write " + path);
+  return Status::Ok();
+}
+
+// One stderr line when some groups are not exact hits: never a silent fallback.
+void WarnAboutFallbacks(const compiler::CompiledPlan& plan) {
+  int untuned = 0;
+  double worst = 0;
+  bool unknown = false;
+  for (const auto& d : plan.groups) {
+    if (d.choice.source == compiler::PlanSource::kExact ||
+        d.choice.source == compiler::PlanSource::kWholeModel)
+      continue;
+    ++untuned;
+    if (d.choice.predicted_loss)
+      worst = std::max(worst, *d.choice.predicted_loss);
+    else
+      unknown = true;
+  }
+  if (untuned == 0) return;
+  fmt::print(stderr,
+             "fusetune: note: {} of {} kernels are not tuned for this machine (largest predicted "
+             "loss {:.0f}%{}); --explain lists them\n",
+             untuned, plan.groups.size(), worst * 100, unknown ? ", some unknown" : "");
+}
+
+int Compile(const CompileCommandArgs& args) {
+  auto graph = LoadModel(args.model, args.model_options);
+  if (!graph.ok()) return ReportError(graph.error());
+  auto model = CompileWithDatabase(std::move(*graph), args.threads, args.compile);
+  if (!model.ok()) return ReportError(model.error());
+  compiler::CompiledModel& m = **model;
+  const compiler::CompiledPlan& plan = m.compiled();
+  const std::string target = measure::DetectTarget().HashString();
+  if (!args.output.empty()) {
+    auto written = WriteJsonFile(compiler::CompiledPlanFile(m.space(), plan, target), args.output);
+    if (!written.ok()) return ReportError(written.error());
+  }
+  if (!args.export_onnx.empty()) {
+    auto exported = compiler::ExportFusedOnnx(m.space(), plan, args.export_onnx);
+    if (!exported.ok()) return ReportError(exported.error());
+  }
+  WarnAboutFallbacks(plan);
+  if (args.json) {
+    nlohmann::json j = compiler::CompiledSummaryJson(plan);
+    j["model"] = args.model;
+    j["lowering_ms"] = m.lowering_seconds() * 1e3;
+    if (!args.output.empty()) j["plan"] = args.output;
+    if (args.explain) j["groups"] = compiler::CompiledPlanFile(m.space(), plan, target)["groups"];
+    PrintJson(j);
+    return kExitOk;
+  }
+  std::cout << fmt::format("model       {}\n", args.model)
+            << compiler::ExplainPlan(m.space(), plan, args.explain)
+            << fmt::format("compile     lookup and partition {:.3f} ms, lowering {:.3f} ms\n",
+                           plan.lookup_seconds * 1e3, m.lowering_seconds() * 1e3);
+  if (!args.output.empty()) std::cout << fmt::format("wrote       {}\n", args.output);
+  if (!args.export_onnx.empty()) std::cout << fmt::format("wrote       {}\n", args.export_onnx);
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddCompileCommand(CLI::App& app, std::function<void(int)> set_result) {
+  auto args = std::make_shared<CompileCommandArgs>();
+  CLI::App* cmd =
+      app.add_subcommand("compile", "Compile a model with the plans of a tuning database");
+  cmd->add_option("model", args->model, "ONNX model file")->required();
+  cmd->add_option("--db", args->compile.db, "Tuning database")->capture_default_str();
+  cmd->add_option("-o,--output", args->output, "Write the plan (JSON) here");
+  cmd->add_option("--export-onnx", args->export_onnx,
+                  "Write the fused graph as ONNX: one ai.fusetune node per kernel");
+  cmd->add_option("--dim", args->model_options.dims,
+                  "Bind a symbolic dimension: NAME=VALUE (repeatable)");
+  cmd->add_option("--threads", args->threads, "Threads per kernel")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  AddCompileOptions(cmd, &args->compile);
+  cmd->add_flag("--explain", args->explain,
+                "Print every kernel's decision: source, time, traffic, what bounded it");
+  cmd->add_flag("--json", args->json, "Print the summary as JSON");
+  cmd->callback([args, set_result] { set_result(Compile(*args)); });
+}
+
+}  // namespace fusetune::cli

@@ -1,0 +1,68 @@
+#include "cli/compile_args.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+
+namespace fusetune::cli {
+
+void AddCompileOptions(CLI::App* cmd, CompileArgs* args) {
+  cmd->add_option("--max-memory", args->max_memory,
+                  "Limit on the peak bytes of live intermediate values (e.g. 64MiB)");
+  cmd->add_flag("--no-whole-model", args->no_whole_model,
+                "Ignore measured whole-model plans: select the partition from group records");
+}
+
+Result<int64_t> ParseBytes(const std::string& text, const char* flag) {
+  const Error bad(ErrorCode::kInvalidArgument,
+                  fmt::format("{} '{}': expected bytes such as 512, 64K, 64MiB or 1.5G", flag,
+                              text));
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return bad;
+  }
+  std::string unit = text.substr(used);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  double scale = 1;
+  if (unit == "" || unit == "B")
+    scale = 1;
+  else if (unit == "K" || unit == "KB" || unit == "KIB")
+    scale = 1024;
+  else if (unit == "M" || unit == "MB" || unit == "MIB")
+    scale = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GB" || unit == "GIB")
+    scale = 1024.0 * 1024 * 1024;
+  else
+    return bad;
+  if (!(value > 0) || !std::isfinite(value)) return bad;
+  return static_cast<int64_t>(value * scale);
+}
+
+Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(Graph graph, int threads,
+                                                                     const CompileArgs& args) {
+  if (!std::filesystem::exists(args.db))
+    return Error(ErrorCode::kNotFound,
+                 fmt::format("--db {}: no such tuning database (`fusetune tune` writes one)",
+                             args.db));
+  db::OpenOptions open;
+  open.create = false;
+  open.read_only = true;
+  auto database = db::MakeSqliteDatabase(args.db, open);
+  if (!database.ok()) return database.error();
+  FT_ASSIGN_OR_RETURN(auto index, compiler::LoadIndexForThisMachine(**database));
+  compiler::CompileOptions options;
+  if (!args.max_memory.empty()) {
+    FT_ASSIGN_OR_RETURN(options.max_memory_bytes, ParseBytes(args.max_memory, "--max-memory"));
+  }
+  options.whole_model_plans = !args.no_whole_model;
+  kernels::KernelConfig config;
+  config.threads = threads;
+  return compiler::CompiledModel::Compile(std::move(graph), config, *index, options);
+}
+
+}  // namespace fusetune::cli

@@ -1,0 +1,32 @@
+// What `fusetune compile` and `fusetune run --db` share: the options of the
+// compile-time lookup and the compile itself.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "common/status.h"
+#include "compiler/model.h"
+
+namespace fusetune::cli {
+
+struct CompileArgs {
+  std::string db = "fusetune.db";
+  std::string max_memory;  // "64MiB"; empty: no limit
+  bool no_whole_model = false;
+};
+
+// --max-memory and --no-whole-model; --db is the caller's (required or not).
+void AddCompileOptions(CLI::App* cmd, CompileArgs* args);
+
+// "512", "64K", "64KiB", "1.5M", "2G": bytes (K, M, G are powers of 1024).
+Result<int64_t> ParseBytes(const std::string& text, const char* flag);
+
+// Opens the database read-only (it must exist), loads this machine's index
+// and compiles `graph`.
+Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(Graph graph, int threads,
+                                                                     const CompileArgs& args);
+
+}  // namespace fusetune::cli

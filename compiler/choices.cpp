@@ -1,0 +1,216 @@
+#include "compiler/choices.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "cost_model/features.h"
+#include "graph/subgraph.h"
+#include "graph/workload_key.h"
+
+namespace fusetune::compiler {
+
+namespace {
+
+double ParamDistance(int64_t a, int64_t b) {
+  return std::abs(std::log2((static_cast<double>(a) + 1) / (static_cast<double>(b) + 1)));
+}
+
+// The legal tiling whose parameters are nearest to `wanted`'s.
+std::optional<Tiling> NearestLegal(const Tiling& wanted, const TilingSpace& tilings) {
+  if (tilings.Check(wanted)) return wanted;
+  const std::vector<int64_t> target = TilingValues(wanted);
+  std::optional<Tiling> nearest;
+  double best = 0;
+  for (const Tiling& t : tilings.Enumerate()) {
+    const std::vector<int64_t> values = TilingValues(t);
+    if (values.size() != target.size()) return std::nullopt;
+    double d = 0;
+    for (size_t i = 0; i < values.size(); ++i) d += ParamDistance(values[i], target[i]);
+    if (!nearest || d < best) nearest = t, best = d;
+  }
+  return nearest;
+}
+
+// Up to `limit` legal tilings spread evenly over the enumeration, the
+// default included.
+std::vector<Tiling> RankedTilings(const TilingSpace& tilings, int64_t limit) {
+  const std::vector<Tiling>& all = tilings.Enumerate();
+  std::vector<Tiling> out{tilings.Default()};
+  const int64_t n = static_cast<int64_t>(all.size());
+  const int64_t step = std::max<int64_t>(1, (n + limit - 1) / limit);
+  for (int64_t i = 0; i < n; i += step) out.push_back(all[i]);
+  return out;
+}
+
+struct KeyFacts {
+  cost_model::GroupInfo info;
+  const TilingSpace* tilings = nullptr;
+};
+
+class Chooser {
+ public:
+  Chooser(FusionSpace& space, TuningIndex& index, const CompileOptions& options)
+      : space_(space), index_(index), options_(options) {}
+
+  Result<CandidateChoices> Run();
+
+ private:
+  double Analytical(const KeyFacts& f, const Tiling& t) const {
+    return cost_model::AnalyticalSeconds(f.info, t, index_.features());
+  }
+  std::optional<GroupChoice> Exact(const CandidateGroup& g, const KeyFacts& f);
+  Result<std::optional<GroupChoice>> Bucket(const CandidateGroup& g, const KeyFacts& f);
+  std::optional<GroupChoice> Model(const KeyFacts& f);
+  GroupChoice Default(const KeyFacts& f);
+
+  FusionSpace& space_;
+  TuningIndex& index_;
+  const CompileOptions& options_;
+  double scale_ = 1;
+};
+
+std::optional<GroupChoice> Chooser::Exact(const CandidateGroup& g, const KeyFacts& f) {
+  const db::BestPlan* best = index_.Exact(g.key.ToString());
+  if (best == nullptr) return std::nullopt;
+  auto tiling = TilingFromRecordPlan(best->plan, g.instance->kind, *f.tilings);
+  if (!tiling || !f.tilings->Check(*tiling)) return std::nullopt;  // not this build's space
+  GroupChoice c;
+  c.tiling = *tiling;
+  c.source = PlanSource::kExact;
+  c.cost = best->seconds;
+  c.measured_seconds = best->seconds;
+  c.predicted_loss = 0;
+  c.record_id = best->record_id;
+  c.detail = fmt::format("record {}", best->record_id);
+  return c;
+}
+
+Result<std::optional<GroupChoice>> Chooser::Bucket(const CandidateGroup& g, const KeyFacts& f) {
+  const auto group_graph = ExtractSubgraph(space_.graph(), g.nodes);
+  const CanonicalSubgraph canonical = CanonicalizeGraph(group_graph, KeyScope::kStructure);
+  const auto signature = ShapeSignature(group_graph, canonical.node_order);
+  FT_ASSIGN_OR_RETURN(auto match,
+                      index_.Nearest(canonical.key.ToString(), signature, g.key.ToString()));
+  if (!match) return std::optional<GroupChoice>();
+  auto tiling = TilingFromRecordPlan(match->best->plan, g.instance->kind, *f.tilings);
+  if (!tiling) return std::optional<GroupChoice>();
+  GroupChoice c;
+  c.tiling = *tiling;
+  c.source = PlanSource::kShapeBucket;
+  c.predicted_seconds = c.cost = scale_ * Analytical(f, *tiling);
+  c.record_id = match->best->record_id;
+  // What the analytical model expects the moved tiling to lose against the
+  // best it sees here: a lower bound on the loss against a tuned plan.
+  double best_here = c.predicted_seconds;
+  for (const Tiling& t : RankedTilings(*f.tilings, options_.max_model_tilings))
+    best_here = std::min(best_here, scale_ * Analytical(f, t));
+  c.predicted_loss = best_here > 0 ? c.predicted_seconds / best_here - 1 : 0;
+  c.detail = fmt::format("nearest tuned shape: workload {} (record {}, shape distance {:.2f})",
+                         match->key, match->best->record_id, match->distance);
+  return std::optional<GroupChoice>(c);
+}
+
+std::optional<GroupChoice> Chooser::Model(const KeyFacts& f) {
+  const cost_model::CostModel* model = index_.model();
+  if (model == nullptr) return std::nullopt;
+  const std::vector<Tiling> tilings = RankedTilings(*f.tilings, options_.max_model_tilings);
+  cost_model::FeatureMatrix x;
+  for (const Tiling& t : tilings) x.Add(f.info, t, index_.features());
+  const auto predicted = model->Predict(x);
+  size_t best = 0;
+  for (size_t i = 1; i < predicted.size(); ++i)
+    if (predicted[i].seconds < predicted[best].seconds) best = i;
+  GroupChoice c;
+  c.tiling = tilings[best];
+  c.source = PlanSource::kCostModel;
+  c.predicted_seconds = c.cost = scale_ * Analytical(f, c.tiling);
+  if (index_.model_top1()) c.predicted_loss = 1 / *index_.model_top1() - 1;
+  c.detail = fmt::format("best of {} tilings ranked by {}", tilings.size(), index_.model_label());
+  return c;
+}
+
+GroupChoice Chooser::Default(const KeyFacts& f) {
+  GroupChoice c;
+  c.tiling = f.tilings->Default();
+  c.source = PlanSource::kDefault;
+  c.predicted_seconds = c.cost = scale_ * Analytical(f, c.tiling);
+  c.detail = "the template's default tiling: nothing tuned and no trained cost model";
+  return c;
+}
+
+Result<CandidateChoices> Chooser::Run() {
+  const auto& groups = space_.candidates().groups;
+  CandidateChoices out;
+  out.choices.resize(groups.size());
+  std::vector<std::optional<KeyFacts>> facts(groups.size());
+  std::map<std::string, size_t> first_of_key;  // workload key -> first candidate index
+  std::vector<bool> done(groups.size(), false);
+  std::vector<double> ratios;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const CandidateGroup& g = groups[i];
+    if (!g.instance) continue;
+    auto [it, added] = first_of_key.emplace(g.key.ToString(), i);
+    if (!added) continue;
+    facts[i] = KeyFacts{cost_model::MakeGroupInfo(space_.graph(), *g.instance),
+                        &space_.Tilings(g.nodes)};
+    if (auto c = Exact(g, *facts[i])) {
+      const double a = Analytical(*facts[i], c->tiling);
+      c->predicted_seconds = a;  // scaled below
+      out.choices[i] = *c;
+      done[i] = true;
+      if (a > 0 && g.instance->kind != KernelTemplate::kReference) ratios.push_back(c->cost / a);
+    }
+  }
+  if (!ratios.empty()) {
+    std::nth_element(ratios.begin(), ratios.begin() + ratios.size() / 2, ratios.end());
+    scale_ = ratios[ratios.size() / 2];
+  }
+  out.scale = scale_;
+  for (auto& [key, i] : first_of_key) {
+    if (done[i]) {
+      out.choices[i].predicted_seconds *= scale_;
+      out.any_known = true;
+      continue;
+    }
+    FT_ASSIGN_OR_RETURN(auto bucket, Bucket(groups[i], *facts[i]));
+    if (bucket) {
+      out.choices[i] = *bucket;
+    } else if (auto model = Model(*facts[i])) {
+      out.choices[i] = *model;
+    } else {
+      out.choices[i] = Default(*facts[i]);
+    }
+    out.any_known |= out.choices[i].source != PlanSource::kDefault;
+  }
+  for (size_t i = 0; i < groups.size(); ++i)
+    if (groups[i].instance) out.choices[i] = out.choices[first_of_key.at(groups[i].key.ToString())];
+  return out;
+}
+
+}  // namespace
+
+std::optional<Tiling> TilingFromRecordPlan(const std::string& plan_json, KernelTemplate kind,
+                                           const TilingSpace& tilings) {
+  const auto plan = nlohmann::json::parse(plan_json, nullptr, false);
+  if (!plan.is_object() || !plan.contains("groups") || !plan["groups"].is_array() ||
+      plan["groups"].size() != 1)
+    return std::nullopt;
+  const auto& group = plan["groups"][0];
+  if (!group.is_object() || group.value("template", "") != KernelTemplateName(kind))
+    return std::nullopt;
+  if (kind == KernelTemplate::kReference) return Tiling{};
+  Tiling tiling;
+  if (!group.contains("tiling") || !TilingFromJson(kind, group["tiling"], &tiling))
+    return std::nullopt;
+  return NearestLegal(tiling, tilings);
+}
+
+Result<CandidateChoices> ChooseCandidates(FusionSpace& space, TuningIndex& index,
+                                          const CompileOptions& options) {
+  return Chooser(space, index, options).Run();
+}
+
+}  // namespace fusetune::compiler

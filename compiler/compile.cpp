@@ -1,0 +1,173 @@
+#include "compiler/compile.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "compiler/choices.h"
+#include "fusion_space/partition.h"
+#include "fusion_space/plan_json.h"
+#include "graph/workload_key.h"
+
+namespace fusetune::compiler {
+
+const char* PlanSourceName(PlanSource source) {
+  switch (source) {
+    case PlanSource::kWholeModel:
+      return "whole-model";
+    case PlanSource::kExact:
+      return "exact";
+    case PlanSource::kShapeBucket:
+      return "shape-bucket";
+    case PlanSource::kCostModel:
+      return "cost-model";
+    case PlanSource::kDefault:
+      return "default";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string Bytes(double n) {
+  return n >= 1 << 20 ? fmt::format("{:.1f} MiB", n / (1 << 20)) : fmt::format("{:.0f} KiB", n / 1024);
+}
+
+GroupDecision Decide(FusionSpace& space, const PlanGroup& group, int32_t candidate,
+                     GroupChoice choice) {
+  GroupDecision d;
+  d.candidate = candidate;
+  d.nodes = group.nodes;
+  const KernelInstance& instance = space.Match(group.nodes).instance;
+  d.kind = instance.kind;
+  d.kernel = instance.summary;
+  d.workload_key = candidate >= 0 ? space.candidates().groups[candidate].key.ToString()
+                                  : ComputeWorkloadKey(space.graph(), group.nodes).ToString();
+  d.choice = std::move(choice);
+  d.bytes = space.Traffic(Plan{{group}});
+  for (int32_t n : group.nodes) d.unfused_bytes += space.Traffic(Plan{{PlanGroup{{n}, {}}}});
+  return d;
+}
+
+void Summarise(FusionSpace& space, CompiledPlan* out) {
+  out->peak_bytes = space.PeakIntermediateBytes(out->plan);
+  for (const GroupDecision& d : out->groups) {
+    ++out->count[d.choice.source];
+    out->bytes += d.bytes;
+    out->unfused_bytes += d.unfused_bytes;
+  }
+}
+
+// The measured best plan of this exact graph, when the database has one
+// that is valid here and fits the memory limit.
+bool UseWholeModelPlan(FusionSpace& space, TuningIndex& index, const CompileOptions& options,
+                       CompiledPlan* out) {
+  const db::BestPlan* best = index.Exact(out->graph_key);
+  if (best == nullptr) return false;
+  auto plan = PlanFromJson(space, nlohmann::json::parse(best->plan, nullptr, false));
+  if (!plan.ok()) {
+    out->partition = fmt::format("whole-model record {} does not fit this build ({}); ",
+                                 best->record_id, plan.error().message());
+    return false;
+  }
+  const int64_t peak = space.PeakIntermediateBytes(*plan);
+  if (options.max_memory_bytes && peak > *options.max_memory_bytes) {
+    out->partition = fmt::format("whole-model record {} peaks at {} of intermediates, over the "
+                                 "limit; ",
+                                 best->record_id, Bytes(static_cast<double>(peak)));
+    return false;
+  }
+  out->plan = std::move(*plan);
+  out->whole_model_record = best->record_id;
+  out->measured_seconds = out->predicted_seconds = best->seconds;
+  out->partition = fmt::format("the measured best plan of this model (record {}, {:.3f} ms)",
+                               best->record_id, best->seconds * 1e3);
+  for (const PlanGroup& g : out->plan.groups) {
+    GroupChoice c;
+    c.tiling = g.tiling;
+    c.source = PlanSource::kWholeModel;
+    c.predicted_loss = 0;
+    c.record_id = best->record_id;
+    c.detail = fmt::format("whole-model record {}", best->record_id);
+    GroupDecision d = Decide(space, g, -1, std::move(c));
+    if (const db::BestPlan* own = index.Exact(d.workload_key)) {
+      auto tiling = TilingFromRecordPlan(own->plan, d.kind, space.Tilings(g.nodes));
+      if (tiling && TilingToString(*tiling) == TilingToString(g.tiling))
+        d.choice.measured_seconds = d.choice.cost = own->seconds;
+    }
+    out->groups.push_back(std::move(d));
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<CompiledPlan> CompileGraph(FusionSpace& space, TuningIndex& index,
+                                  const CompileOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  CompiledPlan out;
+  out.graph_key = CanonicalizeGraph(space.graph()).key.ToString();
+  out.model = index.model_label();
+  auto finish = [&]() {
+    Summarise(space, &out);
+    out.lookup_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return out;
+  };
+  if (options.whole_model_plans && UseWholeModelPlan(space, index, options, &out)) return finish();
+
+  FT_ASSIGN_OR_RETURN(CandidateChoices chosen, ChooseCandidates(space, index, options));
+  out.scale = chosen.scale;
+  out.candidates = chosen.choices;
+  const auto& groups = space.candidates().groups;
+  if (!chosen.any_known) {
+    const Plan greedy = space.Greedy();
+    if (!options.max_memory_bytes ||
+        space.PeakIntermediateBytes(greedy) <= *options.max_memory_bytes) {
+      out.plan = greedy;
+      out.partition += "the greedy plan: nothing tuned for this target and no trained cost model";
+      std::map<std::vector<int32_t>, int32_t> index_of;
+      for (size_t i = 0; i < groups.size(); ++i) index_of[groups[i].nodes] = static_cast<int32_t>(i);
+      for (const PlanGroup& g : out.plan.groups) {
+        const int32_t c = index_of.at(g.nodes);
+        out.groups.push_back(Decide(space, g, c, chosen.choices[c]));
+        out.predicted_seconds += chosen.choices[c].cost;
+      }
+      return finish();
+    }
+  }
+  PartitionObjective objective;
+  objective.peak_memory_limit = options.max_memory_bytes;
+  objective.group_cost.resize(groups.size());
+  for (size_t i = 0; i < groups.size(); ++i)
+    objective.group_cost[i] = groups[i].instance ? chosen.choices[i].cost : 1e30;
+  const PartitionChoice partition = SelectMinCostPartition(space, objective);
+  if (!partition.found)
+    return Error(ErrorCode::kInvalidArgument,
+                 fmt::format("no plan keeps the live intermediates within --max-memory {} "
+                             "(unfused peak {}, greedy peak {})",
+                             Bytes(static_cast<double>(*options.max_memory_bytes)),
+                             Bytes(static_cast<double>(space.PeakIntermediateBytes(space.Unfused()))),
+                             Bytes(static_cast<double>(space.PeakIntermediateBytes(space.Greedy())))));
+  out.plan = PlanFromCandidates(space, partition.groups);
+  std::map<std::vector<int32_t>, int32_t> candidate_of;
+  for (int32_t c : partition.groups) candidate_of[groups[c].nodes] = c;
+  for (PlanGroup& g : out.plan.groups) {
+    const int32_t c = candidate_of.at(g.nodes);
+    g.tiling = chosen.choices[c].tiling;
+    out.groups.push_back(Decide(space, g, c, chosen.choices[c]));
+  }
+  out.predicted_seconds = partition.cost;
+  out.partition += fmt::format(
+      "minimum-cost partition over {} candidate groups ({}{})", groups.size(),
+      partition.proven_optimal ? "proven optimal" : "search budget reached",
+      options.max_memory_bytes
+          ? ", intermediates within " + Bytes(static_cast<double>(*options.max_memory_bytes))
+          : "");
+  if (auto valid = space.Validate(out.plan); !valid)
+    return Error(ErrorCode::kInternal, "the compiled plan is not valid: " + valid.reason());
+  return finish();
+}
+
+}  // namespace fusetune::compiler

@@ -1,0 +1,95 @@
+// compiler/: compile-time lookup of tuned plans, plan selection, and the
+// embedding API (issue 9).
+//
+// Map of the module:
+//   tuning_index.h   what the database knows for one target: best plans by
+//                    workload key, shape buckets, the active cost model
+//   compile.h        this file: a plan for a graph, with where every group's
+//                    plan came from and what a non-exact choice may lose
+//   explain.h        the --explain report and the plan's JSON summary
+//   fused_export.h   the fused graph as ONNX, one custom-domain node per group
+//   api.cpp          include/fusetune/fusetune.h (Compiler, Executable)
+//
+// Sources, best first, never silently: a measured whole-model plan of this
+// exact graph; else per candidate group its exact workload key; else the
+// nearest tuned shape of the same structure (its tiling moved to the nearest
+// legal tiling here); else the active cost model's best tiling; else the
+// template's default. The partition is then the exact minimum over the
+// groups' costs (measured, or predicted and scaled by measured/analytical),
+// within an optional limit on peak activation memory. With nothing tuned
+// and no model, the plan is the greedy plan.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "compiler/tuning_index.h"
+#include "fusion_space/space.h"
+
+namespace fusetune::compiler {
+
+enum class PlanSource { kWholeModel, kExact, kShapeBucket, kCostModel, kDefault };
+const char* PlanSourceName(PlanSource source);  // "whole-model", "exact", ...
+
+// One candidate group's best known plan.
+struct GroupChoice {
+  Tiling tiling;
+  PlanSource source = PlanSource::kDefault;
+  double cost = 0;  // seconds the partition compares: measured, else predicted
+  std::optional<double> measured_seconds;
+  double predicted_seconds = 0;  // analytical x scale, of `tiling`
+  // Expected fraction slower than a tuned plan of this group: 0 for
+  // measured plans, nullopt where nothing estimates it.
+  std::optional<double> predicted_loss;
+  int64_t record_id = 0;  // the record the tiling comes from (exact, bucket)
+  std::string detail;     // how the source was found, for --explain
+};
+
+// One group of the compiled plan, in kernel order.
+struct GroupDecision {
+  int32_t candidate = -1;  // index in space.candidates().groups; -1 for whole-model plans
+  std::vector<int32_t> nodes;
+  std::string workload_key;
+  KernelTemplate kind = KernelTemplate::kReference;
+  std::string kernel;  // the instance summary
+  GroupChoice choice;
+  double bytes = 0;          // analytical traffic at the group's boundary
+  double unfused_bytes = 0;  // the same for its nodes as separate kernels
+};
+
+struct CompileOptions {
+  std::optional<int64_t> max_memory_bytes;  // peak bytes of live intermediates
+  bool whole_model_plans = true;
+  int64_t max_model_tilings = 4096;  // tilings the cost model ranks per group
+};
+
+struct CompiledPlan {
+  Plan plan;
+  std::vector<GroupDecision> groups;  // one per plan group
+  std::string graph_key;
+  std::optional<int64_t> whole_model_record;
+  std::string partition;  // how the partition was chosen, one line
+  double predicted_seconds = 0;
+  std::optional<double> measured_seconds;  // whole-model plans
+  int64_t peak_bytes = 0;
+  double bytes = 0, unfused_bytes = 0;
+  double scale = 1;  // median measured / analytical time over exact hits
+  std::map<PlanSource, int> count;
+  std::string model;  // the cost model consulted, or "none"
+  // Per candidate group (empty for whole-model plans), for explanations.
+  std::vector<GroupChoice> candidates;
+  double lookup_seconds = 0;
+};
+
+Result<CompiledPlan> CompileGraph(FusionSpace& space, TuningIndex& index,
+                                  const CompileOptions& options = {});
+
+// The group's plan from a stored one-group plan: its tiling when it fits
+// `tilings`, else the legal tiling nearest to it (parameter by parameter).
+std::optional<Tiling> TilingFromRecordPlan(const std::string& plan_json, KernelTemplate kind,
+                                           const TilingSpace& tilings);
+
+}  // namespace fusetune::compiler

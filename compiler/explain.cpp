@@ -1,0 +1,157 @@
+#include "compiler/explain.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "fusion_space/plan_json.h"
+
+namespace fusetune::compiler {
+
+namespace {
+
+std::string Mib(double bytes) { return fmt::format("{:.2f} MiB", bytes / (1 << 20)); }
+
+std::string NodeList(const std::vector<int32_t>& nodes) {
+  if (nodes.size() == 1) return fmt::format("node {}", nodes[0]);
+  bool run = nodes.back() - nodes.front() + 1 == static_cast<int32_t>(nodes.size());
+  if (run) return fmt::format("nodes {}-{}", nodes.front(), nodes.back());
+  return fmt::format("nodes {}", fmt::join(nodes, ","));
+}
+
+std::string Time(const GroupChoice& c) {
+  if (c.measured_seconds) return fmt::format("{:8.3f} ms measured ", *c.measured_seconds * 1e3);
+  return fmt::format("{:8.3f} ms predicted", c.predicted_seconds * 1e3);
+}
+
+std::string Loss(const GroupChoice& c) {
+  return c.predicted_loss ? fmt::format("{:5.1f}%", *c.predicted_loss * 100) : "    ? ";
+}
+
+// Why the group ends where it does: for each neighbouring node outside it,
+// whether adding that node is forbidden (the constraint) or allowed (then
+// the partition's costs decided: the larger group's cost is shown).
+std::vector<std::string> BoundaryReasons(FusionSpace& space, const CompiledPlan& plan,
+                                         const GroupDecision& d) {
+  std::map<std::vector<int32_t>, int32_t> candidate_of;
+  const auto& groups = space.candidates().groups;
+  std::vector<std::string> lines;
+  std::set<int32_t> inside(d.nodes.begin(), d.nodes.end()), neighbours;
+  for (int32_t n : d.nodes) {
+    for (int32_t m : space.flow().producers(n))
+      if (!inside.count(m)) neighbours.insert(m);
+    for (int32_t m : space.flow().consumers(n))
+      if (!inside.count(m)) neighbours.insert(m);
+  }
+  if (!plan.candidates.empty())
+    for (size_t i = 0; i < groups.size(); ++i)
+      candidate_of[groups[i].nodes] = static_cast<int32_t>(i);
+  for (int32_t m : neighbours) {
+    std::vector<int32_t> grown = d.nodes;
+    grown.insert(std::upper_bound(grown.begin(), grown.end(), m), m);
+    const std::string who = space.graph().Describe(m);
+    const GroupMatch& match = space.Match(grown);
+    if (!match.decision) {
+      lines.push_back(fmt::format("not fused with {}: {}", who, match.decision.reason()));
+      continue;
+    }
+    auto it = candidate_of.find(grown);
+    if (it == candidate_of.end()) {
+      lines.push_back(fmt::format("not fused with {}: legal, but the plan covers it otherwise", who));
+      continue;
+    }
+    const GroupChoice& c = plan.candidates[it->second];
+    lines.push_back(fmt::format(
+        "not fused with {}: legal, {} with it ({}) against {} here; the partition's total decided",
+        who, fmt::format("{:.3f} ms", c.cost * 1e3), PlanSourceName(c.source),
+        fmt::format("{:.3f} ms", d.choice.cost * 1e3)));
+  }
+  return lines;
+}
+
+}  // namespace
+
+std::string ExplainPlan(FusionSpace& space, const CompiledPlan& plan, bool per_group) {
+  std::string out;
+  out += fmt::format("plan        {} kernels for {} nodes, {}\n", plan.plan.groups.size(),
+                     space.graph().nodes.size(), plan.partition);
+  out += fmt::format("time        predicted {:.3f} ms{}\n", plan.predicted_seconds * 1e3,
+                     plan.measured_seconds
+                         ? fmt::format(", measured {:.3f} ms", *plan.measured_seconds * 1e3)
+                         : std::string());
+  out += fmt::format("traffic     {} at kernel boundaries, {} unfused (saves {:.0f}%)\n",
+                     Mib(plan.bytes), Mib(plan.unfused_bytes),
+                     plan.unfused_bytes > 0 ? 100 * (1 - plan.bytes / plan.unfused_bytes) : 0.0);
+  out += fmt::format("memory      peak live intermediates {}\n",
+                     Mib(static_cast<double>(plan.peak_bytes)));
+  std::string sources;
+  for (PlanSource s : {PlanSource::kWholeModel, PlanSource::kExact, PlanSource::kShapeBucket,
+                       PlanSource::kCostModel, PlanSource::kDefault}) {
+    auto it = plan.count.find(s);
+    if (it != plan.count.end())
+      sources += fmt::format("{}{} {}", sources.empty() ? "" : ", ", it->second, PlanSourceName(s));
+  }
+  out += fmt::format("sources     {} (cost model: {}; measured/analytical scale {:.2f})\n", sources,
+                     plan.model, plan.scale);
+  if (!per_group) return out;
+  out += fmt::format("\n{:>4}  {:<12}  {:<20}  {:>6}  {:>22}  {}\n", "#", "source", "time", "loss",
+                     "traffic (saved)", "kernel");
+  for (size_t i = 0; i < plan.groups.size(); ++i) {
+    const GroupDecision& d = plan.groups[i];
+    out += fmt::format("{:>4}  {:<12}  {}  {}  {:>10} ({:>9})  {} [{}]\n", i,
+                       PlanSourceName(d.choice.source), Time(d.choice), Loss(d.choice),
+                       Mib(d.bytes), Mib(d.unfused_bytes - d.bytes), d.kernel,
+                       NodeList(d.nodes));
+    out += fmt::format("{:>6}tiling {}; {}\n", "", TilingToString(d.choice.tiling),
+                       d.choice.detail);
+    for (const std::string& line : BoundaryReasons(space, plan, d))
+      out += fmt::format("{:>6}{}\n", "", line);
+  }
+  return out;
+}
+
+nlohmann::json CompiledSummaryJson(const CompiledPlan& plan) {
+  nlohmann::json sources = nlohmann::json::object();
+  for (const auto& [s, n] : plan.count) sources[PlanSourceName(s)] = n;
+  nlohmann::json j{{"graph_key", plan.graph_key},
+                   {"kernels", plan.plan.groups.size()},
+                   {"partition", plan.partition},
+                   {"sources", sources},
+                   {"cost_model", plan.model},
+                   {"predicted_ms", plan.predicted_seconds * 1e3},
+                   {"bytes", plan.bytes},
+                   {"unfused_bytes", plan.unfused_bytes},
+                   {"peak_intermediate_bytes", plan.peak_bytes},
+                   {"analytical_scale", plan.scale},
+                   {"lookup_ms", plan.lookup_seconds * 1e3}};
+  if (plan.measured_seconds) j["measured_ms"] = *plan.measured_seconds * 1e3;
+  if (plan.whole_model_record) j["whole_model_record"] = *plan.whole_model_record;
+  return j;
+}
+
+nlohmann::json CompiledPlanFile(FusionSpace& space, const CompiledPlan& plan,
+                                const std::string& target) {
+  nlohmann::json j = PlanToJson(space, plan.plan);
+  for (size_t i = 0; i < plan.groups.size() && i < j["groups"].size(); ++i) {
+    const GroupDecision& d = plan.groups[i];
+    nlohmann::json& g = j["groups"][i];
+    g["source"] = PlanSourceName(d.choice.source);
+    g["workload_key"] = d.workload_key;
+    if (d.choice.measured_seconds)
+      g["measured_ms"] = *d.choice.measured_seconds * 1e3;
+    else
+      g["predicted_ms"] = d.choice.predicted_seconds * 1e3;
+    g["predicted_loss"] = d.choice.predicted_loss ? nlohmann::json(*d.choice.predicted_loss)
+                                                  : nlohmann::json(nullptr);
+    if (d.choice.record_id) g["record"] = d.choice.record_id;
+    g["why"] = d.choice.detail;
+  }
+  j["compiled"] = CompiledSummaryJson(plan);
+  j["compiled"]["target"] = target;
+  return j;
+}
+
+}  // namespace fusetune::compiler

@@ -1,0 +1,52 @@
+#include "compiler/model.h"
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "cost_model/features.h"
+#include "measure/target.h"
+
+namespace fusetune::compiler {
+
+Result<std::unique_ptr<TuningIndex>> LoadIndexForThisMachine(db::Database& database) {
+  const std::string target = measure::DetectTarget().HashString();
+  FT_ASSIGN_OR_RETURN(auto stored, database.GetTarget(target));
+  cost_model::TargetFeatures features;
+  if (stored.has_value())
+    features = cost_model::TargetFeaturesFromCalibration(
+        nlohmann::json::parse(stored->calibration, nullptr, false));
+  return TuningIndex::Load(database, target, features);
+}
+
+CompiledModel::CompiledModel(Graph graph, kernels::KernelConfig config)
+    : graph_(std::make_unique<const Graph>(std::move(graph))),
+      space_(std::make_unique<FusionSpace>(*graph_, config)) {}
+
+Status CompiledModel::Lower() {
+  const auto start = std::chrono::steady_clock::now();
+  FT_ASSIGN_OR_RETURN(program_, KernelProgram::Compile(*space_, compiled_.plan));
+  lowering_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<CompiledModel>> CompiledModel::Compile(Graph graph,
+                                                              kernels::KernelConfig config,
+                                                              TuningIndex& index,
+                                                              const CompileOptions& options) {
+  std::unique_ptr<CompiledModel> model(new CompiledModel(std::move(graph), config));
+  FT_ASSIGN_OR_RETURN(model->compiled_, CompileGraph(*model->space_, index, options));
+  FT_RETURN_IF_ERROR(model->Lower());
+  return model;
+}
+
+Result<std::unique_ptr<CompiledModel>> CompiledModel::FromPlan(
+    Graph graph, kernels::KernelConfig config,
+    const std::function<Result<Plan>(FusionSpace&)>& make_plan) {
+  std::unique_ptr<CompiledModel> model(new CompiledModel(std::move(graph), config));
+  FT_ASSIGN_OR_RETURN(model->compiled_.plan, make_plan(*model->space_));
+  FT_RETURN_IF_ERROR(model->Lower());
+  return model;
+}
+
+}  // namespace fusetune::compiler

@@ -1,0 +1,50 @@
+// A model ready to run, owned in one piece: the graph, its fusion space, the
+// compiled plan and the kernel program lowered from it (the program and the
+// space refer to the graph, so they live and die together).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "compiler/compile.h"
+#include "db/database.h"
+#include "runtime/executor.h"
+
+namespace fusetune::compiler {
+
+// The tuning index of this machine: its target fingerprint, the calibration
+// stored for it (the cost model's target features) and its best plans.
+Result<std::unique_ptr<TuningIndex>> LoadIndexForThisMachine(db::Database& database);
+
+class CompiledModel {
+ public:
+  // Looks the graph's groups up in `index`, selects the partition, lowers it.
+  static Result<std::unique_ptr<CompiledModel>> Compile(Graph graph,
+                                                        kernels::KernelConfig config,
+                                                        TuningIndex& index,
+                                                        const CompileOptions& options = {});
+  // Lowers the plan `make_plan` builds in the model's space (a plan file,
+  // validated against the graph, or a baseline plan).
+  static Result<std::unique_ptr<CompiledModel>> FromPlan(
+      Graph graph, kernels::KernelConfig config,
+      const std::function<Result<Plan>(FusionSpace&)>& make_plan);
+
+  const Graph& graph() const { return *graph_; }
+  FusionSpace& space() { return *space_; }
+  const CompiledPlan& compiled() const { return compiled_; }  // from a file: plan only
+  KernelProgram& program() { return *program_; }
+  double lowering_seconds() const { return lowering_seconds_; }
+
+ private:
+  CompiledModel(Graph graph, kernels::KernelConfig config);
+  Status Lower();
+
+  std::unique_ptr<const Graph> graph_;
+  std::unique_ptr<FusionSpace> space_;
+  CompiledPlan compiled_;
+  std::unique_ptr<KernelProgram> program_;
+  double lowering_seconds_ = 0;
+};
+
+}  // namespace fusetune::compiler

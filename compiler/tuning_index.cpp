@@ -1,0 +1,89 @@
+#include "compiler/tuning_index.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "cost_model/training.h"
+#include "graph/text_format.h"
+#include "graph/workload_key.h"
+
+namespace fusetune::compiler {
+
+Result<std::unique_ptr<TuningIndex>> TuningIndex::Load(db::Database& database,
+                                                       const std::string& target,
+                                                       cost_model::TargetFeatures features) {
+  auto index = Empty(features);
+  index->database_ = &database;
+  index->target_ = target;
+  FT_ASSIGN_OR_RETURN(index->bests_, database.BestPlans(target));
+  FT_ASSIGN_OR_RETURN(auto active, database.ActiveModel(cost_model::kXgboostModelName));
+  if (active.has_value() && active->feature_version == cost_model::kFeatureVersion) {
+    auto model = cost_model::LoadCostModel(active->name, active->blob);
+    if (!model.ok())
+      return model.error().WithContext(fmt::format("loading the active cost model #{}", active->id));
+    index->model_ = std::move(*model);
+    const auto metrics = nlohmann::json::parse(active->metrics, nullptr, false);
+    std::string form;
+    if (metrics.is_object()) {
+      form = metrics.value("form", "");
+      if (metrics.contains("top1") && metrics["top1"].is_number() && metrics["top1"] > 0)
+        index->model_top1_ = metrics["top1"].get<double>();
+    }
+    index->model_label_ = fmt::format("{}{} (#{})", active->name, form.empty() ? "" : "/" + form,
+                                      active->id);
+  }
+  return index;
+}
+
+std::unique_ptr<TuningIndex> TuningIndex::Empty(cost_model::TargetFeatures features) {
+  auto index = std::unique_ptr<TuningIndex>(new TuningIndex());
+  index->features_ = features;
+  return index;
+}
+
+const db::BestPlan* TuningIndex::Exact(const std::string& workload_key) const {
+  auto it = bests_.find(workload_key);
+  return it == bests_.end() ? nullptr : &it->second;
+}
+
+// Parses the group graph every tuned group workload stores (its description's
+// "graph") and files it under its structure key.
+Status TuningIndex::BuildBuckets() {
+  buckets_.emplace();
+  if (database_ == nullptr) return Status::Ok();
+  for (const auto& [key, best] : bests_) {
+    FT_ASSIGN_OR_RETURN(auto workload, database_->GetWorkload(key));
+    if (!workload.has_value() || workload->kind != db::WorkloadKind::kGroup) continue;
+    const auto description = nlohmann::json::parse(workload->description, nullptr, false);
+    if (!description.is_object() || !description.contains("graph")) continue;
+    auto graph = ParseGraphText(description["graph"].get<std::string>());
+    if (!graph.ok()) continue;  // written by another version of the text form
+    const CanonicalSubgraph canonical = CanonicalizeGraph(*graph, KeyScope::kStructure);
+    (*buckets_)[canonical.key.ToString()].push_back(
+        {key, ShapeSignature(*graph, canonical.node_order)});
+  }
+  return Status::Ok();
+}
+
+Result<std::optional<BucketMatch>> TuningIndex::Nearest(const std::string& structure_key,
+                                                        const std::vector<int64_t>& signature,
+                                                        const std::string& exclude) {
+  if (!buckets_) FT_RETURN_IF_ERROR(BuildBuckets());
+  auto it = buckets_->find(structure_key);
+  if (it == buckets_->end()) return std::optional<BucketMatch>();
+  std::optional<BucketMatch> nearest;
+  for (const TunedShape& shape : it->second) {
+    if (shape.key == exclude || shape.signature.size() != signature.size()) continue;
+    double distance = 0;
+    for (size_t i = 0; i < signature.size(); ++i)
+      distance += std::abs(std::log2(std::max<double>(1, signature[i]) /
+                                     std::max<double>(1, shape.signature[i])));
+    if (!nearest || distance < nearest->distance)
+      nearest = BucketMatch{shape.key, &bests_.at(shape.key), shape.signature, distance};
+  }
+  return nearest;
+}
+
+}  // namespace fusetune::compiler
