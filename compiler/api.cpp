@@ -1,0 +1,162 @@
+// include/fusetune/fusetune.h on top of compiler/model.h. Internal errors
+// become Expected failures here; nothing internal leaks into the header.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "compiler/explain.h"
+#include "compiler/model.h"
+#include "fusetune/fusetune.h"
+#include "graph/onnx_io.h"
+#include "graph/passes.h"
+
+namespace fusetune {
+
+namespace {
+
+double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+CompileReport MakeReport(compiler::CompiledModel& model) {
+  const compiler::CompiledPlan& plan = model.compiled();
+  CompileReport r;
+  for (const compiler::GroupDecision& d : plan.groups) {
+    KernelReport k;
+    k.nodes.assign(d.nodes.begin(), d.nodes.end());
+    k.kernel = d.kernel;
+    k.tiling = TilingToString(d.choice.tiling);
+    k.source = compiler::PlanSourceName(d.choice.source);
+    k.measured_ms = d.choice.measured_seconds
+                        ? std::optional<double>(*d.choice.measured_seconds * 1e3)
+                        : std::nullopt;
+    k.predicted_ms = d.choice.predicted_seconds * 1e3;
+    k.predicted_loss = d.choice.predicted_loss;
+    ++r.sources[k.source];
+    r.kernels.push_back(std::move(k));
+  }
+  r.predicted_ms = plan.predicted_seconds * 1e3;
+  if (plan.measured_seconds) r.measured_ms = *plan.measured_seconds * 1e3;
+  r.peak_intermediate_bytes = plan.peak_bytes;
+  r.lookup_ms = plan.lookup_seconds * 1e3;
+  r.lowering_ms = model.lowering_seconds() * 1e3;
+  r.plan_json = compiler::CompiledPlanFile(model.space(), plan, "").dump();
+  return r;
+}
+
+class ExecutableImpl final : public Executable {
+ public:
+  ExecutableImpl(std::unique_ptr<compiler::CompiledModel> model, CompileReport report)
+      : model_(std::move(model)), report_(std::move(report)) {}
+
+  Expected<ArrayMap> Run(const ArrayMap& inputs) override {
+    TensorMap feeds;
+    for (const auto& [name, array] : inputs) {
+      int64_t n = 1;
+      for (int64_t d : array.shape) n *= d;
+      if (n != static_cast<int64_t>(array.data.size()))
+        return Expected<ArrayMap>::Failure(
+            fmt::format("input '{}': shape holds {} elements but {} were given", name, n,
+                        array.data.size()));
+      feeds.emplace(name, Tensor::FromVector(DataType::kFloat32, array.shape, array.data));
+    }
+    auto result = model_->program().Run(feeds);
+    if (!result.ok()) return Expected<ArrayMap>::Failure(result.error().ToString());
+    ArrayMap outputs;
+    for (auto& [name, tensor] : *result) {
+      if (tensor.dtype() != DataType::kFloat32)
+        return Expected<ArrayMap>::Failure(fmt::format(
+            "output '{}' is {}: the embedding API returns f32 arrays", name,
+            DataTypeName(tensor.dtype())));
+      const float* p = tensor.data<float>();
+      outputs[name] = Array{tensor.dims(), std::vector<float>(p, p + tensor.numel())};
+    }
+    return outputs;
+  }
+  std::vector<std::string> input_names() const override { return Names(model_->graph().inputs); }
+  std::vector<int64_t> input_shape(const std::string& name) const override {
+    const auto id = model_->graph().FindValue(name);
+    return id ? model_->graph().type(*id).dims : std::vector<int64_t>{};
+  }
+  std::vector<std::string> output_names() const override {
+    return Names(model_->graph().outputs);
+  }
+  const CompileReport& report() const override { return report_; }
+
+ private:
+  std::vector<std::string> Names(const std::vector<ValueId>& ids) const {
+    std::vector<std::string> names;
+    for (ValueId v : ids) names.push_back(model_->graph().value(v).name);
+    return names;
+  }
+  std::unique_ptr<compiler::CompiledModel> model_;
+  CompileReport report_;
+};
+
+class CompilerImpl final : public Compiler {
+ public:
+  explicit CompilerImpl(CompileOptions options) : options_(std::move(options)) {}
+
+  Status Init() {
+    if (options_.database.empty()) {
+      index_ = compiler::TuningIndex::Empty({});
+      return Status::Ok();
+    }
+    if (!std::filesystem::exists(options_.database))
+      return Error(ErrorCode::kNotFound, options_.database + ": no such tuning database");
+    db::OpenOptions open;
+    open.create = false;
+    open.read_only = true;
+    FT_ASSIGN_OR_RETURN(database_, db::MakeSqliteDatabase(options_.database, open));
+    FT_ASSIGN_OR_RETURN(index_, compiler::LoadIndexForThisMachine(*database_));
+    return Status::Ok();
+  }
+
+  Expected<std::unique_ptr<Executable>> Compile(const std::string& onnx_path) override {
+    auto result = CompileModel(onnx_path);
+    if (!result.ok()) return Expected<std::unique_ptr<Executable>>::Failure(result.error().ToString());
+    return std::move(*result);
+  }
+
+ private:
+  Result<std::unique_ptr<Executable>> CompileModel(const std::string& onnx_path) {
+    const auto start = std::chrono::steady_clock::now();
+    ImportOptions import;
+    import.dim_bindings = options_.dims;
+    FT_ASSIGN_OR_RETURN(Graph graph, ImportOnnxFile(onnx_path, import));
+    if (auto passes = RunStandardPasses(graph); !passes.ok())
+      return passes.error().WithContext(onnx_path);
+    const double import_ms = MsSince(start);
+    compiler::CompileOptions options;
+    options.max_memory_bytes = options_.max_memory_bytes;
+    options.whole_model_plans = options_.use_whole_model_plans;
+    kernels::KernelConfig config;
+    config.threads = options_.threads;
+    FT_ASSIGN_OR_RETURN(auto model, compiler::CompiledModel::Compile(std::move(graph), config,
+                                                                     *index_, options));
+    CompileReport report = MakeReport(*model);
+    report.import_ms = import_ms;
+    return std::unique_ptr<Executable>(new ExecutableImpl(std::move(model), std::move(report)));
+  }
+
+  CompileOptions options_;
+  std::unique_ptr<db::Database> database_;
+  std::unique_ptr<compiler::TuningIndex> index_;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<Compiler>> Compiler::Open(const CompileOptions& options) {
+  if (options.threads < 1)
+    return Expected<std::unique_ptr<Compiler>>::Failure("CompileOptions::threads must be >= 1");
+  auto compiler = std::make_unique<CompilerImpl>(options);
+  if (auto status = compiler->Init(); !status.ok())
+    return Expected<std::unique_ptr<Compiler>>::Failure(status.error().ToString());
+  return std::unique_ptr<Compiler>(std::move(compiler));
+}
+
+const char* Version() { return FUSETUNE_VERSION; }
+
+}  // namespace fusetune

@@ -1,0 +1,111 @@
+// fusetune's embedding API: compile an ONNX model with the plans of a tuning
+// database and run it. Everything else in fusetune is internal; this header
+// needs only the standard library.
+//
+//   #include <fusetune/fusetune.h>
+//
+//   fusetune::CompileOptions options;
+//   options.database = "tune.db";          // written by `fusetune tune`
+//   auto compiler = fusetune::Compiler::Open(options);
+//   if (!compiler.ok()) { /* compiler.error() says what and where */ }
+//   auto exe = compiler.value()->Compile("model.onnx");
+//   auto outputs = exe.value()->Run({{"x", fusetune::Array{{1, 128, 768}, data}}});
+//
+// Compiling looks every fused group up in the database for this machine
+// (whole-model plan, exact workload key, nearest tuned shape, cost model,
+// default, in that order) and reports where each group's plan came from.
+// Failures are values: no exception leaves the library.
+// CMake: find_package(fusetune CONFIG REQUIRED) and link fusetune::fusetune.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace fusetune {
+
+// A value or the message of what went wrong (file, node, tensor named).
+template <typename T>
+class Expected {
+ public:
+  Expected(T value) : state_(std::in_place_index<0>, std::move(value)) {}  // NOLINT
+  static Expected Failure(std::string message) {
+    return Expected(std::in_place_index<1>, std::move(message));
+  }
+  bool ok() const { return state_.index() == 0; }
+  T& value() { return std::get<0>(state_); }
+  const T& value() const { return std::get<0>(state_); }
+  const std::string& error() const { return std::get<1>(state_); }
+
+ private:
+  template <size_t I, typename... A>
+  explicit Expected(std::in_place_index_t<I> i, A&&... a) : state_(i, std::forward<A>(a)...) {}
+  std::variant<T, std::string> state_;
+};
+
+// A dense f32 tensor, row-major.
+struct Array {
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+using ArrayMap = std::map<std::string, Array>;
+
+struct CompileOptions {
+  std::string database;  // tuning database path; empty: no database (greedy plan)
+  std::map<std::string, int64_t> dims;  // values of symbolic input dimensions
+  int threads = 2;                      // threads per kernel
+  std::optional<int64_t> max_memory_bytes;  // limit on live intermediates
+  bool use_whole_model_plans = true;
+};
+
+// Where one kernel's plan came from.
+struct KernelReport {
+  std::vector<int> nodes;  // node positions in the imported graph
+  std::string kernel;      // "gemm 128x768x3072 +bias_add +gelu_erf"
+  std::string tiling;
+  std::string source;  // whole-model, exact, shape-bucket, cost-model, default
+  std::optional<double> measured_ms;
+  double predicted_ms = 0;
+  std::optional<double> predicted_loss;  // fraction slower than a tuned plan
+};
+
+struct CompileReport {
+  std::vector<KernelReport> kernels;  // in execution order
+  std::map<std::string, int> sources;  // kernels per source
+  double predicted_ms = 0;
+  std::optional<double> measured_ms;  // whole-model plans
+  int64_t peak_intermediate_bytes = 0;
+  double import_ms = 0, lookup_ms = 0, lowering_ms = 0;
+  std::string plan_json;  // loadable by `fusetune run --plan`
+};
+
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  // Inputs by graph input name; returns the graph outputs by name.
+  virtual Expected<ArrayMap> Run(const ArrayMap& inputs) = 0;
+  virtual std::vector<std::string> input_names() const = 0;
+  // Static shapes after binding CompileOptions::dims.
+  virtual std::vector<int64_t> input_shape(const std::string& name) const = 0;
+  virtual std::vector<std::string> output_names() const = 0;
+  virtual const CompileReport& report() const = 0;
+};
+
+class Compiler {
+ public:
+  virtual ~Compiler() = default;
+  // Opens the database read-only (when one is named) and loads what it
+  // holds for this machine.
+  static Expected<std::unique_ptr<Compiler>> Open(const CompileOptions& options);
+  virtual Expected<std::unique_ptr<Executable>> Compile(const std::string& onnx_path) = 0;
+};
+
+// "0.1.0"
+const char* Version();
+
+}  // namespace fusetune
