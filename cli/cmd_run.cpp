@@ -49,12 +49,13 @@ Result<nlohmann::json> Bench(KernelProgram& program, const TensorMap& feeds, int
   for (int i = 0; i < runs; ++i) {
     const auto start = std::chrono::steady_clock::now();
     FT_RETURN_IF_ERROR(program.Run(feeds));
-    ms.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
   }
   std::sort(ms.begin(), ms.end());
-  auto at = [&](double q) { return ms[static_cast<size_t>(q * static_cast<double>(ms.size() - 1))]; };
+  auto at = [&](double q) {
+    return ms[static_cast<size_t>(q * static_cast<double>(ms.size() - 1))];
+  };
   const double median = at(0.5);
   return nlohmann::json{{"runs", runs},
                         {"median_ms", median},

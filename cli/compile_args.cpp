@@ -16,9 +16,9 @@ void AddCompileOptions(CLI::App* cmd, CompileArgs* args) {
 }
 
 Result<int64_t> ParseBytes(const std::string& text, const char* flag) {
-  const Error bad(ErrorCode::kInvalidArgument,
-                  fmt::format("{} '{}': expected bytes such as 512, 64K, 64MiB or 1.5G", flag,
-                              text));
+  const Error bad(
+      ErrorCode::kInvalidArgument,
+      fmt::format("{} '{}': expected bytes such as 512, 64K, 64MiB or 1.5G", flag, text));
   size_t used = 0;
   double value = 0;
   try {
@@ -46,9 +46,9 @@ Result<int64_t> ParseBytes(const std::string& text, const char* flag) {
 Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(Graph graph, int threads,
                                                                      const CompileArgs& args) {
   if (!std::filesystem::exists(args.db))
-    return Error(ErrorCode::kNotFound,
-                 fmt::format("--db {}: no such tuning database (`fusetune tune` writes one)",
-                             args.db));
+    return Error(
+        ErrorCode::kNotFound,
+        fmt::format("--db {}: no such tuning database (`fusetune tune` writes one)", args.db));
   db::OpenOptions open;
   open.create = false;
   open.read_only = true;

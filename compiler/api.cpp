@@ -57,9 +57,8 @@ class ExecutableImpl final : public Executable {
       int64_t n = 1;
       for (int64_t d : array.shape) n *= d;
       if (n != static_cast<int64_t>(array.data.size()))
-        return Expected<ArrayMap>::Failure(
-            fmt::format("input '{}': shape holds {} elements but {} were given", name, n,
-                        array.data.size()));
+        return Expected<ArrayMap>::Failure(fmt::format(
+            "input '{}': shape holds {} elements but {} were given", name, n, array.data.size()));
       feeds.emplace(name, Tensor::FromVector(DataType::kFloat32, array.shape, array.data));
     }
     auto result = model_->program().Run(feeds);
@@ -67,9 +66,9 @@ class ExecutableImpl final : public Executable {
     ArrayMap outputs;
     for (auto& [name, tensor] : *result) {
       if (tensor.dtype() != DataType::kFloat32)
-        return Expected<ArrayMap>::Failure(fmt::format(
-            "output '{}' is {}: the embedding API returns f32 arrays", name,
-            DataTypeName(tensor.dtype())));
+        return Expected<ArrayMap>::Failure(
+            fmt::format("output '{}' is {}: the embedding API returns f32 arrays", name,
+                        DataTypeName(tensor.dtype())));
       const float* p = tensor.data<float>();
       outputs[name] = Array{tensor.dims(), std::vector<float>(p, p + tensor.numel())};
     }
@@ -80,9 +79,7 @@ class ExecutableImpl final : public Executable {
     const auto id = model_->graph().FindValue(name);
     return id ? model_->graph().type(*id).dims : std::vector<int64_t>{};
   }
-  std::vector<std::string> output_names() const override {
-    return Names(model_->graph().outputs);
-  }
+  std::vector<std::string> output_names() const override { return Names(model_->graph().outputs); }
   const CompileReport& report() const override { return report_; }
 
  private:
@@ -116,7 +113,8 @@ class CompilerImpl final : public Compiler {
 
   Expected<std::unique_ptr<Executable>> Compile(const std::string& onnx_path) override {
     auto result = CompileModel(onnx_path);
-    if (!result.ok()) return Expected<std::unique_ptr<Executable>>::Failure(result.error().ToString());
+    if (!result.ok())
+      return Expected<std::unique_ptr<Executable>>::Failure(result.error().ToString());
     return std::move(*result);
   }
 
@@ -134,8 +132,8 @@ class CompilerImpl final : public Compiler {
     options.whole_model_plans = options_.use_whole_model_plans;
     kernels::KernelConfig config;
     config.threads = options_.threads;
-    FT_ASSIGN_OR_RETURN(auto model, compiler::CompiledModel::Compile(std::move(graph), config,
-                                                                     *index_, options));
+    FT_ASSIGN_OR_RETURN(
+        auto model, compiler::CompiledModel::Compile(std::move(graph), config, *index_, options));
     CompileReport report = MakeReport(*model);
     report.import_ms = import_ms;
     return std::unique_ptr<Executable>(new ExecutableImpl(std::move(model), std::move(report)));

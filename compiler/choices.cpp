@@ -154,8 +154,8 @@ Result<CandidateChoices> Chooser::Run() {
     if (!g.instance) continue;
     auto [it, added] = first_of_key.emplace(g.key.ToString(), i);
     if (!added) continue;
-    facts[i] = KeyFacts{cost_model::MakeGroupInfo(space_.graph(), *g.instance),
-                        &space_.Tilings(g.nodes)};
+    facts[i] =
+        KeyFacts{cost_model::MakeGroupInfo(space_.graph(), *g.instance), &space_.Tilings(g.nodes)};
     if (auto c = Exact(g, *facts[i])) {
       const double a = Analytical(*facts[i], c->tiling);
       c->predicted_seconds = a;  // scaled below

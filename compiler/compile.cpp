@@ -31,7 +31,8 @@ const char* PlanSourceName(PlanSource source) {
 namespace {
 
 std::string Bytes(double n) {
-  return n >= 1 << 20 ? fmt::format("{:.1f} MiB", n / (1 << 20)) : fmt::format("{:.0f} KiB", n / 1024);
+  return n >= 1 << 20 ? fmt::format("{:.1f} MiB", n / (1 << 20))
+                      : fmt::format("{:.0f} KiB", n / 1024);
 }
 
 GroupDecision Decide(FusionSpace& space, const PlanGroup& group, int32_t candidate,
@@ -73,9 +74,10 @@ bool UseWholeModelPlan(FusionSpace& space, TuningIndex& index, const CompileOpti
   }
   const int64_t peak = space.PeakIntermediateBytes(*plan);
   if (options.max_memory_bytes && peak > *options.max_memory_bytes) {
-    out->partition = fmt::format("whole-model record {} peaks at {} of intermediates, over the "
-                                 "limit; ",
-                                 best->record_id, Bytes(static_cast<double>(peak)));
+    out->partition = fmt::format(
+        "whole-model record {} peaks at {} of intermediates, over the "
+        "limit; ",
+        best->record_id, Bytes(static_cast<double>(peak)));
     return false;
   }
   out->plan = std::move(*plan);
@@ -128,7 +130,8 @@ Result<CompiledPlan> CompileGraph(FusionSpace& space, TuningIndex& index,
       out.plan = greedy;
       out.partition += "the greedy plan: nothing tuned for this target and no trained cost model";
       std::map<std::vector<int32_t>, int32_t> index_of;
-      for (size_t i = 0; i < groups.size(); ++i) index_of[groups[i].nodes] = static_cast<int32_t>(i);
+      for (size_t i = 0; i < groups.size(); ++i)
+        index_of[groups[i].nodes] = static_cast<int32_t>(i);
       for (const PlanGroup& g : out.plan.groups) {
         const int32_t c = index_of.at(g.nodes);
         out.groups.push_back(Decide(space, g, c, chosen.choices[c]));
@@ -144,12 +147,13 @@ Result<CompiledPlan> CompileGraph(FusionSpace& space, TuningIndex& index,
     objective.group_cost[i] = groups[i].instance ? chosen.choices[i].cost : 1e30;
   const PartitionChoice partition = SelectMinCostPartition(space, objective);
   if (!partition.found)
-    return Error(ErrorCode::kInvalidArgument,
-                 fmt::format("no plan keeps the live intermediates within --max-memory {} "
-                             "(unfused peak {}, greedy peak {})",
-                             Bytes(static_cast<double>(*options.max_memory_bytes)),
-                             Bytes(static_cast<double>(space.PeakIntermediateBytes(space.Unfused()))),
-                             Bytes(static_cast<double>(space.PeakIntermediateBytes(space.Greedy())))));
+    return Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("no plan keeps the live intermediates within --max-memory {} "
+                    "(unfused peak {}, greedy peak {})",
+                    Bytes(static_cast<double>(*options.max_memory_bytes)),
+                    Bytes(static_cast<double>(space.PeakIntermediateBytes(space.Unfused()))),
+                    Bytes(static_cast<double>(space.PeakIntermediateBytes(space.Greedy())))));
   out.plan = PlanFromCandidates(space, partition.groups);
   std::map<std::vector<int32_t>, int32_t> candidate_of;
   for (int32_t c : partition.groups) candidate_of[groups[c].nodes] = c;

@@ -60,7 +60,8 @@ std::vector<std::string> BoundaryReasons(FusionSpace& space, const CompiledPlan&
     }
     auto it = candidate_of.find(grown);
     if (it == candidate_of.end()) {
-      lines.push_back(fmt::format("not fused with {}: legal, but the plan covers it otherwise", who));
+      lines.push_back(
+          fmt::format("not fused with {}: legal, but the plan covers it otherwise", who));
       continue;
     }
     const GroupChoice& c = plan.candidates[it->second];
@@ -103,10 +104,9 @@ std::string ExplainPlan(FusionSpace& space, const CompiledPlan& plan, bool per_g
     const GroupDecision& d = plan.groups[i];
     out += fmt::format("{:>4}  {:<12}  {}  {}  {:>10} ({:>9})  {} [{}]\n", i,
                        PlanSourceName(d.choice.source), Time(d.choice), Loss(d.choice),
-                       Mib(d.bytes), Mib(d.unfused_bytes - d.bytes), d.kernel,
-                       NodeList(d.nodes));
-    out += fmt::format("{:>6}tiling {}; {}\n", "", TilingToString(d.choice.tiling),
-                       d.choice.detail);
+                       Mib(d.bytes), Mib(d.unfused_bytes - d.bytes), d.kernel, NodeList(d.nodes));
+    out +=
+        fmt::format("{:>6}tiling {}; {}\n", "", TilingToString(d.choice.tiling), d.choice.detail);
     for (const std::string& line : BoundaryReasons(space, plan, d))
       out += fmt::format("{:>6}{}\n", "", line);
   }

@@ -20,8 +20,7 @@ Result<std::unique_ptr<TuningIndex>> LoadIndexForThisMachine(db::Database& datab
 class CompiledModel {
  public:
   // Looks the graph's groups up in `index`, selects the partition, lowers it.
-  static Result<std::unique_ptr<CompiledModel>> Compile(Graph graph,
-                                                        kernels::KernelConfig config,
+  static Result<std::unique_ptr<CompiledModel>> Compile(Graph graph, kernels::KernelConfig config,
                                                         TuningIndex& index,
                                                         const CompileOptions& options = {});
   // Lowers the plan `make_plan` builds in the model's space (a plan file,

@@ -22,7 +22,8 @@ Result<std::unique_ptr<TuningIndex>> TuningIndex::Load(db::Database& database,
   if (active.has_value() && active->feature_version == cost_model::kFeatureVersion) {
     auto model = cost_model::LoadCostModel(active->name, active->blob);
     if (!model.ok())
-      return model.error().WithContext(fmt::format("loading the active cost model #{}", active->id));
+      return model.error().WithContext(
+          fmt::format("loading the active cost model #{}", active->id));
     index->model_ = std::move(*model);
     const auto metrics = nlohmann::json::parse(active->metrics, nullptr, false);
     std::string form;
@@ -31,8 +32,8 @@ Result<std::unique_ptr<TuningIndex>> TuningIndex::Load(db::Database& database,
       if (metrics.contains("top1") && metrics["top1"].is_number() && metrics["top1"] > 0)
         index->model_top1_ = metrics["top1"].get<double>();
     }
-    index->model_label_ = fmt::format("{}{} (#{})", active->name, form.empty() ? "" : "/" + form,
-                                      active->id);
+    index->model_label_ =
+        fmt::format("{}{} (#{})", active->name, form.empty() ? "" : "/" + form, active->id);
   }
   return index;
 }
@@ -78,8 +79,8 @@ Result<std::optional<BucketMatch>> TuningIndex::Nearest(const std::string& struc
     if (shape.key == exclude || shape.signature.size() != signature.size()) continue;
     double distance = 0;
     for (size_t i = 0; i < signature.size(); ++i)
-      distance += std::abs(std::log2(std::max<double>(1, signature[i]) /
-                                     std::max<double>(1, shape.signature[i])));
+      distance += std::abs(
+          std::log2(std::max<double>(1, signature[i]) / std::max<double>(1, shape.signature[i])));
     if (!nearest || distance < nearest->distance)
       nearest = BucketMatch{shape.key, &bests_.at(shape.key), shape.signature, distance};
   }

@@ -343,28 +343,27 @@ Result<std::optional<BestPlan>> SqliteDatabase::Best(const std::string& workload
 }
 
 Result<std::map<std::string, BestPlan>> SqliteDatabase::BestPlans(const std::string& target) {
-  return Guarded("looking up the best plans of " + target,
-                 [&]() -> Result<std::map<std::string, BestPlan>> {
-                   std::map<std::string, BestPlan> bests;
-                   const auto target_id = TargetId(target);
-                   if (!target_id) return bests;
-                   SQLite::Statement q(
-                       *db_,
-                       "SELECT w.key, r.id, r.plan, r.seconds, r.kernel_versions, w.id "
-                       "FROM best b JOIN workloads w ON w.id = b.workload_id "
-                       "JOIN records r ON r.id = b.record_id WHERE b.target_id = ?");
-                   q.bind(1, *target_id);
-                   while (q.executeStep()) {
-                     std::optional<BestPlan> best;
-                     if (IsFreshJson(q.getColumn(4).getString()))
-                       best = BestPlan{q.getColumn(1).getInt64(), q.getColumn(2).getString(),
-                                       q.getColumn(3).getDouble()};
-                     else  // stored by a build with other kernel versions
-                       best = ScanBest(q.getColumn(5).getInt64(), *target_id);
-                     if (best) bests.emplace(q.getColumn(0).getString(), std::move(*best));
-                   }
-                   return bests;
-                 });
+  return Guarded(
+      "looking up the best plans of " + target, [&]() -> Result<std::map<std::string, BestPlan>> {
+        std::map<std::string, BestPlan> bests;
+        const auto target_id = TargetId(target);
+        if (!target_id) return bests;
+        SQLite::Statement q(*db_,
+                            "SELECT w.key, r.id, r.plan, r.seconds, r.kernel_versions, w.id "
+                            "FROM best b JOIN workloads w ON w.id = b.workload_id "
+                            "JOIN records r ON r.id = b.record_id WHERE b.target_id = ?");
+        q.bind(1, *target_id);
+        while (q.executeStep()) {
+          std::optional<BestPlan> best;
+          if (IsFreshJson(q.getColumn(4).getString()))
+            best = BestPlan{q.getColumn(1).getInt64(), q.getColumn(2).getString(),
+                            q.getColumn(3).getDouble()};
+          else  // stored by a build with other kernel versions
+            best = ScanBest(q.getColumn(5).getInt64(), *target_id);
+          if (best) bests.emplace(q.getColumn(0).getString(), std::move(*best));
+        }
+        return bests;
+      });
 }
 
 namespace {

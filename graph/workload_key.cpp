@@ -72,8 +72,8 @@ uint64_t LeafHash(const Graph& g, ValueId v, KeyScope scope) {
     // Integer constants are shapes, axes and indices: their values follow
     // the shape (a Reshape target names the sequence length), so the
     // structure scope leaves them out with the dimensions.
-    const bool semantic = IsFloat(t.dtype()) ? t.numel() <= kSemanticConstantElements
-                                             : scope == KeyScope::kExact;
+    const bool semantic =
+        IsFloat(t.dtype()) ? t.numel() <= kSemanticConstantElements : scope == KeyScope::kExact;
     if (semantic) h.AddBytes(t.raw(), t.nbytes());
   }
   return h.digest();

@@ -56,7 +56,7 @@ struct Array {
 using ArrayMap = std::map<std::string, Array>;
 
 struct CompileOptions {
-  std::string database;  // tuning database path; empty: no database (greedy plan)
+  std::string database;                 // tuning database path; empty: no database (greedy plan)
   std::map<std::string, int64_t> dims;  // values of symbolic input dimensions
   int threads = 2;                      // threads per kernel
   std::optional<int64_t> max_memory_bytes;  // limit on live intermediates
@@ -75,7 +75,7 @@ struct KernelReport {
 };
 
 struct CompileReport {
-  std::vector<KernelReport> kernels;  // in execution order
+  std::vector<KernelReport> kernels;   // in execution order
   std::map<std::string, int> sources;  // kernels per source
   double predicted_ms = 0;
   std::optional<double> measured_ms;  // whole-model plans

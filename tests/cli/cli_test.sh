@@ -19,7 +19,7 @@ expect_error() {
 }
 
 # --help everywhere
-for cmd in "" inspect run-reference space run calibrate measure db "db stats" "db best" "db export" "db import" "db merge" "db check" "db vacuum" collect retrain evaluate-model tune report; do
+for cmd in "" inspect run-reference space run calibrate measure db "db stats" "db best" "db export" "db import" "db merge" "db check" "db vacuum" collect retrain evaluate-model tune report compile; do
   $FUSETUNE $cmd --help >/dev/null || fail "fusetune $cmd --help"
 done
 
@@ -208,6 +208,39 @@ grep -q "whole model" "$TMP/report.txt" || fail "report table"
 for f in tuning_curves whole_model predicted_vs_measured; do
   /usr/bin/python3 -c "import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])" "$TMP/plots/$f.svg" || fail "plot $f.svg"
 done
+# compile from the database, run the compiled model (and its plan file)
+M=$DATA/encoder_postln_op13
+$FUSETUNE compile "$M.onnx" --db "$TMP/tune.db" -o "$TMP/compiled.json" --explain \
+  --export-onnx "$TMP/fused.onnx" >"$TMP/compile.txt" || fail "compile"
+grep -qE "whole-model|exact" "$TMP/compile.txt" || fail "compile found nothing tuned: $(head -c 2000 "$TMP/compile.txt")"
+$FUSETUNE compile "$M.onnx" --db "$TMP/tune.db" --no-whole-model --max-memory 64MiB --json >"$TMP/compile.json" || fail "compile --json"
+$FUSETUNE run "$M.onnx" --db "$TMP/tune.db" --input "x=$M.in.x.npy" --output-dir "$TMP/compiled_out" --bench 20 --json >"$TMP/run_db.json" || fail "run --db --bench"
+$FUSETUNE run "$M.onnx" --plan "$TMP/compiled.json" --input "x=$M.in.x.npy" --verify >/dev/null || fail "run --plan compiled.json"
+/usr/bin/python3 - "$TMP" "$M" <<'PY' || fail "compile/run outputs"
+import json, sys
+import numpy as np
+import onnx
+tmp, m = sys.argv[1:]
+plan = json.load(open(f"{tmp}/compiled.json"))
+assert plan["format"] == "fusetune-plan" and all("source" in g for g in plan["groups"]), "provenance"
+summary = json.load(open(f"{tmp}/compile.json"))
+assert summary["sources"].get("exact", 0) > 0 and "whole-model" not in summary["sources"], summary["sources"]
+assert summary["peak_intermediate_bytes"] <= 64 << 20
+run = json.load(open(f"{tmp}/run_db.json"))
+assert run["bench"]["runs"] == 20 and run["bench"]["median_ms"] > 0, run["bench"]
+got, want = np.load(f"{tmp}/compiled_out/y.npy"), np.load(f"{m}.out.y.npy")
+err = np.abs(got - want).max() / np.abs(want).max()
+assert err < 1e-3, err
+fused = onnx.load(f"{tmp}/fused.onnx")
+custom = [n for n in fused.graph.node if n.domain == "ai.fusetune"]
+assert custom and len(fused.graph.node) == len(plan["groups"]), (len(custom), len(fused.graph.node))
+PY
+expect_error 2 "no such tuning database" -- $FUSETUNE compile "$M.onnx" --db "$TMP/missing.db"
+expect_error 2 "max-memory '12Q'" -- $FUSETUNE compile "$M.onnx" --db "$TMP/tune.db" --max-memory 12Q
+expect_error 2 "within --max-memory" -- $FUSETUNE compile "$M.onnx" --db "$TMP/tune.db" --max-memory 16
+expect_error 2 "needs --db" -- $FUSETUNE run "$M.onnx" --input "x=$M.in.x.npy"
+expect_error 2 "not a database|corrupt" -- $FUSETUNE compile "$M.onnx" --db "$M.onnx"
+
 expect_error 2 "give a budget" -- $FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/tune.db"
 expect_error 2 "bad duration '8x'" -- $FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/tune.db" --time 8x
 expect_error 2 "no unfinished job" -- $FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/tune.db" --resume

@@ -1,0 +1,220 @@
+// compiler/: every source of a group's plan (whole-model record, exact key,
+// nearest tuned shape, default), the greedy plan with an empty database, the
+// memory limit, outputs against the reference executor, determinism, and
+// the fused ONNX export. Records come from an in-memory database filled by
+// the test (a measurement double: times are stated, not measured).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "compiler/explain.h"
+#include "compiler/fused_export.h"
+#include "compiler/model.h"
+#include "fusion_space/plan_json.h"
+#include "graph/onnx_io.h"
+#include "graph/workload_key.h"
+#include "search/tasks.h"
+#include "tests/fusion_space/model_util.h"
+#include "tests/graph/test_util.h"
+
+namespace fusetune::compiler {
+namespace {
+
+constexpr const char* kTarget = "00000000000000aa";
+
+std::string Mlp(int rows) {
+  return fmt::format(R"(graph g {{ input x: f32[{}, 64]  const w: f32[64, 128]  const b: f32[128]
+    const w2: f32[128, 64]
+    h = MatMul(x, w)  y = Add(h, b)  r = Relu(y)  z = MatMul(r, w2)  output z }})",
+                     rows);
+}
+
+struct Fixture {
+  Graph graph;
+  std::unique_ptr<FusionSpace> space;
+  std::unique_ptr<db::Database> db;
+  explicit Fixture(const std::string& text) : graph(testing::Parse(text)) {
+    space = std::make_unique<FusionSpace>(graph, kernels::KernelConfig{});
+    db = std::move(db::MakeSqliteDatabase(":memory:").value());
+    EXPECT_TRUE(db->PutTarget({kTarget, "{}", "{}"}).ok());
+  }
+  std::unique_ptr<TuningIndex> Index() {
+    return std::move(TuningIndex::Load(*db, kTarget, {}).value());
+  }
+};
+
+measure::MeasureResult Timed(double seconds) {
+  measure::MeasureResult r;
+  r.status = measure::MeasureStatus::kOk;
+  r.time.median = seconds;
+  return r;
+}
+
+// Stores a measured record of `task` with `tiling`.
+void AddGroupRecord(db::Database& db, const search::Task& task, const Tiling& tiling,
+                    double seconds) {
+  ASSERT_TRUE(db.PutWorkload(task.Workload()).ok());
+  auto candidate = measure::GroupCandidate(task.graph, *task.space, tiling);
+  ASSERT_TRUE(candidate.ok());
+  db::Record r = search::MakeRecord(task, *candidate, Timed(seconds), kTarget, 0);
+  ASSERT_TRUE(db.CommitRecords(std::span(&r, 1)).ok());
+}
+
+const search::Task& GemmTask(const std::vector<search::Task>& tasks, size_t nodes) {
+  for (const search::Task& t : tasks)
+    if (t.kind == KernelTemplate::kGemm && t.nodes.size() == nodes) return t;
+  ADD_FAILURE() << "no gemm task of " << nodes << " nodes";
+  return tasks.front();
+}
+
+// A legal tiling other than the default.
+Tiling OtherTiling(const TilingSpace& tilings) {
+  const std::string d = TilingToString(tilings.Default());
+  for (const Tiling& t : tilings.Enumerate())
+    if (TilingToString(t) != d) return t;
+  return tilings.Default();
+}
+
+TEST(Compiler, AnEmptyDatabaseGivesTheGreedyPlanWithEveryGroupMarkedDefault) {
+  Fixture f(Mlp(32));
+  auto index = f.Index();
+  auto plan = CompileGraph(*f.space, *index);
+  ASSERT_TRUE(plan.ok()) << plan.error().ToString();
+  EXPECT_EQ(plan->plan, f.space->Greedy());
+  EXPECT_EQ(plan->count.at(PlanSource::kDefault), static_cast<int>(plan->groups.size()));
+  for (const GroupDecision& d : plan->groups) EXPECT_FALSE(d.choice.predicted_loss.has_value());
+  EXPECT_NE(plan->partition.find("greedy"), std::string::npos);
+}
+
+TEST(Compiler, AnExactKeyHitUsesTheRecordedTilingAndTime) {
+  Fixture f(Mlp(32));
+  const auto tasks = search::ExtractTasks(f.graph, *f.space);
+  const search::Task& fused = GemmTask(tasks, 3);
+  const Tiling tiling = OtherTiling(fused.tilings());
+  AddGroupRecord(*f.db, fused, tiling, 20e-6);
+  auto index = f.Index();
+  auto plan = CompileGraph(*f.space, *index);
+  ASSERT_TRUE(plan.ok()) << plan.error().ToString();
+  const GroupDecision* hit = nullptr;
+  for (const GroupDecision& d : plan->groups)
+    if (d.nodes == fused.nodes) hit = &d;
+  ASSERT_NE(hit, nullptr) << ExplainPlan(*f.space, *plan, true);
+  EXPECT_EQ(hit->choice.source, PlanSource::kExact);
+  EXPECT_EQ(TilingToString(hit->choice.tiling), TilingToString(tiling));
+  EXPECT_DOUBLE_EQ(*hit->choice.measured_seconds, 20e-6);
+  EXPECT_EQ(*hit->choice.predicted_loss, 0);
+  // Every other group says where it came from: nothing here is silent.
+  for (const GroupDecision& d : plan->groups)
+    if (&d != hit) {
+      EXPECT_NE(d.choice.source, PlanSource::kExact);
+    }
+  EXPECT_TRUE(f.space->Validate(plan->plan).allowed());
+}
+
+TEST(Compiler, AnUntunedSequenceLengthTakesTheNearestTunedShape) {
+  Fixture tuned(Mlp(32));
+  const auto tasks = search::ExtractTasks(tuned.graph, *tuned.space);
+  const search::Task& fused = GemmTask(tasks, 3);
+  AddGroupRecord(*tuned.db, fused, OtherTiling(fused.tilings()), 20e-6);
+  Fixture far(Mlp(512));  // a second tuned shape, farther from 96 than 32 is
+  const auto far_tasks = search::ExtractTasks(far.graph, *far.space);
+  const search::Task& far_task = GemmTask(far_tasks, 3);
+  AddGroupRecord(*tuned.db, far_task, far_task.tilings().Default(), 300e-6);
+
+  Fixture f(Mlp(96));
+  auto index = TuningIndex::Load(*tuned.db, kTarget, {});
+  ASSERT_TRUE(index.ok());
+  auto plan = CompileGraph(*f.space, **index);
+  ASSERT_TRUE(plan.ok()) << plan.error().ToString();
+  const GroupDecision* bucket = nullptr;
+  for (const GroupDecision& d : plan->groups)
+    if (d.choice.source == PlanSource::kShapeBucket) bucket = &d;
+  ASSERT_NE(bucket, nullptr) << ExplainPlan(*f.space, *plan, true);
+  EXPECT_EQ(bucket->nodes.size(), 3u);
+  EXPECT_NE(bucket->choice.detail.find(fused.key.ToString()), std::string::npos)
+      << bucket->choice.detail;  // the 32-row record, not the 512-row one
+  EXPECT_TRUE(f.space->Tilings(bucket->nodes).Check(bucket->choice.tiling).allowed());
+  ASSERT_TRUE(bucket->choice.predicted_loss.has_value());
+  EXPECT_GE(*bucket->choice.predicted_loss, 0);
+}
+
+TEST(Compiler, AMeasuredWholeModelPlanComesFirstUnlessItBreaksTheMemoryLimit) {
+  Fixture f(Mlp(32));
+  const Plan unfused = f.space->Unfused();
+  ASSERT_TRUE(
+      f.db->PutWorkload({search::GraphWorkloadKey(f.graph), db::WorkloadKind::kGraph}).ok());
+  auto candidate =
+      measure::PlanCandidate(std::make_shared<const Graph>(f.graph), *f.space, unfused);
+  db::Record r =
+      search::MakeRecord(search::GraphWorkloadKey(f.graph), candidate, Timed(1e-4), kTarget, 0,
+                         {KernelTemplate::kGemm, KernelTemplate::kElementwise});
+  ASSERT_TRUE(f.db->CommitRecords(std::span(&r, 1)).ok());
+  auto index = f.Index();
+  auto plan = CompileGraph(*f.space, *index);
+  ASSERT_TRUE(plan.ok()) << plan.error().ToString();
+  EXPECT_EQ(plan->plan, unfused);
+  EXPECT_EQ(plan->count.at(PlanSource::kWholeModel), static_cast<int>(unfused.groups.size()));
+  EXPECT_DOUBLE_EQ(*plan->measured_seconds, 1e-4);
+
+  // A limit below the unfused plan's peak: the record is skipped, and the
+  // partition keeps within the limit.
+  CompileOptions limited;
+  limited.max_memory_bytes = f.space->PeakIntermediateBytes(f.space->Greedy());
+  ASSERT_LT(*limited.max_memory_bytes, f.space->PeakIntermediateBytes(unfused));
+  auto within = CompileGraph(*f.space, *index, limited);
+  ASSERT_TRUE(within.ok()) << within.error().ToString();
+  EXPECT_FALSE(within->whole_model_record.has_value());
+  EXPECT_LE(within->peak_bytes, *limited.max_memory_bytes);
+  EXPECT_NE(within->partition.find("over the limit"), std::string::npos) << within->partition;
+
+  limited.max_memory_bytes = 16;  // less than any output
+  auto impossible = CompileGraph(*f.space, *index, limited);
+  ASSERT_FALSE(impossible.ok());
+  EXPECT_NE(impossible.error().message().find("--max-memory"), std::string::npos);
+}
+
+TEST(Compiler, CompiledModelsMatchTheReferenceAndCompileDeterministically) {
+  const Graph graph = testing::LoadTestModel("encoder_postln_op17");
+  auto index = TuningIndex::Empty({});
+  auto a = CompiledModel::Compile(graph, {}, *index);
+  auto b = CompiledModel::Compile(graph, {}, *index);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ((*a)->compiled().plan, (*b)->compiled().plan);
+  TensorMap feeds;
+  for (ValueId v : graph.inputs) {
+    Tensor t(DataType::kFloat32, graph.type(v).dims);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = 0.1f * static_cast<float>(i % 17);
+    feeds.emplace(graph.value(v).name, std::move(t));
+  }
+  auto got = (*a)->program().Run(feeds);
+  auto want = RunReference(graph, feeds);
+  ASSERT_TRUE(got.ok() && want.ok());
+  for (const auto& [name, tensor] : want->outputs)
+    EXPECT_LT(testing::ScaledError(got->at(name), tensor), 1e-4) << name;
+}
+
+TEST(Compiler, TheFusedGraphHasOneCustomNodePerFusedKernelAndExports) {
+  const Graph graph = testing::LoadTestModel("encoder_postln_op17");
+  FusionSpace space(graph, {});
+  auto index = TuningIndex::Empty({});
+  auto plan = CompileGraph(space, *index);
+  ASSERT_TRUE(plan.ok());
+  auto fused = FusedGraph(space, *plan);
+  ASSERT_TRUE(fused.ok()) << fused.error().ToString();
+  size_t custom = 0, multi = 0;
+  for (const Node& n : fused->nodes) custom += n.domain == kFusedDomain;
+  for (const PlanGroup& g : plan->plan.groups) multi += g.nodes.size() > 1;
+  EXPECT_EQ(custom, multi);
+  EXPECT_EQ(fused->nodes.size(), plan->plan.groups.size());
+  EXPECT_EQ(fused->inputs.size(), graph.inputs.size());
+  EXPECT_EQ(fused->outputs.size(), graph.outputs.size());
+  for (const Node& n : fused->nodes)
+    if (n.domain == kFusedDomain) {
+      EXPECT_TRUE(n.attrs.Has("tiling") && n.attrs.Has("source") && n.attrs.Has("nodes"));
+    }
+  EXPECT_TRUE(ExportOnnxBytes(*fused).ok());
+}
+
+}  // namespace
+}  // namespace fusetune::compiler
