@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "compiler/choices.h"
@@ -35,19 +36,32 @@ std::string Bytes(double n) {
                       : fmt::format("{:.0f} KiB", n / 1024);
 }
 
+// What the node reads and writes as a kernel of its own (distinct values).
+double NodeBoundaryBytes(const Graph& graph, int32_t node) {
+  std::set<ValueId> values;
+  for (ValueId v : graph.nodes[node].inputs)
+    if (v != kNoValue) values.insert(v);
+  for (ValueId v : graph.nodes[node].outputs)
+    if (v != kNoValue) values.insert(v);
+  double bytes = 0;
+  for (ValueId v : values) bytes += static_cast<double>(graph.type(v).nbytes());
+  return bytes;
+}
+
 GroupDecision Decide(FusionSpace& space, const PlanGroup& group, int32_t candidate,
-                     GroupChoice choice) {
+                     GroupChoice choice, const std::string& known_key = "") {
   GroupDecision d;
   d.candidate = candidate;
   d.nodes = group.nodes;
   const KernelInstance& instance = space.Match(group.nodes).instance;
   d.kind = instance.kind;
   d.kernel = instance.summary;
-  d.workload_key = candidate >= 0 ? space.candidates().groups[candidate].key.ToString()
-                                  : ComputeWorkloadKey(space.graph(), group.nodes).ToString();
+  d.workload_key = candidate >= 0     ? space.candidates().groups[candidate].key.ToString()
+                   : known_key.empty() ? space.Key(group.nodes).ToString()
+                                       : known_key;
   d.choice = std::move(choice);
   d.bytes = space.Traffic(Plan{{group}});
-  for (int32_t n : group.nodes) d.unfused_bytes += space.Traffic(Plan{{PlanGroup{{n}, {}}}});
+  for (int32_t n : group.nodes) d.unfused_bytes += NodeBoundaryBytes(space.graph(), n);
   return d;
 }
 
@@ -66,7 +80,8 @@ bool UseWholeModelPlan(FusionSpace& space, TuningIndex& index, const CompileOpti
                        CompiledPlan* out) {
   const db::BestPlan* best = index.Exact(out->graph_key);
   if (best == nullptr) return false;
-  auto plan = PlanFromJson(space, nlohmann::json::parse(best->plan, nullptr, false));
+  const auto json = nlohmann::json::parse(best->plan, nullptr, false);
+  auto plan = PlanFromJson(space, json);
   if (!plan.ok()) {
     out->partition = fmt::format("whole-model record {} does not fit this build ({}); ",
                                  best->record_id, plan.error().message());
@@ -85,6 +100,16 @@ bool UseWholeModelPlan(FusionSpace& space, TuningIndex& index, const CompileOpti
   out->measured_seconds = out->predicted_seconds = best->seconds;
   out->partition = fmt::format("the measured best plan of this model (record {}, {:.3f} ms)",
                                best->record_id, best->seconds * 1e3);
+  // The record names each group's workload key: the graph key matched, so
+  // they are this graph's (computing them again costs as much as the lookup).
+  std::map<std::vector<int32_t>, std::string> stored_key;
+  for (const auto& g : json["groups"]) {
+    if (!g.contains("workload_key") || !g["workload_key"].is_string()) continue;
+    std::vector<int32_t> nodes;
+    for (const auto& p : g["nodes"]) nodes.push_back(space.canonical().node_order.at(p.get<int32_t>()));
+    std::sort(nodes.begin(), nodes.end());
+    stored_key[nodes] = g["workload_key"].get<std::string>();
+  }
   for (const PlanGroup& g : out->plan.groups) {
     GroupChoice c;
     c.tiling = g.tiling;
@@ -92,12 +117,12 @@ bool UseWholeModelPlan(FusionSpace& space, TuningIndex& index, const CompileOpti
     c.predicted_loss = 0;
     c.record_id = best->record_id;
     c.detail = fmt::format("whole-model record {}", best->record_id);
-    GroupDecision d = Decide(space, g, -1, std::move(c));
-    if (const db::BestPlan* own = index.Exact(d.workload_key)) {
-      auto tiling = TilingFromRecordPlan(own->plan, d.kind, space.Tilings(g.nodes));
-      if (tiling && TilingToString(*tiling) == TilingToString(g.tiling))
-        d.choice.measured_seconds = d.choice.cost = own->seconds;
-    }
+    auto known = stored_key.find(g.nodes);
+    GroupDecision d = Decide(space, g, -1, std::move(c),
+                             known == stored_key.end() ? "" : known->second);
+    if (const db::BestPlan* own = index.Exact(d.workload_key);
+        own != nullptr && index.BestTilingText(d.workload_key) == TilingToString(g.tiling))
+      d.choice.measured_seconds = d.choice.cost = own->seconds;
     out->groups.push_back(std::move(d));
   }
   return true;
@@ -109,7 +134,7 @@ Result<CompiledPlan> CompileGraph(FusionSpace& space, TuningIndex& index,
                                   const CompileOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   CompiledPlan out;
-  out.graph_key = CanonicalizeGraph(space.graph()).key.ToString();
+  out.graph_key = space.canonical().key.ToString();
   out.model = index.model_label();
   auto finish = [&]() {
     Summarise(space, &out);
@@ -154,12 +179,14 @@ Result<CompiledPlan> CompileGraph(FusionSpace& space, TuningIndex& index,
                     Bytes(static_cast<double>(*options.max_memory_bytes)),
                     Bytes(static_cast<double>(space.PeakIntermediateBytes(space.Unfused()))),
                     Bytes(static_cast<double>(space.PeakIntermediateBytes(space.Greedy())))));
-  out.plan = PlanFromCandidates(space, partition.groups);
   std::map<std::vector<int32_t>, int32_t> candidate_of;
-  for (int32_t c : partition.groups) candidate_of[groups[c].nodes] = c;
-  for (PlanGroup& g : out.plan.groups) {
+  for (int32_t c : partition.groups) {
+    candidate_of[groups[c].nodes] = c;
+    out.plan.groups.push_back({groups[c].nodes, chosen.choices[c].tiling});
+  }
+  space.Order(&out.plan);
+  for (const PlanGroup& g : out.plan.groups) {
     const int32_t c = candidate_of.at(g.nodes);
-    g.tiling = chosen.choices[c].tiling;
     out.groups.push_back(Decide(space, g, c, chosen.choices[c]));
   }
   out.predicted_seconds = partition.cost;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cost_model/training.h"
+#include "fusion_space/tiling_space.h"
 #include "graph/text_format.h"
 #include "graph/workload_key.h"
 
@@ -47,6 +48,22 @@ std::unique_ptr<TuningIndex> TuningIndex::Empty(cost_model::TargetFeatures featu
 const db::BestPlan* TuningIndex::Exact(const std::string& workload_key) const {
   auto it = bests_.find(workload_key);
   return it == bests_.end() ? nullptr : &it->second;
+}
+
+const std::string& TuningIndex::BestTilingText(const std::string& workload_key) {
+  auto [it, added] = tiling_text_.emplace(workload_key, "");
+  if (!added) return it->second;
+  const db::BestPlan* best = Exact(workload_key);
+  if (best == nullptr) return it->second;
+  const auto plan = nlohmann::json::parse(best->plan, nullptr, false);
+  if (!plan.is_object() || !plan.contains("groups") || plan["groups"].size() != 1) return it->second;
+  const auto& group = plan["groups"][0];
+  const auto kind = KernelTemplateFromName(group.value("template", ""));
+  Tiling tiling;
+  if (kind && (*kind == KernelTemplate::kReference ||
+               TilingFromJson(*kind, group.value("tiling", nlohmann::json::object()), &tiling)))
+    it->second = TilingToString(tiling);
+  return it->second;
 }
 
 // Parses the group graph every tuned group workload stores (its description's

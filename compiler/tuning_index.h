@@ -35,6 +35,9 @@ class TuningIndex {
   static std::unique_ptr<TuningIndex> Empty(cost_model::TargetFeatures features);
 
   const db::BestPlan* Exact(const std::string& workload_key) const;
+  // TilingToString of a one-group best plan's tiling ("" when it has none),
+  // parsed once per key.
+  const std::string& BestTilingText(const std::string& workload_key);
   // The tuned group workload of `structure_key` whose signature is nearest
   // to `signature` (same length), other than `exclude`.
   Result<std::optional<BucketMatch>> Nearest(const std::string& structure_key,
@@ -62,6 +65,7 @@ class TuningIndex {
   std::string target_;
   cost_model::TargetFeatures features_;
   std::map<std::string, db::BestPlan> bests_;
+  std::map<std::string, std::string> tiling_text_;
   std::unique_ptr<cost_model::CostModel> model_;
   std::string model_label_ = "none";
   std::optional<double> model_top1_;

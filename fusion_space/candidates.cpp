@@ -114,7 +114,7 @@ class Enumerator {
     if (!m.decision) return;
     CandidateGroup c;
     c.nodes = std::move(nodes);
-    c.key = ComputeWorkloadKey(g_, c.nodes);
+    c.key = ComputeWorkloadKey(g_, c.nodes, &flow_.all_uses());
     out_->count_by_template[m.instance.kind]++;
     c.instance = std::make_shared<const KernelInstance>(std::move(m.instance));
     out_->groups.push_back(std::move(c));
@@ -144,7 +144,7 @@ CandidateSet EnumerateCandidates(const Graph& g, const Dataflow& flow,
     GroupMatch m = MatchGroup(g, flow, node);
     CandidateGroup c;
     c.nodes = {i};
-    c.key = ComputeWorkloadKey(g, c.nodes);
+    c.key = ComputeWorkloadKey(g, c.nodes, &flow.all_uses());
     c.instance = std::make_shared<const KernelInstance>(std::move(m.instance));
     set.groups.push_back(std::move(c));
   }

@@ -26,6 +26,13 @@ const char* KernelTemplateName(KernelTemplate t) {
   return "?";
 }
 
+std::optional<KernelTemplate> KernelTemplateFromName(const std::string& name) {
+  for (int i = 0; i < kNumKernelTemplates; ++i)
+    if (name == KernelTemplateName(static_cast<KernelTemplate>(i)))
+      return static_cast<KernelTemplate>(i);
+  return std::nullopt;
+}
+
 int KernelTemplateVersion(KernelTemplate t) {
   switch (t) {
     case KernelTemplate::kReference:

@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ namespace fusetune {
 
 enum class KernelTemplate { kReference, kElementwise, kRowwise, kGemm, kAttention };
 const char* KernelTemplateName(KernelTemplate t);
+std::optional<KernelTemplate> KernelTemplateFromName(const std::string& name);
 inline constexpr int kNumKernelTemplates = 5;
 // The version of each template's implementation. Bump it when a change alters
 // what a tiling of the template measures (code, defaults, thread split):

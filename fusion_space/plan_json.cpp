@@ -23,8 +23,9 @@ struct Positions {
   std::vector<int32_t> node_at;      // position -> node
   std::vector<int32_t> position_of;  // node -> position
   WorkloadKey key;
-  explicit Positions(const Graph& g) {
-    CanonicalSubgraph c = CanonicalizeGraph(g);
+  explicit Positions(const FusionSpace& space) {
+    const Graph& g = space.graph();
+    const CanonicalSubgraph& c = space.canonical();
     key = c.key;
     node_at = c.node_order;
     position_of.assign(g.nodes.size(), -1);
@@ -32,17 +33,10 @@ struct Positions {
   }
 };
 
-std::optional<KernelTemplate> TemplateByName(const std::string& name) {
-  for (int i = 0; i < kNumKernelTemplates; ++i)
-    if (name == KernelTemplateName(static_cast<KernelTemplate>(i)))
-      return static_cast<KernelTemplate>(i);
-  return std::nullopt;
-}
-
 }  // namespace
 
 json PlanToJson(FusionSpace& space, const Plan& plan) {
-  const Positions pos(space.graph());
+  const Positions pos(space);
   json groups = json::array();
   for (const PlanGroup& g : plan.groups) {
     std::vector<int32_t> positions;
@@ -52,7 +46,8 @@ json PlanToJson(FusionSpace& space, const Plan& plan) {
     groups.push_back({{"nodes", positions},
                       {"template", KernelTemplateName(k.kind)},
                       {"tiling", TilingToJson(g.tiling)},
-                      {"kernel", k.summary}});
+                      {"kernel", k.summary},
+                      {"workload_key", space.Key(g.nodes).ToString()}});
   }
   return {{"format", "fusetune-plan"},
           {"version", kPlanFormatVersion},
@@ -70,7 +65,7 @@ Result<Plan> PlanFromJson(FusionSpace& space, const json& j) {
   if (version != kPlanFormatVersion)
     return Bad(fmt::format("unknown version {} (this fusetune reads version {})", version,
                            kPlanFormatVersion));
-  const Positions pos(space.graph());
+  const Positions pos(space);
   const int64_t n = static_cast<int64_t>(space.graph().nodes.size());
   if (j.contains("nodes") && j["nodes"].is_number_integer() && j["nodes"].get<int64_t>() != n)
     return Bad(fmt::format("it was made for a graph of {} nodes; this graph has {}",
@@ -99,7 +94,7 @@ Result<Plan> PlanFromJson(FusionSpace& space, const json& j) {
     if (!m.decision)
       return Bad(fmt::format("{} is not a legal group: {}", where, m.decision.reason()));
     const std::string name = g.value("template", "");
-    auto kind = TemplateByName(name);
+    auto kind = KernelTemplateFromName(name);
     if (!kind) return Bad(fmt::format("{}.template \"{}\" is unknown", where, name));
     if (*kind != m.instance.kind)
       return Bad(fmt::format("{}.template is \"{}\" but the group is a {} kernel", where, name,

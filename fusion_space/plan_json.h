@@ -3,9 +3,11 @@
 // plan tuned on one export applies to any export of the same structure.
 //
 //   {"format": "fusetune-plan", "version": 1, "graph_key": "…", "nodes": 49,
-//    "groups": [{"nodes": [0, 1], "template": "gemm", "tiling": {…}}, …]}
+//    "groups": [{"nodes": [0, 1], "template": "gemm", "tiling": {…},
+//                "kernel": "…", "workload_key": "…"}, …]}
 //
-// Groups are listed in kernel order. Loading validates everything against the
+// Groups are listed in kernel order; "kernel" and "workload_key" are for
+// readers (the compiler takes a group's key from a plan of the same graph). Loading validates everything against the
 // graph: format and version, node positions, each node in one group, each
 // group legal and of the stated template, each tiling valid, and the order.
 #pragma once

@@ -41,6 +41,15 @@ const CandidateSet& FusionSpace::candidates() const {
   return *candidates_;
 }
 
+const CanonicalSubgraph& FusionSpace::canonical() const {
+  if (!canonical_) canonical_ = CanonicalizeGraph(graph_);
+  return *canonical_;
+}
+
+WorkloadKey FusionSpace::Key(const std::vector<int32_t>& nodes) const {
+  return ComputeWorkloadKey(graph_, nodes, &flow_.all_uses());
+}
+
 const GroupMatch& FusionSpace::Match(const std::vector<int32_t>& nodes) {
   auto it = matches_.find(nodes);
   if (it != matches_.end()) return *it->second;

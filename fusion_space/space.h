@@ -44,6 +44,12 @@ class FusionSpace {
   const CandidateSet& candidates() const;
   const kernels::KernelConfig& config() const { return config_; }
 
+  // The canonical form of the whole graph (workload key, canonical node
+  // order for plan files), computed once.
+  const CanonicalSubgraph& canonical() const;
+  // The workload key of a node set, in time proportional to the set.
+  WorkloadKey Key(const std::vector<int32_t>& nodes) const;
+
   // Match of a node set (cached; `nodes` ascending).
   const GroupMatch& Match(const std::vector<int32_t>& nodes);
   // Tiling space of a legal group (cached).
@@ -81,6 +87,7 @@ class FusionSpace {
   Dataflow flow_;
   CandidateOptions candidate_options_;
   mutable std::optional<CandidateSet> candidates_;
+  mutable std::optional<CanonicalSubgraph> canonical_;
   std::map<std::vector<int32_t>, std::unique_ptr<GroupMatch>> matches_;
   std::map<std::vector<int32_t>, std::unique_ptr<TilingSpace>> tilings_;
 };

@@ -81,8 +81,47 @@ uint64_t LeafHash(const Graph& g, ValueId v, KeyScope scope) {
 
 }  // namespace
 
+namespace {
+
+// Whether each output of the subset's nodes leaves it: read by a node
+// outside, or a graph output. By position in the subset, then output slot.
+std::vector<std::pair<int32_t, int32_t>> Exits(const Graph& g, const std::vector<int32_t>& nodes,
+                                               const std::vector<int32_t>& position,
+                                               const std::unordered_map<int32_t, int32_t>& local,
+                                               const ValueUses* uses) {
+  std::vector<bool> used_outside;
+  if (uses == nullptr) {
+    std::vector<bool> in_subset(g.nodes.size(), false);
+    for (int32_t n : nodes) in_subset[n] = true;
+    used_outside.assign(g.values.size(), false);
+    for (int32_t n = 0; n < static_cast<int32_t>(g.nodes.size()); ++n)
+      if (!in_subset[n])
+        for (ValueId v : g.nodes[n].inputs)
+          if (v != kNoValue) used_outside[v] = true;
+  }
+  auto leaves = [&](ValueId v) {
+    if (std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end()) return true;
+    if (uses == nullptr) return static_cast<bool>(used_outside[v]);
+    for (auto [consumer, slot] : (*uses)[v])
+      if (!local.count(consumer)) return true;
+    return false;
+  };
+  std::vector<std::pair<int32_t, int32_t>> exits;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& node = g.nodes[nodes[i]];
+    for (int32_t k = 0; k < static_cast<int32_t>(node.outputs.size()); ++k) {
+      const ValueId v = node.outputs[k];
+      if (v != kNoValue && leaves(v)) exits.emplace_back(position[i], k);
+    }
+  }
+  std::sort(exits.begin(), exits.end());
+  return exits;
+}
+
+}  // namespace
+
 CanonicalSubgraph CanonicalizeSubgraph(const Graph& g, std::span<const int32_t> nodes_in,
-                                       KeyScope scope) {
+                                       KeyScope scope, const ValueUses* uses) {
   std::vector<int32_t> nodes(nodes_in.begin(), nodes_in.end());
   std::sort(nodes.begin(), nodes.end());       // graph order is topological
   std::unordered_map<int32_t, int32_t> local;  // node index -> position in `nodes`
@@ -157,25 +196,7 @@ CanonicalSubgraph CanonicalizeSubgraph(const Graph& g, std::span<const int32_t> 
     }
   }
   // Which values leave the subgraph.
-  std::vector<bool> is_graph_output(g.values.size(), false);
-  for (ValueId v : g.outputs) is_graph_output[v] = true;
-  std::vector<bool> in_subset(g.nodes.size(), false);
-  for (int32_t n : nodes) in_subset[n] = true;
-  std::vector<bool> used_outside(g.values.size(), false);
-  for (int32_t n = 0; n < static_cast<int32_t>(g.nodes.size()); ++n)
-    if (!in_subset[n])
-      for (ValueId v : g.nodes[n].inputs)
-        if (v != kNoValue) used_outside[v] = true;
-  std::vector<std::pair<int32_t, int32_t>> exits;
-  for (int32_t i = 0; i < count; ++i) {
-    const Node& node = g.nodes[nodes[i]];
-    for (int32_t k = 0; k < static_cast<int32_t>(node.outputs.size()); ++k) {
-      const ValueId v = node.outputs[k];
-      if (v != kNoValue && (used_outside[v] || is_graph_output[v]))
-        exits.emplace_back(position[i], k);
-    }
-  }
-  std::sort(exits.begin(), exits.end());
+  const auto exits = Exits(g, nodes, position, local, uses);
   for (auto [p, k] : exits) h.AddInt(p).AddInt(k);
 
   CanonicalSubgraph result;
@@ -184,8 +205,9 @@ CanonicalSubgraph CanonicalizeSubgraph(const Graph& g, std::span<const int32_t> 
   return result;
 }
 
-WorkloadKey ComputeWorkloadKey(const Graph& graph, std::span<const int32_t> nodes) {
-  return CanonicalizeSubgraph(graph, nodes).key;
+WorkloadKey ComputeWorkloadKey(const Graph& graph, std::span<const int32_t> nodes,
+                               const ValueUses* uses) {
+  return CanonicalizeSubgraph(graph, nodes, KeyScope::kExact, uses).key;
 }
 
 CanonicalSubgraph CanonicalizeGraph(const Graph& graph, KeyScope scope) {

@@ -1,0 +1,127 @@
+// bench_compile MODEL.onnx DB [--runs N] [--json FILE]: what compiling a
+// tuned model costs beyond import, per stage: fusion space (dataflow),
+// lookup and partition (CompileGraph), lowering (KernelProgram::Compile).
+// Measured for the whole-model path (the model's measured plan is in the
+// database) and the per-group path (--no-whole-model: candidate groups
+// enumerated and looked up one by one). Issue 9's goal: at most 1 ms for a
+// 12-layer model (scripts/gen_models.py --size e2e writes
+// bert_base_12layer.onnx; `fusetune tune` fills the database).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "compiler/model.h"
+#include "graph/onnx_io.h"
+#include "graph/passes.h"
+
+namespace fusetune {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Ms(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Stages {
+  std::vector<double> space, lookup, lowering, total;
+  std::map<std::string, int> sources;
+};
+
+Result<Stages> Time(const Graph& graph, compiler::TuningIndex& index, bool whole_model, int runs) {
+  Stages s;
+  compiler::CompileOptions options;
+  options.whole_model_plans = whole_model;
+  for (int i = 0; i < runs; ++i) {
+    const auto t0 = Clock::now();
+    FusionSpace space(graph, kernels::KernelConfig{});
+    const auto t1 = Clock::now();
+    FT_ASSIGN_OR_RETURN(auto plan, compiler::CompileGraph(space, index, options));
+    const auto t2 = Clock::now();
+    FT_ASSIGN_OR_RETURN(auto program, KernelProgram::Compile(space, plan.plan));
+    const auto t3 = Clock::now();
+    s.space.push_back(Ms(t0, t1));
+    s.lookup.push_back(Ms(t1, t2));
+    s.lowering.push_back(Ms(t2, t3));
+    s.total.push_back(Ms(t0, t3));
+    if (i == 0)
+      for (const auto& [source, n] : plan.count) s.sources[compiler::PlanSourceName(source)] = n;
+  }
+  return s;
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 3) {
+    fmt::print(stderr, "usage: bench_compile MODEL.onnx DB [--runs N] [--only whole_model|per_group] [--json FILE]\n");
+    return 2;
+  }
+  int runs = 20;
+  std::string json_path, only;
+  for (int i = 3; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--runs" && i + 1 < argc) runs = std::max(1, std::atoi(argv[++i]));
+    if (a == "--json" && i + 1 < argc) json_path = argv[++i];
+    if (a == "--only" && i + 1 < argc) only = argv[++i];  // whole_model or per_group
+  }
+  const auto t0 = Clock::now();
+  auto graph = ImportOnnxFile(argv[1]);
+  if (!graph.ok() || !RunStandardPasses(*graph).ok()) {
+    fmt::print(stderr, "cannot import {}\n", argv[1]);
+    return 1;
+  }
+  const double import_ms = Ms(t0, Clock::now());
+  db::OpenOptions open;
+  open.create = false;
+  open.read_only = true;
+  auto database = db::MakeSqliteDatabase(argv[2], open);
+  if (!database.ok()) {
+    fmt::print(stderr, "{}\n", database.error().ToString());
+    return 1;
+  }
+  const auto t1 = Clock::now();
+  auto index = compiler::LoadIndexForThisMachine(**database);
+  if (!index.ok()) {
+    fmt::print(stderr, "{}\n", index.error().ToString());
+    return 1;
+  }
+  const double index_ms = Ms(t1, Clock::now());
+  fmt::print("model {} ({} nodes): import {:.1f} ms; index of {} best plans loaded once in {:.2f} ms\n",
+             argv[1], graph->nodes.size(), import_ms, (*index)->size(), index_ms);
+  nlohmann::json out{{"model", argv[1]},
+                     {"nodes", graph->nodes.size()},
+                     {"import_ms", import_ms},
+                     {"index_load_ms", index_ms},
+                     {"runs", runs}};
+  for (bool whole : {true, false}) {
+    if (!only.empty() && only != (whole ? "whole_model" : "per_group")) continue;
+    auto s = Time(*graph, **index, whole, runs);
+    if (!s.ok()) {
+      fmt::print(stderr, "{}\n", s.error().ToString());
+      return 1;
+    }
+    const char* path = whole ? "whole_model" : "per_group";
+    std::string sources;
+    for (const auto& [k, n] : s->sources) sources += fmt::format(" {} {}", n, k);
+    fmt::print(
+        "{:<12} median of {}: space {:.3f} ms, lookup+partition {:.3f} ms, lowering {:.3f} ms, "
+        "total {:.3f} ms beyond import (sources:{})\n",
+        path, runs, Median(s->space), Median(s->lookup), Median(s->lowering), Median(s->total),
+        sources);
+    out[path] = {{"space_ms", Median(s->space)},   {"lookup_ms", Median(s->lookup)},
+                 {"lowering_ms", Median(s->lowering)}, {"total_ms", Median(s->total)},
+                 {"sources", s->sources}};
+  }
+  if (!json_path.empty()) std::ofstream(json_path) << out.dump(1) << "\n";
+  return 0;
+}
+
+}  // namespace
+}  // namespace fusetune
+
+int main(int argc, char** argv) { return fusetune::Main(argc, argv); }

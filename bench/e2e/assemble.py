@@ -1,0 +1,70 @@
+#!/usr/bin/python3
+"""assemble.py OUT BUDGET MODEL...: the end-to-end table from run_e2e.sh's
+JSON files: latency per contender, fusetune's speedup over ONNX Runtime, the
+share of the FP32 FMA peak (the database's calibration of this machine) and
+fusetune's error against the exporter's output."""
+import datetime
+import json
+import os
+import platform
+import sqlite3
+import sys
+
+import numpy as np
+
+
+def load(out, name):
+    with open(os.path.join(out, name)) as f:
+        return json.load(f)
+
+
+def main():
+    out, budget, models = sys.argv[1], sys.argv[2], sys.argv[3:]
+    db = sqlite3.connect(os.path.join(out, "e2e.db"))
+    calibration = json.loads(db.execute("select calibration from targets limit 1").fetchone()[0])
+    peak = calibration.get("fma_gflops", 0)
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")),
+               platform.processor())
+    rows, result = [], {"date": datetime.date.today().isoformat(), "cpu": cpu, "budget": budget,
+                        "fma_peak_gflops": peak, "models": {}}
+    for m in models:
+        ft = load(out, f"{m}.fusetune.json")
+        tune = load(out, f"{m}.tune.json")
+        r = {
+            "fusetune": ft["bench"]["median_ms"],
+            "unfused": load(out, f"{m}.unfused.json")["bench"]["median_ms"],
+            "greedy": load(out, f"{m}.greedy.json")["bench"]["median_ms"],
+            "onnxruntime": load(out, f"{m}.ort.json")["median_ms"],
+            "pytorch": load(out, f"{m}.torch.json")["median_ms"],
+            "gflops": ft["bench"]["gflops"],
+            "sources": ft["compiled"]["sources"],
+            "trials": tune.get("trials", 0),
+        }
+        got = np.load(os.path.join(out, f"{m}.out", "y.npy"))
+        want = np.load(os.path.join(out, f"{m}.out.y.npy"))
+        r["max_rel_error"] = float(np.abs(got - want).max() / np.abs(want).max())
+        r["ort_max_rel_error"] = load(out, f"{m}.ort.json").get("max_rel_error")
+        result["models"][m] = r
+        rows.append((m, r))
+    lines = [f"End to end, {result['date']}, {cpu}, 2 threads; fusetune tuned {budget} per model; "
+             f"median of the runs; FP32 FMA peak {peak:.0f} GFLOP/s (calibrated).", "",
+             "| model | fusetune | % peak | unfused | greedy | ONNX Runtime 1.20.1 | PyTorch eager | "
+             "vs ORT | error vs exporter | trials |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for m, r in rows:
+        lines.append(
+            f"| {m} | {r['fusetune']:.2f} ms | {100 * r['gflops'] / peak:.0f}% | {r['unfused']:.2f} ms | "
+            f"{r['greedy']:.2f} ms | {r['onnxruntime']:.2f} ms | {r['pytorch']:.2f} ms | "
+            f"{r['onnxruntime'] / r['fusetune']:.2f}x | {r['max_rel_error']:.1e} | {r['trials']} |")
+    with open(os.path.join(out, "e2e.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(os.path.join(out, "e2e.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    print("\n".join(lines))
+    bad = [m for m, r in rows if r["max_rel_error"] > 1e-3]
+    if bad:
+        sys.exit(f"assemble: outputs differ from the exporter's by more than 1e-3 on {bad}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+#!/bin/bash
+# End-to-end comparison (issue 9): PyTorch-exported models tuned by fusetune
+# with a time budget each, then one run of every contender on this machine:
+# fusetune compiled from the database, fusetune's unfused and greedy plans,
+# ONNX Runtime 1.20.1 (npm onnxruntime-node, 2 intra-op threads, all graph
+# optimisations) and PyTorch eager (2 threads). Outputs are checked against
+# the exporter's. Writes OUT/e2e.md (the table) and OUT/e2e.json.
+#
+# Usage: bench/e2e/run_e2e.sh [OUT_DIR]
+#   BUDGET=30m   tuning time per model (issue 9 asks for 30 minutes)
+#   RUNS=20      timed runs per contender (median reported)
+#   MODELS="bert_layer gpt2_block llama_block mlp_e2e"
+#   BUILD=build  the fusetune build folder
+# Needs node/npm (onnxruntime-node is installed into OUT/ort with
+# --ignore-scripts) and python3-torch with libopenblas0-openmp.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=$(mkdir -p "${1:-$root/build/e2e}" && cd "${1:-$root/build/e2e}" && pwd)
+budget=${BUDGET:-30m}
+runs=${RUNS:-20}
+models=${MODELS:-bert_layer gpt2_block llama_block mlp_e2e}
+fusetune=$root/${BUILD:-build}/cli/fusetune
+[ -x "$fusetune" ] || { echo "run_e2e: build fusetune first ($fusetune)" >&2; exit 2; }
+
+if [ ! -d "$out/ort/node_modules/onnxruntime-node" ]; then
+  mkdir -p "$out/ort"
+  (cd "$out/ort" && npm install --silent --ignore-scripts onnxruntime-node@1.20.1 >/dev/null)
+fi
+for m in $models; do
+  [ -f "$out/$m.onnx" ] || /usr/bin/python3 -W ignore "$root/scripts/gen_models.py" "$out" --size e2e \
+    --only "$(echo $models | tr ' ' ',')"
+done
+
+for m in $models; do
+  echo "== $m: tuning for $budget" >&2
+  "$fusetune" tune "$out/$m.onnx" --db "$out/e2e.db" --time "$budget" --json >"$out/$m.tune.json" 2>"$out/$m.tune.log"
+  in="x=$out/$m.in.x.npy"
+  "$fusetune" run "$out/$m.onnx" --db "$out/e2e.db" --input "$in" --output-dir "$out/$m.out" \
+    --bench "$runs" --json >"$out/$m.fusetune.json"
+  for plan in unfused greedy; do
+    "$fusetune" run "$out/$m.onnx" --plan $plan --input "$in" --bench "$runs" --json >"$out/$m.$plan.json"
+  done
+  NODE_PATH="$out/ort/node_modules" node "$root/bench/e2e/ort_bench.js" "$out/$m.onnx" \
+    "$out/$m.in.x.npy" "$runs" >"$out/$m.ort.json"
+  /usr/bin/python3 -W ignore "$root/bench/e2e/torch_bench.py" "$m" "$runs" "$out" >"$out/$m.torch.json"
+done
+/usr/bin/python3 "$root/bench/e2e/assemble.py" "$out" "$budget" $models
