@@ -58,7 +58,9 @@ Result<Stages> Time(const Graph& graph, compiler::TuningIndex& index, bool whole
 
 int Main(int argc, char** argv) {
   if (argc < 3) {
-    fmt::print(stderr, "usage: bench_compile MODEL.onnx DB [--runs N] [--only whole_model|per_group] [--json FILE]\n");
+    fmt::print(stderr,
+               "usage: bench_compile MODEL.onnx DB [--runs N] [--only whole_model|per_group] "
+               "[--json FILE]\n");
     return 2;
   }
   int runs = 20;
@@ -91,8 +93,9 @@ int Main(int argc, char** argv) {
     return 1;
   }
   const double index_ms = Ms(t1, Clock::now());
-  fmt::print("model {} ({} nodes): import {:.1f} ms; index of {} best plans loaded once in {:.2f} ms\n",
-             argv[1], graph->nodes.size(), import_ms, (*index)->size(), index_ms);
+  fmt::print(
+      "model {} ({} nodes): import {:.1f} ms; index of {} best plans loaded once in {:.2f} ms\n",
+      argv[1], graph->nodes.size(), import_ms, (*index)->size(), index_ms);
   nlohmann::json out{{"model", argv[1]},
                      {"nodes", graph->nodes.size()},
                      {"import_ms", import_ms},
@@ -113,8 +116,10 @@ int Main(int argc, char** argv) {
         "total {:.3f} ms beyond import (sources:{})\n",
         path, runs, Median(s->space), Median(s->lookup), Median(s->lowering), Median(s->total),
         sources);
-    out[path] = {{"space_ms", Median(s->space)},   {"lookup_ms", Median(s->lookup)},
-                 {"lowering_ms", Median(s->lowering)}, {"total_ms", Median(s->total)},
+    out[path] = {{"space_ms", Median(s->space)},
+                 {"lookup_ms", Median(s->lookup)},
+                 {"lowering_ms", Median(s->lowering)},
+                 {"total_ms", Median(s->total)},
                  {"sources", s->sources}};
   }
   if (!json_path.empty()) std::ofstream(json_path) << out.dump(1) << "\n";

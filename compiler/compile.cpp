@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "compiler/choices.h"
 #include "fusion_space/partition.h"
@@ -56,7 +56,7 @@ GroupDecision Decide(FusionSpace& space, const PlanGroup& group, int32_t candida
   const KernelInstance& instance = space.Match(group.nodes).instance;
   d.kind = instance.kind;
   d.kernel = instance.summary;
-  d.workload_key = candidate >= 0     ? space.candidates().groups[candidate].key.ToString()
+  d.workload_key = candidate >= 0      ? space.candidates().groups[candidate].key.ToString()
                    : known_key.empty() ? space.Key(group.nodes).ToString()
                                        : known_key;
   d.choice = std::move(choice);
@@ -106,7 +106,8 @@ bool UseWholeModelPlan(FusionSpace& space, TuningIndex& index, const CompileOpti
   for (const auto& g : json["groups"]) {
     if (!g.contains("workload_key") || !g["workload_key"].is_string()) continue;
     std::vector<int32_t> nodes;
-    for (const auto& p : g["nodes"]) nodes.push_back(space.canonical().node_order.at(p.get<int32_t>()));
+    for (const auto& p : g["nodes"])
+      nodes.push_back(space.canonical().node_order.at(p.get<int32_t>()));
     std::sort(nodes.begin(), nodes.end());
     stored_key[nodes] = g["workload_key"].get<std::string>();
   }
@@ -118,8 +119,8 @@ bool UseWholeModelPlan(FusionSpace& space, TuningIndex& index, const CompileOpti
     c.record_id = best->record_id;
     c.detail = fmt::format("whole-model record {}", best->record_id);
     auto known = stored_key.find(g.nodes);
-    GroupDecision d = Decide(space, g, -1, std::move(c),
-                             known == stored_key.end() ? "" : known->second);
+    GroupDecision d =
+        Decide(space, g, -1, std::move(c), known == stored_key.end() ? "" : known->second);
     if (const db::BestPlan* own = index.Exact(d.workload_key);
         own != nullptr && index.BestTilingText(d.workload_key) == TilingToString(g.tiling))
       d.choice.measured_seconds = d.choice.cost = own->seconds;

@@ -56,7 +56,8 @@ const std::string& TuningIndex::BestTilingText(const std::string& workload_key) 
   const db::BestPlan* best = Exact(workload_key);
   if (best == nullptr) return it->second;
   const auto plan = nlohmann::json::parse(best->plan, nullptr, false);
-  if (!plan.is_object() || !plan.contains("groups") || plan["groups"].size() != 1) return it->second;
+  if (!plan.is_object() || !plan.contains("groups") || plan["groups"].size() != 1)
+    return it->second;
   const auto& group = plan["groups"][0];
   const auto kind = KernelTemplateFromName(group.value("template", ""));
   Tiling tiling;

@@ -5,11 +5,14 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
+#include <unordered_map>
 
 #include "fusion_space/match_util.h"
 #include "fusion_space/view.h"
+#include "graph/workload_key.h"
 
 namespace fusetune {
 
@@ -209,6 +212,34 @@ class EpilogueBuilder {
         fmt::format("node {} ({}) with a tensor operand is not a GEMM epilogue step", p, op));
   }
 
+  // Fitting probes the chain at many points (tens of microseconds); the
+  // chain's workload key (ops, attributes, shapes, scalar constants by
+  // value) determines the fit, so repeated layers fit once per process.
+  template <typename Fit>
+  ActivationFit FitActivationCached(const std::set<int32_t>& between, Fit&& fit,
+                                    std::string* failure) {
+    struct Entry {
+      ActivationFit fit;
+      std::string failure;
+    };
+    static std::mutex mutex;
+    static std::unordered_map<uint64_t, Entry> cache;
+    const std::vector<int32_t> nodes(between.begin(), between.end());
+    const uint64_t key = ComputeWorkloadKey(g_, nodes).hash;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (auto it = cache.find(key); it != cache.end()) {
+        *failure = it->second.failure;
+        return it->second.fit;
+      }
+    }
+    Entry entry{fit(), *failure};
+    std::lock_guard<std::mutex> lock(mutex);
+    if (cache.size() > 4096) cache.clear();  // bounded: a long-lived process sees many models
+    cache.emplace(key, entry);
+    return entry.fit;
+  }
+
   FusionDecision ActivationStep(ValueId e, std::vector<EpilogueOp>* ops) {
     std::vector<ValueId> candidates;  // c-dependent ancestors of e inside the group
     std::set<ValueId> seen;
@@ -230,11 +261,16 @@ class EpilogueBuilder {
       std::set<int32_t> between;
       if (!OnlyThrough(e, d, &between)) continue;
       std::string failure;
-      const ActivationFit fit = FitActivation([&](double x) {
-        std::map<ValueId, double> memo;
-        auto v = EvalScalarFunction(g_, e, d, x, &memo, &failure);
-        return v ? *v : std::nan("");
-      });
+      const ActivationFit fit = FitActivationCached(
+          between,
+          [&] {
+            return FitActivation([&](double x) {
+              std::map<ValueId, double> memo;
+              auto v = EvalScalarFunction(g_, e, d, x, &memo, &failure);
+              return v ? *v : std::nan("");
+            });
+          },
+          &failure);
       if (!failure.empty()) return FusionDecision::Forbid(failure);
       if (!fit.found)
         return FusionDecision::Forbid(

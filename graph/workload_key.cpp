@@ -1,6 +1,7 @@
 #include "graph/workload_key.h"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <unordered_map>
 
@@ -87,7 +88,7 @@ namespace {
 // outside, or a graph output. By position in the subset, then output slot.
 std::vector<std::pair<int32_t, int32_t>> Exits(const Graph& g, const std::vector<int32_t>& nodes,
                                                const std::vector<int32_t>& position,
-                                               const std::unordered_map<int32_t, int32_t>& local,
+                                               const std::function<int32_t(int32_t)>& local,
                                                const ValueUses* uses) {
   std::vector<bool> used_outside;
   if (uses == nullptr) {
@@ -103,7 +104,7 @@ std::vector<std::pair<int32_t, int32_t>> Exits(const Graph& g, const std::vector
     if (std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end()) return true;
     if (uses == nullptr) return static_cast<bool>(used_outside[v]);
     for (auto [consumer, slot] : (*uses)[v])
-      if (!local.count(consumer)) return true;
+      if (local(consumer) < 0) return true;
     return false;
   };
   std::vector<std::pair<int32_t, int32_t>> exits;
@@ -123,44 +124,64 @@ std::vector<std::pair<int32_t, int32_t>> Exits(const Graph& g, const std::vector
 CanonicalSubgraph CanonicalizeSubgraph(const Graph& g, std::span<const int32_t> nodes_in,
                                        KeyScope scope, const ValueUses* uses) {
   std::vector<int32_t> nodes(nodes_in.begin(), nodes_in.end());
-  std::sort(nodes.begin(), nodes.end());       // graph order is topological
-  std::unordered_map<int32_t, int32_t> local;  // node index -> position in `nodes`
-  for (int32_t i = 0; i < static_cast<int32_t>(nodes.size()); ++i) local[nodes[i]] = i;
+  std::sort(nodes.begin(), nodes.end());  // graph order is topological
+  // Node index -> position in `nodes` (sorted), or -1.
+  auto local_of = [&nodes](int32_t node) -> int32_t {
+    auto it = std::lower_bound(nodes.begin(), nodes.end(), node);
+    return it != nodes.end() && *it == node ? static_cast<int32_t>(it - nodes.begin()) : -1;
+  };
   const auto count = static_cast<int32_t>(nodes.size());
   auto internal_producer = [&](ValueId v) -> int32_t {
     if (v == kNoValue) return -1;
     const int32_t p = g.value(v).producer;
-    auto it = local.find(p);
-    return p >= 0 && it != local.end() ? it->second : -1;
+    return p >= 0 ? local_of(p) : -1;
   };
+
+  // Per node: its local hash; per input slot (flat, from in_begin[i]): the
+  // internal producer (-1 outside) and, for leaves, the leaf hash.
+  std::vector<uint64_t> node_hash(count), leaf_hash;
+  std::vector<int32_t> in_begin(count + 1, 0), in_producer;
+  for (int32_t i = 0; i < count; ++i) {
+    const Node& node = g.nodes[nodes[i]];
+    node_hash[i] = NodeLocalHash(g, node, scope);
+    for (ValueId v : node.inputs) {
+      const int32_t p = internal_producer(v);
+      in_producer.push_back(p);
+      leaf_hash.push_back(p < 0 && v != kNoValue ? LeafHash(g, v, scope) : 0);
+    }
+    in_begin[i + 1] = static_cast<int32_t>(in_producer.size());
+  }
 
   // Upward (producer-side) and downward (consumer-side) structural hashes.
   std::vector<uint64_t> up(count), down(count), depth(count, 0);
+  std::vector<int32_t> user_count(count + 1, 0);
   for (int32_t i = 0; i < count; ++i) {
     const Node& node = g.nodes[nodes[i]];
-    Hasher h(NodeLocalHash(g, node, scope));
-    for (ValueId v : node.inputs) {
-      const int32_t p = internal_producer(v);
+    Hasher h(node_hash[i]);
+    for (int32_t k = in_begin[i]; k < in_begin[i + 1]; ++k) {
+      const int32_t p = in_producer[k];
       if (p >= 0) {
-        h.Add(up[p]).AddInt(g.value(v).producer_output);
+        h.Add(up[p]).AddInt(g.value(node.inputs[k - in_begin[i]]).producer_output);
         depth[i] = std::max(depth[i], depth[p] + 1);
+        ++user_count[p + 1];
       } else {
-        h.Add(v == kNoValue ? 0 : LeafHash(g, v, scope));
+        h.Add(leaf_hash[k]);
       }
     }
     up[i] = h.digest();
   }
-  std::vector<std::vector<std::pair<int32_t, int32_t>>> users(count);
-  for (int32_t i = 0; i < count; ++i) {
-    const Node& node = g.nodes[nodes[i]];
-    for (int32_t s = 0; s < static_cast<int32_t>(node.inputs.size()); ++s) {
-      const int32_t p = internal_producer(node.inputs[s]);
-      if (p >= 0) users[p].emplace_back(i, s);
-    }
-  }
+  // Users of each node as flat (user, slot) lists.
+  for (int32_t i = 0; i < count; ++i) user_count[i + 1] += user_count[i];
+  std::vector<std::pair<int32_t, int32_t>> users(user_count[count]);
+  std::vector<int32_t> fill(user_count.begin(), user_count.end() - 1);
+  for (int32_t i = 0; i < count; ++i)
+    for (int32_t k = in_begin[i]; k < in_begin[i + 1]; ++k)
+      if (in_producer[k] >= 0) users[fill[in_producer[k]]++] = {i, k - in_begin[i]};
+  std::vector<uint64_t> parts;
   for (int32_t i = count - 1; i >= 0; --i) {
-    std::vector<uint64_t> parts;
-    for (auto [u, s] : users[i]) parts.push_back(HashCombine(down[u], static_cast<uint64_t>(s)));
+    parts.clear();
+    for (int32_t k = user_count[i]; k < user_count[i + 1]; ++k)
+      parts.push_back(HashCombine(down[users[k].first], static_cast<uint64_t>(users[k].second)));
     std::sort(parts.begin(), parts.end());
     Hasher h(up[i]);
     for (uint64_t p : parts) h.Add(p);
@@ -182,21 +203,22 @@ CanonicalSubgraph CanonicalizeSubgraph(const Graph& g, std::span<const int32_t> 
   h.Add(count);
   for (int32_t i : order) {
     const Node& node = g.nodes[nodes[i]];
-    h.Add(NodeLocalHash(g, node, scope));
-    for (ValueId v : node.inputs) {
-      const int32_t p = internal_producer(v);
+    h.Add(node_hash[i]);
+    for (int32_t k = in_begin[i]; k < in_begin[i + 1]; ++k) {
+      const ValueId v = node.inputs[k - in_begin[i]];
+      const int32_t p = in_producer[k];
       if (p >= 0) {
         h.Add(1).AddInt(position[p]).AddInt(g.value(v).producer_output);
       } else if (v == kNoValue) {
         h.Add(2);
       } else {
         auto [it, inserted] = leaf_index.emplace(v, static_cast<int32_t>(leaf_index.size()));
-        h.Add(3).AddInt(it->second).Add(LeafHash(g, v, scope));
+        h.Add(3).AddInt(it->second).Add(leaf_hash[k]);
       }
     }
   }
   // Which values leave the subgraph.
-  const auto exits = Exits(g, nodes, position, local, uses);
+  const auto exits = Exits(g, nodes, position, local_of, uses);
   for (auto [p, k] : exits) h.AddInt(p).AddInt(k);
 
   CanonicalSubgraph result;

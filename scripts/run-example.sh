@@ -2,9 +2,9 @@
 # The main job on the bundled example: installs missing packages, builds
 # Release, inspects examples/encoder_small.onnx, tunes it for a few minutes
 # into a tuning database (TUNE_TIME, default 2m), prints the report and
-# writes its plots, then runs the best plan found on the bundled input and
-# checks the result against the output PyTorch saved when it exported the
-# model.
+# writes its plots, compiles the model from the database (--explain), runs
+# the compiled model on the bundled input with a latency benchmark and checks
+# the result against the output PyTorch saved when it exported the model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -18,13 +18,16 @@ mkdir -p "$OUT"
 rm -f "$OUT/tune.db" "$OUT/tune.db-wal" "$OUT/tune.db-shm"
 echo
 echo "== fusetune tune $MODEL --db $OUT/tune.db --time ${TUNE_TIME:-2m}"
-$FT tune "$MODEL" --db "$OUT/tune.db" --time "${TUNE_TIME:-2m}" --save-plan "$OUT/tuned-plan.json"
+$FT tune "$MODEL" --db "$OUT/tune.db" --time "${TUNE_TIME:-2m}"
 echo
 echo "== fusetune report --db $OUT/tune.db --out $OUT/plots"
 $FT report --db "$OUT/tune.db" --out "$OUT/plots" | tail -n 3
 echo
-echo "== fusetune run $MODEL --plan $OUT/tuned-plan.json"
-$FT run "$MODEL" --plan "$OUT/tuned-plan.json" --input x=examples/encoder_small.in.x.npy --output-dir "$OUT" --verify
+echo "== fusetune compile $MODEL --db $OUT/tune.db -o $OUT/plan.json --explain"
+$FT compile "$MODEL" --db "$OUT/tune.db" -o "$OUT/plan.json" --export-onnx "$OUT/fused.onnx" --explain
+echo
+echo "== fusetune run $MODEL --db $OUT/tune.db --bench 200"
+$FT run "$MODEL" --db "$OUT/tune.db" --input x=examples/encoder_small.in.x.npy --output-dir "$OUT" --verify --bench 200
 /usr/bin/python3 - "$OUT/y.npy" examples/encoder_small.out.y.npy <<'PY'
 import numpy as np, sys
 got, want = np.load(sys.argv[1]), np.load(sys.argv[2])

@@ -49,9 +49,11 @@ WorkloadKey StructureKeyOf(const std::string& text) {
 }
 
 TEST(WorkloadKey, StructureKeyIgnoresDimensionsAndShapeConstantsOnly) {
-  const char* seq8 = R"(graph g { input x: f32[8, 16]  const w: f32[16, 16]  const s: i64[3] = [8, 4, 4]
+  const char* seq8 =
+      R"(graph g { input x: f32[8, 16]  const w: f32[16, 16]  const s: i64[3] = [8, 4, 4]
     h = MatMul(x, w)  r = Reshape(h, s)  output r })";
-  const char* seq32 = R"(graph g { input x: f32[32, 16]  const w: f32[16, 16]  const s: i64[3] = [32, 4, 4]
+  const char* seq32 =
+      R"(graph g { input x: f32[32, 16]  const w: f32[16, 16]  const s: i64[3] = [32, 4, 4]
     h = MatMul(x, w)  r = Reshape(h, s)  output r })";
   EXPECT_NE(KeyOf(seq8), KeyOf(seq32));
   EXPECT_EQ(StructureKeyOf(seq8), StructureKeyOf(seq32));
@@ -61,15 +63,30 @@ TEST(WorkloadKey, StructureKeyIgnoresDimensionsAndShapeConstantsOnly) {
             StructureKeyOf("graph g { input x: f32[2, 3]  y = Softmax(x) {axis=1}  output y }"));
   EXPECT_NE(StructureKeyOf("graph g { input x: f32[2, 3]  y = Relu(x)  output y }"),
             StructureKeyOf("graph g { input x: f32[6]  y = Relu(x)  output y }"));
-  EXPECT_NE(
-      StructureKeyOf("graph g { input x: f32[3]  const e: f32[] = [1e-5]  y = Add(x, e)  output y }"),
-      StructureKeyOf("graph g { input x: f32[3]  const e: f32[] = [1e-6]  y = Add(x, e)  output y }"));
+  EXPECT_NE(StructureKeyOf(
+                "graph g { input x: f32[3]  const e: f32[] = [1e-5]  y = Add(x, e)  output y }"),
+            StructureKeyOf(
+                "graph g { input x: f32[3]  const e: f32[] = [1e-6]  y = Add(x, e)  output y }"));
   // Signatures of one structure align dimension by dimension.
   const Graph a = Parse(seq8), b = Parse(seq32);
   const auto sa = ShapeSignature(a, CanonicalizeGraph(a).node_order);
   const auto sb = ShapeSignature(b, CanonicalizeGraph(b).node_order);
   EXPECT_EQ(sa, (std::vector<int64_t>{8, 16, 8, 4, 4}));
   EXPECT_EQ(sb, (std::vector<int64_t>{32, 16, 32, 4, 4}));
+}
+
+TEST(WorkloadKey, KeysFromPrecomputedUsesEqualKeysFromScanningTheGraph) {
+  Graph g = Parse(R"(graph g { input x: f32[4, 8]  const w: f32[8, 8]  const b: f32[8]
+    h = MatMul(x, w)  y = Add(h, b)  r = Relu(y)  s = Sigmoid(y)  z = Mul(r, s)  t = Tanh(h)
+    output z  output t })");
+  const ValueUses uses = g.Consumers();
+  const int n = static_cast<int>(g.nodes.size());
+  for (int mask = 1; mask < (1 << n); ++mask) {  // every subset
+    std::vector<int32_t> nodes;
+    for (int i = 0; i < n; ++i)
+      if (mask & (1 << i)) nodes.push_back(i);
+    EXPECT_EQ(ComputeWorkloadKey(g, nodes), ComputeWorkloadKey(g, nodes, &uses)) << mask;
+  }
 }
 
 TEST(WorkloadKey, SemanticConstantsCountByValue) {
