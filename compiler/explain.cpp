@@ -22,9 +22,16 @@ std::string NodeList(const std::vector<int32_t>& nodes) {
   return fmt::format("nodes {}", fmt::join(nodes, ","));
 }
 
+// Measured time with the prediction beside it when there is one.
 std::string Time(const GroupChoice& c) {
-  if (c.measured_seconds) return fmt::format("{:8.3f} ms measured ", *c.measured_seconds * 1e3);
-  return fmt::format("{:8.3f} ms predicted", c.predicted_seconds * 1e3);
+  if (!c.measured_seconds && c.source == PlanSource::kWholeModel)
+    return fmt::format("{:<30}", "   in the whole-model time");
+  if (!c.measured_seconds)
+    return fmt::format("{:8.3f} ms predicted        ", c.predicted_seconds * 1e3);
+  if (c.predicted_seconds <= 0)
+    return fmt::format("{:8.3f} ms measured         ", *c.measured_seconds * 1e3);
+  return fmt::format("{:8.3f} ms meas. ({:.3f} pred.)", *c.measured_seconds * 1e3,
+                     c.predicted_seconds * 1e3);
 }
 
 std::string Loss(const GroupChoice& c) {
@@ -98,7 +105,7 @@ std::string ExplainPlan(FusionSpace& space, const CompiledPlan& plan, bool per_g
   out += fmt::format("sources     {} (cost model: {}; measured/analytical scale {:.2f})\n", sources,
                      plan.model, plan.scale);
   if (!per_group) return out;
-  out += fmt::format("\n{:>4}  {:<12}  {:<20}  {:>6}  {:>22}  {}\n", "#", "source", "time", "loss",
+  out += fmt::format("\n{:>4}  {:<12}  {:<30}  {:>6}  {:>22}  {}\n", "#", "source", "time", "loss",
                      "traffic (saved)", "kernel");
   for (size_t i = 0; i < plan.groups.size(); ++i) {
     const GroupDecision& d = plan.groups[i];

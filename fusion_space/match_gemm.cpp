@@ -218,26 +218,21 @@ class EpilogueBuilder {
   template <typename Fit>
   ActivationFit FitActivationCached(const std::set<int32_t>& between, Fit&& fit,
                                     std::string* failure) {
-    struct Entry {
-      ActivationFit fit;
-      std::string failure;
-    };
     static std::mutex mutex;
-    static std::unordered_map<uint64_t, Entry> cache;
+    static std::unordered_map<uint64_t, ActivationFit> cache;
     const std::vector<int32_t> nodes(between.begin(), between.end());
     const uint64_t key = ComputeWorkloadKey(g_, nodes).hash;
     {
       std::lock_guard<std::mutex> lock(mutex);
-      if (auto it = cache.find(key); it != cache.end()) {
-        *failure = it->second.failure;
-        return it->second.fit;
-      }
+      if (auto it = cache.find(key); it != cache.end()) return it->second;
     }
-    Entry entry{fit(), *failure};
+    const ActivationFit result = fit();
+    // Failure messages name this graph's nodes: only successful fits are shared.
+    if (!failure->empty()) return result;
     std::lock_guard<std::mutex> lock(mutex);
     if (cache.size() > 4096) cache.clear();  // bounded: a long-lived process sees many models
-    cache.emplace(key, entry);
-    return entry.fit;
+    cache.emplace(key, result);
+    return result;
   }
 
   FusionDecision ActivationStep(ValueId e, std::vector<EpilogueOp>* ops) {

@@ -2,7 +2,8 @@
 # Installs the Debian packages fusetune needs to build, test and run its
 # examples. Installs only what is missing; uses sudo when not root.
 #   scripts/setup.sh           build, test and example dependencies
-#   scripts/setup.sh --bench   also the benchmark-only peers (oneDNN, Halide 14)
+#   scripts/setup.sh --bench   also the benchmark-only peers (oneDNN, Halide 14, OpenBLAS
+#                              for PyTorch eager, node/npm for onnxruntime-node)
 set -euo pipefail
 
 PACKAGES=(
@@ -14,7 +15,7 @@ PACKAGES=(
 )
 
 if [ "${1:-}" = "--bench" ]; then
-  PACKAGES+=(libdnnl-dev libhalide14-0-dev)
+  PACKAGES+=(libdnnl-dev libhalide14-0-dev libopenblas0-openmp nodejs npm)
 fi
 
 missing=()

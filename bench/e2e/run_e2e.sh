@@ -11,8 +11,9 @@
 #   RUNS=20      timed runs per contender (median reported)
 #   MODELS="bert_layer gpt2_block llama_block mlp_e2e"
 #   BUILD=build  the fusetune build folder
-# Needs node/npm (onnxruntime-node is installed into OUT/ort with
-# --ignore-scripts) and python3-torch with libopenblas0-openmp.
+# Needs `scripts/setup.sh --bench` (node/npm: onnxruntime-node is installed
+# into OUT/ort with --ignore-scripts; libopenblas0-openmp, without which
+# PyTorch runs on the reference BLAS at about 1% of peak).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$(mkdir -p "${1:-$root/build/e2e}" && cd "${1:-$root/build/e2e}" && pwd)
