@@ -20,7 +20,7 @@ double MsSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
-CompileReport MakeReport(compiler::CompiledModel& model) {
+CompileReport MakeReport(compiler::CompiledModel& model, const std::string& target) {
   const compiler::CompiledPlan& plan = model.compiled();
   CompileReport r;
   for (const compiler::GroupDecision& d : plan.groups) {
@@ -42,7 +42,7 @@ CompileReport MakeReport(compiler::CompiledModel& model) {
   r.peak_intermediate_bytes = plan.peak_bytes;
   r.lookup_ms = plan.lookup_seconds * 1e3;
   r.lowering_ms = model.lowering_seconds() * 1e3;
-  r.plan_json = compiler::CompiledPlanFile(model.space(), plan, "").dump();
+  r.plan_json = compiler::CompiledPlanFile(model.space(), plan, target).dump();
   return r;
 }
 
@@ -134,7 +134,7 @@ class CompilerImpl final : public Compiler {
     config.threads = options_.threads;
     FT_ASSIGN_OR_RETURN(
         auto model, compiler::CompiledModel::Compile(std::move(graph), config, *index_, options));
-    CompileReport report = MakeReport(*model);
+    CompileReport report = MakeReport(*model, index_->target());
     report.import_ms = import_ms;
     return std::unique_ptr<Executable>(new ExecutableImpl(std::move(model), std::move(report)));
   }

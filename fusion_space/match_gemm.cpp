@@ -40,6 +40,12 @@ double ReferenceActivation(kernels::EpilogueKind kind, double x) {
 
 namespace {
 
+// Activation fits by the workload key of their chain (FitActivationCached).
+std::pair<std::mutex, std::unordered_map<uint64_t, ActivationFit>>& FitCache() {
+  static std::pair<std::mutex, std::unordered_map<uint64_t, ActivationFit>> cache;
+  return cache;
+}
+
 using kernels::EpilogueKind;
 using kernels::EpilogueOp;
 
@@ -218,8 +224,7 @@ class EpilogueBuilder {
   template <typename Fit>
   ActivationFit FitActivationCached(const std::set<int32_t>& between, Fit&& fit,
                                     std::string* failure) {
-    static std::mutex mutex;
-    static std::unordered_map<uint64_t, ActivationFit> cache;
+    auto& [mutex, cache] = FitCache();
     const std::vector<int32_t> nodes(between.begin(), between.end());
     const uint64_t key = ComputeWorkloadKey(g_, nodes).hash;
     {
@@ -492,6 +497,12 @@ FusionDecision MatchGemmInstance(const Graph& g, const Dataflow& flow,
         "the group holds nodes that are neither a GEMM nor on its epilogue chain");
   k->inputs = GroupInputs(g, k->nodes, inside);
   return FusionDecision::Allow();
+}
+
+void ClearActivationFitCache() {
+  auto& [mutex, cache] = FitCache();
+  std::lock_guard<std::mutex> lock(mutex);
+  cache.clear();
 }
 
 }  // namespace fusetune

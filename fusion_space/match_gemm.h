@@ -39,6 +39,10 @@ struct ActivationFit {
 template <typename F>
 ActivationFit FitActivation(F&& f);
 
+// Matching memoises activation fits per process by the workload key of the
+// chain (repeated layers fit once); tests clear the memo to compare.
+void ClearActivationFitCache();
+
 }  // namespace fusetune
 
 #include "fusion_space/match_gemm_inl.h"

@@ -7,6 +7,7 @@
 
 #include "fusion_space/match.h"
 #include "fusion_space/match_gemm.h"
+#include "fusion_space/space.h"
 #include "tests/fusion_space/model_util.h"
 
 namespace fusetune {
@@ -163,6 +164,29 @@ TEST(MatchAttention, MatchesEveryExportWithViewsAndMasks) {
     for (int32_t n : group)
       if (n != sm) partial.push_back(n);
     EXPECT_FALSE(MatchGroup(g, flow, partial).decision);
+  }
+}
+
+// Memoised and unmemoised activation fits give the same kernels: every
+// GEMM+GELU group of a 3-layer encoder (the memo filled by enumeration) is
+// matched again with the memo cleared first.
+TEST(MatchGemm, MemoisedActivationFitsEqualFreshOnes) {
+  const Graph g = testing::LoadTestModel("encoder_3layer_op13");
+  FusionSpace space(g, {});
+  std::vector<const CandidateGroup*> gelu;
+  for (const CandidateGroup& c : space.candidates().groups)
+    if (c.instance->kind == KernelTemplate::kGemm &&
+        c.instance->summary.find("gelu") != std::string::npos)
+      gelu.push_back(&c);
+  ASSERT_GE(gelu.size(), 3u);
+  const Dataflow flow(g);
+  for (const CandidateGroup* c : gelu) {
+    ClearActivationFitCache();
+    const GroupMatch fresh = MatchGroup(g, flow, c->nodes);
+    ASSERT_TRUE(fresh.decision.allowed());
+    EXPECT_EQ(fresh.instance.summary, c->instance->summary);
+    const GroupMatch memoised = MatchGroup(g, flow, c->nodes);
+    EXPECT_EQ(memoised.instance.summary, fresh.instance.summary);
   }
 }
 
