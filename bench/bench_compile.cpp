@@ -113,9 +113,9 @@ int Main(int argc, char** argv) {
     for (const auto& [k, n] : s->sources) sources += fmt::format(" {} {}", n, k);
     fmt::print(
         "{:<12} median of {}: space {:.3f} ms, lookup+partition {:.3f} ms, lowering {:.3f} ms, "
-        "total {:.3f} ms beyond import (sources:{})\n",
+        "total {:.3f} ms beyond import; first compile {:.3f} ms (sources:{})\n",
         path, runs, Median(s->space), Median(s->lookup), Median(s->lowering), Median(s->total),
-        sources);
+        s->total.front(), sources);
     out[path] = {{"space_ms", Median(s->space)},
                  {"lookup_ms", Median(s->lookup)},
                  {"lowering_ms", Median(s->lowering)},

@@ -80,7 +80,7 @@ bool UseWholeModelPlan(FusionSpace& space, TuningIndex& index, const CompileOpti
                        CompiledPlan* out) {
   const db::BestPlan* best = index.Exact(out->graph_key);
   if (best == nullptr) return false;
-  const auto json = nlohmann::json::parse(best->plan, nullptr, false);
+  const nlohmann::json& json = index.BestPlanJson(out->graph_key);
   auto plan = PlanFromJson(space, json);
   if (!plan.ok()) {
     out->partition = fmt::format("whole-model record {} does not fit this build ({}); ",

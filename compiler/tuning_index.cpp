@@ -50,6 +50,15 @@ const db::BestPlan* TuningIndex::Exact(const std::string& workload_key) const {
   return it == bests_.end() ? nullptr : &it->second;
 }
 
+const nlohmann::json& TuningIndex::BestPlanJson(const std::string& workload_key) {
+  auto [it, added] = plan_json_.emplace(workload_key, nullptr);
+  if (added) {
+    if (const db::BestPlan* best = Exact(workload_key))
+      it->second = nlohmann::json::parse(best->plan, nullptr, false);
+  }
+  return it->second;
+}
+
 const std::string& TuningIndex::BestTilingText(const std::string& workload_key) {
   auto [it, added] = tiling_text_.emplace(workload_key, "");
   if (!added) return it->second;

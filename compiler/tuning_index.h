@@ -7,6 +7,7 @@
 
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,9 @@ class TuningIndex {
   static std::unique_ptr<TuningIndex> Empty(cost_model::TargetFeatures features);
 
   const db::BestPlan* Exact(const std::string& workload_key) const;
+  // The best plan's JSON, parsed once per key (a whole-model plan is tens
+  // of kilobytes: parsing it again costs a third of a compile).
+  const nlohmann::json& BestPlanJson(const std::string& workload_key);
   // TilingToString of a one-group best plan's tiling ("" when it has none),
   // parsed once per key.
   const std::string& BestTilingText(const std::string& workload_key);
@@ -66,6 +70,7 @@ class TuningIndex {
   cost_model::TargetFeatures features_;
   std::map<std::string, db::BestPlan> bests_;
   std::map<std::string, std::string> tiling_text_;
+  std::map<std::string, nlohmann::json> plan_json_;
   std::unique_ptr<cost_model::CostModel> model_;
   std::string model_label_ = "none";
   std::optional<double> model_top1_;
