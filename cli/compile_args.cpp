@@ -4,7 +4,6 @@
 
 #include <cctype>
 #include <cmath>
-#include <filesystem>
 
 namespace fusetune::cli {
 
@@ -45,15 +44,8 @@ Result<int64_t> ParseBytes(const std::string& text, const char* flag) {
 
 Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(Graph graph, int threads,
                                                                      const CompileArgs& args) {
-  if (!std::filesystem::exists(args.db))
-    return Error(
-        ErrorCode::kNotFound,
-        fmt::format("--db {}: no such tuning database (`fusetune tune` writes one)", args.db));
-  db::OpenOptions open;
-  open.create = false;
-  open.read_only = true;
-  auto database = db::MakeSqliteDatabase(args.db, open);
-  if (!database.ok()) return database.error();
+  auto database = compiler::OpenTuningDatabase(args.db);
+  if (!database.ok()) return database.error().WithContext("--db");
   FT_ASSIGN_OR_RETURN(auto index, compiler::LoadIndexForThisMachine(**database));
   compiler::CompileOptions options;
   if (!args.max_memory.empty()) {

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <filesystem>
 
 #include "compiler/explain.h"
 #include "compiler/model.h"
@@ -101,12 +100,7 @@ class CompilerImpl final : public Compiler {
       index_ = compiler::TuningIndex::Empty({});
       return Status::Ok();
     }
-    if (!std::filesystem::exists(options_.database))
-      return Error(ErrorCode::kNotFound, options_.database + ": no such tuning database");
-    db::OpenOptions open;
-    open.create = false;
-    open.read_only = true;
-    FT_ASSIGN_OR_RETURN(database_, db::MakeSqliteDatabase(options_.database, open));
+    FT_ASSIGN_OR_RETURN(database_, compiler::OpenTuningDatabase(options_.database));
     FT_ASSIGN_OR_RETURN(index_, compiler::LoadIndexForThisMachine(*database_));
     return Status::Ok();
   }

@@ -41,10 +41,9 @@ std::string Loss(const GroupChoice& c) {
 // Why the group ends where it does: for each neighbouring node outside it,
 // whether adding that node is forbidden (the constraint) or allowed (then
 // the partition's costs decided: the larger group's cost is shown).
-std::vector<std::string> BoundaryReasons(FusionSpace& space, const CompiledPlan& plan,
-                                         const GroupDecision& d) {
-  std::map<std::vector<int32_t>, int32_t> candidate_of;
-  const auto& groups = space.candidates().groups;
+std::vector<std::string> BoundaryReasons(
+    FusionSpace& space, const CompiledPlan& plan, const GroupDecision& d,
+    const std::map<std::vector<int32_t>, int32_t>& candidate_of) {
   std::vector<std::string> lines;
   std::set<int32_t> inside(d.nodes.begin(), d.nodes.end()), neighbours;
   for (int32_t n : d.nodes) {
@@ -53,9 +52,6 @@ std::vector<std::string> BoundaryReasons(FusionSpace& space, const CompiledPlan&
     for (int32_t m : space.flow().consumers(n))
       if (!inside.count(m)) neighbours.insert(m);
   }
-  if (!plan.candidates.empty())
-    for (size_t i = 0; i < groups.size(); ++i)
-      candidate_of[groups[i].nodes] = static_cast<int32_t>(i);
   for (int32_t m : neighbours) {
     std::vector<int32_t> grown = d.nodes;
     grown.insert(std::upper_bound(grown.begin(), grown.end(), m), m);
@@ -107,6 +103,11 @@ std::string ExplainPlan(FusionSpace& space, const CompiledPlan& plan, bool per_g
   if (!per_group) return out;
   out += fmt::format("\n{:>4}  {:<12}  {:<30}  {:>6}  {:>22}  {}\n", "#", "source", "time", "loss",
                      "traffic (saved)", "kernel");
+  // Candidate index by node set, for the costs of larger groups.
+  std::map<std::vector<int32_t>, int32_t> candidate_of;
+  if (!plan.candidates.empty())
+    for (size_t i = 0; i < space.candidates().groups.size(); ++i)
+      candidate_of[space.candidates().groups[i].nodes] = static_cast<int32_t>(i);
   for (size_t i = 0; i < plan.groups.size(); ++i) {
     const GroupDecision& d = plan.groups[i];
     out += fmt::format("{:>4}  {:<12}  {}  {}  {:>10} ({:>9})  {} [{}]\n", i,
@@ -114,7 +115,7 @@ std::string ExplainPlan(FusionSpace& space, const CompiledPlan& plan, bool per_g
                        Mib(d.bytes), Mib(d.unfused_bytes - d.bytes), d.kernel, NodeList(d.nodes));
     out +=
         fmt::format("{:>6}tiling {}; {}\n", "", TilingToString(d.choice.tiling), d.choice.detail);
-    for (const std::string& line : BoundaryReasons(space, plan, d))
+    for (const std::string& line : BoundaryReasons(space, plan, d, candidate_of))
       out += fmt::format("{:>6}{}\n", "", line);
   }
   return out;

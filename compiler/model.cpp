@@ -1,12 +1,23 @@
 #include "compiler/model.h"
 
 #include <chrono>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "cost_model/features.h"
 #include "measure/target.h"
 
 namespace fusetune::compiler {
+
+Result<std::unique_ptr<db::Database>> OpenTuningDatabase(const std::string& path) {
+  if (!std::filesystem::exists(path))
+    return Error(ErrorCode::kNotFound,
+                 path + ": no such tuning database (`fusetune tune` writes one)");
+  db::OpenOptions open;
+  open.create = false;
+  open.read_only = true;
+  return db::MakeSqliteDatabase(path, open);
+}
 
 Result<std::unique_ptr<TuningIndex>> LoadIndexForThisMachine(db::Database& database) {
   const std::string target = measure::DetectTarget().HashString();

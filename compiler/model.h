@@ -13,6 +13,9 @@
 
 namespace fusetune::compiler {
 
+// Opens a tuning database for compiling: read-only, and it must exist.
+Result<std::unique_ptr<db::Database>> OpenTuningDatabase(const std::string& path);
+
 // The tuning index of this machine: its target fingerprint, the calibration
 // stored for it (the cost model's target features) and its best plans.
 Result<std::unique_ptr<TuningIndex>> LoadIndexForThisMachine(db::Database& database);
