@@ -233,7 +233,10 @@ err = np.abs(got - want).max() / np.abs(want).max()
 assert err < 1e-3, err
 fused = onnx.load(f"{tmp}/fused.onnx")
 custom = [n for n in fused.graph.node if n.domain == "ai.fusetune"]
-assert custom and len(fused.graph.node) == len(plan["groups"]), (len(custom), len(fused.graph.node))
+# One node per kernel; a custom node exactly for each kernel of several nodes
+# (a noisy host may measure the unfused plan fastest, leaving none).
+multi = sum(len(g["nodes"]) > 1 for g in plan["groups"])
+assert len(custom) == multi and len(fused.graph.node) == len(plan["groups"]), (len(custom), multi, len(fused.graph.node))
 PY
 expect_error 2 "no such tuning database" -- $FUSETUNE compile "$M.onnx" --db "$TMP/missing.db"
 expect_error 2 "max-memory '12Q'" -- $FUSETUNE compile "$M.onnx" --db "$TMP/tune.db" --max-memory 12Q
