@@ -119,6 +119,7 @@ int Tune(TuneArgs& args) {
     if (args.tuner.max_trials == 0 && args.tuner.max_seconds == 0 && !args.until_converged) {
       args.tuner.max_trials = old_spec.value("trials", int64_t{0});
       args.tuner.max_seconds = old_spec.value("seconds", 0.0);
+      args.until_converged = old_spec.value("until_converged", false);
     }
     if (progress.is_object() && progress.contains("summary"))
       args.tuner.seconds_before = progress["summary"].value("seconds", 0.0);
@@ -164,6 +165,10 @@ int Tune(TuneArgs& args) {
   callbacks.checkpoint = [&](const nlohmann::json& summary) {
     return database.UpdateJob(job_id, "running", nlohmann::json{{"summary", summary}}.dump());
   };
+  // A trial or time budget is spent in full: converged tasks are reopened
+  // until it runs out (--until-converged stops at convergence).
+  args.tuner.stop_when_converged =
+      args.until_converged || (args.tuner.max_trials == 0 && args.tuner.max_seconds == 0);
   search::Tuner tuner(
       graph, space, std::move(tasks), args.tuner, context,
       [&](const measure::Candidate& c) { return (*measurer)->Measure(c, measure_options); },
@@ -212,7 +217,7 @@ void AddTuneCommand(CLI::App& app, std::function<void(int)> set_result) {
   cmd->add_option("--trials", args->trials, "Group measurements to spend")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   cmd->add_option("--time", args->time, "Wall time to spend: 8h, 30m, 90s, 1h30m");
-  cmd->add_flag("--until-converged", args->until_converged, "Run until every group has converged");
+  cmd->add_flag("--until-converged", args->until_converged, "Stop when every group has converged (with --time or --trials: whichever comes first; without, a budget is spent in full)");
   cmd->add_flag("--resume", args->resume,
                 "Continue this model's unfinished job (its budget unless a new one is given)");
   cmd->add_option("--seed", args->tuner.seed, "Root seed")->capture_default_str();

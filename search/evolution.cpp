@@ -167,4 +167,10 @@ void TaskSearch::EndRound() {
   converged_ = exhausted() || flat_rounds_ >= options_.patience;
 }
 
+void TaskSearch::Reopen() {
+  options_.patience *= 2;
+  flat_rounds_ = 0;
+  converged_ = exhausted();
+}
+
 }  // namespace fusetune::search

@@ -55,6 +55,9 @@ class TaskSearch {
                                 const cost_model::TargetFeatures& target);
   // After the round's measurements: updates the best time and convergence.
   void EndRound();
+  // A converged task searched further (budget left after every task
+  // converged): it converges again after twice as many flat rounds.
+  void Reopen();
 
   const Task& task() const { return *task_; }
   const cost_model::GroupInfo& group() const { return group_; }

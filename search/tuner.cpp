@@ -183,6 +183,18 @@ void Tuner::UpdateModel() {
   ++model_updates_;
 }
 
+bool Tuner::ReopenConverged(std::vector<TaskStanding>* standing) {
+  bool any = false;
+  for (size_t t = 0; t < tasks_.size(); ++t) {
+    TaskSearch& s = *searches_[t];
+    if (s.exhausted()) continue;
+    s.Reopen();
+    (*standing)[t].converged = s.converged();
+    any = any || !s.converged();
+  }
+  return any;
+}
+
 Status Tuner::Run() {
   start_ = std::chrono::steady_clock::now();
   stop_reason_.clear();
@@ -207,7 +219,9 @@ Status Tuner::Run() {
     }
     if (all_started && (rounds_since_plan_ >= options_.partition_every || plans_->tuned_count == 0))
       FT_RETURN_IF_ERROR(MeasureTunedPlan());
-    const int next = PickTask(standing);
+    int next = PickTask(standing);
+    if (next < 0 && !options_.stop_when_converged && ReopenConverged(&standing))
+      next = PickTask(standing);
     if (next < 0) {
       stop_reason_ = "converged";
       break;

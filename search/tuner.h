@@ -55,6 +55,9 @@ struct TunerOptions {
   int model_update_every = 64;  // new ok results between online updates; 0: never
   double model_update_seconds = 10;
   int partition_every = 16;  // rounds between whole-plan measurements
+  // When every task has converged: stop, or (a trial or time budget left)
+  // reopen the tasks whose spaces are not exhausted, with doubled patience.
+  bool stop_when_converged = true;
   measure::MeasureOptions measure;
 };
 
@@ -144,6 +147,7 @@ class Tuner {
   Status MeasureTiling(int task, const Proposal& proposal);
   Status MeasurePlan(const Plan& plan, const std::string& kind);
   Status MeasureTunedPlan();
+  bool ReopenConverged(std::vector<TaskStanding>* standing);
   Plan TunedPlan();
   double AnalyticalScale() const;
   double PredictedSeconds(int task, double scale) const;

@@ -180,6 +180,28 @@ TEST(Tuner, SameSeedSamePlan) {
     EXPECT_EQ(a.committed[i].plan, b.committed[i].plan);
 }
 
+TEST(Tuner, ConvergenceEndsTheJobOnlyWhenAskedOtherwiseTheBudgetIsSpent) {
+  TunerOptions until = Budget(1000000);
+  until.stop_when_converged = true;
+  Job converging(until);
+  ASSERT_TRUE(converging.tuner->Run().ok());
+  const TuneSummary c = converging.tuner->Summary();
+  ASSERT_EQ(c.stop_reason, "converged");
+  int64_t space = 0;
+  for (const Task& t : converging.tuner->tasks()) space += static_cast<int64_t>(t.tilings().size());
+  ASSERT_GT(space, c.trials + 200) << "the test needs spaces larger than convergence takes";
+
+  TunerOptions budget = Budget(c.trials + 200);
+  budget.stop_when_converged = false;
+  Job spending(budget);
+  ASSERT_TRUE(spending.tuner->Run().ok());
+  const TuneSummary s = spending.tuner->Summary();
+  EXPECT_EQ(s.stop_reason, "trials");
+  EXPECT_EQ(s.trials, c.trials + 200);
+  for (const auto& text : spending.device.measured)
+    EXPECT_EQ(spending.device.measured.count(text), 1u);
+}
+
 TEST(Tuner, StopsWhenAskedWithoutMeasuringMore) {
   int polls = 0;
   Job job(Budget(1000), [&] { return ++polls > 40; });
