@@ -36,11 +36,12 @@ std::optional<KernelTemplate> KernelTemplateFromName(const std::string& name) {
 int KernelTemplateVersion(KernelTemplate t) {
   switch (t) {
     case KernelTemplate::kReference:
-    case KernelTemplate::kElementwise:
-    case KernelTemplate::kRowwise:
     case KernelTemplate::kGemm:
     case KernelTemplate::kAttention:
       return 1;
+    case KernelTemplate::kElementwise:
+    case KernelTemplate::kRowwise:
+      return 2;  // 2: Pow by a constant exponent strength-reduced (tile_program.cpp)
   }
   return 1;
 }

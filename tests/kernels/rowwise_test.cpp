@@ -229,6 +229,29 @@ TEST(Elementwise, DecomposedGeluWithBroadcastsMatchesReference) {
   }
 }
 
+TEST(Elementwise, PowByAConstantExponentIsStrengthReducedAndMatchesPow) {
+  Rng rng(15);
+  auto x = Random(97, rng);
+  for (float& v : x) v = std::fabs(v) + 0.25f;  // pow of a negative base is NaN for 0.5
+  for (float e : {1.0f, 2.0f, 3.0f, 0.5f, -0.5f, -1.0f, 1.7f}) {
+    std::vector<float> y(x.size(), NAN);
+    ElementwiseDesc d;
+    d.dims = {97};
+    d.inputs = {{x.data(), {1}}};
+    d.outputs = {y.data()};
+    d.program.Output(d.program.Binary(TileOp::kPow, d.program.Input(0), d.program.Const(e)));
+    bool has_pow = false;
+    for (const TileInstr& i : d.program.instrs()) has_pow = has_pow || i.op == TileOp::kPow;
+    EXPECT_EQ(has_pow, e == 1.7f) << e;
+    ElementwiseTiling tiling;
+    tiling.tile = 32;
+    auto stats = RunElementwise(d, tiling, KernelConfig{});
+    ASSERT_TRUE(stats.ok()) << stats.error().ToString();
+    for (size_t i = 0; i < x.size(); ++i)
+      EXPECT_NEAR(y[i], std::pow(x[i], e), 1e-6f * std::fabs(std::pow(x[i], e))) << e;
+  }
+}
+
 TEST(Elementwise, TrafficCountsContiguousAndBroadcastRuns) {
   std::vector<float> x(6 * 8), bias(8), y(6 * 8);
   ElementwiseDesc d;
