@@ -217,7 +217,9 @@ void AddTuneCommand(CLI::App& app, std::function<void(int)> set_result) {
   cmd->add_option("--trials", args->trials, "Group measurements to spend")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   cmd->add_option("--time", args->time, "Wall time to spend: 8h, 30m, 90s, 1h30m");
-  cmd->add_flag("--until-converged", args->until_converged, "Stop when every group has converged (with --time or --trials: whichever comes first; without, a budget is spent in full)");
+  cmd->add_flag("--until-converged", args->until_converged,
+                "Stop when every group has converged (with --time or --trials: whichever comes "
+                "first; without, a budget is spent in full)");
   cmd->add_flag("--resume", args->resume,
                 "Continue this model's unfinished job (its budget unless a new one is given)");
   cmd->add_option("--seed", args->tuner.seed, "Root seed")->capture_default_str();

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "kernels/microkernel.h"
 
@@ -58,8 +58,7 @@ int MicroIndex(int mr, int nr) {
 std::vector<int64_t> BlockSizes(int64_t extent, int64_t step, int64_t first) {
   const int64_t cap = (extent + step - 1) / step * step;
   std::set<int64_t> v;
-  for (int64_t x = first; x < cap; x = std::max(x + step, (x * 3 / 2) / step * step))
-    v.insert(x);
+  for (int64_t x = first; x < cap; x = std::max(x + step, (x * 3 / 2) / step * step)) v.insert(x);
   v.insert(cap);
   for (int64_t blocks : {2, 3, 4, 6, 8, 12, 16}) {
     const int64_t even = ((extent + blocks - 1) / blocks + step - 1) / step * step;
