@@ -10,6 +10,7 @@
 #include <string>
 
 #include "db/database.h"
+#include "fusion_space/kernel_instance.h"
 
 namespace fusetune::db::testing {
 
@@ -47,7 +48,9 @@ inline Record MakeRecord(int w, int64_t serial, double seconds, std::string stat
   r.metrics = fmt::format(R"({{"time":{{"median":{}}}}})", seconds);
   r.created_at = 1.7e9 + static_cast<double>(serial);
   r.fusetune_version = "0.1.0";
-  r.kernel_versions = {{"gemm", 1}, {"rowwise", 1}};
+  // This build's versions: a database opened with the defaults holds them fresh.
+  const auto versions = KernelTemplateVersions();
+  r.kernel_versions = {{"gemm", versions.at("gemm")}, {"rowwise", versions.at("rowwise")}};
   return r;
 }
 
