@@ -93,10 +93,7 @@ int Main(int argc, char** argv) {
     return 1;
   }
   const double import_ms = Ms(t0, Clock::now());
-  db::OpenOptions open;
-  open.create = false;
-  open.read_only = true;
-  auto database = db::MakeSqliteDatabase(argv[2], open);
+  auto database = compiler::OpenTuningDatabase(argv[2]);  // as `fusetune compile` opens it
   if (!database.ok()) {
     fmt::print(stderr, "{}\n", database.error().ToString());
     return 1;
