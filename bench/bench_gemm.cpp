@@ -81,7 +81,7 @@ void RegisterGemmBenchmarks() {
       {"mc64_nc768_kc192", Tiling(8, 32, 64, 768, 192, ParallelSplit::kN, false)},
       {"mc384_nc384_kc64", Tiling(8, 32, 384, 384, 64, ParallelSplit::kN, false)},
       {"mc384_nc384_kc64_db", Tiling(8, 32, 384, 384, 64, ParallelSplit::kN, true)},
-      {"kc768_split_m", Tiling(8, 32, 64, 256, 768, ParallelSplit::kM, false)},
+      {"kc768_split_m", Tiling(8, 32, 48, 256, 768, ParallelSplit::kM, false)},
       {"micro14x16", Tiling(14, 16, 112, 256, 256, ParallelSplit::kN, false)},
       {"micro6x16", Tiling(6, 16, 96, 256, 256, ParallelSplit::kN, false)},
   };

@@ -36,9 +36,10 @@ std::optional<KernelTemplate> KernelTemplateFromName(const std::string& name) {
 int KernelTemplateVersion(KernelTemplate t) {
   switch (t) {
     case KernelTemplate::kReference:
-    case KernelTemplate::kGemm:
     case KernelTemplate::kAttention:
       return 1;
+    case KernelTemplate::kGemm:
+      return 2;  // 2: B packed by whole rows, A and B rows prefetched (gemm_pack.cpp)
     case KernelTemplate::kElementwise:
     case KernelTemplate::kRowwise:
       return 2;  // 2: Pow by a constant exponent strength-reduced (tile_program.cpp)

@@ -21,9 +21,16 @@ struct ABlock {
 // row-major entry), zero-padding missing rows. Returns bytes read from global.
 int64_t PackASliver(const GemmDesc& d, const ABlock& blk, int mr, int64_t s, float* ap);
 
-// Packs sliver s of columns [j0 + s*nr, ...) of B rows [p0, p0+depth) as [depth][nr].
-int64_t PackBSliver(const GemmOutput& out, int64_t batch, int64_t p0, int64_t depth, int64_t j0,
-                    int64_t cols, int nr, int64_t s, float* bp);
+// A block of B: rows [p0, p0+depth) and columns [j0, j0+cols) of batch b.
+struct BBlock {
+  int64_t batch, p0, depth, j0, cols;
+};
+
+// Packs rows [first, first+count) of the block into the B panel, which holds
+// it as slivers of nr columns, each [depth][nr] (sliver s at bp + s*depth*nr),
+// zero-padding the last sliver. Returns bytes read from global.
+int64_t PackBRows(const GemmOutput& out, const BBlock& blk, int nr, int64_t first, int64_t count,
+                  float* bp);
 
 // Row statistics of the prologue's norm: mean and 1/sqrt(var + eps) (or
 // 1/sqrt(mean(x^2) + eps) for RMSNorm), one pair per row of the block.

@@ -116,8 +116,8 @@ assert j["targets"] == 1 and j["records"] == 0 and j["schema_version"] == 2, j
 PY
 printf '%s\n' '{"type":"target","fingerprint":"00000000000000aa","description":"{}","calibration":"{}"}' \
   '{"type":"workload","key":"0000000000001000","kind":"group","description":"{}"}' \
-  '{"type":"record","workload":"0000000000001000","target":"00000000000000aa","plan":"{}","status":"ok","seconds":0.002,"created_at":1.7e9,"kernel_versions":{"gemm":1}}' \
-  '{"type":"record","workload":"0000000000001000","target":"00000000000000aa","plan":"{\"fast\":1}","status":"ok","seconds":0.001,"created_at":1.8e9,"kernel_versions":{"gemm":1}}' \
+  '{"type":"record","workload":"0000000000001000","target":"00000000000000aa","plan":"{}","status":"ok","seconds":0.002,"created_at":1.7e9,"kernel_versions":{"reference":1}}' \
+  '{"type":"record","workload":"0000000000001000","target":"00000000000000aa","plan":"{\"fast\":1}","status":"ok","seconds":0.001,"created_at":1.8e9,"kernel_versions":{"reference":1}}' \
   >"$TMP/records.jsonl"
 $FUSETUNE db import --db "$TMP/b.db" "$TMP/records.jsonl" 2>"$TMP/import.err" || fail "db import"
 grep -q "2 records read, 2 new" "$TMP/import.err" || fail "db import summary: $(cat "$TMP/import.err")"

@@ -131,7 +131,8 @@ TEST_P(Conformance, UnknownWorkloadOrTargetFailsTheWholeBatch) {
 TEST_P(Conformance, StaleKernelVersionsAreNeverBestAndAreCounted) {
   auto db = Open({.kernel_versions = {{"gemm", 2}, {"rowwise", 1}}});
   ASSERT_TRUE(Populate(*db, 1).ok());
-  Record old_fast = MakeRecord(0, 1, 0.1e-3);  // gemm v1: stale for this build
+  Record old_fast = MakeRecord(0, 1, 0.1e-3);
+  old_fast.kernel_versions = {{"gemm", 1}};  // stale for this database's build
   Record fresh_slow = MakeRecord(0, 2, 5e-3);
   fresh_slow.kernel_versions = {{"gemm", 2}};
   std::vector<Record> batch{old_fast, fresh_slow};
