@@ -217,14 +217,45 @@ Result<int> CanonicalizeTransposeReshape(Graph& graph) {
   return rewrites;
 }
 
+Result<int> PretransposeGemmWeights(Graph& graph) {
+  int rewritten = 0;
+  std::unordered_map<ValueId, ValueId> transposed;  // a weight shared by Gemms is copied once
+  for (Node& node : graph.nodes) {
+    if (node.op_type != "Gemm" || !node.domain.empty() || node.inputs.size() < 2) continue;
+    FT_ASSIGN_OR_RETURN(int64_t trans_b, node.attrs.GetInt("transB", 0));
+    const ValueId b = node.inputs[1];
+    if (trans_b == 0 || b == kNoValue || !graph.value(b).is_constant()) continue;
+    if (auto it = transposed.find(b); it != transposed.end()) {
+      node.inputs[1] = it->second;
+      node.attrs.Erase("transB");
+      ++rewritten;
+      continue;
+    }
+    const Tensor& w = *graph.value(b).constant;
+    if (!w.defined() || w.dtype() != DataType::kFloat32 || w.rank() != 2) continue;
+    const int64_t rows = w.dims()[0], cols = w.dims()[1];
+    Tensor t(DataType::kFloat32, {cols, rows});
+    const float* src = w.data<float>();
+    float* dst = t.data<float>();
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+    const std::string name = graph.UniqueName(graph.value(b).name + "_transposed");
+    node.inputs[1] = transposed[b] = graph.AddConstant(name, std::move(t));
+    node.attrs.Erase("transB");
+    ++rewritten;
+  }
+  return rewritten;
+}
+
 Status RunStandardPasses(Graph& graph) {
   for (int round = 0; round < 8; ++round) {
+    FT_ASSIGN_OR_RETURN(int transposed, PretransposeGemmWeights(graph));
     FT_ASSIGN_OR_RETURN(int folded, FoldConstants(graph));
     FT_ASSIGN_OR_RETURN(int ids, RemoveIdentities(graph));
     FT_ASSIGN_OR_RETURN(int canon, CanonicalizeTransposeReshape(graph));
     FT_ASSIGN_OR_RETURN(int cse, EliminateCommonSubexpressions(graph));
     FT_ASSIGN_OR_RETURN(int dce, EliminateDeadCode(graph));
-    if (folded + ids + canon + cse + dce == 0) break;
+    if (transposed + folded + ids + canon + cse + dce == 0) break;
   }
   return graph.Validate();
 }

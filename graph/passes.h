@@ -23,6 +23,13 @@ Result<int> RemoveIdentities(Graph& graph);
 // see one form of each view.
 Result<int> CanonicalizeTransposeReshape(Graph& graph);
 
+// Gemm(A, B, transB=1) with a constant float B becomes Gemm(A, B^T) with
+// B^T stored as a constant: what PyTorch exports for nn.Linear on 2-D input.
+// Kernels then read the weight row by row, its contiguous direction, as they
+// do for MatMul weights (the same layout change ONNX Runtime makes when it
+// prepacks a weight).
+Result<int> PretransposeGemmWeights(Graph& graph);
+
 // The standard pipeline, run to a fixed point: what import-time users want.
 Status RunStandardPasses(Graph& graph);
 

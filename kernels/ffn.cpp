@@ -157,7 +157,7 @@ class FfnRunner {
       if (mode_ != RunMode::kComputeOnly) {
         const GemmOutput wo = WeightAsOutput(w[u], d_.w1_row_stride, d_.hidden);
         stats.bytes_global_to_local +=
-            gemm_internal::PackBRows(wo, {0, 0, d_.k, h0, cols}, t_.nr, 0, d_.k, w1p_[u]);
+            gemm_internal::PackB(wo, {0, 0, d_.k, h0, cols}, t_.nr, w1p_[u]);
       }
       if (mode_ == RunMode::kCopyOnly) continue;
       for (int64_t jr = 0; jr < cols; jr += t_.nr)
@@ -183,8 +183,7 @@ class FfnRunner {
   void Output(int64_t rows, int64_t h0, int64_t cols) {
     if (mode_ != RunMode::kComputeOnly) {
       const GemmOutput wo = WeightAsOutput(d_.w2, d_.w2_row_stride, d_.n);
-      stats.bytes_global_to_local +=
-          gemm_internal::PackBRows(wo, {0, h0, cols, 0, d_.n}, t_.nr, 0, cols, w2p_);
+      stats.bytes_global_to_local += gemm_internal::PackB(wo, {0, h0, cols, 0, d_.n}, t_.nr, w2p_);
     }
     if (mode_ == RunMode::kCopyOnly) return;
     for (int64_t jr = 0; jr < d_.n; jr += t_.nr)

@@ -273,15 +273,26 @@ class ThreadRunner {
   }
 
   // The copies a step needs, as jobs: A slivers (or the whole A block when it
-  // has a prologue), then groups of kBRowsPerJob rows of B per operand.
-  static constexpr int64_t kBRowsPerJob = 16;
+  // has a prologue), then the parts of the B panel per operand.
   size_t JobCount(const Step& s) const {
     const Block& blk = blocks_[s.block];
     const int64_t rows = std::min(t_.mc, d_.m - blk.ic * t_.mc);
     size_t n = 0;
     if (s.pack_a) n += d_.prologue.empty() ? CeilDiv(rows, t_.mr) : 1;
-    if (s.pack_b) n += l_.b_operands * CeilDiv(s.depth, kBRowsPerJob);
+    if (s.pack_b)
+      for (int o = 0; o < l_.b_operands; ++o) n += BParts(s, o);
     return n;
+  }
+  // The output whose B is operand o (SwiGLU: gate, up) of step s's block.
+  const GemmOutput& BOperand(const Step& s, int o) const {
+    return d_.outputs[d_.swiglu ? o : blocks_[s.block].output];
+  }
+  int64_t BParts(const Step& s, int o) const {
+    return gemm_internal::BPackParts(BOperand(s, o), BlockOfB(s), t_.nr);
+  }
+  gemm_internal::BBlock BlockOfB(const Step& s) const {
+    const Block& blk = blocks_[s.block];
+    return {blk.batch, s.p0, s.depth, blk.j0, blk.cols};
   }
 
   // Runs jobs [first, last) of step s; returns the index after the last one run.
@@ -291,7 +302,6 @@ class ThreadRunner {
     const ABlock a{blk.batch, blk.ic * t_.mc, std::min(t_.mc, d_.m - blk.ic * t_.mc), s.p0,
                    s.depth};
     const int64_t a_jobs = !s.pack_a ? 0 : d_.prologue.empty() ? CeilDiv(a.rows, t_.mr) : 1;
-    const int64_t b_jobs = CeilDiv(s.depth, kBRowsPerJob);
     const size_t total = JobCount(s);
     last = std::min(last, total);
     for (size_t j = first; j < last; ++j) {
@@ -301,11 +311,11 @@ class ThreadRunner {
             d_.prologue.empty() ? gemm_internal::PackASliver(d_, a, t_.mr, job, a_[s.a_slot])
                                 : PackPrologueBlock(a, a_[s.a_slot]);
       } else {
-        const int64_t o = (job - a_jobs) / b_jobs, group = (job - a_jobs) % b_jobs;
-        const int out = d_.swiglu ? static_cast<int>(o) : blk.output;
+        int o = 0;
+        int64_t part = job - a_jobs;
+        while (part >= BParts(s, o)) part -= BParts(s, o++);
         stats_.bytes_global_to_local +=
-            gemm_internal::PackBRows(d_.outputs[out], {blk.batch, s.p0, s.depth, blk.j0, blk.cols},
-                                     t_.nr, group * kBRowsPerJob, kBRowsPerJob, b_[s.b_slot][o]);
+            gemm_internal::PackBPart(BOperand(s, o), BlockOfB(s), t_.nr, part, b_[s.b_slot][o]);
       }
     }
     return last;

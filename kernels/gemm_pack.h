@@ -26,11 +26,14 @@ struct BBlock {
   int64_t batch, p0, depth, j0, cols;
 };
 
-// Packs rows [first, first+count) of the block into the B panel, which holds
-// it as slivers of nr columns, each [depth][nr] (sliver s at bp + s*depth*nr),
-// zero-padding the last sliver. Returns bytes read from global.
-int64_t PackBRows(const GemmOutput& out, const BBlock& blk, int nr, int64_t first, int64_t count,
-                  float* bp);
+// The B panel holds a block as slivers of nr columns, each [depth][nr]
+// (sliver s at bp + s*depth*nr), the last one zero-padded. It is packed in
+// parts, so that double buffering can interleave them with the micro-kernels:
+// groups of rows when B is row-major, whole slivers when it is transposed.
+// Each returns the bytes read from global.
+int64_t BPackParts(const GemmOutput& out, const BBlock& blk, int nr);
+int64_t PackBPart(const GemmOutput& out, const BBlock& blk, int nr, int64_t part, float* bp);
+int64_t PackB(const GemmOutput& out, const BBlock& blk, int nr, float* bp);  // all parts
 
 // Row statistics of the prologue's norm: mean and 1/sqrt(var + eps) (or
 // 1/sqrt(mean(x^2) + eps) for RMSNorm), one pair per row of the block.

@@ -135,6 +135,35 @@ TEST(Passes, ReshapeChainsAndViewsBecomeOneReshape) {
   EXPECT_EQ(g.type(g.nodes[0].outputs[0]).dims, (Dims{6, 4}));
 }
 
+TEST(Passes, ConstantGemmWeightsArePretransposed) {
+  int n = 0;
+  Graph g = ApplyAndCheck(R"(graph g {
+    input x: f32[2, 3]  const w: f32[4, 3] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+    const bias: f32[4] = [1, -1, 2, -2]
+    y = Gemm(x, w, bias) {transB=1}  z = Gemm(x, w) {transB=1, alpha=0.5}
+    output y  output z })",
+                          PretransposeGemmWeights, &n);
+  EXPECT_EQ(n, 2);
+  for (const Node& node : g.nodes) {
+    EXPECT_EQ(node.attrs.GetInt("transB", 0).value(), 0);
+    EXPECT_EQ(g.type(node.inputs[1]).dims, (Dims{3, 4}));
+  }
+  EXPECT_EQ(g.nodes[0].inputs[1], g.nodes[1].inputs[1]);  // one copy of the shared weight
+  const Tensor& wt = *g.value(g.nodes[0].inputs[1]).constant;
+  EXPECT_EQ(wt.data<float>()[1], 4.0f);  // w[1][0]
+}
+
+TEST(Passes, GemmWithAnActivationAsBKeepsItsTranspose) {
+  int n = 0;
+  Graph g = ApplyAndCheck(R"(graph g {
+    input x: f32[2, 3]  input w: f32[4, 3]
+    y = Gemm(x, w) {transB=1}
+    output y })",
+                          PretransposeGemmWeights, &n);
+  EXPECT_EQ(n, 0);
+  EXPECT_EQ(g.nodes[0].attrs.GetInt("transB", 0).value(), 1);
+}
+
 TEST(Passes, StandardPipelineReachesAFixedPoint) {
   Graph g = Parse(R"(graph g {
     input x: f32[2, 3]  const a: f32[] = [1]  const b: f32[] = [1]
