@@ -61,9 +61,9 @@ class Chooser {
   double Analytical(const KeyFacts& f, const Tiling& t) const {
     return cost_model::AnalyticalSeconds(f.info, t, index_.features());
   }
-  std::optional<GroupChoice> Exact(const CandidateGroup& g, const KeyFacts& f);
+  Result<std::optional<GroupChoice>> Exact(const CandidateGroup& g, const KeyFacts& f);
   Result<std::optional<GroupChoice>> Bucket(const CandidateGroup& g, const KeyFacts& f);
-  std::optional<GroupChoice> Model(const KeyFacts& f);
+  Result<std::optional<GroupChoice>> Model(const KeyFacts& f);
   GroupChoice Default(const KeyFacts& f);
 
   FusionSpace& space_;
@@ -72,11 +72,12 @@ class Chooser {
   double scale_ = 1;
 };
 
-std::optional<GroupChoice> Chooser::Exact(const CandidateGroup& g, const KeyFacts& f) {
-  const db::BestPlan* best = index_.Exact(g.key.ToString());
-  if (best == nullptr) return std::nullopt;
+Result<std::optional<GroupChoice>> Chooser::Exact(const CandidateGroup& g, const KeyFacts& f) {
+  FT_ASSIGN_OR_RETURN(const db::BestPlan* best, index_.Exact(g.key.ToString()));
+  if (best == nullptr) return std::optional<GroupChoice>();
   auto tiling = TilingFromRecordPlan(best->plan, g.instance->kind, *f.tilings);
-  if (!tiling || !f.tilings->Check(*tiling)) return std::nullopt;  // not this build's space
+  if (!tiling || !f.tilings->Check(*tiling))
+    return std::optional<GroupChoice>();  // not this build's space
   GroupChoice c;
   c.tiling = *tiling;
   c.source = PlanSource::kExact;
@@ -85,7 +86,7 @@ std::optional<GroupChoice> Chooser::Exact(const CandidateGroup& g, const KeyFact
   c.predicted_loss = 0;
   c.record_id = best->record_id;
   c.detail = fmt::format("record {}", best->record_id);
-  return c;
+  return std::optional<GroupChoice>(c);
 }
 
 Result<std::optional<GroupChoice>> Chooser::Bucket(const CandidateGroup& g, const KeyFacts& f) {
@@ -113,9 +114,9 @@ Result<std::optional<GroupChoice>> Chooser::Bucket(const CandidateGroup& g, cons
   return std::optional<GroupChoice>(c);
 }
 
-std::optional<GroupChoice> Chooser::Model(const KeyFacts& f) {
-  const cost_model::CostModel* model = index_.model();
-  if (model == nullptr) return std::nullopt;
+Result<std::optional<GroupChoice>> Chooser::Model(const KeyFacts& f) {
+  FT_ASSIGN_OR_RETURN(const cost_model::CostModel* model, index_.model());
+  if (model == nullptr) return std::optional<GroupChoice>();
   const std::vector<Tiling> tilings = RankedTilings(*f.tilings, options_.max_model_tilings);
   cost_model::FeatureMatrix x;
   for (const Tiling& t : tilings) x.Add(f.info, t, index_.features());
@@ -129,7 +130,7 @@ std::optional<GroupChoice> Chooser::Model(const KeyFacts& f) {
   c.predicted_seconds = c.cost = scale_ * Analytical(f, c.tiling);
   if (index_.model_top1()) c.predicted_loss = 1 / *index_.model_top1() - 1;
   c.detail = fmt::format("best of {} tilings ranked by {}", tilings.size(), index_.model_label());
-  return c;
+  return std::optional<GroupChoice>(c);
 }
 
 GroupChoice Chooser::Default(const KeyFacts& f) {
@@ -156,7 +157,8 @@ Result<CandidateChoices> Chooser::Run() {
     if (!added) continue;
     facts[i] =
         KeyFacts{cost_model::MakeGroupInfo(space_.graph(), *g.instance), &space_.Tilings(g.nodes)};
-    if (auto c = Exact(g, *facts[i])) {
+    FT_ASSIGN_OR_RETURN(auto c, Exact(g, *facts[i]));
+    if (c) {
       const double a = Analytical(*facts[i], c->tiling);
       c->predicted_seconds = a;  // scaled below
       out.choices[i] = *c;
@@ -176,13 +178,11 @@ Result<CandidateChoices> Chooser::Run() {
       continue;
     }
     FT_ASSIGN_OR_RETURN(auto bucket, Bucket(groups[i], *facts[i]));
-    if (bucket) {
-      out.choices[i] = *bucket;
-    } else if (auto model = Model(*facts[i])) {
-      out.choices[i] = *model;
-    } else {
-      out.choices[i] = Default(*facts[i]);
+    std::optional<GroupChoice> model;
+    if (!bucket) {
+      FT_ASSIGN_OR_RETURN(model, Model(*facts[i]));
     }
+    out.choices[i] = bucket ? *bucket : model ? *model : Default(*facts[i]);
     out.any_known |= out.choices[i].source != PlanSource::kDefault;
   }
   for (size_t i = 0; i < groups.size(); ++i)

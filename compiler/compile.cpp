@@ -76,9 +76,9 @@ void Summarise(FusionSpace& space, CompiledPlan* out) {
 
 // The measured best plan of this exact graph, when the database has one
 // that is valid here and fits the memory limit.
-bool UseWholeModelPlan(FusionSpace& space, TuningIndex& index, const CompileOptions& options,
-                       CompiledPlan* out) {
-  const db::BestPlan* best = index.Exact(out->graph_key);
+Result<bool> UseWholeModelPlan(FusionSpace& space, TuningIndex& index,
+                               const CompileOptions& options, CompiledPlan* out) {
+  FT_ASSIGN_OR_RETURN(const db::BestPlan* best, index.Exact(out->graph_key));
   if (best == nullptr) return false;
   const nlohmann::json& json = index.BestPlanJson(out->graph_key);
   auto plan = PlanFromJson(space, json);
@@ -121,8 +121,8 @@ bool UseWholeModelPlan(FusionSpace& space, TuningIndex& index, const CompileOpti
     auto known = stored_key.find(g.nodes);
     GroupDecision d =
         Decide(space, g, -1, std::move(c), known == stored_key.end() ? "" : known->second);
-    if (const db::BestPlan* own = index.Exact(d.workload_key);
-        own != nullptr && index.BestTilingText(d.workload_key) == TilingToString(g.tiling))
+    FT_ASSIGN_OR_RETURN(const db::BestPlan* own, index.Exact(d.workload_key));
+    if (own != nullptr && index.BestTilingText(d.workload_key) == TilingToString(g.tiling))
       d.choice.measured_seconds = d.choice.cost = own->seconds;
     out->groups.push_back(std::move(d));
   }
@@ -136,14 +136,17 @@ Result<CompiledPlan> CompileGraph(FusionSpace& space, TuningIndex& index,
   const auto start = std::chrono::steady_clock::now();
   CompiledPlan out;
   out.graph_key = space.canonical().key.ToString();
-  out.model = index.model_label();
   auto finish = [&]() {
+    out.model = index.model_label();  // "not consulted" when every group was tuned
     Summarise(space, &out);
     out.lookup_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return out;
   };
-  if (options.whole_model_plans && UseWholeModelPlan(space, index, options, &out)) return finish();
+  if (options.whole_model_plans) {
+    FT_ASSIGN_OR_RETURN(const bool whole_model, UseWholeModelPlan(space, index, options, &out));
+    if (whole_model) return finish();
+  }
 
   FT_ASSIGN_OR_RETURN(CandidateChoices chosen, ChooseCandidates(space, index, options));
   out.scale = chosen.scale;

@@ -18,24 +18,6 @@ Result<std::unique_ptr<TuningIndex>> TuningIndex::Load(db::Database& database,
   auto index = Empty(features);
   index->database_ = &database;
   index->target_ = target;
-  FT_ASSIGN_OR_RETURN(index->bests_, database.BestPlans(target));
-  FT_ASSIGN_OR_RETURN(auto active, database.ActiveModel(cost_model::kXgboostModelName));
-  if (active.has_value() && active->feature_version == cost_model::kFeatureVersion) {
-    auto model = cost_model::LoadCostModel(active->name, active->blob);
-    if (!model.ok())
-      return model.error().WithContext(
-          fmt::format("loading the active cost model #{}", active->id));
-    index->model_ = std::move(*model);
-    const auto metrics = nlohmann::json::parse(active->metrics, nullptr, false);
-    std::string form;
-    if (metrics.is_object()) {
-      form = metrics.value("form", "");
-      if (metrics.contains("top1") && metrics["top1"].is_number() && metrics["top1"] > 0)
-        index->model_top1_ = metrics["top1"].get<double>();
-    }
-    index->model_label_ =
-        fmt::format("{}{} (#{})", active->name, form.empty() ? "" : "/" + form, active->id);
-  }
   return index;
 }
 
@@ -45,15 +27,46 @@ std::unique_ptr<TuningIndex> TuningIndex::Empty(cost_model::TargetFeatures featu
   return index;
 }
 
-const db::BestPlan* TuningIndex::Exact(const std::string& workload_key) const {
+Result<const cost_model::CostModel*> TuningIndex::model() {
+  if (model_loaded_) return model_.get();
+  model_loaded_ = true;
+  model_label_ = "none";
+  if (database_ == nullptr) return model_.get();
+  FT_ASSIGN_OR_RETURN(auto active, database_->ActiveModel(cost_model::kXgboostModelName));
+  if (!active.has_value() || active->feature_version != cost_model::kFeatureVersion)
+    return model_.get();
+  auto model = cost_model::LoadCostModel(active->name, active->blob);
+  if (!model.ok())
+    return model.error().WithContext(fmt::format("loading the active cost model #{}", active->id));
+  model_ = std::move(*model);
+  const auto metrics = nlohmann::json::parse(active->metrics, nullptr, false);
+  std::string form;
+  if (metrics.is_object()) {
+    form = metrics.value("form", "");
+    if (metrics.contains("top1") && metrics["top1"].is_number() && metrics["top1"] > 0)
+      model_top1_ = metrics["top1"].get<double>();
+  }
+  model_label_ =
+      fmt::format("{}{} (#{})", active->name, form.empty() ? "" : "/" + form, active->id);
+  return model_.get();
+}
+
+const db::BestPlan* TuningIndex::Cached(const std::string& workload_key) const {
   auto it = bests_.find(workload_key);
-  return it == bests_.end() ? nullptr : &it->second;
+  return it == bests_.end() || !it->second ? nullptr : &*it->second;
+}
+
+Result<const db::BestPlan*> TuningIndex::Exact(const std::string& workload_key) {
+  if (all_bests_ || database_ == nullptr || bests_.count(workload_key)) return Cached(workload_key);
+  FT_ASSIGN_OR_RETURN(auto best, database_->Best(workload_key, target_));
+  bests_.emplace(workload_key, std::move(best));
+  return Cached(workload_key);
 }
 
 const nlohmann::json& TuningIndex::BestPlanJson(const std::string& workload_key) {
   auto [it, added] = plan_json_.emplace(workload_key, nullptr);
   if (added) {
-    if (const db::BestPlan* best = Exact(workload_key))
+    if (const db::BestPlan* best = Cached(workload_key))
       it->second = nlohmann::json::parse(best->plan, nullptr, false);
   }
   return it->second;
@@ -62,7 +75,7 @@ const nlohmann::json& TuningIndex::BestPlanJson(const std::string& workload_key)
 const std::string& TuningIndex::BestTilingText(const std::string& workload_key) {
   auto [it, added] = tiling_text_.emplace(workload_key, "");
   if (!added) return it->second;
-  const db::BestPlan* best = Exact(workload_key);
+  const db::BestPlan* best = Cached(workload_key);
   if (best == nullptr) return it->second;
   const auto plan = nlohmann::json::parse(best->plan, nullptr, false);
   if (!plan.is_object() || !plan.contains("groups") || plan["groups"].size() != 1)
@@ -81,7 +94,14 @@ const std::string& TuningIndex::BestTilingText(const std::string& workload_key) 
 Status TuningIndex::BuildBuckets() {
   buckets_.emplace();
   if (database_ == nullptr) return Status::Ok();
+  if (!all_bests_) {
+    FT_ASSIGN_OR_RETURN(auto all, database_->BestPlans(target_));
+    // Keys read before stay as they are: callers hold pointers to them.
+    for (auto& [key, best] : all) bests_.emplace(key, std::move(best));
+    all_bests_ = true;
+  }
   for (const auto& [key, best] : bests_) {
+    if (!best) continue;
     FT_ASSIGN_OR_RETURN(auto workload, database_->GetWorkload(key));
     if (!workload.has_value() || workload->kind != db::WorkloadKind::kGroup) continue;
     const auto description = nlohmann::json::parse(workload->description, nullptr, false);
@@ -109,7 +129,7 @@ Result<std::optional<BucketMatch>> TuningIndex::Nearest(const std::string& struc
       distance += std::abs(
           std::log2(std::max<double>(1, signature[i]) / std::max<double>(1, shape.signature[i])));
     if (!nearest || distance < nearest->distance)
-      nearest = BucketMatch{shape.key, &bests_.at(shape.key), shape.signature, distance};
+      nearest = BucketMatch{shape.key, Cached(shape.key), shape.signature, distance};
   }
   return nearest;
 }

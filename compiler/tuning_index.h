@@ -1,8 +1,11 @@
-// What a tuning database knows for one target, loaded once per compiler:
-// the best plan of every workload (one query), the active cost model with
-// its validation figures, and, built on the first miss, the shape buckets:
-// tuned group workloads by structure key (graph/workload_key.h), so a group
-// at a sequence length never tuned finds the nearest tuned one.
+// What a tuning database knows for one target, read as a compile asks for
+// it and kept for the compiler's life: the best plan of each workload asked
+// (one indexed query each), the active cost model with its validation
+// figures (loaded on the first group that needs it), and, built on the first
+// miss, the shape buckets: tuned group workloads by structure key
+// (graph/workload_key.h), so a group at a sequence length never tuned finds
+// the nearest tuned one. A compile whose groups are all tuned thus reads a
+// few rows, not the whole database (issue 9's 1 ms budget).
 #pragma once
 
 #include <map>
@@ -27,20 +30,20 @@ struct BucketMatch {
 
 class TuningIndex {
  public:
-  // Every best plan of `target` and the active XGBoost model (if one of this
-  // feature version is stored). `database` must outlive the index.
+  // An index of `target`'s plans in `database`, which must outlive it.
   static Result<std::unique_ptr<TuningIndex>> Load(db::Database& database,
                                                    const std::string& target,
                                                    cost_model::TargetFeatures features);
   // No database: every group falls back to its default.
   static std::unique_ptr<TuningIndex> Empty(cost_model::TargetFeatures features);
 
-  const db::BestPlan* Exact(const std::string& workload_key) const;
-  // The best plan's JSON, parsed once per key (a whole-model plan is tens
-  // of kilobytes: parsing it again costs a third of a compile).
+  // The best fresh plan of `workload_key`, or null when none is stored.
+  Result<const db::BestPlan*> Exact(const std::string& workload_key);
+  // For a key whose Exact() found a plan: its JSON, parsed once per key (a
+  // whole-model plan is tens of kilobytes: parsing it again costs a third
+  // of a compile), and TilingToString of a one-group plan's tiling ("" when
+  // it has none). Null JSON and "" for any other key.
   const nlohmann::json& BestPlanJson(const std::string& workload_key);
-  // TilingToString of a one-group best plan's tiling ("" when it has none),
-  // parsed once per key.
   const std::string& BestTilingText(const std::string& workload_key);
   // The tuned group workload of `structure_key` whose signature is nearest
   // to `signature` (same length), other than `exclude`.
@@ -48,14 +51,17 @@ class TuningIndex {
                                              const std::vector<int64_t>& signature,
                                              const std::string& exclude);
 
-  // The active trained model, or null when the database holds none.
-  const cost_model::CostModel* model() const { return model_.get(); }
+  // The active trained model (loaded on the first call), or null when the
+  // database holds none of this feature version.
+  Result<const cost_model::CostModel*> model();
+  // "xgboost/<form> (#id)", "none", or "not consulted" before model().
   const std::string& model_label() const { return model_label_; }
   // Its validation top-1 score (best measured over the measured time of its
   // predicted best): 1/top1 - 1 is the loss expected from trusting it.
   std::optional<double> model_top1() const { return model_top1_; }
   const cost_model::TargetFeatures& features() const { return features_; }
   const std::string& target() const { return target_; }
+  // Best plans read so far.
   size_t size() const { return bests_.size(); }
 
  private:
@@ -64,15 +70,18 @@ class TuningIndex {
     std::vector<int64_t> signature;
   };
   Status BuildBuckets();
+  const db::BestPlan* Cached(const std::string& workload_key) const;
 
   db::Database* database_ = nullptr;
   std::string target_;
   cost_model::TargetFeatures features_;
-  std::map<std::string, db::BestPlan> bests_;
+  std::map<std::string, std::optional<db::BestPlan>> bests_;  // nullopt: none stored
+  bool all_bests_ = false;                                    // every key is in bests_
   std::map<std::string, std::string> tiling_text_;
   std::map<std::string, nlohmann::json> plan_json_;
   std::unique_ptr<cost_model::CostModel> model_;
-  std::string model_label_ = "none";
+  bool model_loaded_ = false;
+  std::string model_label_ = "not consulted";
   std::optional<double> model_top1_;
   std::optional<std::map<std::string, std::vector<TunedShape>>> buckets_;
 };

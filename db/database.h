@@ -120,8 +120,8 @@ class Database {
   // The fastest fresh ok record of a workload on a target, or nullopt.
   virtual Result<std::optional<BestPlan>> Best(const std::string& workload_key,
                                                const std::string& target) = 0;
-  // Every workload's best on a target, by workload key (one query: the
-  // compiler loads them once and looks groups up in memory).
+  // Every workload's best on a target, by workload key, in one query (the
+  // compiler's shape buckets need them all; exact lookups use Best()).
   virtual Result<std::map<std::string, BestPlan>> BestPlans(const std::string& target) = 0;
   virtual Result<std::vector<Record>> TopK(const std::string& workload_key,
                                            const std::string& target, int k) = 0;

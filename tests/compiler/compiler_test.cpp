@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <set>
 
 #include "compiler/explain.h"
 #include "compiler/fused_export.h"
@@ -172,6 +173,93 @@ TEST(Compiler, AMeasuredWholeModelPlanComesFirstUnlessItBreaksTheMemoryLimit) {
   auto impossible = CompileGraph(*f.space, *index, limited);
   ASSERT_FALSE(impossible.ok());
   EXPECT_NE(impossible.error().message().find("--max-memory"), std::string::npos);
+}
+
+// Forwards to a database and counts the reads a compile makes.
+class CountingDatabase : public db::Database {
+ public:
+  explicit CountingDatabase(db::Database& inner) : inner_(inner) {}
+  int best = 0, best_plans = 0, active_model = 0;
+
+  Status PutTarget(const db::TargetEntry& t) override { return inner_.PutTarget(t); }
+  Result<std::optional<db::TargetEntry>> GetTarget(const std::string& f) override {
+    return inner_.GetTarget(f);
+  }
+  Result<std::vector<db::TargetEntry>> ListTargets() override { return inner_.ListTargets(); }
+  Status PutWorkload(const db::WorkloadEntry& w) override { return inner_.PutWorkload(w); }
+  Result<std::optional<db::WorkloadEntry>> GetWorkload(const std::string& k) override {
+    return inner_.GetWorkload(k);
+  }
+  Result<std::vector<int64_t>> CommitRecords(std::span<db::Record> r) override {
+    return inner_.CommitRecords(r);
+  }
+  Result<std::optional<db::BestPlan>> Best(const std::string& k, const std::string& t) override {
+    ++best;
+    return inner_.Best(k, t);
+  }
+  Result<std::map<std::string, db::BestPlan>> BestPlans(const std::string& t) override {
+    ++best_plans;
+    return inner_.BestPlans(t);
+  }
+  Result<std::vector<db::Record>> TopK(const std::string& k, const std::string& t, int n) override {
+    return inner_.TopK(k, t, n);
+  }
+  Status ForEachRecord(const db::RecordFilter& f,
+                       const std::function<bool(const db::Record&)>& v) override {
+    return inner_.ForEachRecord(f, v);
+  }
+  Result<std::vector<std::string>> WorkloadKeys() override { return inner_.WorkloadKeys(); }
+  Result<int64_t> CreateJob(const db::JobEntry& j) override { return inner_.CreateJob(j); }
+  Status UpdateJob(int64_t id, const std::string& s, const std::string& p) override {
+    return inner_.UpdateJob(id, s, p);
+  }
+  Result<std::optional<db::JobEntry>> GetJob(int64_t id) override { return inner_.GetJob(id); }
+  Result<std::vector<db::JobEntry>> ListJobs() override { return inner_.ListJobs(); }
+  Result<int64_t> SaveModel(const db::ModelEntry& m) override { return inner_.SaveModel(m); }
+  Status ActivateModel(int64_t id) override { return inner_.ActivateModel(id); }
+  Result<std::optional<db::ModelEntry>> ActiveModel(const std::string& n) override {
+    ++active_model;
+    return inner_.ActiveModel(n);
+  }
+  Result<std::vector<db::ModelEntry>> ListModels() override { return inner_.ListModels(); }
+  Status RecomputeBest() override { return inner_.RecomputeBest(); }
+  Result<db::DbStats> Stats(const std::string& t) override { return inner_.Stats(t); }
+  Status CheckIntegrity() override { return inner_.CheckIntegrity(); }
+  Status Vacuum() override { return inner_.Vacuum(); }
+
+ private:
+  db::Database& inner_;
+};
+
+TEST(Compiler, ATunedModelReadsOnlyTheRowsItNeedsOnceAndNoCostModel) {
+  Fixture f(Mlp(32));
+  const Plan unfused = f.space->Unfused();
+  ASSERT_TRUE(
+      f.db->PutWorkload({search::GraphWorkloadKey(f.graph), db::WorkloadKind::kGraph}).ok());
+  auto candidate =
+      measure::PlanCandidate(std::make_shared<const Graph>(f.graph), *f.space, unfused);
+  db::Record r =
+      search::MakeRecord(search::GraphWorkloadKey(f.graph), candidate, Timed(1e-4), kTarget, 0,
+                         {KernelTemplate::kGemm, KernelTemplate::kElementwise});
+  ASSERT_TRUE(f.db->CommitRecords(std::span(&r, 1)).ok());
+  CountingDatabase counting(*f.db);
+  auto index = TuningIndex::Load(counting, kTarget, {});
+  ASSERT_TRUE(index.ok());
+  auto plan = CompileGraph(*f.space, **index);
+  ASSERT_TRUE(plan.ok()) << plan.error().ToString();
+  EXPECT_EQ(plan->plan, unfused);
+  EXPECT_EQ(counting.best_plans, 0);    // no scan of every workload's best
+  EXPECT_EQ(counting.active_model, 0);  // nothing needed a cost model
+  EXPECT_EQ(plan->model, "not consulted");
+  // The whole-model key, then each distinct group key once.
+  std::set<std::string> keys;
+  for (const GroupDecision& d : plan->groups) keys.insert(d.workload_key);
+  EXPECT_EQ(counting.best, 1 + static_cast<int>(keys.size()));
+  const int reads = counting.best;
+  auto again = CompileGraph(*f.space, **index);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(counting.best, reads);  // the index remembers what it read
+  EXPECT_EQ(again->plan, plan->plan);
 }
 
 TEST(Compiler, CompiledModelsMatchTheReferenceAndCompileDeterministically) {
