@@ -63,11 +63,28 @@ void PackRowMajor(const GemmOutput& out, const BBlock& blk, const float* base, i
     const float* src = base + p * out.b_row_stride;
     if (p + kPrefetchRowsAhead < blk.depth)
       PrefetchRow(src + kPrefetchRowsAhead * out.b_row_stride, blk.cols * 4);
-    for (int64_t s = 0; s < slivers; ++s) {
-      float* dst = bp + (s * blk.depth + p) * nr;
-      const int64_t width = std::min<int64_t>(nr, blk.cols - s * nr);
-      std::memcpy(dst, src + s * nr, width * sizeof(float));
-      std::fill(dst + width, dst + nr, 0.0f);
+    const int64_t whole = blk.cols / nr;  // slivers without padding
+    float* dst = bp + p * nr;
+    const int64_t sliver_floats = blk.depth * nr;
+    // A sliver row is 64-128 bytes: copies of a size known here inline to a
+    // few vector moves, where a memcpy call per row cost as much as the copy.
+    switch (nr) {
+      case 32:
+        for (int64_t s = 0; s < whole; ++s)
+          std::memcpy(dst + s * sliver_floats, src + s * 32, 32 * sizeof(float));
+        break;
+      case 16:
+        for (int64_t s = 0; s < whole; ++s)
+          std::memcpy(dst + s * sliver_floats, src + s * 16, 16 * sizeof(float));
+        break;
+      default:
+        for (int64_t s = 0; s < whole; ++s)
+          std::memcpy(dst + s * sliver_floats, src + s * nr, nr * sizeof(float));
+    }
+    for (int64_t s = whole; s < slivers; ++s) {
+      const int64_t width = blk.cols - s * nr;
+      std::memcpy(dst + s * sliver_floats, src + s * nr, width * sizeof(float));
+      std::fill(dst + s * sliver_floats + width, dst + s * sliver_floats + nr, 0.0f);
     }
   }
 }
