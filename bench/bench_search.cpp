@@ -46,8 +46,8 @@ std::string Gemm(const std::string& name, int m, int k, int n, const std::string
 
 std::vector<Workload> Workloads() {
   return {
-      // GEMM tiling spaces grow fast with the shape (7 parameters): these
-      // are the shapes with at most 1,500 legal tilings.
+      // GEMM tiling spaces grow fast with the shape (7 parameters): the
+      // first three are shapes with at most 1,500 legal tilings.
       {"gemm 32x64x64 +bias+relu", Gemm("g1", 32, 64, 64, "Relu")},
       {"gemm 32x128x64 +bias+relu", Gemm("g2", 32, 128, 64, "Relu")},
       {"gemm 64x64x64 +bias+sigmoid", Gemm("g3", 64, 64, 64, "Sigmoid")},
@@ -56,6 +56,11 @@ std::vector<Workload> Workloads() {
        "y = LayerNormalization(x, g, b) {axis=-1, epsilon=1e-5}\noutput y }"},
       {"softmax 4096x384",
        "graph sm opset 17 { input x: f32[4096, 384]\ny = Softmax(x) {axis=-1}\noutput y }"},
+      // Larger spaces (about a minute each to measure exhaustively): where
+      // random search needs tens of trials or more, a 10x ratio is possible
+      // at all (on 63 tilings random search needs about 10).
+      {"gemm 64x128x256 +bias+relu", Gemm("g4", 64, 128, 256, "Relu")},
+      {"gemm 128x128x128 +bias+sigmoid", Gemm("g5", 128, 128, 128, "Sigmoid")},
   };
 }
 

@@ -113,9 +113,9 @@ FusionDecision ShapeOf(const Graph& g, int32_t index, GemmNodeShape* s) {
 // that leaves the group to the GEMM's result `c`.
 class EpilogueBuilder {
  public:
-  EpilogueBuilder(const Graph& g, const Dataflow& flow, const std::vector<char>& inside, ValueId c,
+  EpilogueBuilder(const Graph& g, const std::vector<char>& inside, ValueId c,
                   const GemmNodeShape& shape, KernelInstance* k)
-      : g_(g), flow_(flow), inside_(inside), c_(c), shape_(shape), k_(k) {}
+      : g_(g), inside_(inside), c_(c), shape_(shape), k_(k) {}
 
   FusionDecision Build(ValueId end, std::vector<EpilogueOp>* ops) { return Chain(end, ops); }
   const std::set<int32_t>& visited() const { return visited_; }
@@ -219,15 +219,16 @@ class EpilogueBuilder {
   }
 
   // Fitting probes the chain at many points (tens of microseconds); the
-  // chain's workload key (ops, attributes, shapes, scalar constants by
-  // value) determines the fit, so repeated layers fit once per process.
+  // chain (ops, attributes, shapes, scalar constants by value, wiring from
+  // d) determines the fit, so repeated layers fit once per process.
   template <typename Fit>
-  ActivationFit FitActivationCached(const std::set<int32_t>& between, Fit&& fit,
+  ActivationFit FitActivationCached(const std::set<int32_t>& between, ValueId d, Fit&& fit,
                                     std::string* failure) {
     auto& [mutex, cache] = FitCache();
     const std::vector<int32_t> nodes(between.begin(), between.end());
-    // The graph's use lists keep the key's cost proportional to the chain.
-    const uint64_t key = ComputeWorkloadKey(g_, nodes, &flow_.all_uses()).hash;
+    // Repeated layers list a chain's nodes in the same order, so the
+    // ordered hash finds them (a third of the cost of a canonical key).
+    const uint64_t key = OrderedSubsetHash(g_, nodes, d);
     {
       std::lock_guard<std::mutex> lock(mutex);
       if (auto it = cache.find(key); it != cache.end()) return it->second;
@@ -263,7 +264,7 @@ class EpilogueBuilder {
       if (!OnlyThrough(e, d, &between)) continue;
       std::string failure;
       const ActivationFit fit = FitActivationCached(
-          between,
+          between, d,
           [&] {
             return FitActivation([&](double x) {
               std::map<ValueId, double> memo;
@@ -310,7 +311,6 @@ class EpilogueBuilder {
   }
 
   const Graph& g_;
-  const Dataflow& flow_;
   const std::vector<char>& inside_;
   ValueId c_;
   const GemmNodeShape& shape_;
@@ -347,7 +347,7 @@ std::optional<FusionDecision> MatchSwiglu(const Graph& g, const Dataflow& flow,
           shapes[1].alpha != 1 || shapes[0].n != shapes[1].n)
         return FusionDecision::Forbid("SwiGLU GEMMs must have equal widths and no Gemm bias");
       std::vector<EpilogueOp> gate_ops;
-      EpilogueBuilder gate_chain(g, flow, inside, g.nodes[gemms[gate]].outputs[0], shapes[gate], k);
+      EpilogueBuilder gate_chain(g, inside, g.nodes[gemms[gate]].outputs[0], shapes[gate], k);
       // Not this Mul (or not this side) unless the other factor is silu(gate).
       if (!gate_chain.Build(gated, &gate_ops) || gate_ops.size() != 1 ||
           gate_ops[0].kind != EpilogueKind::kSilu)
@@ -362,7 +362,7 @@ std::optional<FusionDecision> MatchSwiglu(const Graph& g, const Dataflow& flow,
             fmt::format("{} values of the SwiGLU group are read outside it; a GEMM writes one",
                         leaving.size()));
       std::vector<EpilogueOp> after;
-      EpilogueBuilder tail(g, flow, inside, mul.outputs[0], shapes[gate], k);
+      EpilogueBuilder tail(g, inside, mul.outputs[0], shapes[gate], k);
       FT_RETURN_IF_DECISION(tail.Build(leaving[0], &after));
       std::set<int32_t> covered(gemms.begin(), gemms.end());
       covered.insert(n);
@@ -474,7 +474,7 @@ FusionDecision MatchGemmInstance(const Graph& g, const Dataflow& flow,
     out.b_col_stride = s.b_col;
     out.b_batch_stride = s.b_batch;
     if (s.alpha != 1) out.epilogue.push_back(EpilogueOp::Scale(static_cast<float>(s.alpha)));
-    EpilogueBuilder builder(g, flow, inside, c, s, k);
+    EpilogueBuilder builder(g, inside, c, s, k);
     if (s.bias != kNoValue) {
       kernels::EpilogueOp bias{};
       auto strides = BroadcastStrides(g.type(s.bias).dims, g.type(c).dims);

@@ -232,6 +232,32 @@ WorkloadKey ComputeWorkloadKey(const Graph& graph, std::span<const int32_t> node
   return CanonicalizeSubgraph(graph, nodes, KeyScope::kExact, uses).key;
 }
 
+uint64_t OrderedSubsetHash(const Graph& graph, std::span<const int32_t> nodes, ValueId marked) {
+  Hasher h(0x6f72646572656421ULL);
+  h.Add(nodes.size());
+  for (int32_t n : nodes) {
+    const Node& node = graph.nodes[n];
+    h.Add(NodeLocalHash(graph, node, KeyScope::kExact));
+    for (ValueId v : node.inputs) {
+      if (v == kNoValue) {
+        h.Add(0xdead);
+        continue;
+      }
+      if (v == marked) {
+        h.Add(0x6d61726b);
+        continue;
+      }
+      const int32_t p = graph.value(v).producer;
+      const auto it = std::find(nodes.begin(), nodes.end(), p);
+      if (p >= 0 && it != nodes.end())
+        h.AddInt(it - nodes.begin()).AddInt(graph.value(v).producer_output);
+      else
+        h.Add(LeafHash(graph, v, KeyScope::kExact));
+    }
+  }
+  return h.digest();
+}
+
 CanonicalSubgraph CanonicalizeGraph(const Graph& graph, KeyScope scope) {
   std::vector<int32_t> all(graph.nodes.size());
   std::iota(all.begin(), all.end(), 0);

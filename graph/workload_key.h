@@ -51,6 +51,14 @@ CanonicalSubgraph CanonicalizeSubgraph(const Graph& graph, std::span<const int32
                                        const ValueUses* uses = nullptr);
 WorkloadKey ComputeWorkloadKey(const Graph& graph, std::span<const int32_t> nodes,
                                const ValueUses* uses = nullptr);
+// A hash of `nodes` in the order given (no canonical form: the same
+// computation with its nodes listed in another order hashes differently),
+// with the value `marked` read as a distinguished input: ops, attributes,
+// output types, wiring, and leaves as in the exact key (small float
+// constants by value). Equal hashes mean the same function of the same
+// inputs. Linear in the subset: for memo keys of small chains, where the
+// canonical key's cost is not worth paying.
+uint64_t OrderedSubsetHash(const Graph& graph, std::span<const int32_t> nodes, ValueId marked);
 // The whole graph.
 CanonicalSubgraph CanonicalizeGraph(const Graph& graph, KeyScope scope = KeyScope::kExact);
 // Every output dimension of the nodes in `node_order` (a canonical order):

@@ -141,5 +141,21 @@ TEST(WorkloadKey, SubgraphKeysDependOnWhatLeavesTheGroup) {
   EXPECT_NE(ComputeWorkloadKey(g, ab), ComputeWorkloadKey(g2, ab));  // 'a' escapes in g only
 }
 
+TEST(WorkloadKey, OrderedSubsetHashesMatchRepeatedChainsAndTellConstantsApart) {
+  // Two erf-GELU chains after two inputs, and one with another constant.
+  const Graph g = Parse(R"(graph g {
+    input a: f32[4, 8]  input b: f32[4, 8]  const s: f32[] = [1.4142135]  const h: f32[] = [0.5]
+    const one: f32[] = [1]  const s2: f32[] = [2]
+    d1 = Div(a, s)  e1 = Erf(d1)  p1 = Add(e1, one)  m1 = Mul(a, p1)  y1 = Mul(m1, h)
+    d2 = Div(b, s)  e2 = Erf(d2)  p2 = Add(e2, one)  m2 = Mul(b, p2)  y2 = Mul(m2, h)
+    d3 = Div(b, s2)  e3 = Erf(d3)  p3 = Add(e3, one)  m3 = Mul(b, p3)  y3 = Mul(m3, h)
+    output y1  output y2  output y3 })");
+  const std::vector<int32_t> first{0, 1, 2, 3, 4}, second{5, 6, 7, 8, 9}, third{10, 11, 12, 13, 14};
+  const ValueId a = g.inputs[0], b = g.inputs[1];
+  EXPECT_EQ(OrderedSubsetHash(g, first, a), OrderedSubsetHash(g, second, b));
+  EXPECT_NE(OrderedSubsetHash(g, second, b), OrderedSubsetHash(g, third, b));  // 2 vs sqrt(2)
+  EXPECT_NE(OrderedSubsetHash(g, first, a), OrderedSubsetHash(g, first, kNoValue));
+}
+
 }  // namespace
 }  // namespace fusetune
