@@ -62,6 +62,17 @@ void AddGroupRecord(db::Database& db, const search::Task& task, const Tiling& ti
   ASSERT_TRUE(db.CommitRecords(std::span(&r, 1)).ok());
 }
 
+// Stores `plan` as the measured whole-model plan of the fixture's graph.
+void AddWholeModelRecord(Fixture& f, const Plan& plan, double seconds) {
+  ASSERT_TRUE(
+      f.db->PutWorkload({search::GraphWorkloadKey(f.graph), db::WorkloadKind::kGraph}).ok());
+  auto candidate = measure::PlanCandidate(std::make_shared<const Graph>(f.graph), *f.space, plan);
+  db::Record r =
+      search::MakeRecord(search::GraphWorkloadKey(f.graph), candidate, Timed(seconds), kTarget, 0,
+                         {KernelTemplate::kGemm, KernelTemplate::kElementwise});
+  ASSERT_TRUE(f.db->CommitRecords(std::span(&r, 1)).ok());
+}
+
 const search::Task& GemmTask(const std::vector<search::Task>& tasks, size_t nodes) {
   for (const search::Task& t : tasks)
     if (t.kind == KernelTemplate::kGemm && t.nodes.size() == nodes) return t;
@@ -143,14 +154,7 @@ TEST(Compiler, AnUntunedSequenceLengthTakesTheNearestTunedShape) {
 TEST(Compiler, AMeasuredWholeModelPlanComesFirstUnlessItBreaksTheMemoryLimit) {
   Fixture f(Mlp(32));
   const Plan unfused = f.space->Unfused();
-  ASSERT_TRUE(
-      f.db->PutWorkload({search::GraphWorkloadKey(f.graph), db::WorkloadKind::kGraph}).ok());
-  auto candidate =
-      measure::PlanCandidate(std::make_shared<const Graph>(f.graph), *f.space, unfused);
-  db::Record r =
-      search::MakeRecord(search::GraphWorkloadKey(f.graph), candidate, Timed(1e-4), kTarget, 0,
-                         {KernelTemplate::kGemm, KernelTemplate::kElementwise});
-  ASSERT_TRUE(f.db->CommitRecords(std::span(&r, 1)).ok());
+  AddWholeModelRecord(f, unfused, 1e-4);
   auto index = f.Index();
   auto plan = CompileGraph(*f.space, *index);
   ASSERT_TRUE(plan.ok()) << plan.error().ToString();
@@ -234,14 +238,7 @@ class CountingDatabase : public db::Database {
 TEST(Compiler, ATunedModelReadsOnlyTheRowsItNeedsOnceAndNoCostModel) {
   Fixture f(Mlp(32));
   const Plan unfused = f.space->Unfused();
-  ASSERT_TRUE(
-      f.db->PutWorkload({search::GraphWorkloadKey(f.graph), db::WorkloadKind::kGraph}).ok());
-  auto candidate =
-      measure::PlanCandidate(std::make_shared<const Graph>(f.graph), *f.space, unfused);
-  db::Record r =
-      search::MakeRecord(search::GraphWorkloadKey(f.graph), candidate, Timed(1e-4), kTarget, 0,
-                         {KernelTemplate::kGemm, KernelTemplate::kElementwise});
-  ASSERT_TRUE(f.db->CommitRecords(std::span(&r, 1)).ok());
+  AddWholeModelRecord(f, unfused, 1e-4);
   CountingDatabase counting(*f.db);
   auto index = TuningIndex::Load(counting, kTarget, {});
   ASSERT_TRUE(index.ok());
