@@ -225,22 +225,20 @@ Result<int> PretransposeGemmWeights(Graph& graph) {
     FT_ASSIGN_OR_RETURN(int64_t trans_b, node.attrs.GetInt("transB", 0));
     const ValueId b = node.inputs[1];
     if (trans_b == 0 || b == kNoValue || !graph.value(b).is_constant()) continue;
-    if (auto it = transposed.find(b); it != transposed.end()) {
-      node.inputs[1] = it->second;
-      node.attrs.Erase("transB");
-      ++rewritten;
-      continue;
+    auto it = transposed.find(b);
+    if (it == transposed.end()) {
+      const Tensor& w = *graph.value(b).constant;
+      if (!w.defined() || w.dtype() != DataType::kFloat32 || w.rank() != 2) continue;
+      const int64_t rows = w.dims()[0], cols = w.dims()[1];
+      Tensor t(DataType::kFloat32, {cols, rows});
+      const float* src = w.data<float>();
+      float* dst = t.data<float>();
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+      const std::string name = graph.UniqueName(graph.value(b).name + "_transposed");
+      it = transposed.emplace(b, graph.AddConstant(name, std::move(t))).first;
     }
-    const Tensor& w = *graph.value(b).constant;
-    if (!w.defined() || w.dtype() != DataType::kFloat32 || w.rank() != 2) continue;
-    const int64_t rows = w.dims()[0], cols = w.dims()[1];
-    Tensor t(DataType::kFloat32, {cols, rows});
-    const float* src = w.data<float>();
-    float* dst = t.data<float>();
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
-    const std::string name = graph.UniqueName(graph.value(b).name + "_transposed");
-    node.inputs[1] = transposed[b] = graph.AddConstant(name, std::move(t));
+    node.inputs[1] = it->second;
     node.attrs.Erase("transB");
     ++rewritten;
   }

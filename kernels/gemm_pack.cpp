@@ -53,6 +53,15 @@ constexpr int64_t kBRowsPerPart = 16;
 
 bool Transposed(const GemmOutput& out) { return out.b_col_stride != 1; }
 
+// One row of each of `whole` slivers of width kNr. A sliver row is 64-128
+// bytes: a copy of a size known at compile time inlines to a few vector
+// moves, where a memcpy call per row cost as much as the copy.
+template <int kNr>
+void CopyWholeSliverRows(const float* src, int64_t whole, int64_t sliver_floats, float* dst) {
+  for (int64_t s = 0; s < whole; ++s)
+    std::memcpy(dst + s * sliver_floats, src + s * kNr, kNr * sizeof(float));
+}
+
 // Rows [first, last), left to right across all slivers: one stream per row
 // for the prefetcher, where sliver by sliver would revisit each row nc / nr
 // times (2x slower from DRAM, measured).
@@ -66,16 +75,12 @@ void PackRowMajor(const GemmOutput& out, const BBlock& blk, const float* base, i
     const int64_t whole = blk.cols / nr;  // slivers without padding
     float* dst = bp + p * nr;
     const int64_t sliver_floats = blk.depth * nr;
-    // A sliver row is 64-128 bytes: copies of a size known here inline to a
-    // few vector moves, where a memcpy call per row cost as much as the copy.
     switch (nr) {
       case 32:
-        for (int64_t s = 0; s < whole; ++s)
-          std::memcpy(dst + s * sliver_floats, src + s * 32, 32 * sizeof(float));
+        CopyWholeSliverRows<32>(src, whole, sliver_floats, dst);
         break;
       case 16:
-        for (int64_t s = 0; s < whole; ++s)
-          std::memcpy(dst + s * sliver_floats, src + s * 16, 16 * sizeof(float));
+        CopyWholeSliverRows<16>(src, whole, sliver_floats, dst);
         break;
       default:
         for (int64_t s = 0; s < whole; ++s)
