@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "graph/subgraph.h"
 #include "graph/workload_key.h"
 #include "measure/measurement.h"
+#include "measure/target.h"
 #include "tests/fusion_space/model_util.h"
 
 namespace fusetune::measure {
@@ -162,6 +164,29 @@ TEST(Metrics, WarmCachesAreRecordedAndOverlapCanBeSkipped) {
   EXPECT_FALSE(r.caches_flushed);
   EXPECT_EQ(r.overlap, -1);
   EXPECT_EQ(r.copy_busy.count, 0);
+}
+
+// DetectTarget reads CPUID instead of /proc/cpuinfo; the fingerprint (and so
+// every database's target key) must be what Linux reports there.
+TEST(DetectTarget, AgreesWithProcCpuinfo) {
+  std::ifstream in("/proc/cpuinfo");
+  if (!in) GTEST_SKIP() << "no /proc/cpuinfo";
+  std::string model, flags, line;
+  while (std::getline(in, line) && (model.empty() || flags.empty())) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string value = line.substr(colon + 1);
+    value.erase(0, value.find_first_not_of(" \t"));
+    if (model.empty() && line.rfind("model name", 0) == 0) model = value;
+    if (flags.empty() && line.rfind("flags", 0) == 0) flags = " " + value + " ";
+  }
+  const TargetFingerprint target = DetectTarget();
+  EXPECT_EQ(target.cpu_model, model);
+  std::vector<std::string> expected;
+  for (const char* f : {"sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
+                        "avx512_bf16", "avx512_vnni", "amx_tile"})
+    if (flags.find(std::string(" ") + f + " ") != std::string::npos) expected.push_back(f);
+  EXPECT_EQ(target.isa, expected);
 }
 
 }  // namespace
