@@ -12,9 +12,7 @@ namespace fusetune {
 bool Plan::operator==(const Plan& other) const {
   if (groups.size() != other.groups.size()) return false;
   for (size_t i = 0; i < groups.size(); ++i)
-    if (groups[i].nodes != other.groups[i].nodes ||
-        TilingToString(groups[i].tiling) != TilingToString(other.groups[i].tiling) ||
-        groups[i].tiling.index() != other.groups[i].tiling.index())
+    if (groups[i].nodes != other.groups[i].nodes || groups[i].tiling != other.groups[i].tiling)
       return false;
   return true;
 }
@@ -278,6 +276,9 @@ std::optional<Plan> FusionSpace::Mutate(const Plan& plan, Rng& rng,
 }
 
 FusionDecision FusionSpace::Validate(const Plan& plan) {
+  // A plan read from a database is validated when read and again when
+  // lowered; the second check is a comparison.
+  if (last_valid_plan_ && *last_valid_plan_ == plan) return FusionDecision::Allow();
   const int32_t n = flow_.num_nodes();
   std::vector<int32_t> group_of(n, -1);
   for (size_t i = 0; i < plan.groups.size(); ++i) {
@@ -303,7 +304,7 @@ FusionDecision FusionSpace::Validate(const Plan& plan) {
     if (!m.decision)
       return FusionDecision::Forbid(
           fmt::format("group {} is not legal: {}", i, m.decision.reason()));
-    const FusionDecision t = Tilings(g.nodes).Check(g.tiling);
+    const FusionDecision t = CheckTiling(m.instance, config_, g.tiling);
     if (!t)
       return FusionDecision::Forbid(fmt::format("group {} ({}): tiling {} is invalid: {}", i,
                                                 m.instance.summary, TilingToString(g.tiling),
@@ -314,6 +315,7 @@ FusionDecision FusionSpace::Validate(const Plan& plan) {
           return FusionDecision::Forbid(fmt::format(
               "group {} runs before group {}, which produces its input", i, group_of[p]));
   }
+  last_valid_plan_ = plan;
   return FusionDecision::Allow();
 }
 

@@ -90,6 +90,7 @@ class FusionSpace {
   mutable std::optional<CanonicalSubgraph> canonical_;
   std::map<std::vector<int32_t>, std::unique_ptr<GroupMatch>> matches_;
   std::map<std::vector<int32_t>, std::unique_ptr<TilingSpace>> tilings_;
+  std::optional<Plan> last_valid_plan_;
 };
 
 }  // namespace fusetune

@@ -73,8 +73,9 @@ std::vector<int64_t> Range(int64_t n) {
   return v;
 }
 
-FusionDecision Need(bool ok, const std::string& why) {
-  return ok ? FusionDecision::Allow() : FusionDecision::Forbid(why);
+template <typename... Args>
+FusionDecision Forbid(fmt::format_string<Args...> why, Args&&... args) {
+  return FusionDecision::Forbid(fmt::format(why, std::forward<Args>(args)...));
 }
 
 FusionDecision FromStatus(const Status& s) {
@@ -182,39 +183,42 @@ std::optional<std::vector<int>> TilingSpace::ChoiceOf(const Tiling& t) const {
   return choice;
 }
 
-FusionDecision TilingSpace::Check(const Tiling& t) const {
-  if (TilingTemplate(t) != instance_.kind)
+FusionDecision CheckTiling(const KernelInstance& k, const kernels::KernelConfig& config,
+                           const Tiling& t) {
+  if (TilingTemplate(t) != k.kind)
     return FusionDecision::Forbid(fmt::format("a {} tiling for a {} kernel",
                                               KernelTemplateName(TilingTemplate(t)),
-                                              KernelTemplateName(instance_.kind)));
+                                              KernelTemplateName(k.kind)));
+  // Messages are formatted only on failure: plans are checked at every compile.
   if (auto* x = std::get_if<kernels::ElementwiseTiling>(&t)) {
-    FT_RETURN_IF_DECISION(
-        Need(x->tile % 16 == 0,
-             fmt::format("tile {} is not a multiple of the 16-float vector", x->tile)));
-    return FromStatus(kernels::ValidateElementwise(instance_.elementwise, *x, config_));
+    if (x->tile % 16 != 0)
+      return Forbid("tile {} is not a multiple of the 16-float vector", x->tile);
+    return FromStatus(kernels::ValidateElementwise(k.elementwise, *x, config));
   }
   if (auto* x = std::get_if<kernels::RowwiseTiling>(&t))
-    return FromStatus(kernels::ValidateRowwise(instance_.rowwise, *x, config_));
+    return FromStatus(kernels::ValidateRowwise(k.rowwise, *x, config));
   if (auto* x = std::get_if<kernels::GemmTiling>(&t)) {
     // Blocks that split a dimension hold whole micro-tiles; one block
     // covering the dimension is padded by the kernel instead.
     int64_t n = 0;
-    for (const auto& o : instance_.gemm.outputs) n = std::max(n, o.n);
-    FT_RETURN_IF_DECISION(Need(x->mr > 0 && (x->mc % x->mr == 0 || x->mc >= instance_.gemm.m),
-                               fmt::format("mc {} is not a multiple of mr {}", x->mc, x->mr)));
-    FT_RETURN_IF_DECISION(Need(x->nr > 0 && (x->nc % x->nr == 0 || x->nc >= n),
-                               fmt::format("nc {} is not a multiple of nr {}", x->nc, x->nr)));
-    FT_RETURN_IF_DECISION(Need(x->kc >= instance_.gemm.k || x->kc % 16 == 0,
-                               fmt::format("kc {} splits K but is not a multiple of 16", x->kc)));
-    return FromStatus(kernels::ValidateGemm(instance_.gemm, *x, config_));
+    for (const auto& o : k.gemm.outputs) n = std::max(n, o.n);
+    if (!(x->mr > 0 && (x->mc % x->mr == 0 || x->mc >= k.gemm.m)))
+      return Forbid("mc {} is not a multiple of mr {}", x->mc, x->mr);
+    if (!(x->nr > 0 && (x->nc % x->nr == 0 || x->nc >= n)))
+      return Forbid("nc {} is not a multiple of nr {}", x->nc, x->nr);
+    if (!(x->kc >= k.gemm.k || x->kc % 16 == 0))
+      return Forbid("kc {} splits K but is not a multiple of 16", x->kc);
+    return FromStatus(kernels::ValidateGemm(k.gemm, *x, config));
   }
   if (auto* x = std::get_if<kernels::AttentionTiling>(&t)) {
-    FT_RETURN_IF_DECISION(Need(x->br % x->mr == 0 || x->br >= instance_.attention.seq_q,
-                               fmt::format("br {} is not a multiple of mr {}", x->br, x->mr)));
-    return FromStatus(kernels::ValidateAttention(instance_.attention, *x, config_));
+    if (!(x->br % x->mr == 0 || x->br >= k.attention.seq_q))
+      return Forbid("br {} is not a multiple of mr {}", x->br, x->mr);
+    return FromStatus(kernels::ValidateAttention(k.attention, *x, config));
   }
   return FusionDecision::Allow();
 }
+
+FusionDecision TilingSpace::Check(const Tiling& t) const { return CheckTiling(instance_, config_, t); }
 
 int64_t TilingSpace::product_size() const {
   int64_t n = 1;

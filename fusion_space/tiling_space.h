@@ -39,6 +39,11 @@ kernels::TilingEstimate EstimateTiling(const KernelInstance& instance, const Til
 // TilingSpace::params() (the micro-tile as its index in the micro shapes).
 std::vector<int64_t> TilingValues(const Tiling& tiling);
 
+// Allow() when `tiling` satisfies every constraint on `instance` (what
+// TilingSpace::Check says, without building the space).
+FusionDecision CheckTiling(const KernelInstance& instance, const kernels::KernelConfig& config,
+                           const Tiling& tiling);
+
 struct TilingParam {
   std::string name;
   std::vector<int64_t> values;

@@ -43,6 +43,7 @@ struct AttentionTiling {
   int64_t br = 64, bc = 64;
   int mr = 8, nr = 32;  // the GEMM micro-tile used for Q x K^T and P x V
   std::string ToString() const;
+  bool operator==(const AttentionTiling&) const = default;
 };
 
 int64_t AttentionLocalBytes(const AttentionDesc& desc, const AttentionTiling& tiling);

@@ -29,6 +29,7 @@ struct ElementwiseDesc {
 struct ElementwiseTiling {
   int64_t tile = 4096;  // output elements per tile
   std::string ToString() const;
+  bool operator==(const ElementwiseTiling&) const = default;
 };
 
 int64_t ElementwiseLocalBytes(const ElementwiseDesc& desc, const ElementwiseTiling& tiling);

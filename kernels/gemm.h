@@ -77,6 +77,7 @@ struct GemmTiling {
   ParallelSplit split = ParallelSplit::kM;
   bool double_buffer = false;
   std::string ToString() const;
+  bool operator==(const GemmTiling&) const = default;
 };
 
 // Bytes of local buffer one thread needs for `tiling` on `desc`.

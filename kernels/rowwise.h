@@ -48,6 +48,7 @@ struct RowwiseTiling {
   int unroll = 2;    // independent 16-lane accumulators per reduction: 1, 2 or 4
   int prefetch = 1;  // software prefetch of operand rows this many tiles ahead (0: none)
   std::string ToString() const;
+  bool operator==(const RowwiseTiling&) const = default;
 };
 
 int64_t RowwiseLocalBytes(const RowwiseDesc& desc, const RowwiseTiling& tiling);

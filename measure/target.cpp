@@ -36,8 +36,9 @@ CpuidRegs Cpuid(unsigned leaf, unsigned subleaf = 0) {
   __cpuid_count(leaf, subleaf, r.a, r.b, r.c, r.d);
   return r;
 }
-uint64_t EnabledStateComponents() {  // XCR0, or 0 when the OS has no XSAVE
-  if (!((Cpuid(1).c >> 27) & 1)) return 0;
+// XCR0, or 0 when the OS has not enabled XSAVE (leaf 1 ECX bit 27).
+uint64_t EnabledStateComponents(const CpuidRegs& leaf1) {
+  if (!((leaf1.c >> 27) & 1)) return 0;
   unsigned lo = 0, hi = 0;
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
   return (static_cast<uint64_t>(hi) << 32) | lo;
@@ -61,7 +62,7 @@ std::vector<std::string> CpuIsa() {
   const CpuidRegs l1 = Cpuid(1);
   const CpuidRegs l7 = max_leaf >= 7 ? Cpuid(7) : CpuidRegs{};
   const CpuidRegs l7s1 = max_leaf >= 7 && l7.a >= 1 ? Cpuid(7, 1) : CpuidRegs{};
-  const uint64_t xcr0 = EnabledStateComponents();
+  const uint64_t xcr0 = EnabledStateComponents(l1);
   const bool ymm = (xcr0 & 0x6) == 0x6;        // SSE and AVX state
   const bool zmm = ymm && (xcr0 & 0xe0) == 0xe0;  // opmask, ZMM_Hi256, Hi16_ZMM
   const bool amx = (xcr0 & 0x60000) == 0x60000;   // XTILECFG, XTILEDATA
