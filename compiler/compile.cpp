@@ -80,8 +80,10 @@ Result<bool> UseWholeModelPlan(FusionSpace& space, TuningIndex& index,
                                const CompileOptions& options, CompiledPlan* out) {
   FT_ASSIGN_OR_RETURN(const db::BestPlan* best, index.Exact(out->graph_key));
   if (best == nullptr) return false;
-  const nlohmann::json& json = index.BestPlanJson(out->graph_key);
-  auto plan = PlanFromJson(space, json);
+  // The record names each group's workload key: the graph key matched, so
+  // they are this graph's (computing them again costs as much as the lookup).
+  std::vector<std::string> stored_keys;
+  auto plan = PlanFromJsonText(space, best->plan, &stored_keys);
   if (!plan.ok()) {
     out->partition = fmt::format("whole-model record {} does not fit this build ({}); ",
                                  best->record_id, plan.error().message());
@@ -100,27 +102,15 @@ Result<bool> UseWholeModelPlan(FusionSpace& space, TuningIndex& index,
   out->measured_seconds = out->predicted_seconds = best->seconds;
   out->partition = fmt::format("the measured best plan of this model (record {}, {:.3f} ms)",
                                best->record_id, best->seconds * 1e3);
-  // The record names each group's workload key: the graph key matched, so
-  // they are this graph's (computing them again costs as much as the lookup).
-  std::map<std::vector<int32_t>, std::string> stored_key;
-  for (const auto& g : json["groups"]) {
-    if (!g.contains("workload_key") || !g["workload_key"].is_string()) continue;
-    std::vector<int32_t> nodes;
-    for (const auto& p : g["nodes"])
-      nodes.push_back(space.canonical().node_order.at(p.get<int32_t>()));
-    std::sort(nodes.begin(), nodes.end());
-    stored_key[nodes] = g["workload_key"].get<std::string>();
-  }
-  for (const PlanGroup& g : out->plan.groups) {
+  for (size_t i = 0; i < out->plan.groups.size(); ++i) {
+    const PlanGroup& g = out->plan.groups[i];
     GroupChoice c;
     c.tiling = g.tiling;
     c.source = PlanSource::kWholeModel;
     c.predicted_loss = 0;
     c.record_id = best->record_id;
     c.detail = fmt::format("whole-model record {}", best->record_id);
-    auto known = stored_key.find(g.nodes);
-    GroupDecision d =
-        Decide(space, g, -1, std::move(c), known == stored_key.end() ? "" : known->second);
+    GroupDecision d = Decide(space, g, -1, std::move(c), stored_keys[i]);
     FT_ASSIGN_OR_RETURN(const db::BestPlan* own, index.Exact(d.workload_key));
     if (own != nullptr && index.BestTilingText(d.workload_key) == TilingToString(g.tiling))
       d.choice.measured_seconds = d.choice.cost = own->seconds;

@@ -63,15 +63,6 @@ Result<const db::BestPlan*> TuningIndex::Exact(const std::string& workload_key) 
   return Cached(workload_key);
 }
 
-const nlohmann::json& TuningIndex::BestPlanJson(const std::string& workload_key) {
-  auto [it, added] = plan_json_.emplace(workload_key, nullptr);
-  if (added) {
-    if (const db::BestPlan* best = Cached(workload_key))
-      it->second = nlohmann::json::parse(best->plan, nullptr, false);
-  }
-  return it->second;
-}
-
 const std::string& TuningIndex::BestTilingText(const std::string& workload_key) {
   auto [it, added] = tiling_text_.emplace(workload_key, "");
   if (!added) return it->second;

@@ -10,7 +10,6 @@
 
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,11 +38,8 @@ class TuningIndex {
 
   // The best fresh plan of `workload_key`, or null when none is stored.
   Result<const db::BestPlan*> Exact(const std::string& workload_key);
-  // For a key whose Exact() found a plan: its JSON, parsed once per key (a
-  // whole-model plan is tens of kilobytes: parsing it again costs a third
-  // of a compile), and TilingToString of a one-group plan's tiling ("" when
-  // it has none). Null JSON and "" for any other key.
-  const nlohmann::json& BestPlanJson(const std::string& workload_key);
+  // For a key whose Exact() found a plan: TilingToString of its tiling when
+  // it is a one-group plan, read once per key; "" for any other key.
   const std::string& BestTilingText(const std::string& workload_key);
   // The tuned group workload of `structure_key` whose signature is nearest
   // to `signature` (same length), other than `exclude`.
@@ -78,7 +74,6 @@ class TuningIndex {
   std::map<std::string, std::optional<db::BestPlan>> bests_;  // nullopt: none stored
   bool all_bests_ = false;                                    // every key is in bests_
   std::map<std::string, std::string> tiling_text_;
-  std::map<std::string, nlohmann::json> plan_json_;
   std::unique_ptr<cost_model::CostModel> model_;
   bool model_loaded_ = false;
   std::string model_label_ = "not consulted";

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
+#include "common/json_reader.h"
 #include "graph/workload_key.h"
 
 namespace fusetune {
@@ -56,32 +58,190 @@ json PlanToJson(FusionSpace& space, const Plan& plan) {
           {"groups", groups}};
 }
 
-Result<Plan> PlanFromJson(FusionSpace& space, const json& j) {
+namespace {
+
+// A plan as read from JSON, its structure checked, before it is checked
+// against a graph. Built from a document (PlanFromJson) or straight from the
+// text (PlanFromJsonText), so that both apply one set of graph checks.
+struct PlanDocument {
+  struct Group {
+    std::vector<int64_t> positions;
+    std::string template_name;
+    json tiling = json::object();
+    std::string workload_key;
+  };
+  int64_t version = 0;
+  std::optional<int64_t> nodes;
+  std::vector<Group> groups;
+};
+
+Error Malformed(const JsonReader& r) { return Error(ErrorCode::kParse, "plan: " + r.error()); }
+
+std::string GroupWhere(size_t i) { return fmt::format("groups[{}]", i); }
+
+Result<PlanDocument> DocumentFromJson(const json& j) {
+  PlanDocument doc;
   if (!j.is_object() || j.value("format", "") != "fusetune-plan")
     return Bad("not a fusetune plan (\"format\" is not \"fusetune-plan\")");
   if (!j.contains("version") || !j["version"].is_number_integer())
     return Bad("\"version\" is missing");
-  const int version = j["version"].get<int>();
-  if (version != kPlanFormatVersion)
-    return Bad(fmt::format("unknown version {} (this fusetune reads version {})", version,
+  doc.version = j["version"].get<int64_t>();
+  if (j.contains("nodes") && j["nodes"].is_number_integer()) doc.nodes = j["nodes"].get<int64_t>();
+  if (!j.contains("groups") || !j["groups"].is_array()) return Bad("\"groups\" is not an array");
+  for (size_t i = 0; i < j["groups"].size(); ++i) {
+    const json& g = j["groups"][i];
+    if (!g.is_object() || !g.contains("nodes") || !g["nodes"].is_array() || g["nodes"].empty())
+      return Bad(GroupWhere(i) + ".nodes is not a non-empty array");
+    PlanDocument::Group group;
+    for (const json& p : g["nodes"]) {
+      if (!p.is_number_integer()) return Bad(GroupWhere(i) + ".nodes holds a non-integer");
+      group.positions.push_back(p.get<int64_t>());
+    }
+    if (g.contains("template") && g["template"].is_string()) group.template_name = g["template"];
+    if (g.contains("tiling")) group.tiling = g["tiling"];
+    if (g.contains("workload_key") && g["workload_key"].is_string())
+      group.workload_key = g["workload_key"];
+    doc.groups.push_back(std::move(group));
+  }
+  return doc;
+}
+
+// A tiling's fields are scalars; a nested value is kept as null, which the
+// tiling reader reports for a field it needs.
+bool ReadTilingObject(JsonReader& r, json* tiling) {
+  if (r.Peek() != JsonReader::Kind::kObject) {
+    *tiling = nullptr;  // "tiling is not an object"
+    return r.Skip();
+  }
+  r.BeginObject();
+  std::string key, text;
+  while (r.NextKey(&key)) {
+    json& value = (*tiling)[key];
+    switch (r.Peek()) {
+      case JsonReader::Kind::kString:
+        if (!r.ReadString(&text)) return false;
+        value = text;
+        break;
+      case JsonReader::Kind::kBool: {
+        bool b = false;
+        if (!r.ReadBool(&b)) return false;
+        value = b;
+        break;
+      }
+      case JsonReader::Kind::kNumber: {
+        int64_t n = 0;
+        double d = 0;
+        bool integer = false;
+        if (!r.ReadNumber(&n, &d, &integer)) return false;
+        value = integer ? json(n) : json(d);
+        break;
+      }
+      default:
+        if (!r.Skip()) return false;
+        value = nullptr;
+    }
+  }
+  return r.ok();
+}
+
+// One element of "groups"; `error` is set for a structure error.
+bool ReadGroup(JsonReader& r, size_t i, PlanDocument::Group* group, std::string* error) {
+  const std::string where = GroupWhere(i);
+  if (r.Peek() != JsonReader::Kind::kObject) {
+    *error = where + ".nodes is not a non-empty array";
+    return false;
+  }
+  r.BeginObject();
+  bool has_nodes = false;
+  std::string key;
+  while (r.NextKey(&key)) {
+    if (key == "nodes") {
+      if (r.Peek() != JsonReader::Kind::kArray) {
+        *error = where + ".nodes is not a non-empty array";
+        return false;
+      }
+      r.BeginArray();
+      while (r.NextElement()) {
+        int64_t position = 0;
+        if (r.Peek() != JsonReader::Kind::kNumber || !r.ReadInt(&position)) {
+          *error = where + ".nodes holds a non-integer";
+          return false;
+        }
+        group->positions.push_back(position);
+      }
+      has_nodes = !group->positions.empty();
+    } else if (key == "template" && r.Peek() == JsonReader::Kind::kString) {
+      if (!r.ReadString(&group->template_name)) break;
+    } else if (key == "workload_key" && r.Peek() == JsonReader::Kind::kString) {
+      if (!r.ReadString(&group->workload_key)) break;
+    } else if (key == "tiling") {
+      if (!ReadTilingObject(r, &group->tiling)) break;
+    } else if (!r.Skip()) {
+      break;
+    }
+  }
+  if (r.ok() && !has_nodes) *error = where + ".nodes is not a non-empty array";
+  return r.ok() && has_nodes;
+}
+
+Result<PlanDocument> DocumentFromText(std::string_view text) {
+  PlanDocument doc;
+  JsonReader r(text);
+  std::string key, format;
+  bool has_version = false, has_groups = false;
+  auto not_a_plan = [] { return Bad("not a fusetune plan (\"format\" is not \"fusetune-plan\")"); };
+  if (r.Peek() != JsonReader::Kind::kObject) return r.ok() ? not_a_plan() : Malformed(r);
+  r.BeginObject();
+  while (r.NextKey(&key)) {
+    const JsonReader::Kind kind = r.Peek();
+    if (key == "format" && kind == JsonReader::Kind::kString) {
+      r.ReadString(&format);
+    } else if (key == "version" && kind == JsonReader::Kind::kNumber) {
+      double unused = 0;
+      if (!r.ReadNumber(&doc.version, &unused, &has_version)) return Malformed(r);
+      if (!has_version) return Bad("\"version\" is missing");
+    } else if (key == "nodes" && kind == JsonReader::Kind::kNumber) {
+      int64_t n = 0;
+      double unused = 0;
+      bool integer = false;
+      if (r.ReadNumber(&n, &unused, &integer) && integer) doc.nodes = n;
+    } else if (key == "groups" && kind == JsonReader::Kind::kArray) {
+      has_groups = true;
+      r.BeginArray();
+      while (r.NextElement()) {
+        std::string error;
+        doc.groups.emplace_back();
+        if (!ReadGroup(r, doc.groups.size() - 1, &doc.groups.back(), &error))
+          return error.empty() ? Malformed(r) : Bad(error);
+      }
+    } else {
+      r.Skip();
+    }
+  }
+  if (!r.ok()) return Malformed(r);
+  if (!r.AtEnd()) return Error(ErrorCode::kParse, "plan: text after the plan object");
+  if (format != "fusetune-plan") return not_a_plan();
+  if (!has_version) return Bad("\"version\" is missing");
+  if (!has_groups) return Bad("\"groups\" is not an array");
+  return doc;
+}
+
+Result<Plan> PlanFromDocument(FusionSpace& space, const PlanDocument& doc,
+                              std::vector<std::string>* workload_keys) {
+  if (doc.version != kPlanFormatVersion)
+    return Bad(fmt::format("unknown version {} (this fusetune reads version {})", doc.version,
                            kPlanFormatVersion));
   const Positions pos(space);
   const int64_t n = static_cast<int64_t>(space.graph().nodes.size());
-  if (j.contains("nodes") && j["nodes"].is_number_integer() && j["nodes"].get<int64_t>() != n)
-    return Bad(fmt::format("it was made for a graph of {} nodes; this graph has {}",
-                           j["nodes"].get<int64_t>(), n));
-  if (!j.contains("groups") || !j["groups"].is_array()) return Bad("\"groups\" is not an array");
+  if (doc.nodes && *doc.nodes != n)
+    return Bad(
+        fmt::format("it was made for a graph of {} nodes; this graph has {}", *doc.nodes, n));
   Plan plan;
-  const json& groups = j["groups"];
-  for (size_t i = 0; i < groups.size(); ++i) {
-    const json& g = groups[i];
-    const std::string where = fmt::format("groups[{}]", i);
-    if (!g.is_object() || !g.contains("nodes") || !g["nodes"].is_array() || g["nodes"].empty())
-      return Bad(where + ".nodes is not a non-empty array");
+  for (size_t i = 0; i < doc.groups.size(); ++i) {
+    const PlanDocument::Group& g = doc.groups[i];
+    const std::string where = GroupWhere(i);
     PlanGroup group;
-    for (const json& p : g["nodes"]) {
-      if (!p.is_number_integer()) return Bad(where + ".nodes holds a non-integer");
-      const int64_t position = p.get<int64_t>();
+    for (int64_t position : g.positions) {
       if (position < 0 || position >= n)
         return Bad(
             fmt::format("{}: node {} out of range (the graph has {} nodes)", where, position, n));
@@ -93,20 +253,35 @@ Result<Plan> PlanFromJson(FusionSpace& space, const json& j) {
     const GroupMatch& m = space.Match(group.nodes);
     if (!m.decision)
       return Bad(fmt::format("{} is not a legal group: {}", where, m.decision.reason()));
-    const std::string name = g.value("template", "");
-    auto kind = KernelTemplateFromName(name);
-    if (!kind) return Bad(fmt::format("{}.template \"{}\" is unknown", where, name));
+    auto kind = KernelTemplateFromName(g.template_name);
+    if (!kind) return Bad(fmt::format("{}.template \"{}\" is unknown", where, g.template_name));
     if (*kind != m.instance.kind)
-      return Bad(fmt::format("{}.template is \"{}\" but the group is a {} kernel", where, name,
-                             KernelTemplateName(m.instance.kind)));
-    const FusionDecision t =
-        TilingFromJson(*kind, g.value("tiling", json::object()), &group.tiling);
+      return Bad(fmt::format("{}.template is \"{}\" but the group is a {} kernel", where,
+                             g.template_name, KernelTemplateName(m.instance.kind)));
+    const FusionDecision t = TilingFromJson(*kind, g.tiling, &group.tiling);
     if (!t) return Bad(fmt::format("{}.tiling: {}", where, t.reason()));
     plan.groups.push_back(std::move(group));
   }
   const FusionDecision valid = space.Validate(plan);
   if (!valid) return Bad(valid.reason());
+  if (workload_keys != nullptr) {
+    workload_keys->clear();
+    for (const auto& g : doc.groups) workload_keys->push_back(g.workload_key);
+  }
   return plan;
+}
+
+}  // namespace
+
+Result<Plan> PlanFromJson(FusionSpace& space, const json& j) {
+  FT_ASSIGN_OR_RETURN(const PlanDocument doc, DocumentFromJson(j));
+  return PlanFromDocument(space, doc, nullptr);
+}
+
+Result<Plan> PlanFromJsonText(FusionSpace& space, std::string_view text,
+                              std::vector<std::string>* workload_keys) {
+  FT_ASSIGN_OR_RETURN(const PlanDocument doc, DocumentFromText(text));
+  return PlanFromDocument(space, doc, workload_keys);
 }
 
 Status WritePlanFile(FusionSpace& space, const Plan& plan, const std::string& path) {
@@ -122,9 +297,7 @@ Result<Plan> ReadPlanFile(FusionSpace& space, const std::string& path) {
   if (!in) return Error(ErrorCode::kNotFound, fmt::format("cannot open plan file {}", path));
   std::stringstream text;
   text << in.rdbuf();
-  json j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Error(ErrorCode::kParse, fmt::format("{}: not valid JSON", path));
-  auto plan = PlanFromJson(space, j);
+  auto plan = PlanFromJsonText(space, text.str());
   if (!plan.ok()) return Error(plan.error().code(), path + ": " + plan.error().message());
   return plan;
 }

@@ -218,7 +218,9 @@ FusionDecision CheckTiling(const KernelInstance& k, const kernels::KernelConfig&
   return FusionDecision::Allow();
 }
 
-FusionDecision TilingSpace::Check(const Tiling& t) const { return CheckTiling(instance_, config_, t); }
+FusionDecision TilingSpace::Check(const Tiling& t) const {
+  return CheckTiling(instance_, config_, t);
+}
 
 int64_t TilingSpace::product_size() const {
   int64_t n = 1;

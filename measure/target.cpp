@@ -63,22 +63,21 @@ std::vector<std::string> CpuIsa() {
   const CpuidRegs l7 = max_leaf >= 7 ? Cpuid(7) : CpuidRegs{};
   const CpuidRegs l7s1 = max_leaf >= 7 && l7.a >= 1 ? Cpuid(7, 1) : CpuidRegs{};
   const uint64_t xcr0 = EnabledStateComponents(l1);
-  const bool ymm = (xcr0 & 0x6) == 0x6;        // SSE and AVX state
+  const bool ymm = (xcr0 & 0x6) == 0x6;           // SSE and AVX state
   const bool zmm = ymm && (xcr0 & 0xe0) == 0xe0;  // opmask, ZMM_Hi256, Hi16_ZMM
   const bool amx = (xcr0 & 0x60000) == 0x60000;   // XTILECFG, XTILEDATA
   auto bit = [](unsigned reg, int b) { return ((reg >> b) & 1) != 0; };
-  const std::pair<const char*, bool> flags[] = {
-      {"sse4_2", bit(l1.c, 20)},
-      {"avx", ymm && bit(l1.c, 28)},
-      {"avx2", ymm && bit(l7.b, 5)},
-      {"fma", ymm && bit(l1.c, 12)},
-      {"f16c", ymm && bit(l1.c, 29)},
-      {"avx512f", zmm && bit(l7.b, 16)},
-      {"avx512bw", zmm && bit(l7.b, 30)},
-      {"avx512vl", zmm && bit(l7.b, 31)},
-      {"avx512_bf16", zmm && bit(l7s1.a, 5)},
-      {"avx512_vnni", zmm && bit(l7.c, 11)},
-      {"amx_tile", amx && bit(l7.d, 24)}};
+  const std::pair<const char*, bool> flags[] = {{"sse4_2", bit(l1.c, 20)},
+                                                {"avx", ymm && bit(l1.c, 28)},
+                                                {"avx2", ymm && bit(l7.b, 5)},
+                                                {"fma", ymm && bit(l1.c, 12)},
+                                                {"f16c", ymm && bit(l1.c, 29)},
+                                                {"avx512f", zmm && bit(l7.b, 16)},
+                                                {"avx512bw", zmm && bit(l7.b, 30)},
+                                                {"avx512vl", zmm && bit(l7.b, 31)},
+                                                {"avx512_bf16", zmm && bit(l7s1.a, 5)},
+                                                {"avx512_vnni", zmm && bit(l7.c, 11)},
+                                                {"amx_tile", amx && bit(l7.d, 24)}};
   std::vector<std::string> isa;
   for (const auto& [name, present] : flags)
     if (present) isa.push_back(name);

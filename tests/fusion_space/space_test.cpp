@@ -187,11 +187,40 @@ TEST(PlanFile, RoundTripAndErrors) {
   ASSERT_TRUE(back.ok()) << back.error().message();
   EXPECT_TRUE(*back == plan);
 
+  // From the text (what a compile reads from the database): the same plan,
+  // and each group's stored workload key.
+  std::vector<std::string> keys;
+  auto from_text = PlanFromJsonText(space, j.dump(1), &keys);
+  ASSERT_TRUE(from_text.ok()) << from_text.error().message();
+  EXPECT_TRUE(*from_text == plan);
+  ASSERT_EQ(keys.size(), plan.groups.size());
+  for (size_t i = 0; i < keys.size(); ++i)
+    EXPECT_EQ(keys[i], space.Key(plan.groups[i].nodes).ToString());
+
+  // Both readers give the same error.
   auto expect_error = [&](nlohmann::json bad, const std::string& needle) {
     auto r = PlanFromJson(space, bad);
     ASSERT_FALSE(r.ok()) << needle;
     EXPECT_NE(r.error().message().find(needle), std::string::npos) << r.error().message();
+    auto t = PlanFromJsonText(space, bad.dump());
+    ASSERT_FALSE(t.ok()) << needle;
+    EXPECT_EQ(t.error().message(), r.error().message());
   };
+  expect_error(nlohmann::json::array(), "not a fusetune plan");
+  nlohmann::json strings = j;
+  strings["groups"][0]["nodes"] = {"0"};
+  expect_error(strings, "holds a non-integer");
+  nlohmann::json empty = j;
+  empty["groups"][0]["nodes"] = nlohmann::json::array();
+  expect_error(empty, "not a non-empty array");
+  nlohmann::json no_version = j;
+  no_version.erase("version");
+  expect_error(no_version, "\"version\" is missing");
+  for (const std::string text : {R"({"format": "fusetune-plan", "version": 1,)", "{} {}"}) {
+    auto t = PlanFromJsonText(space, text);
+    ASSERT_FALSE(t.ok()) << text;
+    EXPECT_EQ(t.error().code(), ErrorCode::kParse) << t.error().message();
+  }
   nlohmann::json v = j;
   v["version"] = 99;
   expect_error(v, "unknown version 99");

@@ -1,0 +1,128 @@
+#include "common/json_reader.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace fusetune {
+namespace {
+
+// The document the reader walks, rebuilt as nlohmann::json (null on error).
+nlohmann::json Rebuild(JsonReader& r) {
+  switch (r.Peek()) {
+    case JsonReader::Kind::kObject: {
+      nlohmann::json out = nlohmann::json::object();
+      r.BeginObject();
+      std::string key;
+      while (r.NextKey(&key)) out[key] = Rebuild(r);
+      return out;
+    }
+    case JsonReader::Kind::kArray: {
+      nlohmann::json out = nlohmann::json::array();
+      r.BeginArray();
+      while (r.NextElement()) out.push_back(Rebuild(r));
+      return out;
+    }
+    case JsonReader::Kind::kString: {
+      std::string s;
+      r.ReadString(&s);
+      return s;
+    }
+    case JsonReader::Kind::kNumber: {
+      int64_t i = 0;
+      double d = 0;
+      bool integer = false;
+      r.ReadNumber(&i, &d, &integer);
+      return integer ? nlohmann::json(i) : nlohmann::json(d);
+    }
+    case JsonReader::Kind::kBool: {
+      bool b = false;
+      r.ReadBool(&b);
+      return b;
+    }
+    case JsonReader::Kind::kNull:
+      r.ReadNull();
+      return nullptr;
+    case JsonReader::Kind::kInvalid:
+      r.Skip();  // records the error
+      return nullptr;
+  }
+  return nullptr;
+}
+
+TEST(JsonReader, ReadsWhatNlohmannReads) {
+  const std::vector<std::string> texts = {
+      R"({"a": 1, "b": [true, false, null], "c": {"d": "e"}, "f": -12.5e-1, "g": []})",
+      R"( [ 0, -0, 9223372036854775807, -9223372036854775808, 1e3, 0.25, {} ] )",
+      R"({"esc": "q\"b\\s\/n\nt\tu\u00e9\ud83d\ude00", "empty": ""})",
+      R"("just a string")",
+      R"({"format":"fusetune-plan","groups":[{"nodes":[0,1],"tiling":{"tile":4096}}]})",
+  };
+  for (const std::string& text : texts) {
+    JsonReader r(text);
+    const nlohmann::json rebuilt = Rebuild(r);
+    ASSERT_TRUE(r.ok()) << text << ": " << r.error();
+    EXPECT_TRUE(r.AtEnd()) << text;
+    EXPECT_EQ(rebuilt, nlohmann::json::parse(text)) << text;
+  }
+}
+
+TEST(JsonReader, SkipPassesOverAnyValue) {
+  JsonReader r(R"({"skip": {"x": [1, [2, {"y": "z"}]], "w": null}, "keep": 7})");
+  ASSERT_TRUE(r.BeginObject());
+  std::string key;
+  int64_t keep = 0;
+  while (r.NextKey(&key)) {
+    if (key == "keep")
+      ASSERT_TRUE(r.ReadInt(&keep));
+    else
+      ASSERT_TRUE(r.Skip());
+  }
+  EXPECT_TRUE(r.ok() && r.AtEnd()) << r.error();
+  EXPECT_EQ(keep, 7);
+}
+
+TEST(JsonReader, MalformedTextGivesAnErrorWithItsOffset) {
+  const std::vector<std::string> bad = {
+      "",          "{",       R"({"a"})",    R"({"a":1,})", "[1,]",        "[1 2]",
+      R"("abc)",   R"("\x")", R"("\ud800")", R"("\udc00")", "1.",          "-",
+      "tru",       "nul",     R"({"a":1}})", "01",          "[1e]",        "\"a\tb\"",
+      R"({1: 2})", "[1e999]", "+1",          ".5",          R"(["\u12"])", "{\"a\":1 \"b\":2}",
+      "[nulls]",
+  };
+  for (const std::string& text : bad) {
+    JsonReader r(text);
+    Rebuild(r);
+    const bool whole = r.ok() && r.AtEnd();
+    EXPECT_FALSE(whole) << "accepted: " << text;
+    if (!r.ok()) {
+      EXPECT_NE(r.error().find("at byte"), std::string::npos) << r.error();
+    }
+    EXPECT_TRUE(nlohmann::json::accept(text) == whole) << text;
+  }
+}
+
+TEST(JsonReader, NestingIsBounded) {
+  const std::string deep = std::string(300, '[') + std::string(300, ']');
+  JsonReader r(deep);
+  EXPECT_FALSE(r.Skip());
+  EXPECT_NE(r.error().find("256 levels"), std::string::npos) << r.error();
+}
+
+TEST(JsonReader, IntegersOutOfRangeAreNotIntegers) {
+  JsonReader r("[9223372036854775808, 3.5]");
+  ASSERT_TRUE(r.BeginArray() && r.NextElement());
+  int64_t i = 0;
+  double d = 0;
+  bool integer = true;
+  ASSERT_TRUE(r.ReadNumber(&i, &d, &integer));
+  EXPECT_FALSE(integer);
+  EXPECT_DOUBLE_EQ(d, 9223372036854775808.0);
+  ASSERT_TRUE(r.NextElement());
+  EXPECT_FALSE(r.ReadInt(&i));
+  EXPECT_NE(r.error().find("integer"), std::string::npos);
+  EXPECT_FALSE(r.NextElement());  // errors stick
+}
+
+}  // namespace
+}  // namespace fusetune
