@@ -14,7 +14,8 @@
 //   }
 //   if (!r.ok() || !r.AtEnd()) return r.error();
 //
-// Strict RFC 8259: no comments, no trailing commas, nesting limited to 256.
+// Strict RFC 8259 (no comments, no trailing commas), except that strings
+// are not checked for valid UTF-8; nesting is limited to 256 levels.
 // Errors are sticky: after the first, every call returns false and error()
 // says what was expected at which byte offset.
 #pragma once
