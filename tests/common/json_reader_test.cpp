@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include <nlohmann/json.hpp>
 
 namespace fusetune {
@@ -100,6 +102,47 @@ TEST(JsonReader, MalformedTextGivesAnErrorWithItsOffset) {
     }
     EXPECT_TRUE(nlohmann::json::accept(text) == whole) << text;
   }
+}
+
+// Random edits of a valid document (ASCII only: the reader does not check
+// UTF-8): the reader accepts exactly what nlohmann accepts, and reads the
+// same document from it.
+TEST(JsonReader, AgreesWithNlohmannOnMutatedText) {
+  const std::string seed_text =
+      R"({"format": "fusetune-plan", "version": 1, "nodes": 12, "groups": [{"nodes": [0, 1, 2],)"
+      R"( "template": "gemm", "tiling": {"mc": 96, "double_buffer": true, "order": "mn"}},)"
+      R"( {"nodes": [3], "tiling": {"tile": 4096}, "x": [null, -1.5e3, "a\"b\u0041"]}]})";
+  const std::string alphabet = "{}[]:,\"\\ 0123456789-+.eEtrufalsn\t\nabu";
+  std::mt19937 rng(5);
+  int accepted = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::string text = seed_text;
+    const int edits = 1 + static_cast<int>(rng() % 3);
+    for (int e = 0; e < edits; ++e) {
+      const size_t at = rng() % text.size();
+      const char c = alphabet[rng() % alphabet.size()];
+      switch (rng() % 3) {
+        case 0:
+          text[at] = c;
+          break;
+        case 1:
+          text.insert(text.begin() + static_cast<std::ptrdiff_t>(at), c);
+          break;
+        default:
+          text.erase(at, 1);
+      }
+    }
+    JsonReader r(text);
+    const nlohmann::json rebuilt = Rebuild(r);
+    const bool whole = r.ok() && r.AtEnd();
+    const nlohmann::json expected = nlohmann::json::parse(text, nullptr, false);
+    ASSERT_EQ(whole, !expected.is_discarded()) << text << "\n" << r.error();
+    if (whole) {
+      ++accepted;
+      EXPECT_EQ(rebuilt, expected) << text;
+    }
+  }
+  EXPECT_GT(accepted, 100);  // the edits leave valid documents too
 }
 
 TEST(JsonReader, NestingIsBounded) {
