@@ -224,30 +224,6 @@ bool JsonReader::ScanNumber(std::string_view* token) {
   return true;
 }
 
-bool JsonReader::ReadInt(int64_t* out) {
-  const size_t start = (SkipSpace(), pos_);
-  std::string_view token;
-  if (!ScanNumber(&token)) return false;
-  const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), *out);
-  if (ec != std::errc() || end != token.data() + token.size()) {
-    pos_ = start;
-    return Fail("an integer in the range of int64");
-  }
-  return true;
-}
-
-bool JsonReader::ReadDouble(double* out) {
-  const size_t start = (SkipSpace(), pos_);
-  std::string_view token;
-  if (!ScanNumber(&token)) return false;
-  const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), *out);
-  if (ec != std::errc() || !std::isfinite(*out)) {
-    pos_ = start;
-    return Fail("a finite number");
-  }
-  return true;
-}
-
 bool JsonReader::ReadNumber(int64_t* integer, double* real, bool* is_integer) {
   const size_t start = (SkipSpace(), pos_);
   std::string_view token;
@@ -261,6 +237,24 @@ bool JsonReader::ReadNumber(int64_t* integer, double* real, bool* is_integer) {
     pos_ = start;
     return Fail("a finite number");
   }
+  return true;
+}
+
+bool JsonReader::ReadInt(int64_t* out) {
+  const size_t start = (SkipSpace(), pos_);
+  double real = 0;
+  bool is_integer = false;
+  if (!ReadNumber(out, &real, &is_integer)) return false;
+  if (is_integer) return true;
+  pos_ = start;
+  return Fail("an integer in the range of int64");
+}
+
+bool JsonReader::ReadDouble(double* out) {
+  int64_t integer = 0;
+  bool is_integer = false;
+  if (!ReadNumber(&integer, out, &is_integer)) return false;
+  if (is_integer) *out = static_cast<double>(integer);
   return true;
 }
 
