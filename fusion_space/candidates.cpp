@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "fusion_space/match.h"
+#include "fusion_space/match_memo.h"
 
 namespace fusetune {
 
@@ -38,7 +39,7 @@ void AddNodeToMix(const Node& node, OpMix* mix, int sign) {
 class Enumerator {
  public:
   Enumerator(const Graph& g, const Dataflow& flow, const CandidateOptions& o, CandidateSet* out)
-      : g_(g), flow_(flow), o_(o), out_(out), n_(flow.num_nodes()) {
+      : g_(g), flow_(flow), memo_(g, flow), o_(o), out_(out), n_(flow.num_nodes()) {
     adj_.resize(n_);
     for (int32_t i = 0; i < n_; ++i) {
       for (int32_t c : flow.consumers(i)) adj_[i].push_back(c);
@@ -110,7 +111,10 @@ class Enumerator {
     std::sort(nodes.begin(), nodes.end());
     if (nodes.back() - nodes.front() > o_.max_span) return;
     out_->sets_examined++;
-    GroupMatch m = MatchGroup(g_, flow_, nodes);
+    // Repeated layers repeat their node sets: reuse what matching found there.
+    std::optional<GroupMatch> reused = memo_.Find(nodes);
+    GroupMatch m = reused ? std::move(*reused) : MatchGroup(g_, flow_, nodes);
+    if (!reused) memo_.Add(nodes, m);
     if (!m.decision) return;
     CandidateGroup c;
     c.nodes = std::move(nodes);
@@ -122,6 +126,7 @@ class Enumerator {
 
   const Graph& g_;
   const Dataflow& flow_;
+  MatchMemo memo_;
   const CandidateOptions& o_;
   CandidateSet* out_;
   int32_t n_;

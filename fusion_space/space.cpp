@@ -32,7 +32,11 @@ const char* MutationKindName(MutationKind kind) {
 }
 
 FusionSpace::FusionSpace(const Graph& graph, kernels::KernelConfig config, CandidateOptions options)
-    : graph_(graph), config_(config), flow_(graph), candidate_options_(options) {}
+    : graph_(graph),
+      config_(config),
+      flow_(graph),
+      memo_(graph_, flow_),
+      candidate_options_(options) {}
 
 const CandidateSet& FusionSpace::candidates() const {
   if (!candidates_) candidates_ = EnumerateCandidates(graph_, flow_, candidate_options_);
@@ -51,7 +55,10 @@ WorkloadKey FusionSpace::Key(const std::vector<int32_t>& nodes) const {
 const GroupMatch& FusionSpace::Match(const std::vector<int32_t>& nodes) {
   auto it = matches_.find(nodes);
   if (it != matches_.end()) return *it->second;
-  auto m = std::make_unique<GroupMatch>(MatchGroup(graph_, flow_, nodes));
+  std::optional<GroupMatch> reused = memo_.Find(nodes);
+  auto m =
+      std::make_unique<GroupMatch>(reused ? std::move(*reused) : MatchGroup(graph_, flow_, nodes));
+  if (!reused) memo_.Add(nodes, *m);
   return *matches_.emplace(nodes, std::move(m)).first->second;
 }
 

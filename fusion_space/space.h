@@ -13,6 +13,7 @@
 #include "common/rng.h"
 #include "fusion_space/candidates.h"
 #include "fusion_space/match.h"
+#include "fusion_space/match_memo.h"
 #include "fusion_space/tiling_space.h"
 
 namespace fusetune {
@@ -50,7 +51,8 @@ class FusionSpace {
   // The workload key of a node set, in time proportional to the set.
   WorkloadKey Key(const std::vector<int32_t>& nodes) const;
 
-  // Match of a node set (cached; `nodes` ascending).
+  // Match of a node set (cached, and translated from a group of the same
+  // structure when there is one; `nodes` ascending).
   const GroupMatch& Match(const std::vector<int32_t>& nodes);
   // Tiling space of a legal group (cached).
   const TilingSpace& Tilings(const std::vector<int32_t>& nodes);
@@ -85,6 +87,7 @@ class FusionSpace {
   const Graph& graph_;
   kernels::KernelConfig config_;
   Dataflow flow_;
+  MatchMemo memo_;  // matches reused across repeated layers
   CandidateOptions candidate_options_;
   mutable std::optional<CandidateSet> candidates_;
   mutable std::optional<CanonicalSubgraph> canonical_;

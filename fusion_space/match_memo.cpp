@@ -1,0 +1,167 @@
+#include "fusion_space/match_memo.h"
+
+#include <algorithm>
+
+#include "common/hash.h"
+
+namespace fusetune {
+
+namespace {
+
+// Constants up to this many elements are compared by value (scalars, axes,
+// shapes); larger ones are weights bound as kernel operands, or masks, which
+// the matchers read by value and which are compared when not bound.
+constexpr int64_t kSmallConstant = 64;
+
+int32_t LocalIndex(std::span<const int32_t> group, int32_t node) {
+  auto it = std::lower_bound(group.begin(), group.end(), node);
+  return it != group.end() && *it == node ? static_cast<int32_t>(it - group.begin()) : -1;
+}
+
+bool BoundAsOperand(const KernelInstance& k, ValueId v) {
+  return std::any_of(k.slots.begin(), k.slots.end(),
+                     [v](const OperandSlot& s) { return s.value == v; });
+}
+
+// Pairs of corresponding value ids, one to one.
+class ValuePairs {
+ public:
+  bool Add(ValueId from, ValueId to) {
+    for (auto [a, b] : pairs_)
+      if (a == from || b == to) return a == from && b == to;
+    pairs_.emplace_back(from, to);
+    return true;
+  }
+  std::optional<ValueId> Map(ValueId from) const {
+    for (auto [a, b] : pairs_)
+      if (a == from) return b;
+    return std::nullopt;
+  }
+  std::vector<std::pair<ValueId, ValueId>> Release() { return std::move(pairs_); }
+
+ private:
+  std::vector<std::pair<ValueId, ValueId>> pairs_;
+};
+
+// Maps every value id of an instance through `pairs`; false when one is missing.
+bool Translate(const ValuePairs& pairs, KernelInstance* k) {
+  auto map = [&](ValueId& v) {
+    if (v == kNoValue) return true;
+    auto to = pairs.Map(v);
+    if (to) v = *to;
+    return to.has_value();
+  };
+  for (ValueId& v : k->inputs)
+    if (!map(v)) return false;
+  for (ValueId& v : k->outputs)
+    if (!map(v)) return false;
+  for (OperandSlot& s : k->slots)
+    if (!map(s.value)) return false;
+  return true;
+}
+
+}  // namespace
+
+uint64_t MatchMemo::ShapeHash(std::span<const int32_t> group) const {
+  if (node_hash_.empty()) node_hash_.assign(graph_.nodes.size(), 0);
+  uint64_t hash = group.size();
+  for (int32_t n : group) {
+    uint64_t& h = node_hash_[n];
+    if (h == 0) {
+      Hasher node;
+      node.AddString(graph_.nodes[n].op_type);
+      for (ValueId v : graph_.nodes[n].outputs)
+        if (v != kNoValue)
+          for (int64_t d : graph_.type(v).dims) node.AddInt(d);
+      h = node.digest() | 1;
+    }
+    hash = HashCombine(hash, h);
+  }
+  return hash;
+}
+
+std::optional<std::vector<std::pair<ValueId, ValueId>>> MatchMemo::Correspond(
+    const Entry& entry, std::span<const int32_t> group) const {
+  const std::span<const int32_t> seen(entry.nodes);
+  if (seen.size() != group.size()) return std::nullopt;
+  ValuePairs pairs;
+  auto same_uses = [&](ValueId a, ValueId b) {
+    const auto& ua = flow_.uses(a);
+    const auto& ub = flow_.uses(b);
+    if (ua.size() != ub.size() || flow_.is_graph_output(a) != flow_.is_graph_output(b))
+      return false;
+    for (size_t u = 0; u < ua.size(); ++u)
+      if (ua[u].second != ub[u].second ||
+          LocalIndex(seen, ua[u].first) != LocalIndex(group, ub[u].first))
+        return false;
+    return true;
+  };
+  auto same_outside = [&](ValueId a, ValueId b) {
+    const Value& va = graph_.value(a);
+    const Value& vb = graph_.value(b);
+    if (va.is_input != vb.is_input || va.is_constant() != vb.is_constant()) return false;
+    if (!va.is_constant() || va.constant == vb.constant) return true;
+    const bool by_type =
+        va.constant->numel() > kSmallConstant && BoundAsOperand(entry.match.instance, a);
+    return by_type || *va.constant == *vb.constant;
+  };
+  for (size_t i = 0; i < group.size(); ++i) {
+    const Node& na = graph_.nodes[seen[i]];
+    const Node& nb = graph_.nodes[group[i]];
+    if (na.op_type != nb.op_type || na.domain != nb.domain ||
+        na.inputs.size() != nb.inputs.size() || na.outputs.size() != nb.outputs.size() ||
+        !(na.attrs == nb.attrs))
+      return std::nullopt;
+    for (size_t j = 0; j < na.inputs.size(); ++j) {
+      const ValueId a = na.inputs[j], b = nb.inputs[j];
+      if ((a == kNoValue) != (b == kNoValue)) return std::nullopt;
+      if (a == kNoValue) continue;
+      const Value& va = graph_.value(a);
+      const Value& vb = graph_.value(b);
+      if (!va.type.SameShapeAndType(vb.type)) return std::nullopt;
+      const int32_t la = va.producer >= 0 ? LocalIndex(seen, va.producer) : -1;
+      const int32_t lb = vb.producer >= 0 ? LocalIndex(group, vb.producer) : -1;
+      if (la != lb) return std::nullopt;
+      if (la >= 0 ? va.producer_output != vb.producer_output : !same_outside(a, b))
+        return std::nullopt;
+      if (!pairs.Add(a, b)) return std::nullopt;
+    }
+    for (size_t j = 0; j < na.outputs.size(); ++j) {
+      const ValueId a = na.outputs[j], b = nb.outputs[j];
+      if ((a == kNoValue) != (b == kNoValue)) return std::nullopt;
+      if (a == kNoValue) continue;
+      if (!graph_.type(a).SameShapeAndType(graph_.type(b)) || !same_uses(a, b) || !pairs.Add(a, b))
+        return std::nullopt;
+    }
+  }
+  return pairs.Release();
+}
+
+std::optional<GroupMatch> MatchMemo::Find(std::span<const int32_t> group) const {
+  auto [first, last] = entries_.equal_range(ShapeHash(group));
+  for (auto it = first; it != last; ++it) {
+    const Entry& e = it->second;
+    auto correspondence = Correspond(e, group);
+    if (!correspondence) continue;
+    // Legal there; here only if no path leaves this group and comes back.
+    if (group.size() > 1 && !flow_.CheckConvex(group)) return std::nullopt;
+    ValuePairs pairs;
+    for (auto [a, b] : *correspondence) pairs.Add(a, b);
+    GroupMatch m = e.match;
+    m.instance.nodes.assign(group.begin(), group.end());
+    if (!Translate(pairs, &m.instance)) return std::nullopt;
+    ++hits_;
+    return m;
+  }
+  return std::nullopt;
+}
+
+void MatchMemo::Add(std::span<const int32_t> group, const GroupMatch& match) {
+  if (!match.decision.allowed() || match.instance.kind == KernelTemplate::kReference) return;
+  Entry e;
+  e.nodes.assign(group.begin(), group.end());
+  e.match = match;
+  entries_.emplace(ShapeHash(group), std::move(e));
+}
+
+}  // namespace fusetune

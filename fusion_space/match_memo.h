@@ -1,0 +1,63 @@
+// Reusing matches across repeated layers. A 12-layer encoder holds the same
+// groups twelve times, differing only in which nodes and values they use;
+// matching each from scratch was a third of compiling a stored plan. The
+// memo keeps one allowed match per structure and, for a group of the same
+// structure, translates it (node and value ids) instead of matching again.
+//
+// "The same structure" is everything a matcher can observe about a group:
+// per node in order, the op, domain, attributes and operand types; the
+// wiring inside the group; for each value the group produces, which of its
+// uses are inside (and where) and whether it is a graph output; for each
+// value it reads from outside, its type, whether it is a graph input or a
+// constant, and a constant's value unless the kernel binds it as an operand
+// (weights) rather than reading it while matching (scalars, masks). The
+// group must also be convex in its own graph, which is checked afresh.
+// Only allowed matches are kept: most forbidden sets are rejected by the
+// matcher faster than they could be compared.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "fusion_space/dataflow.h"
+#include "fusion_space/match.h"
+
+namespace fusetune {
+
+class MatchMemo {
+ public:
+  MatchMemo(const Graph& graph, const Dataflow& flow) : graph_(graph), flow_(flow) {}
+
+  // The match of `group` (ascending) translated from an allowed match of a
+  // group of the same structure; nullopt when there is none.
+  std::optional<GroupMatch> Find(std::span<const int32_t> group) const;
+  // Remembers the match of `group`, for which Find found nothing, when it is
+  // allowed (reference instances, single nodes, are cheaper to match again).
+  void Add(std::span<const int32_t> group, const GroupMatch& match);
+
+  size_t hits() const { return hits_; }
+
+ private:
+  struct Entry {
+    std::vector<int32_t> nodes;
+    GroupMatch match;
+  };
+  // A hash of the cheap part of the structure (ops and output shapes): entries
+  // under one hash are compared in full.
+  uint64_t ShapeHash(std::span<const int32_t> group) const;
+  // The value ids of `entry`'s group paired with those of `group` when the
+  // two have the same structure; nullopt otherwise.
+  std::optional<std::vector<std::pair<ValueId, ValueId>>> Correspond(
+      const Entry& entry, std::span<const int32_t> group) const;
+
+  const Graph& graph_;
+  const Dataflow& flow_;
+  mutable std::vector<uint64_t> node_hash_;  // per node, computed on first use (0: not yet)
+  std::multimap<uint64_t, Entry> entries_;
+  mutable size_t hits_ = 0;
+};
+
+}  // namespace fusetune
