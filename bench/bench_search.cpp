@@ -14,9 +14,10 @@
 // caches flushed and warm: the best time as a fraction of the FMA peak, and
 // the wall time spent.
 //
-// Usage: bench_search [--quick] [--json FILE] [--tables FILE]
-// --tables writes every measured time (workload -> tiling -> seconds), so
-// that search and cost-model changes can be replayed without measuring.
+// Usage: bench_search [--quick] [--json FILE] [--tables FILE] [--replay FILE]
+// --tables writes every measured time (workload -> tiling -> seconds);
+// --replay reads such a file instead of measuring part 1 and skips part 2,
+// so that search and cost-model changes can be compared on the same times.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -145,7 +146,7 @@ T Median(std::vector<T> v) {
 int main(int argc, char** argv) {
   using namespace fusetune;
   bool quick = false;
-  std::string json_path, tables_path;
+  std::string json_path, tables_path, replay_path;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick")
@@ -162,22 +163,37 @@ int main(int argc, char** argv) {
       json_path = argv[++i];
     else if (a == "--tables" && i + 1 < argc)
       tables_path = argv[++i];
+    else if (a == "--replay" && i + 1 < argc)
+      replay_path = argv[++i];
     else {
-      fmt::print(stderr, "usage: bench_search [--quick] [--json FILE] [--tables FILE]\n");
+      fmt::print(stderr,
+                 "usage: bench_search [--quick] [--json FILE] [--tables FILE] [--replay FILE]\n");
       return 2;
     }
   }
-  fmt::print(stderr, "calibrating...\n");
-  const measure::Calibration cal = measure::Calibrate(2);
-  const nlohmann::json cal_json = measure::CalibrationToJson(cal);
-  const cost_model::TargetFeatures target = cost_model::TargetFeaturesFromCalibration(cal_json);
+  // workload -> tiling -> seconds, and the calibration the ranking used
+  nlohmann::json tables = nlohmann::json::object();
+  if (!replay_path.empty()) {
+    std::ifstream in(replay_path);
+    tables = nlohmann::json::parse(in, nullptr, false);
+    if (!in || tables.is_discarded() || !tables.is_object()) {
+      fmt::print(stderr, "bench_search: {} is not a tables file written by --tables\n",
+                 replay_path);
+      return 2;
+    }
+  }
+  if (!tables.contains("_calibration")) {
+    fmt::print(stderr, "calibrating...\n");
+    tables["_calibration"] = measure::CalibrationToJson(measure::Calibrate(2));
+  }
+  const cost_model::TargetFeatures target =
+      cost_model::TargetFeaturesFromCalibration(tables["_calibration"]);
   auto measurer = measure::Measurer::Create(FUSETUNE_WORKER);
   if (!measurer.ok()) {
     fmt::print(stderr, "bench_search: {}\n", measurer.error().ToString());
     return 1;
   }
   nlohmann::json out{{"peak_gflops", target.peak_gflops}, {"workloads", nlohmann::json::array()}};
-  nlohmann::json tables = nlohmann::json::object();  // workload -> tiling -> seconds
   fmt::print("{:<32} {:>6} {:>10} {:>12} {:>12} {:>12} {:>7}\n", "workload", "space", "best ms",
              "64 trials", "tuner to 5%", "random to 5%", "ratio");
   for (const Workload& w : Workloads()) {
@@ -188,7 +204,15 @@ int main(int argc, char** argv) {
     std::map<std::string, double> table;
     std::vector<double> times;
     const auto options = Options(target);
-    for (size_t i = 0; i < all.size(); ++i) {
+    if (!replay_path.empty()) {
+      if (!tables.contains(w.name)) continue;
+      for (const Tiling& t : all) {
+        const auto& v = tables[w.name].value(TilingToString(t), nlohmann::json(nullptr));
+        table[TilingToString(t)] = v.is_number() ? v.get<double>() : INFINITY;
+        times.push_back(table[TilingToString(t)]);
+      }
+    }
+    for (size_t i = 0; replay_path.empty() && i < all.size(); ++i) {
       auto c = measure::GroupCandidate(p.task->graph, *p.task->space, all[i], w.name);
       const auto r = c.ok() ? (*measurer)->Measure(*c, options)
                             : measure::MeasureResult::Failure(measure::MeasureStatus::kFailed, "");
@@ -222,6 +246,10 @@ int main(int argc, char** argv) {
                                 {"best_after_64_over_exhaustive", Median(at64)},
                                 {"tuner_trials_to_5pct", tt},
                                 {"random_trials_to_5pct", rt}});
+  }
+  if (!replay_path.empty()) {  // part 2 measures live
+    if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
+    return 0;
   }
   // Part 2: the large GEMM, 64 live trials, searched twice: with caches
   // flushed before each run (how the tuner measures) and with warm caches

@@ -30,7 +30,7 @@ namespace fusetune::cost_model {
 
 // Bump when features change meaning: stored models of another version are
 // not used to rank.
-inline constexpr int kFeatureVersion = 1;
+inline constexpr int kFeatureVersion = 2;  // 2: GEMM work counts micro-kernel call costs
 
 // What the model knows of the machine, from its stored calibration
 // (measure::CalibrationToJson), so that one model can serve several targets.

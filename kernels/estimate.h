@@ -21,7 +21,9 @@ struct TilingEstimate {
   int64_t max_thread_tiles = 0;        // the busiest thread's tiles
   double max_thread_work = 0;          // the busiest thread's share of the work, in [0, 1]
   int64_t local_bytes = 0;             // local buffer per thread
-  double lane_utilisation = 1;  // useful lanes / lanes computed (micro-tile and vector padding)
+  // Useful lanes / lanes computed: micro-tile and vector padding, and for the
+  // GEMM the fixed cost of each micro-kernel call, counted as extra k-steps.
+  double lane_utilisation = 1;
   int64_t steps = 0;  // inner steps per thread, max (GEMM kc slices, attention key blocks)
 };
 
