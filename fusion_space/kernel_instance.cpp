@@ -36,8 +36,9 @@ std::optional<KernelTemplate> KernelTemplateFromName(const std::string& name) {
 int KernelTemplateVersion(KernelTemplate t) {
   switch (t) {
     case KernelTemplate::kReference:
-    case KernelTemplate::kAttention:
       return 1;
+    case KernelTemplate::kAttention:
+      return 2;  // 2: softmax rows and K's transpose in AVX-512 (row_simd.cpp)
     case KernelTemplate::kGemm:
       return 2;  // 2: B packed by whole rows, A and B rows prefetched (gemm_pack.cpp)
     case KernelTemplate::kElementwise:

@@ -11,6 +11,7 @@
 
 #include "kernels/fast_math.h"
 #include "kernels/microkernel.h"
+#include "kernels/row_simd.h"
 
 namespace fusetune::kernels {
 
@@ -174,10 +175,18 @@ class AttentionRunner {
     if (mode_ == RunMode::kComputeOnly) return;
     const int64_t dim = d_.head_dim, dv = d_.value_dim;
     const float* kb = d_.k.data + tile.b * d_.k.batch + tile.h * d_.k.head + j0 * d_.k.row;
-    for (int64_t j = 0; j < RoundUp(cols, t_.nr); ++j) {
-      float* dst = kp_ + (j / t_.nr) * dim * t_.nr + j % t_.nr;
-      const float* src = kb + j * d_.k.row;
-      for (int64_t p = 0; p < dim; ++p) dst[p * t_.nr] = j < cols ? src[p * d_.k.col] : 0.0f;
+    for (int64_t s0 = 0; s0 < cols; s0 += t_.nr) {
+      float* sliver = kp_ + (s0 / t_.nr) * dim * t_.nr;
+      const int64_t keys = std::min<int64_t>(t_.nr, cols - s0);
+      if (d_.k.col == 1) {
+        TransposeRows(kb + s0 * d_.k.row, d_.k.row, keys, dim, sliver, t_.nr);
+      } else {
+        for (int64_t j = 0; j < keys; ++j)
+          for (int64_t p = 0; p < dim; ++p)
+            sliver[p * t_.nr + j] = kb[(s0 + j) * d_.k.row + p * d_.k.col];
+      }
+      for (int64_t p = 0; keys < t_.nr && p < dim; ++p)
+        std::fill(sliver + p * t_.nr + keys, sliver + (p + 1) * t_.nr, 0.0f);
     }
     const float* vb = d_.v.data + tile.b * d_.v.batch + tile.h * d_.v.head + j0 * d_.v.row;
     for (int64_t j = 0; j < cols; ++j) {
@@ -225,35 +234,13 @@ class AttentionRunner {
         std::fill(s, s + cols, 0.0f);
         continue;
       }
-      for (int64_t j = 0; j < cols; ++j) s[j] = FastExp(s[j] - m_new);
+      const float row_sum = ExpShiftedInPlace(s, cols, m_new);
       const float alpha = m_[i] == -INFINITY ? 0.0f : FastExp(m_[i] - m_new);
-      sum_[i] = sum_[i] * alpha + RowSum(s, cols);
+      sum_[i] = sum_[i] * alpha + row_sum;
       m_[i] = m_new;
       if (alpha != 1.0f)
         for (int64_t c = 0; c < d_.value_dim; ++c) o_[i * l_.dv_pad + c] *= alpha;
     }
-  }
-
-  // Reductions with 16 independent lanes, so that they vectorise without
-  // reassociation flags.
-  static float RowMax(const float* s, int64_t n) {
-    float lanes[16];
-    std::fill(lanes, lanes + 16, -INFINITY);
-    int64_t j = 0;
-    for (; j + 16 <= n; j += 16)
-      for (int k = 0; k < 16; ++k) lanes[k] = s[j + k] > lanes[k] ? s[j + k] : lanes[k];
-    for (; j < n; ++j) lanes[0] = s[j] > lanes[0] ? s[j] : lanes[0];
-    return *std::max_element(lanes, lanes + 16);
-  }
-  static float RowSum(const float* s, int64_t n) {
-    float lanes[16] = {};
-    int64_t j = 0;
-    for (; j + 16 <= n; j += 16)
-      for (int k = 0; k < 16; ++k) lanes[k] += s[j + k];
-    for (; j < n; ++j) lanes[0] += s[j];
-    float total = 0;
-    for (float v : lanes) total += v;
-    return total;
   }
 
   void WriteO(const QueryTile& tile) {

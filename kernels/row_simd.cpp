@@ -1,0 +1,153 @@
+#include "kernels/row_simd.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/fast_math.h"
+
+#if defined(__AVX512F__)
+// GCC 12's AVX-512 headers pass an undefined vector as the unused operand of
+// many intrinsics, which -Wall reports as uninitialised (GCC bug 105593,
+// fixed in GCC 13).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#endif
+
+namespace fusetune::kernels {
+
+#if defined(__AVX512F__)
+
+namespace {
+
+// FastExp on 16 lanes: the same clamp, range reduction and polynomial.
+__m512 Exp16(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145752f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860677e-6f), r);
+  __m512 p = _mm512_set1_ps(0.00138925994f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.00833336077f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.0416666493f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.166666672f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __m512i bits =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+}
+
+__mmask16 Tail(int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }
+
+// Horizontal reductions through memory: this runs once per row.
+float LanesMax(__m512 v) {
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, v);
+  return *std::max_element(lanes, lanes + 16);
+}
+float LanesSum(__m512 v) {
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, v);
+  float total = 0;
+  for (float x : lanes) total += x;
+  return total;
+}
+
+// Rows r[0..15] become columns: r[k] holds element k of every input row.
+void Transpose16x16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j) {
+      t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0x88);
+      t[8 * i + 4 + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0xDD);
+    }
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+    r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xDD);
+  }
+}
+
+}  // namespace
+
+float RowMax(const float* s, int64_t n) {
+  __m512 m = _mm512_set1_ps(-INFINITY);
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(s + j));
+  if (j < n) m = _mm512_mask_max_ps(m, Tail(n - j), m, _mm512_maskz_loadu_ps(Tail(n - j), s + j));
+  return LanesMax(m);
+}
+
+float ExpShiftedInPlace(float* s, int64_t n, float shift) {
+  const __m512 m = _mm512_set1_ps(shift);
+  __m512 sum = _mm512_setzero_ps();
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m512 e = Exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), m));
+    _mm512_storeu_ps(s + j, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  if (j < n) {
+    const __mmask16 k = Tail(n - j);
+    const __m512 e = Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), m));
+    _mm512_mask_storeu_ps(s + j, k, e);
+    sum = _mm512_mask_add_ps(sum, k, sum, e);
+  }
+  return LanesSum(sum);
+}
+
+void TransposeRows(const float* src, int64_t row_stride, int64_t keys, int64_t dim, float* dst,
+                   int64_t ld) {
+  int64_t r0 = 0;
+  for (; r0 + 16 <= keys; r0 += 16) {
+    int64_t p0 = 0;
+    for (; p0 + 16 <= dim; p0 += 16) {
+      __m512 r[16];
+      for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + (r0 + i) * row_stride + p0);
+      Transpose16x16(r);
+      for (int k = 0; k < 16; ++k) _mm512_storeu_ps(dst + (p0 + k) * ld + r0, r[k]);
+    }
+    for (; p0 < dim; ++p0)
+      for (int64_t i = 0; i < 16; ++i) dst[p0 * ld + r0 + i] = src[(r0 + i) * row_stride + p0];
+  }
+  for (; r0 < keys; ++r0)
+    for (int64_t p = 0; p < dim; ++p) dst[p * ld + r0] = src[r0 * row_stride + p];
+}
+
+#pragma GCC diagnostic pop
+
+#else  // portable
+
+float RowMax(const float* s, int64_t n) {
+  float m = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) m = std::max(m, s[j]);
+  return m;
+}
+
+float ExpShiftedInPlace(float* s, int64_t n, float shift) {
+  float sum = 0;
+  for (int64_t j = 0; j < n; ++j) sum += (s[j] = FastExp(s[j] - shift));
+  return sum;
+}
+
+void TransposeRows(const float* src, int64_t row_stride, int64_t keys, int64_t dim, float* dst,
+                   int64_t ld) {
+  for (int64_t r = 0; r < keys; ++r)
+    for (int64_t p = 0; p < dim; ++p) dst[p * ld + r] = src[r * row_stride + p];
+}
+
+#endif
+
+}  // namespace fusetune::kernels

@@ -1,0 +1,21 @@
+// Row primitives of the attention kernel: the softmax's row maximum and
+// exponentials, and the transpose of K's rows into the micro-kernel's B
+// slivers. AVX-512 where the compiler left the plain loops scalar (perf: the
+// row sums as scalar adds and K's transpose as scattered scalar stores were
+// a third of attention's time outside the micro-kernel); the same loops in
+// portable C++ elsewhere.
+#pragma once
+
+#include <cstdint>
+
+namespace fusetune::kernels {
+
+float RowMax(const float* s, int64_t n);
+// s[j] = FastExp(s[j] - shift) for j < n; returns the sum of the new values.
+float ExpShiftedInPlace(float* s, int64_t n, float shift);
+// Transposes `keys` rows of `dim` floats (row r at src + r * row_stride,
+// contiguous) into dst[p * ld + r]: K's rows into a [dim][nr] sliver.
+void TransposeRows(const float* src, int64_t row_stride, int64_t keys, int64_t dim, float* dst,
+                   int64_t ld);
+
+}  // namespace fusetune::kernels
