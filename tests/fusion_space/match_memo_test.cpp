@@ -11,12 +11,7 @@
 namespace fusetune {
 namespace {
 
-kernels::KernelConfig Config() {
-  kernels::KernelConfig c;
-  c.local_buffer_bytes = 256 * 1024;
-  c.threads = 2;
-  return c;
-}
+kernels::KernelConfig Config() { return testing::SmallKernelConfig(); }
 
 // Everything of two matches that the rest of the system reads: the decision,
 // the ids, and (through the analytical estimate of every tiling) the shapes

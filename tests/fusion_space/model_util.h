@@ -9,6 +9,7 @@
 
 #include "graph/onnx_io.h"
 #include "graph/passes.h"
+#include "kernels/traffic.h"
 #include "tests/graph/test_util.h"
 
 namespace fusetune::testing {
@@ -20,6 +21,15 @@ inline Graph LoadTestModel(const std::string& name) {
   Status st = RunStandardPasses(*g);
   EXPECT_TRUE(st.ok());
   return std::move(*g);
+}
+
+// A 256 KiB local buffer on 2 threads: smaller tiling spaces than the
+// machine's, so that tests enumerate them quickly.
+inline kernels::KernelConfig SmallKernelConfig() {
+  kernels::KernelConfig c;
+  c.local_buffer_bytes = 256 * 1024;
+  c.threads = 2;
+  return c;
 }
 
 inline const std::vector<std::string>& AllTestModels() {

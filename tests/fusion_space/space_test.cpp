@@ -13,12 +13,7 @@
 namespace fusetune {
 namespace {
 
-kernels::KernelConfig Config() {
-  kernels::KernelConfig c;
-  c.local_buffer_bytes = 256 * 1024;
-  c.threads = 2;
-  return c;
-}
+kernels::KernelConfig Config() { return testing::SmallKernelConfig(); }
 
 TEST(Candidates, EveryTemplateAppearsAndEveryCandidateIsLegal) {
   Graph g = testing::LoadTestModel("encoder_postln_op13");
