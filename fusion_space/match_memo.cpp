@@ -150,7 +150,6 @@ std::optional<GroupMatch> MatchMemo::Find(std::span<const int32_t> group) const 
     GroupMatch m = e.match;
     m.instance.nodes.assign(group.begin(), group.end());
     if (!Translate(pairs, &m.instance)) return std::nullopt;
-    ++hits_;
     return m;
   }
   return std::nullopt;

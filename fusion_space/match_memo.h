@@ -38,8 +38,6 @@ class MatchMemo {
   // allowed (reference instances, single nodes, are cheaper to match again).
   void Add(std::span<const int32_t> group, const GroupMatch& match);
 
-  size_t hits() const { return hits_; }
-
  private:
   struct Entry {
     std::vector<int32_t> nodes;
@@ -57,7 +55,6 @@ class MatchMemo {
   const Dataflow& flow_;
   mutable std::vector<uint64_t> node_hash_;  // per node, computed on first use (0: not yet)
   std::multimap<uint64_t, Entry> entries_;
-  mutable size_t hits_ = 0;
 };
 
 }  // namespace fusetune
