@@ -9,8 +9,9 @@ executor are checked against PyTorch itself.
 Usage: gen_models.py OUT_DIR [--size small|large|example|e2e] [--only NAME,...]
 
 --size e2e writes issue 9's end-to-end models (BERT-base layer, GPT-2 block,
-LLaMA block and an MLP at sequence 384) and bert_base_12layer (sequence 128),
-which the compile-time lookup benchmark uses.
+LLaMA block and an MLP at sequence 384), bert_base_12layer (sequence 128),
+which the compile-time lookup benchmark uses, and bert_layer_s128 (one
+BERT-base layer at sequence 128, issue 8's yardstick).
 Needs Debian's python3-torch and python3-numpy (scripts/setup.sh installs them).
 """
 import argparse
@@ -178,6 +179,8 @@ def models(size):
         yield "llama_block", LlamaBlock(1024, 16, 2816, max_seq=s), [(1, s, 1024)], 17, None
         yield "mlp_e2e", MLP(768, 3072, 3), [(s, 768)], 17, None
         yield "bert_base_12layer", PostLNEncoder(768, 12, 3072, layers=12), [(1, 128, 768)], 17, None
+        # Issue 8's yardstick: one BERT-base layer at sequence 128.
+        yield "bert_layer_s128", PostLNEncoder(768, 12, 3072), [(1, 128, 768)], 17, None
         return
     small = size == "small"
     b, s = (2, 8) if small else (1, 128)
