@@ -441,12 +441,12 @@ double EpilogueBlockBytes(const std::vector<EpilogueOp>& ops, int64_t rows, int6
 
 }  // namespace
 
-// The fixed cost of a micro-kernel call, in k-steps of its FMAs: storing its
-// C micro-tile to the local buffer (which lives in L2, not L1), and, after a
-// block's first k-slice, loading it first. Without it every kc ties with
-// kc = K, where bench_search's exhaustive tables measure kc = K/4 1.27x
-// slower on 128x128x128; with it the tuner reaches within 5% of the best in
-// 18-68x fewer trials than random search on its five GEMMs (8.7-51x before).
+// The fixed cost of a micro-kernel call, in k-steps of its FMAs: 4 to store
+// its C micro-tile to the local buffer (which lives in L2, not L1), 8 more
+// after a block's first k-slice to load it first. Without it every kc ties
+// with kc = K, where bench_search's exhaustive tables measure kc = K/4 1.27x
+// slower on 128x128x128, and the search spends its trials telling them
+// apart (bench/README.md, bench_search's fourth version).
 constexpr double kCallSteps = 4, kAccumulateSteps = 8;
 
 TilingEstimate EstimateGemm(const GemmDesc& d, const GemmTiling& t, int threads) {
