@@ -23,40 +23,33 @@ bool BoundAsOperand(const KernelInstance& k, ValueId v) {
                      [v](const OperandSlot& s) { return s.value == v; });
 }
 
-// Pairs of corresponding value ids, one to one.
-class ValuePairs {
- public:
-  bool Add(ValueId from, ValueId to) {
-    for (auto [a, b] : pairs_)
-      if (a == from || b == to) return a == from && b == to;
-    pairs_.emplace_back(from, to);
-    return true;
-  }
-  std::optional<ValueId> Map(ValueId from) const {
-    for (auto [a, b] : pairs_)
-      if (a == from) return b;
-    return std::nullopt;
-  }
-  std::vector<std::pair<ValueId, ValueId>> Release() { return std::move(pairs_); }
+using ValueMap = std::vector<std::pair<ValueId, ValueId>>;  // one to one
 
- private:
-  std::vector<std::pair<ValueId, ValueId>> pairs_;
-};
+// Adds from -> to; false when either side is already paired otherwise.
+bool Pair(ValueMap* map, ValueId from, ValueId to) {
+  for (auto [a, b] : *map)
+    if (a == from || b == to) return a == from && b == to;
+  map->emplace_back(from, to);
+  return true;
+}
 
-// Maps every value id of an instance through `pairs`; false when one is missing.
-bool Translate(const ValuePairs& pairs, KernelInstance* k) {
-  auto map = [&](ValueId& v) {
+// Maps every value id of an instance through `map`; false when one is missing.
+bool Translate(const ValueMap& map, KernelInstance* k) {
+  auto translate = [&](ValueId& v) {
     if (v == kNoValue) return true;
-    auto to = pairs.Map(v);
-    if (to) v = *to;
-    return to.has_value();
+    for (auto [from, to] : map)
+      if (from == v) {
+        v = to;
+        return true;
+      }
+    return false;
   };
   for (ValueId& v : k->inputs)
-    if (!map(v)) return false;
+    if (!translate(v)) return false;
   for (ValueId& v : k->outputs)
-    if (!map(v)) return false;
-  for (OperandSlot& s : k->slots)
-    if (!map(s.value)) return false;
+    if (!translate(v)) return false;
+  for (OperandSlot& slot : k->slots)
+    if (!translate(slot.value)) return false;
   return true;
 }
 
@@ -84,7 +77,7 @@ std::optional<std::vector<std::pair<ValueId, ValueId>>> MatchMemo::Correspond(
     const Entry& entry, std::span<const int32_t> group) const {
   const std::span<const int32_t> seen(entry.nodes);
   if (seen.size() != group.size()) return std::nullopt;
-  ValuePairs pairs;
+  ValueMap pairs;
   auto same_uses = [&](ValueId a, ValueId b) {
     const auto& ua = flow_.uses(a);
     const auto& ub = flow_.uses(b);
@@ -124,32 +117,31 @@ std::optional<std::vector<std::pair<ValueId, ValueId>>> MatchMemo::Correspond(
       if (la != lb) return std::nullopt;
       if (la >= 0 ? va.producer_output != vb.producer_output : !same_outside(a, b))
         return std::nullopt;
-      if (!pairs.Add(a, b)) return std::nullopt;
+      if (!Pair(&pairs, a, b)) return std::nullopt;
     }
     for (size_t j = 0; j < na.outputs.size(); ++j) {
       const ValueId a = na.outputs[j], b = nb.outputs[j];
       if ((a == kNoValue) != (b == kNoValue)) return std::nullopt;
       if (a == kNoValue) continue;
-      if (!graph_.type(a).SameShapeAndType(graph_.type(b)) || !same_uses(a, b) || !pairs.Add(a, b))
+      if (!graph_.type(a).SameShapeAndType(graph_.type(b)) || !same_uses(a, b) ||
+          !Pair(&pairs, a, b))
         return std::nullopt;
     }
   }
-  return pairs.Release();
+  return pairs;
 }
 
 std::optional<GroupMatch> MatchMemo::Find(std::span<const int32_t> group) const {
   auto [first, last] = entries_.equal_range(ShapeHash(group));
   for (auto it = first; it != last; ++it) {
     const Entry& e = it->second;
-    auto correspondence = Correspond(e, group);
-    if (!correspondence) continue;
+    const auto values = Correspond(e, group);
+    if (!values) continue;
     // Legal there; here only if no path leaves this group and comes back.
     if (group.size() > 1 && !flow_.CheckConvex(group)) return std::nullopt;
-    ValuePairs pairs;
-    for (auto [a, b] : *correspondence) pairs.Add(a, b);
     GroupMatch m = e.match;
     m.instance.nodes.assign(group.begin(), group.end());
-    if (!Translate(pairs, &m.instance)) return std::nullopt;
+    if (!Translate(*values, &m.instance)) return std::nullopt;
     return m;
   }
   return std::nullopt;
