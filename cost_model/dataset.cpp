@@ -159,6 +159,17 @@ Split SplitByWorkload(const Dataset& data, double valid_fraction, uint64_t seed)
 std::string GroupWorkloadDescription(const Graph& group_graph, const KernelInstance& instance) {
   TextPrintOptions print;
   print.max_inline_elements = 16;
+  // Constants the matcher reads by value (an attention mask, say) must come
+  // back as they were for the group to be rebuilt; weights, bound as kernel
+  // operands, need only their shape. Up to a million elements (a mask of
+  // sequence 1024), beyond which the description would outweigh its records.
+  for (ValueId v = 0; v < static_cast<ValueId>(group_graph.values.size()); ++v) {
+    const Value& value = group_graph.value(v);
+    const bool bound = std::any_of(instance.slots.begin(), instance.slots.end(),
+                                   [v](const OperandSlot& s) { return s.value == v; });
+    if (value.is_constant() && !bound && value.constant->numel() <= (int64_t{1} << 20))
+      print.inline_values.insert(v);
+  }
   // The text form's graph name is a plain identifier; exporters' names
   // ("torch_jit/...") are not.
   Graph named = group_graph;

@@ -455,10 +455,11 @@ std::string PrintGraphText(const Graph& graph, const TextPrintOptions& options) 
       << " {\n";
   for (ValueId v : graph.inputs)
     out << "  input " << Quote(graph.value(v).name) << ": " << graph.type(v).ToString() << "\n";
-  for (const Value& v : graph.values) {
+  for (ValueId id = 0; id < static_cast<ValueId>(graph.values.size()); ++id) {
+    const Value& v = graph.value(id);
     if (!v.is_constant()) continue;
     out << "  const " << Quote(v.name) << ": " << v.type.ToString();
-    if (v.constant->numel() <= options.max_inline_elements) {
+    if (v.constant->numel() <= options.max_inline_elements || options.inline_values.count(id)) {
       out << " = " << FormatValues(*v.constant);
     } else {
       out << "  # " << v.constant->numel() << " values, hash "

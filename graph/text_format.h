@@ -19,6 +19,7 @@
 // quoted. '#' starts a comment.
 #pragma once
 
+#include <set>
 #include <string>
 
 #include "common/status.h"
@@ -35,8 +36,10 @@ Result<Graph> ParseGraphText(const std::string& text, const TextParseOptions& op
 
 struct TextPrintOptions {
   // Constants with at most this many elements print their values; larger
-  // ones print a comment with their element count and content hash.
+  // ones print a comment with their element count and content hash, unless
+  // listed in `inline_values`.
   int64_t max_inline_elements = 16;
+  std::set<ValueId> inline_values;
   bool print_types = false;  // annotate node outputs with their inferred type
 };
 

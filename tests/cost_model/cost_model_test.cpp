@@ -4,12 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "common/rng.h"
 #include "cost_model/evaluation.h"
 #include "cost_model/training.h"
 #include "cost_model/xgboost_model.h"
 #include "db/database.h"
+#include "graph/text_format.h"
 #include "search/tasks.h"
 #include "tests/fusion_space/model_util.h"
 
@@ -56,6 +59,34 @@ TEST(Features, MemoisedEqualFreshAndAreFinite) {
     }
   }
   EXPECT_LE(cache.size(), g.tasks.size() * 5);
+}
+
+TEST(Dataset, EveryGroupComesBackFromItsDescription) {
+  // Retraining rebuilds each group from the text in its workload's
+  // description; constants read while matching (the causal mask of a
+  // decoder's attention) must come back with their values.
+  for (const char* model : {"decoder_preln_op17", "encoder_postln_op13", "llama_op17"}) {
+    Groups g = LoadGroups(model);
+    int attention = 0;
+    for (const search::Task& t : g.tasks) {
+      const auto desc = nlohmann::json::parse(t.Workload().description);
+      auto graph = ParseGraphText(desc.at("graph").get<std::string>());
+      ASSERT_TRUE(graph.ok()) << model << ": " << graph.error().message();
+      FusionSpace space(*graph, kernels::KernelConfig{});
+      std::vector<int32_t> all(graph->nodes.size());
+      std::iota(all.begin(), all.end(), 0);
+      const GroupMatch& m = space.Match(all);
+      ASSERT_TRUE(m.decision.allowed())
+          << model << " " << t.summary << ": " << m.decision.ToString();
+      EXPECT_EQ(m.instance.summary, t.instance().summary) << model;
+      if (m.instance.kind == KernelTemplate::kAttention) {
+        EXPECT_EQ(m.instance.attention.mask, t.instance().attention.mask)
+            << model << " " << t.summary;
+        ++attention;
+      }
+    }
+    EXPECT_GT(attention, 0) << model;
+  }
 }
 
 // Samples over real groups whose "measured" time follows a known rule of
