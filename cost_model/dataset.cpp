@@ -165,9 +165,8 @@ std::string GroupWorkloadDescription(const Graph& group_graph, const KernelInsta
   // sequence 1024), beyond which the description would outweigh its records.
   for (ValueId v = 0; v < static_cast<ValueId>(group_graph.values.size()); ++v) {
     const Value& value = group_graph.value(v);
-    const bool bound = std::any_of(instance.slots.begin(), instance.slots.end(),
-                                   [v](const OperandSlot& s) { return s.value == v; });
-    if (value.is_constant() && !bound && value.constant->numel() <= (int64_t{1} << 20))
+    if (value.is_constant() && !instance.BindsValue(v) &&
+        value.constant->numel() <= (int64_t{1} << 20))
       print.inline_values.insert(v);
   }
   // The text form's graph name is a plain identifier; exporters' names

@@ -1,5 +1,6 @@
 #include "fusion_space/kernel_instance.h"
 
+#include <algorithm>
 #include <functional>
 
 #include "common/check.h"
@@ -68,6 +69,11 @@ int SlotIndex(const float* pointer) {
       !less(pointer, &g_slot_anchor[0] + kMaxOperandSlots))
     return -1;
   return static_cast<int>(pointer - &g_slot_anchor[0]);
+}
+
+bool KernelInstance::BindsValue(ValueId value) const {
+  return std::any_of(slots.begin(), slots.end(),
+                     [value](const OperandSlot& s) { return s.value == value; });
 }
 
 float* KernelInstance::AddSlot(ValueId value, int64_t offset) {

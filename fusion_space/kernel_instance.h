@@ -63,6 +63,9 @@ struct KernelInstance {
 
   // Adds a slot and returns the pointer that stands for it in a descriptor.
   float* AddSlot(ValueId value, int64_t offset = 0);
+  // True when a slot binds `value`: the kernel reads it as an operand at run
+  // time (weights), rather than the matcher reading its contents.
+  bool BindsValue(ValueId value) const;
   float* AddOwned(std::shared_ptr<const Tensor> tensor);
 };
 

@@ -18,11 +18,6 @@ int32_t LocalIndex(std::span<const int32_t> group, int32_t node) {
   return it != group.end() && *it == node ? static_cast<int32_t>(it - group.begin()) : -1;
 }
 
-bool BoundAsOperand(const KernelInstance& k, ValueId v) {
-  return std::any_of(k.slots.begin(), k.slots.end(),
-                     [v](const OperandSlot& s) { return s.value == v; });
-}
-
 using ValueMap = std::vector<std::pair<ValueId, ValueId>>;  // one to one
 
 // Adds from -> to; false when either side is already paired otherwise.
@@ -95,7 +90,7 @@ std::optional<std::vector<std::pair<ValueId, ValueId>>> MatchMemo::Correspond(
     if (va.is_input != vb.is_input || va.is_constant() != vb.is_constant()) return false;
     if (!va.is_constant() || va.constant == vb.constant) return true;
     const bool by_type =
-        va.constant->numel() > kSmallConstant && BoundAsOperand(entry.match.instance, a);
+        va.constant->numel() > kSmallConstant && entry.match.instance.BindsValue(a);
     return by_type || *va.constant == *vb.constant;
   };
   for (size_t i = 0; i < group.size(); ++i) {
