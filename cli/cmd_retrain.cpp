@@ -3,6 +3,9 @@
 // when it beats the active model. fusetune evaluate-model --db FILE: the same
 // split, every model form against the active, analytical and random models.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -26,9 +29,14 @@ struct RetrainArgs {
 void PrintScores(const cost_model::RetrainReport& r) {
   fmt::print(
       "{} records -> {} samples ({} skipped); training on {} workloads ({} samples), "
-      "validating on {} unseen workloads ({} samples)\n\n",
+      "validating on {} unseen workloads ({} samples){}\n",
       r.data.records, r.data.samples, r.data.skipped_unreadable + r.data.skipped_graph_workloads,
-      r.train_workloads, r.train_samples, r.valid_workloads, r.valid_samples);
+      r.train_workloads, r.train_samples, r.valid_workloads, r.valid_samples,
+      r.splits > 1 ? fmt::format("; the mean over {} splits", r.splits) : "");
+  if (r.data.merged_repeats > 0)
+    fmt::print("{} repeated measurements of a candidate merged (the fastest kept)\n",
+               r.data.merged_repeats);
+  fmt::print("\n");
   fmt::print("{:<22} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9} {:>7} {:>9}\n", "model", "spearman",
              "pairwise", "top-1", "top-5", "traffic", "overhead", "eta", "time");
   fmt::print("{:<22} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9} {:>7} {:>9}\n", "", "", "", "", "", "err",
@@ -41,7 +49,11 @@ void PrintScores(const cost_model::RetrainReport& r) {
                random ? "" : fmt::format("{:.1f}%", m.traffic_error * 100),
                random ? "" : fmt::format("{:.0f}%", m.overhead_error * 100),
                random ? "" : fmt::format("{:.2f}", m.eta_error),
-               random ? "" : fmt::format("{:.0f}%", m.time_error * 100));
+               random                      ? ""
+               : std::isnan(m.time_error) ? "-"
+                                          : fmt::format("{:.0f}%", m.time_error * 100));
+    if (s.split_spearman.size() > 1)
+      fmt::print("{:<22} Spearman per split: {:.3f}\n", "", fmt::join(s.split_spearman, " "));
   }
   fmt::print("\nchosen form: {} (top-1 {:.3f}, Spearman {:.3f}); {:.1f} s\n", r.chosen_form,
              r.chosen.top1, r.chosen.spearman, r.seconds);
@@ -56,9 +68,9 @@ int Run(RetrainArgs& args, bool store) {
   ProgressLine bar("training", !args.json);
   std::string stage;
   args.options.progress = [&](const std::string& s, int64_t done, int64_t total) {
-    if (s != stage) bar.Finish();
+    if (s != stage) bar.Restart();
     stage = s;
-    bar.Update(done, total > 0 ? total : done, s);
+    bar.Update(done, total, s);
   };
   auto report = store ? cost_model::Retrain(**opened, args.options)
                       : cost_model::EvaluateModels(**opened, args.options);
@@ -90,6 +102,9 @@ void AddCommonOptions(CLI::App* cmd, RetrainArgs* args) {
   cmd->add_option("--rounds", args->options.xgboost.rounds, "Boosting rounds per head")
       ->capture_default_str()
       ->check(CLI::Range(1, 10000));
+  cmd->add_option("--max-depth", args->options.xgboost.max_depth, "Depth of each tree")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 16));
   cmd->add_option("--form", args->form, "Model form: auto, composed, corrected, direct, pairwise")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "composed", "corrected", "direct", "pairwise"}));
@@ -113,6 +128,10 @@ void AddEvaluateModelCommand(CLI::App& app, std::function<void(int)> set_result)
       "evaluate-model",
       "Rank unseen workloads with every model form, the active, analytical and random models");
   AddCommonOptions(cmd, args.get());
+  cmd->add_option("--splits", args->options.splits,
+                  "Average over this many workload splits (seeds seed, seed+1, ...)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 50));
   cmd->callback([args, set_result] { set_result(Run(*args, false)); });
 }
 

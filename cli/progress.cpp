@@ -28,16 +28,23 @@ void ProgressLine::Update(int64_t done, int64_t total, const std::string& note) 
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();
   const double since_last = std::chrono::duration<double>(now - last_).count();
-  if (drawn_ && since_last < (tty_ ? 0.1 : 5.0) && done < total) return;
+  const bool known = total > 0;
+  if (drawn_ && since_last < (tty_ ? 0.1 : 5.0) && (!known || done < total)) return;
   last_ = now;
   const double elapsed = std::chrono::duration<double>(now - start_).count();
-  const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0;
-  const double fraction = total > 0 ? static_cast<double>(done) / static_cast<double>(total) : 0;
-  const int width = 24, filled = static_cast<int>(fraction * width);
-  const std::string eta = rate > 0 ? Clock(static_cast<double>(total - done) / rate) : "?";
-  std::string line =
-      fmt::format("{} [{}{}] {}/{} {:.1f}/s elapsed {} ETA {}", what_, std::string(filled, '#'),
-                  std::string(width - filled, ' '), done, total, rate, Clock(elapsed), eta);
+  // Under half a second the rate is mostly noise of the first few units.
+  const double rate = elapsed > 0.5 ? static_cast<double>(done) / elapsed : 0;
+  std::string line;
+  if (known) {
+    const double fraction = static_cast<double>(done) / static_cast<double>(total);
+    const int width = 24, filled = static_cast<int>(fraction * width);
+    const std::string eta = rate > 0 ? Clock(static_cast<double>(total - done) / rate) : "?";
+    line = fmt::format("{} [{}{}] {}/{} {:.1f}/s elapsed {} ETA {}", what_,
+                       std::string(filled, '#'), std::string(width - filled, ' '), done, total,
+                       rate, Clock(elapsed), eta);
+  } else {
+    line = fmt::format("{} {} {:.1f}/s elapsed {}", what_, done, rate, Clock(elapsed));
+  }
   if (!note.empty()) line += "  " + note.substr(0, 60);
   if (tty_)
     fmt::print(stderr, "\r\033[K{}", line);
@@ -49,6 +56,11 @@ void ProgressLine::Update(int64_t done, int64_t total, const std::string& note) 
 void ProgressLine::Finish() {
   if (enabled_ && drawn_ && tty_) fmt::print(stderr, "\n");
   drawn_ = false;
+}
+
+void ProgressLine::Restart() {
+  Finish();
+  start_ = last_ = std::chrono::steady_clock::now();
 }
 
 }  // namespace fusetune::cli

@@ -11,9 +11,12 @@ namespace fusetune::cli {
 class ProgressLine {
  public:
   explicit ProgressLine(std::string what, bool enabled = true);
-  // `done` of `total` units; `note` is appended (the current task).
+  // `done` of `total` units; `note` is appended (the current task). A total
+  // of 0 or less is unknown: a count and a rate, no bar or ETA.
   void Update(int64_t done, int64_t total, const std::string& note = "");
   void Finish();
+  // Finishes this line and starts timing a new stage from zero.
+  void Restart();
 
  private:
   std::string what_;

@@ -75,6 +75,12 @@ Result<Dataset> LoadDataset(db::Database& database, const DatasetOptions& option
   std::map<std::string, TargetFeatures> targets;
   std::map<std::string, std::unique_ptr<Rebuilt>> rebuilt;  // null: unusable workload
   std::map<std::string, int> workload_index;
+  // (workload, target, tiling) -> row: a candidate measured again (the same
+  // group in two models, or two jobs) is one sample, its fastest measurement.
+  // Repeats differ by what else ran on the host; as two samples they would
+  // teach the ranking that one candidate is both faster and slower than its
+  // neighbours.
+  std::map<std::string, int64_t> candidate_row;
   db::RecordFilter filter;
   filter.status = "ok";
   filter.fresh_only = true;
@@ -116,12 +122,21 @@ Result<Dataset> LoadDataset(db::Database& database, const DatasetOptions& option
     auto [wi, added] =
         workload_index.emplace(r.workload_key, static_cast<int>(data.workload_keys.size()));
     if (added) data.workload_keys.push_back(r.workload_key);
+    const std::string candidate =
+        r.workload_key + "|" + r.target + "|" + TilingToString(plan->groups[0].tiling);
     Sample sample;
     sample.workload = wi->second;
     sample.seconds = r.seconds;
     sample.traffic_bytes = metrics.value("bytes_in", 0.0) + metrics.value("bytes_out", 0.0);
     sample.overhead = metrics.value("overhead_seconds", 0.0);
     sample.eta = metrics.value("overlap", -1.0);
+    if (auto seen = candidate_row.find(candidate); seen != candidate_row.end()) {
+      ++s.merged_repeats;
+      Sample& kept = data.y[seen->second];
+      if (sample.seconds < kept.seconds) kept = sample;
+      return true;
+    }
+    candidate_row.emplace(candidate, data.size());
     data.x.Add(it->second->info, plan->groups[0].tiling, target);
     data.y.push_back(sample);
     ++s.samples;

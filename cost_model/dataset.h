@@ -40,6 +40,9 @@ struct DatasetOptions {
 struct DatasetSummary {
   int64_t records = 0, samples = 0;
   int64_t skipped_graph_workloads = 0, skipped_unreadable = 0;
+  // Records of a candidate already read (same workload, target and tiling):
+  // merged into its sample, which keeps the fastest measurement.
+  int64_t merged_repeats = 0;
 };
 
 Result<Dataset> LoadDataset(db::Database& database, const DatasetOptions& options,

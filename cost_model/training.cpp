@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 #include <chrono>
+#include <cmath>
 #include <nlohmann/json.hpp>
+
+#include "common/check.h"
 
 namespace fusetune::cost_model {
 
@@ -12,7 +15,7 @@ struct Prepared {
   Dataset train, valid;
 };
 
-Result<Prepared> Prepare(db::Database& database, const RetrainOptions& o, RetrainReport* report) {
+Result<Dataset> Load(db::Database& database, const RetrainOptions& o, RetrainReport* report) {
   DatasetOptions d;
   d.target = o.target;
   if (o.progress) d.progress = [&](int64_t records, int64_t) { o.progress("loading", records, 0); };
@@ -22,6 +25,10 @@ Result<Prepared> Prepare(db::Database& database, const RetrainOptions& o, Retrai
                  fmt::format("{} measured group workloads in the database ({} usable samples of {} "
                              "ok records): training needs at least 2, so that some are held out",
                              all.workload_keys.size(), all.size(), report->data.records));
+  return all;
+}
+
+Result<Prepared> Prepare(const Dataset& all, const RetrainOptions& o, RetrainReport* report) {
   const Split split = SplitByWorkload(all, o.valid_fraction, o.seed);
   Prepared p{all.Subset(split.train), all.Subset(split.valid)};
   report->train_workloads = static_cast<int>(split.train.size());
@@ -45,8 +52,10 @@ Result<std::unique_ptr<CostModel>> TrainForms(const Prepared& p, const RetrainOp
     FT_ASSIGN_OR_RETURN(auto model, TrainXgboostModel(p.train, x, [&](int done, int total) {
                           if (o.progress) o.progress("training " + form, done, total);
                         }));
-    const RankingMetrics m = Evaluate(p.valid, model->Predict(p.valid.x));
-    report->scores.push_back({"xgboost/" + form, m});
+    RankingMetrics m = Evaluate(p.valid, model->Predict(p.valid.x));
+    // A pairwise score orders candidates; it is not a time to compare.
+    if (form == "pairwise") m.time_error = NAN;
+    report->scores.push_back({"xgboost/" + form, m, {}});
     if (!best || m.BetterThan(report->chosen)) {
       best = std::move(model);
       report->chosen = m;
@@ -62,18 +71,19 @@ void AddBaselines(db::Database& database, const Prepared& p, const RetrainOption
     auto model = LoadCostModel((*active)->name, (*active)->blob);
     if (model.ok()) {
       report->active = Evaluate(p.valid, (*model)->Predict(p.valid.x));
-      report->scores.push_back({fmt::format("active model #{}", (*active)->id), *report->active});
+      report->scores.push_back(
+          {fmt::format("active model #{}", (*active)->id), *report->active, {}});
     }
   }
   report->scores.push_back(
-      {"analytical", Evaluate(p.valid, MakeAnalyticalModel()->Predict(p.valid.x))});
-  report->scores.push_back({"random", EvaluateRandom(p.valid, 20, o.seed)});
+      {"analytical", Evaluate(p.valid, MakeAnalyticalModel()->Predict(p.valid.x)), {}});
+  report->scores.push_back({"random", EvaluateRandom(p.valid, 20, o.seed), {}});
 }
 
-// Loads and splits the samples, trains every form, scores the baselines.
-Result<std::unique_ptr<CostModel>> TrainAndScore(db::Database& database, const RetrainOptions& o,
-                                                 RetrainReport* report) {
-  FT_ASSIGN_OR_RETURN(Prepared p, Prepare(database, o, report));
+// Splits the samples, trains every form, scores the baselines.
+Result<std::unique_ptr<CostModel>> TrainAndScore(db::Database& database, const Dataset& all,
+                                                 const RetrainOptions& o, RetrainReport* report) {
+  FT_ASSIGN_OR_RETURN(Prepared p, Prepare(all, o, report));
   FT_ASSIGN_OR_RETURN(auto best, TrainForms(p, o, report));
   AddBaselines(database, p, o, report);
   return best;
@@ -83,13 +93,79 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// Adds `m` to the running mean `sum` of `count` earlier splits.
+void AddToMean(RankingMetrics* sum, const RankingMetrics& m, int count) {
+  auto mean = [&](double* into, double v) { *into = (*into * count + v) / (count + 1); };
+  mean(&sum->spearman, m.spearman);
+  mean(&sum->pairwise, m.pairwise);
+  mean(&sum->top1, m.top1);
+  mean(&sum->top5, m.top5);
+  mean(&sum->traffic_error, m.traffic_error);
+  mean(&sum->overhead_error, m.overhead_error);
+  mean(&sum->eta_error, m.eta_error);
+  mean(&sum->time_error, m.time_error);
+  sum->workloads += m.workloads;
+  sum->samples += m.samples;
+}
+
+// The mean of every model's figures over `o.splits` splits; the chosen form is
+// the one best on the mean.
+Result<RetrainReport> EvaluateOverSplits(db::Database& database, const RetrainOptions& o) {
+  RetrainReport mean;
+  FT_ASSIGN_OR_RETURN(const Dataset all, Load(database, o, &mean));
+  for (int k = 0; k < o.splits; ++k) {
+    RetrainOptions one = o;
+    one.seed = o.seed + static_cast<uint64_t>(k);
+    if (o.progress && o.splits > 1)
+      one.progress = [&, k](const std::string& stage, int64_t done, int64_t total) {
+        o.progress(fmt::format("split {}/{}: {}", k + 1, o.splits, stage), done, total);
+      };
+    RetrainReport r;
+    r.data = mean.data;
+    auto trained = TrainAndScore(database, all, one, &r);
+    if (!trained.ok()) return trained.error();
+    if (k == 0) {
+      mean = r;
+      for (ModelScore& s : mean.scores) s.split_spearman = {s.metrics.spearman};
+      continue;
+    }
+    FT_CHECK(r.scores.size() == mean.scores.size(), "splits scored different models");
+    for (size_t i = 0; i < r.scores.size(); ++i) {
+      AddToMean(&mean.scores[i].metrics, r.scores[i].metrics, k);
+      mean.scores[i].split_spearman.push_back(r.scores[i].metrics.spearman);
+    }
+    mean.train_samples += r.train_samples;
+    mean.valid_samples += r.valid_samples;
+  }
+  mean.splits = o.splits;
+  // Workload and sample counts: summed over splits above, per split here.
+  mean.train_samples /= o.splits;
+  mean.valid_samples /= o.splits;
+  for (ModelScore& s : mean.scores) {
+    s.metrics.workloads /= o.splits;
+    s.metrics.samples /= o.splits;
+  }
+  for (const ModelScore& s : mean.scores) {
+    if (s.model.rfind("xgboost/", 0) != 0) continue;
+    if (mean.chosen_form.empty() || s.metrics.BetterThan(mean.chosen)) {
+      mean.chosen = s.metrics;
+      mean.chosen_form = s.model.substr(8);
+    }
+  }
+  if (const auto active = std::find_if(mean.scores.begin(), mean.scores.end(),
+                                       [](const ModelScore& s) { return s.model.rfind("active", 0) == 0; });
+      active != mean.scores.end())
+    mean.active = active->metrics;
+  return mean;
+}
+
 }  // namespace
 
 Result<RetrainReport> EvaluateModels(db::Database& database, const RetrainOptions& o) {
   const auto start = std::chrono::steady_clock::now();
-  RetrainReport report;
-  auto trained = TrainAndScore(database, o, &report);
-  if (!trained.ok()) return trained.error();
+  if (o.splits < 1)
+    return Error(ErrorCode::kInvalidArgument, fmt::format("{} splits: at least 1", o.splits));
+  FT_ASSIGN_OR_RETURN(RetrainReport report, EvaluateOverSplits(database, o));
   report.seconds = SecondsSince(start);
   return report;
 }
@@ -97,7 +173,8 @@ Result<RetrainReport> EvaluateModels(db::Database& database, const RetrainOption
 Result<RetrainReport> Retrain(db::Database& database, const RetrainOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   RetrainReport report;
-  FT_ASSIGN_OR_RETURN(auto best, TrainAndScore(database, o, &report));
+  FT_ASSIGN_OR_RETURN(const Dataset all, Load(database, o, &report));
+  FT_ASSIGN_OR_RETURN(auto best, TrainAndScore(database, all, o, &report));
   report.promoted = o.force || !report.active || report.chosen.BetterThan(*report.active);
   db::ModelEntry entry;
   entry.name = kXgboostModelName;
@@ -117,15 +194,20 @@ Result<RetrainReport> Retrain(db::Database& database, const RetrainOptions& o) {
 
 nlohmann::json RetrainReportToJson(const RetrainReport& r) {
   nlohmann::json scores = nlohmann::json::array();
-  for (const ModelScore& s : r.scores)
-    scores.push_back({{"model", s.model}, {"metrics", MetricsToJson(s.metrics)}});
+  for (const ModelScore& s : r.scores) {
+    nlohmann::json score{{"model", s.model}, {"metrics", MetricsToJson(s.metrics)}};
+    if (s.split_spearman.size() > 1) score["split_spearman"] = s.split_spearman;
+    scores.push_back(score);
+  }
   nlohmann::json j{{"records", r.data.records},
                    {"samples", r.data.samples},
                    {"skipped", r.data.skipped_unreadable + r.data.skipped_graph_workloads},
+                   {"merged_repeats", r.data.merged_repeats},
                    {"train_workloads", r.train_workloads},
                    {"valid_workloads", r.valid_workloads},
                    {"train_samples", r.train_samples},
                    {"valid_samples", r.valid_samples},
+                   {"splits", r.splits},
                    {"scores", scores},
                    {"chosen_form", r.chosen_form},
                    {"chosen", MetricsToJson(r.chosen)},

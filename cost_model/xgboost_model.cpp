@@ -6,6 +6,7 @@
 #include <xgboost/c_api.h>
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -244,6 +245,11 @@ Result<std::unique_ptr<CostModel>> TrainXgboostModel(
     std::vector<float> labels(train.size());
     for (int64_t i = 0; i < train.size(); ++i)
       labels[i] = static_cast<float>(Label(head, train.y[i], composed[i]));
+    // Overlap is measured only when a job asks for copy- and compute-only
+    // runs; without it the composition uses the default eta.
+    if (head == "eta" && std::all_of(labels.begin(), labels.end(),
+                                     [](float v) { return std::isnan(v); }))
+      continue;
     const bool ranking = head == "correction" || head == "direct" || head == "pairwise";
     for (int member = 0; member < (ranking ? ranking_members : 1); ++member) {
       FT_ASSIGN_OR_RETURN(Booster b, TrainHead(head, train, labels, o, member, tick));

@@ -27,7 +27,7 @@ inline const char* const kModelForms[] = {"composed", "corrected", "direct", "pa
 struct XgboostOptions {
   std::string form = "corrected";
   int rounds = 300;
-  int max_depth = 6;
+  int max_depth = 4;  // 4 ranked unseen workloads best of 3-8 over 10 splits (docs/COST_MODEL.md)
   double learning_rate = 0.1;
   int ensemble = 3;
   int threads = 2;

@@ -1,4 +1,5 @@
-// cost_model/: features (memoised equal to fresh), the XGBoost heads on
+// cost_model/: features (memoised equal to fresh), datasets from records
+// (repeats merged), evaluation over several splits, the XGBoost heads on
 // synthetic data of known structure, serialization round trips, the
 // analytical model's ranking, and errors for unusable training sets.
 #include <gtest/gtest.h>
@@ -7,12 +8,14 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "common/check.h"
 #include "common/rng.h"
 #include "cost_model/evaluation.h"
 #include "cost_model/training.h"
 #include "cost_model/xgboost_model.h"
 #include "db/database.h"
 #include "graph/text_format.h"
+#include "measure/measurer.h"
 #include "search/tasks.h"
 #include "tests/fusion_space/model_util.h"
 
@@ -188,6 +191,97 @@ TEST(Training, EmptyAndTinyDatabasesAreClearErrors) {
   ASSERT_FALSE(empty.ok());
   EXPECT_NE(empty.error().message().find("at least 2"), std::string::npos)
       << empty.error().message();
+}
+
+// One ok record of `tiling` for task `t`, measured at `seconds`.
+db::Record RecordOf(const search::Task& t, const Tiling& tiling, double seconds) {
+  auto candidate = measure::GroupCandidate(t.graph, *t.space, tiling);
+  FT_CHECK(candidate.ok(), "tiling does not fit its task");
+  measure::MeasureResult result;
+  result.status = measure::MeasureStatus::kOk;
+  result.time.median = seconds;
+  result.bytes_in = 1000;
+  return search::MakeRecord(t, *candidate, result, "target", 0);
+}
+
+std::unique_ptr<db::Database> DatabaseWithTasks(const Groups& g) {
+  auto db = db::MakeSqliteDatabase(":memory:");
+  FT_CHECK(db.ok(), "in-memory database");
+  FT_CHECK((*db)->PutTarget({"target", "{}", "{}"}).ok(), "target");
+  for (const search::Task& t : g.tasks) FT_CHECK((*db)->PutWorkload(t.Workload()).ok(), "workload");
+  return std::move(*db);
+}
+
+TEST(Dataset, RepeatedMeasurementsOfACandidateAreOneSampleAtTheirFastest) {
+  // The same group in two models is measured twice; with the host's load the
+  // two times can differ by 2x. One candidate is one sample, its fastest.
+  Groups g = LoadGroups("encoder_postln_op13");
+  const search::Task& t = g.tasks.front();
+  auto db = DatabaseWithTasks(g);
+  const Tiling first = t.tilings().Default();
+  Rng rng(4);
+  Tiling second = t.tilings().Sample(rng);
+  while (TilingToString(second) == TilingToString(first)) second = t.tilings().Sample(rng);
+  std::vector<db::Record> records = {RecordOf(t, first, 3e-4), RecordOf(t, second, 2e-4),
+                                     RecordOf(t, first, 1e-4), RecordOf(t, first, 5e-4)};
+  ASSERT_TRUE(db->CommitRecords(records).ok());
+  DatasetSummary summary;
+  auto data = LoadDataset(*db, {}, &summary);
+  ASSERT_TRUE(data.ok()) << data.error().message();
+  EXPECT_EQ(summary.records, 4);
+  EXPECT_EQ(summary.samples, 2);
+  EXPECT_EQ(summary.merged_repeats, 2);
+  ASSERT_EQ(data->size(), 2);
+  std::vector<double> seconds = {data->y[0].seconds, data->y[1].seconds};
+  std::sort(seconds.begin(), seconds.end());
+  EXPECT_EQ(seconds, (std::vector<double>{1e-4, 2e-4}));
+}
+
+TEST(Training, EvaluationOverSplitsIsTheMeanOfEachSplit) {
+  Groups g = LoadGroups("encoder_postln_op13");
+  auto db = DatabaseWithTasks(g);
+  Rng rng(6);
+  std::vector<db::Record> records;
+  for (const search::Task& t : g.tasks) {
+    const GroupInfo info = InfoOf(t);
+    for (int i = 0; i < 6; ++i) {
+      const Tiling tiling = t.tilings().Sample(rng);
+      FeatureMatrix x;
+      x.Add(info, tiling, TargetFeatures{});
+      const AnalyticalParts& a = x.parts.front();
+      records.push_back(RecordOf(t, tiling, (a.memory + a.compute) * (1 + 0.1 * rng.Uniform())));
+    }
+  }
+  ASSERT_TRUE(db->CommitRecords(records).ok());
+  RetrainOptions o;
+  o.forms = {"direct"};
+  o.xgboost.rounds = 20;
+  o.xgboost.ensemble = 1;
+  o.seed = 3;
+  std::vector<RetrainReport> one;
+  for (uint64_t seed : {3, 4}) {
+    o.seed = seed;
+    auto r = EvaluateModels(*db, o);
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    one.push_back(*r);
+  }
+  o.seed = 3;
+  o.splits = 2;
+  auto both = EvaluateModels(*db, o);
+  ASSERT_TRUE(both.ok()) << both.error().message();
+  EXPECT_EQ(both->splits, 2);
+  ASSERT_EQ(both->scores.size(), one[0].scores.size());
+  for (size_t i = 0; i < both->scores.size(); ++i) {
+    const ModelScore& s = both->scores[i];
+    EXPECT_EQ(s.model, one[0].scores[i].model);
+    const double a = one[0].scores[i].metrics.spearman, b = one[1].scores[i].metrics.spearman;
+    EXPECT_EQ(s.split_spearman, (std::vector<double>{a, b})) << s.model;
+    EXPECT_NEAR(s.metrics.spearman, (a + b) / 2, 1e-12) << s.model;
+    EXPECT_NEAR(s.metrics.top1,
+                (one[0].scores[i].metrics.top1 + one[1].scores[i].metrics.top1) / 2, 1e-12);
+  }
+  o.splits = 0;
+  EXPECT_FALSE(EvaluateModels(*db, o).ok());
 }
 
 TEST(AnalyticalModel, PrefersTheTilingThatMovesLessData) {
