@@ -49,7 +49,7 @@ void PrintScores(const cost_model::RetrainReport& r) {
                random ? "" : fmt::format("{:.1f}%", m.traffic_error * 100),
                random ? "" : fmt::format("{:.0f}%", m.overhead_error * 100),
                random ? "" : fmt::format("{:.2f}", m.eta_error),
-               random                      ? ""
+               random                     ? ""
                : std::isnan(m.time_error) ? "-"
                                           : fmt::format("{:.0f}%", m.time_error * 100));
     if (s.split_spearman.size() > 1)

@@ -39,9 +39,9 @@ void ProgressLine::Update(int64_t done, int64_t total, const std::string& note) 
     const double fraction = static_cast<double>(done) / static_cast<double>(total);
     const int width = 24, filled = static_cast<int>(fraction * width);
     const std::string eta = rate > 0 ? Clock(static_cast<double>(total - done) / rate) : "?";
-    line = fmt::format("{} [{}{}] {}/{} {:.1f}/s elapsed {} ETA {}", what_,
-                       std::string(filled, '#'), std::string(width - filled, ' '), done, total,
-                       rate, Clock(elapsed), eta);
+    line =
+        fmt::format("{} [{}{}] {}/{} {:.1f}/s elapsed {} ETA {}", what_, std::string(filled, '#'),
+                    std::string(width - filled, ' '), done, total, rate, Clock(elapsed), eta);
   } else {
     line = fmt::format("{} {} {:.1f}/s elapsed {}", what_, done, rate, Clock(elapsed));
   }

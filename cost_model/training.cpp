@@ -152,8 +152,9 @@ Result<RetrainReport> EvaluateOverSplits(db::Database& database, const RetrainOp
       mean.chosen_form = s.model.substr(8);
     }
   }
-  if (const auto active = std::find_if(mean.scores.begin(), mean.scores.end(),
-                                       [](const ModelScore& s) { return s.model.rfind("active", 0) == 0; });
+  if (const auto active =
+          std::find_if(mean.scores.begin(), mean.scores.end(),
+                       [](const ModelScore& s) { return s.model.rfind("active", 0) == 0; });
       active != mean.scores.end())
     mean.active = active->metrics;
   return mean;

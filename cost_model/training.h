@@ -38,7 +38,7 @@ struct RetrainOptions {
 };
 
 struct ModelScore {
-  std::string model;  // "xgboost/corrected", "analytical", "random", "active (#id)"
+  std::string model;       // "xgboost/corrected", "analytical", "random", "active (#id)"
   RankingMetrics metrics;  // the mean over splits
   std::vector<double> split_spearman;  // per split, when more than one
 };

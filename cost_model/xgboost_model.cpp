@@ -247,8 +247,8 @@ Result<std::unique_ptr<CostModel>> TrainXgboostModel(
       labels[i] = static_cast<float>(Label(head, train.y[i], composed[i]));
     // Overlap is measured only when a job asks for copy- and compute-only
     // runs; without it the composition uses the default eta.
-    if (head == "eta" && std::all_of(labels.begin(), labels.end(),
-                                     [](float v) { return std::isnan(v); }))
+    if (head == "eta" &&
+        std::all_of(labels.begin(), labels.end(), [](float v) { return std::isnan(v); }))
       continue;
     const bool ranking = head == "correction" || head == "direct" || head == "pairwise";
     for (int member = 0; member < (ranking ? ranking_members : 1); ++member) {

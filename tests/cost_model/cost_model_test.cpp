@@ -277,8 +277,8 @@ TEST(Training, EvaluationOverSplitsIsTheMeanOfEachSplit) {
     const double a = one[0].scores[i].metrics.spearman, b = one[1].scores[i].metrics.spearman;
     EXPECT_EQ(s.split_spearman, (std::vector<double>{a, b})) << s.model;
     EXPECT_NEAR(s.metrics.spearman, (a + b) / 2, 1e-12) << s.model;
-    EXPECT_NEAR(s.metrics.top1,
-                (one[0].scores[i].metrics.top1 + one[1].scores[i].metrics.top1) / 2, 1e-12);
+    EXPECT_NEAR(s.metrics.top1, (one[0].scores[i].metrics.top1 + one[1].scores[i].metrics.top1) / 2,
+                1e-12);
   }
   o.splits = 0;
   EXPECT_FALSE(EvaluateModels(*db, o).ok());
