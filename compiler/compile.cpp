@@ -126,6 +126,7 @@ Result<CompiledPlan> CompileGraph(FusionSpace& space, TuningIndex& index,
   const auto start = std::chrono::steady_clock::now();
   CompiledPlan out;
   out.graph_key = space.canonical().key.ToString();
+  out.target = index.features();
   auto finish = [&]() {
     out.model = index.model_label();  // "not consulted" when every group was tuned
     Summarise(space, &out);

@@ -76,7 +76,8 @@ struct CompiledPlan {
   std::optional<double> measured_seconds;  // whole-model plans
   int64_t peak_bytes = 0;
   double bytes = 0, unfused_bytes = 0;
-  double scale = 1;  // median measured / analytical time over exact hits
+  double scale = 1;                   // median measured / analytical time over exact hits
+  cost_model::TargetFeatures target;  // the machine the analytical parts are for
   std::map<PlanSource, int> count;
   std::string model;  // the cost model consulted, or "none"
   // Per candidate group (empty for whole-model plans), for explanations.

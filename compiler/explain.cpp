@@ -34,6 +34,16 @@ std::string Time(const GroupChoice& c) {
                      c.predicted_seconds * 1e3);
 }
 
+// The analytical model's parts for the group's tiling: what the time is made
+// of, in physical terms (the predicted time above is this x the scale).
+std::string Parts(FusionSpace& space, const CompiledPlan& plan, const GroupDecision& d) {
+  const KernelInstance& instance = space.Match(d.nodes).instance;
+  if (instance.kind == KernelTemplate::kReference) return "";
+  cost_model::FeatureMatrix x;
+  x.Add(cost_model::MakeGroupInfo(space.graph(), instance), d.choice.tiling, plan.target);
+  return cost_model::MakeAnalyticalModel()->Predict(x).front().ToString();
+}
+
 std::string Loss(const GroupChoice& c) {
   return c.predicted_loss ? fmt::format("{:5.1f}%", *c.predicted_loss * 100) : "    ? ";
 }
@@ -115,6 +125,8 @@ std::string ExplainPlan(FusionSpace& space, const CompiledPlan& plan, bool per_g
                        Mib(d.bytes), Mib(d.unfused_bytes - d.bytes), d.kernel, NodeList(d.nodes));
     out +=
         fmt::format("{:>6}tiling {}; {}\n", "", TilingToString(d.choice.tiling), d.choice.detail);
+    if (const std::string parts = Parts(space, plan, d); !parts.empty())
+      out += fmt::format("{:>6}analytical {}\n", "", parts);
     for (const std::string& line : BoundaryReasons(space, plan, d, candidate_of))
       out += fmt::format("{:>6}{}\n", "", line);
   }

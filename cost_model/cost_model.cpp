@@ -19,8 +19,11 @@ std::string Prediction::ToString() const {
   std::string s = fmt::format(
       "{:.4g} ms = overhead {:.3g} + compute {:.3g} + memory {:.3g} ({:.3g} MB) - eta {:.2f} x "
       "min",
-      seconds * 1e3, overhead * 1e3, compute * 1e3, memory * 1e3, traffic_bytes / 1e6, eta);
-  if (correction != 1) s += fmt::format(", x {:.3f} correction", correction);
+      composed * 1e3, overhead * 1e3, compute * 1e3, memory * 1e3, traffic_bytes / 1e6, eta);
+  if (correction != 1)
+    s += fmt::format("; x {:.3f} correction = {:.4g} ms", correction, seconds * 1e3);
+  else if (seconds != composed)
+    s += fmt::format("; ranks by {:.4g}", seconds);  // a direct head or a pairwise score
   if (uncertainty > 0) s += fmt::format(" (+-{:.2f} log2)", uncertainty);
   return s;
 }

@@ -124,6 +124,25 @@ TEST(Compiler, AnExactKeyHitUsesTheRecordedTilingAndTime) {
   EXPECT_TRUE(f.space->Validate(plan->plan).allowed());
 }
 
+TEST(Compiler, TheExplanationBreaksEachTemplateGroupIntoPhysicalParts) {
+  Fixture f(Mlp(32));
+  auto index = f.Index();
+  auto plan = CompileGraph(*f.space, *index);
+  ASSERT_TRUE(plan.ok()) << plan.error().ToString();
+  const std::string text = ExplainPlan(*f.space, *plan, true);
+  int template_groups = 0;
+  for (const GroupDecision& d : plan->groups) {
+    if (d.kind == KernelTemplate::kReference) continue;
+    ++template_groups;
+    // The default choice's predicted time is the analytical time x scale;
+    // the line shows that time as overhead + compute + memory - eta x min.
+    const std::string ms = fmt::format("analytical {:.4g} ms = overhead",
+                                       d.choice.predicted_seconds / plan->scale * 1e3);
+    EXPECT_NE(text.find(ms), std::string::npos) << ms << "\n" << text;
+  }
+  EXPECT_GT(template_groups, 0);
+}
+
 TEST(Compiler, AnUntunedSequenceLengthTakesTheNearestTunedShape) {
   Fixture tuned(Mlp(32));
   const auto tasks = search::ExtractTasks(tuned.graph, *tuned.space);
