@@ -1,5 +1,7 @@
 #include "kernels/gemm_pack.h"
 
+#include "kernels/row_simd.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -100,6 +102,16 @@ void PackRowMajor(const GemmOutput& out, const BBlock& blk, const float* base, i
 void PackColumnMajor(const GemmOutput& out, const BBlock& blk, const float* base, int nr, int64_t s,
                      float* bp) {
   float* sliver = bp + s * blk.depth * nr;
+  if (out.b_row_stride == 1) {
+    // Columns contiguous: 16x16 register transposes (a scalar store per
+    // element made this copy most of a transposed GEMM's copy time).
+    const int64_t width = std::min<int64_t>(nr, blk.cols - s * nr);
+    TransposeRows(base + s * nr * out.b_col_stride, out.b_col_stride, width, blk.depth, sliver,
+                  nr);
+    for (int64_t p = 0; p < blk.depth && width < nr; ++p)
+      std::fill(sliver + p * nr + width, sliver + (p + 1) * nr, 0.0f);
+    return;
+  }
   for (int64_t jj = 0; jj < nr; ++jj) {
     const int64_t j = s * nr + jj;
     float* dst = sliver + jj;
