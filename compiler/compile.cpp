@@ -80,6 +80,17 @@ Result<bool> UseWholeModelPlan(FusionSpace& space, TuningIndex& index,
                                const CompileOptions& options, CompiledPlan* out) {
   FT_ASSIGN_OR_RETURN(const db::BestPlan* best, index.Exact(out->graph_key));
   if (best == nullptr) return false;
+  // After a kernel change the best fresh whole-model record is often a
+  // baseline (the unfused plan) while the tuned plan went stale: its groups,
+  // looked up one by one, do better than that record.
+  FT_ASSIGN_OR_RETURN(const std::optional<double> stale, index.FasterStale(out->graph_key));
+  if (stale) {
+    out->partition = fmt::format(
+        "whole-model record {} ({:.3f} ms) skipped: a plan measured with older kernels took "
+        "{:.3f} ms, so it is not the tuned plan; ",
+        best->record_id, best->seconds * 1e3, *stale * 1e3);
+    return false;
+  }
   // The record names each group's workload key: the graph key matched, so
   // they are this graph's (computing them again costs as much as the lookup).
   std::vector<std::string> stored_keys;

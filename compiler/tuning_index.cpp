@@ -63,6 +63,13 @@ Result<const db::BestPlan*> TuningIndex::Exact(const std::string& workload_key) 
   return Cached(workload_key);
 }
 
+Result<std::optional<double>> TuningIndex::FasterStale(const std::string& workload_key) {
+  if (database_ == nullptr) return std::optional<double>();
+  if (auto it = faster_stale_.find(workload_key); it != faster_stale_.end()) return it->second;
+  FT_ASSIGN_OR_RETURN(auto stale, database_->FasterStaleSeconds(workload_key, target_));
+  return faster_stale_[workload_key] = stale;
+}
+
 const std::string& TuningIndex::BestTilingText(const std::string& workload_key) {
   auto [it, added] = tiling_text_.emplace(workload_key, "");
   if (!added) return it->second;

@@ -38,6 +38,9 @@ class TuningIndex {
 
   // The best fresh plan of `workload_key`, or null when none is stored.
   Result<const db::BestPlan*> Exact(const std::string& workload_key);
+  // A stale record's time when one beat Exact()'s plan (kernels changed since
+  // the workload was tuned); one query per key.
+  Result<std::optional<double>> FasterStale(const std::string& workload_key);
   // For a key whose Exact() found a plan: TilingToString of its tiling when
   // it is a one-group plan, read once per key; "" for any other key.
   const std::string& BestTilingText(const std::string& workload_key);
@@ -72,7 +75,8 @@ class TuningIndex {
   std::string target_;
   cost_model::TargetFeatures features_;
   std::map<std::string, std::optional<db::BestPlan>> bests_;  // nullopt: none stored
-  bool all_bests_ = false;                                    // every key is in bests_
+  std::map<std::string, std::optional<double>> faster_stale_;
+  bool all_bests_ = false;  // every key is in bests_
   std::map<std::string, std::string> tiling_text_;
   std::unique_ptr<cost_model::CostModel> model_;
   bool model_loaded_ = false;

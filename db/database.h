@@ -120,6 +120,11 @@ class Database {
   // The fastest fresh ok record of a workload on a target, or nullopt.
   virtual Result<std::optional<BestPlan>> Best(const std::string& workload_key,
                                                const std::string& target) = 0;
+  // The fastest ok record of other kernel versions than this build's, when
+  // it is faster than Best(): what the workload reached before its kernels
+  // changed (a compiler then knows the best fresh plan is not the tuned one).
+  virtual Result<std::optional<double>> FasterStaleSeconds(const std::string& workload_key,
+                                                           const std::string& target) = 0;
   // Every workload's best on a target, by workload key, in one query (the
   // compiler's shape buckets need them all; exact lookups use Best()).
   virtual Result<std::map<std::string, BestPlan>> BestPlans(const std::string& target) = 0;

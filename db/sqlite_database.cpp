@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "common/hash.h"
@@ -340,6 +341,29 @@ Result<std::optional<BestPlan>> SqliteDatabase::Best(const std::string& workload
     }
     return best_cache_[cache_key] = best;
   });
+}
+
+Result<std::optional<double>> SqliteDatabase::FasterStaleSeconds(const std::string& workload_key,
+                                                                 const std::string& target) {
+  FT_ASSIGN_OR_RETURN(const auto best, Best(workload_key, target));
+  return Guarded("looking up older records of " + workload_key,
+                 [&]() -> Result<std::optional<double>> {
+                   // Records faster than the fresh best are stale by definition; the
+                   // index on (workload, target, status, seconds) makes this one probe.
+                   SQLite::Statement q(*db_,
+                                       "SELECT r.seconds, r.kernel_versions FROM records r "
+                                       "JOIN workloads w ON w.id = r.workload_id "
+                                       "JOIN targets t ON t.id = r.target_id "
+                                       "WHERE w.key = ? AND t.fingerprint = ? AND r.status = 'ok' "
+                                       "AND r.seconds < ? ORDER BY r.seconds");
+                   q.bind(1, workload_key);
+                   q.bind(2, target);
+                   q.bind(3, best ? best->seconds : std::numeric_limits<double>::infinity());
+                   while (q.executeStep())
+                     if (!IsFreshJson(q.getColumn(1).getString()))
+                       return std::optional<double>(q.getColumn(0).getDouble());
+                   return std::optional<double>();
+                 });
 }
 
 Result<std::map<std::string, BestPlan>> SqliteDatabase::BestPlans(const std::string& target) {

@@ -43,6 +43,8 @@ class SqliteDatabase final : public Database {
   Result<std::vector<int64_t>> CommitRecords(std::span<Record> records) override;
   Result<std::optional<BestPlan>> Best(const std::string& workload_key,
                                        const std::string& target) override;
+  Result<std::optional<double>> FasterStaleSeconds(const std::string& workload_key,
+                                                   const std::string& target) override;
   Result<std::map<std::string, BestPlan>> BestPlans(const std::string& target) override;
   Result<std::vector<Record>> TopK(const std::string& workload_key, const std::string& target,
                                    int k) override;

@@ -62,14 +62,16 @@ void AddGroupRecord(db::Database& db, const search::Task& task, const Tiling& ti
   ASSERT_TRUE(db.CommitRecords(std::span(&r, 1)).ok());
 }
 
-// Stores `plan` as the measured whole-model plan of the fixture's graph.
-void AddWholeModelRecord(Fixture& f, const Plan& plan, double seconds) {
+// Stores `plan` as the measured whole-model plan of the fixture's graph;
+// `stale`: measured by a build with another GEMM kernel version.
+void AddWholeModelRecord(Fixture& f, const Plan& plan, double seconds, bool stale = false) {
   ASSERT_TRUE(
       f.db->PutWorkload({search::GraphWorkloadKey(f.graph), db::WorkloadKind::kGraph}).ok());
   auto candidate = measure::PlanCandidate(std::make_shared<const Graph>(f.graph), *f.space, plan);
   db::Record r =
       search::MakeRecord(search::GraphWorkloadKey(f.graph), candidate, Timed(seconds), kTarget, 0,
                          {KernelTemplate::kGemm, KernelTemplate::kElementwise});
+  if (stale) r.kernel_versions["gemm"] = -1;
   ASSERT_TRUE(f.db->CommitRecords(std::span(&r, 1)).ok());
 }
 
@@ -198,11 +200,27 @@ TEST(Compiler, AMeasuredWholeModelPlanComesFirstUnlessItBreaksTheMemoryLimit) {
   EXPECT_NE(impossible.error().message().find("--max-memory"), std::string::npos);
 }
 
+TEST(Compiler, AWholeModelRecordBeatenByAStaleOneIsNotTheTunedPlan) {
+  // Kernels changed since tuning: the tuned plan's record went stale, and the
+  // best fresh whole-model record is a baseline. The groups are looked up.
+  Fixture f(Mlp(32));
+  AddWholeModelRecord(f, f.space->Greedy(), 0.5e-4, /*stale=*/true);
+  AddWholeModelRecord(f, f.space->Unfused(), 1e-4);
+  auto index = f.Index();
+  auto plan = CompileGraph(*f.space, *index);
+  ASSERT_TRUE(plan.ok()) << plan.error().ToString();
+  EXPECT_FALSE(plan->whole_model_record.has_value());
+  EXPECT_EQ(plan->count.count(PlanSource::kWholeModel), 0u);
+  EXPECT_NE(plan->partition.find("older kernels took 0.050 ms"), std::string::npos)
+      << plan->partition;
+  EXPECT_TRUE(f.space->Validate(plan->plan).allowed());
+}
+
 // Forwards to a database and counts the reads a compile makes.
 class CountingDatabase : public db::Database {
  public:
   explicit CountingDatabase(db::Database& inner) : inner_(inner) {}
-  int best = 0, best_plans = 0, active_model = 0;
+  int best = 0, best_plans = 0, active_model = 0, faster_stale = 0;
 
   Status PutTarget(const db::TargetEntry& t) override { return inner_.PutTarget(t); }
   Result<std::optional<db::TargetEntry>> GetTarget(const std::string& f) override {
@@ -219,6 +237,11 @@ class CountingDatabase : public db::Database {
   Result<std::optional<db::BestPlan>> Best(const std::string& k, const std::string& t) override {
     ++best;
     return inner_.Best(k, t);
+  }
+  Result<std::optional<double>> FasterStaleSeconds(const std::string& k,
+                                                   const std::string& t) override {
+    ++faster_stale;
+    return inner_.FasterStaleSeconds(k, t);
   }
   Result<std::map<std::string, db::BestPlan>> BestPlans(const std::string& t) override {
     ++best_plans;
@@ -274,7 +297,8 @@ TEST(Compiler, ATunedModelReadsOnlyTheRowsItNeedsOnceAndNoCostModel) {
   const int reads = counting.best;
   auto again = CompileGraph(*f.space, **index);
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ(counting.best, reads);  // the index remembers what it read
+  EXPECT_EQ(counting.best, reads);      // the index remembers what it read
+  EXPECT_EQ(counting.faster_stale, 1);  // asked of the whole-model key only
   EXPECT_EQ(again->plan, plan->plan);
 }
 

@@ -146,6 +146,17 @@ TEST_P(Conformance, StaleKernelVersionsAreNeverBestAndAreCounted) {
   EXPECT_EQ(stats->records, 2);
   EXPECT_EQ(stats->stale.at("kernel template 'gemm' v1 (this build: v2)"), 1);
   EXPECT_EQ(stats->stale.at("measured on another target (" + std::string(kTarget) + ")"), 2);
+  // ... but what it reached before the kernels changed is known.
+  auto stale = db->FasterStaleSeconds(WorkloadKeyFor(0), kTarget);
+  ASSERT_TRUE(stale.ok() && stale->has_value());
+  EXPECT_DOUBLE_EQ(**stale, 0.1e-3);
+  Record fresh_fast = MakeRecord(0, 3, 0.05e-3);
+  fresh_fast.kernel_versions = {{"gemm", 2}};
+  std::vector<Record> faster{fresh_fast};
+  ASSERT_TRUE(db->CommitRecords(faster).ok());
+  stale = db->FasterStaleSeconds(WorkloadKeyFor(0), kTarget);
+  ASSERT_TRUE(stale.ok());
+  EXPECT_FALSE(stale->has_value());  // the fresh best is the fastest now
 }
 
 TEST_P(Conformance, JobsAndModels) {
