@@ -1,6 +1,8 @@
 #include "cost_model/training.h"
 
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -145,6 +147,7 @@ Result<RetrainReport> EvaluateOverSplits(db::Database& database, const RetrainOp
     s.metrics.workloads /= o.splits;
     s.metrics.samples /= o.splits;
   }
+  mean.chosen_form.clear();  // the first split's choice: chosen again on the means
   for (const ModelScore& s : mean.scores) {
     if (s.model.rfind("xgboost/", 0) != 0) continue;
     if (mean.chosen_form.empty() || s.metrics.BetterThan(mean.chosen)) {

@@ -254,7 +254,7 @@ TEST(Training, EvaluationOverSplitsIsTheMeanOfEachSplit) {
   }
   ASSERT_TRUE(db->CommitRecords(records).ok());
   RetrainOptions o;
-  o.forms = {"direct"};
+  o.forms = {"direct", "corrected"};
   o.xgboost.rounds = 20;
   o.xgboost.ensemble = 1;
   o.seed = 3;
@@ -279,6 +279,17 @@ TEST(Training, EvaluationOverSplitsIsTheMeanOfEachSplit) {
     EXPECT_NEAR(s.metrics.spearman, (a + b) / 2, 1e-12) << s.model;
     EXPECT_NEAR(s.metrics.top1, (one[0].scores[i].metrics.top1 + one[1].scores[i].metrics.top1) / 2,
                 1e-12);
+  }
+  // The chosen form is the best on the means, with its mean figures.
+  const auto chosen = std::find_if(both->scores.begin(), both->scores.end(), [&](const auto& s) {
+    return s.model == "xgboost/" + both->chosen_form;
+  });
+  ASSERT_NE(chosen, both->scores.end());
+  EXPECT_EQ(both->chosen.spearman, chosen->metrics.spearman);
+  for (const ModelScore& s : both->scores) {
+    if (s.model.rfind("xgboost/", 0) == 0) {
+      EXPECT_FALSE(s.metrics.BetterThan(both->chosen)) << s.model;
+    }
   }
   o.splits = 0;
   EXPECT_FALSE(EvaluateModels(*db, o).ok());
