@@ -36,12 +36,13 @@ std::string Time(const GroupChoice& c) {
 
 // The analytical model's parts for the group's tiling: what the time is made
 // of, in physical terms (the predicted time above is this x the scale).
-std::string Parts(FusionSpace& space, const CompiledPlan& plan, const GroupDecision& d) {
+std::string Parts(FusionSpace& space, const CompiledPlan& plan, const GroupDecision& d,
+                  const cost_model::CostModel& analytical) {
   const KernelInstance& instance = space.Match(d.nodes).instance;
   if (instance.kind == KernelTemplate::kReference) return "";
   cost_model::FeatureMatrix x;
   x.Add(cost_model::MakeGroupInfo(space.graph(), instance), d.choice.tiling, plan.target);
-  return cost_model::MakeAnalyticalModel()->Predict(x).front().ToString();
+  return analytical.Predict(x).front().ToString();
 }
 
 std::string Loss(const GroupChoice& c) {
@@ -115,6 +116,7 @@ std::string ExplainPlan(FusionSpace& space, const CompiledPlan& plan, bool per_g
                      "traffic (saved)", "kernel");
   // Candidate index by node set, for the costs of larger groups.
   std::map<std::vector<int32_t>, int32_t> candidate_of;
+  const auto analytical = cost_model::MakeAnalyticalModel();
   if (!plan.candidates.empty())
     for (size_t i = 0; i < space.candidates().groups.size(); ++i)
       candidate_of[space.candidates().groups[i].nodes] = static_cast<int32_t>(i);
@@ -125,7 +127,7 @@ std::string ExplainPlan(FusionSpace& space, const CompiledPlan& plan, bool per_g
                        Mib(d.bytes), Mib(d.unfused_bytes - d.bytes), d.kernel, NodeList(d.nodes));
     out +=
         fmt::format("{:>6}tiling {}; {}\n", "", TilingToString(d.choice.tiling), d.choice.detail);
-    if (const std::string parts = Parts(space, plan, d); !parts.empty())
+    if (const std::string parts = Parts(space, plan, d, *analytical); !parts.empty())
       out += fmt::format("{:>6}analytical {}\n", "", parts);
     for (const std::string& line : BoundaryReasons(space, plan, d, candidate_of))
       out += fmt::format("{:>6}{}\n", "", line);
