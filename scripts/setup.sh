@@ -15,7 +15,10 @@ PACKAGES=(
 )
 
 if [ "${1:-}" = "--bench" ]; then
-  PACKAGES+=(libdnnl-dev libhalide14-0-dev libopenblas0-openmp nodejs npm)
+  PACKAGES+=(libdnnl-dev libhalide14-0-dev libopenblas0-openmp)
+  # A machine may already have Node.js from elsewhere (NodeSource's nodejs,
+  # which bundles npm and conflicts with Debian's npm package): use it.
+  command -v node >/dev/null && command -v npm >/dev/null || PACKAGES+=(nodejs npm)
 fi
 
 missing=()
