@@ -26,6 +26,10 @@ void TaskSearch::AddMeasured(const Tiling& tiling, std::optional<double> seconds
 
 bool TaskSearch::exhausted() const { return measured() >= task_->tilings().size(); }
 
+bool TaskSearch::WouldTry(const Tiling& tiling) const {
+  return !measured_.count(TilingToString(tiling)) && task_->tilings().Check(tiling).allowed();
+}
+
 std::vector<double> TaskSearch::Score(const std::vector<Tiling>& tilings,
                                       const cost_model::CostModel& model,
                                       const cost_model::TargetFeatures& target) const {
@@ -126,7 +130,8 @@ std::vector<Tiling> TaskSearch::Evolve(const cost_model::CostModel& model,
 }
 
 std::vector<Proposal> TaskSearch::Propose(int count, const cost_model::CostModel& model,
-                                          const cost_model::TargetFeatures& target) {
+                                          const cost_model::TargetFeatures& target,
+                                          const std::vector<Tiling>& suggestions) {
   best_at_round_start_ = best_seconds_;
   std::vector<Proposal> out;
   std::set<std::string> taken;
@@ -138,6 +143,14 @@ std::vector<Proposal> TaskSearch::Propose(int count, const cost_model::CostModel
     const Tiling baseline = task_->tilings().Default();
     if (fresh(baseline)) out.push_back({baseline, 0, false});
   }
+  // On top of `count`: a suggestion costs one trial, once.
+  int extra = 0;
+  for (const Tiling& t : suggestions)
+    if (WouldTry(t) && fresh(t)) {
+      out.push_back({t, 0, false, true});
+      ++extra;
+    }
+  count += extra;
   std::vector<double> score;
   const std::vector<Tiling> ranked = Evolve(model, target, &score);
   const int random_picks = static_cast<int>(std::floor(count * options_.epsilon));

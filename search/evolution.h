@@ -39,8 +39,9 @@ struct EvolutionOptions {
 
 struct Proposal {
   Tiling tiling;
-  double predicted_seconds = 0;  // the model's ranking value (0 for random picks)
+  double predicted_seconds = 0;  // the model's ranking value (0 for random picks and suggestions)
   bool random = false;
+  bool suggested = false;  // another task's best tiling
 };
 
 class TaskSearch {
@@ -50,9 +51,14 @@ class TaskSearch {
   // A tiling measured before this search (a resumed job, another job): it is
   // never proposed again; `seconds` when it ran correctly.
   void AddMeasured(const Tiling& tiling, std::optional<double> seconds);
-  // Up to `count` tilings not measured yet, best predicted first.
+  // Up to `count` tilings not measured yet, best predicted first. Before
+  // them, `suggestions` that are legal here and not measured yet: the best
+  // tilings of tasks with the same tiling space (the same GEMM with another
+  // epilogue), which a measured time on this task should confirm or refute
+  // (one trial each) rather than the model.
   std::vector<Proposal> Propose(int count, const cost_model::CostModel& model,
-                                const cost_model::TargetFeatures& target);
+                                const cost_model::TargetFeatures& target,
+                                const std::vector<Tiling>& suggestions = {});
   // After the round's measurements: updates the best time and convergence.
   void EndRound();
   // A converged task searched further (budget left after every task
@@ -63,6 +69,8 @@ class TaskSearch {
   const cost_model::GroupInfo& group() const { return group_; }
   bool converged() const { return converged_; }
   bool exhausted() const;
+  // Whether Propose would take `tiling` as a suggestion: legal here, not measured.
+  bool WouldTry(const Tiling& tiling) const;
   int rounds() const { return rounds_; }
   int64_t measured() const { return static_cast<int64_t>(measured_.size()); }
   std::optional<double> best_seconds() const { return best_seconds_; }

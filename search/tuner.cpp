@@ -10,6 +10,20 @@
 
 namespace fusetune::search {
 
+namespace {
+
+bool SameTilingSpace(const Task& a, const Task& b) {
+  if (a.kind != b.kind || a.kind == KernelTemplate::kReference) return false;
+  const auto& pa = a.tilings().params();
+  const auto& pb = b.tilings().params();
+  if (pa.size() != pb.size()) return false;
+  for (size_t i = 0; i < pa.size(); ++i)
+    if (pa[i].name != pb[i].name || pa[i].values != pb[i].values) return false;
+  return true;
+}
+
+}  // namespace
+
 Tuner::Tuner(std::shared_ptr<const Graph> graph, FusionSpace& space, std::vector<Task> tasks,
              TunerOptions options, TunerContext context, MeasureFn measure,
              TunerCallbacks callbacks)
@@ -31,9 +45,36 @@ Tuner::Tuner(std::shared_ptr<const Graph> graph, FusionSpace& space, std::vector
         std::make_unique<TaskSearch>(tasks_[t], options_.evolution, ForkSeed(options_.seed, t)));
     task_by_key_[tasks_[t].key.ToString()] = static_cast<int>(t);
   }
+  siblings_.resize(tasks_.size());
+  for (size_t t = 0; t < tasks_.size(); ++t)
+    for (size_t u = 0; u < tasks_.size(); ++u)
+      if (u != t && SameTilingSpace(tasks_[t], tasks_[u]))
+        siblings_[t].push_back(static_cast<int>(u));
 }
 
 Tuner::~Tuner() = default;
+
+
+std::optional<double> Tuner::SuggestionGain(int task) const {
+  const TaskSearch& mine = *searches_[task];
+  std::optional<double> gain;
+  for (int u : siblings_[task]) {
+    const TaskSearch& theirs = *searches_[u];
+    if (!theirs.best_tiling().has_value() || !mine.WouldTry(*theirs.best_tiling())) continue;
+    const double g = mine.best_seconds().has_value()
+                         ? std::max(0.0, 1.0 - *theirs.best_seconds() / *mine.best_seconds())
+                         : 1.0;
+    gain = std::max(gain.value_or(0), g);
+  }
+  return gain;
+}
+
+std::vector<Tiling> Tuner::SiblingBests(int task) const {
+  std::vector<Tiling> bests;
+  for (int u : siblings_[task])
+    if (searches_[u]->best_tiling().has_value()) bests.push_back(*searches_[u]->best_tiling());
+  return bests;
+}
 
 void Tuner::SetModel(std::unique_ptr<cost_model::CostModel> model) { model_ = std::move(model); }
 
@@ -123,7 +164,8 @@ Status Tuner::MeasureTiling(int task, const Proposal& proposal) {
   if (candidate.ok()) {
     const nlohmann::json search_info{{"predicted_seconds", proposal.predicted_seconds},
                                      {"model", model_->name() + "/" + model_->form()},
-                                     {"random", proposal.random}};
+                                     {"random", proposal.random},
+                                     {"suggested", proposal.suggested}};
     record = MakeRecord(t, *candidate, result, context_.target, context_.job_id, search_info);
     FT_RETURN_IF_ERROR(callbacks_.commit(record));
   }
@@ -146,7 +188,8 @@ Status Tuner::MeasureTiling(int task, const Proposal& proposal) {
 Status Tuner::RunRound(int task) {
   TaskSearch& search = *searches_[task];
   const int count = search.rounds() == 0 ? options_.first_round_size : options_.round_size;
-  const std::vector<Proposal> proposals = search.Propose(count, *model_, context_.target_features);
+  const std::vector<Proposal> proposals =
+      search.Propose(count, *model_, context_.target_features, SiblingBests(task));
   for (const Proposal& p : proposals) {
     if (auto reason = StopReason()) {
       stop_reason_ = *reason;
@@ -209,11 +252,14 @@ Status Tuner::Run() {
     bool all_started = true;
     for (size_t t = 0; t < tasks_.size(); ++t) {
       const TaskSearch& s = *searches_[t];
+      // A sibling's best not tried here reopens a converged task, with the
+      // gain its measured time promises.
+      const std::optional<double> suggested_gain = SuggestionGain(static_cast<int>(t));
       standing[t] = {tasks_[t].occurrences,
                      s.best_seconds().value_or(PredictedSeconds(t, scale)),
-                     s.recent_gain(),
+                     std::max(s.recent_gain(), suggested_gain.value_or(0)),
                      s.rounds(),
-                     s.converged() || s.exhausted(),
+                     (s.converged() || s.exhausted()) && !suggested_gain.has_value(),
                      in_plan_[t]};
       all_started = all_started && (s.rounds() > 0 || standing[t].converged);
     }

@@ -14,7 +14,10 @@
 //      search (evolution.h) proposes a round of tilings ranked by the cost
 //      model, each is measured and handed to callbacks.commit as it arrives;
 //      every `model_update_every` new results the XGBoost model is retrained
-//      within `model_update_seconds` (online update);
+//      within `model_update_seconds` (online update); a task's round also
+//      tries the best tilings of tasks with the same tiling space (the same
+//      GEMM with another epilogue), and such an untried tiling reopens a
+//      converged task;
 //   3. once every task has had a round, and every `partition_every` rounds
 //      after that, the exact minimum-cost partition (fusion_space/partition.h)
 //      over the best known group costs (measured, else predicted) is turned
@@ -156,14 +159,21 @@ class Tuner {
   std::optional<std::string> StopReason();
   void ReportProgress(const std::string& current);
   double Elapsed() const;
+  std::vector<Tiling> SiblingBests(int task) const;
+  // When a sibling's best tiling is still to be tried on `task`: the gain its
+  // time promises over the task's best (1 before any); else nullopt.
+  std::optional<double> SuggestionGain(int task) const;
 
   std::shared_ptr<const Graph> graph_;
   FusionSpace& space_;
   std::vector<Task> tasks_;
   std::vector<std::unique_ptr<TaskSearch>> searches_;
-  std::vector<std::map<std::string, Measured>> task_results_;
-  std::vector<bool> in_plan_;  // in the last partition chosen (all, before the first)  // by
-                               // TilingToString, ok only
+  std::vector<std::map<std::string, Measured>> task_results_;  // by TilingToString, ok only
+  std::vector<bool> in_plan_;  // in the last partition chosen (all, before the first)
+  // Per task, the other tasks with the same tiling space (same template and
+  // parameter values: the same GEMM with another epilogue, say), whose best
+  // tilings its rounds try (TaskSearch::Propose's suggestions).
+  std::vector<std::vector<int>> siblings_;
   std::map<std::string, int> task_by_key_;
   TunerOptions options_;
   TunerContext context_;

@@ -9,6 +9,7 @@
 
 #include "common/hash.h"
 #include "fusion_space/plan_json.h"
+#include "graph/text_format.h"
 #include "search/tuner.h"
 #include "tests/fusion_space/model_util.h"
 
@@ -84,6 +85,31 @@ TEST(TaskSearch, ConvergesWhenItsSpaceIsExhausted) {
   }
   EXPECT_TRUE(search.exhausted());
   EXPECT_EQ(search.measured(), small->tilings().size());
+}
+
+TEST(TaskSearch, SuggestionsComeFirstOnceAndOnlyWhenLegal) {
+  Model m = Load("mlp");
+  std::vector<Task> tasks = ExtractTasks(*m.graph, *m.space);
+  auto gemm = std::find_if(tasks.begin(), tasks.end(), [](const Task& t) {
+    return t.kind == KernelTemplate::kGemm && t.tilings().size() > 16;
+  });
+  ASSERT_NE(gemm, tasks.end());
+  auto model = cost_model::MakeAnalyticalModel();
+  const std::vector<Tiling>& all = gemm->tilings().Enumerate();
+  const Tiling suggested = all[all.size() / 2];
+  kernels::GemmTiling illegal = std::get<kernels::GemmTiling>(suggested);
+  illegal.mr = 5;  // not a micro-tile shape
+  TaskSearch search(*gemm, {}, 1);
+  auto first = search.Propose(4, *model, {}, {suggested, Tiling(illegal)});
+  ASSERT_EQ(first.size(), 5u) << "the suggestion comes on top of the count";
+  EXPECT_EQ(TilingToString(first[0].tiling), TilingToString(gemm->tilings().Default()));
+  EXPECT_EQ(TilingToString(first[1].tiling), TilingToString(suggested));
+  EXPECT_TRUE(first[1].suggested);
+  for (size_t i = 2; i < first.size(); ++i) EXPECT_FALSE(first[i].suggested);
+  for (const Proposal& p : first) search.AddMeasured(p.tiling, 1.0);
+  search.EndRound();
+  for (const Proposal& p : search.Propose(4, *model, {}, {suggested}))
+    EXPECT_NE(TilingToString(p.tiling), TilingToString(suggested)) << "measured already";
 }
 
 // A deterministic stand-in for the device: a time from the plan's text.
@@ -209,6 +235,54 @@ TEST(Tuner, StopsWhenAskedWithoutMeasuringMore) {
   const TuneSummary s = job.tuner->Summary();
   EXPECT_EQ(s.stop_reason, "interrupted");
   EXPECT_LT(s.trials, 40);
+}
+
+// y1 = x1 W1 and y2 = relu(x2 W2) of the same shape: two tasks with the
+// same tiling space. A device that ranks tilings the same whatever the
+// epilogue: each task's best is tried on the other, so they end equal.
+TEST(Tuner, TasksWithTheSameTilingSpaceTryEachOthersBest) {
+  auto g = ParseGraphText(
+      "graph siblings opset 17 {\n"
+      "  input x1: f32[96, 256]\n"
+      "  input w1: f32[256, 256]\n"
+      "  input x2: f32[96, 256]\n"
+      "  input w2: f32[256, 256]\n"
+      "  y1 = MatMul(x1, w1)\n"
+      "  h2 = MatMul(x2, w2)\n"
+      "  y2 = Relu(h2)\n"
+      "  output y1\n"
+      "  output y2\n"
+      "}");
+  ASSERT_TRUE(g.ok()) << g.error().message();
+  auto graph = std::make_shared<const Graph>(std::move(*g));
+  FusionSpace space(*graph, kernels::KernelConfig{});
+  std::vector<Task> tasks = ExtractTasks(*graph, space);
+  std::vector<int> gemms;
+  for (size_t t = 0; t < tasks.size(); ++t)
+    if (tasks[t].kind == KernelTemplate::kGemm) gemms.push_back(static_cast<int>(t));
+  ASSERT_EQ(gemms.size(), 2u);
+  auto tiling_time = [](const measure::Candidate& c) {
+    const std::string tiling = c.plan["groups"][0]["tiling"].dump();
+    return 1e-5 * (1.0 + static_cast<double>(HashBytes(tiling.data(), tiling.size(), 3) % 997));
+  };
+  TunerOptions options = Budget(160);
+  options.model_update_every = 0;
+  TunerCallbacks callbacks;
+  callbacks.commit = [](db::Record&) { return Status::Ok(); };
+  Tuner tuner(
+      graph, space, tasks, options, TunerContext{"target", {}, 1},
+      [&](const measure::Candidate& c) {
+        measure::MeasureResult r;
+        r.status = measure::MeasureStatus::kOk;
+        r.time.median = c.plan["groups"].size() == 1 ? tiling_time(c) : 1e-3;
+        return r;
+      },
+      callbacks);
+  ASSERT_TRUE(tuner.Run().ok());
+  const TuneSummary s = tuner.Summary();
+  ASSERT_EQ(s.tasks.size(), tasks.size());
+  EXPECT_EQ(s.tasks[gemms[0]].best_tiling, s.tasks[gemms[1]].best_tiling);
+  EXPECT_EQ(s.tasks[gemms[0]].best_seconds, s.tasks[gemms[1]].best_seconds);
 }
 
 }  // namespace
