@@ -166,7 +166,9 @@ uint64_t TargetFingerprint::hash() const {
 
 std::string TargetFingerprint::HashString() const { return HashToHex(hash()); }
 
-TargetFingerprint DetectTarget() {
+namespace {
+
+TargetFingerprint DetectTargetUncached() {
   TargetFingerprint f;
   f.cpu_model = CpuBrand();
   f.isa = CpuIsa();
@@ -177,6 +179,16 @@ TargetFingerprint DetectTarget() {
   f.fusetune_version = FUSETUNE_VERSION;
   return f;
 }
+
+}  // namespace
+
+TargetFingerprint DetectTarget() {
+  // Read once per process: /proc/cpuinfo is parsed twice (60 us here, a
+  // twentieth of a compile's budget), and the machine does not change.
+  static const TargetFingerprint detected = DetectTargetUncached();
+  return detected;
+}
+
 
 Calibration Calibrate(int threads) {
   Calibration c;

@@ -24,7 +24,7 @@ struct TargetFingerprint {
   std::string HashString() const;  // 16 hex digits
 };
 
-TargetFingerprint DetectTarget();
+TargetFingerprint DetectTarget();  // read once per process
 
 struct Calibration {
   TargetFingerprint target;
