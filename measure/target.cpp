@@ -189,7 +189,6 @@ TargetFingerprint DetectTarget() {
   return detected;
 }
 
-
 Calibration Calibrate(int threads) {
   Calibration c;
   c.target = DetectTarget();

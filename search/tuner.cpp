@@ -54,7 +54,6 @@ Tuner::Tuner(std::shared_ptr<const Graph> graph, FusionSpace& space, std::vector
 
 Tuner::~Tuner() = default;
 
-
 std::optional<double> Tuner::SuggestionGain(int task) const {
   const TaskSearch& mine = *searches_[task];
   std::optional<double> gain;
