@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "compiler/choices.h"
 #include "fusion_space/partition.h"
@@ -38,13 +38,19 @@ std::string Bytes(double n) {
 
 // What the node reads and writes as a kernel of its own (distinct values).
 double NodeBoundaryBytes(const Graph& graph, int32_t node) {
-  std::set<ValueId> values;
-  for (ValueId v : graph.nodes[node].inputs)
-    if (v != kNoValue) values.insert(v);
-  for (ValueId v : graph.nodes[node].outputs)
-    if (v != kNoValue) values.insert(v);
+  const Node& n = graph.nodes[node];
   double bytes = 0;
-  for (ValueId v : values) bytes += static_cast<double>(graph.type(v).nbytes());
+  // Each distinct value once (x * x reads x once); nodes have a few operands.
+  auto add = [&](const std::vector<ValueId>& values, size_t i) {
+    const ValueId v = values[i];
+    if (v == kNoValue || std::find(values.begin(), values.begin() + i, v) != values.begin() + i)
+      return;
+    if (&values == &n.outputs && std::find(n.inputs.begin(), n.inputs.end(), v) != n.inputs.end())
+      return;
+    bytes += static_cast<double>(graph.type(v).nbytes());
+  };
+  for (size_t i = 0; i < n.inputs.size(); ++i) add(n.inputs, i);
+  for (size_t i = 0; i < n.outputs.size(); ++i) add(n.outputs, i);
   return bytes;
 }
 
@@ -60,13 +66,14 @@ GroupDecision Decide(FusionSpace& space, const PlanGroup& group, int32_t candida
                    : known_key.empty() ? space.Key(group.nodes).ToString()
                                        : known_key;
   d.choice = std::move(choice);
-  d.bytes = space.Traffic(Plan{{group}});
+  d.bytes = space.GroupTraffic(group.nodes);
   for (int32_t n : group.nodes) d.unfused_bytes += NodeBoundaryBytes(space.graph(), n);
   return d;
 }
 
-void Summarise(FusionSpace& space, CompiledPlan* out) {
-  out->peak_bytes = space.PeakIntermediateBytes(out->plan);
+// `peak` when the caller already computed the plan's peak intermediate bytes.
+void Summarise(FusionSpace& space, CompiledPlan* out, std::optional<int64_t> peak) {
+  out->peak_bytes = peak ? *peak : space.PeakIntermediateBytes(out->plan);
   for (const GroupDecision& d : out->groups) {
     ++out->count[d.choice.source];
     out->bytes += d.bytes;
@@ -109,7 +116,9 @@ Result<bool> UseWholeModelPlan(FusionSpace& space, TuningIndex& index,
     return false;
   }
   out->plan = std::move(*plan);
+  out->peak_bytes = peak;
   out->whole_model_record = best->record_id;
+  out->groups.reserve(out->plan.groups.size());
   out->measured_seconds = out->predicted_seconds = best->seconds;
   out->partition = fmt::format("the measured best plan of this model (record {}, {:.3f} ms)",
                                best->record_id, best->seconds * 1e3);
@@ -123,7 +132,7 @@ Result<bool> UseWholeModelPlan(FusionSpace& space, TuningIndex& index,
     c.detail = fmt::format("whole-model record {}", best->record_id);
     GroupDecision d = Decide(space, g, -1, std::move(c), stored_keys[i]);
     FT_ASSIGN_OR_RETURN(const db::BestPlan* own, index.Exact(d.workload_key));
-    if (own != nullptr && index.BestTilingText(d.workload_key) == TilingToString(g.tiling))
+    if (own != nullptr && index.BestTiling(d.workload_key) == g.tiling)
       d.choice.measured_seconds = d.choice.cost = own->seconds;
     out->groups.push_back(std::move(d));
   }
@@ -138,16 +147,16 @@ Result<CompiledPlan> CompileGraph(FusionSpace& space, TuningIndex& index,
   CompiledPlan out;
   out.graph_key = space.canonical().key.ToString();
   out.target = index.features();
-  auto finish = [&]() {
+  auto finish = [&](std::optional<int64_t> peak = std::nullopt) {
     out.model = index.model_label();  // "not consulted" when every group was tuned
-    Summarise(space, &out);
+    Summarise(space, &out, peak);
     out.lookup_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return out;
   };
   if (options.whole_model_plans) {
     FT_ASSIGN_OR_RETURN(const bool whole_model, UseWholeModelPlan(space, index, options, &out));
-    if (whole_model) return finish();
+    if (whole_model) return finish(out.peak_bytes);
   }
 
   FT_ASSIGN_OR_RETURN(CandidateChoices chosen, ChooseCandidates(space, index, options));

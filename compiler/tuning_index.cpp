@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cost_model/training.h"
-#include "fusion_space/tiling_space.h"
+#include "fusion_space/plan_json.h"
 #include "graph/text_format.h"
 #include "graph/workload_key.h"
 
@@ -70,20 +70,10 @@ Result<std::optional<double>> TuningIndex::FasterStale(const std::string& worklo
   return faster_stale_[workload_key] = stale;
 }
 
-const std::string& TuningIndex::BestTilingText(const std::string& workload_key) {
-  auto [it, added] = tiling_text_.emplace(workload_key, "");
+const std::optional<Tiling>& TuningIndex::BestTiling(const std::string& workload_key) {
+  auto [it, added] = best_tilings_.emplace(workload_key, std::nullopt);
   if (!added) return it->second;
-  const db::BestPlan* best = Cached(workload_key);
-  if (best == nullptr) return it->second;
-  const auto plan = nlohmann::json::parse(best->plan, nullptr, false);
-  if (!plan.is_object() || !plan.contains("groups") || plan["groups"].size() != 1)
-    return it->second;
-  const auto& group = plan["groups"][0];
-  const auto kind = KernelTemplateFromName(group.value("template", ""));
-  Tiling tiling;
-  if (kind && (*kind == KernelTemplate::kReference ||
-               TilingFromJson(*kind, group.value("tiling", nlohmann::json::object()), &tiling)))
-    it->second = TilingToString(tiling);
+  if (const db::BestPlan* best = Cached(workload_key)) it->second = SingleGroupTiling(best->plan);
   return it->second;
 }
 

@@ -17,6 +17,7 @@
 #include "common/status.h"
 #include "cost_model/cost_model.h"
 #include "db/database.h"
+#include "fusion_space/tiling_space.h"
 
 namespace fusetune::compiler {
 
@@ -41,9 +42,9 @@ class TuningIndex {
   // A stale record's time when one beat Exact()'s plan (kernels changed since
   // the workload was tuned); one query per key.
   Result<std::optional<double>> FasterStale(const std::string& workload_key);
-  // For a key whose Exact() found a plan: TilingToString of its tiling when
-  // it is a one-group plan, read once per key; "" for any other key.
-  const std::string& BestTilingText(const std::string& workload_key);
+  // For a key whose Exact() found a plan: its tiling when it is a one-group
+  // plan, read once per key; nullopt for any other key.
+  const std::optional<Tiling>& BestTiling(const std::string& workload_key);
   // The tuned group workload of `structure_key` whose signature is nearest
   // to `signature` (same length), other than `exclude`.
   Result<std::optional<BucketMatch>> Nearest(const std::string& structure_key,
@@ -77,7 +78,7 @@ class TuningIndex {
   std::map<std::string, std::optional<db::BestPlan>> bests_;  // nullopt: none stored
   std::map<std::string, std::optional<double>> faster_stale_;
   bool all_bests_ = false;  // every key is in bests_
-  std::map<std::string, std::string> tiling_text_;
+  std::map<std::string, std::optional<Tiling>> best_tilings_;
   std::unique_ptr<cost_model::CostModel> model_;
   bool model_loaded_ = false;
   std::string model_label_ = "not consulted";

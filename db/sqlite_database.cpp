@@ -339,6 +339,7 @@ Result<std::optional<BestPlan>> SqliteDatabase::Best(const std::string& workload
       else  // stored by a build with other kernel versions
         best = ScanBest(q.getColumn(4).getInt64(), *target_id);
     }
+    q.reset();  // ends the statement's read transaction
     return best_cache_[cache_key] = best;
   });
 }
@@ -350,19 +351,26 @@ Result<std::optional<double>> SqliteDatabase::FasterStaleSeconds(const std::stri
                  [&]() -> Result<std::optional<double>> {
                    // Records faster than the fresh best are stale by definition; the
                    // index on (workload, target, status, seconds) makes this one probe.
-                   SQLite::Statement q(*db_,
-                                       "SELECT r.seconds, r.kernel_versions FROM records r "
-                                       "JOIN workloads w ON w.id = r.workload_id "
-                                       "JOIN targets t ON t.id = r.target_id "
-                                       "WHERE w.key = ? AND t.fingerprint = ? AND r.status = 'ok' "
-                                       "AND r.seconds < ? ORDER BY r.seconds");
+                   // Prepared once per handle: a compile asks this of every model.
+                   if (!stale_query_)
+                     stale_query_ = std::make_unique<SQLite::Statement>(
+                         *db_,
+                         "SELECT r.seconds, r.kernel_versions FROM records r "
+                         "JOIN workloads w ON w.id = r.workload_id "
+                         "JOIN targets t ON t.id = r.target_id "
+                         "WHERE w.key = ? AND t.fingerprint = ? AND r.status = 'ok' "
+                         "AND r.seconds < ? ORDER BY r.seconds");
+                   SQLite::Statement& q = *stale_query_;
+                   q.reset();
                    q.bind(1, workload_key);
                    q.bind(2, target);
                    q.bind(3, best ? best->seconds : std::numeric_limits<double>::infinity());
-                   while (q.executeStep())
+                   std::optional<double> stale;
+                   while (!stale && q.executeStep())
                      if (!IsFreshJson(q.getColumn(1).getString()))
-                       return std::optional<double>(q.getColumn(0).getDouble());
-                   return std::optional<double>();
+                       stale = q.getColumn(0).getDouble();
+                   q.reset();  // ends the statement's read transaction
+                   return stale;
                  });
 }
 

@@ -85,7 +85,7 @@ class SqliteDatabase final : public Database {
   // keep it current. Another process's later commits are seen by a new
   // handle, as compilers open the database per compilation.
   std::unordered_map<std::string, std::optional<BestPlan>> best_cache_;
-  std::unique_ptr<SQLite::Statement> best_query_, insert_record_, update_best_;
+  std::unique_ptr<SQLite::Statement> best_query_, stale_query_, insert_record_, update_best_;
 };
 
 }  // namespace fusetune::db::detail

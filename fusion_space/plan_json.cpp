@@ -146,9 +146,9 @@ bool ReadTilingObject(JsonReader& r, json* tiling) {
 
 // One element of "groups"; `error` is set for a structure error.
 bool ReadGroup(JsonReader& r, size_t i, PlanDocument::Group* group, std::string* error) {
-  const std::string where = GroupWhere(i);
+  const auto where = [i] { return GroupWhere(i); };  // only for errors
   if (r.Peek() != JsonReader::Kind::kObject) {
-    *error = where + ".nodes is not a non-empty array";
+    *error = where() + ".nodes is not a non-empty array";
     return false;
   }
   r.BeginObject();
@@ -157,14 +157,14 @@ bool ReadGroup(JsonReader& r, size_t i, PlanDocument::Group* group, std::string*
   while (r.NextKey(&key)) {
     if (key == "nodes") {
       if (r.Peek() != JsonReader::Kind::kArray) {
-        *error = where + ".nodes is not a non-empty array";
+        *error = where() + ".nodes is not a non-empty array";
         return false;
       }
       r.BeginArray();
       while (r.NextElement()) {
         int64_t position = 0;
         if (r.Peek() != JsonReader::Kind::kNumber || !r.ReadInt(&position)) {
-          *error = where + ".nodes holds a non-integer";
+          *error = where() + ".nodes holds a non-integer";
           return false;
         }
         group->positions.push_back(position);
@@ -180,7 +180,7 @@ bool ReadGroup(JsonReader& r, size_t i, PlanDocument::Group* group, std::string*
       break;
     }
   }
-  if (r.ok() && !has_nodes) *error = where + ".nodes is not a non-empty array";
+  if (r.ok() && !has_nodes) *error = where() + ".nodes is not a non-empty array";
   return r.ok() && has_nodes;
 }
 
@@ -239,27 +239,27 @@ Result<Plan> PlanFromDocument(FusionSpace& space, const PlanDocument& doc,
   Plan plan;
   for (size_t i = 0; i < doc.groups.size(); ++i) {
     const PlanDocument::Group& g = doc.groups[i];
-    const std::string where = GroupWhere(i);
+    const auto where = [i] { return GroupWhere(i); };  // only for errors
     PlanGroup group;
     for (int64_t position : g.positions) {
       if (position < 0 || position >= n)
         return Bad(
-            fmt::format("{}: node {} out of range (the graph has {} nodes)", where, position, n));
+            fmt::format("{}: node {} out of range (the graph has {} nodes)", where(), position, n));
       group.nodes.push_back(pos.node_at[position]);
     }
     std::sort(group.nodes.begin(), group.nodes.end());
     if (std::adjacent_find(group.nodes.begin(), group.nodes.end()) != group.nodes.end())
-      return Bad(where + ".nodes lists a node twice");
+      return Bad(where() + ".nodes lists a node twice");
     const GroupMatch& m = space.Match(group.nodes);
     if (!m.decision)
-      return Bad(fmt::format("{} is not a legal group: {}", where, m.decision.reason()));
+      return Bad(fmt::format("{} is not a legal group: {}", where(), m.decision.reason()));
     auto kind = KernelTemplateFromName(g.template_name);
-    if (!kind) return Bad(fmt::format("{}.template \"{}\" is unknown", where, g.template_name));
+    if (!kind) return Bad(fmt::format("{}.template \"{}\" is unknown", where(), g.template_name));
     if (*kind != m.instance.kind)
-      return Bad(fmt::format("{}.template is \"{}\" but the group is a {} kernel", where,
+      return Bad(fmt::format("{}.template is \"{}\" but the group is a {} kernel", where(),
                              g.template_name, KernelTemplateName(m.instance.kind)));
     const FusionDecision t = TilingFromJson(*kind, g.tiling, &group.tiling);
-    if (!t) return Bad(fmt::format("{}.tiling: {}", where, t.reason()));
+    if (!t) return Bad(fmt::format("{}.tiling: {}", where(), t.reason()));
     plan.groups.push_back(std::move(group));
   }
   const FusionDecision valid = space.Validate(plan);
@@ -282,6 +282,15 @@ Result<Plan> PlanFromJsonText(FusionSpace& space, std::string_view text,
                               std::vector<std::string>* workload_keys) {
   FT_ASSIGN_OR_RETURN(const PlanDocument doc, DocumentFromText(text));
   return PlanFromDocument(space, doc, workload_keys);
+}
+
+std::optional<Tiling> SingleGroupTiling(std::string_view text) {
+  auto doc = DocumentFromText(text);
+  if (!doc.ok() || doc->groups.size() != 1) return std::nullopt;
+  const auto kind = KernelTemplateFromName(doc->groups[0].template_name);
+  Tiling tiling;
+  if (!kind || !TilingFromJson(*kind, doc->groups[0].tiling, &tiling)) return std::nullopt;
+  return tiling;
 }
 
 Status WritePlanFile(FusionSpace& space, const Plan& plan, const std::string& path) {

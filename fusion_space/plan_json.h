@@ -12,6 +12,7 @@
 // group legal and of the stated template, each tiling valid, and the order.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,11 @@ Result<Plan> PlanFromJson(FusionSpace& space, const nlohmann::json& json);
 // receives each group's stored "workload_key" ("" where there is none).
 Result<Plan> PlanFromJsonText(FusionSpace& space, std::string_view text,
                               std::vector<std::string>* workload_keys = nullptr);
+
+// The tiling of a one-group plan's group, read without a graph (what a
+// compile compares with a whole-model plan's group); nullopt for a plan of
+// another number of groups or one that does not parse.
+std::optional<Tiling> SingleGroupTiling(std::string_view text);
 
 Status WritePlanFile(FusionSpace& space, const Plan& plan, const std::string& path);
 Result<Plan> ReadPlanFile(FusionSpace& space, const std::string& path);

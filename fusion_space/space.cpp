@@ -52,6 +52,12 @@ WorkloadKey FusionSpace::Key(const std::vector<int32_t>& nodes) const {
   return ComputeWorkloadKey(graph_, nodes, &flow_.all_uses());
 }
 
+size_t FusionSpace::NodesHash::operator()(const std::vector<int32_t>& nodes) const {
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ nodes.size();
+  for (int32_t n : nodes) h = (h ^ static_cast<uint32_t>(n)) * 0x100000001b3ull;
+  return static_cast<size_t>(h ^ (h >> 29));
+}
+
 const GroupMatch& FusionSpace::Match(const std::vector<int32_t>& nodes) {
   auto it = matches_.find(nodes);
   if (it != matches_.end()) return *it->second;
@@ -328,11 +334,15 @@ FusionDecision FusionSpace::Validate(const Plan& plan) {
 
 double FusionSpace::Traffic(const Plan& plan) {
   double bytes = 0;
-  for (const PlanGroup& g : plan.groups) {
-    const KernelInstance& k = Match(g.nodes).instance;
-    for (ValueId v : k.inputs) bytes += static_cast<double>(graph_.type(v).nbytes());
-    for (ValueId v : k.outputs) bytes += static_cast<double>(graph_.type(v).nbytes());
-  }
+  for (const PlanGroup& g : plan.groups) bytes += GroupTraffic(g.nodes);
+  return bytes;
+}
+
+double FusionSpace::GroupTraffic(const std::vector<int32_t>& nodes) {
+  const KernelInstance& k = Match(nodes).instance;
+  double bytes = 0;
+  for (ValueId v : k.inputs) bytes += static_cast<double>(graph_.type(v).nbytes());
+  for (ValueId v : k.outputs) bytes += static_cast<double>(graph_.type(v).nbytes());
   return bytes;
 }
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/rng.h"
@@ -77,6 +78,8 @@ class FusionSpace {
   // Bytes moved to and from global memory at kernel boundaries (each group
   // reads its inputs and writes its outputs once): the analytical traffic.
   double Traffic(const Plan& plan);
+  // The same for one group (its node set).
+  double GroupTraffic(const std::vector<int32_t>& nodes);
   // Peak bytes of intermediate values live at once when run in kernel order.
   int64_t PeakIntermediateBytes(const Plan& plan);
 
@@ -91,8 +94,13 @@ class FusionSpace {
   CandidateOptions candidate_options_;
   mutable std::optional<CandidateSet> candidates_;
   mutable std::optional<CanonicalSubgraph> canonical_;
-  std::map<std::vector<int32_t>, std::unique_ptr<GroupMatch>> matches_;
-  std::map<std::vector<int32_t>, std::unique_ptr<TilingSpace>> tilings_;
+  // Hashed: a compile asks for each group's match several times (issue 9's
+  // 1 ms budget), and ordered lookups compared whole node lists.
+  struct NodesHash {
+    size_t operator()(const std::vector<int32_t>& nodes) const;
+  };
+  std::unordered_map<std::vector<int32_t>, std::unique_ptr<GroupMatch>, NodesHash> matches_;
+  std::unordered_map<std::vector<int32_t>, std::unique_ptr<TilingSpace>, NodesHash> tilings_;
   std::optional<Plan> last_valid_plan_;
 };
 

@@ -295,11 +295,12 @@ namespace {
 
 template <typename T>
 FusionDecision Field(const json& j, const char* name, T* out) {
-  if (!j.contains(name))
+  const auto it = j.find(name);  // one lookup: a compile reads every group's tiling
+  if (it == j.end())
     return FusionDecision::Forbid(fmt::format("tiling is missing \"{}\"", name));
-  if (!j[name].is_number_integer() && !j[name].is_boolean())
+  if (!it->is_number_integer() && !it->is_boolean())
     return FusionDecision::Forbid(fmt::format("tiling.{} is not an integer", name));
-  *out = j[name].is_boolean() ? static_cast<T>(j[name].get<bool>()) : j[name].get<T>();
+  *out = it->is_boolean() ? static_cast<T>(it->template get<bool>()) : it->template get<T>();
   return FusionDecision::Allow();
 }
 
