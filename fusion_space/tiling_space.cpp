@@ -296,8 +296,7 @@ namespace {
 template <typename T>
 FusionDecision Field(const json& j, const char* name, T* out) {
   const auto it = j.find(name);  // one lookup: a compile reads every group's tiling
-  if (it == j.end())
-    return FusionDecision::Forbid(fmt::format("tiling is missing \"{}\"", name));
+  if (it == j.end()) return FusionDecision::Forbid(fmt::format("tiling is missing \"{}\"", name));
   if (!it->is_number_integer() && !it->is_boolean())
     return FusionDecision::Forbid(fmt::format("tiling.{} is not an integer", name));
   *out = it->is_boolean() ? static_cast<T>(it->template get<bool>()) : it->template get<T>();

@@ -148,10 +148,16 @@ class Tuner {
   Status MeasureBaselines();
   Status RunRound(int task);
   Status MeasureTiling(int task, const Proposal& proposal);
-  Status MeasurePlan(const Plan& plan, const std::string& kind);
+  // Measures a whole plan and commits its record. `predicted`, the sum of
+  // its groups' measured times: a plan that runs far slower than that and
+  // than the best plan so far is measured once more (a busy host slows one
+  // measurement; both records are kept, and the faster counts).
+  Status MeasurePlan(const Plan& plan, const std::string& kind,
+                     std::optional<double> predicted = std::nullopt);
   Status MeasureTunedPlan();
   bool ReopenConverged(std::vector<TaskStanding>* standing);
-  Plan TunedPlan();
+  // `predicted`, when given, receives the partition's cost (sum of its groups').
+  Plan TunedPlan(double* predicted = nullptr);
   double AnalyticalScale() const;
   double PredictedSeconds(int task, double scale) const;
   void UpdateModel();
