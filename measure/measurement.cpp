@@ -1,5 +1,6 @@
 #include "measure/measurement.h"
 
+#include <cpuid.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <immintrin.h>
@@ -19,12 +20,34 @@ double Since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void FlushRegion(const std::byte* data, size_t bytes) {
-  if (!data) return;
-  const auto begin = reinterpret_cast<uintptr_t>(data) & ~uintptr_t{63};
-  const auto end = reinterpret_cast<uintptr_t>(data) + bytes;
+// CLFLUSHOPT evicts lines without ordering them against each other; the
+// fence after the last one completes them all. On the Intel guest it flushes
+// 16 MB in 0.7 ms where CLFLUSH took 36 ms (CLFLUSH serialises each line):
+// flushing took two thirds of a tuning job there.
+__attribute__((target("clflushopt"))) void FlushLinesOpt(uintptr_t begin, uintptr_t end) {
+  for (uintptr_t line = begin; line < end; line += 64)
+    _mm_clflushopt(reinterpret_cast<void*>(line));
+}
+
+void FlushLines(uintptr_t begin, uintptr_t end) {
   for (uintptr_t line = begin; line < end; line += 64)
     _mm_clflush(reinterpret_cast<const void*>(line));
+}
+
+bool HasClflushopt() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (ebx & (1u << 23)) != 0;
+}
+
+void FlushRegion(const std::byte* data, size_t bytes) {
+  if (!data) return;
+  static const bool opt = HasClflushopt();
+  const auto begin = reinterpret_cast<uintptr_t>(data) & ~uintptr_t{63};
+  const auto end = reinterpret_cast<uintptr_t>(data) + bytes;
+  if (opt)
+    FlushLinesOpt(begin, end);
+  else
+    FlushLines(begin, end);
 }
 
 void FlushCaches(const KernelProgram& exe, const TensorMap& feeds) {
@@ -143,7 +166,7 @@ Result<ReferenceData> ComputeReference(const Graph& graph, uint64_t seed) {
 }
 
 MeasureResult MeasureProgram(KernelProgram& exe, const ReferenceData& reference,
-                                const MeasureOptions& options, const MeasureHooks& hooks) {
+                             const MeasureOptions& options, const MeasureHooks& hooks) {
   const auto start = std::chrono::steady_clock::now();
   const TensorMap& feeds = reference.feeds;
   double warmup_seconds = 0;
