@@ -1,5 +1,7 @@
 #include "fusion_space/space.h"
 
+#include "common/hash.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -53,9 +55,7 @@ WorkloadKey FusionSpace::Key(const std::vector<int32_t>& nodes) const {
 }
 
 size_t FusionSpace::NodesHash::operator()(const std::vector<int32_t>& nodes) const {
-  uint64_t h = 0x9e3779b97f4a7c15ull ^ nodes.size();
-  for (int32_t n : nodes) h = (h ^ static_cast<uint32_t>(n)) * 0x100000001b3ull;
-  return static_cast<size_t>(h ^ (h >> 29));
+  return static_cast<size_t>(HashBytes(nodes.data(), nodes.size() * sizeof(int32_t)));
 }
 
 const GroupMatch& FusionSpace::Match(const std::vector<int32_t>& nodes) {
