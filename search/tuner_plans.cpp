@@ -49,8 +49,9 @@ Status Tuner::MeasurePlan(const Plan& plan, const std::string& kind,
   if (plans_->known.count(candidate.plan.dump())) return Status::Ok();
   std::vector<KernelTemplate> templates;
   for (const PlanGroup& g : plan.groups) templates.push_back(space_.Match(g.nodes).instance.kind);
-  const nlohmann::json search_info{{"plan_kind", kind}};
   for (int attempt = 0; attempt < 2; ++attempt) {
+    nlohmann::json search_info{{"plan_kind", kind}};
+    if (attempt > 0) search_info["remeasure"] = true;  // measured twice on purpose
     ReportProgress("whole model, " + kind + " plan" + (attempt ? " again" : ""));
     const measure::MeasureResult result = measure_(candidate);
     db::Record record = MakeRecord(graph_key_, candidate, result, context_.target, context_.job_id,

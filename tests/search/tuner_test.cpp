@@ -309,6 +309,10 @@ TEST(Tuner, ASlowWholePlanMeasurementIsTakenAgain) {
   for (const db::Record& r : job.committed)
     if (r.plan.find("\"groups\"") != std::string::npos && r.seconds == 1.0) tuned.insert(r.plan);
   ASSERT_FALSE(tuned.empty());
+  int remeasures = 0;
+  for (const db::Record& r : job.committed)
+    remeasures += r.metrics.find("\"remeasure\":true") != std::string::npos;
+  EXPECT_EQ(remeasures, static_cast<int>(tuned.size())) << "the second record is marked";
   for (const std::string& text : tuned) {
     const auto plan = nlohmann::json::parse(text).dump();
     EXPECT_EQ(job.device.measured.count(plan), 2u) << "measured once more, no more";
