@@ -77,15 +77,8 @@ Status ValidateAttention(const AttentionDesc& d, const AttentionTiling& t,
     return bad("attention: descriptor.mask_data is required by an additive mask");
   if (t.br < 1) return bad(fmt::format("tiling.br: {} must be positive", t.br));
   if (t.bc < 1) return bad(fmt::format("tiling.bc: {} must be positive", t.bc));
-  if (!FindMicroKernel(t.mr, t.nr))
-    return bad(fmt::format("tiling.mr x tiling.nr: {}x{} is not a micro-tile shape", t.mr, t.nr));
-  if (config.threads < 1)
-    return bad(fmt::format("config.threads: {} must be positive", config.threads));
-  const int64_t need = AttentionLocalBytes(d, t);
-  if (need > static_cast<int64_t>(config.local_buffer_bytes))
-    return bad(fmt::format("tiling: br={} bc={} need {} bytes of local buffer, capacity is {}",
-                           t.br, t.bc, need, config.local_buffer_bytes));
-  return Status::Ok();
+  return CheckMicroTileAndBuffer(t.mr, t.nr, AttentionLocalBytes(d, t), config,
+                                 fmt::format("br={} bc={}", t.br, t.bc));
 }
 
 namespace {
@@ -273,18 +266,13 @@ Result<KernelStats> RunAttention(const AttentionDesc& d, const AttentionTiling& 
     for (int64_t h = 0; h < d.heads; ++h)
       for (int64_t i0 = 0; i0 < d.seq_q; i0 += t.br)
         tiles.push_back({b, h, i0, std::min(t.br, d.seq_q - i0)});
-  std::vector<KernelStats> per_thread(config.threads);
-  const double busy = ForEachThread(config.threads, [&](int th) {
+  return RunThreadShares(config.threads, [&](int th) {
     AttentionRunner runner(d, t, mode);
     // Round-robin: with a causal mask later query tiles cost more, so a
     // contiguous split would leave one thread idle.
     for (size_t i = th; i < tiles.size(); i += config.threads) runner.Run(tiles[i]);
-    per_thread[th] = runner.stats;
+    return runner.stats;
   });
-  KernelStats total;
-  for (const KernelStats& s : per_thread) total += s;
-  total.busy_seconds = busy;
-  return total;
 }
 
 }  // namespace fusetune::kernels

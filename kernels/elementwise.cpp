@@ -122,11 +122,10 @@ Result<KernelStats> RunElementwise(const ElementwiseDesc& d, const ElementwiseTi
                       TileSchedule::Make(d.program, InputShapes(d), "elementwise.program"));
   const int64_t total = Volume(d.dims), tiles = (total + t.tile - 1) / t.tile;
   const auto& instrs = d.program.instrs();
-  std::vector<KernelStats> per_thread(config.threads);
-  const double busy = ForEachThread(config.threads, [&](int th) {
-    KernelStats& stats = per_thread[th];
+  return RunThreadShares(config.threads, [&](int th) {
+    KernelStats stats;
     const int64_t first = tiles * th / config.threads, last = tiles * (th + 1) / config.threads;
-    if (first >= last) return;
+    if (first >= last) return stats;
     LocalBuffer local(static_cast<size_t>(FrameBytes(schedule, t.tile)));
     const int64_t frame_floats = schedule.FrameFloats(1, t.tile);
     float* frame = local.Take(frame_floats);
@@ -152,11 +151,8 @@ Result<KernelStats> RunElementwise(const ElementwiseDesc& d, const ElementwiseTi
       ++stats.tiles;
     }
     StreamFence();
+    return stats;
   });
-  KernelStats total_stats;
-  for (const KernelStats& s : per_thread) total_stats += s;
-  total_stats.busy_seconds = busy;
-  return total_stats;
 }
 
 }  // namespace fusetune::kernels

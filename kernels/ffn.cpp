@@ -80,15 +80,8 @@ Status ValidateFfn(const FfnDesc& d, const FfnTiling& t, const KernelConfig& con
     return bad("ffn: descriptor.prologue.gamma is required by the norm");
   if (t.mb < 1) return bad(fmt::format("tiling.mb: {} must be positive", t.mb));
   if (t.hb < 1) return bad(fmt::format("tiling.hb: {} must be positive", t.hb));
-  if (!FindMicroKernel(t.mr, t.nr))
-    return bad(fmt::format("tiling.mr x tiling.nr: {}x{} is not a micro-tile shape", t.mr, t.nr));
-  if (config.threads < 1)
-    return bad(fmt::format("config.threads: {} must be positive", config.threads));
-  const int64_t need = FfnLocalBytes(d, t);
-  if (need > static_cast<int64_t>(config.local_buffer_bytes))
-    return bad(fmt::format("tiling: mb={} hb={} need {} bytes of local buffer, capacity is {}",
-                           t.mb, t.hb, need, config.local_buffer_bytes));
-  return Status::Ok();
+  return CheckMicroTileAndBuffer(t.mr, t.nr, FfnLocalBytes(d, t), config,
+                                 fmt::format("mb={} hb={}", t.mb, t.hb));
 }
 
 namespace {
@@ -223,18 +216,13 @@ Result<KernelStats> RunFfn(const FfnDesc& d, const FfnTiling& t, const KernelCon
                            RunMode mode) {
   FT_RETURN_IF_ERROR(ValidateFfn(d, t, config));
   const int64_t blocks = CeilDiv(d.m, t.mb);
-  std::vector<KernelStats> per_thread(config.threads);
-  const double busy = ForEachThread(config.threads, [&](int th) {
+  return RunThreadShares(config.threads, [&](int th) {
     const int64_t first = blocks * th / config.threads, last = blocks * (th + 1) / config.threads;
-    if (first >= last) return;
+    if (first >= last) return KernelStats{};
     FfnRunner runner(d, t, mode);
     for (int64_t b = first; b < last; ++b) runner.Run(b * t.mb);
-    per_thread[th] = runner.stats;
+    return runner.stats;
   });
-  KernelStats total;
-  for (const KernelStats& s : per_thread) total += s;
-  total.busy_seconds = busy;
-  return total;
 }
 
 }  // namespace fusetune::kernels

@@ -122,21 +122,9 @@ Status ValidateGemm(const GemmDesc& d, const GemmTiling& t, const KernelConfig& 
   if (t.mc < 1) return bad(fmt::format("tiling.mc: {} must be positive", t.mc));
   if (t.nc < 1) return bad(fmt::format("tiling.nc: {} must be positive", t.nc));
   if (t.kc < 1) return bad(fmt::format("tiling.kc: {} must be positive", t.kc));
-  if (!FindMicroKernel(t.mr, t.nr)) {
-    std::string shapes;
-    for (auto [mr, nr] : MicroTileShapes()) shapes += fmt::format(" {}x{}", mr, nr);
-    return bad(
-        fmt::format("tiling.mr x tiling.nr: {}x{} is not a micro-tile shape; choose one of{}", t.mr,
-                    t.nr, shapes));
-  }
-  if (config.threads < 1)
-    return bad(fmt::format("config.threads: {} must be positive", config.threads));
-  const int64_t need = GemmLocalBytes(d, t);
-  if (need > static_cast<int64_t>(config.local_buffer_bytes))
-    return bad(fmt::format(
-        "tiling: needs {} bytes of local buffer (mc={} nc={} kc={}{}), capacity is {}", need, t.mc,
-        t.nc, t.kc, t.double_buffer ? ", double buffered" : "", config.local_buffer_bytes));
-  return Status::Ok();
+  return CheckMicroTileAndBuffer(t.mr, t.nr, GemmLocalBytes(d, t), config,
+                                 fmt::format("mc={} nc={} kc={}{}", t.mc, t.nc, t.kc,
+                                             t.double_buffer ? ", double buffered" : ""));
 }
 
 namespace {
@@ -401,15 +389,11 @@ class ThreadRunner {
 Result<KernelStats> RunGemm(const GemmDesc& desc, const GemmTiling& tiling,
                             const KernelConfig& config, RunMode mode) {
   FT_RETURN_IF_ERROR(ValidateGemm(desc, tiling, config));
-  std::vector<KernelStats> per_thread(config.threads);
-  const double busy = ForEachThread(config.threads, [&](int t) {
+  return RunThreadShares(config.threads, [&](int t) {
     std::vector<Block> blocks = BlocksForThread(desc, tiling, t, config.threads);
-    if (!blocks.empty()) per_thread[t] = ThreadRunner(desc, tiling, mode, std::move(blocks)).Run();
+    if (blocks.empty()) return KernelStats{};
+    return ThreadRunner(desc, tiling, mode, std::move(blocks)).Run();
   });
-  KernelStats total;
-  for (const KernelStats& s : per_thread) total += s;
-  total.busy_seconds = busy;
-  return total;
 }
 
 }  // namespace fusetune::kernels

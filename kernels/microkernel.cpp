@@ -1,5 +1,7 @@
 #include "kernels/microkernel.h"
 
+#include <fmt/format.h>
+
 #include <immintrin.h>
 
 namespace fusetune::kernels {
@@ -157,5 +159,22 @@ std::vector<std::pair<int, int>> MicroTileShapes() {
 
 const MicroKernel* FindMicroKernel(int mr, int nr) { return Find(Best(), mr, nr); }
 const MicroKernel* FindPortableMicroKernel(int mr, int nr) { return Find(Portable(), mr, nr); }
+
+Status CheckMicroTileAndBuffer(int mr, int nr, int64_t local_bytes, const KernelConfig& config,
+                               const std::string& blocks) {
+  auto bad = [](const std::string& msg) { return Status(Error(ErrorCode::kInvalidArgument, msg)); };
+  if (!FindMicroKernel(mr, nr)) {
+    std::string shapes;
+    for (auto [m, n] : MicroTileShapes()) shapes += fmt::format(" {}x{}", m, n);
+    return bad(fmt::format(
+        "tiling.mr x tiling.nr: {}x{} is not a micro-tile shape; choose one of{}", mr, nr, shapes));
+  }
+  if (config.threads < 1)
+    return bad(fmt::format("config.threads: {} must be positive", config.threads));
+  if (local_bytes > static_cast<int64_t>(config.local_buffer_bytes))
+    return bad(fmt::format("tiling: needs {} bytes of local buffer ({}), capacity is {}",
+                           local_bytes, blocks, config.local_buffer_bytes));
+  return Status::Ok();
+}
 
 }  // namespace fusetune::kernels

@@ -6,7 +6,11 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "common/status.h"
+#include "kernels/traffic.h"
 
 namespace fusetune::kernels {
 
@@ -32,5 +36,12 @@ std::vector<std::pair<int, int>> MicroTileShapes();
 const MicroKernel* FindMicroKernel(int mr, int nr);
 // The portable implementation (for tests comparing ISAs).
 const MicroKernel* FindPortableMicroKernel(int mr, int nr);
+
+// What every template checks of a tiling besides its own block sizes: mr x
+// nr is a micro-tile shape here, config.threads is positive, and the
+// `local_bytes` one thread needs fit the local buffer. `blocks` names the
+// tiling's block sizes for the message ("mc=384 nc=256 kc=96").
+Status CheckMicroTileAndBuffer(int mr, int nr, int64_t local_bytes, const KernelConfig& config,
+                               const std::string& blocks);
 
 }  // namespace fusetune::kernels

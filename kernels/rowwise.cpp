@@ -197,15 +197,10 @@ Result<KernelStats> RunRowwise(const RowwiseDesc& d, const RowwiseTiling& t,
   FT_ASSIGN_OR_RETURN(TileSchedule schedule,
                       TileSchedule::Make(d.program, InputShapes(d), "rowwise.program"));
   const int64_t tiles = (TotalRows(d) + t.rows_per_tile - 1) / t.rows_per_tile;
-  std::vector<KernelStats> per_thread(config.threads);
-  const double busy = ForEachThread(config.threads, [&](int th) {
-    per_thread[th] = RunRowsOnThread(d, t, schedule, mode, tiles * th / config.threads,
-                                     tiles * (th + 1) / config.threads);
+  return RunThreadShares(config.threads, [&](int th) {
+    return RunRowsOnThread(d, t, schedule, mode, tiles * th / config.threads,
+                           tiles * (th + 1) / config.threads);
   });
-  KernelStats total;
-  for (const KernelStats& s : per_thread) total += s;
-  total.busy_seconds = busy;
-  return total;
 }
 
 }  // namespace fusetune::kernels

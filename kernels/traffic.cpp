@@ -196,4 +196,13 @@ size_t DefaultLocalBufferBytes() {
   return l2 > 0 ? static_cast<size_t>(l2) : size_t{1} << 20;
 }
 
+KernelStats RunThreadShares(int threads, const std::function<KernelStats(int)>& fn) {
+  std::vector<KernelStats> per_thread(static_cast<size_t>(threads));
+  const double busy = ForEachThread(threads, [&](int t) { per_thread[t] = fn(t); });
+  KernelStats total;
+  for (const KernelStats& s : per_thread) total += s;
+  total.busy_seconds = busy;
+  return total;
+}
+
 }  // namespace fusetune::kernels

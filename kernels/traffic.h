@@ -75,5 +75,8 @@ class LocalBuffer {
 // deterministic. Returns the longest fn's seconds (the kernel's busy time;
 // the rest of the call, waking and joining workers, is launch overhead).
 double ForEachThread(int threads, const std::function<void(int)>& fn);
+// ForEachThread for a kernel whose threads each return their stats: the sum
+// of them, with busy_seconds the longest thread's time.
+KernelStats RunThreadShares(int threads, const std::function<KernelStats(int)>& fn);
 
 }  // namespace fusetune::kernels
