@@ -78,7 +78,7 @@ Status ValidateAttention(const AttentionDesc& d, const AttentionTiling& t,
   if (t.br < 1) return bad(fmt::format("tiling.br: {} must be positive", t.br));
   if (t.bc < 1) return bad(fmt::format("tiling.bc: {} must be positive", t.bc));
   return CheckMicroTileAndBuffer(t.mr, t.nr, AttentionLocalBytes(d, t), config,
-                                 fmt::format("br={} bc={}", t.br, t.bc));
+                                 [&] { return fmt::format("br={} bc={}", t.br, t.bc); });
 }
 
 namespace {

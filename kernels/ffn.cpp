@@ -81,7 +81,7 @@ Status ValidateFfn(const FfnDesc& d, const FfnTiling& t, const KernelConfig& con
   if (t.mb < 1) return bad(fmt::format("tiling.mb: {} must be positive", t.mb));
   if (t.hb < 1) return bad(fmt::format("tiling.hb: {} must be positive", t.hb));
   return CheckMicroTileAndBuffer(t.mr, t.nr, FfnLocalBytes(d, t), config,
-                                 fmt::format("mb={} hb={}", t.mb, t.hb));
+                                 [&] { return fmt::format("mb={} hb={}", t.mb, t.hb); });
 }
 
 namespace {

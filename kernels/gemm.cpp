@@ -122,9 +122,10 @@ Status ValidateGemm(const GemmDesc& d, const GemmTiling& t, const KernelConfig& 
   if (t.mc < 1) return bad(fmt::format("tiling.mc: {} must be positive", t.mc));
   if (t.nc < 1) return bad(fmt::format("tiling.nc: {} must be positive", t.nc));
   if (t.kc < 1) return bad(fmt::format("tiling.kc: {} must be positive", t.kc));
-  return CheckMicroTileAndBuffer(t.mr, t.nr, GemmLocalBytes(d, t), config,
-                                 fmt::format("mc={} nc={} kc={}{}", t.mc, t.nc, t.kc,
-                                             t.double_buffer ? ", double buffered" : ""));
+  return CheckMicroTileAndBuffer(t.mr, t.nr, GemmLocalBytes(d, t), config, [&] {
+    return fmt::format("mc={} nc={} kc={}{}", t.mc, t.nc, t.kc,
+                       t.double_buffer ? ", double buffered" : "");
+  });
 }
 
 namespace {

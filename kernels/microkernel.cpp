@@ -161,7 +161,7 @@ const MicroKernel* FindMicroKernel(int mr, int nr) { return Find(Best(), mr, nr)
 const MicroKernel* FindPortableMicroKernel(int mr, int nr) { return Find(Portable(), mr, nr); }
 
 Status CheckMicroTileAndBuffer(int mr, int nr, int64_t local_bytes, const KernelConfig& config,
-                               const std::string& blocks) {
+                               const std::function<std::string()>& blocks) {
   auto bad = [](const std::string& msg) { return Status(Error(ErrorCode::kInvalidArgument, msg)); };
   if (!FindMicroKernel(mr, nr)) {
     std::string shapes;
@@ -173,7 +173,7 @@ Status CheckMicroTileAndBuffer(int mr, int nr, int64_t local_bytes, const Kernel
     return bad(fmt::format("config.threads: {} must be positive", config.threads));
   if (local_bytes > static_cast<int64_t>(config.local_buffer_bytes))
     return bad(fmt::format("tiling: needs {} bytes of local buffer ({}), capacity is {}",
-                           local_bytes, blocks, config.local_buffer_bytes));
+                           local_bytes, blocks(), config.local_buffer_bytes));
   return Status::Ok();
 }
 

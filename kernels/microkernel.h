@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,8 +41,9 @@ const MicroKernel* FindPortableMicroKernel(int mr, int nr);
 // What every template checks of a tiling besides its own block sizes: mr x
 // nr is a micro-tile shape here, config.threads is positive, and the
 // `local_bytes` one thread needs fit the local buffer. `blocks` names the
-// tiling's block sizes for the message ("mc=384 nc=256 kc=96").
+// tiling's block sizes for the message ("mc=384 nc=256 kc=96"); it is called
+// only on an error, since kernels validate on every launch.
 Status CheckMicroTileAndBuffer(int mr, int nr, int64_t local_bytes, const KernelConfig& config,
-                               const std::string& blocks);
+                               const std::function<std::string()>& blocks);
 
 }  // namespace fusetune::kernels
