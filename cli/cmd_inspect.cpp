@@ -8,6 +8,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "graph/analysis.h"
+#include "graph/text_format.h"
 #include "graph/workload_key.h"
 
 namespace fusetune::cli {
@@ -19,6 +20,7 @@ struct InspectArgs {
   ModelOptions model_options;
   bool json = false;
   bool nodes = false;
+  bool text = false;
 };
 
 nlohmann::json TypeJson(const Graph& g, ValueId v) {
@@ -141,9 +143,17 @@ void AddInspectCommand(CLI::App& app, std::function<void(int)> set_result) {
   cmd->add_flag("--no-passes", args->model_options.no_passes, "Skip the graph passes after import");
   cmd->add_flag("--nodes", args->nodes, "Also list FLOPs and bytes per node");
   cmd->add_flag("--json", args->json, "Print the report as JSON");
+  cmd->add_flag("--text", args->text,
+                "Print the graph (after the passes) in the text form tests use, with types");
   cmd->callback([args, set_result] {
     auto graph = LoadModel(args->model, args->model_options);
     if (!graph.ok()) return set_result(ReportError(graph.error()));
+    if (args->text) {
+      TextPrintOptions options;
+      options.print_types = true;
+      std::cout << PrintGraphText(*graph, options);
+      return set_result(kExitOk);
+    }
     const nlohmann::json report = BuildReport(*graph, args->model, args->nodes);
     if (args->json)
       PrintJson(report);

@@ -109,8 +109,13 @@ void TemplateFeatures(const KernelInstance& in, const Tiling& tiling, double* sh
     case KernelTemplate::kElementwise: {
       const auto& e = in.elementwise;
       const auto& t = std::get<kernels::ElementwiseTiling>(tiling);
-      double total = 1;
-      for (int64_t d : e.dims) total *= static_cast<double>(d);
+      auto elements = [](const std::vector<int64_t>& dims) {
+        double n = 1;
+        for (int64_t d : dims) n *= static_cast<double>(d);
+        return n;
+      };
+      double total = elements(e.dims);  // over every piece (a Concat's inputs)
+      for (const auto& p : e.pieces) total += elements(p.dims);
       shape[0] = Log2(total);
       shape[1] = Log2(static_cast<double>(e.dims.empty() ? 1 : e.dims.back()));
       shape[4] = static_cast<double>(e.dims.size());

@@ -106,6 +106,10 @@ void VisitDescriptorPointers(KernelInstance& k,
     case KernelTemplate::kElementwise:
       for (auto& in : k.elementwise.inputs) visit_const(in.data);
       for (auto& out : k.elementwise.outputs) visit_mutable(out);
+      for (auto& piece : k.elementwise.pieces) {
+        for (auto& in : piece.inputs) visit_const(in.data);
+        for (auto& out : piece.outputs) visit_mutable(out);
+      }
       return;
     case KernelTemplate::kRowwise:
       for (auto& in : k.rowwise.inputs) visit_const(in.data);

@@ -17,7 +17,8 @@ bool IsFusibleOp(const Node& node) {
       "Pow",        "Neg",        "Abs",       "Exp",       "Log",     "Sqrt",
       "Reciprocal", "Tanh",       "Erf",       "Sigmoid",   "Relu",    "Identity",
       "ReduceSum",  "ReduceMean", "ReduceMax", "ReduceMin", "Softmax", "LayerNormalization",
-      "MatMul",     "Gemm",       "Reshape",   "Transpose", "Where"};
+      "MatMul",     "Gemm",       "Reshape",   "Transpose", "Where",   "Slice",
+      "Concat"};
   return node.domain.empty() && kOps.count(node.op_type) != 0;
 }
 

@@ -55,31 +55,39 @@ float FloatAttr(const Node& node, const std::string& name, float fallback) {
   return r.ok() ? *r : fallback;
 }
 
-// Builds the program node by node; values entering the group become inputs
-// (or constants, for one-element initializers).
+bool IsDataMovement(const Node& node) { return IsViewOp(node) || node.op_type == "Slice"; }
+
+// Builds one program per piece, node by node; values entering the group
+// become operands (or constants, for one-element initializers), read
+// through the views of the Reshape, Transpose and Slice nodes on the way.
 class Builder {
  public:
   Builder(const Graph& g, const Dataflow& flow, std::span<const int32_t> group)
-      : g_(g), flow_(flow), group_(group.begin(), group.end()) {
+      : g_(g), flow_(flow), group_(group.begin(), group.end()), inside_(g.nodes.size(), 0) {
     std::sort(group_.begin(), group_.end());
+    for (int32_t n : group_) inside_[n] = 1;
   }
 
   TileGroupMatch Run() {
     TileGroupMatch m;
-    for (int32_t node : group_) {
-      const FusionDecision d = AddNode(node);
-      if (!d) {
-        m.decision = d;
-        return m;
-      }
+    m.decision = ClassifyPieces(&m.concat);
+    if (!m.decision) return m;
+    const int pieces = m.concat < 0 ? 1 : static_cast<int>(g_.nodes[m.concat].inputs.size());
+    for (int p = 0; p < pieces; ++p) {
+      m.decision = BuildPiece(p, m.concat, &m);
+      if (!m.decision) return m;
     }
-    CollectOutputs(m);
     if (m.outputs.empty()) {
       m.decision = FusionDecision::Forbid("the group has no outputs");
       return m;
     }
-    m.program = std::move(program_);
-    m.inputs = std::move(inputs_);
+    bool moves_data = m.concat >= 0;
+    for (int32_t n : group_) moves_data |= IsDataMovement(g_.nodes[n]);
+    if (has_reduction_ && moves_data) {
+      m.decision = FusionDecision::Forbid(
+          "the row template reads no views: the group reduces rows and moves data");
+      return m;
+    }
     m.kind = has_reduction_ ? TileTemplate::kRowwise : TileTemplate::kElementwise;
     m.row_length = row_length_;
     m.decision = FusionDecision::Allow();
@@ -87,18 +95,118 @@ class Builder {
   }
 
  private:
-  int Operand(ValueId v) {
-    auto it = value_of_.find(v);
-    if (it != value_of_.end()) return it->second;
-    const Value& value = g_.value(v);
-    int id;
-    if (value.is_constant() && value.constant->numel() == 1) {
-      id = program_.Const(static_cast<float>(value.constant->GetAsDouble(0)));
-    } else {
-      id = program_.Input(static_cast<int>(inputs_.size()));
-      inputs_.push_back(v);
+  // With a Concat, marks each computing node that feeds input p with piece p;
+  // such a node must feed that input only and stay inside the group.
+  FusionDecision ClassifyPieces(int32_t* concat) {
+    piece_of_.assign(g_.nodes.size(), -1);
+    for (int32_t n : group_) {
+      if (g_.nodes[n].op_type != "Concat") continue;
+      if (*concat >= 0)
+        return FusionDecision::Forbid(
+            fmt::format("nodes {} and {} are Concats; a group holds one", *concat, n));
+      *concat = n;
     }
-    value_of_[v] = id;
+    if (*concat < 0) return FusionDecision::Allow();
+    const Node& c = g_.nodes[*concat];
+    for (size_t p = 0; p < c.inputs.size(); ++p) {
+      std::vector<ValueId> work = {c.inputs[p]};
+      while (!work.empty()) {
+        const int32_t n = g_.value(work.back()).producer;
+        work.pop_back();
+        if (n < 0 || !inside_[n]) continue;
+        if (!IsDataMovement(g_.nodes[n])) {
+          if (piece_of_[n] >= 0 && piece_of_[n] != static_cast<int>(p))
+            return FusionDecision::Forbid(
+                fmt::format("node {} ({}) feeds two inputs of the Concat", n, g_.nodes[n].op_type));
+          piece_of_[n] = static_cast<int>(p);
+        }
+        for (ValueId in : g_.nodes[n].inputs)
+          if (in != kNoValue) work.push_back(in);
+      }
+    }
+    for (int32_t n : group_) {
+      if (piece_of_[n] < 0) continue;
+      for (ValueId out : g_.nodes[n].outputs) {
+        if (out == kNoValue) continue;
+        if (flow_.is_graph_output(out)) return UpstreamEscapes(n);
+        for (auto [user, slot] : flow_.uses(out))
+          if (!inside_[user] || (user != *concat && piece_of_[user] != piece_of_[n]))
+            return UpstreamEscapes(n);
+      }
+    }
+    return FusionDecision::Allow();
+  }
+
+  FusionDecision UpstreamEscapes(int32_t n) const {
+    return FusionDecision::Forbid(fmt::format(
+        "node {} ({}) feeds the Concat and is read elsewhere too", n, g_.nodes[n].op_type));
+  }
+
+  FusionDecision BuildPiece(int p, int32_t concat, TileGroupMatch* m) {
+    program_ = {};
+    operands_.clear();
+    computed_.clear();
+    operand_of_.clear();
+    failure_ = FusionDecision::Allow();
+    for (int32_t node : group_) {
+      const Node& n = g_.nodes[node];
+      if (IsDataMovement(n)) continue;  // read through views where used
+      if (piece_of_[node] >= 0 && piece_of_[node] != p) continue;
+      local_ = piece_of_[node] == p;
+      if (node == concat) {
+        local_ = true;
+        computed_[n.outputs[0]] = Operand(n.inputs[p]);
+        local_ = false;
+      } else {
+        FT_RETURN_IF_DECISION(AddNode(node));
+      }
+      FT_RETURN_IF_DECISION(failure_);
+    }
+    // Values produced inside and read outside (or graph outputs) leave the group.
+    local_ = false;
+    std::vector<ValueId> outputs;
+    for (int32_t n : group_)
+      for (ValueId out : g_.nodes[n].outputs) {
+        if (out == kNoValue || !flow_.LeavesGroup(out, inside_)) continue;
+        if (piece_of_[n] >= 0) return UpstreamEscapes(n);
+        program_.Output(Operand(out));
+        outputs.push_back(out);
+      }
+    FT_RETURN_IF_DECISION(failure_);
+    m->outputs = std::move(outputs);
+    for (const TileOperand& op : operands_)
+      if (std::find(m->inputs.begin(), m->inputs.end(), op.view.base) == m->inputs.end())
+        m->inputs.push_back(op.view.base);
+    m->pieces.push_back({std::move(program_), std::move(operands_)});
+    return FusionDecision::Allow();
+  }
+
+  // The program value of graph value v: computed in the group, or an operand
+  // read through the views in the group (in the coordinates of `local_`).
+  int Operand(ValueId v) {
+    if (auto it = computed_.find(v); it != computed_.end()) return it->second;
+    const std::pair<ValueId, bool> key = {v, local_};
+    if (auto it = operand_of_.find(key); it != operand_of_.end()) return it->second;
+    TileOperand op{{}, local_};
+    FusionDecision d = ResolveReadView(g_, inside_, v, &op.view, /*allow_slices=*/true);
+    const int32_t producer = g_.value(op.view.base).producer;
+    if (d && producer >= 0 && inside_[producer])
+      d = FusionDecision::Forbid(
+          fmt::format("node {} ({}) reads a value the group computes; moving it would need a copy",
+                      g_.value(v).producer, g_.nodes[g_.value(v).producer].op_type));
+    if (!d) {
+      if (failure_) failure_ = d;
+      return program_.Const(0);
+    }
+    const Value& base = g_.value(op.view.base);
+    int id;
+    if (base.is_constant() && base.constant->numel() == 1) {
+      id = program_.Const(static_cast<float>(base.constant->GetAsDouble(0)));
+    } else {
+      id = program_.Input(static_cast<int>(operands_.size()));
+      operands_.push_back(std::move(op));
+    }
+    operand_of_[key] = id;
     return id;
   }
 
@@ -125,15 +233,15 @@ class Builder {
       return FusionDecision::Forbid(
           fmt::format("node {} ({}) does not produce f32", index, node.op_type));
     if (node.op_type == "Identity") {
-      value_of_[out] = Operand(node.inputs[0]);
+      computed_[out] = Operand(node.inputs[0]);
       return FusionDecision::Allow();
     }
     if (auto op = UnaryOf(node.op_type)) {
-      value_of_[out] = program_.Unary(*op, Operand(node.inputs[0]));
+      computed_[out] = program_.Unary(*op, Operand(node.inputs[0]));
       return FusionDecision::Allow();
     }
     if (auto op = BinaryOf(node.op_type)) {
-      value_of_[out] = program_.Binary(*op, Operand(node.inputs[0]), Operand(node.inputs[1]));
+      computed_[out] = program_.Binary(*op, Operand(node.inputs[0]), Operand(node.inputs[1]));
       return FusionDecision::Allow();
     }
     const int64_t rank = g_.type(node.inputs[0]).rank();
@@ -154,7 +262,7 @@ class Builder {
         return FusionDecision::Forbid(
             fmt::format("node {} ({}) drops the reduced axis", index, node.op_type));
       FT_RETURN_IF_DECISION(CheckRowAxis(node, list[0], rank));
-      value_of_[out] = program_.Reduce(*op, Operand(node.inputs[0]));
+      computed_[out] = program_.Reduce(*op, Operand(node.inputs[0]));
       return FusionDecision::Allow();
     }
     if (node.op_type == "Softmax") {
@@ -162,7 +270,7 @@ class Builder {
       const int x = Operand(node.inputs[0]);
       const int e = program_.Unary(
           TileOp::kExp, program_.Binary(TileOp::kSub, x, program_.Reduce(TileOp::kReduceMax, x)));
-      value_of_[out] = program_.Binary(TileOp::kDiv, e, program_.Reduce(TileOp::kReduceSum, e));
+      computed_[out] = program_.Binary(TileOp::kDiv, e, program_.Reduce(TileOp::kReduceSum, e));
       return FusionDecision::Allow();
     }
     if (node.op_type == "LayerNormalization") {
@@ -181,25 +289,12 @@ class Builder {
                               Operand(node.inputs[1]));
       if (node.inputs.size() > 2 && node.inputs[2] != kNoValue)
         y = program_.Binary(TileOp::kAdd, y, Operand(node.inputs[2]));
-      value_of_[out] = y;
+      computed_[out] = y;
       return FusionDecision::Allow();
     }
-    return FusionDecision::Forbid(fmt::format(
-        "node {} ({}) is neither elementwise nor a last-axis reduction", index, node.op_type));
-  }
-
-  // Values produced inside and read outside (or graph outputs) leave the group.
-  void CollectOutputs(TileGroupMatch& m) {
-    std::vector<char> inside(g_.nodes.size(), 0);
-    for (int32_t n : group_) inside[n] = 1;
-    for (int32_t n : group_)
-      for (ValueId out : g_.nodes[n].outputs) {
-        if (out == kNoValue || !value_of_.count(out)) continue;
-        if (flow_.LeavesGroup(out, inside)) {
-          program_.Output(value_of_[out]);
-          m.outputs.push_back(out);
-        }
-      }
+    return FusionDecision::Forbid(
+        fmt::format("node {} ({}) is neither elementwise, data movement nor a last-axis reduction",
+                    index, node.op_type));
   }
 
   bool IsUsed(ValueId v) const { return !flow_.uses(v).empty() || flow_.is_graph_output(v); }
@@ -207,9 +302,15 @@ class Builder {
   const Graph& g_;
   const Dataflow& flow_;
   std::vector<int32_t> group_;
+  std::vector<char> inside_;
+  std::vector<int> piece_of_;  // per node: the Concat input it feeds, or -1
+  // The piece being built.
   TileProgram program_;
-  std::vector<ValueId> inputs_;
-  std::map<ValueId, int> value_of_;
+  std::vector<TileOperand> operands_;
+  std::map<ValueId, int> computed_;
+  std::map<std::pair<ValueId, bool>, int> operand_of_;
+  bool local_ = false;  // operands read now are in the piece's coordinates
+  FusionDecision failure_ = FusionDecision::Allow();
   int64_t row_length_ = 0;
   bool has_reduction_ = false;
 };
@@ -225,104 +326,6 @@ TileGroupMatch MatchTileGroup(const Graph& graph, const Dataflow& flow,
     return m;
   }
   return Builder(graph, flow, group).Run();
-}
-
-}  // namespace fusetune
-
-namespace fusetune {
-
-namespace {
-
-Dims BroadcastAll(const Graph& g, const std::vector<ValueId>& values) {
-  Dims space;
-  for (ValueId v : values) {
-    const Dims& d = g.type(v).dims;
-    if (d.size() > space.size()) space.insert(space.begin(), d.size() - space.size(), 1);
-    for (size_t i = 0; i < d.size(); ++i) {
-      int64_t& s = space[space.size() - d.size() + i];
-      s = std::max(s, d[i]);
-    }
-  }
-  return space;
-}
-
-}  // namespace
-
-FusionDecision MatchTileInstance(const Graph& g, const Dataflow& flow,
-                                 std::span<const int32_t> group, KernelInstance* k) {
-  TileGroupMatch m = MatchTileGroup(g, flow, group);
-  if (!m.decision) return m.decision;
-  std::vector<ValueId> all = m.inputs;
-  all.insert(all.end(), m.outputs.begin(), m.outputs.end());
-  Dims space = BroadcastAll(g, all);
-  if (space.empty()) space = {1};
-  k->nodes.assign(group.begin(), group.end());
-  std::sort(k->nodes.begin(), k->nodes.end());
-  k->inputs = m.inputs;
-  k->outputs = m.outputs;
-  for (ValueId v : m.inputs)
-    if (!BroadcastStrides(g.type(v).dims, space))
-      return FusionDecision::Forbid(fmt::format("input {} {} does not broadcast to the group's {}",
-                                                g.value(v).name, DimsToString(g.type(v).dims),
-                                                DimsToString(space)));
-  if (m.kind == TileTemplate::kElementwise) {
-    k->kind = KernelTemplate::kElementwise;
-    auto& d = k->elementwise;
-    d.dims = space;
-    for (ValueId v : m.inputs)
-      d.inputs.push_back({k->AddSlot(v), *BroadcastStrides(g.type(v).dims, space)});
-    for (ValueId v : m.outputs) {
-      if (g.type(v).numel() != NumElements(space))
-        return FusionDecision::Forbid(
-            fmt::format("output {} {} is smaller than the group's iteration space {}",
-                        g.value(v).name, DimsToString(g.type(v).dims), DimsToString(space)));
-      d.outputs.push_back(k->AddSlot(v));
-    }
-    d.program = std::move(m.program);
-    k->summary = "elementwise " + DimsToString(space);
-  } else {
-    k->kind = KernelTemplate::kRowwise;
-    auto& d = k->rowwise;
-    d.cols = space.back();
-    if (d.cols != m.row_length)
-      return FusionDecision::Forbid(fmt::format(
-          "reduction axis differs from the group's: rows of {} reduced, the group spans {}",
-          m.row_length, d.cols));
-    d.row_dims.assign(space.begin(), space.end() - 1);
-    if (d.row_dims.empty()) d.row_dims = {1};
-    Dims narrow = space;
-    narrow.back() = 1;
-    for (ValueId v : m.inputs) {
-      std::vector<int64_t> s = *BroadcastStrides(g.type(v).dims, space);
-      const int64_t col = s.back();
-      s.pop_back();
-      if (s.empty()) s = {0};
-      d.inputs.push_back(
-          {k->AddSlot(v), s, g.type(v).dims.empty() || g.type(v).dims.back() == 1 ? 0 : col});
-    }
-    for (ValueId v : m.outputs) {
-      const Dims& od = g.type(v).dims;
-      const bool wide = od.size() == space.size() && od == space;
-      const bool per_row = od.size() == space.size() && od == narrow;
-      if (!wide && !per_row)
-        return FusionDecision::Forbid(
-            fmt::format("output {} {} is neither the group's rows {} nor one value per row",
-                        g.value(v).name, DimsToString(od), DimsToString(space)));
-      std::vector<int64_t> s = RowMajorStrides(od);
-      s.pop_back();
-      if (s.empty()) s = {0};
-      d.outputs.push_back({k->AddSlot(v), s, wide ? 1 : 0});
-    }
-    d.program = std::move(m.program);
-    // Programs whose outputs do not vary by row, or whose per-row outputs
-    // would land in a wide tensor, are rejected by the template itself.
-    kernels::KernelConfig unlimited;
-    unlimited.local_buffer_bytes = size_t{1} << 40;
-    Status st = kernels::ValidateRowwise(d, kernels::RowwiseTiling{1, 1, 0}, unlimited);
-    if (!st.ok()) return FusionDecision::Forbid(st.error().message());
-    k->summary = fmt::format("rowwise {} rows of {}", NumElements(d.row_dims), d.cols);
-  }
-  return FusionDecision::Allow();
 }
 
 }  // namespace fusetune

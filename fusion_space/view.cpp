@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "graph/op_registry.h"
+
 namespace fusetune {
 
 bool IsViewOp(const Node& node) { return node.op_type == "Reshape" || node.op_type == "Transpose"; }
@@ -76,12 +78,13 @@ std::vector<int64_t> Perm(const Graph& g, const Node& node) {
 }  // namespace
 
 FusionDecision ResolveReadView(const Graph& g, std::span<const char> in_group, ValueId value,
-                               StridedView* view) {
+                               StridedView* view, bool allow_slices) {
   std::vector<int32_t> chain;  // view nodes, last first
   ValueId v = value;
   while (true) {
     const int32_t p = g.value(v).producer;
-    if (p < 0 || !in_group[p] || !IsViewOp(g.nodes[p])) break;
+    if (p < 0 || !in_group[p]) break;
+    if (!IsViewOp(g.nodes[p]) && !(allow_slices && g.nodes[p].op_type == "Slice")) break;
     chain.push_back(p);
     v = g.nodes[p].inputs[0];
   }
@@ -96,11 +99,20 @@ FusionDecision ResolveReadView(const Graph& g, std::span<const char> in_group, V
       std::vector<int64_t> strides(p.size());
       for (size_t k = 0; k < p.size(); ++k) strides[k] = view->strides[p[k]];
       view->strides = std::move(strides);
+    } else if (node.op_type == "Slice") {
+      auto window = ResolveSliceNode(g, node);
+      if (!window.ok())
+        return FusionDecision::Forbid(
+            fmt::format("node {} (Slice): {}", chain[i], window.error().message()));
+      for (size_t k = 0; k < view->strides.size(); ++k) {
+        view->offset += window->start[k] * view->strides[k];
+        view->strides[k] *= window->step[k];
+      }
     } else {
       auto strides = ReshapeStrides(view->dims, view->strides, out_dims);
       if (!strides)
-        return FusionDecision::Forbid(
-            fmt::format("node {} (Reshape) of a transposed view would need a copy", chain[i]));
+        return FusionDecision::Forbid(fmt::format(
+            "node {} (Reshape) of a transposed or sliced view would need a copy", chain[i]));
       view->strides = std::move(*strides);
     }
     view->dims = out_dims;

@@ -19,6 +19,7 @@ struct StridedView {
   ValueId base = kNoValue;  // the tensor in memory (contiguous, row-major)
   std::vector<int64_t> dims;
   std::vector<int64_t> strides;  // elements
+  int64_t offset = 0;            // elements from the base's start (slices)
 };
 
 // Strides for `new_dims` over the same elements as (dims, strides), without
@@ -29,10 +30,11 @@ std::optional<std::vector<int64_t>> ReshapeStrides(std::span<const int64_t> dims
 
 // The view through which `value` reads memory: walks back through producers
 // that are Reshape/Transpose nodes in `in_group` to a base value outside it
-// (or a graph input/constant). Forbids when a reshape of a transposed view
-// would need a copy.
+// (or a graph input/constant). With `allow_slices`, Slice nodes with
+// constant bounds in the group are views too (an offset and strides).
+// Forbids when a reshape of a transposed or sliced view would need a copy.
 FusionDecision ResolveReadView(const Graph& graph, std::span<const char> in_group, ValueId value,
-                               StridedView* view);
+                               StridedView* view, bool allow_slices = false);
 
 // The other direction, for outputs: `value` is written and only read by a
 // chain of Reshape/Transpose nodes in the group ending at a value that leaves

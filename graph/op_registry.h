@@ -75,6 +75,16 @@ struct OpSchema {
 const OpSchema* FindOpSchema(std::string_view domain, std::string_view op_type);
 std::vector<std::string> SupportedOpTypes();
 
+// Where a Slice node reads its input: per input axis the first index and the
+// step, and the output dims. Starts, ends, axes and steps must be constants
+// (initializers or, before opset 10, attributes); fusion reads a slice as a
+// strided view of its input this way.
+struct SliceWindow {
+  Dims out;
+  std::vector<int64_t> start, step;
+};
+Result<SliceWindow> ResolveSliceNode(const Graph& graph, const Node& node);
+
 // Registration tables, one per op family (defined in ops_*.cpp).
 void AppendElementwiseOps(std::vector<OpSchema>& table);
 void AppendReductionOps(std::vector<OpSchema>& table);

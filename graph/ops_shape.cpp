@@ -344,6 +344,33 @@ Result<SliceSpec> SliceFromInfer(const InferContext& ctx) {
   return ResolveSlice(&ctx, ctx.type(0).dims, starts, ends, axes, steps);
 }
 
+}  // namespace
+
+Result<SliceWindow> ResolveSliceNode(const Graph& graph, const Node& node) {
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (node.op_type != "Slice")
+    return Error(ErrorCode::kInvalidArgument, node.op_type + " is not a Slice");
+  if (graph.opset < 10) {
+    FT_ASSIGN_OR_RETURN(starts, node.attrs.GetInts("starts"));
+    FT_ASSIGN_OR_RETURN(ends, node.attrs.GetInts("ends"));
+    FT_ASSIGN_OR_RETURN(axes, node.attrs.GetInts("axes", std::vector<int64_t>{}));
+  } else {
+    std::vector<int64_t>* slots[] = {nullptr, &starts, &ends, &axes, &steps};
+    for (size_t i = 1; i < 5; ++i) {
+      if (i >= node.inputs.size() || node.inputs[i] == kNoValue) continue;
+      const Value& v = graph.value(node.inputs[i]);
+      if (!v.is_constant())
+        return Error(ErrorCode::kUnsupported, "the slice's bounds are not constants");
+      *slots[i] = v.constant->ToInt64Vector();
+    }
+  }
+  FT_ASSIGN_OR_RETURN(SliceSpec s, ResolveSlice(nullptr, graph.type(node.inputs[0]).dims, starts,
+                                                ends, axes, steps));
+  return SliceWindow{s.out, s.start, s.step};
+}
+
+namespace {
+
 Result<std::vector<TensorType>> InferSlice(const InferContext& ctx) {
   FT_ASSIGN_OR_RETURN(SliceSpec s, SliceFromInfer(ctx));
   return std::vector<TensorType>{WithDims(ctx.type(0), s.out)};

@@ -214,7 +214,38 @@ class Parser {
     return v;
   }
 
+  // Integers exactly: through a double, INT64_MAX (a Slice's "to the end")
+  // would round to a value int64 cannot hold.
+  Result<std::vector<int64_t>> IntegerList() {
+    FT_RETURN_IF_ERROR(Expect("["));
+    std::vector<int64_t> v;
+    while (!PeekPunct("]")) {
+      if (Peek().kind != Tok::kNumber || LooksFloat(Peek().text))
+        return Fail(fmt::format("expected an integer but found '{}'", Peek().text));
+      const std::string t = Next().text;
+      try {
+        size_t used = 0;
+        v.push_back(std::stoll(t, &used));
+        if (used != t.size()) return Fail(fmt::format("bad integer '{}'", t));
+      } catch (...) {
+        return Fail(fmt::format("bad integer '{}'", t));
+      }
+      if (!PeekPunct("]")) FT_RETURN_IF_ERROR(Expect(","));
+    }
+    Next();
+    return v;
+  }
+
   Result<Tensor> TensorValues(const TensorType& type) {
+    if (type.dtype == DataType::kInt64) {
+      FT_ASSIGN_OR_RETURN(auto values, IntegerList());
+      Tensor t(DataType::kInt64, type.dims);
+      if (static_cast<int64_t>(values.size()) != t.numel())
+        return Fail(
+            fmt::format("{} values given for a tensor of {} elements", values.size(), t.numel()));
+      std::copy(values.begin(), values.end(), t.data<int64_t>());
+      return t;
+    }
     FT_ASSIGN_OR_RETURN(auto values, NumberList());
     Tensor f64(DataType::kFloat64, type.dims);
     if (static_cast<int64_t>(values.size()) != f64.numel())

@@ -1,8 +1,14 @@
 // Elementwise fusion: a tile program without reductions over one iteration
-// space, every operand read through broadcast strides (NumPy broadcasting is a
-// stride of 0). The space is cut into tiles of `tile` consecutive output
-// elements; per tile a thread gathers each operand's elements into the local
-// buffer, evaluates the program there and copies the results out.
+// space, every operand read through strides (NumPy broadcasting is a stride
+// of 0; a transpose or slice of a tensor is a view with other strides). The
+// space is cut into tiles of `tile` consecutive elements; per tile a thread
+// gathers each operand's elements into the local buffer, evaluates the
+// program there and copies the results out, contiguously or through the
+// output's strides.
+//
+// A descriptor may carry further `pieces`: boxes of the same output computed
+// by programs of their own (a Concat's inputs, each written into its part of
+// the result). All pieces' tiles are spread over the threads of one launch.
 #pragma once
 
 #include <string>
@@ -22,8 +28,13 @@ struct StridedOperand {
 struct ElementwiseDesc {
   std::vector<int64_t> dims;  // the iteration space (the output shape)
   std::vector<StridedOperand> inputs;
-  std::vector<float*> outputs;  // contiguous, one per program output
+  std::vector<float*> outputs;  // one per program output
+  // Per output, its element strides over `dims`; empty: every output is
+  // contiguous over `dims`.
+  std::vector<std::vector<int64_t>> output_strides;
   TileProgram program;
+  // Further pieces of the same launch, each a descriptor without pieces.
+  std::vector<ElementwiseDesc> pieces;
 };
 
 struct ElementwiseTiling {

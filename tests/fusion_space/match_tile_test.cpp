@@ -54,7 +54,7 @@ TEST(MatchTile, DecomposedLayerNormIsOneRowProgram) {
   d.cols = 40;
   d.inputs = operands;
   d.outputs = {{outs[0].data(), {40}, 1}, {outs[1].data(), {40}, 1}};
-  d.program = m.program;
+  d.program = m.pieces[0].program;
   ASSERT_TRUE(kernels::RunRowwise(d, kernels::RowwiseTiling(), kernels::KernelConfig()).ok());
   auto want = RunReference(g, feeds);
   ASSERT_TRUE(want.ok());

@@ -8,6 +8,7 @@
 #include "graph/reference_executor.h"
 #include "runtime/executor.h"
 #include "tests/fusion_space/model_util.h"
+#include "tests/graph/test_util.h"
 
 namespace fusetune {
 namespace {
@@ -45,6 +46,82 @@ TEST(Executor, UnfusedGreedyAndRandomPlansMatchTheReference) {
       if (::testing::Test::HasFailure()) return;
     }
   }
+}
+
+// LLaMA's rotary embedding as PyTorch exports it: the head split (Reshape,
+// Transpose) and rotate-half (two Slices, a Neg and a Concat) around the
+// multiply-adds, plus a strided slice (every second position).
+constexpr const char* kRope = R"(graph rope opset 17 {
+  input q: f32[1, 6, 32]
+  const shape: i64[4] = [1, 6, 2, 16]
+  const cos: f32[6, 16]
+  const sin: f32[6, 16]
+  const half: i64[1] = [8]
+  const end: i64[1] = [9223372036854775807]
+  const zero: i64[1] = [0]
+  const last: i64[1] = [3]
+  const one: i64[1] = [1]
+  const two: i64[1] = [2]
+  const seq: i64[1] = [2]
+  r = Reshape(q, shape)
+  t = Transpose(r) {perm=[0, 2, 1, 3]}
+  a = Mul(t, cos)
+  s1 = Slice(t, half, end, last, one)
+  n = Neg(s1)
+  s2 = Slice(t, zero, half, last, one)
+  c = Concat(n, s2) {axis=-1}
+  b = Mul(c, sin)
+  y = Add(a, b)
+  e = Slice(y, zero, end, seq, two)
+  output y
+  output e
+})";
+
+TEST(Executor, DataMovementRunsAsViewsAndPiecesMatchingTheReference) {
+  Graph g = testing::Parse(kRope);
+  FusionSpace space(g, kernels::KernelConfig{});
+  const TensorMap feeds = RandomFeeds(g, 4);
+  auto want = RunReference(g, feeds);
+  ASSERT_TRUE(want.ok());
+  const std::vector<int32_t> rope = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+  const GroupMatch& m = space.Match(rope);
+  ASSERT_TRUE(m.decision.allowed()) << m.decision.reason();
+  EXPECT_EQ(m.instance.summary, "elementwise [1, 2, 6, 16] in 2 pieces");
+  EXPECT_EQ(m.instance.inputs.size(), 3u);  // q (through views), cos, sin
+  // Every single node, data movement included, is a native kernel.
+  for (int32_t n = 0; n < static_cast<int32_t>(g.nodes.size()); ++n)
+    EXPECT_EQ(space.Match({n}).instance.kind, KernelTemplate::kElementwise) << n;
+  Rng rng(7);
+  for (const std::vector<std::vector<int32_t>>& groups :
+       std::vector<std::vector<std::vector<int32_t>>>{
+           {rope, {9}},
+           {{0, 1}, {2, 3, 4, 5, 6, 7, 8}, {9}},
+           {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}}}) {
+    for (int draw = 0; draw < 8; ++draw) {
+      Plan plan;
+      for (const auto& nodes : groups)
+        plan.groups.push_back({nodes, space.Tilings(nodes).Sample(rng)});
+      auto exe = KernelProgram::Compile(space, plan);
+      ASSERT_TRUE(exe.ok()) << exe.error().message();
+      auto got = (*exe)->Run(feeds);
+      ASSERT_TRUE(got.ok()) << got.error().message();
+      ExpectMatches(*got, want->outputs, fmt::format("{} groups, draw {}", groups.size(), draw));
+    }
+  }
+}
+
+TEST(Executor, DataMovementGroupsSayWhyNot) {
+  Graph g = testing::Parse(
+      "graph g opset 17 { input x: f32[4, 8]\n"
+      "n = Neg(x)  c = Concat(n, x) {axis=1}  d = Concat(c, c) {axis=0}  y = Relu(n)"
+      "  t = Transpose(y) {perm=[1, 0]}  output d  output t }");
+  FusionSpace space(g, kernels::KernelConfig{});
+  auto reason = [&](std::vector<int32_t> nodes) { return space.Match(nodes).decision.reason(); };
+  EXPECT_NE(reason({0, 1}).find("node 0 (Neg) feeds the Concat and is read elsewhere"),
+            std::string::npos)
+      << reason({0, 1});
+  EXPECT_NE(reason({1, 2}).find("a group holds one"), std::string::npos) << reason({1, 2});
+  EXPECT_NE(reason({3, 4}).find("would need a copy"), std::string::npos) << reason({3, 4});
 }
 
 TEST(Executor, FusedPlanNeedsLessMemoryAndTraffic) {
