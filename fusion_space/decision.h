@@ -5,9 +5,10 @@
 //   decision.h        FusionDecision: Allow() or Forbid("why"), printable in explanations
 //   dataflow.h        node-level producers/consumers and value uses; convexity of a group
 //   kernel_instance.h a matched group: template descriptor + operand slots
-//   view.h            strided views through Reshape/Transpose chains
+//   view.h            strided views through Reshape/Transpose (and Slice) chains
 //   match.h           MatchGroup: any group to its kernel (or the reference kernel)
-//   match_tile.h      row-reduction and elementwise tile programs
+//   match_tile.h      row-reduction and elementwise tile programs; data movement
+//                     (views, one Concat in pieces) in elementwise groups
 //   match_gemm.h      GEMM with epilogue chains (and horizontal), attention
 //   candidates.h      every legal group up to a size bound, with workload keys
 //   tiling_space.h    Tiling, TilingSpace: constraints, enumeration, sampling, size

@@ -18,7 +18,7 @@ bool IsFusibleOp(const Node& node) {
       "Reciprocal", "Tanh",       "Erf",       "Sigmoid",   "Relu",    "Identity",
       "ReduceSum",  "ReduceMean", "ReduceMax", "ReduceMin", "Softmax", "LayerNormalization",
       "MatMul",     "Gemm",       "Reshape",   "Transpose", "Where",   "Slice",
-      "Concat"};
+      "Concat",     "Split"};
   return node.domain.empty() && kOps.count(node.op_type) != 0;
 }
 

@@ -153,9 +153,12 @@ FusionDecision MatchAttentionInstance(const Graph& g, const Dataflow& flow,
   }
 
   StridedView q, kt, v, o;
-  FT_RETURN_IF_DECISION(ResolveReadView(g, inside, g.nodes[m1].inputs[0], &q));
-  FT_RETURN_IF_DECISION(ResolveReadView(g, inside, g.nodes[m1].inputs[1], &kt));
-  FT_RETURN_IF_DECISION(ResolveReadView(g, inside, g.nodes[m2].inputs[1], &v));
+  FT_RETURN_IF_DECISION(
+      ResolveReadView(g, inside, g.nodes[m1].inputs[0], &q, /*allow_slices=*/true));
+  FT_RETURN_IF_DECISION(
+      ResolveReadView(g, inside, g.nodes[m1].inputs[1], &kt, /*allow_slices=*/true));
+  FT_RETURN_IF_DECISION(
+      ResolveReadView(g, inside, g.nodes[m2].inputs[1], &v, /*allow_slices=*/true));
   FT_RETURN_IF_DECISION(ResolveWriteView(g, inside, flow.all_uses(), g.nodes[m2].outputs[0], &o));
   for (const StridedView* view : {&q, &kt, &v}) {
     const int32_t p = g.value(view->base).producer;
@@ -200,9 +203,12 @@ FusionDecision MatchAttentionInstance(const Graph& g, const Dataflow& flow,
   d.head_dim = q.dims[r - 1];
   d.seq_kv = kt.dims[r - 1];
   d.value_dim = v.dims[r - 1];
-  d.q = {k->AddSlot(q.base), qb->b_stride, qb->h_stride, q.strides[r - 2], q.strides[r - 1]};
-  d.k = {k->AddSlot(kt.base), kb->b_stride, kb->h_stride, kt.strides[r - 1], kt.strides[r - 2]};
-  d.v = {k->AddSlot(v.base), vb->b_stride, vb->h_stride, v.strides[r - 2], v.strides[r - 1]};
+  d.q = {k->AddSlot(q.base, q.offset), qb->b_stride, qb->h_stride, q.strides[r - 2],
+         q.strides[r - 1]};
+  d.k = {k->AddSlot(kt.base, kt.offset), kb->b_stride, kb->h_stride, kt.strides[r - 1],
+         kt.strides[r - 2]};
+  d.v = {k->AddSlot(v.base, v.offset), vb->b_stride, vb->h_stride, v.strides[r - 2],
+         v.strides[r - 1]};
   d.o = k->AddSlot(o.base);
   d.o_batch = ob->b_stride;
   d.o_head = ob->h_stride;

@@ -55,7 +55,9 @@ float FloatAttr(const Node& node, const std::string& name, float fallback) {
   return r.ok() ? *r : fallback;
 }
 
-bool IsDataMovement(const Node& node) { return IsViewOp(node) || node.op_type == "Slice"; }
+bool IsDataMovement(const Node& node) {
+  return IsViewOp(node) || node.op_type == "Slice" || node.op_type == "Split";
+}
 
 // Builds one program per piece, node by node; values entering the group
 // become operands (or constants, for one-element initializers), read

@@ -77,33 +77,59 @@ std::vector<int64_t> Perm(const Graph& g, const Node& node) {
 
 }  // namespace
 
+namespace {
+
+bool IsSliceLike(const Node& node) { return node.op_type == "Slice" || node.op_type == "Split"; }
+
+// Where output `out` of a Split starts along its axis: the sum of the
+// extents of the outputs before it (their inferred shapes).
+std::pair<int64_t, int64_t> SplitAxisAndStart(const Graph& g, const Node& node, ValueId out) {
+  const int64_t rank = g.type(node.inputs[0]).rank();
+  auto attr = node.attrs.GetInt("axis", 0);
+  int64_t axis = attr.ok() ? *attr : 0;
+  if (axis < 0) axis += rank;
+  int64_t start = 0;
+  for (ValueId o : node.outputs) {
+    if (o == out) break;
+    start += g.type(o).dims[axis];
+  }
+  return {axis, start};
+}
+
+}  // namespace
+
 FusionDecision ResolveReadView(const Graph& g, std::span<const char> in_group, ValueId value,
                                StridedView* view, bool allow_slices) {
-  std::vector<int32_t> chain;  // view nodes, last first
+  std::vector<std::pair<int32_t, ValueId>> chain;  // (view node, the value it yields), last first
   ValueId v = value;
   while (true) {
     const int32_t p = g.value(v).producer;
     if (p < 0 || !in_group[p]) break;
-    if (!IsViewOp(g.nodes[p]) && !(allow_slices && g.nodes[p].op_type == "Slice")) break;
-    chain.push_back(p);
+    if (!IsViewOp(g.nodes[p]) && !(allow_slices && IsSliceLike(g.nodes[p]))) break;
+    chain.push_back({p, v});
     v = g.nodes[p].inputs[0];
   }
   view->base = v;
   view->dims = g.type(v).dims;
   view->strides = RowMajorStrides(view->dims);
+  view->offset = 0;
   for (size_t i = chain.size(); i-- > 0;) {
-    const Node& node = g.nodes[chain[i]];
-    const Dims& out_dims = g.type(node.outputs[0]).dims;
+    const auto [index, out] = chain[i];
+    const Node& node = g.nodes[index];
+    const Dims& out_dims = g.type(out).dims;
     if (node.op_type == "Transpose") {
       const std::vector<int64_t> p = Perm(g, node);
       std::vector<int64_t> strides(p.size());
       for (size_t k = 0; k < p.size(); ++k) strides[k] = view->strides[p[k]];
       view->strides = std::move(strides);
+    } else if (node.op_type == "Split") {
+      const auto [axis, start] = SplitAxisAndStart(g, node, out);
+      view->offset += start * view->strides[axis];
     } else if (node.op_type == "Slice") {
       auto window = ResolveSliceNode(g, node);
       if (!window.ok())
         return FusionDecision::Forbid(
-            fmt::format("node {} (Slice): {}", chain[i], window.error().message()));
+            fmt::format("node {} (Slice): {}", index, window.error().message()));
       for (size_t k = 0; k < view->strides.size(); ++k) {
         view->offset += window->start[k] * view->strides[k];
         view->strides[k] *= window->step[k];
@@ -112,7 +138,7 @@ FusionDecision ResolveReadView(const Graph& g, std::span<const char> in_group, V
       auto strides = ReshapeStrides(view->dims, view->strides, out_dims);
       if (!strides)
         return FusionDecision::Forbid(fmt::format(
-            "node {} (Reshape) of a transposed or sliced view would need a copy", chain[i]));
+            "node {} (Reshape) of a transposed or sliced view would need a copy", index));
       view->strides = std::move(*strides);
     }
     view->dims = out_dims;

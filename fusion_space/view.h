@@ -31,7 +31,8 @@ std::optional<std::vector<int64_t>> ReshapeStrides(std::span<const int64_t> dims
 // The view through which `value` reads memory: walks back through producers
 // that are Reshape/Transpose nodes in `in_group` to a base value outside it
 // (or a graph input/constant). With `allow_slices`, Slice nodes with
-// constant bounds in the group are views too (an offset and strides).
+// constant bounds and Split nodes in the group are views too (an offset
+// and strides).
 // Forbids when a reshape of a transposed or sliced view would need a copy.
 FusionDecision ResolveReadView(const Graph& graph, std::span<const char> in_group, ValueId value,
                                StridedView* view, bool allow_slices = false);

@@ -110,6 +110,28 @@ TEST(Executor, DataMovementRunsAsViewsAndPiecesMatchingTheReference) {
   }
 }
 
+TEST(Executor, AttentionReadsQkvThroughTheSplit) {
+  // GPT-2's fused QKV projection is split in three before the head split:
+  // the attention kernel reads each part at its offset, with no copy.
+  Graph g = testing::LoadTestModel("decoder_preln_op17");
+  FusionSpace space(g, kernels::KernelConfig{});
+  const Plan greedy = space.Greedy();
+  int with_split = 0;
+  for (const PlanGroup& group : greedy.groups) {
+    const KernelInstance& k = space.Match(group.nodes).instance;
+    if (k.kind != KernelTemplate::kAttention) continue;
+    for (int32_t n : group.nodes) with_split += g.nodes[n].op_type == "Split";
+  }
+  EXPECT_EQ(with_split, 1);
+  const TensorMap feeds = RandomFeeds(g, 5);
+  auto want = RunReference(g, feeds);
+  auto exe = KernelProgram::Compile(space, greedy);
+  ASSERT_TRUE(want.ok() && exe.ok());
+  auto got = (*exe)->Run(feeds);
+  ASSERT_TRUE(got.ok()) << got.error().message();
+  ExpectMatches(*got, want->outputs, "greedy");
+}
+
 TEST(Executor, DataMovementGroupsSayWhyNot) {
   Graph g = testing::Parse(
       "graph g opset 17 { input x: f32[4, 8]\n"
