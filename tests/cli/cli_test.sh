@@ -39,6 +39,10 @@ j = json.load(open(sys.argv[1]))
 assert j["opset"] == 17 and j["nodes"] > 10 and j["flops"] > 0, j
 assert any(o["op_type"] == "LayerNormalization" for o in j["op_types"])
 PY
+# --text prints the graph in the form tests parse, with every Slice bound exact
+$FUSETUNE inspect "$DATA/llama_op17.onnx" --text >"$TMP/llama.txt" || fail "inspect --text"
+grep -q "^graph .* opset 17 {" "$TMP/llama.txt" || fail "inspect --text: no graph header"
+grep -q "= \[9223372036854775807\]" "$TMP/llama.txt" || fail "inspect --text: INT64_MAX not exact"
 
 # run-reference writes one .npy per output, named after it, matching PyTorch
 $FUSETUNE run-reference "$DATA/llama_op17.onnx" --input x="$DATA/llama_op17.in.x.npy" --output-dir "$TMP/out" >/dev/null \
