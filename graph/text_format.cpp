@@ -236,22 +236,23 @@ class Parser {
     return v;
   }
 
+  template <typename T>
+  Result<Tensor> Filled(DataType dtype, const Dims& dims, const std::vector<T>& values) {
+    Tensor t(dtype, dims);
+    if (static_cast<int64_t>(values.size()) != t.numel())
+      return Fail(
+          fmt::format("{} values given for a tensor of {} elements", values.size(), t.numel()));
+    std::copy(values.begin(), values.end(), t.data<T>());
+    return t;
+  }
+
   Result<Tensor> TensorValues(const TensorType& type) {
     if (type.dtype == DataType::kInt64) {
       FT_ASSIGN_OR_RETURN(auto values, IntegerList());
-      Tensor t(DataType::kInt64, type.dims);
-      if (static_cast<int64_t>(values.size()) != t.numel())
-        return Fail(
-            fmt::format("{} values given for a tensor of {} elements", values.size(), t.numel()));
-      std::copy(values.begin(), values.end(), t.data<int64_t>());
-      return t;
+      return Filled(DataType::kInt64, type.dims, values);
     }
     FT_ASSIGN_OR_RETURN(auto values, NumberList());
-    Tensor f64(DataType::kFloat64, type.dims);
-    if (static_cast<int64_t>(values.size()) != f64.numel())
-      return Fail(
-          fmt::format("{} values given for a tensor of {} elements", values.size(), f64.numel()));
-    std::copy(values.begin(), values.end(), f64.data<double>());
+    FT_ASSIGN_OR_RETURN(Tensor f64, Filled(DataType::kFloat64, type.dims, values));
     return f64.CastTo(type.dtype);
   }
 
