@@ -155,54 +155,67 @@ Status ValidatePiece(const ElementwiseDesc& d, const std::string& where) {
   return Status::Ok();
 }
 
+// Checks every piece and prepares its program's schedule.
+Result<std::vector<TileSchedule>> MakeSchedules(const ElementwiseDesc& d) {
+  const std::vector<const ElementwiseDesc*> pieces = Pieces(d);
+  std::vector<TileSchedule> schedules;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    FT_RETURN_IF_ERROR(ValidatePiece(*pieces[i], PieceName(i)));
+    if (i > 0 && !pieces[i]->pieces.empty())
+      return Error(ErrorCode::kInvalidArgument,
+                   fmt::format("elementwise: {} has pieces of its own", PieceName(i)));
+    FT_ASSIGN_OR_RETURN(
+        TileSchedule s,
+        TileSchedule::Make(pieces[i]->program, InputShapes(*pieces[i]), "elementwise.program"));
+    schedules.push_back(std::move(s));
+  }
+  return schedules;
+}
+
+// The largest frame of any piece: the local buffer a thread needs.
+int64_t LocalBytes(const std::vector<TileSchedule>& schedules, int64_t tile) {
+  int64_t most = 0;
+  for (const TileSchedule& s : schedules) most = std::max(most, FrameBytes(s, tile));
+  return most;
+}
+
+// Validation that hands the schedules on, so that a launch makes them once.
+Result<std::vector<TileSchedule>> Validate(const ElementwiseDesc& d, const ElementwiseTiling& t,
+                                           const KernelConfig& config) {
+  auto bad = [](const std::string& msg) { return Error(ErrorCode::kInvalidArgument, msg); };
+  FT_ASSIGN_OR_RETURN(std::vector<TileSchedule> schedules, MakeSchedules(d));
+  if (t.tile < 1) return bad(fmt::format("tiling.tile: {} must be positive", t.tile));
+  if (config.threads < 1)
+    return bad(fmt::format("config.threads: {} must be positive", config.threads));
+  const int64_t need = LocalBytes(schedules, t.tile);
+  if (need > static_cast<int64_t>(config.local_buffer_bytes))
+    return bad(fmt::format("tiling.tile: {} elements need {} bytes of local buffer, capacity is {}",
+                           t.tile, need, config.local_buffer_bytes));
+  return schedules;
+}
+
 }  // namespace
 
 int64_t ElementwiseLocalBytes(const ElementwiseDesc& d, const ElementwiseTiling& t) {
-  int64_t most = 0;
-  for (const ElementwiseDesc* p : Pieces(d)) {
-    auto schedule = TileSchedule::Make(p->program, InputShapes(*p), "elementwise.program");
-    if (!schedule.ok()) return 0;
-    most = std::max(most, FrameBytes(*schedule, t.tile));
-  }
-  return most;
+  auto schedules = MakeSchedules(d);
+  return schedules.ok() ? LocalBytes(*schedules, t.tile) : 0;
 }
 
 Status ValidateElementwise(const ElementwiseDesc& d, const ElementwiseTiling& t,
                            const KernelConfig& config) {
-  auto bad = [](const std::string& msg) { return Status(Error(ErrorCode::kInvalidArgument, msg)); };
-  const std::vector<const ElementwiseDesc*> pieces = Pieces(d);
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    FT_RETURN_IF_ERROR(ValidatePiece(*pieces[i], PieceName(i)));
-    if (i > 0 && !pieces[i]->pieces.empty())
-      return bad(fmt::format("elementwise: {} has pieces of its own", PieceName(i)));
-    auto schedule =
-        TileSchedule::Make(pieces[i]->program, InputShapes(*pieces[i]), "elementwise.program");
-    if (!schedule.ok()) return schedule.error();
-  }
-  if (t.tile < 1) return bad(fmt::format("tiling.tile: {} must be positive", t.tile));
-  if (config.threads < 1)
-    return bad(fmt::format("config.threads: {} must be positive", config.threads));
-  const int64_t need = ElementwiseLocalBytes(d, t);
-  if (need > static_cast<int64_t>(config.local_buffer_bytes))
-    return bad(fmt::format("tiling.tile: {} elements need {} bytes of local buffer, capacity is {}",
-                           t.tile, need, config.local_buffer_bytes));
-  return Status::Ok();
+  auto schedules = Validate(d, t, config);
+  return schedules.ok() ? Status::Ok() : Status(schedules.error());
 }
 
 Result<KernelStats> RunElementwise(const ElementwiseDesc& d, const ElementwiseTiling& t,
                                    const KernelConfig& config, RunMode mode) {
-  FT_RETURN_IF_ERROR(ValidateElementwise(d, t, config));
+  FT_ASSIGN_OR_RETURN(const std::vector<TileSchedule> schedules, Validate(d, t, config));
   const std::vector<const ElementwiseDesc*> pieces = Pieces(d);
-  std::vector<TileSchedule> schedules;
   std::vector<int64_t> first_tile = {0};  // of each piece in the launch's tile order
-  for (const ElementwiseDesc* p : pieces) {
-    FT_ASSIGN_OR_RETURN(TileSchedule s,
-                        TileSchedule::Make(p->program, InputShapes(*p), "elementwise.program"));
-    schedules.push_back(std::move(s));
+  for (const ElementwiseDesc* p : pieces)
     first_tile.push_back(first_tile.back() + (Volume(p->dims) + t.tile - 1) / t.tile);
-  }
   const int64_t tiles = first_tile.back();
-  const size_t local_bytes = static_cast<size_t>(ElementwiseLocalBytes(d, t));
+  const size_t local_bytes = static_cast<size_t>(LocalBytes(schedules, t.tile));
   int64_t frame_floats = 0;
   for (const TileSchedule& s : schedules)
     frame_floats = std::max(frame_floats, s.FrameFloats(1, t.tile));
