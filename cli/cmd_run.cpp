@@ -42,16 +42,29 @@ Result<std::unique_ptr<compiler::CompiledModel>> Prepare(Graph graph, const RunA
 }
 
 // Median, 10th and 90th percentile of `runs` timed runs after one warm-up.
-Result<nlohmann::json> Bench(KernelProgram& program, const TensorMap& feeds, int runs,
-                             double flops) {
+// With `step_ms`, also each kernel's median over the same runs (the first
+// run's step times include page faults and cold caches).
+Result<nlohmann::json> Bench(KernelProgram& program, const TensorMap& feeds, int runs, double flops,
+                             std::vector<double>* step_ms) {
   FT_RETURN_IF_ERROR(program.Run(feeds));
   std::vector<double> ms;
+  std::vector<std::vector<double>> per_step;
   for (int i = 0; i < runs; ++i) {
+    RunReport report;
     const auto start = std::chrono::steady_clock::now();
-    FT_RETURN_IF_ERROR(program.Run(feeds));
+    FT_RETURN_IF_ERROR(program.Run(feeds, step_ms != nullptr ? &report : nullptr));
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                      .count());
+    per_step.resize(report.steps.size());
+    for (size_t s = 0; s < report.steps.size(); ++s)
+      per_step[s].push_back(report.steps[s].seconds * 1e3);
   }
+  auto median_of = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  if (step_ms != nullptr)
+    for (auto& v : per_step) step_ms->push_back(median_of(v));
   std::sort(ms.begin(), ms.end());
   auto at = [&](double q) {
     return ms[static_cast<size_t>(q * static_cast<double>(ms.size() - 1))];
@@ -92,9 +105,13 @@ int Run(const RunArgs& args) {
                    {"outputs", *outputs}};
   if (args.from_db) j["compiled"] = compiler::CompiledSummaryJson((*model)->compiled());
   if (args.bench > 0) {
-    auto bench = Bench(*exe, *feeds, args.bench, flops);
+    std::vector<double> step_ms;
+    auto bench = Bench(*exe, *feeds, args.bench, flops, args.steps ? &step_ms : nullptr);
     if (!bench.ok()) return ReportError(bench.error());
     j["bench"] = *bench;
+    // Steps then report the bench's medians, not the first run's times.
+    for (size_t s = 0; s < step_ms.size() && s < report.steps.size(); ++s)
+      report.steps[s].seconds = step_ms[s] / 1e3;
   }
   if (args.verify) {
     auto want = RunReference(g, *feeds);
@@ -164,7 +181,8 @@ void AddRunCommand(CLI::App& app, std::function<void(int)> set_result) {
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
   cmd->add_flag("--verify", args->verify, "Compare the outputs with the reference executor");
-  cmd->add_flag("--steps", args->steps, "Report every kernel's time and traffic");
+  cmd->add_flag("--steps", args->steps,
+                "Report every kernel's time and traffic (with --bench: the median over its runs)");
   cmd->add_flag("--json", args->json, "Print the summary as JSON");
   cmd->callback([args, set_result, db, plan] {
     args->from_db = db->count() > 0;

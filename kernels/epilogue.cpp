@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/activation_simd.h"
+#include "kernels/fast_math.h"
+
 namespace fusetune::kernels {
 
 const char* EpilogueKindName(EpilogueKind kind) {
@@ -38,6 +41,10 @@ void ForTile(float* tile, int64_t ldc, int64_t rows, int64_t cols, F f) {
     float* row = tile + r * ldc;
     for (int64_t c = 0; c < cols; ++c) row[c] = f(row[c]);
   }
+}
+
+void ActivateTile(Activation f, float* tile, int64_t ldc, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) Activate(f, tile + r * ldc, tile + r * ldc, cols);
 }
 
 }  // namespace
@@ -80,16 +87,16 @@ int64_t ApplyEpilogue(const std::vector<EpilogueOp>& ops, float* tile, int64_t l
         ForTile(tile, ldc, rows, cols, [](float v) { return v > 0 ? v : 0.0f; });
         break;
       case EpilogueKind::kGeluErf:
-        ForTile(tile, ldc, rows, cols, [](float v) { return GeluErf(v); });
+        ActivateTile(Activation::kGeluErf, tile, ldc, rows, cols);
         break;
       case EpilogueKind::kGeluTanh:
-        ForTile(tile, ldc, rows, cols, [](float v) { return GeluTanh(v); });
+        ActivateTile(Activation::kGeluTanh, tile, ldc, rows, cols);
         break;
       case EpilogueKind::kSilu:
-        ForTile(tile, ldc, rows, cols, [](float v) { return Silu(v); });
+        ActivateTile(Activation::kSilu, tile, ldc, rows, cols);
         break;
       case EpilogueKind::kSigmoid:
-        ForTile(tile, ldc, rows, cols, [](float v) { return FastSigmoid(v); });
+        ActivateTile(Activation::kSigmoid, tile, ldc, rows, cols);
         break;
     }
   }

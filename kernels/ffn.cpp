@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/activation_simd.h"
 #include "kernels/gemm_pack.h"
 #include "kernels/microkernel.h"
 
@@ -161,8 +162,7 @@ class FfnRunner {
     if (d_.swiglu) {
       if (mode_ != RunMode::kCopyOnly)
         for (int64_t r = 0; r < rows; ++r)
-          for (int64_t j = 0; j < cols; ++j)
-            h_[0][r * l_.hb_pad + j] = Silu(h_[0][r * l_.hb_pad + j]) * h_[1][r * l_.hb_pad + j];
+          SiluTimes(h_[0] + r * l_.hb_pad, h_[1] + r * l_.hb_pad, cols);
     } else {
       std::vector<EpilogueOp> ops;
       if (d_.b1) ops.push_back(EpilogueOp::Bias(d_.b1));

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/activation_simd.h"
 #include "kernels/gemm_pack.h"
 #include "kernels/microkernel.h"
 
@@ -352,10 +353,7 @@ class ThreadRunner {
     if (mode_ == RunMode::kCopyOnly) std::memset(c, 0, sizeof(float) * l_.c_tile);
     if (d_.swiglu && mode_ != RunMode::kCopyOnly)
       for (int64_t r = 0; r < rows; ++r)
-        for (int64_t j = 0; j < blk.cols; ++j) {
-          float& g = c[r * l_.nc_pad + j];
-          g = Silu(g) * c_[1][r * l_.nc_pad + j];
-        }
+        SiluTimes(c + r * l_.nc_pad, c_[1] + r * l_.nc_pad, blk.cols);
     const GemmOutput& out = d_.outputs[blk.output];
     stats_.bytes_global_to_local +=
         ApplyEpilogue(out.epilogue, c, l_.nc_pad, rows, blk.cols, blk.batch, i0, blk.j0, mode_);

@@ -4,16 +4,7 @@
 #include <cmath>
 
 #include "kernels/fast_math.h"
-
-#if defined(__AVX512F__)
-// GCC 12's AVX-512 headers pass an undefined vector as the unused operand of
-// many intrinsics, which -Wall reports as uninitialised (GCC bug 105593,
-// fixed in GCC 13).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#endif
+#include "kernels/simd_math.h"
 
 namespace fusetune::kernels {
 
@@ -21,26 +12,8 @@ namespace fusetune::kernels {
 
 namespace {
 
-// FastExp on 16 lanes: the same clamp, range reduction and polynomial.
-__m512 Exp16(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145752f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860677e-6f), r);
-  __m512 p = _mm512_set1_ps(0.00138925994f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.00833336077f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.0416666493f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.166666672f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  const __m512i bits =
-      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-  return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
-}
-
-__mmask16 Tail(int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }
+using simd::Exp16;
+using simd::Tail;
 
 // Horizontal reductions through memory: this runs once per row.
 float LanesMax(__m512 v) {
@@ -126,7 +99,7 @@ void TransposeRows(const float* src, int64_t row_stride, int64_t keys, int64_t d
     for (int64_t p = 0; p < dim; ++p) dst[p * ld + r0] = src[r0 * row_stride + p];
 }
 
-#pragma GCC diagnostic pop
+FT_SIMD_MATH_END
 
 #else  // portable
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/activation_simd.h"
 #include "kernels/fast_math.h"
 #include "kernels/tile_program.h"
 
@@ -100,7 +101,7 @@ void RunUnary(TileOp op, const float* a, float* o, int64_t n) {
     case TileOp::kAbs:
       return Map1([](float x) { return std::fabs(x); }, a, o, n);
     case TileOp::kExp:
-      return Map1([](float x) { return FastExp(x); }, a, o, n);
+      return Activate(Activation::kExp, a, o, n);
     case TileOp::kLog:
       return Map1([](float x) { return std::log(x); }, a, o, n);
     case TileOp::kSqrt:
@@ -112,19 +113,19 @@ void RunUnary(TileOp op, const float* a, float* o, int64_t n) {
     case TileOp::kSquare:
       return Map1([](float x) { return x * x; }, a, o, n);
     case TileOp::kTanh:
-      return Map1([](float x) { return FastTanh(x); }, a, o, n);
+      return Activate(Activation::kTanh, a, o, n);
     case TileOp::kErf:
-      return Map1([](float x) { return FastErf(x); }, a, o, n);
+      return Activate(Activation::kErf, a, o, n);
     case TileOp::kSigmoid:
-      return Map1([](float x) { return FastSigmoid(x); }, a, o, n);
+      return Activate(Activation::kSigmoid, a, o, n);
     case TileOp::kRelu:
       return Map1([](float x) { return x > 0 ? x : 0.0f; }, a, o, n);
     case TileOp::kGeluErf:
-      return Map1([](float x) { return GeluErf(x); }, a, o, n);
+      return Activate(Activation::kGeluErf, a, o, n);
     case TileOp::kGeluTanh:
-      return Map1([](float x) { return GeluTanh(x); }, a, o, n);
+      return Activate(Activation::kGeluTanh, a, o, n);
     case TileOp::kSilu:
-      return Map1([](float x) { return Silu(x); }, a, o, n);
+      return Activate(Activation::kSilu, a, o, n);
     default:
       return;
   }
