@@ -12,7 +12,6 @@ namespace fusetune::kernels {
 
 namespace {
 
-using simd::Exp16;
 using simd::Tail;
 
 // Horizontal reductions through memory: this runs once per row.
@@ -63,18 +62,43 @@ float RowMax(const float* s, int64_t n) {
   return LanesMax(m);
 }
 
+// 2^y for y <= 0 (NaN stays NaN): y = n + r, |r| <= 1/2, 2^r by its Taylor
+// polynomial of degree 6 (error 1.2e-7 at |r| = 1/2), 2^n applied by vscalefps.
+// Clamped at 2^-126, the smallest normal float: subnormal results cost a
+// microcode assist each.
+[[gnu::always_inline]] inline __m512 Exp2NonPositive16(__m512 y) {
+  y = _mm512_max_ps(_mm512_set1_ps(-126.0f), y);
+  const __m512 n = _mm512_roundscale_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 r = _mm512_sub_ps(y, n);
+  __m512 p = _mm512_set1_ps(1.54035304e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.33335581e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(9.61812911e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.55041087e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(2.40226507e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(6.93147182e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+// exp(s - shift) = 2^((s - shift) log2 e): with no upper clamp and no integer
+// conversion, eleven operations per 16 lanes against Exp16's sixteen (the
+// softmax's exponentials were a fifth of attention's time). The difference
+// is taken first, so the row maximum's own term is exactly 1.
 float ExpShiftedInPlace(float* s, int64_t n, float shift) {
+  const __m512 log2e = _mm512_set1_ps(1.44269504f);
   const __m512 m = _mm512_set1_ps(shift);
   __m512 sum = _mm512_setzero_ps();
   int64_t j = 0;
   for (; j + 16 <= n; j += 16) {
-    const __m512 e = Exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), m));
+    const __m512 e =
+        Exp2NonPositive16(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(s + j), m), log2e));
     _mm512_storeu_ps(s + j, e);
     sum = _mm512_add_ps(sum, e);
   }
   if (j < n) {
     const __mmask16 k = Tail(n - j);
-    const __m512 e = Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), m));
+    const __m512 e =
+        Exp2NonPositive16(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), m), log2e));
     _mm512_mask_storeu_ps(s + j, k, e);
     sum = _mm512_mask_add_ps(sum, k, sum, e);
   }
