@@ -67,7 +67,8 @@ struct PlanDocument {
   struct Group {
     std::vector<int64_t> positions;
     std::string template_name;
-    json tiling = json::object();
+    TilingFields tiling;
+    bool tiling_is_object = true;  // absent: an empty object, whose fields are missing
     std::string workload_key;
   };
   int64_t version = 0;
@@ -98,7 +99,11 @@ Result<PlanDocument> DocumentFromJson(const json& j) {
       group.positions.push_back(p.get<int64_t>());
     }
     if (g.contains("template") && g["template"].is_string()) group.template_name = g["template"];
-    if (g.contains("tiling")) group.tiling = g["tiling"];
+    if (g.contains("tiling")) {
+      const json& t = g["tiling"];
+      group.tiling_is_object = t.is_object();
+      if (t.is_object()) group.tiling = TilingFieldsFromJson(t);
+    }
     if (g.contains("workload_key") && g["workload_key"].is_string())
       group.workload_key = g["workload_key"];
     doc.groups.push_back(std::move(group));
@@ -108,37 +113,38 @@ Result<PlanDocument> DocumentFromJson(const json& j) {
 
 // A tiling's fields are scalars; a nested value is kept as null, which the
 // tiling reader reports for a field it needs.
-bool ReadTilingObject(JsonReader& r, json* tiling) {
+bool ReadTilingObject(JsonReader& r, PlanDocument::Group* group) {
   if (r.Peek() != JsonReader::Kind::kObject) {
-    *tiling = nullptr;  // "tiling is not an object"
+    group->tiling_is_object = false;
     return r.Skip();
   }
+  group->tiling_is_object = true;
+  group->tiling.clear();
   r.BeginObject();
-  std::string key, text;
+  std::string key;
   while (r.NextKey(&key)) {
-    json& value = (*tiling)[key];
+    TilingField& field = group->tiling.emplace_back();
+    field.name = key;
     switch (r.Peek()) {
       case JsonReader::Kind::kString:
-        if (!r.ReadString(&text)) return false;
-        value = text;
+        if (!r.ReadString(&field.value.emplace<std::string>())) return false;
         break;
-      case JsonReader::Kind::kBool: {
-        bool b = false;
-        if (!r.ReadBool(&b)) return false;
-        value = b;
+      case JsonReader::Kind::kBool:
+        if (!r.ReadBool(&field.value.emplace<bool>())) return false;
         break;
-      }
       case JsonReader::Kind::kNumber: {
         int64_t n = 0;
         double d = 0;
         bool integer = false;
         if (!r.ReadNumber(&n, &d, &integer)) return false;
-        value = integer ? json(n) : json(d);
+        if (integer)
+          field.value = n;
+        else
+          field.value = d;
         break;
       }
       default:
         if (!r.Skip()) return false;
-        value = nullptr;
     }
   }
   return r.ok();
@@ -175,7 +181,7 @@ bool ReadGroup(JsonReader& r, size_t i, PlanDocument::Group* group, std::string*
     } else if (key == "workload_key" && r.Peek() == JsonReader::Kind::kString) {
       if (!r.ReadString(&group->workload_key)) break;
     } else if (key == "tiling") {
-      if (!ReadTilingObject(r, &group->tiling)) break;
+      if (!ReadTilingObject(r, group)) break;
     } else if (!r.Skip()) {
       break;
     }
@@ -258,7 +264,8 @@ Result<Plan> PlanFromDocument(FusionSpace& space, const PlanDocument& doc,
     if (*kind != m.instance.kind)
       return Bad(fmt::format("{}.template is \"{}\" but the group is a {} kernel", where(),
                              g.template_name, KernelTemplateName(m.instance.kind)));
-    const FusionDecision t = TilingFromJson(*kind, g.tiling, &group.tiling);
+    const FusionDecision t = g.tiling_is_object ? TilingFromFields(*kind, g.tiling, &group.tiling)
+                                                : FusionDecision::Forbid("tiling is not an object");
     if (!t) return Bad(fmt::format("{}.tiling: {}", where(), t.reason()));
     plan.groups.push_back(std::move(group));
   }
@@ -289,7 +296,9 @@ std::optional<Tiling> SingleGroupTiling(std::string_view text) {
   if (!doc.ok() || doc->groups.size() != 1) return std::nullopt;
   const auto kind = KernelTemplateFromName(doc->groups[0].template_name);
   Tiling tiling;
-  if (!kind || !TilingFromJson(*kind, doc->groups[0].tiling, &tiling)) return std::nullopt;
+  if (!kind || !doc->groups[0].tiling_is_object ||
+      !TilingFromFields(*kind, doc->groups[0].tiling, &tiling))
+    return std::nullopt;
   return tiling;
 }
 

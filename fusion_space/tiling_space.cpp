@@ -293,14 +293,30 @@ Tiling TilingSpace::Default() const {
 
 namespace {
 
+// The last field of that name: a later duplicate wins, as in a JSON object.
+const TilingField* FindField(const TilingFields& fields, std::string_view name) {
+  for (auto it = fields.rbegin(); it != fields.rend(); ++it)
+    if (it->name == name) return &*it;
+  return nullptr;
+}
+
 template <typename T>
-FusionDecision Field(const json& j, const char* name, T* out) {
-  const auto it = j.find(name);  // one lookup: a compile reads every group's tiling
-  if (it == j.end()) return FusionDecision::Forbid(fmt::format("tiling is missing \"{}\"", name));
-  if (!it->is_number_integer() && !it->is_boolean())
+FusionDecision Field(const TilingFields& fields, const char* name, T* out) {
+  const TilingField* f = FindField(fields, name);
+  if (f == nullptr) return FusionDecision::Forbid(fmt::format("tiling is missing \"{}\"", name));
+  if (const auto* i = std::get_if<int64_t>(&f->value))
+    *out = static_cast<T>(*i);
+  else if (const auto* b = std::get_if<bool>(&f->value))
+    *out = static_cast<T>(*b);
+  else
     return FusionDecision::Forbid(fmt::format("tiling.{} is not an integer", name));
-  *out = it->is_boolean() ? static_cast<T>(it->template get<bool>()) : it->template get<T>();
   return FusionDecision::Allow();
+}
+
+std::string TextField(const TilingFields& fields, const char* name) {
+  const TilingField* f = FindField(fields, name);
+  const auto* text = f != nullptr ? std::get_if<std::string>(&f->value) : nullptr;
+  return text != nullptr ? *text : std::string();
 }
 
 }  // namespace
@@ -323,35 +339,34 @@ json TilingToJson(const Tiling& t) {
   return json::object();
 }
 
-FusionDecision TilingFromJson(KernelTemplate kind, const json& j, Tiling* out) {
-  if (!j.is_object()) return FusionDecision::Forbid("tiling is not an object");
+FusionDecision TilingFromFields(KernelTemplate kind, const TilingFields& fields, Tiling* out) {
   switch (kind) {
     case KernelTemplate::kReference:
       *out = std::monostate{};
       return FusionDecision::Allow();
     case KernelTemplate::kElementwise: {
       kernels::ElementwiseTiling t;
-      FT_RETURN_IF_DECISION(Field(j, "tile", &t.tile));
+      FT_RETURN_IF_DECISION(Field(fields, "tile", &t.tile));
       *out = t;
       return FusionDecision::Allow();
     }
     case KernelTemplate::kRowwise: {
       kernels::RowwiseTiling t;
-      FT_RETURN_IF_DECISION(Field(j, "rows_per_tile", &t.rows_per_tile));
-      FT_RETURN_IF_DECISION(Field(j, "unroll", &t.unroll));
-      FT_RETURN_IF_DECISION(Field(j, "prefetch", &t.prefetch));
+      FT_RETURN_IF_DECISION(Field(fields, "rows_per_tile", &t.rows_per_tile));
+      FT_RETURN_IF_DECISION(Field(fields, "unroll", &t.unroll));
+      FT_RETURN_IF_DECISION(Field(fields, "prefetch", &t.prefetch));
       *out = t;
       return FusionDecision::Allow();
     }
     case KernelTemplate::kGemm: {
       kernels::GemmTiling t;
-      FT_RETURN_IF_DECISION(Field(j, "mc", &t.mc));
-      FT_RETURN_IF_DECISION(Field(j, "nc", &t.nc));
-      FT_RETURN_IF_DECISION(Field(j, "kc", &t.kc));
-      FT_RETURN_IF_DECISION(Field(j, "mr", &t.mr));
-      FT_RETURN_IF_DECISION(Field(j, "nr", &t.nr));
-      FT_RETURN_IF_DECISION(Field(j, "double_buffer", &t.double_buffer));
-      const std::string order = j.value("order", ""), split = j.value("split", "");
+      FT_RETURN_IF_DECISION(Field(fields, "mc", &t.mc));
+      FT_RETURN_IF_DECISION(Field(fields, "nc", &t.nc));
+      FT_RETURN_IF_DECISION(Field(fields, "kc", &t.kc));
+      FT_RETURN_IF_DECISION(Field(fields, "mr", &t.mr));
+      FT_RETURN_IF_DECISION(Field(fields, "nr", &t.nr));
+      FT_RETURN_IF_DECISION(Field(fields, "double_buffer", &t.double_buffer));
+      const std::string order = TextField(fields, "order"), split = TextField(fields, "split");
       if (order == kernels::LoopOrderName(kernels::LoopOrder::kMN))
         t.order = kernels::LoopOrder::kMN;
       else if (order == kernels::LoopOrderName(kernels::LoopOrder::kNM))
@@ -369,15 +384,37 @@ FusionDecision TilingFromJson(KernelTemplate kind, const json& j, Tiling* out) {
     }
     case KernelTemplate::kAttention: {
       kernels::AttentionTiling t;
-      FT_RETURN_IF_DECISION(Field(j, "br", &t.br));
-      FT_RETURN_IF_DECISION(Field(j, "bc", &t.bc));
-      FT_RETURN_IF_DECISION(Field(j, "mr", &t.mr));
-      FT_RETURN_IF_DECISION(Field(j, "nr", &t.nr));
+      FT_RETURN_IF_DECISION(Field(fields, "br", &t.br));
+      FT_RETURN_IF_DECISION(Field(fields, "bc", &t.bc));
+      FT_RETURN_IF_DECISION(Field(fields, "mr", &t.mr));
+      FT_RETURN_IF_DECISION(Field(fields, "nr", &t.nr));
       *out = t;
       return FusionDecision::Allow();
     }
   }
   return FusionDecision::Forbid("unknown template");
+}
+
+TilingFields TilingFieldsFromJson(const json& j) {
+  TilingFields fields;
+  for (const auto& [name, value] : j.items()) {
+    TilingField& f = fields.emplace_back();
+    f.name = name;
+    if (value.is_boolean())
+      f.value = value.get<bool>();
+    else if (value.is_number_integer())
+      f.value = value.get<int64_t>();
+    else if (value.is_number())
+      f.value = value.get<double>();
+    else if (value.is_string())
+      f.value = value.get<std::string>();
+  }
+  return fields;
+}
+
+FusionDecision TilingFromJson(KernelTemplate kind, const json& j, Tiling* out) {
+  if (!j.is_object()) return FusionDecision::Forbid("tiling is not an object");
+  return TilingFromFields(kind, TilingFieldsFromJson(j), out);
 }
 
 kernels::TilingEstimate EstimateTiling(const KernelInstance& instance, const Tiling& tiling,

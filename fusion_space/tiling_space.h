@@ -27,7 +27,20 @@ using Tiling = std::variant<std::monostate, kernels::ElementwiseTiling, kernels:
 KernelTemplate TilingTemplate(const Tiling& tiling);
 std::string TilingToString(const Tiling& tiling);
 nlohmann::json TilingToJson(const Tiling& tiling);
+// A tiling as read from a plan's text: its fields by name, in the order
+// given; a nested value is kept as monostate, which the reader reports for a
+// field it needs. (A compile reads a tiling per group: a JSON object per
+// tiling cost a tenth of compiling a stored 12-layer plan.)
+struct TilingField {
+  std::string name;
+  std::variant<std::monostate, bool, int64_t, double, std::string> value;
+};
+using TilingFields = std::vector<TilingField>;
+// The fields of a JSON object (a later duplicate name wins, as in JSON).
+TilingFields TilingFieldsFromJson(const nlohmann::json& object);
+
 // Errors name the field; the template decides which alternative is expected.
+FusionDecision TilingFromFields(KernelTemplate kind, const TilingFields& fields, Tiling* tiling);
 FusionDecision TilingFromJson(KernelTemplate kind, const nlohmann::json& json, Tiling* tiling);
 
 // Analytical traffic, tiles and padding of `tiling` on `instance`
