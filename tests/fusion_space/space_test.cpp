@@ -2,6 +2,7 @@
 // partition selection against brute force, and the plan file.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <set>
 
 #include "fusion_space/partition.h"
@@ -235,6 +236,26 @@ TEST(PlanFile, RoundTripAndErrors) {
       break;
     }
   expect_error(tiling, "tiling");
+  // The tiling's own fields, read into a flat list from the text.
+  nlohmann::json greedy = PlanToJson(space, space.Greedy());
+  auto with_gemm_tiling = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json p = greedy;
+    for (auto& grp : p["groups"])
+      if (grp["template"] == "gemm") {
+        edit(grp["tiling"]);
+        break;
+      }
+    return p;
+  };
+  expect_error(with_gemm_tiling([](nlohmann::json& t) { t.erase("kc"); }),
+               "tiling is missing \"kc\"");
+  expect_error(with_gemm_tiling([](nlohmann::json& t) { t["nc"] = 64.5; }),
+               "tiling.nc is not an integer");
+  expect_error(with_gemm_tiling([](nlohmann::json& t) { t["mr"] = {8}; }),
+               "tiling.mr is not an integer");
+  expect_error(with_gemm_tiling([](nlohmann::json& t) { t["order"] = "km"; }),
+               "tiling.order \"km\" is not mn or nm");
+  expect_error(with_gemm_tiling([](nlohmann::json& t) { t = 3; }), "tiling is not an object");
   nlohmann::json missing = j;
   missing["groups"].erase(missing["groups"].size() - 1);
   expect_error(missing, "in no group");
