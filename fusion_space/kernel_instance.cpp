@@ -39,7 +39,7 @@ int KernelTemplateVersion(KernelTemplate t) {
     case KernelTemplate::kReference:
       return 1;
     case KernelTemplate::kAttention:
-      return 2;  // 2: softmax rows and K's transpose in AVX-512 (row_simd.cpp)
+      return 3;  // 3: K and V packed once per head per thread (tiles dealt by head)
     case KernelTemplate::kGemm:
       return 2;  // 2: B packed by whole rows, A and B rows prefetched (gemm_pack.cpp)
     case KernelTemplate::kElementwise:

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -87,6 +88,16 @@ struct QueryTile {
   int64_t b, h, i0, rows;
 };
 
+}  // namespace
+
+int QueryTileThread(int64_t index, int64_t count, int threads, bool causal) {
+  if (causal) return static_cast<int>(index % threads);
+  const int64_t per = (count + threads - 1) / threads;
+  return static_cast<int>(index / per);
+}
+
+namespace {
+
 class AttentionRunner {
  public:
   AttentionRunner(const AttentionDesc& d, const AttentionTiling& t, RunMode mode)
@@ -123,7 +134,11 @@ class AttentionRunner {
                                : d_.seq_kv;
     for (int64_t j0 = 0; j0 < kv_end; j0 += t_.bc) {
       const int64_t cols = std::min(t_.bc, kv_end - j0);
-      PackKV(tile, j0, cols);
+      // K and V stay in the panels from this thread's previous query tile
+      // when it had the same head and key block (tiles are dealt by head).
+      const PackedKeys keys{tile.b, tile.h, j0, cols};
+      PackKV(tile, j0, cols, !(keys == packed_));
+      packed_ = keys;
       if (mode_ == RunMode::kCopyOnly) continue;
       Scores(tile, cols);
       if (d_.mask == MaskKind::kCausal && j0 + cols - 1 > tile.i0 + offset)
@@ -164,8 +179,20 @@ class AttentionRunner {
 
   // K rows j0.. as [head_dim][nr] slivers (K^T), V rows as [cols][nr] slivers
   // of value columns, and the additive mask block.
-  void PackKV(const QueryTile& tile, int64_t j0, int64_t cols) {
+  void PackKV(const QueryTile& tile, int64_t j0, int64_t cols, bool keys_and_values) {
     if (mode_ == RunMode::kComputeOnly) return;
+    if (keys_and_values) PackKeysAndValues(tile, j0, cols);
+    if (d_.mask == MaskKind::kAdditive) {  // the mask block follows the query rows
+      const AttentionView& mk = d_.mask_data;
+      const float* mb =
+          mk.data + tile.b * mk.batch + tile.h * mk.head + tile.i0 * mk.row + j0 * mk.col;
+      for (int64_t i = 0; i < tile.rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) mask_[i * t_.bc + j] = mb[i * mk.row + j * mk.col];
+      stats.bytes_global_to_local += 4 * tile.rows * cols;
+    }
+  }
+
+  void PackKeysAndValues(const QueryTile& tile, int64_t j0, int64_t cols) {
     const int64_t dim = d_.head_dim, dv = d_.value_dim;
     const float* kb = d_.k.data + tile.b * d_.k.batch + tile.h * d_.k.head + j0 * d_.k.row;
     for (int64_t s0 = 0; s0 < cols; s0 += t_.nr) {
@@ -195,14 +222,6 @@ class AttentionRunner {
       }
     }
     stats.bytes_global_to_local += 4 * cols * (dim + dv);
-    if (d_.mask == MaskKind::kAdditive) {
-      const AttentionView& mk = d_.mask_data;
-      const float* mb =
-          mk.data + tile.b * mk.batch + tile.h * mk.head + tile.i0 * mk.row + j0 * mk.col;
-      for (int64_t i = 0; i < tile.rows; ++i)
-        for (int64_t j = 0; j < cols; ++j) mask_[i * t_.bc + j] = mb[i * mk.row + j * mk.col];
-      stats.bytes_global_to_local += 4 * tile.rows * cols;
-    }
   }
 
   void Scores(const QueryTile& tile, int64_t cols) {
@@ -254,6 +273,10 @@ class AttentionRunner {
   const MicroKernel* mk_;
   LocalBuffer local_;
   float *q_, *kp_, *vp_, *s_, *o_, *m_, *sum_, *mask_ = nullptr;
+  struct PackedKeys {
+    int64_t b = -1, h = -1, j0 = -1, cols = -1;
+    bool operator==(const PackedKeys&) const = default;
+  } packed_;  // what the K and V panels hold
 };
 
 }  // namespace
@@ -266,11 +289,12 @@ Result<KernelStats> RunAttention(const AttentionDesc& d, const AttentionTiling& 
     for (int64_t h = 0; h < d.heads; ++h)
       for (int64_t i0 = 0; i0 < d.seq_q; i0 += t.br)
         tiles.push_back({b, h, i0, std::min(t.br, d.seq_q - i0)});
+  const int64_t count = static_cast<int64_t>(tiles.size());
+  const bool causal = d.mask == MaskKind::kCausal;
   return RunThreadShares(config.threads, [&](int th) {
     AttentionRunner runner(d, t, mode);
-    // Round-robin: with a causal mask later query tiles cost more, so a
-    // contiguous split would leave one thread idle.
-    for (size_t i = th; i < tiles.size(); i += config.threads) runner.Run(tiles[i]);
+    for (int64_t i = 0; i < count; ++i)
+      if (QueryTileThread(i, count, config.threads, causal) == th) runner.Run(tiles[i]);
     return runner.stats;
   });
 }
@@ -288,7 +312,7 @@ TilingEstimate EstimateAttention(const AttentionDesc& d, const AttentionTiling& 
   double computed = 0, useful = 0;
   struct QueryTileCost {
     double bytes_in, bytes_out, work;
-    int64_t blocks;
+    int64_t blocks, kv_end;
   };
   std::vector<QueryTileCost> per_query_tile;  // the same for every batch and head
   for (int64_t i0 = 0; i0 < d.seq_q; i0 += t.br) {
@@ -302,15 +326,27 @@ TilingEstimate EstimateAttention(const AttentionDesc& d, const AttentionTiling& 
                               4.0 * rows * d.value_dim,
                               static_cast<double>(RoundUp(rows, t.mr)) * blocks *
                                   RoundUp(t.bc, t.nr) * (d.head_dim + RoundUp(d.value_dim, t.nr)),
-                              blocks});
+                              blocks, kv_end});
     useful += static_cast<double>(d.batch * d.heads) * rows * kv_end * (d.head_dim + d.value_dim);
   }
   int64_t index = 0;
+  const int64_t count = d.batch * d.heads * static_cast<int64_t>(per_query_tile.size());
+  const bool causal = d.mask == MaskKind::kCausal;
   std::vector<int64_t> thread_tiles(threads, 0), thread_steps(threads, 0);
+  // What each thread's K and V panels hold after its last tile: head, first
+  // key and key count of the last block packed, as the runners track it.
+  std::vector<std::array<int64_t, 3>> packed(threads, {-1, -1, -1});
   for (int64_t bh = 0; bh < d.batch * d.heads; ++bh)
     for (const QueryTileCost& c : per_query_tile) {
-      const int th = static_cast<int>(index++ % threads);  // round-robin, as RunAttention deals
+      const int th = QueryTileThread(index++, count, threads, causal);
       e.bytes_in += c.bytes_in;
+      if (c.blocks > 0) {  // a tile with no keys packs nothing
+        const int64_t first_cols = std::min(t.bc, c.kv_end);
+        if (packed[th] == std::array<int64_t, 3>{bh, 0, first_cols})
+          e.bytes_in -= 4.0 * first_cols * (d.head_dim + d.value_dim);
+        const int64_t last_j0 = (c.blocks - 1) * t.bc;
+        packed[th] = {bh, last_j0, c.kv_end - last_j0};
+      }
       e.bytes_out += c.bytes_out;
       work[th] += c.work;
       thread_tiles[th] += 1;

@@ -51,5 +51,10 @@ Status ValidateAttention(const AttentionDesc& desc, const AttentionTiling& tilin
                          const KernelConfig& config);
 Result<KernelStats> RunAttention(const AttentionDesc& desc, const AttentionTiling& tiling,
                                  const KernelConfig& config, RunMode mode = RunMode::kFull);
+// The thread that runs query tile `index` of `count` (ordered by batch, head,
+// then rows): contiguous ranges, so that a thread's consecutive tiles share
+// a head and its K and V are packed once when one key block holds them all;
+// round-robin under a causal mask, where later tiles cost more.
+int QueryTileThread(int64_t index, int64_t count, int threads, bool causal);
 
 }  // namespace fusetune::kernels
