@@ -177,12 +177,12 @@ class AttentionRunner {
     stats.bytes_global_to_local += 4 * tile.rows * dim;
   }
 
-  // K rows j0.. as [head_dim][nr] slivers (K^T), V rows as [cols][nr] slivers
-  // of value columns, and the additive mask block.
+  // The key block j0..j0+cols: K and V unless the panels hold them already,
+  // and the additive mask block, which follows the query rows.
   void PackKV(const QueryTile& tile, int64_t j0, int64_t cols, bool keys_and_values) {
     if (mode_ == RunMode::kComputeOnly) return;
     if (keys_and_values) PackKeysAndValues(tile, j0, cols);
-    if (d_.mask == MaskKind::kAdditive) {  // the mask block follows the query rows
+    if (d_.mask == MaskKind::kAdditive) {
       const AttentionView& mk = d_.mask_data;
       const float* mb =
           mk.data + tile.b * mk.batch + tile.h * mk.head + tile.i0 * mk.row + j0 * mk.col;
@@ -192,6 +192,8 @@ class AttentionRunner {
     }
   }
 
+  // K rows j0.. as [head_dim][nr] slivers (K^T), V rows as [cols][nr] slivers
+  // of value columns.
   void PackKeysAndValues(const QueryTile& tile, int64_t j0, int64_t cols) {
     const int64_t dim = d_.head_dim, dv = d_.value_dim;
     const float* kb = d_.k.data + tile.b * d_.k.batch + tile.h * d_.k.head + j0 * d_.k.row;
