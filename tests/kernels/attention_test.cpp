@@ -123,6 +123,22 @@ TEST(Attention, MatchesReferenceFromPackedQkv) {
   }
 }
 
+// Q, K, V and O as contiguous [heads][s][dim] arrays, no mask.
+AttentionDesc ContiguousHeads(const float* q, const float* k, const float* v, float* o,
+                              int64_t heads, int64_t s, int64_t dim) {
+  AttentionDesc d;
+  d.heads = heads;
+  d.seq_q = d.seq_kv = s;
+  d.head_dim = d.value_dim = dim;
+  d.q = {q, 0, s * dim, dim, 1};
+  d.k = {k, 0, s * dim, dim, 1};
+  d.v = {v, 0, s * dim, dim, 1};
+  d.o = o;
+  d.o_head = s * dim;
+  d.o_row = dim;
+  return d;
+}
+
 // Tiles are dealt to threads by head: with one key block per head, each
 // thread packs a head's K and V once, however many query tiles it runs.
 TEST(Attention, KeysAndValuesArePackedOncePerHeadAndThread) {
@@ -133,16 +149,7 @@ TEST(Attention, KeysAndValuesArePackedOncePerHeadAndThread) {
     k[i] = 0.02f * static_cast<float>(i % 7);
     v[i] = 0.03f * static_cast<float>(i % 5);
   }
-  AttentionDesc d;
-  d.heads = heads;
-  d.seq_q = d.seq_kv = s;
-  d.head_dim = d.value_dim = dim;
-  d.q = {q.data(), 0, s * dim, dim, 1};
-  d.k = {k.data(), 0, s * dim, dim, 1};
-  d.v = {v.data(), 0, s * dim, dim, 1};
-  d.o = o.data();
-  d.o_head = s * dim;
-  d.o_row = dim;
+  AttentionDesc d = ContiguousHeads(q.data(), k.data(), v.data(), o.data(), heads, s, dim);
   AttentionTiling t;
   t.br = 16;
   t.bc = 64;
@@ -165,14 +172,7 @@ TEST(Attention, KeysAndValuesArePackedOncePerHeadAndThread) {
 TEST(Attention, TrafficIsQOnceAndKvOncePerQueryTile) {
   const int64_t s = 64, dim = 16;
   std::vector<float> q(s * dim, 0.1f), k(s * dim, 0.2f), v(s * dim, 0.3f), o(s * dim);
-  AttentionDesc d;
-  d.seq_q = d.seq_kv = s;
-  d.head_dim = d.value_dim = dim;
-  d.q = {q.data(), 0, 0, dim, 1};
-  d.k = {k.data(), 0, 0, dim, 1};
-  d.v = {v.data(), 0, 0, dim, 1};
-  d.o = o.data();
-  d.o_row = dim;
+  AttentionDesc d = ContiguousHeads(q.data(), k.data(), v.data(), o.data(), 1, s, dim);
   AttentionTiling t;
   t.br = 16;
   t.bc = 32;
