@@ -43,7 +43,10 @@ struct OpMix {
 
 OpMix EpilogueMix(const std::vector<kernels::EpilogueOp>& ops, OpMix mix = {}) {
   for (const kernels::EpilogueOp& op : ops) {
-    (op.data ? mix.operand : mix.activation) += 1;
+    if (kernels::IsRowNorm(op.kind))
+      mix.reduction += 1;
+    else
+      (op.data ? mix.operand : mix.activation) += 1;
     mix.total += 1;
   }
   return mix;

@@ -15,12 +15,14 @@ bool IsGemmOp(const Node& node) { return node.op_type == "MatMul" || node.op_typ
 // What a node contributes to the op mix of a set; a set is viable when some
 // template could still implement it or one of its supersets.
 struct OpMix {
-  int gemms = 0, softmaxes = 0, reductions = 0, unfusible = 0;
+  int gemms = 0, softmaxes = 0, reductions = 0, layer_norms = 0, unfusible = 0;
   bool viable(size_t size) const {
     if (size > 1 && unfusible > 0) return false;
     if (gemms > 3 || softmaxes > 1) return false;
     if (softmaxes == 1 && gemms > 2) return false;
-    if (gemms > 0 && reductions > 0) return false;  // no GEMM template reduces rows
+    // The GEMM template reduces rows only in a LayerNorm epilogue, one per output.
+    if (gemms > 0 && (reductions > 0 || layer_norms > gemms || (softmaxes > 0 && layer_norms > 0)))
+      return false;
     return true;
   }
 };
@@ -31,7 +33,9 @@ void AddNodeToMix(const Node& node, OpMix* mix, int sign) {
     mix->gemms += sign;
   else if (op == "Softmax")
     mix->softmaxes += sign;
-  else if (op.rfind("Reduce", 0) == 0 || op == "LayerNormalization")
+  else if (op == "LayerNormalization")
+    mix->layer_norms += sign;
+  else if (op.rfind("Reduce", 0) == 0)
     mix->reductions += sign;
   if (!IsFusibleOp(node)) mix->unfusible += sign;
 }

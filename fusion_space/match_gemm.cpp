@@ -169,6 +169,7 @@ class EpilogueBuilder {
     const Node& node = g_.nodes[p];
     visited_.insert(p);
     if (node.op_type == "Identity") return Chain(node.inputs[0], ops);
+    if (node.op_type == "LayerNormalization") return LayerNormStep(node, p, ops);
     const bool binary =
         node.inputs.size() == 2 && (node.op_type == "Add" || node.op_type == "Mul" ||
                                     node.op_type == "Div" || node.op_type == "Sub");
@@ -184,6 +185,45 @@ class EpilogueBuilder {
     // Not a step with an outside operand: find the nearest value that every
     // path from e back to c passes through, and fit the function in between.
     return ActivationStep(e, ops);
+  }
+
+  // LayerNormalization over the last axis of a value on the chain, with
+  // gamma and beta from outside the group: a row-norm op and a bias add (the
+  // kernel then needs tiles of whole rows; the tiling space sees to that).
+  FusionDecision LayerNormStep(const Node& node, int32_t p, std::vector<EpilogueOp>* ops) {
+    const Dims& out = g_.type(c_).dims;
+    const int64_t axis = MatchIntAttr(node, "axis", -1);
+    if (axis != -1 && axis != static_cast<int64_t>(out.size()) - 1)
+      return FusionDecision::Forbid(fmt::format(
+          "node {} (LayerNormalization) normalises from axis {}, not the last", p, axis));
+    if (!DependsOnC(node.inputs[0]))
+      return FusionDecision::Forbid(fmt::format(
+          "node {} (LayerNormalization) normalises a value the GEMM does not compute", p));
+    std::vector<EpilogueOp> params;
+    for (size_t i = 1; i < node.inputs.size() && i < 3; ++i) {
+      const ValueId t = node.inputs[i];
+      if (t == kNoValue) continue;
+      const int32_t tp = g_.value(t).producer;
+      if (tp >= 0 && inside_[tp])
+        return FusionDecision::Forbid(
+            fmt::format("node {} (LayerNormalization) takes its {} from inside the group", p,
+                        i == 1 ? "scale" : "bias"));
+      EpilogueOp op{};
+      FT_RETURN_IF_DECISION(OperandOp(EpilogueKind::kBiasAdd, t, &op));
+      if (op.row_stride != 0 || op.batch_stride != 0)
+        return FusionDecision::Forbid(fmt::format(
+            "node {} (LayerNormalization): its {} varies by row", p, i == 1 ? "scale" : "bias"));
+      if (i == 1) {
+        op.kind = EpilogueKind::kLayerNorm;
+        op.scalar = MatchFloatAttr(node, "epsilon", 1e-5f);
+      }
+      params.push_back(op);
+    }
+    if (params.empty() || params[0].kind != EpilogueKind::kLayerNorm)
+      return FusionDecision::Forbid(fmt::format("node {} (LayerNormalization) has no scale", p));
+    FT_RETURN_IF_DECISION(Chain(node.inputs[0], ops));
+    ops->insert(ops->end(), params.begin(), params.end());
+    return FusionDecision::Allow();
   }
 
   FusionDecision StepWith(const Node& node, int32_t p, ValueId t, bool t_on_right,

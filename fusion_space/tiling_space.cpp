@@ -102,9 +102,16 @@ TilingSpace::TilingSpace(const KernelInstance& k, const kernels::KernelConfig& c
       break;
     case KernelTemplate::kGemm: {
       int64_t n = 0;
-      for (const auto& o : k.gemm.outputs) n = std::max(n, o.n);
+      bool row_norm = false;
+      for (const auto& o : k.gemm.outputs) {
+        n = std::max(n, o.n);
+        row_norm = row_norm || kernels::HasRowNorm(o.epilogue);
+      }
+      // A LayerNorm epilogue needs whole rows in a tile: nc covers N.
+      std::vector<int64_t> nc = BlockSizes(n, 16, 32);
+      if (row_norm) nc = {nc.back()};
       params_ = {{"mc", BlockSizes(k.gemm.m, 8, 16)},
-                 {"nc", BlockSizes(n, 16, 32)},
+                 {"nc", nc},
                  {"kc", BlockSizes(k.gemm.k, 16, 32)},
                  {"micro", Range(MicroShapes().size())},
                  {"order", {0, 1}},

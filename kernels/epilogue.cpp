@@ -29,8 +29,17 @@ const char* EpilogueKindName(EpilogueKind kind) {
       return "silu";
     case EpilogueKind::kSigmoid:
       return "sigmoid";
+    case EpilogueKind::kLayerNorm:
+      return "layer_norm";
   }
   return "?";
+}
+
+bool IsRowNorm(EpilogueKind kind) { return kind == EpilogueKind::kLayerNorm; }
+
+bool HasRowNorm(const std::vector<EpilogueOp>& ops) {
+  return std::any_of(ops.begin(), ops.end(),
+                     [](const EpilogueOp& op) { return IsRowNorm(op.kind); });
 }
 
 namespace {
@@ -47,12 +56,50 @@ void ActivateTile(Activation f, float* tile, int64_t ldc, int64_t rows, int64_t 
   for (int64_t r = 0; r < rows; ++r) Activate(f, tile + r * ldc, tile + r * ldc, cols);
 }
 
+// Sum of x[0..n) in 16 partial sums, a form the compiler keeps in one vector
+// register (a single running float sum stays scalar without -ffast-math).
+template <typename F>
+float LaneSum(const float* x, int64_t n, F f) {
+  constexpr int kLanes = 16;
+  float part[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int j = 0; j < kLanes; ++j) part[j] += f(x[c + j]);
+  for (; c < n; ++c) part[0] += f(x[c]);
+  float sum = 0;
+  for (float p : part) sum += p;
+  return sum;
+}
+
+// Two passes (mean, then the squared deviations): no cancellation when the
+// mean is large against the spread, as a residual stream's rows can be.
+void LayerNormTile(const EpilogueOp& op, float* tile, int64_t ldc, int64_t rows, int64_t cols,
+                   int64_t col0) {
+  const float* gamma = op.data + col0 * op.col_stride;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = tile + r * ldc;
+    const float mean = LaneSum(row, cols, [](float v) { return v; }) / static_cast<float>(cols);
+    const float var = LaneSum(row, cols, [mean](float v) { return (v - mean) * (v - mean); }) /
+                      static_cast<float>(cols);
+    const float rstd = 1.0f / std::sqrt(var + op.scalar);
+    if (op.col_stride == 1)
+      for (int64_t c = 0; c < cols; ++c) row[c] = (row[c] - mean) * rstd * gamma[c];
+    else
+      for (int64_t c = 0; c < cols; ++c) row[c] = (row[c] - mean) * rstd * gamma[c * op.col_stride];
+  }
+}
+
 }  // namespace
 
 int64_t ApplyEpilogue(const std::vector<EpilogueOp>& ops, float* tile, int64_t ldc, int64_t rows,
                       int64_t cols, int64_t batch, int64_t row0, int64_t col0, RunMode mode) {
   int64_t bytes = 0;
   for (const EpilogueOp& op : ops) {
+    if (IsRowNorm(op.kind)) {
+      if (mode != RunMode::kCopyOnly) LayerNormTile(op, tile, ldc, rows, cols, col0);
+      if (mode != RunMode::kComputeOnly) bytes += static_cast<int64_t>(sizeof(float)) * cols;
+      continue;
+    }
     if (op.reads_memory() ? mode == RunMode::kComputeOnly : mode == RunMode::kCopyOnly) continue;
     switch (op.kind) {
       case EpilogueKind::kBiasAdd:
@@ -97,6 +144,8 @@ int64_t ApplyEpilogue(const std::vector<EpilogueOp>& ops, float* tile, int64_t l
         break;
       case EpilogueKind::kSigmoid:
         ActivateTile(Activation::kSigmoid, tile, ldc, rows, cols);
+        break;
+      case EpilogueKind::kLayerNorm:  // handled above
         break;
     }
   }

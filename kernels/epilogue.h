@@ -1,7 +1,10 @@
 // Epilogues: a chain of elementwise ops applied to an output tile while it is
 // still in the local buffer, before it is copied out. Operands that come from
 // global memory (bias, residual, a tensor to multiply by) are read through
-// strides and counted as traffic.
+// strides and counted as traffic. One op is not elementwise: kLayerNorm
+// normalises each row of the tile, so a kernel may use it only on tiles that
+// hold whole rows (post-LN transformers: LayerNorm(x + A x B + bias) with no
+// pass of its own).
 #pragma once
 
 #include <cstdint>
@@ -23,7 +26,14 @@ enum class EpilogueKind {
   kGeluTanh,
   kSilu,  // c * sigmoid(c)
   kSigmoid,
+  // c = (c - mean) / sqrt(var + scalar) * gamma[col], mean and variance over
+  // the row's columns (the tile's, which must be the whole row); beta, when
+  // there is one, follows as a kBiasAdd.
+  kLayerNorm,
 };
+
+// True for ops whose result depends on the whole row, not one element.
+bool IsRowNorm(EpilogueKind kind);
 
 const char* EpilogueKindName(EpilogueKind kind);
 
@@ -44,13 +54,19 @@ struct EpilogueOp {
   }
   static EpilogueOp Scale(float s) { return {EpilogueKind::kScale, nullptr, 0, 0, 0, s}; }
   static EpilogueOp Act(EpilogueKind kind) { return {kind, nullptr, 0, 0, 0, 1}; }
+  static EpilogueOp LayerNorm(const float* gamma, float epsilon) {
+    return {EpilogueKind::kLayerNorm, gamma, 0, 1, 0, epsilon};
+  }
   bool reads_memory() const { return data != nullptr; }
 };
+
+bool HasRowNorm(const std::vector<EpilogueOp>& ops);
 
 // Applies `ops` to a rows x cols tile (leading dimension ldc) whose top-left
 // element is output (batch, row0, col0). Returns the bytes read from global.
 // `mode` kCopyOnly performs only the ops that read memory; kComputeOnly only
-// those that do not.
+// those that do not (a LayerNorm reads gamma and computes: its reads count in
+// kCopyOnly, its arithmetic runs in kComputeOnly).
 int64_t ApplyEpilogue(const std::vector<EpilogueOp>& ops, float* tile, int64_t ldc, int64_t rows,
                       int64_t cols, int64_t batch, int64_t row0, int64_t col0,
                       RunMode mode = RunMode::kFull);

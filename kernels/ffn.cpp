@@ -79,6 +79,8 @@ Status ValidateFfn(const FfnDesc& d, const FfnTiling& t, const KernelConfig& con
     return bad(fmt::format("ffn: descriptor.o_row_stride {} < n {}", d.o_row_stride, d.n));
   if (d.prologue.norm != NormKind::kNone && !d.prologue.gamma)
     return bad("ffn: descriptor.prologue.gamma is required by the norm");
+  if (IsRowNorm(d.act))
+    return bad("ffn: descriptor.act is a layer_norm; the hidden tiles do not hold whole rows");
   if (t.mb < 1) return bad(fmt::format("tiling.mb: {} must be positive", t.mb));
   if (t.hb < 1) return bad(fmt::format("tiling.hb: {} must be positive", t.hb));
   return CheckMicroTileAndBuffer(t.mr, t.nr, FfnLocalBytes(d, t), config,

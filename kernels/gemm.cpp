@@ -74,7 +74,7 @@ Status CheckEpilogue(const std::vector<EpilogueOp>& ops, const std::string& wher
   for (size_t i = 0; i < ops.size(); ++i) {
     const EpilogueKind kind = ops[i].kind;
     const bool needs_data = kind == EpilogueKind::kBiasAdd || kind == EpilogueKind::kResidualAdd ||
-                            kind == EpilogueKind::kMultiply;
+                            kind == EpilogueKind::kMultiply || kind == EpilogueKind::kLayerNorm;
     if (needs_data && !ops[i].data)
       return Error(ErrorCode::kInvalidArgument,
                    fmt::format("gemm: descriptor.{}[{}] ({}) has no operand", where, i,
@@ -104,6 +104,10 @@ Status ValidateDesc(const GemmDesc& d) {
     FT_RETURN_IF_ERROR(CheckEpilogue(out.epilogue, fmt::format("outputs[{}].epilogue", o)));
   }
   FT_RETURN_IF_ERROR(CheckEpilogue(d.prologue.elementwise, "prologue.elementwise"));
+  if (HasRowNorm(d.prologue.elementwise))
+    return bad(
+        "gemm: descriptor.prologue.elementwise holds a layer_norm; the prologue's norm "
+        "is descriptor.prologue.norm");
   if (d.prologue.norm != NormKind::kNone && !d.prologue.gamma)
     return bad(fmt::format("gemm: descriptor.prologue.gamma is required by {}",
                            NormKindName(d.prologue.norm)));
@@ -123,6 +127,12 @@ Status ValidateGemm(const GemmDesc& d, const GemmTiling& t, const KernelConfig& 
   if (t.mc < 1) return bad(fmt::format("tiling.mc: {} must be positive", t.mc));
   if (t.nc < 1) return bad(fmt::format("tiling.nc: {} must be positive", t.nc));
   if (t.kc < 1) return bad(fmt::format("tiling.kc: {} must be positive", t.kc));
+  for (size_t o = 0; o < d.outputs.size(); ++o)
+    if (HasRowNorm(d.outputs[o].epilogue) && t.nc < d.outputs[o].n)
+      return bad(fmt::format(
+          "tiling.nc: {} is narrower than output {}'s rows ({}); its layer_norm epilogue needs "
+          "whole rows in one tile",
+          t.nc, o, d.outputs[o].n));
   return CheckMicroTileAndBuffer(t.mr, t.nr, GemmLocalBytes(d, t), config, [&] {
     return fmt::format("mc={} nc={} kc={}{}", t.mc, t.nc, t.kc,
                        t.double_buffer ? ", double buffered" : "");

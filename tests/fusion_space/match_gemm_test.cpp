@@ -91,6 +91,34 @@ TEST(MatchGemm, QkvProjectionsFuseHorizontally) {
   EXPECT_EQ(m.instance.outputs.size(), 3u);
 }
 
+// Post-LN: LayerNormalization(x + MatMul + bias) is the GEMM's epilogue, its
+// gamma a row-norm op and its beta a bias, and the tiling space keeps to
+// tiles of whole rows.
+TEST(MatchGemm, PostLnLayerNormIsTheEpilogue) {
+  Graph g = testing::LoadTestModel("encoder_postln_op17");
+  Dataflow flow(g);
+  const int32_t ln = Find(g, "LayerNormalization");
+  ASSERT_GT(ln, 0);
+  int32_t mm = ln;
+  while (mm > 0 && g.nodes[mm].op_type != "MatMul") --mm;
+  GroupMatch m = MatchGroup(g, flow, Range(mm, ln));
+  ASSERT_TRUE(m.decision) << m.decision.reason();
+  ASSERT_EQ(m.instance.kind, KernelTemplate::kGemm);
+  std::vector<EpilogueKind> kinds;
+  for (const auto& op : m.instance.gemm.outputs[0].epilogue) kinds.push_back(op.kind);
+  EXPECT_EQ(kinds, (std::vector<EpilogueKind>{EpilogueKind::kBiasAdd, EpilogueKind::kResidualAdd,
+                                              EpilogueKind::kLayerNorm, EpilogueKind::kBiasAdd}));
+  EXPECT_NE(m.instance.summary.find("layer_norm"), std::string::npos) << m.instance.summary;
+  const int64_t n = m.instance.gemm.outputs[0].n;
+  TilingSpace space(m.instance, testing::SmallKernelConfig());
+  Rng rng(3);
+  for (int i = 0; i < 20; ++i) EXPECT_GE(std::get<kernels::GemmTiling>(space.Sample(rng)).nc, n);
+  // Without the residual Add the norm's input is not on the GEMM's chain.
+  std::vector<int32_t> gap = Range(mm, ln);
+  gap.erase(gap.end() - 2);
+  EXPECT_FALSE(MatchGroup(g, flow, gap).decision);
+}
+
 TEST(MatchGemm, RefusesWithReasons) {
   Graph g = testing::LoadTestModel("llama_op17");
   Dataflow flow(g);

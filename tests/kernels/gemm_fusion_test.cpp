@@ -1,4 +1,5 @@
 // GEMM prologues (elementwise, LayerNorm, RMSNorm applied while A is packed),
+// the LayerNorm epilogue (post-LN: LayerNorm(A x B + bias + residual)),
 // horizontal fusion (QKV, SwiGLU) and double buffering, against the
 // reference executor on random shapes and tilings with a fixed seed.
 #include <gtest/gtest.h>
@@ -249,6 +250,82 @@ TEST(GemmDoubleBuffer, SameResultsAndTrafficTwiceTheBuffer) {
   auto r = RunGemm(d, t, config);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message().find("double buffered"), std::string::npos);
+}
+
+// y = LayerNormalization(x @ W + bias + r): tiles of whole rows (nc >= n),
+// every split and loop order, against the opset-17 graph.
+TEST(GemmEpilogue, LayerNormMatchesReference) {
+  Rng rng(23);
+  for (int trial = 0; trial < 30; ++trial) {
+    const int64_t m = kSizes[rng.Below(8)], k = kSizes[rng.Below(8)], n = kSizes[rng.Below(8)];
+    auto x = Random(m * k, rng), w = Random(k * n, rng), bias = Random(n, rng),
+         r = Random(m * n, rng), gamma = Random(n, rng), beta = Random(n, rng);
+    for (float& v : r) v = v * 3 + 5;  // a mean and a scale for the norm to remove
+    std::vector<float> y(m * n, NAN);
+    GemmDesc d;
+    d.m = m;
+    d.k = k;
+    d.a = x.data();
+    d.a_row_stride = k;
+    d.outputs = {Output(n, w, y)};
+    d.outputs[0].epilogue = {EpilogueOp::Bias(bias.data()), EpilogueOp::Residual(r.data(), n),
+                             EpilogueOp::LayerNorm(gamma.data(), 1e-5f),
+                             EpilogueOp::Bias(beta.data())};
+    GemmTiling tiling = RandomTiling(rng, k);
+    tiling.nc = (n + tiling.nr - 1) / tiling.nr * tiling.nr + tiling.nr * rng.Below(2);
+    KernelConfig config;
+    config.threads = static_cast<int>(rng.Between(1, 3));
+    auto stats = RunGemm(d, tiling, config);
+    ASSERT_TRUE(stats.ok()) << stats.error().ToString();
+    Graph g = Parse(fmt::format(
+        "graph g opset 17 {{ input x: f32[{0}, {1}]  input w: f32[{1}, {2}]  input bias: f32[{2}]"
+        "  input r: f32[{0}, {2}]  input gamma: f32[{2}]  input beta: f32[{2}]\n"
+        "mm = MatMul(x, w)  s = Add(mm, bias)  t = Add(s, r)\n"
+        "y = LayerNormalization(t, gamma, beta) {{axis=-1, epsilon=1e-5}}  output y }}",
+        m, k, n));
+    auto want = RunReference(g, {{"x", F32({m, k}, x)},
+                                 {"w", F32({k, n}, w)},
+                                 {"bias", F32({n}, bias)},
+                                 {"r", F32({m, n}, r)},
+                                 {"gamma", F32({n}, gamma)},
+                                 {"beta", F32({n}, beta)}});
+    ASSERT_TRUE(want.ok()) << want.error().ToString();
+    EXPECT_LE(Error(y, want->outputs.at("y")), 3e-5)
+        << m << "x" << k << "x" << n << " " << tiling.ToString();
+    // gamma's row is read once per tile, like a bias.
+    tiling.double_buffer = false;
+    const int64_t tiles = (m + tiling.mc - 1) / tiling.mc;
+    GemmDesc plain = d;
+    plain.outputs[0].epilogue.resize(2);
+    auto with = RunGemm(d, tiling, config), without = RunGemm(plain, tiling, config);
+    ASSERT_TRUE(with.ok() && without.ok());
+    EXPECT_EQ(with->bytes_global_to_local - without->bytes_global_to_local, 2 * 4 * n * tiles);
+  }
+}
+
+TEST(GemmEpilogue, LayerNormNeedsWholeRows) {
+  std::vector<float> a(64 * 64), b(64 * 64), c(64 * 64), gamma(64);
+  GemmDesc d;
+  d.m = d.k = 64;
+  d.a = a.data();
+  d.a_row_stride = 64;
+  d.outputs = {Output(64, b, c)};
+  d.outputs[0].epilogue = {EpilogueOp::LayerNorm(gamma.data(), 1e-5f)};
+  GemmTiling t;
+  t.mc = 16;
+  t.nc = 32;
+  t.kc = 64;
+  const std::string message = RunGemm(d, t, KernelConfig()).error().message();
+  EXPECT_NE(message.find("tiling.nc: 32"), std::string::npos) << message;
+  EXPECT_NE(message.find("whole rows"), std::string::npos) << message;
+  t.nc = 64;
+  EXPECT_TRUE(RunGemm(d, t, KernelConfig()).ok());
+  d.outputs[0].epilogue = {EpilogueOp::LayerNorm(nullptr, 1e-5f)};
+  EXPECT_NE(RunGemm(d, t, KernelConfig()).error().message().find("no operand"), std::string::npos);
+  d.outputs[0].epilogue.clear();
+  d.prologue.elementwise = {EpilogueOp::LayerNorm(gamma.data(), 1e-5f)};
+  EXPECT_NE(RunGemm(d, t, KernelConfig()).error().message().find("prologue.norm"),
+            std::string::npos);
 }
 
 TEST(GemmFusion, InvalidDescriptorsNameTheField) {

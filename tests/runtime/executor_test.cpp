@@ -132,6 +132,39 @@ TEST(Executor, AttentionReadsQkvThroughTheSplit) {
   ExpectMatches(*got, want->outputs, "greedy");
 }
 
+TEST(Executor, PostLnGemmWithItsLayerNormMatchesTheReference) {
+  Graph g = testing::LoadTestModel("encoder_postln_op17");
+  FusionSpace space(g, testing::SmallKernelConfig());
+  const TensorMap feeds = RandomFeeds(g, 6);
+  auto want = RunReference(g, feeds);
+  ASSERT_TRUE(want.ok());
+  int fused = 0;
+  Rng rng(11);
+  for (int32_t ln = 0; ln < static_cast<int32_t>(g.nodes.size()); ++ln) {
+    if (g.nodes[ln].op_type != "LayerNormalization") continue;
+    int32_t mm = ln;
+    while (mm > 0 && g.nodes[mm].op_type != "MatMul") --mm;
+    std::vector<int32_t> group;
+    for (int32_t n = mm; n <= ln; ++n) group.push_back(n);
+    const GroupMatch& m = space.Match(group);
+    if (!m.decision.allowed()) continue;
+    ++fused;
+    for (int draw = 0; draw < 6; ++draw) {
+      Plan plan;
+      for (int32_t n = 0; n < static_cast<int32_t>(g.nodes.size()); ++n) {
+        if (n == mm) plan.groups.push_back({group, space.Tilings(group).Sample(rng)});
+        if (n < mm || n > ln) plan.groups.push_back({{n}, space.Tilings({n}).Default()});
+      }
+      auto exe = KernelProgram::Compile(space, plan);
+      ASSERT_TRUE(exe.ok()) << exe.error().message();
+      auto got = (*exe)->Run(feeds);
+      ASSERT_TRUE(got.ok()) << got.error().message();
+      ExpectMatches(*got, want->outputs, fmt::format("nodes {}..{}, draw {}", mm, ln, draw));
+    }
+  }
+  EXPECT_EQ(fused, 2);  // after the attention's output projection and after the FFN
+}
+
 TEST(Executor, DataMovementGroupsSayWhyNot) {
   Graph g = testing::Parse(
       "graph g opset 17 { input x: f32[4, 8]\n"
