@@ -30,11 +30,13 @@ std::vector<int64_t> RowMajorStrides(const Dims& dims) {
 }
 
 namespace {
-std::shared_ptr<std::byte[]> AllocateAligned(size_t bytes) {
+std::shared_ptr<std::byte[]> AllocateAligned(size_t bytes, bool zero = true) {
   const size_t rounded = ((bytes + 63) / 64) * 64 + 64;  // never zero, padded for vector tails
   void* p = std::aligned_alloc(64, rounded);
   FT_CHECK(p != nullptr, "out of memory allocating " + std::to_string(bytes) + " bytes");
-  std::memset(p, 0, rounded);
+  std::memset(p, 0, zero ? rounded : 0);
+  // The padding past the data is zeroed either way: vector tails read it.
+  if (!zero) std::memset(static_cast<std::byte*>(p) + bytes, 0, rounded - bytes);
   return std::shared_ptr<std::byte[]>(static_cast<std::byte*>(p),
                                       [](std::byte* q) { std::free(q); });
 }
@@ -53,8 +55,15 @@ Tensor::Tensor(DataType dtype, Dims dims) : dtype_(dtype), dims_(std::move(dims)
   buffer_ = AllocateAligned(nbytes());
 }
 
+Tensor Tensor::Uninitialized(DataType dtype, Dims dims) {
+  Tensor t = ShapeOnly(dtype, std::move(dims));
+  for (int64_t d : t.dims_) FT_CHECK(d >= 0, "negative dimension in " + DimsToString(t.dims_));
+  t.buffer_ = AllocateAligned(t.nbytes(), /*zero=*/false);
+  return t;
+}
+
 Tensor Tensor::Clone() const {
-  Tensor t(dtype_, dims_);
+  Tensor t = Uninitialized(dtype_, dims_);
   if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
   return t;
 }

@@ -26,6 +26,9 @@ class Tensor {
   Tensor() = default;
   // Zero-filled tensor.
   Tensor(DataType dtype, Dims dims);
+  // Storage left as the allocator gives it: for results written in full
+  // (a zero fill would be one more pass over them).
+  static Tensor Uninitialized(DataType dtype, Dims dims);
 
   template <typename T>
   static Tensor FromVector(DataType dtype, Dims dims, const std::vector<T>& values) {

@@ -23,7 +23,8 @@ void FreeArena(std::byte* p) { std::free(p); }
 
 KernelProgram::~KernelProgram() = default;
 
-Result<std::unique_ptr<KernelProgram>> KernelProgram::Compile(FusionSpace& space, const Plan& plan) {
+Result<std::unique_ptr<KernelProgram>> KernelProgram::Compile(FusionSpace& space,
+                                                              const Plan& plan) {
   const FusionDecision valid = space.Validate(plan);
   if (!valid) return Error(ErrorCode::kInvalidArgument, "invalid plan: " + valid.reason());
   const Graph& g = space.graph();
@@ -53,7 +54,14 @@ Result<std::unique_ptr<KernelProgram>> KernelProgram::Compile(FusionSpace& space
   return exe;
 }
 
+Tensor* KernelProgram::FindOutput(ValueId v) {
+  for (auto& [id, tensor] : outputs_)
+    if (id == v) return &tensor;
+  return nullptr;
+}
+
 std::byte* KernelProgram::Address(ValueId v) {
+  if (Tensor* output = FindOutput(v)) return output->raw();
   if (auto it = buffers_.offset.find(v); it != buffers_.offset.end())
     return arena_.get() + it->second;
   return feeds_[v].raw();  // a graph input or a constant
@@ -68,23 +76,36 @@ void KernelProgram::VisitMemory(const std::function<void(const std::byte*, size_
 }
 
 Result<TensorMap> KernelProgram::Run(const TensorMap& feeds, RunReport* report,
-                                  kernels::RunMode mode) {
+                                     kernels::RunMode mode) {
   FT_ASSIGN_OR_RETURN(feeds_, BindFeeds(graph_, feeds));
   const auto start = std::chrono::steady_clock::now();
+  outputs_.clear();
+  for (ValueId v : graph_.outputs)
+    if (buffers_.offset.count(v) && !FindOutput(v))
+      outputs_.emplace_back(v, Tensor::Uninitialized(graph_.type(v).dtype, graph_.type(v).dims));
   RunReport local;
   for (const Step& step : steps_) {
     auto r = RunStep(step, mode);
-    if (!r.ok()) return r.error();
+    if (!r.ok()) {
+      outputs_.clear();
+      return r.error();
+    }
     local.total += r->stats;
     local.steps.push_back(std::move(*r));
   }
-  local.seconds = Since(start);
   TensorMap outputs;
   for (ValueId v : graph_.outputs) {
-    Tensor t(graph_.type(v).dtype, graph_.type(v).dims);
+    if (const Tensor* written = FindOutput(v)) {
+      outputs[graph_.value(v).name] = *written;
+      continue;
+    }
+    // A graph input or constant that is also an output.
+    Tensor t = Tensor::Uninitialized(graph_.type(v).dtype, graph_.type(v).dims);
     std::memcpy(t.raw(), Address(v), t.nbytes());
     outputs[graph_.value(v).name] = std::move(t);
   }
+  local.seconds = Since(start);
+  outputs_.clear();
   feeds_.clear();
   if (report) *report = std::move(local);
   return outputs;

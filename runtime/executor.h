@@ -64,9 +64,11 @@ class KernelProgram {
     KernelInstance instance;
     Tiling tiling;
   };
-  KernelProgram(const Graph& graph, kernels::KernelConfig config) : graph_(graph), config_(config) {}
+  KernelProgram(const Graph& graph, kernels::KernelConfig config)
+      : graph_(graph), config_(config) {}
   Result<StepReport> RunStep(const Step& step, kernels::RunMode mode);
   std::byte* Address(ValueId v);
+  Tensor* FindOutput(ValueId v);  // null unless a step writes v into outputs_
   Status RunReferenceStep(const Step& step, StepReport* report);
 
   const Graph& graph_;
@@ -75,6 +77,9 @@ class KernelProgram {
   BufferPlan buffers_;
   std::unique_ptr<std::byte, void (*)(std::byte*)> arena_{nullptr, nullptr};
   std::vector<Tensor> feeds_;  // by ValueId, while running
+  // The graph outputs the steps write, while running: kernels write them in
+  // place, so a run returns them without a copy out of the arena.
+  std::vector<std::pair<ValueId, Tensor>> outputs_;
 };
 
 }  // namespace fusetune
