@@ -54,14 +54,19 @@ int32_t Find(const Graph& g, const std::string& op, int32_t from = 0) {
   return -1;
 }
 
+// The nearest MatMul at or before `node` (the GEMM whose chain ends there).
+int32_t MatMulBefore(const Graph& g, int32_t node) {
+  while (node > 0 && g.nodes[node].op_type != "MatMul") --node;
+  return node;
+}
+
 TEST(MatchGemm, LinearWithDecomposedGeluIsOneGemm) {
   Graph g = testing::LoadTestModel("encoder_postln_op13");
   Dataflow flow(g);
   const int32_t erf = Find(g, "Erf");
   ASSERT_GT(erf, 0);
   // MatMul, bias Add, then x * 0.5, x / sqrt 2, Erf, + 1, Mul.
-  int32_t mm = erf;
-  while (mm > 0 && g.nodes[mm].op_type != "MatMul") --mm;
+  const int32_t mm = MatMulBefore(g, erf);
   ASSERT_EQ(g.nodes[mm].op_type, "MatMul");
   GroupMatch m = MatchGroup(g, flow, Range(mm, erf + 2));
   ASSERT_TRUE(m.decision) << m.decision.reason();
@@ -99,8 +104,7 @@ TEST(MatchGemm, PostLnLayerNormIsTheEpilogue) {
   Dataflow flow(g);
   const int32_t ln = Find(g, "LayerNormalization");
   ASSERT_GT(ln, 0);
-  int32_t mm = ln;
-  while (mm > 0 && g.nodes[mm].op_type != "MatMul") --mm;
+  const int32_t mm = MatMulBefore(g, ln);
   GroupMatch m = MatchGroup(g, flow, Range(mm, ln));
   ASSERT_TRUE(m.decision) << m.decision.reason();
   ASSERT_EQ(m.instance.kind, KernelTemplate::kGemm);

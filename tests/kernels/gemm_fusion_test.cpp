@@ -45,6 +45,16 @@ GemmOutput Output(int64_t n, const std::vector<float>& w, std::vector<float>& c)
   return out;
 }
 
+// An m x k row-major A; the test adds outputs and fusion.
+GemmDesc DescWithA(int64_t m, int64_t k, const std::vector<float>& a) {
+  GemmDesc d;
+  d.m = m;
+  d.k = k;
+  d.a = a.data();
+  d.a_row_stride = k;
+  return d;
+}
+
 const int64_t kSizes[] = {1, 3, 7, 16, 31, 33, 64, 97};
 
 // y = LayerNorm(x + r) @ W + bias (or RMSNorm(x) @ W), as the opset-17 graph.
@@ -57,11 +67,7 @@ TEST(GemmPrologue, NormsMatchReference) {
          beta = Random(k, rng), w = Random(k * n, rng), bias = Random(n, rng);
     for (float& v : x) v = v * 3 + 1;  // a mean and a scale for the norm to remove
     std::vector<float> y(m * n, NAN);
-    GemmDesc d;
-    d.m = m;
-    d.k = k;
-    d.a = x.data();
-    d.a_row_stride = k;
+    GemmDesc d = DescWithA(m, k, x);
     d.prologue.norm = rms ? NormKind::kRmsNorm : NormKind::kLayerNorm;
     d.prologue.gamma = gamma.data();
     if (!rms) {
@@ -103,11 +109,7 @@ TEST(GemmPrologue, StatisticsPassIsCountedWhenKcDoesNotCoverK) {
   Rng rng(22);
   auto x = Random(m * k, rng), gamma = Random(k, rng), w = Random(k * n, rng);
   std::vector<float> y(m * n);
-  GemmDesc d;
-  d.m = m;
-  d.k = k;
-  d.a = x.data();
-  d.a_row_stride = k;
+  GemmDesc d = DescWithA(m, k, x);
   d.prologue.norm = NormKind::kRmsNorm;
   d.prologue.gamma = gamma.data();
   d.outputs = {Output(n, w, y)};
@@ -134,11 +136,7 @@ TEST(GemmHorizontal, QkvSharesTheAOperand) {
     const int64_t m = kSizes[rng.Below(8)], k = kSizes[rng.Below(8)], n = kSizes[rng.Below(8)];
     auto x = Random(m * k, rng);
     std::vector<std::vector<float>> w, bias, y(3, std::vector<float>(m * n, NAN));
-    GemmDesc d;
-    d.m = m;
-    d.k = k;
-    d.a = x.data();
-    d.a_row_stride = k;
+    GemmDesc d = DescWithA(m, k, x);
     for (int o = 0; o < 3; ++o) {
       w.push_back(Random(k * n, rng));
       bias.push_back(Random(n, rng));
@@ -167,11 +165,7 @@ TEST(GemmHorizontal, QkvSharesTheAOperand) {
   const int64_t m = 32, k = 48, n = 64;
   auto x = Random(m * k, rng), w = Random(k * n, rng);
   std::vector<float> y0(m * n), y1(m * n), y2(m * n);
-  GemmDesc d;
-  d.m = m;
-  d.k = k;
-  d.a = x.data();
-  d.a_row_stride = k;
+  GemmDesc d = DescWithA(m, k, x);
   d.outputs = {Output(n, w, y0), Output(n, w, y1), Output(n, w, y2)};
   GemmTiling t;
   t.mc = 32;
@@ -191,11 +185,7 @@ TEST(GemmHorizontal, SwigluMatchesReference) {
     const int64_t m = kSizes[rng.Below(8)], k = kSizes[rng.Below(8)], n = kSizes[rng.Below(8)];
     auto x = Random(m * k, rng), wg = Random(k * n, rng), wu = Random(k * n, rng);
     std::vector<float> y(m * n, NAN), unused;
-    GemmDesc d;
-    d.m = m;
-    d.k = k;
-    d.a = x.data();
-    d.a_row_stride = k;
+    GemmDesc d = DescWithA(m, k, x);
     d.outputs = {Output(n, wg, y), Output(n, wu, unused)};
     d.outputs[1].c = nullptr;
     d.swiglu = true;
@@ -223,11 +213,7 @@ TEST(GemmDoubleBuffer, SameResultsAndTrafficTwiceTheBuffer) {
   const int64_t m = 67, k = 131, n = 97;
   auto x = Random(m * k, rng), w = Random(k * n, rng);
   std::vector<float> y1(m * n), y2(m * n);
-  GemmDesc d;
-  d.m = m;
-  d.k = k;
-  d.a = x.data();
-  d.a_row_stride = k;
+  GemmDesc d = DescWithA(m, k, x);
   d.outputs = {Output(n, w, y1)};
   GemmTiling t;
   t.mc = 16;
@@ -262,11 +248,7 @@ TEST(GemmEpilogue, LayerNormMatchesReference) {
          r = Random(m * n, rng), gamma = Random(n, rng), beta = Random(n, rng);
     for (float& v : r) v = v * 3 + 5;  // a mean and a scale for the norm to remove
     std::vector<float> y(m * n, NAN);
-    GemmDesc d;
-    d.m = m;
-    d.k = k;
-    d.a = x.data();
-    d.a_row_stride = k;
+    GemmDesc d = DescWithA(m, k, x);
     d.outputs = {Output(n, w, y)};
     d.outputs[0].epilogue = {EpilogueOp::Bias(bias.data()), EpilogueOp::Residual(r.data(), n),
                              EpilogueOp::LayerNorm(gamma.data(), 1e-5f),
@@ -305,10 +287,7 @@ TEST(GemmEpilogue, LayerNormMatchesReference) {
 
 TEST(GemmEpilogue, LayerNormNeedsWholeRows) {
   std::vector<float> a(64 * 64), b(64 * 64), c(64 * 64), gamma(64);
-  GemmDesc d;
-  d.m = d.k = 64;
-  d.a = a.data();
-  d.a_row_stride = 64;
+  GemmDesc d = DescWithA(64, 64, a);
   d.outputs = {Output(64, b, c)};
   d.outputs[0].epilogue = {EpilogueOp::LayerNorm(gamma.data(), 1e-5f)};
   GemmTiling t;
