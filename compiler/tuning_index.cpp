@@ -77,8 +77,31 @@ const std::optional<Tiling>& TuningIndex::BestTiling(const std::string& workload
   return it->second;
 }
 
-// Parses the group graph every tuned group workload stores (its description's
-// "graph") and files it under its structure key.
+// The structure key and shape signature of a tuned group workload: stored in
+// its description since the tuner writes them, else from its group graph,
+// parsed for structure and shapes only.
+std::optional<std::pair<std::string, TuningIndex::TunedShape>> TuningIndex::ReadTunedShape(
+    const std::string& key, const std::string& description_text) {
+  const auto description = nlohmann::json::parse(description_text, nullptr, false);
+  if (!description.is_object()) return std::nullopt;
+  if (description.contains("structure") && description.contains("signature") &&
+      description["structure"].is_string() && description["signature"].is_array()) {
+    TunedShape shape{key, {}};
+    for (const auto& d : description["signature"])
+      if (d.is_number_integer()) shape.signature.push_back(d.get<int64_t>());
+    return std::make_pair(description["structure"].get<std::string>(), shape);
+  }
+  if (!description.contains("graph") || !description["graph"].is_string()) return std::nullopt;
+  TextParseOptions parse;
+  parse.constant_data = false;
+  auto graph = ParseGraphText(description["graph"].get<std::string>(), parse);
+  if (!graph.ok()) return std::nullopt;  // written by another version of the text form
+  const CanonicalSubgraph canonical = CanonicalizeGraph(*graph, KeyScope::kStructure);
+  return std::make_pair(canonical.key.ToString(),
+                        TunedShape{key, ShapeSignature(*graph, canonical.node_order)});
+}
+
+// Files every tuned group workload under its structure key.
 Status TuningIndex::BuildBuckets() {
   buckets_.emplace();
   if (database_ == nullptr) return Status::Ok();
@@ -92,13 +115,8 @@ Status TuningIndex::BuildBuckets() {
     if (!best) continue;
     FT_ASSIGN_OR_RETURN(auto workload, database_->GetWorkload(key));
     if (!workload.has_value() || workload->kind != db::WorkloadKind::kGroup) continue;
-    const auto description = nlohmann::json::parse(workload->description, nullptr, false);
-    if (!description.is_object() || !description.contains("graph")) continue;
-    auto graph = ParseGraphText(description["graph"].get<std::string>());
-    if (!graph.ok()) continue;  // written by another version of the text form
-    const CanonicalSubgraph canonical = CanonicalizeGraph(*graph, KeyScope::kStructure);
-    (*buckets_)[canonical.key.ToString()].push_back(
-        {key, ShapeSignature(*graph, canonical.node_order)});
+    if (auto shape = ReadTunedShape(key, workload->description))
+      (*buckets_)[shape->first].push_back(std::move(shape->second));
   }
   return Status::Ok();
 }

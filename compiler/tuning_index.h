@@ -70,6 +70,9 @@ class TuningIndex {
     std::vector<int64_t> signature;
   };
   Status BuildBuckets();
+  // (structure key, shape) of a group workload from its stored description.
+  static std::optional<std::pair<std::string, TunedShape>> ReadTunedShape(
+      const std::string& key, const std::string& description);
   const db::BestPlan* Cached(const std::string& workload_key) const;
 
   db::Database* database_ = nullptr;

@@ -12,6 +12,7 @@
 #include "fusion_space/plan_json.h"
 #include "fusion_space/space.h"
 #include "graph/text_format.h"
+#include "graph/workload_key.h"
 
 namespace fusetune::cost_model {
 
@@ -188,7 +189,12 @@ std::string GroupWorkloadDescription(const Graph& group_graph, const KernelInsta
   // ("torch_jit/...") are not.
   Graph named = group_graph;
   named.name = "group";
+  // The structure key and shape signature, so that the compiler's shape
+  // buckets need not parse the graph (TuningIndex::BuildBuckets).
+  const CanonicalSubgraph canonical = CanonicalizeGraph(group_graph, KeyScope::kStructure);
   return nlohmann::json{{"graph", PrintGraphText(named, print)},
+                        {"structure", canonical.key.ToString()},
+                        {"signature", ShapeSignature(group_graph, canonical.node_order)},
                         {"template", KernelTemplateName(instance.kind)},
                         {"summary", instance.summary},
                         {"nodes", instance.nodes.size()}}

@@ -16,8 +16,12 @@ bool IsGemmOp(const Node& node) { return node.op_type == "MatMul" || node.op_typ
 // template could still implement it or one of its supersets.
 struct OpMix {
   int gemms = 0, softmaxes = 0, reductions = 0, layer_norms = 0, unfusible = 0;
+  // LayerNorm -> GEMM edges inside the set: a norm before a GEMM would be
+  // its prologue, which no matcher takes, so no superset is legal either.
+  int norm_into_gemm = 0;
   bool viable(size_t size) const {
     if (size > 1 && unfusible > 0) return false;
+    if (norm_into_gemm > 0) return false;
     if (gemms > 3 || softmaxes > 1) return false;
     if (softmaxes == 1 && gemms > 2) return false;
     // The GEMM template reduces rows only in a LayerNorm epilogue, one per output.
@@ -84,13 +88,26 @@ class Enumerator {
     near_sub_[w]++;
     for (int32_t u : adj_[w]) near_sub_[u]++;
     AddNodeToMix(g_.nodes[w], &mix_, +1);
+    mix_.norm_into_gemm += NormGemmEdges(w);
   }
   void Pop(int32_t w) {
+    mix_.norm_into_gemm -= NormGemmEdges(w);
     sub_.pop_back();
     in_sub_[w] = 0;
     near_sub_[w]--;
     for (int32_t u : adj_[w]) near_sub_[u]--;
     AddNodeToMix(g_.nodes[w], &mix_, -1);
+  }
+  // LayerNorm -> GEMM edges between w and the rest of the set.
+  int NormGemmEdges(int32_t w) const {
+    const Node& node = g_.nodes[w];
+    int edges = 0;
+    if (node.op_type == "LayerNormalization")
+      for (int32_t c : flow_.consumers(w)) edges += c != w && in_sub_[c] && IsGemmOp(g_.nodes[c]);
+    else if (IsGemmOp(node))
+      for (int32_t p : flow_.producers(w))
+        edges += p != w && in_sub_[p] && g_.nodes[p].op_type == "LayerNormalization";
+    return edges;
   }
 
   void Extend(std::vector<int32_t> ext, int32_t v) {

@@ -115,7 +115,8 @@ class Lexer {
 
 class Parser {
  public:
-  Parser(std::vector<Token> tokens) : toks_(std::move(tokens)) {}
+  Parser(std::vector<Token> tokens, bool constant_data)
+      : toks_(std::move(tokens)), constant_data_(constant_data) {}
 
   Result<Graph> Run() {
     FT_RETURN_IF_ERROR(ExpectWord("graph"));
@@ -278,6 +279,11 @@ class Parser {
       } else {
         if (!IsFloat(type.dtype))
           return Fail(fmt::format("integer constant '{}' needs values", name));
+        if (!constant_data_) {
+          if (graph_.FindValue(name)) return Fail(fmt::format("'{}' is defined twice", name));
+          graph_.AddConstant(name, Tensor::ShapeOnly(type.dtype, type.dims));
+          return Status::Ok();
+        }
         Rng rng(HashBytes(name.data(), name.size()));
         Tensor f(DataType::kFloat32, type.dims);
         for (int64_t i = 0; i < f.numel(); ++i)
@@ -392,6 +398,7 @@ class Parser {
   }
 
   std::vector<Token> toks_;
+  bool constant_data_ = true;
   size_t pos_ = 0;
   Graph graph_;
 };
@@ -470,7 +477,7 @@ std::string FormatAttr(const AttrValue& value) {
 Result<Graph> ParseGraphText(const std::string& text, const TextParseOptions& options) {
   Lexer lexer(text);
   FT_ASSIGN_OR_RETURN(std::vector<Token> tokens, lexer.Run());
-  Parser parser(std::move(tokens));
+  Parser parser(std::move(tokens), options.constant_data);
   FT_ASSIGN_OR_RETURN(Graph graph, parser.Run());
   if (options.infer_shapes) {
     FT_RETURN_IF_ERROR(CheckSupportedOps(graph));

@@ -30,6 +30,11 @@ namespace fusetune {
 struct TextParseOptions {
   bool infer_shapes = true;     // run shape inference after parsing
   bool fold_constants = false;  // tests of folding need the unfolded graph
+  // Constants printed without values (a comment with their size and hash)
+  // are filled with seeded random values; false leaves them without storage
+  // (Tensor::ShapeOnly), for readers of structure and shapes only, to whom
+  // the fill of a layer's weights would cost milliseconds per graph.
+  bool constant_data = true;
 };
 
 Result<Graph> ParseGraphText(const std::string& text, const TextParseOptions& options = {});

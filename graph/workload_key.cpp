@@ -75,7 +75,8 @@ uint64_t LeafHash(const Graph& g, ValueId v, KeyScope scope) {
     // structure scope leaves them out with the dimensions.
     const bool semantic =
         IsFloat(t.dtype()) ? t.numel() <= kSemanticConstantElements : scope == KeyScope::kExact;
-    if (semantic) h.AddBytes(t.raw(), t.nbytes());
+    // A shape-only constant (parsed for its structure) has no bytes to add.
+    if (semantic && t.defined()) h.AddBytes(t.raw(), t.nbytes());
   }
   return h.digest();
 }

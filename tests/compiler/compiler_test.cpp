@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <numeric>
 #include <set>
 
@@ -53,9 +55,19 @@ measure::MeasureResult Timed(double seconds) {
 }
 
 // Stores a measured record of `task` with `tiling`.
+// `older`: the workload's description without the structure key and shape
+// signature, as databases written before they were stored hold it.
 void AddGroupRecord(db::Database& db, const search::Task& task, const Tiling& tiling,
-                    double seconds) {
-  ASSERT_TRUE(db.PutWorkload(task.Workload()).ok());
+                    double seconds, bool older = false) {
+  db::WorkloadEntry workload = task.Workload();
+  if (older) {
+    auto description = nlohmann::json::parse(workload.description);
+    ASSERT_TRUE(description.contains("structure") && description.contains("signature"));
+    description.erase("structure");
+    description.erase("signature");
+    workload.description = description.dump();
+  }
+  ASSERT_TRUE(db.PutWorkload(workload).ok());
   auto candidate = measure::GroupCandidate(task.graph, *task.space, tiling);
   ASSERT_TRUE(candidate.ok());
   db::Record r = search::MakeRecord(task, *candidate, Timed(seconds), kTarget, 0);
@@ -145,31 +157,36 @@ TEST(Compiler, TheExplanationBreaksEachTemplateGroupIntoPhysicalParts) {
   EXPECT_GT(template_groups, 0);
 }
 
+// Stored structure keys and signatures, or (older databases) the stored
+// group graphs parsed for them, find the same tuned shape.
 TEST(Compiler, AnUntunedSequenceLengthTakesTheNearestTunedShape) {
-  Fixture tuned(Mlp(32));
-  const auto tasks = search::ExtractTasks(tuned.graph, *tuned.space);
-  const search::Task& fused = GemmTask(tasks, 3);
-  AddGroupRecord(*tuned.db, fused, OtherTiling(fused.tilings()), 20e-6);
-  Fixture far(Mlp(512));  // a second tuned shape, farther from 96 than 32 is
-  const auto far_tasks = search::ExtractTasks(far.graph, *far.space);
-  const search::Task& far_task = GemmTask(far_tasks, 3);
-  AddGroupRecord(*tuned.db, far_task, far_task.tilings().Default(), 300e-6);
+  for (bool older : {false, true}) {
+    SCOPED_TRACE(older ? "group graphs parsed" : "structure keys stored");
+    Fixture tuned(Mlp(32));
+    const auto tasks = search::ExtractTasks(tuned.graph, *tuned.space);
+    const search::Task& fused = GemmTask(tasks, 3);
+    AddGroupRecord(*tuned.db, fused, OtherTiling(fused.tilings()), 20e-6, older);
+    Fixture far(Mlp(512));  // a second tuned shape, farther from 96 than 32 is
+    const auto far_tasks = search::ExtractTasks(far.graph, *far.space);
+    const search::Task& far_task = GemmTask(far_tasks, 3);
+    AddGroupRecord(*tuned.db, far_task, far_task.tilings().Default(), 300e-6, older);
 
-  Fixture f(Mlp(96));
-  auto index = TuningIndex::Load(*tuned.db, kTarget, {});
-  ASSERT_TRUE(index.ok());
-  auto plan = CompileGraph(*f.space, **index);
-  ASSERT_TRUE(plan.ok()) << plan.error().ToString();
-  const GroupDecision* bucket = nullptr;
-  for (const GroupDecision& d : plan->groups)
-    if (d.choice.source == PlanSource::kShapeBucket) bucket = &d;
-  ASSERT_NE(bucket, nullptr) << ExplainPlan(*f.space, *plan, true);
-  EXPECT_EQ(bucket->nodes.size(), 3u);
-  EXPECT_NE(bucket->choice.detail.find(fused.key.ToString()), std::string::npos)
-      << bucket->choice.detail;  // the 32-row record, not the 512-row one
-  EXPECT_TRUE(f.space->Tilings(bucket->nodes).Check(bucket->choice.tiling).allowed());
-  ASSERT_TRUE(bucket->choice.predicted_loss.has_value());
-  EXPECT_GE(*bucket->choice.predicted_loss, 0);
+    Fixture f(Mlp(96));
+    auto index = TuningIndex::Load(*tuned.db, kTarget, {});
+    ASSERT_TRUE(index.ok());
+    auto plan = CompileGraph(*f.space, **index);
+    ASSERT_TRUE(plan.ok()) << plan.error().ToString();
+    const GroupDecision* bucket = nullptr;
+    for (const GroupDecision& d : plan->groups)
+      if (d.choice.source == PlanSource::kShapeBucket) bucket = &d;
+    ASSERT_NE(bucket, nullptr) << ExplainPlan(*f.space, *plan, true);
+    EXPECT_EQ(bucket->nodes.size(), 3u);
+    EXPECT_NE(bucket->choice.detail.find(fused.key.ToString()), std::string::npos)
+        << bucket->choice.detail;  // the 32-row record, not the 512-row one
+    EXPECT_TRUE(f.space->Tilings(bucket->nodes).Check(bucket->choice.tiling).allowed());
+    ASSERT_TRUE(bucket->choice.predicted_loss.has_value());
+    EXPECT_GE(*bucket->choice.predicted_loss, 0);
+  }
 }
 
 TEST(Compiler, AMeasuredWholeModelPlanComesFirstUnlessItBreaksTheMemoryLimit) {

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "graph/text_format.h"
+#include "graph/workload_key.h"
 #include "test_util.h"
 
 namespace fusetune {
@@ -41,6 +42,23 @@ TEST(TextFormat, PrintParseRoundTrip) {
   const TensorMap feeds = RandomFeeds(g, 3);
   EXPECT_EQ(testing::ScaledError(testing::RunFirst(again, feeds), testing::RunFirst(g, feeds)),
             0.0);
+}
+
+// Shape-only parsing (constants printed without values get no storage) keeps
+// the types and the structure key: what the compiler's shape buckets read.
+TEST(TextFormat, ShapeOnlyConstantsKeepTypesAndTheStructureKey) {
+  TextParseOptions shapes;
+  shapes.constant_data = false;
+  auto g = ParseGraphText(kMlp, shapes);
+  ASSERT_TRUE(g.ok()) << g.error().ToString();
+  const Value& w = g->value(*g->FindValue("w"));
+  EXPECT_FALSE(w.constant->defined());
+  EXPECT_EQ(w.type.dims, (Dims{4, 3}));
+  EXPECT_TRUE(g->value(*g->FindValue("b")).constant->defined());  // printed with values
+  Graph full = Parse(kMlp);
+  EXPECT_EQ(g->type(*g->FindValue("s1")).dims, full.type(*full.FindValue("s1")).dims);
+  EXPECT_EQ(CanonicalizeGraph(*g, KeyScope::kStructure).key,
+            CanonicalizeGraph(full, KeyScope::kStructure).key);
 }
 
 TEST(TextFormat, AttributesOfEveryKind) {
