@@ -8,6 +8,8 @@
 // positions (CandidateOptions::max_span). Acyclicity of the kernel order and
 // the memory limit are not additive, so a branch and bound search runs on
 // top, with the DP value of the remaining nodes as its (exact) lower bound.
+// Costs within 1e-9 relative of each other count as equal (a model of
+// repeated layers ties everywhere, up to the last bits of its sums).
 #pragma once
 
 #include <cstdint>
