@@ -31,17 +31,33 @@ struct OpMix {
   }
 };
 
-void AddNodeToMix(const Node& node, OpMix* mix, int sign) {
+// What one node adds to a set's op mix: classified once per node, since
+// enumeration adds and removes each node many times.
+struct NodeMix {
+  int8_t gemm = 0, softmax = 0, reduction = 0, layer_norm = 0, unfusible = 0;
+};
+
+NodeMix ClassifyNode(const Node& node) {
   const std::string& op = node.op_type;
+  NodeMix m;
   if (IsGemmOp(node))
-    mix->gemms += sign;
+    m.gemm = 1;
   else if (op == "Softmax")
-    mix->softmaxes += sign;
+    m.softmax = 1;
   else if (op == "LayerNormalization")
-    mix->layer_norms += sign;
+    m.layer_norm = 1;
   else if (op.rfind("Reduce", 0) == 0)
-    mix->reductions += sign;
-  if (!IsFusibleOp(node)) mix->unfusible += sign;
+    m.reduction = 1;
+  m.unfusible = IsFusibleOp(node) ? 0 : 1;
+  return m;
+}
+
+void AddNodeToMix(const NodeMix& node, OpMix* mix, int sign) {
+  mix->gemms += sign * node.gemm;
+  mix->softmaxes += sign * node.softmax;
+  mix->layer_norms += sign * node.layer_norm;
+  mix->reductions += sign * node.reduction;
+  mix->unfusible += sign * node.unfusible;
 }
 
 class Enumerator {
@@ -68,15 +84,19 @@ class Enumerator {
     }
     in_sub_.assign(n_, 0);
     near_sub_.assign(n_, 0);
+    for (int32_t i = 0; i < n_; ++i) node_mix_.push_back(ClassifyNode(g.nodes[i]));
   }
 
   void Run() {
+    // One extension list per depth, reused: allocating one per visited set
+    // was a fifth of the enumeration.
+    ext_.resize(o_.max_group_size + 1);
     for (int32_t v = 0; v < n_; ++v) {
-      std::vector<int32_t> ext;
+      ext_[0].clear();
       for (int32_t u : adj_[v])
-        if (u > v) ext.push_back(u);
+        if (u > v) ext_[0].push_back(u);
       Push(v);
-      Extend(ext, v);
+      Extend(0, v);
       Pop(v);
     }
   }
@@ -87,7 +107,7 @@ class Enumerator {
     in_sub_[w] = 1;
     near_sub_[w]++;
     for (int32_t u : adj_[w]) near_sub_[u]++;
-    AddNodeToMix(g_.nodes[w], &mix_, +1);
+    AddNodeToMix(node_mix_[w], &mix_, +1);
     mix_.norm_into_gemm += NormGemmEdges(w);
   }
   void Pop(int32_t w) {
@@ -96,39 +116,42 @@ class Enumerator {
     in_sub_[w] = 0;
     near_sub_[w]--;
     for (int32_t u : adj_[w]) near_sub_[u]--;
-    AddNodeToMix(g_.nodes[w], &mix_, -1);
+    AddNodeToMix(node_mix_[w], &mix_, -1);
   }
   // LayerNorm -> GEMM edges between w and the rest of the set.
   int NormGemmEdges(int32_t w) const {
-    const Node& node = g_.nodes[w];
     int edges = 0;
-    if (node.op_type == "LayerNormalization")
-      for (int32_t c : flow_.consumers(w)) edges += c != w && in_sub_[c] && IsGemmOp(g_.nodes[c]);
-    else if (IsGemmOp(node))
-      for (int32_t p : flow_.producers(w))
-        edges += p != w && in_sub_[p] && g_.nodes[p].op_type == "LayerNormalization";
+    if (node_mix_[w].layer_norm)
+      for (int32_t c : flow_.consumers(w)) edges += c != w && in_sub_[c] && node_mix_[c].gemm;
+    else if (node_mix_[w].gemm)
+      for (int32_t p : flow_.producers(w)) edges += p != w && in_sub_[p] && node_mix_[p].layer_norm;
     return edges;
   }
 
-  void Extend(std::vector<int32_t> ext, int32_t v) {
+  // ESU's extension step: ext_[depth] holds the nodes that may join the
+  // set sub_ (depth + 1 nodes, the smallest v).
+  void Extend(size_t depth, int32_t v) {
     if (!mix_.viable(sub_.size())) return;
     if (sub_.size() > 1) Record();
     if (static_cast<int>(sub_.size()) == o_.max_group_size) return;
+    std::vector<int32_t>& ext = ext_[depth];
+    std::vector<int32_t>& next = ext_[depth + 1];
     while (!ext.empty()) {
       const int32_t w = ext.back();
       ext.pop_back();
-      std::vector<int32_t> next = ext;
+      next.assign(ext.begin(), ext.end());
       for (int32_t u : adj_[w])
         if (u > v && !near_sub_[u] && std::find(next.begin(), next.end(), u) == next.end())
           next.push_back(u);
       Push(w);
-      Extend(std::move(next), v);
+      Extend(depth + 1, v);
       Pop(w);
     }
   }
 
   void Record() {
-    std::vector<int32_t> nodes = sub_;
+    std::vector<int32_t>& nodes = sorted_;
+    nodes.assign(sub_.begin(), sub_.end());
     std::sort(nodes.begin(), nodes.end());
     if (nodes.back() - nodes.front() > o_.max_span) return;
     out_->sets_examined++;
@@ -138,7 +161,7 @@ class Enumerator {
     if (!reused) memo_.Add(nodes, m);
     if (!m.decision) return;
     CandidateGroup c;
-    c.nodes = std::move(nodes);
+    c.nodes = nodes;
     c.key = ComputeWorkloadKey(g_, c.nodes, &flow_.all_uses());
     out_->count_by_template[m.instance.kind]++;
     c.instance = std::make_shared<const KernelInstance>(std::move(m.instance));
@@ -155,6 +178,9 @@ class Enumerator {
   std::vector<int32_t> sub_;
   std::vector<char> in_sub_;
   std::vector<int> near_sub_;  // how many of sub_ and their neighbours' marks cover a node
+  std::vector<NodeMix> node_mix_;
+  std::vector<std::vector<int32_t>> ext_;  // per depth
+  std::vector<int32_t> sorted_;            // the set being recorded, ascending
   OpMix mix_;
 };
 

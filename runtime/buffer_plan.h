@@ -1,7 +1,7 @@
-// Buffer planning: every value a kernel writes for a later kernel (or as a
-// graph output) gets an offset in one arena. A value is live from the step
-// that writes it to the last step that reads it (graph outputs to the end);
-// values whose lifetimes do not overlap share memory. Placement is greedy by
+// Buffer planning: every value a kernel writes for a later kernel gets an
+// offset in one arena (graph outputs are written into the tensors a run
+// returns, outside it). A value is live from the step that writes it to the
+// last step that reads it; values whose lifetimes do not overlap share memory. Placement is greedy by
 // size, first fit among the blocks of overlapping lifetimes (as TFLite's
 // arena planner does), with 64-byte alignment.
 #pragma once

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -41,8 +42,11 @@ Result<std::unique_ptr<KernelProgram>> KernelProgram::Compile(FusionSpace& space
       if (auto it = life.find(v); it != life.end()) it->second.last_step = s;
     for (ValueId v : k.outputs) life[v] = {v, static_cast<int64_t>(g.type(v).nbytes()), s, s};
   }
+  // Graph outputs live in the tensors a run returns, not in the arena.
   for (ValueId v : g.outputs)
-    if (auto it = life.find(v); it != life.end()) it->second.last_step = steps - 1;
+    if (life.erase(v) > 0 && std::find(exe->written_outputs_.begin(), exe->written_outputs_.end(),
+                                       v) == exe->written_outputs_.end())
+      exe->written_outputs_.push_back(v);
   std::vector<BufferLifetime> lifetimes;
   for (auto& [v, l] : life) lifetimes.push_back(l);
   exe->buffers_ = PlanBuffers(lifetimes, steps);
@@ -80,9 +84,8 @@ Result<TensorMap> KernelProgram::Run(const TensorMap& feeds, RunReport* report,
   FT_ASSIGN_OR_RETURN(feeds_, BindFeeds(graph_, feeds));
   const auto start = std::chrono::steady_clock::now();
   outputs_.clear();
-  for (ValueId v : graph_.outputs)
-    if (buffers_.offset.count(v) && !FindOutput(v))
-      outputs_.emplace_back(v, Tensor::Uninitialized(graph_.type(v).dtype, graph_.type(v).dims));
+  for (ValueId v : written_outputs_)
+    outputs_.emplace_back(v, Tensor::Uninitialized(graph_.type(v).dtype, graph_.type(v).dims));
   RunReport local;
   for (const Step& step : steps_) {
     auto r = RunStep(step, mode);

@@ -77,8 +77,10 @@ class KernelProgram {
   BufferPlan buffers_;
   std::unique_ptr<std::byte, void (*)(std::byte*)> arena_{nullptr, nullptr};
   std::vector<Tensor> feeds_;  // by ValueId, while running
-  // The graph outputs the steps write, while running: kernels write them in
-  // place, so a run returns them without a copy out of the arena.
+  // The graph outputs the steps write (no arena slot), and while running
+  // their tensors: kernels write them in place, so a run returns them
+  // without a copy out of the arena.
+  std::vector<ValueId> written_outputs_;
   std::vector<std::pair<ValueId, Tensor>> outputs_;
 };
 
