@@ -2,6 +2,7 @@
 // partition selection against brute force, and the plan file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <set>
 
@@ -33,6 +34,61 @@ TEST(Candidates, EveryTemplateAppearsAndEveryCandidateIsLegal) {
     EXPECT_TRUE(MatchGroup(g, space.flow(), group.nodes).decision);
     EXPECT_EQ(group.key, ComputeWorkloadKey(g, group.nodes));
   }
+}
+
+bool IsGemm(const Node& n) { return n.op_type == "MatMul" || n.op_type == "Gemm"; }
+
+// Connected through dataflow edges or a shared A operand of two GEMMs (the
+// sets candidate enumeration visits).
+bool Connected(const Graph& g, const Dataflow& flow, const std::vector<int32_t>& set) {
+  auto linked = [&](int32_t a, int32_t b) {
+    for (int32_t c : flow.consumers(a))
+      if (c == b) return true;
+    for (int32_t p : flow.producers(a))
+      if (p == b) return true;
+    return IsGemm(g.nodes[a]) && IsGemm(g.nodes[b]) && g.nodes[a].inputs[0] == g.nodes[b].inputs[0];
+  };
+  std::vector<char> reached(set.size(), 0);
+  std::vector<size_t> stack = {0};
+  reached[0] = 1;
+  while (!stack.empty()) {
+    const size_t i = stack.back();
+    stack.pop_back();
+    for (size_t j = 0; j < set.size(); ++j)
+      if (!reached[j] && linked(set[i], set[j])) {
+        reached[j] = 1;
+        stack.push_back(j);
+      }
+  }
+  return std::all_of(reached.begin(), reached.end(), [](char r) { return r != 0; });
+}
+
+// Enumeration prunes (op mixes no template takes, sets that are not convex)
+// before matching: no legal connected group of up to four nodes may be lost.
+TEST(Candidates, EveryLegalSmallGroupIsACandidate) {
+  Graph g = testing::LoadTestModel("encoder_postln_op13");
+  FusionSpace space(g, Config());
+  std::set<std::vector<int32_t>> candidates;
+  for (const CandidateGroup& c : space.candidates().groups) candidates.insert(c.nodes);
+  const int32_t n = static_cast<int32_t>(g.nodes.size());
+  int legal = 0;
+  std::vector<int32_t> set;
+  std::function<void(int32_t)> grow = [&](int32_t from) {
+    if (set.size() >= 2 && Connected(g, space.flow(), set) &&
+        MatchGroup(g, space.flow(), set).decision) {
+      ++legal;
+      EXPECT_TRUE(candidates.count(set))
+          << "a legal group is missing: " << ::testing::PrintToString(set);
+    }
+    if (set.size() == 4) return;
+    for (int32_t v = from; v < n; ++v) {
+      set.push_back(v);
+      grow(v + 1);
+      set.pop_back();
+    }
+  };
+  grow(0);
+  EXPECT_GT(legal, 10);
 }
 
 TEST(Candidates, RepeatedLayersShareKeys) {
