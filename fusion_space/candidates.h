@@ -4,7 +4,8 @@
 //
 // Enumeration visits each connected node set once (Wernicke's ESU
 // algorithm over the undirected dataflow graph), skips sets whose op mix no
-// template can implement (pruning their supersets too), and matches the rest.
+// template can implement (pruning their supersets too) and sets that are not
+// convex (every template forbids them), and matches the rest.
 #pragma once
 
 #include <map>
