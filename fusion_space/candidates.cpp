@@ -85,7 +85,6 @@ class Enumerator {
     in_sub_.assign(n_, 0);
     near_sub_.assign(n_, 0);
     for (int32_t i = 0; i < n_; ++i) node_mix_.push_back(ClassifyNode(g.nodes[i]));
-    seen_.assign(n_, 0);
   }
 
   void Run() {
@@ -159,7 +158,7 @@ class Enumerator {
     // Every template forbids a set that is not convex; checked here without
     // allocating or explaining, since enumeration drops forbidden sets (the
     // most common reason in repeated transformer layers).
-    if (!Convex(nodes.back())) return;
+    if (flow_.FindReentry(nodes, in_sub_, &walk_)) return;
     // Repeated layers repeat their node sets: reuse what matching found there.
     std::optional<GroupMatch> reused = memo_.Find(nodes);
     GroupMatch m = reused ? std::move(*reused) : MatchGroup(g_, flow_, nodes);
@@ -171,34 +170,6 @@ class Enumerator {
     out_->count_by_template[m.instance.kind]++;
     c.instance = std::make_shared<const KernelInstance>(std::move(m.instance));
     out_->groups.push_back(std::move(c));
-  }
-
-  // Dataflow::CheckConvex on sub_ (marked in in_sub_), whose last node is
-  // `last`: no path leaves the set and re-enters it.
-  bool Convex(int32_t last) {
-    if (++epoch_ == 0) {
-      std::fill(seen_.begin(), seen_.end(), 0);
-      epoch_ = 1;
-    }
-    stack_.clear();
-    auto visit = [&](int32_t c) {
-      if (c < last && seen_[c] != epoch_) {
-        seen_[c] = epoch_;
-        stack_.push_back(c);
-      }
-    };
-    for (int32_t node : sub_)
-      for (int32_t c : flow_.consumers(node))
-        if (!in_sub_[c]) visit(c);
-    while (!stack_.empty()) {
-      const int32_t outside = stack_.back();
-      stack_.pop_back();
-      for (int32_t c : flow_.consumers(outside)) {
-        if (in_sub_[c]) return false;
-        visit(c);
-      }
-    }
-    return true;
   }
 
   const Graph& g_;
@@ -214,9 +185,7 @@ class Enumerator {
   std::vector<NodeMix> node_mix_;
   std::vector<std::vector<int32_t>> ext_;  // per depth
   std::vector<int32_t> sorted_;            // the set being recorded, ascending
-  std::vector<uint32_t> seen_;             // Convex: visited when equal to epoch_
-  uint32_t epoch_ = 0;
-  std::vector<int32_t> stack_;
+  Dataflow::WalkScratch walk_;             // convexity checks
   OpMix mix_;
 };
 

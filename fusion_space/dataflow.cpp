@@ -37,37 +37,48 @@ bool Dataflow::LeavesGroup(ValueId v, std::span<const char> inside) const {
 FusionDecision Dataflow::CheckConvex(std::span<const int32_t> group) const {
   if (group.empty()) return FusionDecision::Forbid("the group is empty");
   std::vector<char> in_group(consumers_.size(), 0);
-  int32_t last = 0;
-  for (int32_t node : group) {
-    in_group[node] = 1;
-    last = std::max(last, node);
+  for (int32_t node : group) in_group[node] = 1;
+  // Per thread, so that the many checks of candidate matching allocate no
+  // visit marks (epochs tell one walk's marks from another's, any graph's).
+  thread_local WalkScratch scratch;
+  const std::optional<Reentry> r = FindReentry(group, in_group, &scratch);
+  if (!r) return FusionDecision::Allow();
+  return FusionDecision::Forbid(fmt::format(
+      "not convex: a path leaves the group through node {} ({}) and re-enters at node {} ({})",
+      r->outside, graph_.nodes[r->outside].op_type, r->node, graph_.nodes[r->node].op_type));
+}
+
+std::optional<Dataflow::Reentry> Dataflow::FindReentry(std::span<const int32_t> group,
+                                                       std::span<const char> inside,
+                                                       WalkScratch* scratch) const {
+  WalkScratch& w = *scratch;
+  if (w.seen.size() != consumers_.size() || ++w.epoch == 0) {
+    w.seen.assign(consumers_.size(), 0);
+    w.epoch = 1;
   }
+  int32_t last = 0;
+  for (int32_t node : group) last = std::max(last, node);
   // Walk forward from the group through outside nodes only; nodes are in
   // topological order, so nothing past the group's last node can lead back.
-  std::vector<char> seen(consumers_.size(), 0);
-  std::vector<int32_t> stack;
+  w.stack.clear();
+  auto visit = [&](int32_t c) {
+    if (c < last && w.seen[c] != w.epoch) {
+      w.seen[c] = w.epoch;
+      w.stack.push_back(c);
+    }
+  };
   for (int32_t node : group)
     for (int32_t c : consumers_[node])
-      if (!in_group[c] && c < last && !seen[c]) {
-        seen[c] = 1;
-        stack.push_back(c);
-      }
-  while (!stack.empty()) {
-    const int32_t outside = stack.back();
-    stack.pop_back();
+      if (!inside[c]) visit(c);
+  while (!w.stack.empty()) {
+    const int32_t outside = w.stack.back();
+    w.stack.pop_back();
     for (int32_t c : consumers_[outside]) {
-      if (in_group[c])
-        return FusionDecision::Forbid(
-            fmt::format("not convex: a path leaves the group through node {} ({}) and re-enters "
-                        "at node {} ({})",
-                        outside, graph_.nodes[outside].op_type, c, graph_.nodes[c].op_type));
-      if (c < last && !seen[c]) {
-        seen[c] = 1;
-        stack.push_back(c);
-      }
+      if (inside[c]) return Reentry{outside, c};
+      visit(c);
     }
   }
-  return FusionDecision::Allow();
+  return std::nullopt;
 }
 
 }  // namespace fusetune

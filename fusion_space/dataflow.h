@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -32,6 +33,21 @@ class Dataflow {
   // Allow() when `group` (node indices, any order) is convex; otherwise the
   // reason names a node outside the group on a path that leaves and re-enters it.
   FusionDecision CheckConvex(std::span<const int32_t> group) const;
+
+  // What FindReentry reuses between calls (nothing to allocate per call).
+  struct WalkScratch {
+    std::vector<uint32_t> seen;  // visited in the current walk when equal to epoch
+    // (resized, and reset on wrap-around, by FindReentry)
+    uint32_t epoch = 0;
+    std::vector<int32_t> stack;
+  };
+  struct Reentry {
+    int32_t outside, node;  // the path's last node outside, the group node it enters
+  };
+  // CheckConvex's walk for `group`, whose nodes `inside` marks: a path that
+  // leaves and re-enters it, or nullopt when the group is convex.
+  std::optional<Reentry> FindReentry(std::span<const int32_t> group, std::span<const char> inside,
+                                     WalkScratch* scratch) const;
 
  private:
   const Graph& graph_;
