@@ -1,9 +1,10 @@
 // Buffer planning: every value a kernel writes for a later kernel gets an
 // offset in one arena (graph outputs are written into the tensors a run
 // returns, outside it). A value is live from the step that writes it to the
-// last step that reads it; values whose lifetimes do not overlap share memory. Placement is greedy by
-// size, first fit among the blocks of overlapping lifetimes (as TFLite's
-// arena planner does), with 64-byte alignment.
+// last step that reads it; values whose lifetimes do not overlap share
+// memory. Placement is greedy by size, first fit among the blocks of
+// overlapping lifetimes (as TFLite's arena planner does), with 64-byte
+// alignment.
 #pragma once
 
 #include <cstdint>

@@ -44,9 +44,7 @@ Result<std::unique_ptr<KernelProgram>> KernelProgram::Compile(FusionSpace& space
   }
   // Graph outputs live in the tensors a run returns, not in the arena.
   for (ValueId v : g.outputs)
-    if (life.erase(v) > 0 && std::find(exe->written_outputs_.begin(), exe->written_outputs_.end(),
-                                       v) == exe->written_outputs_.end())
-      exe->written_outputs_.push_back(v);
+    if (life.erase(v) > 0) exe->written_outputs_.push_back(v);  // once, if listed twice
   std::vector<BufferLifetime> lifetimes;
   for (auto& [v, l] : life) lifetimes.push_back(l);
   exe->buffers_ = PlanBuffers(lifetimes, steps);
