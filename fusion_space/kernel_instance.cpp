@@ -41,7 +41,7 @@ int KernelTemplateVersion(KernelTemplate t) {
     case KernelTemplate::kAttention:
       return 3;  // 3: K and V packed once per head per thread (tiles dealt by head)
     case KernelTemplate::kGemm:
-      return 2;  // 2: B packed by whole rows, A and B rows prefetched (gemm_pack.cpp)
+      return 3;  // 3: constant B pre-packed per tiling by the runtime (copied as slivers)
     case KernelTemplate::kElementwise:
     case KernelTemplate::kRowwise:
       return 2;  // 2: Pow by a constant exponent strength-reduced (tile_program.cpp)

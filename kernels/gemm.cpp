@@ -96,6 +96,10 @@ Status ValidateDesc(const GemmDesc& d) {
     const GemmOutput& out = d.outputs[o];
     if (out.n < 1) return bad(fmt::format("gemm: descriptor.outputs[{}].n {} < 1", o, out.n));
     const bool writes = !(d.swiglu && o == 1);
+    if (out.b_packed && d.batch > 1 && out.b_batch_stride != 0)
+      return bad(fmt::format(
+          "gemm: descriptor.outputs[{}].b_packed needs an unbatched B (b_batch_stride {})", o,
+          out.b_batch_stride));
     if (!out.b || (writes && !out.c))
       return bad(fmt::format("gemm: descriptor.outputs[{}].b and .c must point to data", o));
     if (writes && out.c_row_stride < out.n)
@@ -292,7 +296,8 @@ class ThreadRunner {
   }
   gemm_internal::BBlock BlockOfB(const Step& s) const {
     const Block& blk = blocks_[s.block];
-    return {blk.batch, s.p0, s.depth, blk.j0, blk.cols};
+    return {blk.batch, s.p0,     s.depth,
+            blk.j0,    blk.cols, gemm_internal::PrePackedBlockOffset(d_, t_, blk.j0, s.p0)};
   }
 
   // Runs jobs [first, last) of step s; returns the index after the last one run.

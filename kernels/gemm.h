@@ -47,6 +47,12 @@ struct GemmOutput {
   const float* b =
       nullptr;  // element (b, p, j) at b[b*b_batch_stride + p*b_row_stride + j*b_col_stride]
   int64_t b_row_stride = 0, b_col_stride = 1, b_batch_stride = 0;
+  // Optional: the same B pre-packed by PrePackB for the tiling being run
+  // (constant weights, packed once when a program is prepared). Copying a
+  // block into the local buffer is then one contiguous run per sliver
+  // instead of a strided gather of short rows. Needs an unbatched B
+  // (b_batch_stride 0 or batch 1); `b` stays the source of truth.
+  const float* b_packed = nullptr;
   float* c = nullptr;  // element (b, i, j) at c[b*c_batch_stride + i*c_row_stride + j]
   int64_t c_row_stride = 0, c_batch_stride = 0;
   std::vector<EpilogueOp> epilogue;
@@ -84,6 +90,13 @@ struct GemmTiling {
 int64_t GemmLocalBytes(const GemmDesc& desc, const GemmTiling& tiling);
 // Errors name the offending field ("tiling.nr: 20 is not a micro-tile width...").
 Status ValidateGemm(const GemmDesc& desc, const GemmTiling& tiling, const KernelConfig& config);
+// Pre-packed B (GemmOutput::b_packed): every (kc x nc) block of outputs[o]'s
+// B in the panel layout the kernel copies into its local buffer, block
+// (j0 / nc, p0 / kc) at a fixed stride. Only valid for the tiling's kc, nc
+// and nr; batch 0 of B is packed.
+int64_t PrePackedBFloats(const GemmDesc& desc, int output, const GemmTiling& tiling);
+void PrePackB(const GemmDesc& desc, int output, const GemmTiling& tiling, float* dst);
+
 Result<KernelStats> RunGemm(const GemmDesc& desc, const GemmTiling& tiling,
                             const KernelConfig& config, RunMode mode = RunMode::kFull);
 

@@ -106,8 +106,7 @@ void PackColumnMajor(const GemmOutput& out, const BBlock& blk, const float* base
     // Columns contiguous: 16x16 register transposes (a scalar store per
     // element made this copy most of a transposed GEMM's copy time).
     const int64_t width = std::min<int64_t>(nr, blk.cols - s * nr);
-    TransposeRows(base + s * nr * out.b_col_stride, out.b_col_stride, width, blk.depth, sliver,
-                  nr);
+    TransposeRows(base + s * nr * out.b_col_stride, out.b_col_stride, width, blk.depth, sliver, nr);
     for (int64_t p = 0; p < blk.depth && width < nr; ++p)
       std::fill(sliver + p * nr + width, sliver + (p + 1) * nr, 0.0f);
     return;
@@ -129,10 +128,18 @@ void PackColumnMajor(const GemmOutput& out, const BBlock& blk, const float* base
 }  // namespace
 
 int64_t BPackParts(const GemmOutput& out, const BBlock& blk, int nr) {
-  return Transposed(out) ? CeilDiv(blk.cols, nr) : CeilDiv(blk.depth, kBRowsPerPart);
+  return out.b_packed || Transposed(out) ? CeilDiv(blk.cols, nr)
+                                         : CeilDiv(blk.depth, kBRowsPerPart);
 }
 
 int64_t PackBPart(const GemmOutput& out, const BBlock& blk, int nr, int64_t part, float* bp) {
+  if (out.b_packed) {
+    const int64_t floats = blk.depth * nr;  // sliver `part`, padding included
+    std::memcpy(bp + part * floats, out.b_packed + blk.packed_offset + part * floats,
+                floats * sizeof(float));
+    const int64_t width = std::min<int64_t>(nr, blk.cols - part * nr);
+    return static_cast<int64_t>(sizeof(float)) * blk.depth * width;
+  }
   const float* base = out.b + blk.batch * out.b_batch_stride + blk.p0 * out.b_row_stride +
                       blk.j0 * out.b_col_stride;
   if (Transposed(out)) {
@@ -151,6 +158,35 @@ int64_t PackB(const GemmOutput& out, const BBlock& blk, int nr, float* bp) {
     bytes += PackBPart(out, blk, nr, part, bp);
   return bytes;
 }
+
+int64_t PrePackedBlockOffset(const GemmDesc& d, const GemmTiling& t, int64_t j0, int64_t p0) {
+  return ((j0 / t.nc) * CeilDiv(d.k, t.kc) + p0 / t.kc) * t.kc * RoundUp(t.nc, t.nr);
+}
+
+}  // namespace fusetune::kernels::gemm_internal
+
+namespace fusetune::kernels {
+
+int64_t PrePackedBFloats(const GemmDesc& d, int output, const GemmTiling& t) {
+  const int64_t n = d.outputs[output].n;
+  return gemm_internal::CeilDiv(n, t.nc) * gemm_internal::CeilDiv(d.k, t.kc) * t.kc *
+         gemm_internal::RoundUp(t.nc, t.nr);
+}
+
+void PrePackB(const GemmDesc& d, int output, const GemmTiling& t, float* dst) {
+  GemmOutput out = d.outputs[output];
+  out.b_packed = nullptr;  // pack from the source
+  for (int64_t j0 = 0; j0 < out.n; j0 += t.nc)
+    for (int64_t p0 = 0; p0 < d.k; p0 += t.kc) {
+      const gemm_internal::BBlock blk{0, p0, std::min(t.kc, d.k - p0), j0,
+                                      std::min(t.nc, out.n - j0)};
+      gemm_internal::PackB(out, blk, t.nr, dst + gemm_internal::PrePackedBlockOffset(d, t, j0, p0));
+    }
+}
+
+}  // namespace fusetune::kernels
+
+namespace fusetune::kernels::gemm_internal {
 
 namespace {
 

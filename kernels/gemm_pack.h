@@ -21,15 +21,21 @@ struct ABlock {
 // row-major entry), zero-padding missing rows. Returns bytes read from global.
 int64_t PackASliver(const GemmDesc& d, const ABlock& blk, int mr, int64_t s, float* ap);
 
-// A block of B: rows [p0, p0+depth) and columns [j0, j0+cols) of batch b.
+// A block of B: rows [p0, p0+depth) and columns [j0, j0+cols) of batch b;
+// with a pre-packed B, where its panel starts in out.b_packed (floats).
 struct BBlock {
   int64_t batch, p0, depth, j0, cols;
+  int64_t packed_offset = 0;
 };
+
+// Where block (j0, p0) starts in a pre-packed B (see PrePackB).
+int64_t PrePackedBlockOffset(const GemmDesc& d, const GemmTiling& t, int64_t j0, int64_t p0);
 
 // The B panel holds a block as slivers of nr columns, each [depth][nr]
 // (sliver s at bp + s*depth*nr), the last one zero-padded. It is packed in
 // parts, so that double buffering can interleave them with the micro-kernels:
-// groups of rows when B is row-major, whole slivers when it is transposed.
+// groups of rows when B is row-major, whole slivers when it is transposed or
+// pre-packed (then each part is one contiguous copy).
 // Each returns the bytes read from global.
 int64_t BPackParts(const GemmOutput& out, const BBlock& blk, int nr);
 int64_t PackBPart(const GemmOutput& out, const BBlock& blk, int nr, int64_t part, float* bp);

@@ -19,6 +19,7 @@ double Since(std::chrono::steady_clock::time_point start) {
 }
 
 void FreeArena(std::byte* p) { std::free(p); }
+void FreeFloats(float* p) { std::free(p); }
 
 }  // namespace
 
@@ -31,7 +32,7 @@ Result<std::unique_ptr<KernelProgram>> KernelProgram::Compile(FusionSpace& space
   const Graph& g = space.graph();
   std::unique_ptr<KernelProgram> exe(new KernelProgram(g, space.config()));
   for (const PlanGroup& group : plan.groups)
-    exe->steps_.push_back({space.Match(group.nodes).instance, group.tiling});
+    exe->steps_.push_back({space.Match(group.nodes).instance, group.tiling, false, {}});
 
   // Lifetimes of the values the steps write.
   const int64_t steps = static_cast<int64_t>(exe->steps_.size());
@@ -73,8 +74,11 @@ void KernelProgram::VisitMemory(const std::function<void(const std::byte*, size_
   visit(arena_.get(), static_cast<size_t>(buffers_.arena_bytes));
   for (const Value& v : graph_.values)
     if (v.is_constant()) visit(v.constant->raw(), v.constant->nbytes());
-  for (const Step& step : steps_)
+  for (const Step& step : steps_) {
     for (const auto& owned : step.instance.owned) visit(owned->raw(), owned->nbytes());
+    for (const PackedWeight& w : step.packed_b)
+      visit(reinterpret_cast<const std::byte*>(w.data.get()), w.floats * sizeof(float));
+  }
 }
 
 Result<TensorMap> KernelProgram::Run(const TensorMap& feeds, RunReport* report,
@@ -85,7 +89,7 @@ Result<TensorMap> KernelProgram::Run(const TensorMap& feeds, RunReport* report,
   for (ValueId v : written_outputs_)
     outputs_.emplace_back(v, Tensor::Uninitialized(graph_.type(v).dtype, graph_.type(v).dims));
   RunReport local;
-  for (const Step& step : steps_) {
+  for (Step& step : steps_) {
     auto r = RunStep(step, mode);
     if (!r.ok()) {
       outputs_.clear();
@@ -157,7 +161,27 @@ Status KernelProgram::RunReferenceStep(const Step& step, StepReport* report) {
   return Status::Ok();
 }
 
-Result<StepReport> KernelProgram::RunStep(const Step& step, kernels::RunMode mode) {
+void KernelProgram::PrePackWeights(const Graph& graph, const KernelInstance& bound, Step& step) {
+  step.prepared = true;
+  const kernels::GemmDesc& d = step.instance.gemm;  // slot pointers: which value is B
+  const auto& tiling = std::get<kernels::GemmTiling>(step.tiling);
+  for (size_t o = 0; o < d.outputs.size(); ++o) {
+    const int slot = SlotIndex(d.outputs[o].b);
+    if (slot < 0 || (d.batch > 1 && d.outputs[o].b_batch_stride != 0)) continue;
+    const ValueId v = step.instance.slots[slot].value;
+    if (v != kNoValue && !graph.value(v).is_constant()) continue;  // an activation
+    const int output = static_cast<int>(o);
+    PackedWeight w{output};
+    w.floats = static_cast<size_t>(kernels::PrePackedBFloats(bound.gemm, output, tiling));
+    w.data = {static_cast<float*>(std::aligned_alloc(64, (w.floats * 4 + 63) / 64 * 64)),
+              FreeFloats};
+    if (!w.data) continue;  // no memory to spare: the kernel packs from B as before
+    kernels::PrePackB(bound.gemm, output, tiling, w.data.get());
+    step.packed_b.push_back(std::move(w));
+  }
+}
+
+Result<StepReport> KernelProgram::RunStep(Step& step, kernels::RunMode mode) {
   StepReport report;
   report.kernel = step.instance.summary;
   report.tiling = TilingToString(step.tiling);
@@ -188,6 +212,10 @@ Result<StepReport> KernelProgram::RunStep(const Step& step, kernels::RunMode mod
                                   mode);
       break;
     case KernelTemplate::kGemm:
+      if (!step.prepared &&
+          kernels::ValidateGemm(k.gemm, std::get<kernels::GemmTiling>(step.tiling), config_).ok())
+        PrePackWeights(graph_, k, step);  // else RunGemm reports what is wrong
+      for (const PackedWeight& w : step.packed_b) k.gemm.outputs[w.output].b_packed = w.data.get();
       stats = kernels::RunGemm(k.gemm, std::get<kernels::GemmTiling>(step.tiling), config_, mode);
       break;
     case KernelTemplate::kAttention:

@@ -5,7 +5,9 @@
 //                  placement in one arena, reusing memory of dead values
 //   executor.h     KernelProgram: lowering (one step per plan group, bound to the
 //                  arena at run time), execution with the kernels' oneTBB
-//                  workers, reference kernels for groups no template covers
+//                  workers, reference kernels for groups no template covers;
+//                  constant GEMM weights pre-packed for their step's tiling on
+//                  the first run
 //
 // Every importable model runs: a node that no template implements is a
 // single-node group that runs the registry's reference kernel inside the
@@ -60,13 +62,25 @@ class KernelProgram {
   int64_t num_steps() const { return static_cast<int64_t>(steps_.size()); }
 
  private:
+  // A GEMM output's constant B in the panel layout of the step's tiling.
+  struct PackedWeight {
+    int output;
+    std::unique_ptr<float, void (*)(float*)> data{nullptr, nullptr};
+    size_t floats = 0;
+  };
   struct Step {
     KernelInstance instance;
     Tiling tiling;
+    bool prepared = false;  // packed_b built (first run)
+    std::vector<PackedWeight> packed_b;
   };
   KernelProgram(const Graph& graph, kernels::KernelConfig config)
       : graph_(graph), config_(config) {}
-  Result<StepReport> RunStep(const Step& step, kernels::RunMode mode);
+  Result<StepReport> RunStep(Step& step, kernels::RunMode mode);
+  // Packs the constant B operands of a bound GEMM step once, so that every
+  // run copies them into the local buffer as contiguous slivers: the packing
+  // is paid once per program, as ONNX Runtime pre-packs weights per session.
+  static void PrePackWeights(const Graph& graph, const KernelInstance& bound, Step& step);
   std::byte* Address(ValueId v);
   Tensor* FindOutput(ValueId v);  // null unless a step writes v into outputs_
   Status RunReferenceStep(const Step& step, StepReport* report);
