@@ -41,7 +41,7 @@ int KernelTemplateVersion(KernelTemplate t) {
     case KernelTemplate::kAttention:
       return 3;  // 3: K and V packed once per head per thread (tiles dealt by head)
     case KernelTemplate::kGemm:
-      return 3;  // 3: constant B pre-packed per tiling by the runtime (copied as slivers)
+      return 4;  // 3: constant B pre-packed per tiling; 4: its panels carried by the micro-kernels
     case KernelTemplate::kElementwise:
     case KernelTemplate::kRowwise:
       return 2;  // 2: Pow by a constant exponent strength-reduced (tile_program.cpp)

@@ -4,6 +4,8 @@
 
 #include <immintrin.h>
 
+#include <cstring>
+
 namespace fusetune::kernels {
 
 namespace {
@@ -28,11 +30,24 @@ void PortableKernel(int64_t kc, const float* ap, int64_t row_stride, int64_t col
 
 // ---- AVX-512: MR rows x NV vectors of 16 floats -------------------------------------
 
-template <int MR, int NV>
-__attribute__((target("avx512f,fma"))) void Avx512Kernel(int64_t kc, const float* ap,
-                                                         int64_t row_stride, int64_t col_stride,
-                                                         const float* bp, float* c, int64_t ldc,
-                                                         bool accumulate) {
+// One 16-float vector of the copy every 2^shift k iterations: the smallest
+// spacing that still fits `vectors` into kc iterations, so that the copy's
+// loads spread over the whole call.
+inline int CopySpacingShift(int64_t kc, int64_t vectors) {
+  int shift = 0;
+  while (shift < 6 && (kc >> (shift + 1)) >= vectors) ++shift;
+  return shift;
+}
+
+template <int MR, int NV, bool kCopy>
+__attribute__((target("avx512f,fma"))) void Avx512Core(int64_t kc, const float* ap,
+                                                       int64_t row_stride, int64_t col_stride,
+                                                       const float* bp, float* c, int64_t ldc,
+                                                       bool accumulate, const float* copy_src,
+                                                       float* copy_dst, int64_t copy_floats) {
+  const int64_t copy_vectors = kCopy ? copy_floats / 16 : 0;
+  const int64_t copy_mask = kCopy ? (int64_t{1} << CopySpacingShift(kc, copy_vectors)) - 1 : 0;
+  int64_t copied = 0;  // vectors
   __m512 acc[MR][NV];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
@@ -42,12 +57,23 @@ __attribute__((target("avx512f,fma"))) void Avx512Kernel(int64_t kc, const float
     __m512 b[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) b[v] = _mm512_load_ps(bp + p * NV * 16 + v * 16);
+    if constexpr (kCopy) {
+      if ((p & copy_mask) == 0 && copied < copy_vectors) {
+        _mm512_storeu_ps(copy_dst + copied * 16, _mm512_loadu_ps(copy_src + copied * 16));
+        ++copied;
+      }
+    }
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       const __m512 a = _mm512_set1_ps(ap[i * row_stride + p * col_stride]);
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
     }
+  }
+  if constexpr (kCopy) {
+    if (copy_floats > copied * 16)
+      std::memcpy(copy_dst + copied * 16, copy_src + copied * 16,
+                  (copy_floats - copied * 16) * sizeof(float));
   }
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
@@ -57,6 +83,15 @@ __attribute__((target("avx512f,fma"))) void Avx512Kernel(int64_t kc, const float
       const __m512 r = accumulate ? _mm512_add_ps(_mm512_loadu_ps(dst), acc[i][v]) : acc[i][v];
       _mm512_storeu_ps(dst, r);
     }
+}
+
+template <int MR, int NV>
+__attribute__((target("avx512f,fma"))) void Avx512Kernel(int64_t kc, const float* ap,
+                                                         int64_t row_stride, int64_t col_stride,
+                                                         const float* bp, float* c, int64_t ldc,
+                                                         bool accumulate) {
+  Avx512Core<MR, NV, false>(kc, ap, row_stride, col_stride, bp, c, ldc, accumulate, nullptr,
+                            nullptr, 0);
 }
 
 // ---- AVX2: MR rows x NV vectors of 8 floats ---------------------------------------------
@@ -102,10 +137,29 @@ void Rows(int64_t kc, const float* a, int64_t lda, const float* bp, float* c, in
           bool accumulate) {
   kernel(kc, a, lda, 1, bp, c, ldc, accumulate);
 }
+// Without a copy-carrying kernel (AVX2, portable): compute, then copy.
+template <typename K, K kernel>
+void RowsThenCopy(int64_t kc, const float* a, int64_t lda, const float* bp, float* c, int64_t ldc,
+                  bool accumulate, const float* copy_src, float* copy_dst, int64_t copy_floats) {
+  kernel(kc, a, lda, 1, bp, c, ldc, accumulate);
+  if (copy_floats > 0) std::memcpy(copy_dst, copy_src, copy_floats * sizeof(float));
+}
+template <int MR, int NV>
+__attribute__((target("avx512f,fma"))) void Avx512RowsCopy(int64_t kc, const float* a, int64_t lda,
+                                                           const float* bp, float* c, int64_t ldc,
+                                                           bool accumulate, const float* copy_src,
+                                                           float* copy_dst, int64_t copy_floats) {
+  Avx512Core<MR, NV, true>(kc, a, lda, 1, bp, c, ldc, accumulate, copy_src, copy_dst, copy_floats);
+}
 using Generic = void (*)(int64_t, const float*, int64_t, int64_t, const float*, float*, int64_t,
                          bool);
 #define FT_MICRO(isa, fn, mr, nr) \
-  MicroKernel { mr, nr, isa, Packed<Generic, fn, mr>, Rows<Generic, fn> }
+  MicroKernel { mr, nr, isa, Packed<Generic, fn, mr>, Rows<Generic, fn>, RowsThenCopy<Generic, fn> }
+#define FT_MICRO_AVX512(mr, nv)                                       \
+  MicroKernel {                                                       \
+    mr, nv * 16, "avx512", Packed<Generic, Avx512Kernel<mr, nv>, mr>, \
+        Rows<Generic, Avx512Kernel<mr, nv>>, Avx512RowsCopy<mr, nv>   \
+  }
 
 bool HasAvx512() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"); }
 bool HasAvx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
@@ -125,9 +179,9 @@ const std::vector<MicroKernel>& Best() {
   static const std::vector<MicroKernel> k = [] {
     std::vector<MicroKernel> list;
     if (HasAvx512()) {
-      list.push_back(FT_MICRO("avx512", (Avx512Kernel<8, 2>), 8, 32));
-      list.push_back(FT_MICRO("avx512", (Avx512Kernel<6, 2>), 6, 32));
-      list.push_back(FT_MICRO("avx512", (Avx512Kernel<14, 1>), 14, 16));
+      list.push_back(FT_MICRO_AVX512(8, 2));
+      list.push_back(FT_MICRO_AVX512(6, 2));
+      list.push_back(FT_MICRO_AVX512(14, 1));
     }
     if (HasAvx2()) {
       list.push_back(FT_MICRO("avx2", (Avx2Kernel<6, 2>), 6, 16));
