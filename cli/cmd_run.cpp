@@ -102,6 +102,7 @@ int Run(const RunArgs& args) {
                    {"bytes_local_to_global", report.total.bytes_local_to_global},
                    {"arena_bytes", exe->buffers().arena_bytes},
                    {"peak_live_bytes", exe->buffers().peak_live_bytes},
+                   {"packed_weight_bytes", exe->packed_weight_bytes()},
                    {"outputs", *outputs}};
   if (args.from_db) j["compiled"] = compiler::CompiledSummaryJson((*model)->compiled());
   if (args.bench > 0) {
@@ -131,12 +132,13 @@ int Run(const RunArgs& args) {
   }
   std::cout << fmt::format(
       "ran {} with plan {}: {} kernels in {:.3f} ms, traffic {} in / {} out, arena {} (peak live "
-      "{})\n",
+      "{}), pre-packed weights {}\n",
       args.io.model, plan_name, exe->num_steps(), report.seconds * 1e3,
       HumanBytes(static_cast<double>(report.total.bytes_global_to_local)),
       HumanBytes(static_cast<double>(report.total.bytes_local_to_global)),
       HumanBytes(static_cast<double>(exe->buffers().arena_bytes)),
-      HumanBytes(static_cast<double>(exe->buffers().peak_live_bytes)));
+      HumanBytes(static_cast<double>(exe->buffers().peak_live_bytes)),
+      HumanBytes(static_cast<double>(exe->packed_weight_bytes())));
   if (args.from_db) {
     std::string sources;
     for (const auto& [source, n] : j["compiled"]["sources"].items())

@@ -81,6 +81,14 @@ void KernelProgram::VisitMemory(const std::function<void(const std::byte*, size_
   }
 }
 
+int64_t KernelProgram::packed_weight_bytes() const {
+  int64_t bytes = 0;
+  for (const Step& step : steps_)
+    for (const PackedWeight& w : step.packed_b)
+      bytes += static_cast<int64_t>(w.floats * sizeof(float));
+  return bytes;
+}
+
 Result<TensorMap> KernelProgram::Run(const TensorMap& feeds, RunReport* report,
                                      kernels::RunMode mode) {
   FT_ASSIGN_OR_RETURN(feeds_, BindFeeds(graph_, feeds));

@@ -58,6 +58,8 @@ class KernelProgram {
   void VisitMemory(const std::function<void(const std::byte*, size_t)>& visit) const;
 
   const BufferPlan& buffers() const { return buffers_; }
+  // Bytes of pre-packed weights the runs so far have built (0 before the first).
+  int64_t packed_weight_bytes() const;
   const Graph& graph() const { return graph_; }
   int64_t num_steps() const { return static_cast<int64_t>(steps_.size()); }
 

@@ -186,6 +186,28 @@ TEST(Executor, DataMovementGroupsSayWhyNot) {
   EXPECT_NE(reason({3, 4}).find("would need a copy"), std::string::npos) << reason({3, 4});
 }
 
+// Constant GEMM weights are pre-packed once, on the first run, and at least
+// as large as the weights themselves (panels padded to the micro-tile);
+// the traffic a run counts does not change.
+TEST(Executor, ConstantWeightsArePrePackedOnTheFirstRun) {
+  Graph g = testing::LoadTestModel("mlp");
+  FusionSpace space(g, kernels::KernelConfig{});
+  auto exe = KernelProgram::Compile(space, space.Greedy());
+  ASSERT_TRUE(exe.ok());
+  EXPECT_EQ((*exe)->packed_weight_bytes(), 0);
+  const TensorMap feeds = RandomFeeds(g, 4);
+  RunReport first, second;
+  ASSERT_TRUE((*exe)->Run(feeds, &first).ok());
+  const int64_t packed = (*exe)->packed_weight_bytes();
+  int64_t weights = 0;
+  for (const Value& v : g.values)
+    if (v.is_constant() && v.type.dims.size() == 2) weights += v.constant->nbytes();
+  EXPECT_GE(packed, weights / 2) << "the MLP's matrices are its weights";
+  ASSERT_TRUE((*exe)->Run(feeds, &second).ok());
+  EXPECT_EQ((*exe)->packed_weight_bytes(), packed) << "packed once";
+  EXPECT_EQ(first.total.bytes_global_to_local, second.total.bytes_global_to_local);
+}
+
 TEST(Executor, FusedPlanNeedsLessMemoryAndTraffic) {
   Graph g = testing::LoadTestModel("encoder_postln_op13");
   FusionSpace space(g, kernels::KernelConfig{});
