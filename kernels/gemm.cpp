@@ -270,12 +270,6 @@ class CopyStream {
   int64_t left_ = 0;
 };
 
-// Which panels of a step travel with the micro-kernels (CopyStream) instead
-// of as copy jobs.
-struct Streamed {
-  bool a = false, b = false;
-};
-
 class ThreadRunner {
  public:
   ThreadRunner(const GemmDesc& d, const GemmTiling& t, RunMode mode, std::vector<Block> blocks)
@@ -324,16 +318,16 @@ class ThreadRunner {
   }
 
   // The copies a step needs, as jobs: A slivers (or the whole A block when it
-  // has a prologue), then the parts of the B panel per operand, less those
-  // `streamed`.
-  size_t JobCount(const Step& s, Streamed streamed = {}) const {
-    size_t n = AJobs(s, streamed);
-    if (s.pack_b && !streamed.b)
+  // has a prologue), then the parts of the B panel per operand unless the
+  // micro-kernels carry the B panels (`b_streamed`).
+  size_t JobCount(const Step& s, bool b_streamed = false) const {
+    size_t n = AJobs(s);
+    if (s.pack_b && !b_streamed)
       for (int o = 0; o < l_.b_operands; ++o) n += BParts(s, o);
     return n;
   }
-  int64_t AJobs(const Step& s, Streamed streamed) const {
-    if (!s.pack_a || streamed.a) return 0;
+  int64_t AJobs(const Step& s) const {
+    if (!s.pack_a) return 0;
     const int64_t rows = std::min(t_.mc, d_.m - blocks_[s.block].ic * t_.mc);
     return d_.prologue.empty() ? CeilDiv(rows, t_.mr) : 1;
   }
@@ -355,11 +349,11 @@ class ThreadRunner {
   }
 
   // Runs jobs [first, last) of step s; returns the index after the last one run.
-  size_t RunJobs(const Step& s, size_t first, size_t last, Streamed streamed = {}) {
+  size_t RunJobs(const Step& s, size_t first, size_t last, bool b_streamed = false) {
     if (mode_ == RunMode::kComputeOnly) return SIZE_MAX;
     const ABlock a = BlockOfA(s);
-    const int64_t a_jobs = AJobs(s, streamed);
-    last = std::min(last, JobCount(s, streamed));
+    const int64_t a_jobs = AJobs(s);
+    last = std::min(last, JobCount(s, b_streamed));
     for (size_t j = first; j < last; ++j) {
       const int64_t job = static_cast<int64_t>(j);
       if (job < a_jobs) {
@@ -377,26 +371,22 @@ class ThreadRunner {
     return last;
   }
 
-  // The panels of step s that move as contiguous runs: the B panels when
-  // every operand is pre-packed (a pre-packed block's slivers lie in the
-  // local panel's order, so each panel is one run). Counts the bytes read.
-  // A's rows stay copy jobs: carried row by row without the jobs' prefetch
-  // of rows ahead they made a 128x3072x768 GEMM 3-5% slower (measured).
-  Streamed StreamOf(const Step& s, CopyStream& stream) {
-    Streamed streamed;
-    if (mode_ == RunMode::kComputeOnly) return streamed;
-    bool all_packed = s.pack_b;
-    for (int o = 0; o < l_.b_operands; ++o) all_packed = all_packed && BOperand(s, o).b_packed;
-    if (all_packed) {
-      const gemm_internal::BBlock blk = BlockOfB(s);
-      for (int o = 0; o < l_.b_operands; ++o) {
-        stream.Add(BOperand(s, o).b_packed + blk.packed_offset, b_[s.b_slot][o],
-                   CeilDiv(blk.cols, t_.nr) * t_.nr * blk.depth);
-        stats_.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * blk.depth * blk.cols;
-      }
-      streamed.b = true;
+  // Puts step s's B panels into `stream` when every operand is pre-packed
+  // (a pre-packed block's slivers lie in the local panel's order, so each
+  // panel is one run) and counts the bytes; returns whether it did. A's rows
+  // stay copy jobs: carried row by row without the jobs' prefetch of rows
+  // ahead they made a 128x3072x768 GEMM 3-5% slower (measured).
+  bool StreamB(const Step& s, CopyStream& stream) {
+    if (mode_ == RunMode::kComputeOnly || !s.pack_b) return false;
+    for (int o = 0; o < l_.b_operands; ++o)
+      if (!BOperand(s, o).b_packed) return false;
+    const gemm_internal::BBlock blk = BlockOfB(s);
+    for (int o = 0; o < l_.b_operands; ++o) {
+      stream.Add(BOperand(s, o).b_packed + blk.packed_offset, b_[s.b_slot][o],
+                 CeilDiv(blk.cols, t_.nr) * t_.nr * blk.depth);
+      stats_.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * blk.depth * blk.cols;
     }
-    return streamed;
+    return true;
   }
 
   int64_t PackPrologueBlock(const ABlock& a, float* ap) {
@@ -422,8 +412,8 @@ class ThreadRunner {
     const int64_t rows = std::min(t_.mc, d_.m - blk.ic * t_.mc);
     const int64_t columns = CeilDiv(blk.cols, t_.nr);
     CopyStream stream;
-    const Streamed streamed = next ? StreamOf(*next, stream) : Streamed{};
-    const size_t jobs = next ? JobCount(*next, streamed) : 0;
+    const bool b_streamed = next && StreamB(*next, stream);
+    const size_t jobs = next ? JobCount(*next, b_streamed) : 0;
     const size_t quota = (jobs + columns - 1) / columns;
     const int64_t calls = columns * l_.b_operands * CeilDiv(rows, t_.mr);
     const int64_t share = RoundUp(CeilDiv(stream.left(), calls), 16);
@@ -443,9 +433,9 @@ class ThreadRunner {
             mk_->fn_rows_copy(s.depth, a, s.depth, b, c, l_.nc_pad, s.slice > 0, chunk.src,
                               chunk.dst, chunk.floats);
           }
-      if (next && done < jobs) done = RunJobs(*next, done, done + quota, streamed);
+      if (next && done < jobs) done = RunJobs(*next, done, done + quota, b_streamed);
     }
-    if (next && done < jobs) RunJobs(*next, done, jobs, streamed);
+    if (next && done < jobs) RunJobs(*next, done, jobs, b_streamed);
     stream.Drain();
   }
 
