@@ -168,9 +168,9 @@ int64_t PrePackedBlockOffset(const GemmDesc& d, const GemmTiling& t, int64_t j0,
 namespace fusetune::kernels {
 
 int64_t PrePackedBFloats(const GemmDesc& d, int output, const GemmTiling& t) {
-  const int64_t n = d.outputs[output].n;
-  return gemm_internal::CeilDiv(n, t.nc) * gemm_internal::CeilDiv(d.k, t.kc) * t.kc *
-         gemm_internal::RoundUp(t.nc, t.nr);
+  // Where a block one past the last column block would start.
+  return gemm_internal::PrePackedBlockOffset(d, t,
+                                             gemm_internal::RoundUp(d.outputs[output].n, t.nc), 0);
 }
 
 void PrePackB(const GemmDesc& d, int output, const GemmTiling& t, float* dst) {

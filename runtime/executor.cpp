@@ -181,8 +181,9 @@ void KernelProgram::PrePackWeights(const Graph& graph, const KernelInstance& bou
     const int output = static_cast<int>(o);
     PackedWeight w{output};
     w.floats = static_cast<size_t>(kernels::PrePackedBFloats(bound.gemm, output, tiling));
-    w.data = {static_cast<float*>(std::aligned_alloc(64, (w.floats * 4 + 63) / 64 * 64)),
-              FreeFloats};
+    w.data = {
+        static_cast<float*>(std::aligned_alloc(64, (w.floats * sizeof(float) + 63) / 64 * 64)),
+        FreeFloats};
     if (!w.data) continue;  // no memory to spare: the kernel packs from B as before
     kernels::PrePackB(bound.gemm, output, tiling, w.data.get());
     step.packed_b.push_back(std::move(w));
