@@ -190,23 +190,23 @@ TEST(Gemm, PortableAndVectorKernelsAgree) {
 // iterations, and more (the rest after the loop).
 TEST(Gemm, CopyCarryingMicroKernelsComputeAndCopyExactly) {
   Rng rng(11);
-  for (auto [mr, nr] : MicroTileShapes()) {
-    const MicroKernel* mk = FindMicroKernel(mr, nr);
-    const int64_t kc = 37, lda = kc + 3;
-    auto a = RandomVector(mr * lda, rng);
-    alignas(64) static float bp[4096];
-    for (int64_t i = 0; i < kc * nr; ++i) bp[i] = static_cast<float>(rng.Normal());
-    for (int64_t floats : {0, 5, 16, 100, 37 * 16 + 9, 3000}) {
-      auto src = RandomVector(floats + 1, rng);
-      std::vector<float> dst(floats + 1, -7.0f), want(mr * nr, 1.0f), got(want);
-      mk->fn_rows(kc, a.data(), lda, bp, want.data(), nr, true);
-      mk->fn_rows_copy(kc, a.data(), lda, bp, got.data(), nr, true, src.data() + 1, dst.data(),
-                       floats);
-      EXPECT_EQ(got, want) << mr << "x" << nr << " copying " << floats;
-      for (int64_t i = 0; i < floats; ++i) ASSERT_EQ(dst[i], src[i + 1]) << i << " of " << floats;
-      EXPECT_EQ(dst[floats], -7.0f) << "wrote past the copy";
+  for (auto [mr, nr] : MicroTileShapes())
+    for (const MicroKernel* mk : {FindMicroKernel(mr, nr), FindPortableMicroKernel(mr, nr)}) {
+      const int64_t kc = 37, lda = kc + 3;
+      auto a = RandomVector(mr * lda, rng);
+      alignas(64) static float bp[4096];
+      for (int64_t i = 0; i < kc * nr; ++i) bp[i] = static_cast<float>(rng.Normal());
+      for (int64_t floats : {0, 5, 16, 100, 37 * 16 + 9, 3000}) {
+        auto src = RandomVector(floats + 1, rng);
+        std::vector<float> dst(floats + 1, -7.0f), want(mr * nr, 1.0f), got(want);
+        mk->fn_rows(kc, a.data(), lda, bp, want.data(), nr, true);
+        mk->fn_rows_copy(kc, a.data(), lda, bp, got.data(), nr, true, src.data() + 1, dst.data(),
+                         floats);
+        EXPECT_EQ(got, want) << mk->isa << " " << mr << "x" << nr << " copying " << floats;
+        for (int64_t i = 0; i < floats; ++i) ASSERT_EQ(dst[i], src[i + 1]) << i << " of " << floats;
+        EXPECT_EQ(dst[floats], -7.0f) << "wrote past the copy";
+      }
     }
-  }
 }
 
 TEST(Gemm, TrafficIsCountedExactlyAndDependsOnLoopOrder) {
