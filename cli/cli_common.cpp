@@ -71,18 +71,28 @@ std::string Scaled(double n, double base, const char* const* units, int count,
 }
 }  // namespace
 
-Result<std::string> EnsureTarget(db::Database& database, int threads, nlohmann::json* calibration) {
-  const std::string fingerprint = measure::DetectTarget().HashString();
-  FT_ASSIGN_OR_RETURN(auto stored, database.GetTarget(fingerprint));
-  if (stored.has_value() && (*stored).calibration != "{}") {
-    if (calibration) *calibration = nlohmann::json::parse((*stored).calibration, nullptr, false);
-    return fingerprint;
+Result<std::string> EnsureTarget(db::Database& database, int threads, measure::CacheProtocol caches,
+                                 nlohmann::json* calibration) {
+  const measure::TargetFingerprint machine = measure::DetectTarget();
+  const std::string key = measure::TargetKey(machine, caches);
+  FT_ASSIGN_OR_RETURN(auto stored, database.GetTarget(key));
+  if (!stored.has_value() || stored->calibration == "{}") {
+    FT_ASSIGN_OR_RETURN(stored, database.GetTarget(machine.HashString()));
   }
-  fmt::print(stderr, "calibrating this machine (once per database)...\n");
-  const nlohmann::json c = measure::CalibrationToJson(measure::Calibrate(threads));
-  FT_RETURN_IF_ERROR(database.PutTarget({fingerprint, c["target"].dump(), c.dump()}));
+  nlohmann::json c;
+  if (stored.has_value() && stored->calibration != "{}") {
+    c = nlohmann::json::parse(stored->calibration, nullptr, false);
+  } else {
+    fmt::print(stderr, "calibrating this machine (once per database)...\n");
+    c = measure::CalibrationToJson(measure::Calibrate(threads));
+  }
+  if (!stored.has_value() || stored->fingerprint != key || stored->calibration == "{}") {
+    nlohmann::json description = c["target"];
+    description["caches"] = measure::CacheProtocolName(caches);
+    FT_RETURN_IF_ERROR(database.PutTarget({key, description.dump(), c.dump()}));
+  }
   if (calibration) *calibration = c;
-  return fingerprint;
+  return key;
 }
 
 namespace {

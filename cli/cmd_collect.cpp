@@ -27,7 +27,8 @@ int Collect(CollectArgs& args) {
   auto opened = db::MakeSqliteDatabase(args.db);
   if (!opened.ok()) return ReportError(opened.error());
   db::Database& database = **opened;
-  auto target = EnsureTarget(database, args.sample.measure.threads);
+  auto target = EnsureTarget(database, args.sample.measure.threads,
+                             measure::CacheProtocolOf(args.sample.measure));
   if (!target.ok()) return ReportError(target.error());
   auto measurer = measure::Measurer::Create();
   if (!measurer.ok()) return ReportError(measurer.error());

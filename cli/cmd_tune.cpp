@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fstream>
+#include <optional>
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
@@ -24,6 +25,7 @@ struct TuneArgs {
   int64_t trials = 0;
   std::string time;
   bool until_converged = false, resume = false, json = false;
+  bool warm = false;  // measure with caches kept warm (measure::CacheProtocol)
   search::TunerOptions tuner;
   std::string save_plan;
 };
@@ -39,6 +41,20 @@ Result<db::JobEntry> FindJobToResume(db::Database& database, const std::string& 
   return Error(
       ErrorCode::kNotFound,
       "--resume: no unfinished job of this model in the database (start one without --resume)");
+}
+
+// A resumed job keeps the cache protocol it was started with: its records
+// are stored under that protocol's target key.
+Status TakeJobCaches(const db::JobEntry& job, TuneArgs& args) {
+  const auto spec = nlohmann::json::parse(job.spec, nullptr, false);
+  const bool job_warm = spec.is_object() && spec.value("caches", "flushed") == "warm";
+  if (args.warm && !job_warm)
+    return Error(ErrorCode::kInvalidArgument,
+                 fmt::format("--warm: job {} measures with caches flushed; resume it without "
+                             "--warm, or start a new job",
+                             job.id));
+  args.warm = job_warm;
+  return Status::Ok();
 }
 
 Status LoadPriors(db::Database& database, search::Tuner& tuner, const std::string& target) {
@@ -83,8 +99,18 @@ int Tune(TuneArgs& args) {
   auto opened = db::MakeSqliteDatabase(args.db);
   if (!opened.ok()) return ReportError(opened.error());
   db::Database& database = **opened;
+  const std::string graph_key = search::GraphWorkloadKey(*graph);
+  std::optional<db::JobEntry> resumed;
+  if (args.resume) {
+    auto job = FindJobToResume(database, graph_key);
+    if (!job.ok()) return ReportError(job.error());
+    if (Status st = TakeJobCaches(*job, args); !st.ok()) return ReportError(st.error());
+    resumed = std::move(*job);
+  }
+  args.tuner.measure.flush_caches = !args.warm;
+  const measure::CacheProtocol caches = measure::CacheProtocolOf(args.tuner.measure);
   nlohmann::json calibration;
-  auto target = EnsureTarget(database, args.tuner.measure.threads, &calibration);
+  auto target = EnsureTarget(database, args.tuner.measure.threads, caches, &calibration);
   if (!target.ok()) return ReportError(target.error());
   search::TunerContext context{*target, cost_model::TargetFeaturesFromCalibration(calibration), 0};
   args.tuner.measure.peak_gflops = context.target_features.peak_gflops;
@@ -94,7 +120,6 @@ int Tune(TuneArgs& args) {
   config.threads = args.tuner.measure.threads;
   FusionSpace space(*graph, config);
   std::vector<search::Task> tasks = search::ExtractTasks(*graph, space, true);
-  const std::string graph_key = search::GraphWorkloadKey(*graph);
   for (const search::Task& t : tasks)
     if (Status st = database.PutWorkload(t.Workload()); !st.ok()) return ReportError(st.error());
   const nlohmann::json model_desc{{"model", args.model}, {"nodes", graph->nodes.size()}};
@@ -108,11 +133,11 @@ int Tune(TuneArgs& args) {
                       {"trials", args.tuner.max_trials},
                       {"seconds", args.tuner.max_seconds},
                       {"until_converged", args.until_converged},
-                      {"seed", args.tuner.seed}};
+                      {"seed", args.tuner.seed},
+                      {"caches", measure::CacheProtocolName(caches)}};
   int64_t job_id = 0;
-  if (args.resume) {
-    auto job = FindJobToResume(database, graph_key);
-    if (!job.ok()) return ReportError(job.error());
+  if (resumed.has_value()) {
+    const db::JobEntry* job = &*resumed;
     job_id = job->id;
     const auto old_spec = nlohmann::json::parse(job->spec, nullptr, false);
     const auto progress = nlohmann::json::parse(job->progress, nullptr, false);
@@ -237,6 +262,10 @@ void AddTuneCommand(CLI::App& app, std::function<void(int)> set_result) {
   cmd->add_option("--threads", args->tuner.measure.threads, "Threads per kernel")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  cmd->add_flag("--warm", args->warm,
+                "Measure with caches kept warm between runs (a loop over one model whose weights "
+                "fit the last-level cache) instead of flushed; records go under this machine's "
+                "warm target key, which `compile --warm` and `run --warm` read");
   cmd->add_option("--save-plan", args->save_plan, "Write the best whole plan to this plan file");
   cmd->add_flag("--json", args->json, "Print the summary as JSON");
   cmd->callback([args, set_result] { set_result(Tune(*args)); });

@@ -12,6 +12,8 @@ void AddCompileOptions(CLI::App* cmd, CompileArgs* args) {
                   "Limit on the peak bytes of live intermediate values (e.g. 64MiB)");
   cmd->add_flag("--no-whole-model", args->no_whole_model,
                 "Ignore measured whole-model plans: select the partition from group records");
+  cmd->add_flag("--warm", args->warm,
+                "Use the plans tuned with caches kept warm (`tune --warm`) instead of flushed");
 }
 
 Result<int64_t> ParseBytes(const std::string& text, const char* flag) {
@@ -46,7 +48,7 @@ Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(Graph graph
                                                                      const CompileArgs& args) {
   auto database = compiler::OpenTuningDatabase(args.db);
   if (!database.ok()) return database.error().WithContext("--db");
-  FT_ASSIGN_OR_RETURN(auto index, compiler::LoadIndexForThisMachine(**database));
+  FT_ASSIGN_OR_RETURN(auto index, compiler::LoadIndexForThisMachine(**database, args.caches()));
   compiler::CompileOptions options;
   if (!args.max_memory.empty()) {
     FT_ASSIGN_OR_RETURN(options.max_memory_bytes, ParseBytes(args.max_memory, "--max-memory"));

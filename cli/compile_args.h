@@ -16,9 +16,13 @@ struct CompileArgs {
   std::string db = "fusetune.db";
   std::string max_memory;  // "64MiB"; empty: no limit
   bool no_whole_model = false;
+  bool warm = false;  // the plans tuned with `tune --warm`
+  measure::CacheProtocol caches() const {
+    return warm ? measure::CacheProtocol::kWarm : measure::CacheProtocol::kFlushed;
+  }
 };
 
-// --max-memory and --no-whole-model; --db is the caller's (required or not).
+// --max-memory, --no-whole-model and --warm; --db is the caller's (required or not).
 void AddCompileOptions(CLI::App* cmd, CompileArgs* args);
 
 // "512", "64K", "64KiB", "1.5M", "2G": bytes (K, M, G are powers of 1024).

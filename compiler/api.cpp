@@ -101,7 +101,10 @@ class CompilerImpl final : public Compiler {
       return Status::Ok();
     }
     FT_ASSIGN_OR_RETURN(database_, compiler::OpenTuningDatabase(options_.database));
-    FT_ASSIGN_OR_RETURN(index_, compiler::LoadIndexForThisMachine(*database_));
+    FT_ASSIGN_OR_RETURN(index_,
+                        compiler::LoadIndexForThisMachine(
+                            *database_, options_.warm_caches ? measure::CacheProtocol::kWarm
+                                                             : measure::CacheProtocol::kFlushed));
     return Status::Ok();
   }
 

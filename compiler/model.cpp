@@ -19,8 +19,9 @@ Result<std::unique_ptr<db::Database>> OpenTuningDatabase(const std::string& path
   return db::MakeSqliteDatabase(path, open);
 }
 
-Result<std::unique_ptr<TuningIndex>> LoadIndexForThisMachine(db::Database& database) {
-  const std::string target = measure::DetectTarget().HashString();
+Result<std::unique_ptr<TuningIndex>> LoadIndexForThisMachine(db::Database& database,
+                                                             measure::CacheProtocol caches) {
+  const std::string target = measure::TargetKey(measure::DetectTarget(), caches);
   FT_ASSIGN_OR_RETURN(auto stored, database.GetTarget(target));
   cost_model::TargetFeatures features;
   if (stored.has_value())

@@ -9,6 +9,7 @@
 
 #include "compiler/compile.h"
 #include "db/database.h"
+#include "measure/target.h"
 #include "runtime/executor.h"
 
 namespace fusetune::compiler {
@@ -16,9 +17,11 @@ namespace fusetune::compiler {
 // Opens a tuning database for compiling: read-only, and it must exist.
 Result<std::unique_ptr<db::Database>> OpenTuningDatabase(const std::string& path);
 
-// The tuning index of this machine: its target fingerprint, the calibration
-// stored for it (the cost model's target features) and its best plans.
-Result<std::unique_ptr<TuningIndex>> LoadIndexForThisMachine(db::Database& database);
+// The tuning index of this machine under a cache protocol: its target key
+// (measure::TargetKey), the calibration stored for it (the cost model's
+// target features) and its best plans.
+Result<std::unique_ptr<TuningIndex>> LoadIndexForThisMachine(
+    db::Database& database, measure::CacheProtocol caches = measure::CacheProtocol::kFlushed);
 
 class CompiledModel {
  public:

@@ -95,6 +95,10 @@ double Median(std::vector<double> v) { return Summarize(std::move(v)).median; }
 
 }  // namespace
 
+CacheProtocol CacheProtocolOf(const MeasureOptions& o) {
+  return o.flush_caches ? CacheProtocol::kFlushed : CacheProtocol::kWarm;
+}
+
 double CompareOutputs(const TensorMap& got, const TensorMap& want,
                       std::optional<WorstElement>* worst) {
   std::optional<WorstElement> unused;

@@ -14,6 +14,7 @@
 
 #include "common/status.h"
 #include "graph/reference_executor.h"
+#include "measure/target.h"
 #include "runtime/executor.h"
 
 namespace fusetune::measure {
@@ -40,6 +41,8 @@ struct MeasureOptions {
   double peak_gflops = 0, dram_gbps = 0;
 };
 nlohmann::json OptionsToJson(const MeasureOptions& o);
+// The cache protocol of the target key these options' records go under.
+CacheProtocol CacheProtocolOf(const MeasureOptions& o);
 Result<MeasureOptions> OptionsFromJson(const nlohmann::json& j);
 
 enum class MeasureStatus { kOk, kFailed, kTimeout, kWrong };
@@ -118,6 +121,6 @@ Result<ReferenceData> ComputeReference(const Graph& graph, uint64_t seed);
 
 // Measures an executable in this process (a worker calls this; tests may).
 MeasureResult MeasureProgram(KernelProgram& exe, const ReferenceData& reference,
-                                const MeasureOptions& options, const MeasureHooks& hooks = {});
+                             const MeasureOptions& options, const MeasureHooks& hooks = {});
 
 }  // namespace fusetune::measure

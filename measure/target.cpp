@@ -166,6 +166,16 @@ uint64_t TargetFingerprint::hash() const {
 
 std::string TargetFingerprint::HashString() const { return HashToHex(hash()); }
 
+const char* CacheProtocolName(CacheProtocol caches) {
+  return caches == CacheProtocol::kWarm ? "warm" : "flushed";
+}
+
+std::string TargetKey(const TargetFingerprint& f, CacheProtocol caches) {
+  // Flushed keeps the bare hash, so databases from before the protocol
+  // existed (all flushed) stay valid.
+  return caches == CacheProtocol::kWarm ? f.HashString() + "-warm" : f.HashString();
+}
+
 namespace {
 
 TargetFingerprint DetectTargetUncached() {

@@ -26,6 +26,19 @@ struct TargetFingerprint {
 
 TargetFingerprint DetectTarget();  // read once per process
 
+// How a measurement treats the caches. Flushed: every tensor is evicted
+// before each run, so weights come from DRAM (the default: a deployment that
+// runs many models or layers between two runs of this one). Warm: the caches
+// are left as the previous run left them, as in a loop over one model whose
+// weights fit the last-level cache. The two rank tilings differently, so
+// their records live under different target keys and are never compared.
+enum class CacheProtocol { kFlushed, kWarm };
+const char* CacheProtocolName(CacheProtocol caches);  // "flushed", "warm"
+
+// The target key records are stored and looked up under: the fingerprint's
+// hash for flushed caches, with "-warm" appended for warm ones.
+std::string TargetKey(const TargetFingerprint& f, CacheProtocol caches);
+
 struct Calibration {
   TargetFingerprint target;
   Roofline roofline;

@@ -20,6 +20,7 @@ def load(out, name):
 
 def main():
     out, budget, models = sys.argv[1], sys.argv[2], sys.argv[3:]
+    caches = os.environ.get("CACHES", "warm")
     db = sqlite3.connect(os.path.join(out, "e2e.db"))
     calibration = json.loads(db.execute("select calibration from targets limit 1").fetchone()[0])
     # The all-thread figure of a calibration taken while the shared host was
@@ -29,7 +30,7 @@ def main():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")),
                platform.processor())
     rows, result = [], {"date": datetime.date.today().isoformat(), "cpu": cpu, "budget": budget,
-                        "fma_peak_gflops": peak, "models": {}}
+                        "tuned_caches": caches, "fma_peak_gflops": peak, "models": {}}
     for m in models:
         # fusetune and ONNX Runtime alternate over the rounds: each is the
         # median of its rounds' medians. Every round on file counts (a rerun
@@ -66,7 +67,8 @@ def main():
         r["ort_max_rel_error"] = orts[0].get("max_rel_error")
         result["models"][m] = r
         rows.append((m, r))
-    lines = [f"End to end, {result['date']}, {cpu}, 2 threads; fusetune tuned {budget} per model; "
+    lines = [f"End to end, {result['date']}, {cpu}, 2 threads; fusetune tuned {budget} per model "
+             f"(caches {caches}); "
              f"median of the alternated rounds' medians; FP32 FMA peak {peak:.0f} GFLOP/s (calibrated).", "",
              "| model | fusetune | % peak | unfused | greedy | ONNX Runtime 1.20.1 | PyTorch eager | "
              "vs ORT | rounds won | error vs exporter | trials |",

@@ -13,6 +13,9 @@
 #                change of load on a shared host hits both (the median of the
 #                rounds' medians is reported)
 #   TUNE=1       0: measure what the database holds, without tuning
+#   CACHES=warm  how the tuner measures: warm (`tune --warm`, compiled with
+#                `run --warm`), as every contender here runs one model in a
+#                loop with its weights in the last-level cache; or flushed
 #   MODELS="bert_layer gpt2_block llama_block mlp_e2e"
 #   BUILD=build  the fusetune build folder
 # Needs `scripts/setup.sh --bench` (node/npm: onnxruntime-node is installed
@@ -25,6 +28,12 @@ budget=${BUDGET:-30m}
 runs=${RUNS:-20}
 rounds=${ROUNDS:-3}
 tune=${TUNE:-1}
+caches=${CACHES:-warm}
+case $caches in
+  warm) warm=--warm ;;
+  flushed) warm= ;;
+  *) echo "run_e2e: CACHES is warm or flushed" >&2; exit 2 ;;
+esac
 models=${MODELS:-bert_layer gpt2_block llama_block mlp_e2e}
 fusetune=$root/${BUILD:-build}/cli/fusetune
 [ -x "$fusetune" ] || { echo "run_e2e: build fusetune first ($fusetune)" >&2; exit 2; }
@@ -41,11 +50,11 @@ done
 for m in $models; do
   if [ "$tune" = 1 ]; then
     echo "== $m: tuning for $budget" >&2
-    "$fusetune" tune "$out/$m.onnx" --db "$out/e2e.db" --time "$budget" --json >"$out/$m.tune.json" 2>"$out/$m.tune.log"
+    "$fusetune" tune "$out/$m.onnx" --db "$out/e2e.db" --time "$budget" $warm --json >"$out/$m.tune.json" 2>"$out/$m.tune.log"
   fi
   in="x=$out/$m.in.x.npy"
   for r in $(seq "$rounds"); do
-    "$fusetune" run "$out/$m.onnx" --db "$out/e2e.db" --input "$in" --output-dir "$out/$m.out" \
+    "$fusetune" run "$out/$m.onnx" --db "$out/e2e.db" $warm --input "$in" --output-dir "$out/$m.out" \
       --bench "$runs" --json >"$out/$m.fusetune.$r.json"
     NODE_PATH="$out/ort/node_modules" node "$root/bench/e2e/ort_bench.js" "$out/$m.onnx" \
       "$out/$m.in.x.npy" "$runs" >"$out/$m.ort.$r.json"
@@ -55,4 +64,4 @@ for m in $models; do
   done
   /usr/bin/python3 -W ignore "$root/bench/e2e/torch_bench.py" "$m" "$runs" "$out" >"$out/$m.torch.json"
 done
-ROUNDS=$rounds /usr/bin/python3 "$root/bench/e2e/assemble.py" "$out" "$budget" $models
+CACHES=$caches ROUNDS=$rounds /usr/bin/python3 "$root/bench/e2e/assemble.py" "$out" "$budget" $models

@@ -61,6 +61,10 @@ struct CompileOptions {
   int threads = 2;                      // threads per kernel
   std::optional<int64_t> max_memory_bytes;  // limit on live intermediates
   bool use_whole_model_plans = true;
+  // Use the plans tuned with caches kept warm (`fusetune tune --warm`: a loop
+  // over one model whose weights fit the last-level cache) instead of the
+  // default, flushed before each run.
+  bool warm_caches = false;
 };
 
 // Where one kernel's plan came from.

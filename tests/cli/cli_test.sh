@@ -237,6 +237,7 @@ $FUSETUNE compile "$M.onnx" --db "$TMP/tune.db" -o "$TMP/compiled.json" --explai
   --export-onnx "$TMP/fused.onnx" >"$TMP/compile.txt" || fail "compile"
 grep -qE "whole-model|exact" "$TMP/compile.txt" || fail "compile found nothing tuned: $(head -c 2000 "$TMP/compile.txt")"
 $FUSETUNE compile "$M.onnx" --db "$TMP/tune.db" --no-whole-model --max-memory 64MiB --json >"$TMP/compile.json" || fail "compile --json"
+$FUSETUNE compile "$M.onnx" --db "$TMP/tune.db" --no-whole-model --max-memory 64MiB --explain >"$TMP/compile_groups.txt" 2>/dev/null || fail "compile --no-whole-model --explain"
 $FUSETUNE run "$M.onnx" --db "$TMP/tune.db" --input "x=$M.in.x.npy" --output-dir "$TMP/compiled_out" --bench 20 --json >"$TMP/run_db.json" || fail "run --db --bench"
 $FUSETUNE run "$M.onnx" --plan "$TMP/compiled.json" --input "x=$M.in.x.npy" --verify >/dev/null || fail "run --plan compiled.json"
 /usr/bin/python3 - "$TMP" "$M" <<'PY' || fail "compile/run outputs"
@@ -247,7 +248,13 @@ tmp, m = sys.argv[1:]
 plan = json.load(open(f"{tmp}/compiled.json"))
 assert plan["format"] == "fusetune-plan" and all("source" in g for g in plan["groups"]), "provenance"
 summary = json.load(open(f"{tmp}/compile.json"))
-assert summary["sources"].get("exact", 0) > 0 and "whole-model" not in summary["sources"], summary["sources"]
+# Group records are consulted: a kernel's plan is an exact hit, or an exact
+# record lost to the partition (on a noisy host, the few measured repeats of
+# these 10-microsecond kernels can come out slower than an untuned group's
+# prediction).
+groups = open(f"{tmp}/compile_groups.txt").read()
+assert summary["sources"].get("exact", 0) > 0 or "(exact)" in groups, summary["sources"]
+assert "whole-model" not in summary["sources"], summary["sources"]
 assert summary["peak_intermediate_bytes"] <= 64 << 20
 run = json.load(open(f"{tmp}/run_db.json"))
 assert run["bench"]["runs"] == 20 and run["bench"]["median_ms"] > 0, run["bench"]
@@ -261,6 +268,23 @@ custom = [n for n in fused.graph.node if n.domain == "ai.fusetune"]
 multi = sum(len(g["nodes"]) > 1 for g in plan["groups"])
 assert len(custom) == multi and len(fused.graph.node) == len(plan["groups"]), (len(custom), multi, len(fused.graph.node))
 PY
+# tune --warm: records under the warm target key, which only compile/run --warm read
+$FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/warm.db" --warm --trials 20 --min-time 0 --json >/dev/null 2>&1 || fail "tune --warm"
+$FUSETUNE compile "$DATA/mlp.onnx" --db "$TMP/warm.db" --warm --json >"$TMP/warm_compile.json" || fail "compile --warm"
+$FUSETUNE compile "$DATA/mlp.onnx" --db "$TMP/warm.db" --json >"$TMP/flushed_compile.json" 2>/dev/null || fail "compile of a warm-only database"
+$FUSETUNE run "$DATA/mlp.onnx" --db "$TMP/warm.db" --warm --input x="$DATA/mlp.in.x.npy" --verify >/dev/null || fail "run --warm"
+/usr/bin/python3 - "$TMP" <<'PY' || fail "warm and flushed records kept apart"
+import json, sqlite3, sys
+tmp = sys.argv[1]
+warm = json.load(open(f"{tmp}/warm_compile.json"))["sources"]
+flushed = json.load(open(f"{tmp}/flushed_compile.json"))["sources"]
+assert "whole-model" in warm or "exact" in warm, warm
+assert "whole-model" not in flushed and "exact" not in flushed, flushed
+db = sqlite3.connect(f"{tmp}/warm.db")
+targets = {k for (k,) in db.execute("select distinct t.fingerprint from records r join targets t on r.target_id = t.id")}
+assert len(targets) == 1 and next(iter(targets)).endswith("-warm"), targets
+PY
+expect_error 2 "caches flushed" -- $FUSETUNE tune "$DATA/encoder_postln_op13.onnx" --db "$TMP/int.db" --resume --warm --trials 1
 expect_error 2 "no such tuning database" -- $FUSETUNE compile "$M.onnx" --db "$TMP/missing.db"
 expect_error 2 "max-memory '12Q'" -- $FUSETUNE compile "$M.onnx" --db "$TMP/tune.db" --max-memory 12Q
 expect_error 2 "within --max-memory" -- $FUSETUNE compile "$M.onnx" --db "$TMP/tune.db" --max-memory 16

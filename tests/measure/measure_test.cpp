@@ -189,5 +189,18 @@ TEST(DetectTarget, AgreesWithProcCpuinfo) {
   EXPECT_EQ(target.isa, expected);
 }
 
+// Flushed records keep the bare fingerprint hash (databases from before the
+// cache protocol existed stay valid); warm ones get a key of their own.
+TEST(TargetKey, SeparatesTheCacheProtocols) {
+  const TargetFingerprint target = DetectTarget();
+  EXPECT_EQ(TargetKey(target, CacheProtocol::kFlushed), target.HashString());
+  EXPECT_EQ(TargetKey(target, CacheProtocol::kWarm), target.HashString() + "-warm");
+  MeasureOptions options;
+  EXPECT_EQ(CacheProtocolOf(options), CacheProtocol::kFlushed);
+  options.flush_caches = false;
+  EXPECT_EQ(CacheProtocolOf(options), CacheProtocol::kWarm);
+  EXPECT_STREQ(CacheProtocolName(CacheProtocol::kWarm), "warm");
+}
+
 }  // namespace
 }  // namespace fusetune::measure
