@@ -17,9 +17,7 @@ struct CompileArgs {
   std::string max_memory;  // "64MiB"; empty: no limit
   bool no_whole_model = false;
   bool warm = false;  // the plans tuned with `tune --warm`
-  measure::CacheProtocol caches() const {
-    return warm ? measure::CacheProtocol::kWarm : measure::CacheProtocol::kFlushed;
-  }
+  measure::CacheProtocol caches() const { return measure::CacheProtocolFor(warm); }
 };
 
 // --max-memory, --no-whole-model and --warm; --db is the caller's (required or not).

@@ -103,8 +103,7 @@ class CompilerImpl final : public Compiler {
     FT_ASSIGN_OR_RETURN(database_, compiler::OpenTuningDatabase(options_.database));
     FT_ASSIGN_OR_RETURN(index_,
                         compiler::LoadIndexForThisMachine(
-                            *database_, options_.warm_caches ? measure::CacheProtocol::kWarm
-                                                             : measure::CacheProtocol::kFlushed));
+                            *database_, measure::CacheProtocolFor(options_.warm_caches)));
     return Status::Ok();
   }
 

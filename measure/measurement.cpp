@@ -96,7 +96,7 @@ double Median(std::vector<double> v) { return Summarize(std::move(v)).median; }
 }  // namespace
 
 CacheProtocol CacheProtocolOf(const MeasureOptions& o) {
-  return o.flush_caches ? CacheProtocol::kFlushed : CacheProtocol::kWarm;
+  return CacheProtocolFor(!o.flush_caches);
 }
 
 double CompareOutputs(const TensorMap& got, const TensorMap& want,

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -116,6 +117,34 @@ int64_t CacheBytes(int name) {
   return v > 0 ? v : 0;
 }
 
+// The first line of a small sysfs file, or "" when it cannot be read.
+std::string ReadFirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// The last-level cache that cpu0 shares, as the kernel reports it ("32768K").
+// glibc's sysconf derives the L3 from CPUID, which under a hypervisor can
+// describe the whole host socket (320 MiB on a Zen 4 guest whose cores share
+// 32 MiB), so sysfs comes first and sysconf only where sysfs is missing.
+int64_t L3Bytes() {
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/", index);
+    const std::string level = ReadFirstLine(dir + "level");
+    if (level.empty()) break;
+    if (level != "3") continue;
+    const std::string size = ReadFirstLine(dir + "size");
+    char* end = nullptr;
+    const long long value = std::strtoll(size.c_str(), &end, 10);
+    if (value <= 0 || end == size.c_str()) break;
+    const int64_t scale = *end == 'K' ? 1024 : *end == 'M' ? 1024 * 1024 : 1;
+    return static_cast<int64_t>(value) * scale;
+  }
+  return CacheBytes(_SC_LEVEL3_CACHE_SIZE);
+}
+
 // A graph of one Relu over 16 floats: the smallest kernel the executor runs.
 Graph TinyGraph() {
   Graph g;
@@ -185,7 +214,7 @@ TargetFingerprint DetectTargetUncached() {
   f.logical_cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   f.l1d_bytes = CacheBytes(_SC_LEVEL1_DCACHE_SIZE);
   f.l2_bytes = CacheBytes(_SC_LEVEL2_CACHE_SIZE);
-  f.l3_bytes = CacheBytes(_SC_LEVEL3_CACHE_SIZE);
+  f.l3_bytes = L3Bytes();
   f.fusetune_version = FUSETUNE_VERSION;
   return f;
 }

@@ -34,6 +34,10 @@ TargetFingerprint DetectTarget();  // read once per process
 // their records live under different target keys and are never compared.
 enum class CacheProtocol { kFlushed, kWarm };
 const char* CacheProtocolName(CacheProtocol caches);  // "flushed", "warm"
+// The protocol a `--warm` flag (or `warm_caches` option) asks for.
+inline CacheProtocol CacheProtocolFor(bool warm) {
+  return warm ? CacheProtocol::kWarm : CacheProtocol::kFlushed;
+}
 
 // The target key records are stored and looked up under: the fingerprint's
 // hash for flushed caches, with "-warm" appended for warm ones.
