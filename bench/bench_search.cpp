@@ -187,7 +187,8 @@ int main(int argc, char** argv) {
     tables["_calibration"] = measure::CalibrationToJson(measure::Calibrate(2));
   }
   const cost_model::TargetFeatures target =
-      cost_model::TargetFeaturesFromCalibration(tables["_calibration"]);
+      cost_model::TargetFeaturesFromCalibration(tables["_calibration"],
+                                                measure::CacheProtocol::kFlushed);
   auto measurer = measure::Measurer::Create(FUSETUNE_WORKER);
   if (!measurer.ok()) {
     fmt::print(stderr, "bench_search: {}\n", measurer.error().ToString());
@@ -262,12 +263,14 @@ int main(int argc, char** argv) {
     search::TaskSearch search(*big.task, {}, 1);
     auto options = Options(target);
     options.flush_caches = flush;
+    cost_model::TargetFeatures protocol_target = target;
+    protocol_target.warm_caches = !flush;
     const auto start = std::chrono::steady_clock::now();
     int trials = 0;
     double found = INFINITY;
     while (trials < 64) {
       const int count = search.rounds() == 0 ? 2 : 8;
-      for (const search::Proposal& p : search.Propose(count, *model, target)) {
+      for (const search::Proposal& p : search.Propose(count, *model, protocol_target)) {
         auto c = measure::GroupCandidate(big.task->graph, *big.task->space, p.tiling, "big");
         const auto r = (*measurer)->Measure(*c, options);
         search.AddMeasured(p.tiling, r.ok() ? std::optional<double>(r.time.median) : std::nullopt);

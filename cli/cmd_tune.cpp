@@ -112,7 +112,8 @@ int Tune(TuneArgs& args) {
   nlohmann::json calibration;
   auto target = EnsureTarget(database, args.tuner.measure.threads, caches, &calibration);
   if (!target.ok()) return ReportError(target.error());
-  search::TunerContext context{*target, cost_model::TargetFeaturesFromCalibration(calibration), 0};
+  search::TunerContext context{
+      *target, cost_model::TargetFeaturesFromCalibration(calibration, caches), 0};
   args.tuner.measure.peak_gflops = context.target_features.peak_gflops;
   args.tuner.measure.dram_gbps = context.target_features.dram_gbps;
 

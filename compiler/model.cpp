@@ -23,10 +23,11 @@ Result<std::unique_ptr<TuningIndex>> LoadIndexForThisMachine(db::Database& datab
                                                              measure::CacheProtocol caches) {
   const std::string target = measure::TargetKey(measure::DetectTarget(), caches);
   FT_ASSIGN_OR_RETURN(auto stored, database.GetTarget(target));
-  cost_model::TargetFeatures features;
-  if (stored.has_value())
-    features = cost_model::TargetFeaturesFromCalibration(
-        nlohmann::json::parse(stored->calibration, nullptr, false));
+  const auto calibration = stored.has_value()
+                               ? nlohmann::json::parse(stored->calibration, nullptr, false)
+                               : nlohmann::json();
+  const cost_model::TargetFeatures features =
+      cost_model::TargetFeaturesFromCalibration(calibration, caches);
   return TuningIndex::Load(database, target, features);
 }
 

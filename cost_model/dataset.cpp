@@ -94,7 +94,8 @@ Result<Dataset> LoadDataset(db::Database& database, const DatasetOptions& option
       const auto calibration = t.ok() && t->has_value()
                                    ? nlohmann::json::parse((*t)->calibration, nullptr, false)
                                    : nlohmann::json();
-      targets[r.target] = TargetFeaturesFromCalibration(calibration);
+      targets[r.target] = TargetFeaturesFromCalibration(
+          calibration, measure::CacheProtocolOfTargetKey(r.target));
     }
     const TargetFeatures& target = targets[r.target];
     auto it = rebuilt.find(r.workload_key);

@@ -30,7 +30,7 @@ const std::vector<std::string> kNames = {
     // op mix of prologue and epilogue (or the tile program)
     "ops_operand", "ops_activation", "ops_reduction", "ops_total", "outputs",
     // target
-    "log_peak_gflops", "log_dram_gbps", "log_l2_gbps", "launch_us", "threads",
+    "log_peak_gflops", "log_dram_gbps", "log_l2_gbps", "launch_us", "threads", "warm_caches",
     // analytical time parts (seconds, log2)
     "log_compute_s", "log_memory_s", "log_overhead_s", "log_analytical_s"};
 
@@ -150,8 +150,10 @@ void TemplateFeatures(const KernelInstance& in, const Tiling& tiling, double* sh
 
 }  // namespace
 
-TargetFeatures TargetFeaturesFromCalibration(const nlohmann::json& c) {
+TargetFeatures TargetFeaturesFromCalibration(const nlohmann::json& c,
+                                             measure::CacheProtocol caches) {
   TargetFeatures t;
+  t.warm_caches = caches == measure::CacheProtocol::kWarm;
   if (!c.is_object()) return t;
   auto positive = [&](const char* key, double fallback) {
     const double v = c.value(key, 0.0);
@@ -248,6 +250,7 @@ AnalyticalParts ExtractFeatures(const GroupInfo& group, const Tiling& tiling,
                            Log2(target.l2_gbps),
                            target.launch_us,
                            static_cast<double>(target.threads),
+                           target.warm_caches ? 1.0 : 0.0,
                            LogSeconds(parts.compute),
                            LogSeconds(parts.memory),
                            LogSeconds(parts.overhead),

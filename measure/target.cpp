@@ -199,10 +199,21 @@ const char* CacheProtocolName(CacheProtocol caches) {
   return caches == CacheProtocol::kWarm ? "warm" : "flushed";
 }
 
+namespace {
+constexpr const char* kWarmSuffix = "-warm";
+}  // namespace
+
 std::string TargetKey(const TargetFingerprint& f, CacheProtocol caches) {
   // Flushed keeps the bare hash, so databases from before the protocol
   // existed (all flushed) stay valid.
-  return caches == CacheProtocol::kWarm ? f.HashString() + "-warm" : f.HashString();
+  return caches == CacheProtocol::kWarm ? f.HashString() + kWarmSuffix : f.HashString();
+}
+
+CacheProtocol CacheProtocolOfTargetKey(const std::string& target_key) {
+  const size_t n = std::strlen(kWarmSuffix);
+  const bool warm = target_key.size() > n &&
+                    target_key.compare(target_key.size() - n, n, kWarmSuffix) == 0;
+  return CacheProtocolFor(warm);
 }
 
 namespace {

@@ -42,6 +42,8 @@ inline CacheProtocol CacheProtocolFor(bool warm) {
 // The target key records are stored and looked up under: the fingerprint's
 // hash for flushed caches, with "-warm" appended for warm ones.
 std::string TargetKey(const TargetFingerprint& f, CacheProtocol caches);
+// The protocol a stored target key was measured under (its "-warm" suffix).
+CacheProtocol CacheProtocolOfTargetKey(const std::string& target_key);
 
 struct Calibration {
   TargetFingerprint target;

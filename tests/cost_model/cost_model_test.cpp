@@ -4,7 +4,9 @@
 // analytical model's ranking, and errors for unusable training sets.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
@@ -237,6 +239,50 @@ TEST(Dataset, RepeatedMeasurementsOfACandidateAreOneSampleAtTheirFastest) {
   std::vector<double> seconds = {data->y[0].seconds, data->y[1].seconds};
   std::sort(seconds.begin(), seconds.end());
   EXPECT_EQ(seconds, (std::vector<double>{1e-4, 2e-4}));
+}
+
+TEST(Features, TheCacheProtocolIsAFeatureAndNothingElseMoves) {
+  Groups g = LoadGroups("encoder_postln_op13");
+  const search::Task& t = g.tasks.front();
+  const GroupInfo info = InfoOf(t);
+  const Tiling tiling = t.tilings().Default();
+  const TargetFeatures flushed = TargetFeaturesFromCalibration({}, measure::CacheProtocol::kFlushed);
+  const TargetFeatures warm = TargetFeaturesFromCalibration({}, measure::CacheProtocol::kWarm);
+  EXPECT_FALSE(flushed.warm_caches);
+  EXPECT_TRUE(warm.warm_caches);
+  std::vector<float> a(NumFeatures()), b(NumFeatures());
+  ExtractFeatures(info, tiling, flushed, a.data());
+  ExtractFeatures(info, tiling, warm, b.data());
+  const auto& names = FeatureNames();
+  const size_t slot = std::find(names.begin(), names.end(), "warm_caches") - names.begin();
+  ASSERT_LT(slot, names.size());
+  for (size_t i = 0; i < names.size(); ++i)
+    EXPECT_EQ(a[i] != b[i], i == slot) << names[i];
+}
+
+TEST(Dataset, WarmAndFlushedRecordsOfOneTilingAreTwoSamplesTheProtocolTellsApart) {
+  // tune --warm stores records under "<fingerprint>-warm"; retrain over the
+  // whole database reads both protocols. The same tiling is then two
+  // samples with two times, which the features must separate.
+  Groups g = LoadGroups("encoder_postln_op13");
+  const search::Task& t = g.tasks.front();
+  auto db = DatabaseWithTasks(g);
+  ASSERT_TRUE(db->PutTarget({"target-warm", "{}", "{}"}).ok());
+  const Tiling tiling = t.tilings().Default();
+  db::Record flushed = RecordOf(t, tiling, 3e-4);
+  db::Record warm = RecordOf(t, tiling, 1e-4);
+  warm.target = "target-warm";
+  std::vector<db::Record> records = {flushed, warm};
+  ASSERT_TRUE(db->CommitRecords(records).ok());
+  auto data = LoadDataset(*db, {}, nullptr);
+  ASSERT_TRUE(data.ok()) << data.error().message();
+  ASSERT_EQ(data->size(), 2);
+  const auto& names = FeatureNames();
+  const size_t slot = std::find(names.begin(), names.end(), "warm_caches") - names.begin();
+  std::map<float, double> seconds_by_protocol;
+  for (int64_t i = 0; i < data->size(); ++i)
+    seconds_by_protocol[data->x.row(i)[slot]] = data->y[i].seconds;
+  EXPECT_EQ(seconds_by_protocol, (std::map<float, double>{{0.f, 3e-4}, {1.f, 1e-4}}));
 }
 
 TEST(Training, EvaluationOverSplitsIsTheMeanOfEachSplit) {
