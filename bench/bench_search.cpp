@@ -14,10 +14,14 @@
 // caches flushed and warm: the best time as a fraction of the FMA peak, and
 // the wall time spent.
 //
-// Usage: bench_search [--quick] [--json FILE] [--tables FILE] [--replay FILE]
+// Usage: bench_search [--quick] [--json FILE] [--tables FILE] [--replay FILE] [--ranks FILE]
 // --tables writes every measured time (workload -> tiling -> seconds);
 // --replay reads such a file instead of measuring part 1 and skips part 2,
-// so that search and cost-model changes can be compared on the same times.
+// so that search and cost-model changes can be compared on the same times;
+// --ranks writes, per workload, every tiling's measured and analytical
+// seconds (workload -> tiling -> [measured, analytical]): where the
+// analytical ranking and the measurements disagree is where search spends
+// its trials.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -146,7 +150,7 @@ T Median(std::vector<T> v) {
 int main(int argc, char** argv) {
   using namespace fusetune;
   bool quick = false;
-  std::string json_path, tables_path, replay_path;
+  std::string json_path, tables_path, replay_path, ranks_path;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick")
@@ -165,9 +169,12 @@ int main(int argc, char** argv) {
       tables_path = argv[++i];
     else if (a == "--replay" && i + 1 < argc)
       replay_path = argv[++i];
+    else if (a == "--ranks" && i + 1 < argc)
+      ranks_path = argv[++i];
     else {
       fmt::print(stderr,
-                 "usage: bench_search [--quick] [--json FILE] [--tables FILE] [--replay FILE]\n");
+                 "usage: bench_search [--quick] [--json FILE] [--tables FILE] [--replay FILE] "
+                 "[--ranks FILE]\n");
       return 2;
     }
   }
@@ -195,6 +202,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   nlohmann::json out{{"peak_gflops", target.peak_gflops}, {"workloads", nlohmann::json::array()}};
+  nlohmann::json ranks = nlohmann::json::object();
   fmt::print("{:<32} {:>6} {:>10} {:>12} {:>12} {:>12} {:>7}\n", "workload", "space", "best ms",
              "64 trials", "tuner to 5%", "random to 5%", "ratio");
   for (const Workload& w : Workloads()) {
@@ -227,6 +235,13 @@ int main(int argc, char** argv) {
     for (const auto& [tiling, t] : table)
       tables[w.name][tiling] = std::isfinite(t) ? nlohmann::json(t) : nlohmann::json(nullptr);
     const double best = *std::min_element(times.begin(), times.end());
+    const cost_model::GroupInfo info = cost_model::MakeGroupInfo(*p.task->graph, p.task->instance());
+    if (!ranks_path.empty())
+      for (const Tiling& t : all)
+        ranks[w.name][TilingToString(t)] = {
+            std::isfinite(table[TilingToString(t)]) ? nlohmann::json(table[TilingToString(t)])
+                                                    : nlohmann::json(nullptr),
+            cost_model::AnalyticalSeconds(info, t, target)};
     std::vector<int64_t> tuner_trials;
     std::vector<double> at64;
     for (uint64_t seed = 1; seed <= 5; ++seed) {
@@ -248,6 +263,7 @@ int main(int argc, char** argv) {
                                 {"tuner_trials_to_5pct", tt},
                                 {"random_trials_to_5pct", rt}});
   }
+  if (!ranks_path.empty()) std::ofstream(ranks_path) << ranks.dump(1) << "\n";
   if (!replay_path.empty()) {  // part 2 measures live
     if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
     return 0;

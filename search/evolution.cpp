@@ -17,7 +17,8 @@ TaskSearch::TaskSearch(const Task& task, EvolutionOptions options, uint64_t seed
       predicted_best_(task.tilings().Default()) {}
 
 void TaskSearch::AddMeasured(const Tiling& tiling, std::optional<double> seconds) {
-  measured_[TilingToString(tiling)] = seconds;
+  const auto [it, added] = measured_.insert_or_assign(TilingToString(tiling), seconds);
+  if (added && seconds.has_value() && *seconds > 0) measured_ok_.emplace_back(tiling, *seconds);
   if (seconds.has_value() && (!best_seconds_.has_value() || *seconds < *best_seconds_)) {
     best_seconds_ = seconds;
     best_tiling_ = tiling;
@@ -37,9 +38,39 @@ std::vector<double> TaskSearch::Score(const std::vector<Tiling>& tilings,
   for (const Tiling& t : tilings) x.Add(group_, t, target);
   const std::vector<cost_model::Prediction> predicted = model.Predict(x);
   std::vector<double> score(tilings.size());
-  for (size_t i = 0; i < tilings.size(); ++i)
-    score[i] = predicted[i].seconds * std::exp2(-options_.explore * predicted[i].uncertainty);
+  for (size_t i = 0; i < tilings.size(); ++i) {
+    double log2_factor = -options_.explore * predicted[i].uncertainty;
+    if (correction_.active())
+      if (auto choice = task_->tilings().ChoiceOf(tilings[i]))
+        log2_factor += correction_.Log2Factor(*choice);
+    score[i] = predicted[i].seconds * std::exp2(log2_factor);
+  }
   return score;
+}
+
+void TaskSearch::FitCorrection(const cost_model::CostModel& model,
+                               const cost_model::TargetFeatures& target) {
+  // The most recent measurements, enough to fit a handful of effects per
+  // parameter; a long job's thousands would only cost prediction time.
+  constexpr size_t kMaxSamples = 512;
+  const size_t first = measured_ok_.size() > kMaxSamples ? measured_ok_.size() - kMaxSamples : 0;
+  std::vector<std::vector<int>> choices;
+  std::vector<double> seconds;
+  cost_model::FeatureMatrix x;
+  for (size_t i = first; i < measured_ok_.size(); ++i) {
+    auto choice = task_->tilings().ChoiceOf(measured_ok_[i].first);
+    if (!choice.has_value()) continue;
+    choices.push_back(std::move(*choice));
+    seconds.push_back(measured_ok_[i].second);
+    x.Add(group_, measured_ok_[i].first, target);
+  }
+  std::vector<double> residuals(choices.size());
+  if (!choices.empty()) {
+    const std::vector<cost_model::Prediction> predicted = model.Predict(x);
+    for (size_t i = 0; i < choices.size(); ++i)
+      residuals[i] = std::log2(seconds[i] / std::max(predicted[i].seconds, 1e-12));
+  }
+  correction_.Fit(task_->tilings(), choices, residuals);
 }
 
 std::optional<Tiling> TaskSearch::Mutate(const Tiling& parent) {
@@ -81,6 +112,7 @@ std::vector<Tiling> TaskSearch::Evolve(const cost_model::CostModel& model,
                                        const cost_model::TargetFeatures& target,
                                        std::vector<double>* ranked_scores) {
   const TilingSpace& space = task_->tilings();
+  if (options_.correct_residuals) FitCorrection(model, target);
   std::vector<Tiling> population = SampleTilings(space, options_.population, rng_);
   if (best_tiling_.has_value()) population.push_back(*best_tiling_);
   population.push_back(space.Default());

@@ -22,6 +22,7 @@
 
 #include "common/rng.h"
 #include "cost_model/cost_model.h"
+#include "search/residuals.h"
 #include "search/tasks.h"
 
 namespace fusetune::search {
@@ -35,6 +36,9 @@ struct EvolutionOptions {
   double explore = 0.5;
   int patience = 3;
   double min_gain = 0.01;
+  // Correct the model's ranking by what this task's own measurements say of
+  // it (search/residuals.h), from the fourth measured tiling on.
+  bool correct_residuals = true;
 };
 
 struct Proposal {
@@ -87,6 +91,8 @@ class TaskSearch {
                              std::vector<double>* ranked_scores);
   std::vector<double> Score(const std::vector<Tiling>& tilings, const cost_model::CostModel& model,
                             const cost_model::TargetFeatures& target) const;
+  // Refits correction_ to the measured tilings under `model`.
+  void FitCorrection(const cost_model::CostModel& model, const cost_model::TargetFeatures& target);
   std::optional<Tiling> Mutate(const Tiling& parent);
   std::optional<Tiling> Crossover(const Tiling& a, const Tiling& b);
 
@@ -95,6 +101,8 @@ class TaskSearch {
   EvolutionOptions options_;
   Rng rng_;
   std::map<std::string, std::optional<double>> measured_;  // TilingToString -> seconds
+  std::vector<std::pair<Tiling, double>> measured_ok_;     // in the order measured
+  ResidualCorrection correction_;
   std::optional<double> best_seconds_, best_at_round_start_;
   std::optional<Tiling> best_tiling_;
   Tiling predicted_best_;

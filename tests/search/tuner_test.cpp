@@ -5,9 +5,12 @@
 // whole plan never slower than unfused or greedy, determinism, and stopping.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
+#include "common/check.h"
 #include "common/hash.h"
+#include "common/rng.h"
 #include "fusion_space/plan_json.h"
 #include "graph/text_format.h"
 #include "search/tuner.h"
@@ -110,6 +113,100 @@ TEST(TaskSearch, SuggestionsComeFirstOnceAndOnlyWhenLegal) {
   search.EndRound();
   for (const Proposal& p : search.Propose(4, *model, {}, {suggested}))
     EXPECT_NE(TilingToString(p.tiling), TilingToString(suggested)) << "measured already";
+}
+
+// A GEMM task of the MLP with a tiling space large enough to search.
+const Task& GemmTask(const std::vector<Task>& tasks) {
+  auto gemm = std::find_if(tasks.begin(), tasks.end(), [](const Task& t) {
+    return t.kind == KernelTemplate::kGemm && t.tilings().size() > 200;
+  });
+  FT_CHECK(gemm != tasks.end(), "the MLP has a GEMM task");
+  return *gemm;
+}
+
+// The "device" of the residual tests: the analytical time, twice as long for
+// tilings of one parameter value the model cannot see.
+struct HiddenPenalty {
+  const TilingSpace* space;
+  size_t param;
+  int slow_value;
+  double operator()(const Tiling& t, const cost_model::CostModel& model,
+                    const cost_model::GroupInfo& group) const {
+    cost_model::FeatureMatrix x;
+    x.Add(group, t, {});
+    const double predicted = model.Predict(x)[0].seconds;
+    return (*space->ChoiceOf(t))[param] == slow_value ? 2 * predicted : predicted;
+  }
+};
+
+TEST(ResidualCorrection, LearnsAParameterValueTheModelDoesNotSeeAndNothingFromNoise) {
+  Model m = Load("mlp");
+  std::vector<Task> tasks = ExtractTasks(*m.graph, *m.space);
+  const Task& task = GemmTask(tasks);
+  const TilingSpace& space = task.tilings();
+  size_t param = 0;
+  while (param < space.params().size() && space.params()[param].values.size() < 2) ++param;
+  ASSERT_LT(param, space.params().size());
+  Rng rng(5);
+  std::vector<std::vector<int>> choices;
+  std::vector<double> slow_residuals, equal_residuals;
+  for (int i = 0; i < 40; ++i) {
+    choices.push_back(*space.ChoiceOf(space.Sample(rng)));
+    slow_residuals.push_back(choices.back()[param] == 0 ? 1.0 : 0.0);  // value 0: 2x slower
+    equal_residuals.push_back(0.25);                                   // the model 19% off everywhere
+  }
+  ResidualCorrection correction;
+  correction.Fit(space, {choices.begin(), choices.begin() + 3}, {0.0, 1.0, 0.0});
+  EXPECT_FALSE(correction.active()) << "three samples are too few";
+  correction.Fit(space, choices, equal_residuals);
+  ASSERT_TRUE(correction.active());
+  for (const auto& c : choices) EXPECT_NEAR(correction.Log2Factor(c), 0.0, 1e-12);
+  correction.Fit(space, choices, slow_residuals);
+  for (const auto& c : choices) {
+    std::vector<int> other = c;
+    other[param] = c[param] == 0 ? 1 : 0;
+    const double slow_minus_fast = c[param] == 0
+                                       ? correction.Log2Factor(c) - correction.Log2Factor(other)
+                                       : correction.Log2Factor(other) - correction.Log2Factor(c);
+    EXPECT_GT(slow_minus_fast, 0.5) << "value 0 of parameter " << param << " ranks slower";
+  }
+}
+
+TEST(TaskSearch, MeasuredResidualsSteerTheRankingAwayFromWhatTheModelMisses) {
+  Model m = Load("mlp");
+  std::vector<Task> tasks = ExtractTasks(*m.graph, *m.space);
+  const Task& task = GemmTask(tasks);
+  auto model = cost_model::MakeAnalyticalModel();
+  const cost_model::GroupInfo group = cost_model::MakeGroupInfo(*task.graph, task.instance());
+  // The parameter whose first value the model's best predicted tilings share.
+  TaskSearch probe(task, {}, 1);
+  probe.Propose(8, *model, {});
+  const std::vector<int> predicted_best = *task.tilings().ChoiceOf(probe.predicted_best());
+  size_t param = 0;
+  while (param < predicted_best.size() && task.tilings().params()[param].values.size() < 2) ++param;
+  const HiddenPenalty device{&task.tilings(), param, predicted_best[param]};
+  auto slow_share = [&](bool correct) {
+    EvolutionOptions options;
+    options.correct_residuals = correct;
+    options.epsilon = 0;
+    TaskSearch search(task, options, 1);
+    int slow = 0, proposed = 0;
+    for (int round = 0; round < 6; ++round) {
+      for (const Proposal& p : search.Propose(8, *model, {})) {
+        const double seconds = device(p.tiling, *model, group);
+        if (round >= 2) {  // after 8-10 measurements
+          ++proposed;
+          slow += (*task.tilings().ChoiceOf(p.tiling))[param] == device.slow_value;
+        }
+        search.AddMeasured(p.tiling, seconds);
+      }
+      search.EndRound();
+    }
+    return static_cast<double>(slow) / proposed;
+  };
+  const double uncorrected = slow_share(false), corrected = slow_share(true);
+  EXPECT_GT(uncorrected, 0.5) << "the model alone keeps proposing the penalised value";
+  EXPECT_LT(corrected, 0.25) << "the correction moves the search off it";
 }
 
 // A deterministic stand-in for the device: a time from the plan's text.
