@@ -12,7 +12,7 @@
 //   1. measures the whole model's unfused and greedy plans (the baselines);
 //   2. repeats: the scheduler (scheduler.h) picks a task, its evolutionary
 //      search (evolution.h) proposes a round of tilings ranked by the cost
-//      model, each is measured and handed to callbacks.commit as it arrives;
+//      model, corrected by the task's own residuals (residuals.h), each is measured and handed to callbacks.commit as it arrives;
 //      every `model_update_every` new results the XGBoost model is retrained
 //      within `model_update_seconds` (online update); a task's round also
 //      tries the best tilings of tasks with the same tiling space (the same
