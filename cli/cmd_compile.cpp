@@ -59,7 +59,7 @@ void WarnAboutFallbacks(const compiler::CompiledPlan& plan) {
 int Compile(const CompileCommandArgs& args) {
   auto graph = LoadModel(args.model, args.model_options);
   if (!graph.ok()) return ReportError(graph.error());
-  auto model = CompileWithDatabase(std::move(*graph), args.threads, args.compile);
+  auto model = CompileWithDatabase(std::move(*graph), args.threads, args.compile, args.explain);
   if (!model.ok()) return ReportError(model.error());
   compiler::CompiledModel& m = **model;
   const compiler::CompiledPlan& plan = m.compiled();

@@ -45,7 +45,8 @@ Result<int64_t> ParseBytes(const std::string& text, const char* flag) {
 }
 
 Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(Graph graph, int threads,
-                                                                     const CompileArgs& args) {
+                                                                     const CompileArgs& args,
+                                                                     bool explain) {
   auto database = compiler::OpenTuningDatabase(args.db);
   if (!database.ok()) return database.error().WithContext("--db");
   FT_ASSIGN_OR_RETURN(auto index, compiler::LoadIndexForThisMachine(**database, args.caches()));
@@ -54,6 +55,7 @@ Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(Graph graph
     FT_ASSIGN_OR_RETURN(options.max_memory_bytes, ParseBytes(args.max_memory, "--max-memory"));
   }
   options.whole_model_plans = !args.no_whole_model;
+  options.target_features = explain;
   kernels::KernelConfig config;
   config.threads = threads;
   return compiler::CompiledModel::Compile(std::move(graph), config, *index, options);

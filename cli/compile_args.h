@@ -27,8 +27,10 @@ void AddCompileOptions(CLI::App* cmd, CompileArgs* args);
 Result<int64_t> ParseBytes(const std::string& text, const char* flag);
 
 // Opens the database read-only (it must exist), loads this machine's index
-// and compiles `graph`.
+// and compiles `graph`; `explain`: keep what --explain shows (the target's
+// figures for each kernel's analytical parts).
 Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(Graph graph, int threads,
-                                                                     const CompileArgs& args);
+                                                                     const CompileArgs& args,
+                                                                     bool explain = false);
 
 }  // namespace fusetune::cli

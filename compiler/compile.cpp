@@ -146,7 +146,7 @@ Result<CompiledPlan> CompileGraph(FusionSpace& space, TuningIndex& index,
   const auto start = std::chrono::steady_clock::now();
   CompiledPlan out;
   out.graph_key = space.canonical().key.ToString();
-  out.target = index.features();
+  if (options.target_features) out.target = index.features();
   auto finish = [&](std::optional<int64_t> peak = std::nullopt) {
     out.model = index.model_label();  // "not consulted" when every group was tuned
     Summarise(space, &out, peak);
@@ -160,6 +160,7 @@ Result<CompiledPlan> CompileGraph(FusionSpace& space, TuningIndex& index,
   }
 
   FT_ASSIGN_OR_RETURN(CandidateChoices chosen, ChooseCandidates(space, index, options));
+  out.target = index.features();
   out.scale = chosen.scale;
   out.candidates = chosen.choices;
   const auto& groups = space.candidates().groups;

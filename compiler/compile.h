@@ -64,6 +64,9 @@ struct CompileOptions {
   std::optional<int64_t> max_memory_bytes;  // peak bytes of live intermediates
   bool whole_model_plans = true;
   int64_t max_model_tilings = 4096;  // tilings the cost model ranks per group
+  // Fill CompiledPlan::target even when no group needed a prediction (a
+  // whole-model plan): `--explain` shows each kernel's analytical parts.
+  bool target_features = false;
 };
 
 struct CompiledPlan {
@@ -77,7 +80,9 @@ struct CompiledPlan {
   int64_t peak_bytes = 0;
   double bytes = 0, unfused_bytes = 0;
   double scale = 1;                   // median measured / analytical time over exact hits
-  cost_model::TargetFeatures target;  // the machine the analytical parts are for
+  // The machine the analytical parts are for: set when groups were
+  // predicted, or when CompileOptions::target_features asks for it.
+  std::optional<cost_model::TargetFeatures> target;
   std::map<PlanSource, int> count;
   std::string model;  // the cost model consulted, or "none"
   // Per candidate group (empty for whole-model plans), for explanations.

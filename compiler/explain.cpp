@@ -39,9 +39,9 @@ std::string Time(const GroupChoice& c) {
 std::string Parts(FusionSpace& space, const CompiledPlan& plan, const GroupDecision& d,
                   const cost_model::CostModel& analytical) {
   const KernelInstance& instance = space.Match(d.nodes).instance;
-  if (instance.kind == KernelTemplate::kReference) return "";
+  if (instance.kind == KernelTemplate::kReference || !plan.target) return "";
   cost_model::FeatureMatrix x;
-  x.Add(cost_model::MakeGroupInfo(space.graph(), instance), d.choice.tiling, plan.target);
+  x.Add(cost_model::MakeGroupInfo(space.graph(), instance), d.choice.tiling, *plan.target);
   return analytical.Predict(x).front().ToString();
 }
 

@@ -22,13 +22,7 @@ Result<std::unique_ptr<db::Database>> OpenTuningDatabase(const std::string& path
 Result<std::unique_ptr<TuningIndex>> LoadIndexForThisMachine(db::Database& database,
                                                              measure::CacheProtocol caches) {
   const std::string target = measure::TargetKey(measure::DetectTarget(), caches);
-  FT_ASSIGN_OR_RETURN(auto stored, database.GetTarget(target));
-  const auto calibration = stored.has_value()
-                               ? nlohmann::json::parse(stored->calibration, nullptr, false)
-                               : nlohmann::json();
-  const cost_model::TargetFeatures features =
-      cost_model::TargetFeaturesFromCalibration(calibration, caches);
-  return TuningIndex::Load(database, target, features);
+  return TuningIndex::Load(database, target, caches);
 }
 
 CompiledModel::CompiledModel(Graph graph, kernels::KernelConfig config)

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "common/log.h"
 #include "cost_model/training.h"
 #include "fusion_space/plan_json.h"
 #include "graph/text_format.h"
@@ -14,11 +15,26 @@ namespace fusetune::compiler {
 
 Result<std::unique_ptr<TuningIndex>> TuningIndex::Load(db::Database& database,
                                                        const std::string& target,
-                                                       cost_model::TargetFeatures features) {
-  auto index = Empty(features);
+                                                       measure::CacheProtocol caches) {
+  auto index = std::unique_ptr<TuningIndex>(new TuningIndex());
   index->database_ = &database;
   index->target_ = target;
+  index->caches_ = caches;
   return index;
+}
+
+const cost_model::TargetFeatures& TuningIndex::features() {
+  if (features_) return *features_;
+  nlohmann::json calibration;
+  if (database_ != nullptr) {
+    auto stored = database_->GetTarget(target_);
+    if (!stored.ok())
+      FT_LOG_WARN("predictions use default machine figures: {}", stored.error().ToString());
+    else if (stored->has_value())
+      calibration = nlohmann::json::parse((*stored)->calibration, nullptr, false);
+  }
+  features_ = cost_model::TargetFeaturesFromCalibration(calibration, caches_);
+  return *features_;
 }
 
 std::unique_ptr<TuningIndex> TuningIndex::Empty(cost_model::TargetFeatures features) {

@@ -5,7 +5,8 @@
 // miss, the shape buckets: tuned group workloads by structure key
 // (graph/workload_key.h), so a group at a sequence length never tuned finds
 // the nearest tuned one. A compile whose groups are all tuned thus reads a
-// few rows, not the whole database (issue 9's 1 ms budget).
+// few rows, not the whole database (issue 9's 1 ms budget); it does not even
+// read the target's calibration, which only predictions need.
 #pragma once
 
 #include <map>
@@ -18,6 +19,7 @@
 #include "cost_model/cost_model.h"
 #include "db/database.h"
 #include "fusion_space/tiling_space.h"
+#include "measure/target.h"
 
 namespace fusetune::compiler {
 
@@ -30,10 +32,12 @@ struct BucketMatch {
 
 class TuningIndex {
  public:
-  // An index of `target`'s plans in `database`, which must outlive it.
+  // An index of `target`'s plans in `database`, which must outlive it; the
+  // target features come from the calibration stored under `target`, read
+  // on the first call to features(), measured under `caches`.
   static Result<std::unique_ptr<TuningIndex>> Load(db::Database& database,
                                                    const std::string& target,
-                                                   cost_model::TargetFeatures features);
+                                                   measure::CacheProtocol caches);
   // No database: every group falls back to its default.
   static std::unique_ptr<TuningIndex> Empty(cost_model::TargetFeatures features);
 
@@ -59,7 +63,10 @@ class TuningIndex {
   // Its validation top-1 score (best measured over the measured time of its
   // predicted best): 1/top1 - 1 is the loss expected from trusting it.
   std::optional<double> model_top1() const { return model_top1_; }
-  const cost_model::TargetFeatures& features() const { return features_; }
+  // What predictions need of the machine (cost_model/features.h): read from
+  // the database once, on the first call; the defaults when the target has
+  // no stored calibration or it cannot be read (with a warning).
+  const cost_model::TargetFeatures& features();
   const std::string& target() const { return target_; }
   // Best plans read so far.
   size_t size() const { return bests_.size(); }
@@ -77,7 +84,8 @@ class TuningIndex {
 
   db::Database* database_ = nullptr;
   std::string target_;
-  cost_model::TargetFeatures features_;
+  measure::CacheProtocol caches_ = measure::CacheProtocol::kFlushed;
+  std::optional<cost_model::TargetFeatures> features_;  // read on first use
   std::map<std::string, std::optional<db::BestPlan>> bests_;  // nullopt: none stored
   std::map<std::string, std::optional<double>> faster_stale_;
   bool all_bests_ = false;  // every key is in bests_

@@ -237,10 +237,11 @@ TEST(Compiler, AWholeModelRecordBeatenByAStaleOneIsNotTheTunedPlan) {
 class CountingDatabase : public db::Database {
  public:
   explicit CountingDatabase(db::Database& inner) : inner_(inner) {}
-  int best = 0, best_plans = 0, active_model = 0, faster_stale = 0;
+  int best = 0, best_plans = 0, active_model = 0, faster_stale = 0, targets = 0;
 
   Status PutTarget(const db::TargetEntry& t) override { return inner_.PutTarget(t); }
   Result<std::optional<db::TargetEntry>> GetTarget(const std::string& f) override {
+    ++targets;
     return inner_.GetTarget(f);
   }
   Result<std::vector<db::TargetEntry>> ListTargets() override { return inner_.ListTargets(); }
@@ -306,6 +307,8 @@ TEST(Compiler, ATunedModelReadsOnlyTheRowsItNeedsOnceAndNoCostModel) {
   EXPECT_EQ(plan->plan, unfused);
   EXPECT_EQ(counting.best_plans, 0);    // no scan of every workload's best
   EXPECT_EQ(counting.active_model, 0);  // nothing needed a cost model
+  EXPECT_EQ(counting.targets, 0);       // nor the target's calibration
+  EXPECT_FALSE(plan->target.has_value());
   EXPECT_EQ(plan->model, "not consulted");
   // The whole-model key, then each distinct group key once.
   std::set<std::string> keys;
@@ -317,6 +320,15 @@ TEST(Compiler, ATunedModelReadsOnlyTheRowsItNeedsOnceAndNoCostModel) {
   EXPECT_EQ(counting.best, reads);      // the index remembers what it read
   EXPECT_EQ(counting.faster_stale, 1);  // asked of the whole-model key only
   EXPECT_EQ(again->plan, plan->plan);
+  // --explain shows analytical parts: then the calibration is read, once.
+  CompileOptions explain;
+  explain.target_features = true;
+  for (int i = 0; i < 2; ++i) {
+    auto explained = CompileGraph(*f.space, **index, explain);
+    ASSERT_TRUE(explained.ok());
+    EXPECT_TRUE(explained->target.has_value());
+  }
+  EXPECT_EQ(counting.targets, 1);
 }
 
 TEST(Compiler, CompiledModelsMatchTheReferenceAndCompileDeterministically) {
