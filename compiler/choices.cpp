@@ -14,24 +14,10 @@ namespace fusetune::compiler {
 
 namespace {
 
-double ParamDistance(int64_t a, int64_t b) {
-  return std::abs(std::log2((static_cast<double>(a) + 1) / (static_cast<double>(b) + 1)));
-}
-
-// The legal tiling whose parameters are nearest to `wanted`'s.
+// `wanted` when it is legal here, else the legal tiling nearest it.
 std::optional<Tiling> NearestLegal(const Tiling& wanted, const TilingSpace& tilings) {
   if (tilings.Check(wanted)) return wanted;
-  const std::vector<int64_t> target = TilingValues(wanted);
-  std::optional<Tiling> nearest;
-  double best = 0;
-  for (const Tiling& t : tilings.Enumerate()) {
-    const std::vector<int64_t> values = TilingValues(t);
-    if (values.size() != target.size()) return std::nullopt;
-    double d = 0;
-    for (size_t i = 0; i < values.size(); ++i) d += ParamDistance(values[i], target[i]);
-    if (!nearest || d < best) nearest = t, best = d;
-  }
-  return nearest;
+  return tilings.Nearest(wanted);
 }
 
 // Up to `limit` legal tilings spread evenly over the enumeration, the

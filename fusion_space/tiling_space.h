@@ -56,6 +56,10 @@ std::vector<int64_t> TilingValues(const Tiling& tiling);
 // TilingSpace::Check says, without building the space).
 FusionDecision CheckTiling(const KernelInstance& instance, const kernels::KernelConfig& config,
                            const Tiling& tiling);
+// CheckTiling(...).allowed() without building the reason (enumeration
+// checks every point of a space, and most points break a rule).
+bool TilingFits(const KernelInstance& instance, const kernels::KernelConfig& config,
+                const Tiling& tiling);
 
 struct TilingParam {
   std::string name;
@@ -80,8 +84,14 @@ class TilingSpace {
   int64_t product_size() const;  // before constraints
   Tiling Sample(Rng& rng) const;
   // The tiling a rule-based compiler would pick: the kernel's default when it
-  // is legal here, else the first legal tiling.
+  // is legal here, else the legal tiling nearest it.
   Tiling Default() const;
+  // The legal tiling of this space nearest `wanted`: block sizes compared by
+  // ratio, categorical parameters (micro-tile, order, split) by equality;
+  // of equals, the first in enumeration order. nullopt when nothing is
+  // legal or `wanted` is of another template. Checks only the points that
+  // could be nearer than the best found, not the whole space.
+  std::optional<Tiling> Nearest(const Tiling& wanted) const;
 
  private:
   const KernelInstance& instance_;

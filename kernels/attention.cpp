@@ -63,23 +63,55 @@ int64_t AttentionLocalBytes(const AttentionDesc& d, const AttentionTiling& t) {
   return static_cast<int64_t>(sizeof(float)) * MakeLayout(d, t).floats() + 10 * 64;
 }
 
-Status ValidateAttention(const AttentionDesc& d, const AttentionTiling& t,
-                         const KernelConfig& config) {
-  auto bad = [](const std::string& msg) { return Status(Error(ErrorCode::kInvalidArgument, msg)); };
+namespace {
+
+// Every rule of a launch, in order. `broken(describe)` hears of the first
+// one broken (describe() says why) and returns false: ValidateAttention
+// formats the message, AttentionTilingFits never does.
+template <typename Broken>
+bool RulesHold(const AttentionDesc& d, const AttentionTiling& t, const KernelConfig& config,
+               Broken&& broken) {
   if (d.batch < 1 || d.heads < 1 || d.seq_q < 1 || d.seq_kv < 1 || d.head_dim < 1 ||
       d.value_dim < 1)
-    return bad(fmt::format(
-        "attention: batch, heads, seq_q, seq_kv, head_dim, value_dim must be positive (got {}, "
-        "{}, {}, {}, {}, {})",
-        d.batch, d.heads, d.seq_q, d.seq_kv, d.head_dim, d.value_dim));
+    return broken([&] {
+      return fmt::format(
+          "attention: batch, heads, seq_q, seq_kv, head_dim, value_dim must be positive (got "
+          "{}, {}, {}, {}, {}, {})",
+          d.batch, d.heads, d.seq_q, d.seq_kv, d.head_dim, d.value_dim);
+    });
   if (!d.q.data || !d.k.data || !d.v.data || !d.o)
-    return bad("attention: descriptor.q, .k, .v and .o must point to data");
+    return broken(
+        [] { return std::string("attention: descriptor.q, .k, .v and .o must point to data"); });
   if (d.mask == MaskKind::kAdditive && !d.mask_data.data)
-    return bad("attention: descriptor.mask_data is required by an additive mask");
-  if (t.br < 1) return bad(fmt::format("tiling.br: {} must be positive", t.br));
-  if (t.bc < 1) return bad(fmt::format("tiling.bc: {} must be positive", t.bc));
-  return CheckMicroTileAndBuffer(t.mr, t.nr, AttentionLocalBytes(d, t), config,
-                                 [&] { return fmt::format("br={} bc={}", t.br, t.bc); });
+    return broken([] {
+      return std::string("attention: descriptor.mask_data is required by an additive mask");
+    });
+  if (t.br < 1) return broken([&] { return fmt::format("tiling.br: {} must be positive", t.br); });
+  if (t.bc < 1) return broken([&] { return fmt::format("tiling.bc: {} must be positive", t.bc); });
+  const int64_t local_bytes = AttentionLocalBytes(d, t);
+  if (!MicroTileAndBufferFit(t.mr, t.nr, local_bytes, config))
+    return broken([&] {
+      return CheckMicroTileAndBuffer(t.mr, t.nr, local_bytes, config,
+                                     [&] { return fmt::format("br={} bc={}", t.br, t.bc); })
+          .error()
+          .message();
+    });
+  return true;
+}
+
+}  // namespace
+
+Status ValidateAttention(const AttentionDesc& d, const AttentionTiling& t,
+                         const KernelConfig& config) {
+  std::string why;
+  if (!RulesHold(d, t, config, [&](auto describe) { return why = describe(), false; }))
+    return Error(ErrorCode::kInvalidArgument, why);
+  return Status::Ok();
+}
+
+bool AttentionTilingFits(const AttentionDesc& d, const AttentionTiling& t,
+                         const KernelConfig& config) {
+  return RulesHold(d, t, config, [](auto&&) { return false; });
 }
 
 namespace {

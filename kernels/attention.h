@@ -49,6 +49,9 @@ struct AttentionTiling {
 int64_t AttentionLocalBytes(const AttentionDesc& desc, const AttentionTiling& tiling);
 Status ValidateAttention(const AttentionDesc& desc, const AttentionTiling& tiling,
                          const KernelConfig& config);
+// ValidateAttention(...).ok() without building a message (tiling spaces).
+bool AttentionTilingFits(const AttentionDesc& desc, const AttentionTiling& tiling,
+                         const KernelConfig& config);
 Result<KernelStats> RunAttention(const AttentionDesc& desc, const AttentionTiling& tiling,
                                  const KernelConfig& config, RunMode mode = RunMode::kFull);
 // The thread that runs query tile `index` of `count` (ordered by batch, head,

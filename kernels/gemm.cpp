@@ -70,15 +70,20 @@ LocalLayout Layout(const GemmDesc& d, const GemmTiling& t) {
   return l;
 }
 
-Status CheckEpilogue(const std::vector<EpilogueOp>& ops, const std::string& where) {
+// `output` is the index of the output whose epilogue this is, or -1 for the
+// prologue; the field's name is formatted only on an error (a tiling space
+// validates its descriptor at every point it enumerates).
+Status CheckEpilogue(const std::vector<EpilogueOp>& ops, int output) {
   for (size_t i = 0; i < ops.size(); ++i) {
     const EpilogueKind kind = ops[i].kind;
     const bool needs_data = kind == EpilogueKind::kBiasAdd || kind == EpilogueKind::kResidualAdd ||
                             kind == EpilogueKind::kMultiply || kind == EpilogueKind::kLayerNorm;
     if (needs_data && !ops[i].data)
       return Error(ErrorCode::kInvalidArgument,
-                   fmt::format("gemm: descriptor.{}[{}] ({}) has no operand", where, i,
-                               EpilogueKindName(kind)));
+                   fmt::format("gemm: descriptor.{}[{}] ({}) has no operand",
+                               output < 0 ? std::string("prologue.elementwise")
+                                          : fmt::format("outputs[{}].epilogue", output),
+                               i, EpilogueKindName(kind)));
   }
   return Status::Ok();
 }
@@ -105,9 +110,9 @@ Status ValidateDesc(const GemmDesc& d) {
     if (writes && out.c_row_stride < out.n)
       return bad(fmt::format("gemm: descriptor.outputs[{}].c_row_stride {} < n {}", o,
                              out.c_row_stride, out.n));
-    FT_RETURN_IF_ERROR(CheckEpilogue(out.epilogue, fmt::format("outputs[{}].epilogue", o)));
+    FT_RETURN_IF_ERROR(CheckEpilogue(out.epilogue, static_cast<int>(o)));
   }
-  FT_RETURN_IF_ERROR(CheckEpilogue(d.prologue.elementwise, "prologue.elementwise"));
+  FT_RETURN_IF_ERROR(CheckEpilogue(d.prologue.elementwise, -1));
   if (HasRowNorm(d.prologue.elementwise))
     return bad(
         "gemm: descriptor.prologue.elementwise holds a layer_norm; the prologue's norm "
@@ -125,22 +130,52 @@ int64_t GemmLocalBytes(const GemmDesc& d, const GemmTiling& t) {
   return static_cast<int64_t>(sizeof(float)) * l.floats() + 8 * 64;
 }
 
-Status ValidateGemm(const GemmDesc& d, const GemmTiling& t, const KernelConfig& config) {
-  auto bad = [](const std::string& msg) { return Status(Error(ErrorCode::kInvalidArgument, msg)); };
-  FT_RETURN_IF_ERROR(ValidateDesc(d));
-  if (t.mc < 1) return bad(fmt::format("tiling.mc: {} must be positive", t.mc));
-  if (t.nc < 1) return bad(fmt::format("tiling.nc: {} must be positive", t.nc));
-  if (t.kc < 1) return bad(fmt::format("tiling.kc: {} must be positive", t.kc));
+namespace {
+
+// The tiling's own rules, in order. `broken(describe)` hears of the first
+// one broken (describe() says why) and returns false: ValidateGemm formats
+// the message, GemmTilingFits never does.
+template <typename Broken>
+bool TilingRulesHold(const GemmDesc& d, const GemmTiling& t, const KernelConfig& config,
+                     Broken&& broken) {
+  if (t.mc < 1) return broken([&] { return fmt::format("tiling.mc: {} must be positive", t.mc); });
+  if (t.nc < 1) return broken([&] { return fmt::format("tiling.nc: {} must be positive", t.nc); });
+  if (t.kc < 1) return broken([&] { return fmt::format("tiling.kc: {} must be positive", t.kc); });
   for (size_t o = 0; o < d.outputs.size(); ++o)
     if (HasRowNorm(d.outputs[o].epilogue) && t.nc < d.outputs[o].n)
-      return bad(fmt::format(
-          "tiling.nc: {} is narrower than output {}'s rows ({}); its layer_norm epilogue needs "
-          "whole rows in one tile",
-          t.nc, o, d.outputs[o].n));
-  return CheckMicroTileAndBuffer(t.mr, t.nr, GemmLocalBytes(d, t), config, [&] {
-    return fmt::format("mc={} nc={} kc={}{}", t.mc, t.nc, t.kc,
-                       t.double_buffer ? ", double buffered" : "");
-  });
+      return broken([&] {
+        return fmt::format(
+            "tiling.nc: {} is narrower than output {}'s rows ({}); its layer_norm epilogue "
+            "needs whole rows in one tile",
+            t.nc, o, d.outputs[o].n);
+      });
+  const int64_t local_bytes = GemmLocalBytes(d, t);
+  if (!MicroTileAndBufferFit(t.mr, t.nr, local_bytes, config))
+    return broken([&] {
+      return CheckMicroTileAndBuffer(t.mr, t.nr, local_bytes, config,
+                                     [&] {
+                                       return fmt::format(
+                                           "mc={} nc={} kc={}{}", t.mc, t.nc, t.kc,
+                                           t.double_buffer ? ", double buffered" : "");
+                                     })
+          .error()
+          .message();
+    });
+  return true;
+}
+
+}  // namespace
+
+Status ValidateGemm(const GemmDesc& d, const GemmTiling& t, const KernelConfig& config) {
+  FT_RETURN_IF_ERROR(ValidateDesc(d));
+  std::string why;
+  if (!TilingRulesHold(d, t, config, [&](auto describe) { return why = describe(), false; }))
+    return Error(ErrorCode::kInvalidArgument, why);
+  return Status::Ok();
+}
+
+bool GemmTilingFits(const GemmDesc& d, const GemmTiling& t, const KernelConfig& config) {
+  return ValidateDesc(d).ok() && TilingRulesHold(d, t, config, [](auto&&) { return false; });
 }
 
 namespace {

@@ -90,6 +90,9 @@ struct GemmTiling {
 int64_t GemmLocalBytes(const GemmDesc& desc, const GemmTiling& tiling);
 // Errors name the offending field ("tiling.nr: 20 is not a micro-tile width...").
 Status ValidateGemm(const GemmDesc& desc, const GemmTiling& tiling, const KernelConfig& config);
+// ValidateGemm(...).ok() without building a message: for enumerating tiling
+// spaces, where most points break a rule.
+bool GemmTilingFits(const GemmDesc& desc, const GemmTiling& tiling, const KernelConfig& config);
 // Pre-packed B (GemmOutput::b_packed): every (kc x nc) block of outputs[o]'s
 // B in the panel layout the kernel copies into its local buffer, block
 // (j0 / nc, p0 / kc) at a fixed stride. Only valid for the tiling's kc, nc

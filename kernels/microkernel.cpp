@@ -231,4 +231,9 @@ Status CheckMicroTileAndBuffer(int mr, int nr, int64_t local_bytes, const Kernel
   return Status::Ok();
 }
 
+bool MicroTileAndBufferFit(int mr, int nr, int64_t local_bytes, const KernelConfig& config) {
+  return FindMicroKernel(mr, nr) != nullptr && config.threads >= 1 &&
+         local_bytes <= static_cast<int64_t>(config.local_buffer_bytes);
+}
+
 }  // namespace fusetune::kernels

@@ -56,5 +56,7 @@ const MicroKernel* FindPortableMicroKernel(int mr, int nr);
 // only on an error, since kernels validate on every launch.
 Status CheckMicroTileAndBuffer(int mr, int nr, int64_t local_bytes, const KernelConfig& config,
                                const std::function<std::string()>& blocks);
+// The same rules as a predicate, with no message.
+bool MicroTileAndBufferFit(int mr, int nr, int64_t local_bytes, const KernelConfig& config);
 
 }  // namespace fusetune::kernels

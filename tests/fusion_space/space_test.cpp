@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <set>
 
@@ -125,6 +126,95 @@ TEST(TilingSpace, EnumerationSamplingAndConstraints) {
       EXPECT_TRUE(t.ChoiceOf(s).has_value());
     }
     EXPECT_TRUE(t.Check(t.Default()));
+  }
+}
+
+// Every point of a parameter product space, as enumeration visits it
+// (parameter 0 varying fastest).
+std::vector<std::vector<int>> ProductPoints(const TilingSpace& t) {
+  std::vector<std::vector<int>> points;
+  std::vector<int> c(t.params().size(), 0);
+  while (true) {
+    points.push_back(c);
+    size_t i = 0;
+    for (; i < c.size(); ++i) {
+      if (++c[i] < static_cast<int>(t.params()[i].values.size())) break;
+      c[i] = 0;
+    }
+    if (i == c.size()) return points;
+  }
+}
+
+TEST(TilingSpace, TheQuietCheckAgreesWithTheExplainedOne) {
+  Graph g = testing::LoadTestModel("encoder_postln_op13");
+  FusionSpace space(g, Config());
+  Rng rng(11);
+  int64_t checked = 0, legal = 0;
+  for (const CandidateGroup& c : space.candidates().groups) {
+    if (c.instance->kind == KernelTemplate::kReference) continue;
+    const TilingSpace& t = space.Tilings(c.nodes);
+    const auto points = ProductPoints(t);
+    for (int i = 0; i < 300; ++i) {
+      const Tiling x = t.At(points[rng.Below(points.size())]);
+      const FusionDecision explained = t.Check(x);
+      EXPECT_EQ(TilingFits(*c.instance, Config(), x), explained.allowed())
+          << TilingToString(x) << ": " << explained.ToString();
+      ++checked;
+      legal += explained.allowed();
+    }
+  }
+  EXPECT_GT(legal, 0);
+  EXPECT_LT(legal, checked);  // both answers were exercised
+}
+
+// The nearest legal point by exhaustive search, with the distance Nearest
+// documents: block sizes by |log2| ratio, categorical parameters by equality.
+std::optional<Tiling> ExhaustiveNearest(const TilingSpace& t, const Tiling& wanted) {
+  const std::vector<int64_t> want = TilingValues(wanted);
+  std::optional<Tiling> best;
+  double best_distance = 0;
+  for (const Tiling& x : t.Enumerate()) {
+    const std::vector<int64_t> v = TilingValues(x);
+    double d = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const std::string& name = t.params()[i].name;
+      const bool numeric =
+          v[i] > 0 && want[i] > 0 && name != "micro" && name != "order" && name != "split";
+      d += numeric ? std::abs(std::log2(static_cast<double>(v[i]) / static_cast<double>(want[i])))
+                   : (v[i] != want[i] ? 1.0 : 0.0);
+    }
+    if (!best || d < best_distance) best = x, best_distance = d;
+  }
+  return best;
+}
+
+TEST(TilingSpace, NearestIsTheExhaustiveNearest) {
+  for (const char* model : {"encoder_postln_op13", "mlp"}) {
+    SCOPED_TRACE(model);
+    Graph g = testing::LoadTestModel(model);
+    FusionSpace space(g, Config());
+    Rng rng(5);
+    for (const CandidateGroup& c : space.candidates().groups) {
+      if (c.instance->kind == KernelTemplate::kReference) continue;
+      const TilingSpace& t = space.Tilings(c.nodes);
+      const auto points = ProductPoints(t);
+      // The template's default and points of the product space, legal or not.
+      std::vector<Tiling> wanted = {t.Default()};
+      for (int i = 0; i < 4; ++i) wanted.push_back(t.At(points[rng.Below(points.size())]));
+      for (const Tiling& w : wanted) {
+        const auto nearest = t.Nearest(w);
+        const auto exhaustive = ExhaustiveNearest(t, w);
+        ASSERT_EQ(nearest.has_value(), exhaustive.has_value());
+        if (nearest) {
+          EXPECT_EQ(TilingToString(*nearest), TilingToString(*exhaustive));
+        }
+        if (t.Check(w) && t.ChoiceOf(w)) {
+          EXPECT_EQ(TilingToString(*nearest), TilingToString(w));
+        }
+      }
+      EXPECT_EQ(TilingToString(t.Default()),
+                TilingToString(t.Nearest(t.Default()).value_or(std::monostate{})));
+    }
   }
 }
 

@@ -213,13 +213,19 @@ TEST(TargetFingerprint, CacheSizesAreThoseOfOneCoreAndItsSharedLevel) {
   const TargetFingerprint target = DetectTarget();
   // L1 <= L2 <= L3 where all are known; the L3 is the level the cores share,
   // not a hypervisor's description of the whole host socket (sysfs first).
-  if (target.l1d_bytes > 0 && target.l2_bytes > 0) EXPECT_LE(target.l1d_bytes, target.l2_bytes);
-  if (target.l2_bytes > 0 && target.l3_bytes > 0) EXPECT_LE(target.l2_bytes, target.l3_bytes);
+  if (target.l1d_bytes > 0 && target.l2_bytes > 0) {
+    EXPECT_LE(target.l1d_bytes, target.l2_bytes);
+  }
+  if (target.l2_bytes > 0 && target.l3_bytes > 0) {
+    EXPECT_LE(target.l2_bytes, target.l3_bytes);
+  }
   std::ifstream level("/sys/devices/system/cpu/cpu0/cache/index3/level");
   std::ifstream size("/sys/devices/system/cpu/cpu0/cache/index3/size");
   std::string l, s;
-  if (std::getline(level, l) && l == "3" && std::getline(size, s) && !s.empty() && s.back() == 'K')
+  if (std::getline(level, l) && l == "3" && std::getline(size, s) && !s.empty() &&
+      s.back() == 'K') {
     EXPECT_EQ(target.l3_bytes, std::stoll(s) * 1024) << s;
+  }
 }
 
 }  // namespace
