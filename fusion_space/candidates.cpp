@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "fusion_space/layer_shift.h"
 #include "fusion_space/match.h"
 #include "fusion_space/match_memo.h"
 
@@ -85,24 +86,118 @@ class Enumerator {
     in_sub_.assign(n_, 0);
     near_sub_.assign(n_, 0);
     for (int32_t i = 0; i < n_; ++i) node_mix_.push_back(ClassifyNode(g.nodes[i]));
+    if (o.shift_repeated_layers) PrepareShift();
+  }
+
+  // One group per node, first (the partition's fallback), each node the
+  // layer before's shifted where the shift maps that node.
+  void AddSingleNodes() {
+    for (int32_t i = 0; i < n_; ++i) {
+      const int32_t p = shift_.period;
+      if (p > 0 && i >= p && shift_.maps[i - p]) {
+        out_->groups.push_back(Shifted(out_->groups[i - p]));
+        continue;
+      }
+      const int32_t node[] = {i};
+      GroupMatch m = MatchGroup(g_, flow_, node);
+      CandidateGroup c;
+      c.nodes = {i};
+      c.key = ComputeWorkloadKey(g_, c.nodes, &flow_.all_uses());
+      c.instance = std::make_shared<const KernelInstance>(std::move(m.instance));
+      out_->groups.push_back(std::move(c));
+    }
   }
 
   void Run() {
     // One extension list per depth, reused: allocating one per visited set
     // was a fifth of the enumeration.
     ext_.resize(o_.max_group_size + 1);
+    anchors_.resize(n_);
     for (int32_t v = 0; v < n_; ++v) {
-      ext_[0].clear();
-      for (int32_t u : adj_[v])
-        if (u > v) ext_[0].push_back(u);
-      Push(v);
-      Extend(0, v);
-      Pop(v);
+      Anchor& a = anchors_[v];
+      a.first_group = out_->groups.size();
+      const int64_t examined = out_->sets_examined;
+      if (Shifts(v)) {
+        ShiftAnchor(v);
+      } else {
+        reach_ = v;
+        ext_[0].clear();
+        for (int32_t u : adj_[v])
+          if (u > v) ext_[0].push_back(u);
+        Push(v);
+        Extend(0, v);
+        Pop(v);
+        a.reach = reach_;
+      }
+      a.end_group = out_->groups.size();
+      a.examined = out_->sets_examined - examined;
     }
   }
 
  private:
+  // What enumeration found for the sets whose smallest node is one anchor.
+  struct Anchor {
+    size_t first_group = 0, end_group = 0;  // in out_->groups
+    int64_t examined = 0;
+    int32_t reach = 0;  // the largest node any of its sets held
+  };
+
+  // A node is shiftable when the layer shift maps it and its neighbours in
+  // the enumeration (horizontal GEMM partners included) shift with it.
+  void PrepareShift() {
+    shift_ = FindLayerShift(g_, flow_);
+    const int32_t p = shift_.period;
+    shiftable_before_.assign(n_ + 1, 0);
+    for (int32_t i = 0; i < n_; ++i) {
+      bool ok = p > 0 && shift_.maps[i] && adj_[i].size() == adj_[i + p].size();
+      for (size_t k = 0; ok && k < adj_[i].size(); ++k) ok = adj_[i][k] + p == adj_[i + p][k];
+      shiftable_before_[i + 1] = shiftable_before_[i] + (ok ? 1 : 0);
+    }
+  }
+  // Anchor v's sets are anchor v - period's, shifted, when every node from
+  // that anchor to the farthest its sets reached shifts: enumeration there
+  // saw only those nodes and their neighbours, and convexity looks only
+  // between a set's first and last node.
+  bool Shifts(int32_t v) const {
+    const int32_t p = shift_.period;
+    if (p == 0 || v < p) return false;
+    const Anchor& from = anchors_[v - p];
+    return shiftable_before_[from.reach + 1] - shiftable_before_[v - p] == from.reach - (v - p) + 1;
+  }
+  void ShiftAnchor(int32_t v) {
+    const Anchor& from = anchors_[v - shift_.period];
+    for (size_t i = from.first_group; i < from.end_group; ++i) {
+      CandidateGroup c = Shifted(out_->groups[i]);
+      out_->count_by_template[c.instance->kind]++;
+      out_->groups.push_back(std::move(c));
+      out_->groups_shifted++;
+    }
+    out_->sets_examined += from.examined;
+    anchors_[v].reach = from.reach + shift_.period;
+  }
+
+  // `group` (every node mapped by the shift) moved to the next layer: the
+  // same subgraph there, so the same workload key and match, value ids
+  // shifted.
+  CandidateGroup Shifted(const CandidateGroup& group) const {
+    CandidateGroup c;
+    c.nodes = group.nodes;
+    for (int32_t& node : c.nodes) node += shift_.period;
+    c.key = group.key;
+    KernelInstance instance = *group.instance;
+    instance.nodes = c.nodes;
+    auto image = [&](ValueId& value) {
+      if (value != kNoValue) value = shift_.image[value];
+    };
+    for (ValueId& value : instance.inputs) image(value);
+    for (ValueId& value : instance.outputs) image(value);
+    for (OperandSlot& slot : instance.slots) image(slot.value);
+    c.instance = std::make_shared<const KernelInstance>(std::move(instance));
+    return c;
+  }
+
   void Push(int32_t w) {
+    reach_ = std::max(reach_, w);
     sub_.push_back(w);
     in_sub_[w] = 1;
     near_sub_[w]++;
@@ -187,6 +282,10 @@ class Enumerator {
   std::vector<int32_t> sorted_;            // the set being recorded, ascending
   Dataflow::WalkScratch walk_;             // convexity checks
   OpMix mix_;
+  LayerShift shift_;
+  std::vector<int32_t> shiftable_before_;  // shiftable nodes among 0..i-1
+  std::vector<Anchor> anchors_;
+  int32_t reach_ = 0;  // of the anchor being enumerated
 };
 
 }  // namespace
@@ -196,16 +295,9 @@ CandidateSet EnumerateCandidates(const Graph& g, const Dataflow& flow,
   const auto start = std::chrono::steady_clock::now();
   CandidateSet set;
   set.num_nodes = flow.num_nodes();
-  for (int32_t i = 0; i < flow.num_nodes(); ++i) {
-    const int32_t node[] = {i};
-    GroupMatch m = MatchGroup(g, flow, node);
-    CandidateGroup c;
-    c.nodes = {i};
-    c.key = ComputeWorkloadKey(g, c.nodes, &flow.all_uses());
-    c.instance = std::make_shared<const KernelInstance>(std::move(m.instance));
-    set.groups.push_back(std::move(c));
-  }
-  Enumerator(g, flow, options, &set).Run();
+  Enumerator enumerator(g, flow, options, &set);
+  enumerator.AddSingleNodes();
+  enumerator.Run();
   std::stable_sort(set.groups.begin() + set.num_nodes, set.groups.end(),
                    [](const CandidateGroup& a, const CandidateGroup& b) {
                      return a.nodes.front() < b.nodes.front();

@@ -29,12 +29,16 @@ struct CandidateOptions {
   // Groups spanning more node positions than this (last - first) are left
   // out; partition search relies on the bound (and no template needs more).
   int max_span = 63;
+  // Groups of repeated layers shifted from the previous layer rather than
+  // enumerated again (fusion_space/layer_shift.h); the result is the same.
+  bool shift_repeated_layers = true;
 };
 
 struct CandidateSet {
   std::vector<CandidateGroup> groups;  // singletons first (one per node), then by first node
   std::vector<std::vector<int32_t>> by_first_node;  // indices into groups
   int64_t sets_examined = 0;                        // connected sets matched
+  int64_t groups_shifted = 0;                       // of them, shifted from the layer before
   double seconds = 0;
   std::map<KernelTemplate, int64_t> count_by_template;  // multi-node groups only
   int64_t multi_node() const { return static_cast<int64_t>(groups.size()) - num_nodes; }

@@ -1,0 +1,121 @@
+#include "fusion_space/layer_shift.h"
+
+#include <algorithm>
+#include <map>
+
+#include "graph/workload_key.h"
+
+namespace fusetune {
+
+namespace {
+
+// (reader + period, slot) for every use of `from`, in the order of `to`'s uses.
+bool UsesShift(const Dataflow& flow, ValueId from, ValueId to, int32_t period) {
+  const auto& a = flow.uses(from);
+  const auto& b = flow.uses(to);
+  if (a.size() != b.size()) return false;
+  std::vector<std::pair<int32_t, int32_t>> shifted(a.begin(), a.end()), other(b.begin(), b.end());
+  for (auto& [reader, slot] : shifted) reader += period;
+  std::sort(shifted.begin(), shifted.end());
+  std::sort(other.begin(), other.end());
+  return shifted == other;
+}
+
+bool OperandShifts(const Graph& g, const Dataflow& flow, ValueId x, ValueId y, int32_t period) {
+  if (x == kNoValue || y == kNoValue) return x == y;
+  const Value& a = g.value(x);
+  const Value& b = g.value(y);
+  if (!a.type.SameShapeAndType(b.type)) return false;
+  if (a.producer >= 0)
+    return b.producer == a.producer + period && b.producer_output == a.producer_output;
+  if (b.producer >= 0) return false;
+  if (x == y) return true;  // one value both layers read (an attention mask)
+  // A layer's own weights: constants read once each (their semantic values
+  // are in the node hashes compared already).
+  return a.is_constant() && b.is_constant() && flow.uses(x).size() == 1 &&
+         flow.uses(y).size() == 1 && !flow.is_graph_output(x) && !flow.is_graph_output(y);
+}
+
+std::vector<uint64_t> NodeHashes(const Graph& g) {
+  std::vector<uint64_t> hashes(g.nodes.size());
+  for (int32_t i = 0; i < static_cast<int32_t>(g.nodes.size()); ++i) {
+    const int32_t node[] = {i};
+    hashes[i] = OrderedSubsetHash(g, node, kNoValue);
+  }
+  return hashes;
+}
+
+// The most frequent distances between consecutive nodes of one signature.
+std::vector<int32_t> CandidatePeriods(const std::vector<uint64_t>& hashes, size_t how_many) {
+  std::map<uint64_t, int32_t> last_seen;
+  std::map<int32_t, int64_t> tally;
+  for (int32_t i = 0; i < static_cast<int32_t>(hashes.size()); ++i) {
+    auto [it, added] = last_seen.emplace(hashes[i], i);
+    if (!added) {
+      tally[i - it->second]++;
+      it->second = i;
+    }
+  }
+  std::vector<std::pair<int64_t, int32_t>> ranked;  // (-count, period)
+  for (auto [period, count] : tally) ranked.emplace_back(-count, period);
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < ranked.size() && i < how_many; ++i) out.push_back(ranked[i].second);
+  return out;
+}
+
+}  // namespace
+
+bool ShiftMapsNode(const Graph& g, const Dataflow& flow, const std::vector<uint64_t>& node_hash,
+                   int32_t i, int32_t period) {
+  const int32_t j = i + period;
+  if (period <= 0 || j >= static_cast<int32_t>(g.nodes.size())) return false;
+  if (node_hash[i] != node_hash[j]) return false;
+  const Node& a = g.nodes[i];
+  const Node& b = g.nodes[j];
+  if (a.inputs.size() != b.inputs.size() || a.outputs.size() != b.outputs.size()) return false;
+  for (size_t s = 0; s < a.inputs.size(); ++s)
+    if (!OperandShifts(g, flow, a.inputs[s], b.inputs[s], period)) return false;
+  for (size_t k = 0; k < a.outputs.size(); ++k) {
+    const ValueId x = a.outputs[k], y = b.outputs[k];
+    if (x == kNoValue || y == kNoValue) {
+      if (x != y) return false;
+      continue;
+    }
+    if (flow.is_graph_output(x) != flow.is_graph_output(y) || !UsesShift(flow, x, y, period))
+      return false;
+  }
+  return true;
+}
+
+LayerShift FindLayerShift(const Graph& g, const Dataflow& flow) {
+  LayerShift best;
+  const int32_t n = static_cast<int32_t>(g.nodes.size());
+  const std::vector<uint64_t> hashes = NodeHashes(g);
+  int64_t best_mapped = 0;
+  for (int32_t period : CandidatePeriods(hashes, 4)) {
+    std::vector<char> maps(n, 0);
+    int64_t mapped = 0;
+    for (int32_t i = 0; i + period < n; ++i)
+      mapped += maps[i] = ShiftMapsNode(g, flow, hashes, i, period);
+    if (mapped >= period && mapped > best_mapped) {
+      best_mapped = mapped;
+      best.period = period;
+      best.maps = std::move(maps);
+    }
+  }
+  if (best.period == 0) return LayerShift{};
+  best.image.assign(g.values.size(), kNoValue);
+  for (int32_t i = 0; i < n; ++i) {
+    if (!best.maps[i]) continue;
+    const Node& a = g.nodes[i];
+    const Node& b = g.nodes[i + best.period];
+    for (size_t s = 0; s < a.inputs.size(); ++s)
+      if (a.inputs[s] != kNoValue) best.image[a.inputs[s]] = b.inputs[s];
+    for (size_t k = 0; k < a.outputs.size(); ++k)
+      if (a.outputs[k] != kNoValue) best.image[a.outputs[k]] = b.outputs[k];
+  }
+  return best;
+}
+
+}  // namespace fusetune
