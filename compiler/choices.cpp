@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <nlohmann/json.hpp>
+#include "fusion_space/plan_json.h"
 
 #include "cost_model/features.h"
 #include "graph/subgraph.h"
@@ -133,13 +133,13 @@ Result<CandidateChoices> Chooser::Run() {
   CandidateChoices out;
   out.choices.resize(groups.size());
   std::vector<std::optional<KeyFacts>> facts(groups.size());
-  std::map<std::string, size_t> first_of_key;  // workload key -> first candidate index
+  std::map<WorkloadKey, size_t> first_of_key;  // the first candidate of each workload
   std::vector<bool> done(groups.size(), false);
   std::vector<double> ratios;
   for (size_t i = 0; i < groups.size(); ++i) {
     const CandidateGroup& g = groups[i];
     if (!g.instance) continue;
-    auto [it, added] = first_of_key.emplace(g.key.ToString(), i);
+    auto [it, added] = first_of_key.emplace(g.key, i);
     if (!added) continue;
     facts[i] =
         KeyFacts{cost_model::MakeGroupInfo(space_.graph(), *g.instance), &space_.Tilings(g.nodes)};
@@ -172,7 +172,7 @@ Result<CandidateChoices> Chooser::Run() {
     out.any_known |= out.choices[i].source != PlanSource::kDefault;
   }
   for (size_t i = 0; i < groups.size(); ++i)
-    if (groups[i].instance) out.choices[i] = out.choices[first_of_key.at(groups[i].key.ToString())];
+    if (groups[i].instance) out.choices[i] = out.choices[first_of_key.at(groups[i].key)];
   return out;
 }
 
@@ -180,18 +180,11 @@ Result<CandidateChoices> Chooser::Run() {
 
 std::optional<Tiling> TilingFromRecordPlan(const std::string& plan_json, KernelTemplate kind,
                                            const TilingSpace& tilings) {
-  const auto plan = nlohmann::json::parse(plan_json, nullptr, false);
-  if (!plan.is_object() || !plan.contains("groups") || !plan["groups"].is_array() ||
-      plan["groups"].size() != 1)
-    return std::nullopt;
-  const auto& group = plan["groups"][0];
-  if (!group.is_object() || group.value("template", "") != KernelTemplateName(kind))
-    return std::nullopt;
-  if (kind == KernelTemplate::kReference) return Tiling{};
-  Tiling tiling;
-  if (!group.contains("tiling") || !TilingFromJson(kind, group["tiling"], &tiling))
-    return std::nullopt;
-  return NearestLegal(tiling, tilings);
+  // Read in place: a compile by groups reads a record per distinct workload.
+  const std::optional<Tiling> tiling = SingleGroupTiling(plan_json);
+  if (!tiling || TilingTemplate(*tiling) != kind) return std::nullopt;
+  if (kind == KernelTemplate::kReference) return tiling;
+  return NearestLegal(*tiling, tilings);
 }
 
 Result<CandidateChoices> ChooseCandidates(FusionSpace& space, TuningIndex& index,

@@ -123,7 +123,7 @@ class Enumerator {
         reach_ = v;
         ext_[0].clear();
         for (int32_t u : adj_[v])
-          if (u > v) ext_[0].push_back(u);
+          if (Joinable(u, v)) ext_[0].push_back(u);
         Push(v);
         Extend(0, v);
         Pop(v);
@@ -223,6 +223,11 @@ class Enumerator {
     return edges;
   }
 
+  // Whether node u may join a set whose smallest node is v: a larger node,
+  // within the span a recorded set may have (a set past it is never
+  // recorded, nor is any superset, so it is not explored either).
+  bool Joinable(int32_t u, int32_t v) const { return u > v && u - v <= o_.max_span; }
+
   // ESU's extension step: ext_[depth] holds the nodes that may join the
   // set sub_ (depth + 1 nodes, the smallest v).
   void Extend(size_t depth, int32_t v) {
@@ -236,7 +241,7 @@ class Enumerator {
       ext.pop_back();
       next.assign(ext.begin(), ext.end());
       for (int32_t u : adj_[w])
-        if (u > v && !near_sub_[u] && std::find(next.begin(), next.end(), u) == next.end())
+        if (Joinable(u, v) && !near_sub_[u] && std::find(next.begin(), next.end(), u) == next.end())
           next.push_back(u);
       Push(w);
       Extend(depth + 1, v);

@@ -295,6 +295,7 @@ std::optional<Tiling> SingleGroupTiling(std::string_view text) {
   auto doc = DocumentFromText(text);
   if (!doc.ok() || doc->groups.size() != 1) return std::nullopt;
   const auto kind = KernelTemplateFromName(doc->groups[0].template_name);
+  if (kind == KernelTemplate::kReference) return Tiling{};
   Tiling tiling;
   if (!kind || !doc->groups[0].tiling_is_object ||
       !TilingFromFields(*kind, doc->groups[0].tiling, &tiling))

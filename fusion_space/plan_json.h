@@ -36,7 +36,8 @@ Result<Plan> PlanFromJsonText(FusionSpace& space, std::string_view text,
 
 // The tiling of a one-group plan's group, read without a graph (what a
 // compile compares with a whole-model plan's group); nullopt for a plan of
-// another number of groups or one that does not parse.
+// another number of groups or one that does not parse; monostate for a
+// reference group.
 std::optional<Tiling> SingleGroupTiling(std::string_view text);
 
 Status WritePlanFile(FusionSpace& space, const Plan& plan, const std::string& path);

@@ -68,11 +68,22 @@ const GroupMatch& FusionSpace::Match(const std::vector<int32_t>& nodes) {
   return *matches_.emplace(nodes, std::move(m)).first->second;
 }
 
+const CandidateGroup* FusionSpace::EnumeratedCandidate(const std::vector<int32_t>& nodes) const {
+  if (!candidates_ || nodes.empty() || nodes.front() >= candidates_->num_nodes) return nullptr;
+  for (int32_t i : candidates_->by_first_node[nodes.front()])
+    if (candidates_->groups[i].nodes == nodes) return &candidates_->groups[i];
+  return nullptr;
+}
+
 const TilingSpace& FusionSpace::Tilings(const std::vector<int32_t>& nodes) {
   auto it = tilings_.find(nodes);
   if (it != tilings_.end()) return *it->second;
-  const GroupMatch& m = Match(nodes);
-  auto space = std::make_unique<TilingSpace>(m.instance, config_);
+  // A candidate group's instance is its match (a compile by groups builds
+  // the tiling space of every distinct workload among them).
+  const CandidateGroup* candidate = EnumeratedCandidate(nodes);
+  const KernelInstance& instance =
+      candidate && candidate->instance ? *candidate->instance : Match(nodes).instance;
+  auto space = std::make_unique<TilingSpace>(instance, config_);
   return *tilings_.emplace(nodes, std::move(space)).first->second;
 }
 

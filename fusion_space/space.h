@@ -57,6 +57,9 @@ class FusionSpace {
   const GroupMatch& Match(const std::vector<int32_t>& nodes);
   // Tiling space of a legal group (cached).
   const TilingSpace& Tilings(const std::vector<int32_t>& nodes);
+  // The candidate group of exactly these nodes when candidates were
+  // enumerated already and hold it, else nullptr (nothing is enumerated).
+  const CandidateGroup* EnumeratedCandidate(const std::vector<int32_t>& nodes) const;
 
   Plan Unfused();
   // Largest legal groups first, as a rule-based compiler fuses; default tilings.
