@@ -144,6 +144,9 @@ bool SqliteDatabase::IsFresh(const std::map<std::string, int>& versions) const {
 }
 
 bool SqliteDatabase::IsFreshJson(const std::string& versions_json) const {
+  // Records of this build store exactly this text: no JSON to parse (a
+  // compile asks for the best record of each of a model's groups).
+  if (versions_json == versions_json_) return true;
   return IsFresh(VersionsFromJson(versions_json));
 }
 
@@ -319,17 +322,18 @@ Result<std::optional<BestPlan>> SqliteDatabase::Best(const std::string& workload
   const std::string cache_key = workload_key + "/" + target;
   if (auto it = best_cache_.find(cache_key); it != best_cache_.end()) return it->second;
   return Guarded("looking up " + cache_key, [&]() -> Result<std::optional<BestPlan>> {
-    const auto target_id = TargetId(target);
-    if (!target_id) return best_cache_[cache_key] = std::nullopt;
+    // The target is joined by its fingerprint: one statement to prepare on
+    // a compile's first lookup, not two.
     if (!best_query_)
       best_query_ = std::make_unique<SQLite::Statement>(
           *db_,
-          "SELECT r.id, r.plan, r.seconds, r.kernel_versions, r.workload_id FROM workloads w "
-          "JOIN best b ON b.workload_id = w.id AND b.target_id = ? "
+          "SELECT r.id, r.plan, r.seconds, r.kernel_versions, r.workload_id, b.target_id "
+          "FROM workloads w JOIN best b ON b.workload_id = w.id "
+          "JOIN targets t ON t.id = b.target_id AND t.fingerprint = ? "
           "JOIN records r ON r.id = b.record_id WHERE w.key = ?");
     SQLite::Statement& q = *best_query_;
     q.reset();
-    q.bind(1, *target_id);
+    q.bind(1, target);
     q.bind(2, workload_key);
     std::optional<BestPlan> best;
     if (q.executeStep()) {
@@ -337,7 +341,7 @@ Result<std::optional<BestPlan>> SqliteDatabase::Best(const std::string& workload
         best = BestPlan{q.getColumn(0).getInt64(), q.getColumn(1).getString(),
                         q.getColumn(2).getDouble()};
       else  // stored by a build with other kernel versions
-        best = ScanBest(q.getColumn(4).getInt64(), *target_id);
+        best = ScanBest(q.getColumn(4).getInt64(), q.getColumn(5).getInt64());
     }
     q.reset();  // ends the statement's read transaction
     return best_cache_[cache_key] = best;

@@ -33,8 +33,17 @@ const char* MutationKindName(MutationKind kind) {
   return "?";
 }
 
+namespace {
+
+const Graph& Prefetched(const Graph& graph) {
+  graph.Prefetch();
+  return graph;
+}
+
+}  // namespace
+
 FusionSpace::FusionSpace(const Graph& graph, kernels::KernelConfig config, CandidateOptions options)
-    : graph_(graph),
+    : graph_(Prefetched(graph)),
       config_(config),
       flow_(graph),
       memo_(graph_, flow_),

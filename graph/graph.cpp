@@ -115,6 +115,23 @@ std::optional<ValueId> Graph::FindValue(const std::string& value_name) const {
   return it->second;
 }
 
+void Graph::Prefetch() const {
+  auto fetch = [](const void* p) {
+    if (p != nullptr) __builtin_prefetch(p);
+  };
+  for (const Node& node : nodes) {
+    fetch(node.op_type.data());
+    fetch(node.inputs.data());
+    fetch(node.outputs.data());
+    if (!node.attrs.empty()) fetch(&*node.attrs.all().begin());
+  }
+  for (const Value& value : values) {
+    fetch(value.name.data());
+    fetch(value.type.dims.data());
+    fetch(value.constant.get());
+  }
+}
+
 std::vector<std::vector<std::pair<int32_t, int32_t>>> Graph::Consumers() const {
   std::vector<std::vector<std::pair<int32_t, int32_t>>> consumers(values.size());
   for (int32_t n = 0; n < static_cast<int32_t>(nodes.size()); ++n)
