@@ -57,9 +57,12 @@ void WarnAboutFallbacks(const compiler::CompiledPlan& plan) {
 }
 
 int Compile(const CompileCommandArgs& args) {
+  auto source = OpenTuningSource(args.compile);
+  if (!source.ok()) return ReportError(source.error());
   auto graph = LoadModel(args.model, args.model_options);
   if (!graph.ok()) return ReportError(graph.error());
-  auto model = CompileWithDatabase(std::move(*graph), args.threads, args.compile, args.explain);
+  auto model =
+      CompileWithDatabase(std::move(*graph), args.threads, args.compile, *source, args.explain);
   if (!model.ok()) return ReportError(model.error());
   compiler::CompiledModel& m = **model;
   const compiler::CompiledPlan& plan = m.compiled();

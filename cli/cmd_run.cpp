@@ -33,8 +33,10 @@ struct RunArgs {
   bool verify = false, json = false, steps = false;
 };
 
-Result<std::unique_ptr<compiler::CompiledModel>> Prepare(Graph graph, const RunArgs& args) {
-  if (args.from_db) return CompileWithDatabase(std::move(graph), args.threads, args.compile);
+Result<std::unique_ptr<compiler::CompiledModel>> Prepare(Graph graph, const RunArgs& args,
+                                                         TuningSource* source) {
+  if (args.from_db)
+    return CompileWithDatabase(std::move(graph), args.threads, args.compile, *source);
   kernels::KernelConfig config;
   config.threads = args.threads;
   return compiler::CompiledModel::FromPlan(
@@ -79,12 +81,18 @@ Result<nlohmann::json> Bench(KernelProgram& program, const TensorMap& feeds, int
 }
 
 int Run(const RunArgs& args) {
+  TuningSource source;
+  if (args.from_db) {
+    auto opened = OpenTuningSource(args.compile);
+    if (!opened.ok()) return ReportError(opened.error());
+    source = std::move(*opened);
+  }
   auto graph = LoadModel(args.io.model, args.io.model_options);
   if (!graph.ok()) return ReportError(graph.error());
   auto feeds = LoadFeeds(*graph, args.io.inputs, args.io.random_seed);
   if (!feeds.ok()) return ReportError(feeds.error());
   const double flops = SummarizeGraph(*graph).flops;
-  auto model = Prepare(std::move(*graph), args);
+  auto model = Prepare(std::move(*graph), args, &source);
   if (!model.ok()) return ReportError(model.error());
   KernelProgram* exe = &(*model)->program();
   const Graph& g = (*model)->graph();

@@ -44,12 +44,20 @@ Result<int64_t> ParseBytes(const std::string& text, const char* flag) {
   return static_cast<int64_t>(value * scale);
 }
 
-Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(Graph graph, int threads,
-                                                                     const CompileArgs& args,
-                                                                     bool explain) {
+Result<TuningSource> OpenTuningSource(const CompileArgs& args) {
+  TuningSource source;
   auto database = compiler::OpenTuningDatabase(args.db);
   if (!database.ok()) return database.error().WithContext("--db");
-  FT_ASSIGN_OR_RETURN(auto index, compiler::LoadIndexForThisMachine(**database, args.caches()));
+  source.database = std::move(*database);
+  FT_ASSIGN_OR_RETURN(source.index,
+                      compiler::LoadIndexForThisMachine(*source.database, args.caches()));
+  return source;
+}
+
+Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(Graph graph, int threads,
+                                                                     const CompileArgs& args,
+                                                                     TuningSource& source,
+                                                                     bool explain) {
   compiler::CompileOptions options;
   if (!args.max_memory.empty()) {
     FT_ASSIGN_OR_RETURN(options.max_memory_bytes, ParseBytes(args.max_memory, "--max-memory"));
@@ -58,7 +66,7 @@ Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(Graph graph
   options.target_features = explain;
   kernels::KernelConfig config;
   config.threads = threads;
-  return compiler::CompiledModel::Compile(std::move(graph), config, *index, options);
+  return compiler::CompiledModel::Compile(std::move(graph), config, *source.index, options);
 }
 
 }  // namespace fusetune::cli

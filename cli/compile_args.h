@@ -26,11 +26,20 @@ void AddCompileOptions(CLI::App* cmd, CompileArgs* args);
 // "512", "64K", "64KiB", "1.5M", "2G": bytes (K, M, G are powers of 1024).
 Result<int64_t> ParseBytes(const std::string& text, const char* flag);
 
-// Opens the database read-only (it must exist), loads this machine's index
-// and compiles `graph`; `explain`: keep what --explain shows (the target's
-// figures for each kernel's analytical parts).
+// The tuning database, read-only (it must exist), and this machine's index
+// in it. Commands open it before importing the model: a wrong --db fails at
+// once rather than after seconds of import.
+struct TuningSource {
+  std::unique_ptr<db::Database> database;
+  std::unique_ptr<compiler::TuningIndex> index;
+};
+Result<TuningSource> OpenTuningSource(const CompileArgs& args);
+
+// Compiles `graph` against `source`; `explain`: keep what --explain shows
+// (the target's figures for each kernel's analytical parts).
 Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(Graph graph, int threads,
                                                                      const CompileArgs& args,
+                                                                     TuningSource& source,
                                                                      bool explain = false);
 
 }  // namespace fusetune::cli
