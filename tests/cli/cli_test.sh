@@ -286,6 +286,10 @@ assert len(targets) == 1 and next(iter(targets)).endswith("-warm"), targets
 PY
 expect_error 2 "caches flushed" -- $FUSETUNE tune "$DATA/encoder_postln_op13.onnx" --db "$TMP/int.db" --resume --warm --trials 1
 expect_error 2 "no such tuning database" -- $FUSETUNE compile "$M.onnx" --db "$TMP/missing.db"
+# The database is opened before the model is imported: a wrong --db is
+# what is reported, even with a model that would not load either.
+expect_error 2 "no such tuning database" -- $FUSETUNE compile "$TMP/no_model.onnx" --db "$TMP/missing.db"
+expect_error 2 "no such tuning database" -- $FUSETUNE run "$TMP/no_model.onnx" --db "$TMP/missing.db"
 expect_error 2 "max-memory '12Q'" -- $FUSETUNE compile "$M.onnx" --db "$TMP/tune.db" --max-memory 12Q
 expect_error 2 "within --max-memory" -- $FUSETUNE compile "$M.onnx" --db "$TMP/tune.db" --max-memory 16
 expect_error 2 "needs --db" -- $FUSETUNE run "$M.onnx" --input "x=$M.in.x.npy"
