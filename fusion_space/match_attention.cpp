@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <set>
 
@@ -33,6 +34,39 @@ struct MaskInfo {
   std::vector<int64_t> strides;         // of the mask, over the scores' dims
 };
 
+bool AllNonzero(const uint8_t* bytes, int64_t n) {
+  return n <= 0 || std::memchr(bytes, 0, static_cast<size_t>(n)) == nullptr;
+}
+
+bool AllZero(const uint8_t* bytes, int64_t n) {
+  uint64_t any = 0;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t word;
+    std::memcpy(&word, bytes + i, 8);
+    any |= word;
+  }
+  for (; i < n; ++i) any |= bytes[i];
+  return any == 0;
+}
+
+// Whether a byte mask (bool or uint8, rows contiguous) keeps exactly the
+// causal triangle: row i keeps its first i + (t - s) + 1 columns. A run
+// check per row, since every compile of a model with a causal mask checks
+// the whole s x t condition (an element at a time, it was a third of
+// compiling a GPT-2 block).
+bool ByteMaskIsCausal(const uint8_t* data, int64_t row_stride, int64_t s, int64_t t,
+                      bool kept_where_nonzero) {
+  for (int64_t i = 0; i < s; ++i) {
+    const uint8_t* row = data + i * row_stride;
+    const int64_t k = std::clamp<int64_t>(i + (t - s) + 1, 0, t);
+    const bool ok = kept_where_nonzero ? AllNonzero(row, k) && AllZero(row + k, t - k)
+                                       : AllZero(row, k) && AllNonzero(row + k, t - k);
+    if (!ok) return false;
+  }
+  return true;
+}
+
 // Where(cond, a, b) with one branch the scores and the other a very negative
 // constant: the kept positions, as a mask over the scores' dims.
 FusionDecision WhereMask(const Graph& g, int32_t p, ValueId scores, const Dims& score_dims,
@@ -60,8 +94,14 @@ FusionDecision WhereMask(const Graph& g, int32_t p, ValueId scores, const Dims& 
   bool leading_broadcast = true;
   for (size_t i = 0; i + 2 < r; ++i) leading_broadcast = leading_broadcast && (*strides)[i] == 0;
   bool causal = leading_broadcast;
-  for (int64_t i = 0; causal && i < s; ++i)
-    for (int64_t j = 0; causal && j < t; ++j) causal = kept(i, j) == (j <= i + (t - s));
+  const DataType dtype = cond.constant->dtype();
+  if (causal && (dtype == DataType::kBool || dtype == DataType::kUInt8) && (*strides)[r - 1] == 1) {
+    causal = ByteMaskIsCausal(reinterpret_cast<const uint8_t*>(cond.constant->raw()),
+                              (*strides)[r - 2], s, t, scores_if_true);
+  } else {
+    for (int64_t i = 0; causal && i < s; ++i)
+      for (int64_t j = 0; causal && j < t; ++j) causal = kept(i, j) == (j <= i + (t - s));
+  }
   if (causal) {
     mask->kind = kernels::MaskKind::kCausal;
     return FusionDecision::Allow();

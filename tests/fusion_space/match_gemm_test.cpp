@@ -3,6 +3,8 @@
 // head-split views and masks, and the reasons groups are refused.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <cmath>
 
 #include "fusion_space/match.h"
@@ -196,6 +198,38 @@ TEST(MatchAttention, MatchesEveryExportWithViewsAndMasks) {
     for (int32_t n : group)
       if (n != sm) partial.push_back(n);
     EXPECT_FALSE(MatchGroup(g, flow, partial).decision);
+  }
+}
+
+// A causal mask is recognised by whole runs of each row; flipping a single
+// element on either side of the diagonal makes it an additive mask instead.
+TEST(MatchAttention, OneFlippedMaskElementIsNotCausal) {
+  for (bool above_diagonal : {true, false}) {
+    Graph g = testing::LoadTestModel("decoder_preln_op14");
+    Dataflow flow(g);
+    const int32_t sm = Find(g, "Softmax");
+    const int32_t where = Find(g, "Where", sm - 4);
+    ASSERT_GT(where, 0);
+    Value& cond = g.values[g.nodes[where].inputs[0]];
+    ASSERT_TRUE(cond.is_constant());
+    ASSERT_EQ(cond.constant->dtype(), DataType::kBool);
+    const Dims& dims = cond.constant->dims();
+    const int64_t t = dims.back();
+    Tensor flipped(cond.constant->dtype(), dims);  // a copy: tensors share their buffer
+    std::memcpy(flipped.raw(), cond.constant->raw(), cond.constant->nbytes());
+    auto* bytes = reinterpret_cast<uint8_t*>(flipped.raw());
+    const int64_t i = 3, j = above_diagonal ? 5 : 1;  // row 3 keeps columns 0..3
+    bytes[i * t + j] = bytes[i * t + j] ? 0 : 1;
+    std::vector<int32_t> group;
+    const int32_t qk = Find(g, "MatMul", sm - 4), pv = Find(g, "MatMul", sm);
+    for (int32_t n = qk; n <= pv; ++n) group.push_back(n);
+    GroupMatch causal = MatchGroup(g, flow, group);
+    cond.constant = std::make_shared<const Tensor>(std::move(flipped));
+    GroupMatch additive = MatchGroup(g, flow, group);
+    ASSERT_TRUE(causal.decision) << causal.decision.reason();
+    ASSERT_TRUE(additive.decision) << additive.decision.reason();
+    EXPECT_EQ(causal.instance.attention.mask, kernels::MaskKind::kCausal);
+    EXPECT_EQ(additive.instance.attention.mask, kernels::MaskKind::kAdditive);
   }
 }
 
