@@ -105,6 +105,27 @@ class [[nodiscard]] Status {
   std::optional<Error> error_;
 };
 
+// Reporters for checks written once as a list of rules,
+//   if (bad) return broken([&] { return fmt::format(...); });
+// that run both explained (validation: KeepReason stores the first broken
+// rule's reason) and quietly (enumerating a tiling space, where most points
+// break a rule and formatting every reason would cost more than checking:
+// IgnoreReason). Both return false, the rule list's answer.
+struct KeepReason {
+  std::string* why;
+  template <typename Describe>
+  bool operator()(Describe&& describe) const {
+    *why = describe();
+    return false;
+  }
+};
+struct IgnoreReason {
+  template <typename Describe>
+  bool operator()(Describe&&) const {
+    return false;
+  }
+};
+
 }  // namespace fusetune
 
 // Propagation helpers: return the error of an expression to the caller.

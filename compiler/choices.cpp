@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include "fusion_space/plan_json.h"
 
 #include "cost_model/features.h"
+#include "fusion_space/plan_json.h"
 #include "graph/subgraph.h"
 #include "graph/workload_key.h"
 

@@ -7,6 +7,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <type_traits>
 
 #include "kernels/microkernel.h"
 
@@ -185,12 +186,13 @@ std::optional<std::vector<int>> TilingSpace::ChoiceOf(const Tiling& t) const {
 namespace {
 
 // The rules of a tiling on an instance, in order: its template's, then the
-// kernel's own (kernels::Validate*). `broken(describe)` hears of the first
-// one broken and returns false; `kernel_fits(loud)` runs the kernel's check,
-// formatting its message only when `loud`.
+// kernel's own. `broken` is a KeepReason or IgnoreReason (common/status.h);
+// the kernel's check is its explained one (kernels::Validate*) or, for
+// IgnoreReason, its quiet one (kernels::*TilingFits).
 template <typename Broken>
 bool TilingRulesHold(const KernelInstance& k, const kernels::KernelConfig& config, const Tiling& t,
-                     bool loud, Broken&& broken) {
+                     Broken&& broken) {
+  constexpr bool loud = !std::is_same_v<std::decay_t<Broken>, IgnoreReason>;
   auto kernel_status = [&](const Status& s) {
     return s.ok() || broken([&] { return s.error().message(); });
   };
@@ -219,14 +221,13 @@ bool TilingRulesHold(const KernelInstance& k, const kernels::KernelConfig& confi
     if (!(x->kc >= k.gemm.k || x->kc % 16 == 0))
       return broken(
           [&] { return fmt::format("kc {} splits K but is not a multiple of 16", x->kc); });
-    if (!loud) return kernels::GemmTilingFits(k.gemm, *x, config) || broken([] { return ""; });
+    if constexpr (!loud) return kernels::GemmTilingFits(k.gemm, *x, config);
     return kernel_status(kernels::ValidateGemm(k.gemm, *x, config));
   }
   if (auto* x = std::get_if<kernels::AttentionTiling>(&t)) {
     if (!(x->br % x->mr == 0 || x->br >= k.attention.seq_q))
       return broken([&] { return fmt::format("br {} is not a multiple of mr {}", x->br, x->mr); });
-    if (!loud)
-      return kernels::AttentionTilingFits(k.attention, *x, config) || broken([] { return ""; });
+    if constexpr (!loud) return kernels::AttentionTilingFits(k.attention, *x, config);
     return kernel_status(kernels::ValidateAttention(k.attention, *x, config));
   }
   return true;
@@ -238,14 +239,12 @@ FusionDecision CheckTiling(const KernelInstance& k, const kernels::KernelConfig&
                            const Tiling& t) {
   // Messages are formatted only on failure: plans are checked at every compile.
   std::string why;
-  if (!TilingRulesHold(k, config, t, /*loud=*/true,
-                       [&](auto describe) { return why = describe(), false; }))
-    return FusionDecision::Forbid(why);
+  if (!TilingRulesHold(k, config, t, KeepReason{&why})) return FusionDecision::Forbid(why);
   return FusionDecision::Allow();
 }
 
 bool TilingFits(const KernelInstance& k, const kernels::KernelConfig& config, const Tiling& t) {
-  return TilingRulesHold(k, config, t, /*loud=*/false, [](auto&&) { return false; });
+  return TilingRulesHold(k, config, t, IgnoreReason{});
 }
 
 FusionDecision TilingSpace::Check(const Tiling& t) const {

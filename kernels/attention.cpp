@@ -65,9 +65,9 @@ int64_t AttentionLocalBytes(const AttentionDesc& d, const AttentionTiling& t) {
 
 namespace {
 
-// Every rule of a launch, in order. `broken(describe)` hears of the first
-// one broken (describe() says why) and returns false: ValidateAttention
-// formats the message, AttentionTilingFits never does.
+// Every rule of a launch, in order. `broken(describe)` (a KeepReason or IgnoreReason) hears of the
+// first one broken (describe() says why) and returns false: ValidateAttention formats the message,
+// AttentionTilingFits never does.
 template <typename Broken>
 bool RulesHold(const AttentionDesc& d, const AttentionTiling& t, const KernelConfig& config,
                Broken&& broken) {
@@ -104,14 +104,13 @@ bool RulesHold(const AttentionDesc& d, const AttentionTiling& t, const KernelCon
 Status ValidateAttention(const AttentionDesc& d, const AttentionTiling& t,
                          const KernelConfig& config) {
   std::string why;
-  if (!RulesHold(d, t, config, [&](auto describe) { return why = describe(), false; }))
-    return Error(ErrorCode::kInvalidArgument, why);
+  if (!RulesHold(d, t, config, KeepReason{&why})) return Error(ErrorCode::kInvalidArgument, why);
   return Status::Ok();
 }
 
 bool AttentionTilingFits(const AttentionDesc& d, const AttentionTiling& t,
                          const KernelConfig& config) {
-  return RulesHold(d, t, config, [](auto&&) { return false; });
+  return RulesHold(d, t, config, IgnoreReason{});
 }
 
 namespace {

@@ -132,9 +132,9 @@ int64_t GemmLocalBytes(const GemmDesc& d, const GemmTiling& t) {
 
 namespace {
 
-// The tiling's own rules, in order. `broken(describe)` hears of the first
-// one broken (describe() says why) and returns false: ValidateGemm formats
-// the message, GemmTilingFits never does.
+// The tiling's own rules, in order. `broken(describe)` (a KeepReason or IgnoreReason) hears of the
+// first one broken (describe() says why) and returns false: ValidateGemm formats the message,
+// GemmTilingFits never does.
 template <typename Broken>
 bool TilingRulesHold(const GemmDesc& d, const GemmTiling& t, const KernelConfig& config,
                      Broken&& broken) {
@@ -169,13 +169,13 @@ bool TilingRulesHold(const GemmDesc& d, const GemmTiling& t, const KernelConfig&
 Status ValidateGemm(const GemmDesc& d, const GemmTiling& t, const KernelConfig& config) {
   FT_RETURN_IF_ERROR(ValidateDesc(d));
   std::string why;
-  if (!TilingRulesHold(d, t, config, [&](auto describe) { return why = describe(), false; }))
+  if (!TilingRulesHold(d, t, config, KeepReason{&why}))
     return Error(ErrorCode::kInvalidArgument, why);
   return Status::Ok();
 }
 
 bool GemmTilingFits(const GemmDesc& d, const GemmTiling& t, const KernelConfig& config) {
-  return ValidateDesc(d).ok() && TilingRulesHold(d, t, config, [](auto&&) { return false; });
+  return ValidateDesc(d).ok() && TilingRulesHold(d, t, config, IgnoreReason{});
 }
 
 namespace {
