@@ -262,7 +262,7 @@ class Enumerator {
     // Repeated layers repeat their node sets: reuse what matching found there.
     std::optional<GroupMatch> reused = memo_.Find(nodes);
     GroupMatch m = reused ? std::move(*reused) : MatchGroup(g_, flow_, nodes);
-    if (!reused) memo_.Add(nodes, m);
+    if (!reused) memo_.Add(nodes, &m);
     if (!m.decision) return;
     CandidateGroup c;
     c.nodes = nodes;

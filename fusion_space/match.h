@@ -14,6 +14,10 @@ namespace fusetune {
 struct GroupMatch {
   FusionDecision decision = FusionDecision::Forbid("not matched");
   KernelInstance instance;
+  // Groups with one id have one structure (MatchMemo): the same instance
+  // but for node and value ids, so the same legal tilings and traffic.
+  // -1: not known to share its structure.
+  int32_t structure = -1;
 };
 
 GroupMatch MatchGroup(const Graph& graph, const Dataflow& flow, std::span<const int32_t> group);

@@ -142,11 +142,12 @@ std::optional<GroupMatch> MatchMemo::Find(std::span<const int32_t> group) const 
   return std::nullopt;
 }
 
-void MatchMemo::Add(std::span<const int32_t> group, const GroupMatch& match) {
-  if (!match.decision.allowed() || match.instance.kind == KernelTemplate::kReference) return;
+void MatchMemo::Add(std::span<const int32_t> group, GroupMatch* match) {
+  if (!match->decision.allowed() || match->instance.kind == KernelTemplate::kReference) return;
+  match->structure = structures_++;
   Entry e;
   e.nodes.assign(group.begin(), group.end());
-  e.match = match;
+  e.match = *match;
   entries_.emplace(ShapeHash(group), std::move(e));
 }
 

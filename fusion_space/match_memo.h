@@ -35,8 +35,9 @@ class MatchMemo {
   // group of the same structure; nullopt when there is none.
   std::optional<GroupMatch> Find(std::span<const int32_t> group) const;
   // Remembers the match of `group`, for which Find found nothing, when it is
-  // allowed (reference instances, single nodes, are cheaper to match again).
-  void Add(std::span<const int32_t> group, const GroupMatch& match);
+  // allowed (reference instances, single nodes, are cheaper to match again),
+  // and gives it a structure id that Find's translations carry.
+  void Add(std::span<const int32_t> group, GroupMatch* match);
 
  private:
   struct Entry {
@@ -55,6 +56,7 @@ class MatchMemo {
   const Dataflow& flow_;
   mutable std::vector<uint64_t> node_hash_;  // per node, computed on first use (0: not yet)
   std::multimap<uint64_t, Entry> entries_;
+  int32_t structures_ = 0;
 };
 
 }  // namespace fusetune

@@ -73,7 +73,7 @@ const GroupMatch& FusionSpace::Match(const std::vector<int32_t>& nodes) {
   std::optional<GroupMatch> reused = memo_.Find(nodes);
   auto m =
       std::make_unique<GroupMatch>(reused ? std::move(*reused) : MatchGroup(graph_, flow_, nodes));
-  if (!reused) memo_.Add(nodes, *m);
+  if (!reused) memo_.Add(nodes, m.get());
   return *matches_.emplace(nodes, std::move(m)).first->second;
 }
 
@@ -308,6 +308,17 @@ std::optional<Plan> FusionSpace::Mutate(const Plan& plan, Rng& rng,
   return std::nullopt;
 }
 
+FusionDecision FusionSpace::CheckGroupTiling(const GroupMatch& match, const Tiling& tiling) {
+  if (match.structure < 0) return CheckTiling(match.instance, config_, tiling);
+  if (valid_tilings_.size() <= static_cast<size_t>(match.structure))
+    valid_tilings_.resize(match.structure + 1);
+  std::vector<Tiling>& valid = valid_tilings_[match.structure];
+  if (std::find(valid.begin(), valid.end(), tiling) != valid.end()) return FusionDecision::Allow();
+  FusionDecision d = CheckTiling(match.instance, config_, tiling);
+  if (d) valid.push_back(tiling);
+  return d;
+}
+
 FusionDecision FusionSpace::Validate(const Plan& plan) {
   // A plan read from a database is validated when read and again when
   // lowered; the second check is a comparison.
@@ -337,7 +348,7 @@ FusionDecision FusionSpace::Validate(const Plan& plan) {
     if (!m.decision)
       return FusionDecision::Forbid(
           fmt::format("group {} is not legal: {}", i, m.decision.reason()));
-    const FusionDecision t = CheckTiling(m.instance, config_, g.tiling);
+    const FusionDecision t = CheckGroupTiling(m, g.tiling);
     if (!t)
       return FusionDecision::Forbid(fmt::format("group {} ({}): tiling {} is invalid: {}", i,
                                                 m.instance.summary, TilingToString(g.tiling),

@@ -88,6 +88,9 @@ class FusionSpace {
 
  private:
   PlanGroup WithDefaultTiling(std::vector<int32_t> nodes);
+  // CheckTiling, remembered per structure for the tilings it allows (the
+  // layers of a stored plan mostly repeat one tiling per structure).
+  FusionDecision CheckGroupTiling(const GroupMatch& match, const Tiling& tiling);
   Plan FromGroups(std::vector<std::vector<int32_t>> groups, Rng* rng);
 
   const Graph& graph_;
@@ -105,6 +108,7 @@ class FusionSpace {
   std::unordered_map<std::vector<int32_t>, std::unique_ptr<GroupMatch>, NodesHash> matches_;
   std::unordered_map<std::vector<int32_t>, std::unique_ptr<TilingSpace>, NodesHash> tilings_;
   std::optional<Plan> last_valid_plan_;
+  std::vector<std::vector<Tiling>> valid_tilings_;  // by GroupMatch::structure
 };
 
 }  // namespace fusetune

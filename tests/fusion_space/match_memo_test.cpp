@@ -61,12 +61,44 @@ TEST(MatchMemo, TranslatedMatchesEqualMatchesFromScratch) {
         ExpectSameMatch(*got, want, where);
         ++reused;
       } else {
-        memo.Add(c.nodes, want);
+        GroupMatch added = want;
+        memo.Add(c.nodes, &added);
+        if (added.decision && added.instance.kind != KernelTemplate::kReference) {
+          EXPECT_GE(added.structure, 0) << where;
+        }
       }
       ExpectSameMatch(space.Match(c.nodes), want, where + " (space)");
     }
   }
   EXPECT_GT(reused, 100u) << "the repeated layers of encoder_3layer_op13 reuse matches";
+}
+
+// Groups given one structure id allow the same tilings (FusionSpace checks a
+// tiling once per structure) and have the same boundary traffic.
+TEST(MatchMemo, GroupsOfOneStructureAllowTheSameTilings) {
+  const Graph g = testing::LoadTestModel("encoder_3layer_op13");
+  FusionSpace space(g, Config());
+  std::map<int32_t, std::vector<int32_t>> first_of;  // structure -> its first group
+  size_t shared = 0;
+  for (const CandidateGroup& c : space.candidates().groups) {
+    const GroupMatch& m = space.Match(c.nodes);
+    if (m.structure < 0) continue;
+    auto [it, first] = first_of.emplace(m.structure, c.nodes);
+    if (first) continue;
+    ++shared;
+    const KernelInstance& a = space.Match(it->second).instance;
+    EXPECT_EQ(space.GroupTraffic(c.nodes), space.GroupTraffic(it->second));
+    // Legal tilings of either, and tilings of other groups of the same
+    // template (mostly illegal here), get one verdict for both.
+    std::vector<Tiling> tilings = space.Tilings(c.nodes).Enumerate();
+    for (const auto& [s, nodes] : first_of)
+      if (space.Match(nodes).instance.kind == a.kind)
+        for (const Tiling& t : space.Tilings(nodes).Enumerate()) tilings.push_back(t);
+    for (size_t i = 0; i < tilings.size(); i += 1 + tilings.size() / 64)
+      EXPECT_EQ(CheckTiling(a, Config(), tilings[i]).allowed(),
+                CheckTiling(m.instance, Config(), tilings[i]).allowed());
+  }
+  EXPECT_GT(shared, 50u) << "the three layers repeat their structures";
 }
 
 TEST(MatchMemo, NonConvexGroupsOfAKnownStructureStayForbidden) {
@@ -88,7 +120,8 @@ TEST(MatchMemo, NonConvexGroupsOfAKnownStructureStayForbidden) {
             ++translated;
           } else {
             EXPECT_TRUE(memo.Find(group) == std::nullopt);
-            memo.Add(group, want);
+            GroupMatch added = want;
+            memo.Add(group, &added);
           }
         }
   EXPECT_GT(translated, 50);
@@ -121,7 +154,8 @@ TEST(MatchMemo, ConstantsReadWhileMatchingMustBeEqual) {
     const Dataflow flow(g);
     MatchMemo memo(g, flow);
     const std::vector<int32_t> first = {0, 1}, second = {2, 3};
-    memo.Add(first, MatchGroup(g, flow, first));
+    GroupMatch m = MatchGroup(g, flow, first);
+    memo.Add(first, &m);
     auto got = memo.Find(second);
     EXPECT_EQ(got.has_value(), scale == "0.5") << "scale " << scale;
     if (got) ExpectSameMatch(*got, MatchGroup(g, flow, second), "second chain");
@@ -147,7 +181,8 @@ TEST(MatchMemo, UsesOutsideTheGroupMustAgree) {
   const Dataflow flow(*g);
   MatchMemo memo(*g, flow);
   const std::vector<int32_t> first = {0, 1}, second = {2, 3};
-  memo.Add(first, MatchGroup(*g, flow, first));
+  GroupMatch m = MatchGroup(*g, flow, first);
+  memo.Add(first, &m);
   EXPECT_FALSE(memo.Find(second).has_value());
 }
 
