@@ -159,6 +159,38 @@ TEST_P(Conformance, StaleKernelVersionsAreNeverBestAndAreCounted) {
   EXPECT_FALSE(stale->has_value());  // the fresh best is the fastest now
 }
 
+// A whole model's faster stale record (read along with its best), before
+// and after commits that change the answer.
+TEST_P(Conformance, FasterStaleOfAWholeModelFollowsCommits) {
+  auto db = Open({.kernel_versions = {{"gemm", 2}, {"rowwise", 1}}});
+  ASSERT_TRUE(db->PutTarget({kTarget, "{}", "{}"}).ok());
+  const std::string graph = WorkloadKeyFor(7);
+  ASSERT_TRUE(db->PutWorkload({graph, WorkloadKind::kGraph, "{}"}).ok());
+  auto commit = [&](int64_t serial, double seconds, int gemm) {
+    std::vector<Record> batch{MakeRecord(7, serial, seconds)};
+    batch[0].kernel_versions = {{"gemm", gemm}};
+    return db->CommitRecords(batch).ok();
+  };
+  auto faster_stale = [&](bool best_first) {
+    if (best_first) {
+      EXPECT_TRUE(db->Best(graph, kTarget).ok());
+    }
+    auto stale = db->FasterStaleSeconds(graph, kTarget);
+    EXPECT_TRUE(stale.ok());
+    return stale.ok() ? *stale : std::optional<double>(-1);
+  };
+  ASSERT_TRUE(commit(1, 5e-3, 2));
+  EXPECT_EQ(faster_stale(true), std::nullopt) << "one fresh record";
+  ASSERT_TRUE(commit(2, 9e-3, 1));
+  EXPECT_EQ(faster_stale(false), std::nullopt) << "a slower stale record";
+  ASSERT_TRUE(commit(3, 2e-3, 1));
+  ASSERT_TRUE(commit(4, 1e-3, 1));
+  EXPECT_EQ(faster_stale(false), 1e-3) << "two faster stale records";
+  EXPECT_EQ(faster_stale(true), 1e-3) << "asked again";
+  ASSERT_TRUE(commit(5, 0.5e-3, 2));
+  EXPECT_EQ(faster_stale(true), std::nullopt) << "a fresh record faster than every stale one";
+}
+
 TEST_P(Conformance, JobsAndModels) {
   auto db = Open();
   auto job = db->CreateJob({0, R"({"model":"m.onnx"})", "running", "{}", 0, 0});
