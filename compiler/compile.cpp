@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "compiler/choices.h"
 #include "fusion_space/partition.h"
@@ -54,20 +55,41 @@ double NodeBoundaryBytes(const Graph& graph, int32_t node) {
   return bytes;
 }
 
-GroupDecision Decide(FusionSpace& space, const PlanGroup& group, int32_t candidate,
-                     GroupChoice choice, const std::string& known_key = "") {
+// A group's boundary bytes, fused and unfused, remembered per match
+// structure: the layers of a model repeat them.
+class TrafficMemo {
+ public:
+  std::pair<double, double> Of(FusionSpace& space, const std::vector<int32_t>& nodes,
+                               int32_t structure) {
+    if (structure >= 0 && static_cast<size_t>(structure) < known_.size() &&
+        known_[structure].first >= 0)
+      return known_[structure];
+    std::pair<double, double> bytes{space.GroupTraffic(nodes), 0};
+    for (int32_t n : nodes) bytes.second += NodeBoundaryBytes(space.graph(), n);
+    if (structure >= 0) {
+      if (known_.size() <= static_cast<size_t>(structure)) known_.resize(structure + 1, {-1, -1});
+      known_[structure] = bytes;
+    }
+    return bytes;
+  }
+
+ private:
+  std::vector<std::pair<double, double>> known_;  // -1: not yet
+};
+
+GroupDecision Decide(FusionSpace& space, TrafficMemo& traffic, const PlanGroup& group,
+                     int32_t candidate, GroupChoice choice, const std::string& known_key = "") {
   GroupDecision d;
   d.candidate = candidate;
   d.nodes = group.nodes;
-  const KernelInstance& instance = space.Match(group.nodes).instance;
-  d.kind = instance.kind;
-  d.kernel = instance.summary;
+  const GroupMatch& match = space.Match(group.nodes);
+  d.kind = match.instance.kind;
+  d.kernel = match.instance.summary;
   d.workload_key = candidate >= 0      ? space.candidates().groups[candidate].key.ToString()
                    : known_key.empty() ? space.Key(group.nodes).ToString()
                                        : known_key;
   d.choice = std::move(choice);
-  d.bytes = space.GroupTraffic(group.nodes);
-  for (int32_t n : group.nodes) d.unfused_bytes += NodeBoundaryBytes(space.graph(), n);
+  std::tie(d.bytes, d.unfused_bytes) = traffic.Of(space, group.nodes, match.structure);
   return d;
 }
 
@@ -122,6 +144,7 @@ Result<bool> UseWholeModelPlan(FusionSpace& space, TuningIndex& index,
   out->measured_seconds = out->predicted_seconds = best->seconds;
   out->partition = fmt::format("the measured best plan of this model (record {}, {:.3f} ms)",
                                best->record_id, best->seconds * 1e3);
+  TrafficMemo traffic;
   for (size_t i = 0; i < out->plan.groups.size(); ++i) {
     const PlanGroup& g = out->plan.groups[i];
     GroupChoice c;
@@ -130,7 +153,7 @@ Result<bool> UseWholeModelPlan(FusionSpace& space, TuningIndex& index,
     c.predicted_loss = 0;
     c.record_id = best->record_id;
     c.detail = fmt::format("whole-model record {}", best->record_id);
-    GroupDecision d = Decide(space, g, -1, std::move(c), stored_keys[i]);
+    GroupDecision d = Decide(space, traffic, g, -1, std::move(c), stored_keys[i]);
     FT_ASSIGN_OR_RETURN(const db::BestPlan* own, index.Exact(d.workload_key));
     if (own != nullptr && index.BestTiling(d.workload_key) == g.tiling)
       d.choice.measured_seconds = d.choice.cost = own->seconds;
@@ -164,6 +187,7 @@ Result<CompiledPlan> CompileGraph(FusionSpace& space, TuningIndex& index,
   out.scale = chosen.scale;
   out.candidates = chosen.choices;
   const auto& groups = space.candidates().groups;
+  TrafficMemo traffic;
   if (!chosen.any_known) {
     const Plan greedy = space.Greedy();
     if (!options.max_memory_bytes ||
@@ -175,7 +199,7 @@ Result<CompiledPlan> CompileGraph(FusionSpace& space, TuningIndex& index,
         index_of[groups[i].nodes] = static_cast<int32_t>(i);
       for (const PlanGroup& g : out.plan.groups) {
         const int32_t c = index_of.at(g.nodes);
-        out.groups.push_back(Decide(space, g, c, chosen.choices[c]));
+        out.groups.push_back(Decide(space, traffic, g, c, chosen.choices[c]));
         out.predicted_seconds += chosen.choices[c].cost;
       }
       return finish();
@@ -203,7 +227,7 @@ Result<CompiledPlan> CompileGraph(FusionSpace& space, TuningIndex& index,
   space.Order(&out.plan);
   for (const PlanGroup& g : out.plan.groups) {
     const int32_t c = candidate_of.at(g.nodes);
-    out.groups.push_back(Decide(space, g, c, chosen.choices[c]));
+    out.groups.push_back(Decide(space, traffic, g, c, chosen.choices[c]));
   }
   out.predicted_seconds = partition.cost;
   out.partition += fmt::format(

@@ -378,20 +378,30 @@ double FusionSpace::GroupTraffic(const std::vector<int32_t>& nodes) {
 }
 
 int64_t FusionSpace::PeakIntermediateBytes(const Plan& plan) {
-  const int64_t steps = static_cast<int64_t>(plan.groups.size());
-  std::map<ValueId, std::pair<int64_t, int64_t>> live;  // value -> [def, last use]
-  for (int64_t s = 0; s < steps; ++s) {
+  const auto steps = static_cast<int32_t>(plan.groups.size());
+  // Per value a kernel writes: the step that writes it and the last that
+  // reads it (or the last step, for graph outputs).
+  std::vector<std::pair<int32_t, int32_t>> live(graph_.values.size(), {-1, -1});
+  std::vector<ValueId> written;
+  for (int32_t s = 0; s < steps; ++s) {
     const KernelInstance& k = Match(plan.groups[s].nodes).instance;
-    for (ValueId v : k.outputs) live[v] = {s, flow_.is_graph_output(v) ? steps - 1 : s};
+    for (ValueId v : k.outputs) {
+      live[v] = {s, flow_.is_graph_output(v) ? steps - 1 : s};
+      written.push_back(v);
+    }
     for (ValueId v : k.inputs)
-      if (auto it = live.find(v); it != live.end())
-        it->second.second = std::max(it->second.second, s);
+      if (live[v].first >= 0) live[v].second = std::max(live[v].second, s);
   }
-  std::vector<int64_t> at(steps, 0);
-  for (auto& [v, range] : live)
-    for (int64_t s = range.first; s <= range.second; ++s)
-      at[s] += static_cast<int64_t>(graph_.type(v).nbytes());
-  return at.empty() ? 0 : *std::max_element(at.begin(), at.end());
+  // Bytes live at each step, from where each value starts and stops.
+  std::vector<int64_t> change(steps + 1, 0);
+  for (ValueId v : written) {
+    const auto bytes = static_cast<int64_t>(graph_.type(v).nbytes());
+    change[live[v].first] += bytes;
+    change[live[v].second + 1] -= bytes;
+  }
+  int64_t at = 0, peak = 0;
+  for (int32_t s = 0; s < steps; ++s) peak = std::max(peak, at += change[s]);
+  return peak;
 }
 
 }  // namespace fusetune

@@ -273,6 +273,34 @@ TEST(Plans, UnfusedGreedyRandomAndMutationsAreValid) {
   }
 }
 
+// The peak against a direct count: at every step, the bytes of each value
+// written at or before it and read (or a graph output) at or after it.
+TEST(Plans, PeakIntermediateBytesCountsEveryLiveValue) {
+  for (const std::string& model : testing::AllTestModels()) {
+    SCOPED_TRACE(model);
+    Graph g = testing::LoadTestModel(model);
+    FusionSpace space(g, Config());
+    Rng rng(ForkSeed(11, 0));
+    for (const Plan& plan : {space.Unfused(), space.Greedy(), space.Random(rng)}) {
+      const size_t steps = plan.groups.size();
+      int64_t peak = 0;
+      for (size_t at = 0; at < steps; ++at) {
+        int64_t live = 0;
+        for (size_t s = 0; s <= at; ++s)
+          for (ValueId v : space.Match(plan.groups[s].nodes).instance.outputs) {
+            bool read_later = space.flow().is_graph_output(v);
+            for (size_t r = at; r < steps && !read_later; ++r)
+              for (ValueId in : space.Match(plan.groups[r].nodes).instance.inputs)
+                read_later = read_later || in == v;
+            if (s == at || read_later) live += static_cast<int64_t>(g.type(v).nbytes());
+          }
+        peak = std::max(peak, live);
+      }
+      EXPECT_EQ(space.PeakIntermediateBytes(plan), peak);
+    }
+  }
+}
+
 TEST(Plans, SameSeedSamePlan) {
   Graph g = testing::LoadTestModel("decoder_preln_op17");
   FusionSpace a(g, Config()), b(g, Config());
