@@ -7,24 +7,31 @@
 namespace fusetune {
 
 Dataflow::Dataflow(const Graph& graph)
-    : graph_(graph), uses_(graph.Consumers()), is_output_(graph.values.size(), 0) {
+    : graph_(graph), uses_(graph), is_output_(graph.values.size(), 0) {
   for (ValueId v : graph.outputs) is_output_[v] = 1;
   const int32_t n = static_cast<int32_t>(graph.nodes.size());
-  consumers_.resize(n);
-  producers_.resize(n);
-  for (int32_t i = 0; i < n; ++i)
+  // Producers: each node's distinct producer nodes, ascending.
+  producers_.begin_.assign(n + 1, 0);
+  std::vector<int32_t> consumer_count(n + 1, 0);
+  for (int32_t i = 0; i < n; ++i) {
+    const size_t start = producers_.items_.size();
     for (ValueId input : graph.nodes[i].inputs) {
       if (input == kNoValue) continue;  // an omitted optional input
       const int32_t producer = graph.value(input).producer;
-      if (producer < 0) continue;  // a graph input or constant
-      producers_[i].push_back(producer);
-      consumers_[producer].push_back(i);
+      if (producer >= 0) producers_.items_.push_back(producer);  // not an input or constant
     }
-  for (auto* lists : {&consumers_, &producers_})
-    for (auto& list : *lists) {
-      std::sort(list.begin(), list.end());
-      list.erase(std::unique(list.begin(), list.end()), list.end());
-    }
+    const auto first = producers_.items_.begin() + static_cast<std::ptrdiff_t>(start);
+    std::sort(first, producers_.items_.end());
+    producers_.items_.erase(std::unique(first, producers_.items_.end()), producers_.items_.end());
+    producers_.begin_[i + 1] = static_cast<int32_t>(producers_.items_.size());
+    for (int32_t p : producers_[i]) ++consumer_count[p + 1];
+  }
+  // Consumers: the same edges reversed; filled in node order, so ascending.
+  for (int32_t i = 0; i < n; ++i) consumer_count[i + 1] += consumer_count[i];
+  consumers_.begin_ = consumer_count;
+  consumers_.items_.resize(consumer_count[n]);
+  for (int32_t i = 0; i < n; ++i)
+    for (int32_t p : producers_[i]) consumers_.items_[consumer_count[p]++] = i;
 }
 
 bool Dataflow::LeavesGroup(ValueId v, std::span<const char> inside) const {

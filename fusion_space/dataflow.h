@@ -20,11 +20,11 @@ class Dataflow {
   explicit Dataflow(const Graph& graph);
   int32_t num_nodes() const { return static_cast<int32_t>(consumers_.size()); }
   // Distinct nodes that read an output of `node` / produce an input of `node`, ascending.
-  const std::vector<int32_t>& consumers(int32_t node) const { return consumers_[node]; }
-  const std::vector<int32_t>& producers(int32_t node) const { return producers_[node]; }
+  std::span<const int32_t> consumers(int32_t node) const { return consumers_[node]; }
+  std::span<const int32_t> producers(int32_t node) const { return producers_[node]; }
   // (node, input slot) pairs reading value v, and whether v is a graph output.
-  const std::vector<std::pair<int32_t, int32_t>>& uses(ValueId v) const { return uses_[v]; }
-  const std::vector<std::vector<std::pair<int32_t, int32_t>>>& all_uses() const { return uses_; }
+  std::span<const ValueUses::Use> uses(ValueId v) const { return uses_[v]; }
+  const ValueUses& all_uses() const { return uses_; }
   bool is_graph_output(ValueId v) const { return is_output_[v] != 0; }
   // Read outside the node set marked in `inside`, or a graph output.
   bool LeavesGroup(ValueId v, std::span<const char> inside) const;
@@ -50,9 +50,18 @@ class Dataflow {
                                      WalkScratch* scratch) const;
 
  private:
+  // Lists of nodes by node, in one array each (no allocation per node).
+  class NodeLists {
+   public:
+    std::span<const int32_t> operator[](int32_t node) const {
+      return {items_.data() + begin_[node], items_.data() + begin_[node + 1]};
+    }
+    size_t size() const { return begin_.empty() ? 0 : begin_.size() - 1; }
+    std::vector<int32_t> begin_, items_;
+  };
   const Graph& graph_;
-  std::vector<std::vector<int32_t>> consumers_, producers_;
-  std::vector<std::vector<std::pair<int32_t, int32_t>>> uses_;
+  NodeLists consumers_, producers_;
+  ValueUses uses_;
   std::vector<char> is_output_;
 };
 

@@ -147,8 +147,7 @@ FusionDecision ResolveReadView(const Graph& g, std::span<const char> in_group, V
 }
 
 FusionDecision ResolveWriteView(const Graph& g, std::span<const char> in_group,
-                                const std::vector<std::vector<std::pair<int32_t, int32_t>>>& uses,
-                                ValueId value, StridedView* view) {
+                                const ValueUses& uses, ValueId value, StridedView* view) {
   std::vector<int32_t> chain;  // view nodes from `value` forward
   ValueId v = value;
   while (uses[v].size() == 1 && in_group[uses[v][0].first] && IsViewOp(g.nodes[uses[v][0].first])) {

@@ -42,8 +42,7 @@ FusionDecision ResolveReadView(const Graph& graph, std::span<const char> in_grou
 // the group. Returns, in *view, where the elements of `value` land in the
 // final value's contiguous buffer (view->base is the final value).
 FusionDecision ResolveWriteView(const Graph& graph, std::span<const char> in_group,
-                                const std::vector<std::vector<std::pair<int32_t, int32_t>>>& uses,
-                                ValueId value, StridedView* view);
+                                const ValueUses& uses, ValueId value, StridedView* view);
 
 bool IsViewOp(const Node& node);  // Reshape or Transpose
 

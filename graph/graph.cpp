@@ -132,13 +132,19 @@ void Graph::Prefetch() const {
   }
 }
 
-std::vector<std::vector<std::pair<int32_t, int32_t>>> Graph::Consumers() const {
-  std::vector<std::vector<std::pair<int32_t, int32_t>>> consumers(values.size());
-  for (int32_t n = 0; n < static_cast<int32_t>(nodes.size()); ++n)
-    for (int32_t s = 0; s < static_cast<int32_t>(nodes[n].inputs.size()); ++s)
-      if (nodes[n].inputs[s] != kNoValue) consumers[nodes[n].inputs[s]].emplace_back(n, s);
-  return consumers;
+ValueUses::ValueUses(const Graph& graph) : begin_(graph.values.size() + 1, 0) {
+  for (const Node& node : graph.nodes)
+    for (ValueId v : node.inputs)
+      if (v != kNoValue) ++begin_[v + 1];
+  for (size_t v = 0; v < graph.values.size(); ++v) begin_[v + 1] += begin_[v];
+  uses_.resize(begin_.back());
+  std::vector<int32_t> fill(begin_.begin(), begin_.end() - 1);
+  for (int32_t n = 0; n < static_cast<int32_t>(graph.nodes.size()); ++n)
+    for (int32_t s = 0; s < static_cast<int32_t>(graph.nodes[n].inputs.size()); ++s)
+      if (const ValueId v = graph.nodes[n].inputs[s]; v != kNoValue) uses_[fill[v]++] = {n, s};
 }
+
+ValueUses Graph::Consumers() const { return ValueUses(*this); }
 
 void Graph::ReplaceAllUses(ValueId from, ValueId to) {
   for (Node& node : nodes)

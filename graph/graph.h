@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
@@ -99,6 +100,25 @@ struct Value {
   bool is_constant() const { return constant != nullptr; }
 };
 
+class Graph;
+
+// The (node index, input slot) pairs that read each value, by node then
+// slot, in one array (a graph's uses without an allocation per value).
+class ValueUses {
+ public:
+  using Use = std::pair<int32_t, int32_t>;
+  ValueUses() = default;
+  explicit ValueUses(const Graph& graph);
+  std::span<const Use> operator[](int32_t value) const {
+    return {uses_.data() + begin_[value], uses_.data() + begin_[value + 1]};
+  }
+  size_t size() const { return begin_.empty() ? 0 : begin_.size() - 1; }
+
+ private:
+  std::vector<int32_t> begin_;  // value v's uses: [begin_[v], begin_[v + 1])
+  std::vector<Use> uses_;
+};
+
 class Graph {
  public:
   std::string name;
@@ -122,8 +142,8 @@ class Graph {
   Value& value(ValueId id) { return values.at(id); }
   const TensorType& type(ValueId id) const { return values.at(id).type; }
 
-  // consumers()[v] lists (node index, input slot) pairs that read value v.
-  std::vector<std::vector<std::pair<int32_t, int32_t>>> Consumers() const;
+  // Consumers()[v] lists the (node index, input slot) pairs that read value v.
+  ValueUses Consumers() const;
   // Asks the CPU to fetch every node's and value's heap data (operand
   // lists, attributes, dimensions, constants' headers) without waiting for
   // any: a pass over a graph whose data a large model's import has pushed

@@ -45,7 +45,6 @@ enum class KeyScope { kExact, kStructure };
 // the subset are its inputs; values read outside it or graph outputs are its outputs.
 // `uses`, when given, is Graph::Consumers() of `graph` (computed once by the
 // caller): the cost is then proportional to the subset, not to the graph.
-using ValueUses = std::vector<std::vector<std::pair<int32_t, int32_t>>>;
 CanonicalSubgraph CanonicalizeSubgraph(const Graph& graph, std::span<const int32_t> nodes,
                                        KeyScope scope = KeyScope::kExact,
                                        const ValueUses* uses = nullptr);

@@ -18,8 +18,9 @@ TEST(Dataflow, ProducersAndConsumers) {
   Graph g = Diamond();
   Dataflow flow(g);
   ASSERT_EQ(flow.num_nodes(), 5);
-  EXPECT_EQ(flow.consumers(0), (std::vector<int32_t>{1, 2}));
-  EXPECT_EQ(flow.producers(3), (std::vector<int32_t>{1, 2}));
+  auto list = [](std::span<const int32_t> s) { return std::vector<int32_t>(s.begin(), s.end()); };
+  EXPECT_EQ(list(flow.consumers(0)), (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(list(flow.producers(3)), (std::vector<int32_t>{1, 2}));
   EXPECT_TRUE(flow.producers(0).empty());
 }
 
