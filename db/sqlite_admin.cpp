@@ -162,7 +162,6 @@ Status SqliteDatabase::RecomputeBestLocked() {
   meta.bind(1, versions_json_);
   meta.exec();
   best_cache_.clear();
-  stale_cache_.clear();
   return Status::Ok();
 }
 

@@ -75,7 +75,6 @@ class SqliteDatabase final : public Database {
   std::optional<int64_t> WorkloadId(const std::string& key);
   // The fastest fresh ok record by scanning (when the stored best is stale).
   std::optional<BestPlan> ScanBest(int64_t workload_id, int64_t target_id);
-  std::optional<std::optional<double>> FasterFromBestRow(const SQLite::Column& column) const;
   Status RecomputeBestLocked();
 
   std::unique_ptr<SQLite::Database> db_;
@@ -86,9 +85,10 @@ class SqliteDatabase final : public Database {
   // keep it current. Another process's later commits are seen by a new
   // handle, as compilers open the database per compilation.
   std::unordered_map<std::string, std::optional<BestPlan>> best_cache_;
-  // FasterStaleSeconds answers that Best() read along (whole models only).
-  std::unordered_map<std::string, std::optional<double>> stale_cache_;
-  std::unique_ptr<SQLite::Statement> best_query_, stale_query_, insert_record_, update_best_;
+  // The (workload, target) ids of the best rows Best() read, for FasterStaleSeconds.
+  std::unordered_map<std::string, std::pair<int64_t, int64_t>> best_row_ids_;
+  std::unique_ptr<SQLite::Statement> best_query_, stale_query_, stale_by_ids_query_, insert_record_,
+      update_best_;
 };
 
 }  // namespace fusetune::db::detail
