@@ -25,11 +25,12 @@ BufferPlan PlanBuffers(const std::vector<BufferLifetime>& lifetimes, int64_t ste
   struct Placed {
     int64_t offset, size, first, last;
   };
-  std::vector<Placed> placed;
+  std::vector<Placed> placed, overlapping;
+  placed.reserve(order.size());
   for (size_t i : order) {
     const BufferLifetime& l = lifetimes[i];
     const int64_t size = Align(std::max<int64_t>(l.bytes, 1));
-    std::vector<Placed> overlapping;
+    overlapping.clear();
     for (const Placed& p : placed)
       if (p.first <= l.last_step && l.first_step <= p.last) overlapping.push_back(p);
     std::sort(overlapping.begin(), overlapping.end(),

@@ -31,23 +31,28 @@ Result<std::unique_ptr<KernelProgram>> KernelProgram::Compile(FusionSpace& space
   if (!valid) return Error(ErrorCode::kInvalidArgument, "invalid plan: " + valid.reason());
   const Graph& g = space.graph();
   std::unique_ptr<KernelProgram> exe(new KernelProgram(g, space.config()));
+  exe->steps_.reserve(plan.groups.size());
   for (const PlanGroup& group : plan.groups)
     exe->steps_.push_back({space.Match(group.nodes).instance, group.tiling, false, {}});
 
-  // Lifetimes of the values the steps write.
+  // Lifetimes of the values the steps write, by value id.
   const int64_t steps = static_cast<int64_t>(exe->steps_.size());
-  std::map<ValueId, BufferLifetime> life;
+  std::vector<BufferLifetime> life(g.values.size(), BufferLifetime{kNoValue, 0, -1, -1});
   for (int64_t s = 0; s < steps; ++s) {
     const KernelInstance& k = exe->steps_[s].instance;
     for (ValueId v : k.inputs)
-      if (auto it = life.find(v); it != life.end()) it->second.last_step = s;
+      if (life[v].value != kNoValue) life[v].last_step = s;
     for (ValueId v : k.outputs) life[v] = {v, static_cast<int64_t>(g.type(v).nbytes()), s, s};
   }
   // Graph outputs live in the tensors a run returns, not in the arena.
   for (ValueId v : g.outputs)
-    if (life.erase(v) > 0) exe->written_outputs_.push_back(v);  // once, if listed twice
+    if (life[v].value != kNoValue) {  // once, if listed twice
+      exe->written_outputs_.push_back(v);
+      life[v].value = kNoValue;
+    }
   std::vector<BufferLifetime> lifetimes;
-  for (auto& [v, l] : life) lifetimes.push_back(l);
+  for (const BufferLifetime& l : life)
+    if (l.value != kNoValue) lifetimes.push_back(l);
   exe->buffers_ = PlanBuffers(lifetimes, steps);
   const size_t arena = static_cast<size_t>(std::max<int64_t>(exe->buffers_.arena_bytes, 64));
   exe->arena_ = {static_cast<std::byte*>(std::aligned_alloc(64, (arena + 63) / 64 * 64)),
