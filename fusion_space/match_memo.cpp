@@ -1,6 +1,7 @@
 #include "fusion_space/match_memo.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/hash.h"
 
@@ -18,26 +19,40 @@ int32_t LocalIndex(std::span<const int32_t> group, int32_t node) {
   return it != group.end() && *it == node ? static_cast<int32_t>(it - group.begin()) : -1;
 }
 
-using ValueMap = std::vector<std::pair<ValueId, ValueId>>;  // one to one
+}  // namespace
 
-// Adds from -> to; false when either side is already paired otherwise.
-bool Pair(ValueMap* map, ValueId from, ValueId to) {
-  for (auto [a, b] : *map)
-    if (a == from || b == to) return a == from && b == to;
-  map->emplace_back(from, to);
+bool MatchMemo::Pairing::Pair(ValueId from, ValueId to) {
+  if (to_of.empty()) {  // first use: one slot per value of the graph
+    to_of.assign(values, {0, kNoValue});
+    from_of.assign(values, {0, kNoValue});
+  }
+  const bool from_paired = to_of[from].first == epoch, to_paired = from_of[to].first == epoch;
+  if (from_paired || to_paired) return from_paired && to_paired && to_of[from].second == to;
+  to_of[from] = {epoch, to};
+  from_of[to] = {epoch, from};
   return true;
 }
 
+ValueId MatchMemo::Pairing::To(ValueId from) const {
+  return !to_of.empty() && to_of[from].first == epoch ? to_of[from].second : kNoValue;
+}
+
+void MatchMemo::Pairing::Reset() {
+  if (++epoch == 0) {  // wrapped: forget every old mark
+    to_of.clear();
+    from_of.clear();
+    epoch = 1;
+  }
+}
+
+namespace {
+
 // Maps every value id of an instance through `map`; false when one is missing.
-bool Translate(const ValueMap& map, KernelInstance* k) {
+bool Translate(const MatchMemo::Pairing& map, KernelInstance* k) {
   auto translate = [&](ValueId& v) {
     if (v == kNoValue) return true;
-    for (auto [from, to] : map)
-      if (from == v) {
-        v = to;
-        return true;
-      }
-    return false;
+    v = map.To(v);
+    return v != kNoValue;
   };
   for (ValueId& v : k->inputs)
     if (!translate(v)) return false;
@@ -55,24 +70,26 @@ uint64_t MatchMemo::ShapeHash(std::span<const int32_t> group) const {
   uint64_t hash = group.size();
   for (int32_t n : group) {
     uint64_t& h = node_hash_[n];
-    if (h == 0) {
-      Hasher node;
-      node.AddString(graph_.nodes[n].op_type);
+    if (h == 0) {  // a bucket, not a key: a cheap mix of the op's name and output dims
+      const std::string& op = graph_.nodes[n].op_type;
+      uint64_t head = 0;
+      std::memcpy(&head, op.data(), std::min<size_t>(op.size(), sizeof head));
+      uint64_t x = head * 0x9e3779b97f4a7c15ULL + op.size();
       for (ValueId v : graph_.nodes[n].outputs)
         if (v != kNoValue)
-          for (int64_t d : graph_.type(v).dims) node.AddInt(d);
-      h = node.digest() | 1;
+          for (int64_t d : graph_.type(v).dims) x = x * 0x100000001b3ULL + static_cast<uint64_t>(d);
+      h = Mix64(x) | 1;
     }
     hash = HashCombine(hash, h);
   }
   return hash;
 }
 
-std::optional<std::vector<std::pair<ValueId, ValueId>>> MatchMemo::Correspond(
-    const Entry& entry, std::span<const int32_t> group) const {
+bool MatchMemo::Correspond(const Entry& entry, std::span<const int32_t> group) const {
   const std::span<const int32_t> seen(entry.nodes);
-  if (seen.size() != group.size()) return std::nullopt;
-  ValueMap pairs;
+  if (seen.size() != group.size()) return false;
+  pairing_.values = graph_.values.size();
+  pairing_.Reset();
   auto same_uses = [&](ValueId a, ValueId b) {
     const auto& ua = flow_.uses(a);
     const auto& ub = flow_.uses(b);
@@ -99,44 +116,42 @@ std::optional<std::vector<std::pair<ValueId, ValueId>>> MatchMemo::Correspond(
     if (na.op_type != nb.op_type || na.domain != nb.domain ||
         na.inputs.size() != nb.inputs.size() || na.outputs.size() != nb.outputs.size() ||
         !(na.attrs == nb.attrs))
-      return std::nullopt;
+      return false;
     for (size_t j = 0; j < na.inputs.size(); ++j) {
       const ValueId a = na.inputs[j], b = nb.inputs[j];
-      if ((a == kNoValue) != (b == kNoValue)) return std::nullopt;
+      if ((a == kNoValue) != (b == kNoValue)) return false;
       if (a == kNoValue) continue;
       const Value& va = graph_.value(a);
       const Value& vb = graph_.value(b);
-      if (!va.type.SameShapeAndType(vb.type)) return std::nullopt;
+      if (!va.type.SameShapeAndType(vb.type)) return false;
       const int32_t la = va.producer >= 0 ? LocalIndex(seen, va.producer) : -1;
       const int32_t lb = vb.producer >= 0 ? LocalIndex(group, vb.producer) : -1;
-      if (la != lb) return std::nullopt;
-      if (la >= 0 ? va.producer_output != vb.producer_output : !same_outside(a, b))
-        return std::nullopt;
-      if (!Pair(&pairs, a, b)) return std::nullopt;
+      if (la != lb) return false;
+      if (la >= 0 ? va.producer_output != vb.producer_output : !same_outside(a, b)) return false;
+      if (!pairing_.Pair(a, b)) return false;
     }
     for (size_t j = 0; j < na.outputs.size(); ++j) {
       const ValueId a = na.outputs[j], b = nb.outputs[j];
-      if ((a == kNoValue) != (b == kNoValue)) return std::nullopt;
+      if ((a == kNoValue) != (b == kNoValue)) return false;
       if (a == kNoValue) continue;
       if (!graph_.type(a).SameShapeAndType(graph_.type(b)) || !same_uses(a, b) ||
-          !Pair(&pairs, a, b))
-        return std::nullopt;
+          !pairing_.Pair(a, b))
+        return false;
     }
   }
-  return pairs;
+  return true;
 }
 
 std::optional<GroupMatch> MatchMemo::Find(std::span<const int32_t> group) const {
   auto [first, last] = entries_.equal_range(ShapeHash(group));
   for (auto it = first; it != last; ++it) {
     const Entry& e = it->second;
-    const auto values = Correspond(e, group);
-    if (!values) continue;
+    if (!Correspond(e, group)) continue;
     // Legal there; here only if no path leaves this group and comes back.
     if (group.size() > 1 && !flow_.CheckConvex(group)) return std::nullopt;
     GroupMatch m = e.match;
     m.instance.nodes.assign(group.begin(), group.end());
-    if (!Translate(*values, &m.instance)) return std::nullopt;
+    if (!Translate(pairing_, &m.instance)) return std::nullopt;
     return m;
   }
   return std::nullopt;

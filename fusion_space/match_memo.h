@@ -29,6 +29,19 @@ namespace fusetune {
 
 class MatchMemo {
  public:
+  // Value ids of one group paired with another's, one to one: marks per
+  // value (an epoch tells this pairing's from older ones), so a pair is
+  // added and looked up in constant time.
+  struct Pairing {
+    size_t values = 0;  // of the graph
+    uint32_t epoch = 1;
+    std::vector<std::pair<uint32_t, ValueId>> to_of, from_of;  // (epoch, partner)
+    // Adds from -> to; false when either side is already paired otherwise.
+    bool Pair(ValueId from, ValueId to);
+    ValueId To(ValueId from) const;  // kNoValue when `from` is not paired
+    void Reset();                    // forgets every pair
+  };
+
   MatchMemo(const Graph& graph, const Dataflow& flow) : graph_(graph), flow_(flow) {}
 
   // The match of `group` (ascending) translated from an allowed match of a
@@ -47,14 +60,14 @@ class MatchMemo {
   // A hash of the cheap part of the structure (ops and output shapes): entries
   // under one hash are compared in full.
   uint64_t ShapeHash(std::span<const int32_t> group) const;
-  // The value ids of `entry`'s group paired with those of `group` when the
-  // two have the same structure; nullopt otherwise.
-  std::optional<std::vector<std::pair<ValueId, ValueId>>> Correspond(
-      const Entry& entry, std::span<const int32_t> group) const;
+  // Whether `group` has the structure of `entry`'s group; if so pairing_
+  // holds their value ids, one to one.
+  bool Correspond(const Entry& entry, std::span<const int32_t> group) const;
 
   const Graph& graph_;
   const Dataflow& flow_;
   mutable std::vector<uint64_t> node_hash_;  // per node, computed on first use (0: not yet)
+  mutable Pairing pairing_;                  // Correspond's, reused
   std::multimap<uint64_t, Entry> entries_;
   int32_t structures_ = 0;
 };
