@@ -115,7 +115,29 @@ bool JsonReader::NextKey(std::string* key) {
   return ReadString(key) && Consume(':', "':'");
 }
 
+bool JsonReader::NextKey(std::string_view* key) {
+  if (!NextItem('}')) return false;
+  return ReadString(key) && Consume(':', "':'");
+}
+
 bool JsonReader::NextElement() { return NextItem(']'); }
+
+bool JsonReader::ReadString(std::string_view* out) {
+  if (!Consume('"', "a string")) return false;
+  const size_t start = pos_;
+  while (pos_ < text_.size() && text_[pos_] != '"' && text_[pos_] != '\\' &&
+         static_cast<unsigned char>(text_[pos_]) >= 0x20)
+    ++pos_;
+  if (pos_ < text_.size() && text_[pos_] == '"') {  // no escapes: the text itself
+    *out = text_.substr(start, pos_ - start);
+    ++pos_;
+    return true;
+  }
+  pos_ = start - 1;  // read it again, decoding
+  if (!ReadString(&unescaped_)) return false;
+  *out = unescaped_;
+  return true;
+}
 
 bool JsonReader::ReadString(std::string* out) {
   if (!Consume('"', "a string")) return false;

@@ -41,12 +41,16 @@ class JsonReader {
   // brace is consumed then), reading or skipping one value after each key.
   bool BeginObject();
   bool NextKey(std::string* key);
+  // The same, the key viewed in place (or, when it has escapes, in a buffer
+  // of the reader's): valid until the next call that reads a string.
+  bool NextKey(std::string_view* key);
   // Arrays: BeginArray, then NextElement until it returns false.
   bool BeginArray();
   bool NextElement();
 
   bool ReadString(std::string* out);
-  bool ReadInt(int64_t* out);  // a number without fraction or exponent, in range
+  bool ReadString(std::string_view* out);  // valid as NextKey's view
+  bool ReadInt(int64_t* out);              // a number without fraction or exponent, in range
   bool ReadDouble(double* out);
   // Any number: `*is_integer` says whether it was an integer in int64 range
   // (then in `*integer`), else it is in `*real`.
@@ -74,6 +78,7 @@ class JsonReader {
   size_t pos_ = 0;
   std::vector<bool> first_;  // per open object or array: no item read yet
   std::string error_;
+  std::string unescaped_;  // a viewed string that had escapes
 };
 
 }  // namespace fusetune

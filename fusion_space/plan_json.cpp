@@ -120,8 +120,9 @@ bool ReadTilingObject(JsonReader& r, PlanDocument::Group* group) {
   }
   group->tiling_is_object = true;
   group->tiling.clear();
+  group->tiling.reserve(8);  // a GEMM tiling's fields: one allocation
   r.BeginObject();
-  std::string key;
+  std::string_view key;
   while (r.NextKey(&key)) {
     TilingField& field = group->tiling.emplace_back();
     field.name = key;
@@ -159,7 +160,7 @@ bool ReadGroup(JsonReader& r, size_t i, PlanDocument::Group* group, std::string*
   }
   r.BeginObject();
   bool has_nodes = false;
-  std::string key;
+  std::string_view key;
   while (r.NextKey(&key)) {
     if (key == "nodes") {
       if (r.Peek() != JsonReader::Kind::kArray) {
@@ -193,7 +194,8 @@ bool ReadGroup(JsonReader& r, size_t i, PlanDocument::Group* group, std::string*
 Result<PlanDocument> DocumentFromText(std::string_view text) {
   PlanDocument doc;
   JsonReader r(text);
-  std::string key, format;
+  std::string_view key;
+  std::string format;
   bool has_version = false, has_groups = false;
   auto not_a_plan = [] { return Bad("not a fusetune plan (\"format\" is not \"fusetune-plan\")"); };
   if (r.Peek() != JsonReader::Kind::kObject) return r.ok() ? not_a_plan() : Malformed(r);

@@ -9,25 +9,32 @@
 namespace fusetune {
 namespace {
 
-// The document the reader walks, rebuilt as nlohmann::json (null on error).
-nlohmann::json Rebuild(JsonReader& r) {
+// The document the reader walks, rebuilt as nlohmann::json (null on error);
+// `views`: keys and strings read as views (copied before the next read).
+nlohmann::json Rebuild(JsonReader& r, bool views = false) {
   switch (r.Peek()) {
     case JsonReader::Kind::kObject: {
       nlohmann::json out = nlohmann::json::object();
       r.BeginObject();
       std::string key;
-      while (r.NextKey(&key)) out[key] = Rebuild(r);
+      std::string_view view;
+      while (views ? r.NextKey(&view) : r.NextKey(&key)) {
+        if (views) key = view;
+        out[key] = Rebuild(r, views);
+      }
       return out;
     }
     case JsonReader::Kind::kArray: {
       nlohmann::json out = nlohmann::json::array();
       r.BeginArray();
-      while (r.NextElement()) out.push_back(Rebuild(r));
+      while (r.NextElement()) out.push_back(Rebuild(r, views));
       return out;
     }
     case JsonReader::Kind::kString: {
       std::string s;
-      r.ReadString(&s);
+      std::string_view view;
+      if (views && r.ReadString(&view)) s = view;
+      if (!views) r.ReadString(&s);
       return s;
     }
     case JsonReader::Kind::kNumber: {
@@ -60,13 +67,14 @@ TEST(JsonReader, ReadsWhatNlohmannReads) {
       R"("just a string")",
       R"({"format":"fusetune-plan","groups":[{"nodes":[0,1],"tiling":{"tile":4096}}]})",
   };
-  for (const std::string& text : texts) {
-    JsonReader r(text);
-    const nlohmann::json rebuilt = Rebuild(r);
-    ASSERT_TRUE(r.ok()) << text << ": " << r.error();
-    EXPECT_TRUE(r.AtEnd()) << text;
-    EXPECT_EQ(rebuilt, nlohmann::json::parse(text)) << text;
-  }
+  for (bool views : {false, true})
+    for (const std::string& text : texts) {
+      JsonReader r(text);
+      const nlohmann::json rebuilt = Rebuild(r, views);
+      ASSERT_TRUE(r.ok()) << text << ": " << r.error();
+      EXPECT_TRUE(r.AtEnd()) << text;
+      EXPECT_EQ(rebuilt, nlohmann::json::parse(text)) << text << (views ? " (views)" : "");
+    }
 }
 
 TEST(JsonReader, SkipPassesOverAnyValue) {
@@ -92,16 +100,17 @@ TEST(JsonReader, MalformedTextGivesAnErrorWithItsOffset) {
       R"({1: 2})", "[1e999]", "+1",          ".5",          R"(["\u12"])", "{\"a\":1 \"b\":2}",
       "[nulls]",
   };
-  for (const std::string& text : bad) {
-    JsonReader r(text);
-    Rebuild(r);
-    const bool whole = r.ok() && r.AtEnd();
-    EXPECT_FALSE(whole) << "accepted: " << text;
-    if (!r.ok()) {
-      EXPECT_NE(r.error().find("at byte"), std::string::npos) << r.error();
+  for (bool views : {false, true})
+    for (const std::string& text : bad) {
+      JsonReader r(text);
+      Rebuild(r, views);
+      const bool whole = r.ok() && r.AtEnd();
+      EXPECT_FALSE(whole) << "accepted: " << text;
+      if (!r.ok()) {
+        EXPECT_NE(r.error().find("at byte"), std::string::npos) << r.error();
+      }
+      EXPECT_TRUE(nlohmann::json::accept(text) == whole) << text;
     }
-    EXPECT_TRUE(nlohmann::json::accept(text) == whole) << text;
-  }
 }
 
 // Random edits of a valid document (ASCII only: the reader does not check
@@ -133,7 +142,7 @@ TEST(JsonReader, AgreesWithNlohmannOnMutatedText) {
       }
     }
     JsonReader r(text);
-    const nlohmann::json rebuilt = Rebuild(r);
+    const nlohmann::json rebuilt = Rebuild(r, trial % 2 == 1);  // odd trials read views
     const bool whole = r.ok() && r.AtEnd();
     const nlohmann::json expected = nlohmann::json::parse(text, nullptr, false);
     ASSERT_EQ(whole, !expected.is_discarded()) << text << "\n" << r.error();
