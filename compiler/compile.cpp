@@ -145,6 +145,7 @@ Result<bool> UseWholeModelPlan(FusionSpace& space, TuningIndex& index,
   out->partition = fmt::format("the measured best plan of this model (record {}, {:.3f} ms)",
                                best->record_id, best->seconds * 1e3);
   TrafficMemo traffic;
+  const std::string detail = fmt::format("whole-model record {}", best->record_id);
   for (size_t i = 0; i < out->plan.groups.size(); ++i) {
     const PlanGroup& g = out->plan.groups[i];
     GroupChoice c;
@@ -152,7 +153,7 @@ Result<bool> UseWholeModelPlan(FusionSpace& space, TuningIndex& index,
     c.source = PlanSource::kWholeModel;
     c.predicted_loss = 0;
     c.record_id = best->record_id;
-    c.detail = fmt::format("whole-model record {}", best->record_id);
+    c.detail = detail;
     GroupDecision d = Decide(space, traffic, g, -1, std::move(c), stored_keys[i]);
     FT_ASSIGN_OR_RETURN(const db::BestPlan* own, index.Exact(d.workload_key));
     if (own != nullptr && index.BestTiling(d.workload_key) == g.tiling)
@@ -175,7 +176,7 @@ Result<CompiledPlan> CompileGraph(FusionSpace& space, TuningIndex& index,
     Summarise(space, &out, peak);
     out.lookup_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return out;
+    return std::move(out);  // called once, on the way out
   };
   if (options.whole_model_plans) {
     FT_ASSIGN_OR_RETURN(const bool whole_model, UseWholeModelPlan(space, index, options, &out));
