@@ -305,7 +305,7 @@ bool JsonReader::ReadNull() {
 }
 
 bool JsonReader::Skip() {
-  std::string unused;
+  std::string_view unused;  // viewed, not copied
   switch (Peek()) {
     case Kind::kObject: {
       if (!BeginObject()) return false;
