@@ -1,7 +1,10 @@
 // Convexity of node groups on small graphs whose answer is known by hand.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "fusion_space/dataflow.h"
+#include "tests/fusion_space/model_util.h"
 #include "tests/graph/test_util.h"
 
 namespace fusetune {
@@ -22,6 +25,41 @@ TEST(Dataflow, ProducersAndConsumers) {
   EXPECT_EQ(list(flow.consumers(0)), (std::vector<int32_t>{1, 2}));
   EXPECT_EQ(list(flow.producers(3)), (std::vector<int32_t>{1, 2}));
   EXPECT_TRUE(flow.producers(0).empty());
+}
+
+// The flat lists against the definitions, on every test model: a value's
+// uses by node then slot; a node's distinct producers and consumers, ascending.
+TEST(Dataflow, ListsMatchTheirDefinitionsOnEveryModel) {
+  for (const std::string& model : testing::AllTestModels()) {
+    SCOPED_TRACE(model);
+    const Graph g = testing::LoadTestModel(model);
+    const Dataflow flow(g);
+    const auto n = static_cast<int32_t>(g.nodes.size());
+    std::vector<std::vector<std::pair<int32_t, int32_t>>> uses(g.values.size());
+    std::vector<std::set<int32_t>> producers(n), consumers(n);
+    for (int32_t i = 0; i < n; ++i)
+      for (int32_t s = 0; s < static_cast<int32_t>(g.nodes[i].inputs.size()); ++s) {
+        const ValueId v = g.nodes[i].inputs[s];
+        if (v == kNoValue) continue;
+        uses[v].emplace_back(i, s);
+        if (const int32_t p = g.value(v).producer; p >= 0) {
+          producers[i].insert(p);
+          consumers[p].insert(i);
+        }
+      }
+    for (size_t v = 0; v < g.values.size(); ++v) {
+      const auto got = flow.uses(static_cast<ValueId>(v));
+      const std::vector<std::pair<int32_t, int32_t>> listed(got.begin(), got.end());
+      EXPECT_EQ(listed, uses[v]);
+    }
+    for (int32_t i = 0; i < n; ++i) {
+      const auto p = flow.producers(i), c = flow.consumers(i);
+      EXPECT_EQ(std::vector<int32_t>(p.begin(), p.end()),
+                std::vector<int32_t>(producers[i].begin(), producers[i].end()));
+      EXPECT_EQ(std::vector<int32_t>(c.begin(), c.end()),
+                std::vector<int32_t>(consumers[i].begin(), consumers[i].end()));
+    }
+  }
 }
 
 TEST(Dataflow, ConvexGroups) {
