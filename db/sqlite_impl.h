@@ -67,6 +67,11 @@ class SqliteDatabase final : public Database {
   // At open: when the file's bests were computed for other kernel versions
   // than this build's, recompute them (writable files only).
   Status SyncBestWithVersions();
+  // Prepares the statements a compile's lookups run (Best, FasterStaleSeconds).
+  void PrepareLookups() {
+    BestQuery();
+    StaleByIdsQuery();
+  }
 
  private:
   bool IsFresh(const std::map<std::string, int>& versions) const;
@@ -75,6 +80,9 @@ class SqliteDatabase final : public Database {
   std::optional<int64_t> WorkloadId(const std::string& key);
   // The fastest fresh ok record by scanning (when the stored best is stale).
   std::optional<BestPlan> ScanBest(int64_t workload_id, int64_t target_id);
+  // Prepared on first use (or by PrepareLookups).
+  SQLite::Statement& BestQuery();
+  SQLite::Statement& StaleByIdsQuery();
   Status RecomputeBestLocked();
 
   std::unique_ptr<SQLite::Database> db_;
