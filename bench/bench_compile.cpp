@@ -148,6 +148,7 @@ int Main(int argc, char** argv) {
     fmt::print(stderr, "{}\n", first_index.error().ToString());
     return 1;
   }
+  (*first_index)->PreloadInBackground(argv[2]);
   const auto t0 = Clock::now();
   auto graph = ImportOnnxFile(argv[1]);
   if (!graph.ok() || !RunStandardPasses(*graph).ok()) {

@@ -51,6 +51,7 @@ Result<TuningSource> OpenTuningSource(const CompileArgs& args) {
   source.database = std::move(*database);
   FT_ASSIGN_OR_RETURN(source.index,
                       compiler::LoadIndexForThisMachine(*source.database, args.caches()));
+  source.index->PreloadInBackground(args.db);  // while the model imports
   return source;
 }
 

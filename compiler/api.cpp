@@ -101,9 +101,9 @@ class CompilerImpl final : public Compiler {
       return Status::Ok();
     }
     FT_ASSIGN_OR_RETURN(database_, compiler::OpenTuningDatabase(options_.database));
-    FT_ASSIGN_OR_RETURN(index_,
-                        compiler::LoadIndexForThisMachine(
-                            *database_, measure::CacheProtocolFor(options_.warm_caches)));
+    FT_ASSIGN_OR_RETURN(index_, compiler::LoadIndexForThisMachine(
+                                    *database_, measure::CacheProtocolFor(options_.warm_caches)));
+    index_->PreloadInBackground(options_.database);  // while the first model imports
     return Status::Ok();
   }
 

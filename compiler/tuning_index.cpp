@@ -72,7 +72,52 @@ const db::BestPlan* TuningIndex::Cached(const std::string& workload_key) const {
   return it == bests_.end() || !it->second ? nullptr : &*it->second;
 }
 
+void TuningIndex::PreloadInBackground(const std::string& path) {
+  if (database_ == nullptr || all_bests_ || preload_.valid()) return;
+  try {
+    preload_ = std::async(std::launch::async, &TuningIndex::Preload, path, target_);
+  } catch (const std::system_error&) {  // no thread: lookups go key by key
+  }
+}
+
+Result<TuningIndex::Preloaded> TuningIndex::Preload(const std::string& path,
+                                                    const std::string& target) {
+  db::OpenOptions open;
+  open.create = false;
+  open.read_only = true;
+  FT_ASSIGN_OR_RETURN(auto database, db::MakeSqliteDatabase(path, open));
+  FT_ASSIGN_OR_RETURN(auto bests, database->BestPlans(target));
+  FT_ASSIGN_OR_RETURN(const auto graphs, database->WorkloadKeys(db::WorkloadKind::kGraph));
+  Preloaded out;
+  for (const std::string& key : graphs)
+    if (bests.count(key)) {
+      FT_ASSIGN_OR_RETURN(out.faster_stale[key], database->FasterStaleSeconds(key, target));
+    }
+  for (auto& [key, best] : bests) out.bests.emplace_hint(out.bests.end(), key, std::move(best));
+  return out;
+}
+
+void TuningIndex::WaitForPreload() { AdoptPreload(/*wait=*/true); }
+
+void TuningIndex::AdoptPreload(bool wait) {
+  if (!preload_.valid()) return;
+  if (!wait && preload_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+  auto read = preload_.get();
+  if (!read.ok()) {
+    FT_LOG_DEBUG("best plans not preloaded: {}", read.error().ToString());
+    return;
+  }
+  // Keys read before stay as they are: callers hold pointers to them.
+  if (bests_.empty())
+    bests_.swap(read->bests);
+  else
+    bests_.merge(read->bests);
+  faster_stale_.merge(read->faster_stale);
+  all_bests_ = true;
+}
+
 Result<const db::BestPlan*> TuningIndex::Exact(const std::string& workload_key) {
+  AdoptPreload();
   if (all_bests_ || database_ == nullptr || bests_.count(workload_key)) return Cached(workload_key);
   FT_ASSIGN_OR_RETURN(auto best, database_->Best(workload_key, target_));
   bests_.emplace(workload_key, std::move(best));
@@ -81,6 +126,7 @@ Result<const db::BestPlan*> TuningIndex::Exact(const std::string& workload_key) 
 
 Result<std::optional<double>> TuningIndex::FasterStale(const std::string& workload_key) {
   if (database_ == nullptr) return std::optional<double>();
+  AdoptPreload();
   if (auto it = faster_stale_.find(workload_key); it != faster_stale_.end()) return it->second;
   FT_ASSIGN_OR_RETURN(auto stale, database_->FasterStaleSeconds(workload_key, target_));
   return faster_stale_[workload_key] = stale;
@@ -140,7 +186,10 @@ Status TuningIndex::BuildBuckets() {
 Result<std::optional<BucketMatch>> TuningIndex::Nearest(const std::string& structure_key,
                                                         const std::vector<int64_t>& signature,
                                                         const std::string& exclude) {
-  if (!buckets_) FT_RETURN_IF_ERROR(BuildBuckets());
+  if (!buckets_) {
+    WaitForPreload();  // BuildBuckets reads every best plan anyway
+    FT_RETURN_IF_ERROR(BuildBuckets());
+  }
   auto it = buckets_->find(structure_key);
   if (it == buckets_->end()) return std::optional<BucketMatch>();
   std::optional<BucketMatch> nearest;

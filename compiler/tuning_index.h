@@ -9,6 +9,7 @@
 // read the target's calibration, which only predictions need.
 #pragma once
 
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -71,12 +72,24 @@ class TuningIndex {
   // Best plans read so far.
   size_t size() const { return bests_.size(); }
 
+  // Reads every best plan of the target on a second thread, over a
+  // read-only connection of its own to the database file at `path`: opened
+  // before a model is imported (`fusetune compile`, Compiler), the read
+  // overlaps the import. Lookups take its result once it is ready and ask
+  // the database key by key until then; a failed read is dropped (the
+  // lookups stay key by key). Without a thread to run it, nothing happens.
+  void PreloadInBackground(const std::string& path);
+  // Waits for a preload started above and takes its result.
+  void WaitForPreload();
+
  private:
   struct TunedShape {
     std::string key;
     std::vector<int64_t> signature;
   };
   Status BuildBuckets();
+  // Takes the preload's plans when it has finished (never waits unless `wait`).
+  void AdoptPreload(bool wait = false);
   // (structure key, shape) of a group workload from its stored description.
   static std::optional<std::pair<std::string, TunedShape>> ReadTunedShape(
       const std::string& key, const std::string& description);
@@ -85,10 +98,18 @@ class TuningIndex {
   db::Database* database_ = nullptr;
   std::string target_;
   measure::CacheProtocol caches_ = measure::CacheProtocol::kFlushed;
-  std::optional<cost_model::TargetFeatures> features_;  // read on first use
+  std::optional<cost_model::TargetFeatures> features_;        // read on first use
   std::map<std::string, std::optional<db::BestPlan>> bests_;  // nullopt: none stored
   std::map<std::string, std::optional<double>> faster_stale_;
   bool all_bests_ = false;  // every key is in bests_
+  // What a preload read: every best plan of the target, and the faster
+  // stale record of each whole model among them (FasterStale's answer).
+  struct Preloaded {
+    std::map<std::string, std::optional<db::BestPlan>> bests;
+    std::map<std::string, std::optional<double>> faster_stale;
+  };
+  static Result<Preloaded> Preload(const std::string& path, const std::string& target);
+  std::future<Result<Preloaded>> preload_;
   std::map<std::string, std::optional<Tiling>> best_tilings_;
   std::unique_ptr<cost_model::CostModel> model_;
   bool model_loaded_ = false;

@@ -133,7 +133,10 @@ class Database {
   // Streams records in id order; `visit` returns false to stop.
   virtual Status ForEachRecord(const RecordFilter& filter,
                                const std::function<bool(const Record&)>& visit) = 0;
-  virtual Result<std::vector<std::string>> WorkloadKeys() = 0;
+  // Every workload's key, in the order they were added; of one kind only
+  // when `kind` is given.
+  virtual Result<std::vector<std::string>> WorkloadKeys(
+      std::optional<WorkloadKind> kind = std::nullopt) = 0;
 
   virtual Result<int64_t> CreateJob(const JobEntry& job) = 0;
   virtual Status UpdateJob(int64_t id, const std::string& state, const std::string& progress) = 0;

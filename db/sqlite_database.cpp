@@ -500,10 +500,12 @@ Status SqliteDatabase::ForEachRecord(const RecordFilter& f,
   });
 }
 
-Result<std::vector<std::string>> SqliteDatabase::WorkloadKeys() {
+Result<std::vector<std::string>> SqliteDatabase::WorkloadKeys(std::optional<WorkloadKind> kind) {
   return Guarded("listing workloads", [&]() -> Result<std::vector<std::string>> {
     std::vector<std::string> keys;
-    SQLite::Statement q(*db_, "SELECT key FROM workloads ORDER BY id");
+    SQLite::Statement q(*db_, kind ? "SELECT key FROM workloads WHERE kind = ? ORDER BY id"
+                                   : "SELECT key FROM workloads ORDER BY id");
+    if (kind) q.bind(1, WorkloadKindName(*kind));
     while (q.executeStep()) keys.push_back(q.getColumn(0).getString());
     return keys;
   });

@@ -50,7 +50,7 @@ class SqliteDatabase final : public Database {
                                    int k) override;
   Status ForEachRecord(const RecordFilter& filter,
                        const std::function<bool(const Record&)>& visit) override;
-  Result<std::vector<std::string>> WorkloadKeys() override;
+  Result<std::vector<std::string>> WorkloadKeys(std::optional<WorkloadKind> kind) override;
   Result<int64_t> CreateJob(const JobEntry& job) override;
   Status UpdateJob(int64_t id, const std::string& state, const std::string& progress) override;
   Result<std::optional<JobEntry>> GetJob(int64_t id) override;

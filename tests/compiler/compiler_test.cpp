@@ -18,6 +18,7 @@
 #include "graph/onnx_io.h"
 #include "graph/workload_key.h"
 #include "search/tasks.h"
+#include "tests/db/db_test_util.h"
 #include "tests/fusion_space/model_util.h"
 #include "tests/graph/test_util.h"
 
@@ -272,7 +273,9 @@ class CountingDatabase : public db::Database {
                        const std::function<bool(const db::Record&)>& v) override {
     return inner_.ForEachRecord(f, v);
   }
-  Result<std::vector<std::string>> WorkloadKeys() override { return inner_.WorkloadKeys(); }
+  Result<std::vector<std::string>> WorkloadKeys(std::optional<db::WorkloadKind> kind) override {
+    return inner_.WorkloadKeys(kind);
+  }
   Result<int64_t> CreateJob(const db::JobEntry& j) override { return inner_.CreateJob(j); }
   Status UpdateJob(int64_t id, const std::string& s, const std::string& p) override {
     return inner_.UpdateJob(id, s, p);
@@ -329,6 +332,58 @@ TEST(Compiler, ATunedModelReadsOnlyTheRowsItNeedsOnceAndNoCostModel) {
     EXPECT_TRUE(explained->target.has_value());
   }
   EXPECT_EQ(counting.targets, 1);
+}
+
+// A compiler opened before its model's import reads every best plan on a
+// second thread (its own connection to the file); once that read is in, a
+// compile asks the database nothing and compiles what it would have read key
+// by key: the tuned whole-model plan, or (kernels changed since tuning) not.
+TEST(Compiler, APreloadedIndexCompilesTheSamePlanWithoutLookups) {
+  for (bool stale_tuned_plan : {false, true}) {
+    SCOPED_TRACE(stale_tuned_plan ? "a stale record beats the best" : "the best is the tuned plan");
+    Fixture f(Mlp(32));
+    const std::string path =
+        db::testing::FreshDbPath(fmt::format("compiler_preload_{}", stale_tuned_plan));
+    f.db = std::move(db::MakeSqliteDatabase(path).value());
+    ASSERT_TRUE(f.db->PutTarget({kTarget, "{}", "{}"}).ok());
+    if (stale_tuned_plan) AddWholeModelRecord(f, f.space->Greedy(), 0.5e-4, /*stale=*/true);
+    AddWholeModelRecord(f, f.space->Unfused(), 1e-4);
+    auto key_by_key = CompileGraph(*f.space, *f.Index());
+    ASSERT_TRUE(key_by_key.ok()) << key_by_key.error().ToString();
+
+    CountingDatabase counting(*f.db);
+    auto index = std::move(TuningIndex::Load(counting, kTarget, {}).value());
+    index->PreloadInBackground(path);
+    index->WaitForPreload();
+    auto preloaded = CompileGraph(*f.space, *index);
+    ASSERT_TRUE(preloaded.ok()) << preloaded.error().ToString();
+    EXPECT_EQ(counting.best, 0);
+    EXPECT_EQ(counting.faster_stale, 0);
+    EXPECT_EQ(preloaded->plan, key_by_key->plan);
+    EXPECT_EQ(preloaded->whole_model_record, key_by_key->whole_model_record);
+    EXPECT_EQ(preloaded->partition, key_by_key->partition);
+    ASSERT_EQ(preloaded->groups.size(), key_by_key->groups.size());
+    for (size_t i = 0; i < preloaded->groups.size(); ++i) {
+      EXPECT_EQ(preloaded->groups[i].choice.source, key_by_key->groups[i].choice.source);
+      EXPECT_EQ(preloaded->groups[i].choice.measured_seconds,
+                key_by_key->groups[i].choice.measured_seconds);
+    }
+  }
+}
+
+// A preload that cannot read (no such file) leaves the lookups key by key.
+TEST(Compiler, AFailedPreloadIsDropped) {
+  Fixture f(Mlp(32));
+  const Plan unfused = f.space->Unfused();
+  AddWholeModelRecord(f, unfused, 1e-4);
+  CountingDatabase counting(*f.db);
+  auto index = std::move(TuningIndex::Load(counting, kTarget, {}).value());
+  index->PreloadInBackground(db::testing::FreshDbPath("compiler_preload_missing"));
+  index->WaitForPreload();
+  auto plan = CompileGraph(*f.space, *index);
+  ASSERT_TRUE(plan.ok()) << plan.error().ToString();
+  EXPECT_EQ(plan->plan, unfused);
+  EXPECT_GT(counting.best, 0);
 }
 
 TEST(Compiler, CompiledModelsMatchTheReferenceAndCompileDeterministically) {

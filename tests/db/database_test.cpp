@@ -66,6 +66,8 @@ TEST_P(Conformance, BestIsTheFastestOkRecordAndTopKIsSorted) {
   ASSERT_TRUE(all.ok());
   auto keys = db->WorkloadKeys();
   ASSERT_TRUE(keys.ok());
+  EXPECT_EQ(*db->WorkloadKeys(WorkloadKind::kGroup), *keys);  // Populate adds groups only
+  EXPECT_TRUE(db->WorkloadKeys(WorkloadKind::kGraph)->empty());
   for (const std::string& key : *keys) {
     auto one = db->Best(key, kTarget);
     ASSERT_EQ(one->has_value(), all->count(key) == 1) << key;
