@@ -6,7 +6,10 @@
 // (graph/workload_key.h), so a group at a sequence length never tuned finds
 // the nearest tuned one. A compile whose groups are all tuned thus reads a
 // few rows, not the whole database (issue 9's 1 ms budget); it does not even
-// read the target's calibration, which only predictions need.
+// read the target's calibration, which only predictions need. A compiler
+// opened before its model's import may instead read every best plan on a
+// second thread while the model imports (PreloadInBackground): after the
+// import the compile then runs no query, with SQLite's code cold.
 #pragma once
 
 #include <future>
