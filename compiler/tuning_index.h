@@ -81,6 +81,9 @@ class TuningIndex {
   // overlaps the import. Lookups take its result once it is ready and ask
   // the database key by key until then; a failed read is dropped (the
   // lookups stay key by key). Without a thread to run it, nothing happens.
+  // Once taken, the index answers from what the preload read: records a
+  // tuner commits later are seen by the next compiler, as before for keys
+  // already asked.
   void PreloadInBackground(const std::string& path);
   // Waits for a preload started above and takes its result.
   void WaitForPreload();
