@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
@@ -74,6 +75,11 @@ const db::BestPlan* TuningIndex::Cached(const std::string& workload_key) const {
 
 void TuningIndex::PreloadInBackground(const std::string& path) {
   if (database_ == nullptr || all_bests_ || preload_.valid()) return;
+  // The index waits for its preload when it is destroyed: a compile that
+  // finished first (a small model) would wait on a huge database's read.
+  std::error_code error;
+  const auto bytes = std::filesystem::file_size(path, error);
+  if (error || bytes > kPreloadMaxFileBytes) return;
   try {
     preload_ = std::async(std::launch::async, &TuningIndex::Preload, path, target_);
   } catch (const std::system_error&) {  // no thread: lookups go key by key

@@ -12,6 +12,7 @@
 // import the compile then runs no query, with SQLite's code cold.
 #pragma once
 
+#include <cstdint>
 #include <future>
 #include <map>
 #include <memory>
@@ -80,13 +81,16 @@ class TuningIndex {
   // before a model is imported (`fusetune compile`, Compiler), the read
   // overlaps the import. Lookups take its result once it is ready and ask
   // the database key by key until then; a failed read is dropped (the
-  // lookups stay key by key). Without a thread to run it, nothing happens.
+  // lookups stay key by key). Without a thread to run it, or for a file
+  // over kPreloadMaxFileBytes, nothing happens.
   // Once taken, the index answers from what the preload read: records a
   // tuner commits later are seen by the next compiler, as before for keys
   // already asked.
   void PreloadInBackground(const std::string& path);
   // Waits for a preload started above and takes its result.
   void WaitForPreload();
+  // Larger database files are not preloaded (see PreloadInBackground).
+  static constexpr uintmax_t kPreloadMaxFileBytes = uintmax_t{512} << 20;
 
  private:
   struct TunedShape {
