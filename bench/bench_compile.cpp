@@ -126,6 +126,35 @@ Result<Stages> Time(const Graph& graph, const std::string& db_path, compiler::Tu
   return s;
 }
 
+// One row: the medians of each stage, printed, and as JSON. The open and
+// index load are there when the row's compiles opened the database, the
+// candidate groups when they enumerated them.
+nlohmann::json Report(const char* path, const char* setting, const Stages& s,
+                      const std::string& note) {
+  const bool opened = !s.open.empty(), enumerated = !s.candidates.empty();
+  std::string sources;
+  for (const auto& [k, n] : s.sources) sources += fmt::format(" {} {}", n, k);
+  fmt::print(
+      "{:<12} {:<18} median of {}: {}space {:.3f} ms, lookup+partition {:.3f} ms{}, lowering "
+      "{:.3f} ms, total {:.3f} ms beyond import (sources:{}{}{})\n",
+      path, setting, s.total.size(),
+      opened ? fmt::format("database open {:.3f} ms; index load {:.3f} ms, ", Median(s.open),
+                           Median(s.index))
+             : "",
+      Median(s.space), Median(s.lookup),
+      enumerated ? fmt::format(" (candidate groups {:.3f} ms)", Median(s.candidates)) : "",
+      Median(s.lowering), Median(s.total), sources, note.empty() ? "" : "; ", note);
+  nlohmann::json j = {
+      {"space_ms", Median(s.space)},   {"candidates_ms", enumerated ? Median(s.candidates) : 0.0},
+      {"lookup_ms", Median(s.lookup)}, {"lowering_ms", Median(s.lowering)},
+      {"total_ms", Median(s.total)},   {"sources", s.sources}};
+  if (opened) {
+    j["open_ms"] = Median(s.open);
+    j["index_load_ms"] = Median(s.index);
+  }
+  return j;
+}
+
 int Main(int argc, char** argv) {
   if (argc < 3) {
     fmt::print(stderr,
@@ -218,59 +247,31 @@ int Main(int argc, char** argv) {
   // evicting every cache repeat its conditions: as `fusetune compile` runs
   // (best plans preloaded while the model imports), and key by key (a
   // compile that starts before the preload is in, or without one).
-  if (only.empty() || only == "whole_model" || only == "evicted") {
-    for (Setting setting : {Setting::kEvicted, Setting::kKeyByKey}) {
-      const char* name = setting == Setting::kEvicted ? "evicted" : "evicted_key_by_key";
-      auto s = Time(*graph, argv[2], nullptr, true, std::min(runs, 200), caches, setting);
-      if (!s.ok()) {
-        fmt::print(stderr, "{}\n", s.error().ToString());
-        return 1;
-      }
-      fmt::print(
-          "whole_model  {} median of {}: database open {:.3f} ms; index load {:.3f} ms, space "
-          "{:.3f} ms, lookup+partition {:.3f} ms, lowering {:.3f} ms, total {:.3f} ms beyond "
-          "import (each after writing 256 MB{})\n",
-          name, std::min(runs, 200), Median(s->open), Median(s->index), Median(s->space),
-          Median(s->lookup), Median(s->lowering), Median(s->total),
-          setting == Setting::kEvicted ? ", best plans preloaded before" : ", no preload");
-      out[fmt::format("whole_model_{}", name)] = {
-          {"open_ms", Median(s->open)},         {"index_load_ms", Median(s->index)},
-          {"space_ms", Median(s->space)},       {"lookup_ms", Median(s->lookup)},
-          {"lowering_ms", Median(s->lowering)}, {"total_ms", Median(s->total)}};
+  // Times and reports one row; false (the error printed) when a compile failed.
+  auto row = [&](bool whole, const char* setting, Setting how, int n, const std::string& json_key,
+                 const char* note) {
+    auto s = Time(*graph, argv[2], index->get(), whole, n, caches, how);
+    if (!s.ok()) {
+      fmt::print(stderr, "{}\n", s.error().ToString());
+      return false;
     }
+    out[json_key] = Report(whole ? "whole_model" : "per_group", setting, *s, note);
+    return true;
+  };
+  if (only.empty() || only == "whole_model" || only == "evicted") {
+    const int n = std::min(runs, 200);
+    if (!row(true, "evicted", Setting::kEvicted, n, "whole_model_evicted",
+             "each after writing 256 MB, best plans preloaded before") ||
+        !row(true, "evicted_key_by_key", Setting::kKeyByKey, n, "whole_model_evicted_key_by_key",
+             "each after writing 256 MB, no preload"))
+      return 1;
   }
   for (bool whole : {true, false}) {
     if (!only.empty() && only != (whole ? "whole_model" : "per_group")) continue;  // or "evicted"
-    const char* path = whole ? "whole_model" : "per_group";
-    for (bool warm : {true, false}) {
-      auto s = Time(*graph, argv[2], index->get(), whole, runs, caches,
-                    warm ? Setting::kWarm : Setting::kOneShot);
-      if (!s.ok()) {
-        fmt::print(stderr, "{}\n", s.error().ToString());
-        return 1;
-      }
-      std::string sources;
-      for (const auto& [k, n] : s->sources) sources += fmt::format(" {} {}", n, k);
-      fmt::print(
-          "{:<12} {:<8} median of {}: {}space {:.3f} ms, lookup+partition {:.3f} ms{}, lowering "
-          "{:.3f} ms, total {:.3f} ms beyond import (sources:{})\n",
-          path, warm ? "warm" : "one-shot", runs,
-          warm ? ""
-               : fmt::format("database open {:.3f} ms; index load {:.3f} ms, ", Median(s->open),
-                             Median(s->index)),
-          Median(s->space), Median(s->lookup),
-          whole ? "" : fmt::format(" (candidate groups {:.3f} ms)", Median(s->candidates)),
-          Median(s->lowering), Median(s->total), sources);
-      nlohmann::json stage = {
-          {"space_ms", Median(s->space)},   {"candidates_ms", whole ? 0.0 : Median(s->candidates)},
-          {"lookup_ms", Median(s->lookup)}, {"lowering_ms", Median(s->lowering)},
-          {"total_ms", Median(s->total)},   {"sources", s->sources}};
-      if (!warm) {
-        stage["open_ms"] = Median(s->open);
-        stage["index_load_ms"] = Median(s->index);
-      }
-      out[fmt::format("{}{}", path, warm ? "" : "_one_shot")] = stage;
-    }
+    const std::string path = whole ? "whole_model" : "per_group";
+    if (!row(whole, "warm", Setting::kWarm, runs, path, "") ||
+        !row(whole, "one-shot", Setting::kOneShot, runs, path + "_one_shot", ""))
+      return 1;
   }
   if (!json_path.empty()) std::ofstream(json_path) << out.dump(1) << "\n";
   return 0;

@@ -55,6 +55,12 @@ void JsonReader::SkipSpace() {
     ++pos_;
 }
 
+void JsonReader::SkipPlainCharacters() {
+  while (pos_ < text_.size() && text_[pos_] != '"' && text_[pos_] != '\\' &&
+         static_cast<unsigned char>(text_[pos_]) >= 0x20)
+    ++pos_;
+}
+
 bool JsonReader::Consume(char c, std::string_view expected) {
   if (!ok()) return false;
   SkipSpace();
@@ -125,9 +131,7 @@ bool JsonReader::NextElement() { return NextItem(']'); }
 bool JsonReader::ReadString(std::string_view* out) {
   if (!Consume('"', "a string")) return false;
   const size_t start = pos_;
-  while (pos_ < text_.size() && text_[pos_] != '"' && text_[pos_] != '\\' &&
-         static_cast<unsigned char>(text_[pos_]) >= 0x20)
-    ++pos_;
+  SkipPlainCharacters();
   if (pos_ < text_.size() && text_[pos_] == '"') {  // no escapes: the text itself
     *out = text_.substr(start, pos_ - start);
     ++pos_;
@@ -144,9 +148,7 @@ bool JsonReader::ReadString(std::string* out) {
   out->clear();
   while (true) {
     const size_t start = pos_;
-    while (pos_ < text_.size() && text_[pos_] != '"' && text_[pos_] != '\\' &&
-           static_cast<unsigned char>(text_[pos_]) >= 0x20)
-      ++pos_;
+    SkipPlainCharacters();
     out->append(text_.substr(start, pos_ - start));
     if (pos_ >= text_.size()) return Fail("the closing '\"'");
     if (text_[pos_] == '"') {

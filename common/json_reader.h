@@ -67,6 +67,8 @@ class JsonReader {
  private:
   bool Fail(std::string_view expected);
   void SkipSpace();
+  // Inside a string: up to its closing quote, an escape or a control character.
+  void SkipPlainCharacters();
   bool Consume(char c, std::string_view expected);
   // Before a member or element: the comma unless it is the first one; false
   // (consuming it) at the closing bracket.

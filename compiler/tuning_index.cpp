@@ -99,7 +99,7 @@ Result<TuningIndex::Preloaded> TuningIndex::Preload(const std::string& path,
     if (bests.count(key)) {
       FT_ASSIGN_OR_RETURN(out.faster_stale[key], database->FasterStaleSeconds(key, target));
     }
-  for (auto& [key, best] : bests) out.bests.emplace_hint(out.bests.end(), key, std::move(best));
+  out.bests = AllBests(std::move(bests));
   return out;
 }
 
@@ -113,12 +113,23 @@ void TuningIndex::AdoptPreload(bool wait) {
     FT_LOG_DEBUG("best plans not preloaded: {}", read.error().ToString());
     return;
   }
+  faster_stale_.merge(read->faster_stale);
+  TakeAllBests(std::move(read->bests));
+}
+
+std::map<std::string, std::optional<db::BestPlan>> TuningIndex::AllBests(
+    std::map<std::string, db::BestPlan> bests) {
+  std::map<std::string, std::optional<db::BestPlan>> all;
+  for (auto& [key, best] : bests) all.emplace_hint(all.end(), key, std::move(best));
+  return all;
+}
+
+void TuningIndex::TakeAllBests(std::map<std::string, std::optional<db::BestPlan>> all) {
   // Keys read before stay as they are: callers hold pointers to them.
   if (bests_.empty())
-    bests_.swap(read->bests);
+    bests_.swap(all);
   else
-    bests_.merge(read->bests);
-  faster_stale_.merge(read->faster_stale);
+    bests_.merge(all);
   all_bests_ = true;
 }
 
@@ -175,9 +186,7 @@ Status TuningIndex::BuildBuckets() {
   if (database_ == nullptr) return Status::Ok();
   if (!all_bests_) {
     FT_ASSIGN_OR_RETURN(auto all, database_->BestPlans(target_));
-    // Keys read before stay as they are: callers hold pointers to them.
-    for (auto& [key, best] : all) bests_.emplace(key, std::move(best));
-    all_bests_ = true;
+    TakeAllBests(AllBests(std::move(all)));
   }
   for (const auto& [key, best] : bests_) {
     if (!best) continue;

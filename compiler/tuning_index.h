@@ -100,6 +100,11 @@ class TuningIndex {
   Status BuildBuckets();
   // Takes the preload's plans when it has finished (never waits unless `wait`).
   void AdoptPreload(bool wait = false);
+  // Every best plan of the target, `all` (keys without a plan absent), into
+  // bests_: from then on a key not there has none.
+  void TakeAllBests(std::map<std::string, std::optional<db::BestPlan>> all);
+  static std::map<std::string, std::optional<db::BestPlan>> AllBests(
+      std::map<std::string, db::BestPlan> bests);
   // (structure key, shape) of a group workload from its stored description.
   static std::optional<std::pair<std::string, TunedShape>> ReadTunedShape(
       const std::string& key, const std::string& description);

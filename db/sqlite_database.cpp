@@ -330,6 +330,17 @@ SQLite::Statement& SqliteDatabase::BestQuery() {
   return *best_query_;
 }
 
+SQLite::Statement& SqliteDatabase::StaleByKeyQuery() {
+  if (!stale_query_)
+    stale_query_ = std::make_unique<SQLite::Statement>(
+        *db_,
+        "SELECT r.seconds, r.kernel_versions FROM records r "
+        "JOIN workloads w ON w.id = r.workload_id JOIN targets t ON t.id = r.target_id "
+        "WHERE w.key = ? AND t.fingerprint = ? AND r.status = 'ok' AND r.seconds < ? "
+        "ORDER BY r.seconds");
+  return *stale_query_;
+}
+
 SQLite::Statement& SqliteDatabase::StaleByIdsQuery() {
   if (!stale_by_ids_query_)
     stale_by_ids_query_ = std::make_unique<SQLite::Statement>(
@@ -365,49 +376,29 @@ Result<std::optional<BestPlan>> SqliteDatabase::Best(const std::string& workload
 Result<std::optional<double>> SqliteDatabase::FasterStaleSeconds(const std::string& workload_key,
                                                                  const std::string& target) {
   FT_ASSIGN_OR_RETURN(const auto best, Best(workload_key, target));
-  const double below = best ? best->seconds : std::numeric_limits<double>::infinity();
-  if (auto ids = best_row_ids_.find(workload_key + "/" + target); ids != best_row_ids_.end())
-    return Guarded("looking up older records of " + workload_key,
-                   [&]() -> Result<std::optional<double>> {
-                     // By the ids Best() read: a statement quicker to prepare than
-                     // the joins below, which serve workloads without a best row.
-                     SQLite::Statement& q = StaleByIdsQuery();
-                     q.reset();
-                     q.bind(1, ids->second.first);
-                     q.bind(2, ids->second.second);
-                     q.bind(3, below);
-                     std::optional<double> stale;
-                     while (!stale && q.executeStep())
-                       if (!IsFreshJson(q.getColumn(1).getString()))
-                         stale = q.getColumn(0).getDouble();
-                     q.reset();
-                     return stale;
-                   });
-  return Guarded("looking up older records of " + workload_key,
-                 [&]() -> Result<std::optional<double>> {
-                   // Records faster than the fresh best are stale by definition; the
-                   // index on (workload, target, status, seconds) makes this one probe.
-                   // Prepared once per handle: a compile asks this of every model.
-                   if (!stale_query_)
-                     stale_query_ = std::make_unique<SQLite::Statement>(
-                         *db_,
-                         "SELECT r.seconds, r.kernel_versions FROM records r "
-                         "JOIN workloads w ON w.id = r.workload_id "
-                         "JOIN targets t ON t.id = r.target_id "
-                         "WHERE w.key = ? AND t.fingerprint = ? AND r.status = 'ok' "
-                         "AND r.seconds < ? ORDER BY r.seconds");
-                   SQLite::Statement& q = *stale_query_;
-                   q.reset();
-                   q.bind(1, workload_key);
-                   q.bind(2, target);
-                   q.bind(3, below);
-                   std::optional<double> stale;
-                   while (!stale && q.executeStep())
-                     if (!IsFreshJson(q.getColumn(1).getString()))
-                       stale = q.getColumn(0).getDouble();
-                   q.reset();  // ends the statement's read transaction
-                   return stale;
-                 });
+  const auto ids = best_row_ids_.find(workload_key + "/" + target);
+  return Guarded(
+      "looking up older records of " + workload_key, [&]() -> Result<std::optional<double>> {
+        // Records faster than the fresh best are stale by definition; the
+        // index on (workload, target, status, seconds) makes this one probe.
+        // By the ids Best() read when it found a best row (a statement
+        // quicker to prepare), else by key and fingerprint.
+        SQLite::Statement& q = ids != best_row_ids_.end() ? StaleByIdsQuery() : StaleByKeyQuery();
+        q.reset();
+        if (ids != best_row_ids_.end()) {
+          q.bind(1, ids->second.first);
+          q.bind(2, ids->second.second);
+        } else {
+          q.bind(1, workload_key);
+          q.bind(2, target);
+        }
+        q.bind(3, best ? best->seconds : std::numeric_limits<double>::infinity());
+        std::optional<double> stale;
+        while (!stale && q.executeStep())
+          if (!IsFreshJson(q.getColumn(1).getString())) stale = q.getColumn(0).getDouble();
+        q.reset();  // ends the statement's read transaction
+        return stale;
+      });
 }
 
 Result<std::map<std::string, BestPlan>> SqliteDatabase::BestPlans(const std::string& target) {

@@ -82,7 +82,8 @@ class SqliteDatabase final : public Database {
   std::optional<BestPlan> ScanBest(int64_t workload_id, int64_t target_id);
   // Prepared on first use (or by PrepareLookups).
   SQLite::Statement& BestQuery();
-  SQLite::Statement& StaleByIdsQuery();
+  SQLite::Statement& StaleByIdsQuery();  // faster records of a (workload, target) id pair
+  SQLite::Statement& StaleByKeyQuery();  // the same by workload key and target fingerprint
   Status RecomputeBestLocked();
 
   std::unique_ptr<SQLite::Database> db_;

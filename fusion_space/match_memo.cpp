@@ -88,7 +88,6 @@ uint64_t MatchMemo::ShapeHash(std::span<const int32_t> group) const {
 bool MatchMemo::Correspond(const Entry& entry, std::span<const int32_t> group) const {
   const std::span<const int32_t> seen(entry.nodes);
   if (seen.size() != group.size()) return false;
-  pairing_.values = graph_.values.size();
   pairing_.Reset();
   auto same_uses = [&](ValueId a, ValueId b) {
     const auto& ua = flow_.uses(a);

@@ -33,7 +33,8 @@ class MatchMemo {
   // value (an epoch tells this pairing's from older ones), so a pair is
   // added and looked up in constant time.
   struct Pairing {
-    size_t values = 0;  // of the graph
+    explicit Pairing(size_t graph_values) : values(graph_values) {}
+    size_t values;  // of the graph: the marks' size, allocated on first use
     uint32_t epoch = 1;
     std::vector<std::pair<uint32_t, ValueId>> to_of, from_of;  // (epoch, partner)
     // Adds from -> to; false when either side is already paired otherwise.
@@ -42,7 +43,8 @@ class MatchMemo {
     void Reset();                    // forgets every pair
   };
 
-  MatchMemo(const Graph& graph, const Dataflow& flow) : graph_(graph), flow_(flow) {}
+  MatchMemo(const Graph& graph, const Dataflow& flow)
+      : graph_(graph), flow_(flow), pairing_(graph.values.size()) {}
 
   // The match of `group` (ascending) translated from an allowed match of a
   // group of the same structure; nullopt when there is none.
