@@ -317,37 +317,34 @@ std::optional<BestPlan> SqliteDatabase::ScanBest(int64_t workload_id, int64_t ta
   return std::nullopt;
 }
 
+SQLite::Statement& SqliteDatabase::Prepared(std::unique_ptr<SQLite::Statement>& slot,
+                                            const char* sql) {
+  if (!slot) slot = std::make_unique<SQLite::Statement>(*db_, sql);
+  return *slot;
+}
+
 SQLite::Statement& SqliteDatabase::BestQuery() {
   // Scalar subqueries rather than joins: SQLite prepares this in about
   // 25 us, a four-table join in 40.
-  if (!best_query_)
-    best_query_ = std::make_unique<SQLite::Statement>(
-        *db_,
-        "SELECT r.id, r.plan, r.seconds, r.kernel_versions, r.workload_id, r.target_id "
-        "FROM records r WHERE r.id = (SELECT record_id FROM best WHERE workload_id = "
-        "(SELECT id FROM workloads WHERE key = ?) AND target_id = "
-        "(SELECT id FROM targets WHERE fingerprint = ?))");
-  return *best_query_;
+  return Prepared(best_query_,
+                  "SELECT r.id, r.plan, r.seconds, r.kernel_versions, r.workload_id, r.target_id "
+                  "FROM records r WHERE r.id = (SELECT record_id FROM best WHERE workload_id = "
+                  "(SELECT id FROM workloads WHERE key = ?) AND target_id = "
+                  "(SELECT id FROM targets WHERE fingerprint = ?))");
 }
 
 SQLite::Statement& SqliteDatabase::StaleByKeyQuery() {
-  if (!stale_query_)
-    stale_query_ = std::make_unique<SQLite::Statement>(
-        *db_,
-        "SELECT r.seconds, r.kernel_versions FROM records r "
-        "JOIN workloads w ON w.id = r.workload_id JOIN targets t ON t.id = r.target_id "
-        "WHERE w.key = ? AND t.fingerprint = ? AND r.status = 'ok' AND r.seconds < ? "
-        "ORDER BY r.seconds");
-  return *stale_query_;
+  return Prepared(stale_query_,
+                  "SELECT r.seconds, r.kernel_versions FROM records r "
+                  "JOIN workloads w ON w.id = r.workload_id JOIN targets t ON t.id = r.target_id "
+                  "WHERE w.key = ? AND t.fingerprint = ? AND r.status = 'ok' AND r.seconds < ? "
+                  "ORDER BY r.seconds");
 }
 
 SQLite::Statement& SqliteDatabase::StaleByIdsQuery() {
-  if (!stale_by_ids_query_)
-    stale_by_ids_query_ = std::make_unique<SQLite::Statement>(
-        *db_,
-        "SELECT seconds, kernel_versions FROM records WHERE workload_id = ? "
-        "AND target_id = ? AND status = 'ok' AND seconds < ? ORDER BY seconds");
-  return *stale_by_ids_query_;
+  return Prepared(stale_by_ids_query_,
+                  "SELECT seconds, kernel_versions FROM records WHERE workload_id = ? "
+                  "AND target_id = ? AND status = 'ok' AND seconds < ? ORDER BY seconds");
 }
 
 Result<std::optional<BestPlan>> SqliteDatabase::Best(const std::string& workload_key,

@@ -80,6 +80,8 @@ class SqliteDatabase final : public Database {
   std::optional<int64_t> WorkloadId(const std::string& key);
   // The fastest fresh ok record by scanning (when the stored best is stale).
   std::optional<BestPlan> ScanBest(int64_t workload_id, int64_t target_id);
+  // `slot`'s statement, prepared from `sql` on first use.
+  SQLite::Statement& Prepared(std::unique_ptr<SQLite::Statement>& slot, const char* sql);
   // Prepared on first use (or by PrepareLookups).
   SQLite::Statement& BestQuery();
   SQLite::Statement& StaleByIdsQuery();  // faster records of a (workload, target) id pair
