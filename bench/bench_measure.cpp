@@ -4,6 +4,9 @@
 //   measure/repeatability   one candidate measured 10 times: spread of the medians
 //   measure/double_buffer   eta and time with and without double buffering on a
 //                           memory-bound and a compute-bound GEMM
+//   measure/fresh_worker    the example's unfused plan (98 launches) as the
+//                           first candidate of 5 new workers, against the
+//                           same plan measured next in each
 // Each benchmark runs once (Iterations(1)) and reports counters.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
@@ -187,6 +190,38 @@ void DoubleBuffer(benchmark::State& state, int64_t m, int64_t k, int64_t n, bool
   state.counters["frac_roofline"] = r.roofline_fraction;
 }
 
+// A tuning job's first candidate is the unfused plan, measured by a worker
+// process that has just started: its time should be the worker's later time.
+void FreshWorker(benchmark::State& state) {
+  auto g = ImportOnnxFile(std::string(FUSETUNE_SOURCE_DIR) + "/examples/encoder_small.onnx");
+  if (!g.ok() || !RunStandardPasses(*g).ok()) return state.SkipWithError("cannot load the example");
+  auto graph = std::make_shared<const Graph>(std::move(*g));
+  FusionSpace space(*graph, kernels::KernelConfig{});
+  const measure::Candidate c = measure::PlanCandidate(graph, space, space.Unfused(), "unfused");
+  std::vector<double> first_ms, next_ms, first_launch_us, next_launch_us;
+  for (auto _ : state)
+    for (int i = 0; i < 5; ++i) {
+      auto measurer = measure::Measurer::Create(FUSETUNE_WORKER);
+      if (!measurer.ok()) return state.SkipWithError(measurer.error().message().c_str());
+      for (auto* out : {&first_ms, &next_ms}) {
+        const auto r = (*measurer)->Measure(c, SharedOptions());
+        if (!r.ok()) return state.SkipWithError(r.error.c_str());
+        out->push_back(r.time.median * 1e3);
+        (out == &first_ms ? first_launch_us : next_launch_us)
+            .push_back(r.overhead_per_launch_seconds * 1e6);
+      }
+    }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  state.counters["first_ms"] = median(first_ms);
+  state.counters["next_ms"] = median(next_ms);
+  state.counters["first_over_next"] = median(first_ms) / median(next_ms);
+  state.counters["first_launch_us"] = median(first_launch_us);
+  state.counters["next_launch_us"] = median(next_launch_us);
+}
+
 void Register() {
   benchmark::RegisterBenchmark("measure/fixed_cost/encoder_small_groups", FixedCost)
       ->Iterations(1)
@@ -212,6 +247,9 @@ void Register() {
                                    [=](benchmark::State& s) { DoubleBuffer(s, c.m, c.k, c.n, on); })
           ->Iterations(1)
           ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("measure/fresh_worker/encoder_small_unfused", FreshWorker)
+      ->Iterations(1)
+      ->Unit(benchmark::kMillisecond);
 }
 
 }  // namespace

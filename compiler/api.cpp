@@ -143,8 +143,10 @@ class CompilerImpl final : public Compiler {
 }  // namespace
 
 Expected<std::unique_ptr<Compiler>> Compiler::Open(const CompileOptions& options) {
-  if (options.threads < 1)
-    return Expected<std::unique_ptr<Compiler>>::Failure("CompileOptions::threads must be >= 1");
+  if (options.threads < 1 || options.threads > 256)
+    return Expected<std::unique_ptr<Compiler>>::Failure(
+        "CompileOptions::threads must be between 1 and 256, not " +
+        std::to_string(options.threads));
   auto compiler = std::make_unique<CompilerImpl>(options);
   if (auto status = compiler->Init(); !status.ok())
     return Expected<std::unique_ptr<Compiler>>::Failure(status.error().ToString());

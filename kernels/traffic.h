@@ -71,7 +71,8 @@ class LocalBuffer {
 
 // Runs fn(thread) for thread = 0 .. threads-1, each on its own thread: 0 on
 // the caller, the others on the workers of a oneTBB arena kept for the
-// process. Work is split statically by thread index so that runs are
+// process, which stay for a millisecond after a launch to take the next one
+// (thread_launch.cpp). Work is split statically by thread index so that runs are
 // deterministic. Returns the longest fn's seconds (the kernel's busy time;
 // the rest of the call, waking and joining workers, is launch overhead).
 double ForEachThread(int threads, const std::function<void(int)>& fn);

@@ -58,7 +58,7 @@ using ArrayMap = std::map<std::string, Array>;
 struct CompileOptions {
   std::string database;                 // tuning database path; empty: no database (greedy plan)
   std::map<std::string, int64_t> dims;  // values of symbolic input dimensions
-  int threads = 2;                      // threads per kernel
+  int threads = 2;                      // threads per kernel, 1 to 256
   std::optional<int64_t> max_memory_bytes;  // limit on live intermediates
   bool use_whole_model_plans = true;
   // Use the plans tuned with caches kept warm (`fusetune tune --warm`: a loop

@@ -49,5 +49,11 @@ int main(int argc, char** argv) {
   // A bad path is an error value, not a crash.
   auto missing = compiler.value()->Compile("/nonexistent/model.onnx");
   if (missing.ok()) return 1;
+  // So are thread counts out of range.
+  for (int threads : {0, 257}) {
+    fusetune::CompileOptions bad = options;
+    bad.threads = threads;
+    if (fusetune::Compiler::Open(bad).ok()) return 1;
+  }
   return out ? 0 : 1;
 }
