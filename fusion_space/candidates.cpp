@@ -90,11 +90,12 @@ class Enumerator {
   }
 
   // One group per node, first (the partition's fallback), each node the
-  // layer before's shifted where the shift maps that node.
+  // layer before's shifted where the shift maps that node (from its own
+  // position: a one-node set's window).
   void AddSingleNodes() {
     for (int32_t i = 0; i < n_; ++i) {
       const int32_t p = shift_.period;
-      if (p > 0 && i >= p && shift_.maps[i - p]) {
+      if (p > 0 && i >= p && shift_.maps_from[i - p] <= i - p) {
         out_->groups.push_back(Shifted(out_->groups[i - p]));
         continue;
       }
@@ -142,27 +143,40 @@ class Enumerator {
     int32_t reach = 0;  // the largest node any of its sets held
   };
 
-  // A node is shiftable when the layer shift maps it and its neighbours in
-  // the enumeration (horizontal GEMM partners included) shift with it.
+  // A node shifts within the windows from which the layer shift maps it
+  // and from which its neighbours in the enumeration (horizontal GEMM
+  // partners included) shift with it: enumeration from anchor w joins only
+  // neighbours after w.
   void PrepareShift() {
     shift_ = FindLayerShift(g_, flow_);
     const int32_t p = shift_.period;
-    shiftable_before_.assign(n_ + 1, 0);
-    for (int32_t i = 0; i < n_; ++i) {
-      bool ok = p > 0 && shift_.maps[i] && adj_[i].size() == adj_[i + p].size();
-      for (size_t k = 0; ok && k < adj_[i].size(); ++k) ok = adj_[i][k] + p == adj_[i + p][k];
-      shiftable_before_[i + 1] = shiftable_before_[i] + (ok ? 1 : 0);
+    shifts_from_.assign(n_, LayerShift::kNever);
+    for (int32_t i = 0; p > 0 && i + p < n_; ++i) {
+      if (shift_.maps_from[i] == LayerShift::kNever) continue;
+      // Match neighbours from the largest down; the largest left unmatched
+      // on either side must fall before the window (the anchor included).
+      const std::vector<int32_t>& a = adj_[i];
+      const std::vector<int32_t>& b = adj_[i + p];
+      size_t ka = a.size(), kb = b.size();
+      while (ka > 0 && kb > 0 && a[ka - 1] + p == b[kb - 1]) --ka, --kb;
+      int32_t from = shift_.maps_from[i];
+      if (ka > 0) from = std::max(from, a[ka - 1] + 1);
+      if (kb > 0) from = std::max(from, b[kb - 1] - p + 1);
+      shifts_from_[i] = from;
     }
   }
   // Anchor v's sets are anchor v - period's, shifted, when every node from
-  // that anchor to the farthest its sets reached shifts: enumeration there
-  // saw only those nodes and their neighbours, and convexity looks only
-  // between a set's first and last node.
+  // that anchor to the farthest its sets reached shifts within the window
+  // starting at that anchor: enumeration there saw only those nodes and
+  // their neighbours, and convexity looks only between a set's first and
+  // last node.
   bool Shifts(int32_t v) const {
     const int32_t p = shift_.period;
     if (p == 0 || v < p) return false;
-    const Anchor& from = anchors_[v - p];
-    return shiftable_before_[from.reach + 1] - shiftable_before_[v - p] == from.reach - (v - p) + 1;
+    const int32_t w = v - p;
+    for (int32_t i = w; i <= anchors_[w].reach; ++i)
+      if (shifts_from_[i] > w) return false;
+    return true;
   }
   void ShiftAnchor(int32_t v) {
     const Anchor& from = anchors_[v - shift_.period];
@@ -288,7 +302,7 @@ class Enumerator {
   Dataflow::WalkScratch walk_;             // convexity checks
   OpMix mix_;
   LayerShift shift_;
-  std::vector<int32_t> shiftable_before_;  // shiftable nodes among 0..i-1
+  std::vector<int32_t> shifts_from_;  // per node: first window start it shifts from
   std::vector<Anchor> anchors_;
   int32_t reach_ = 0;  // of the anchor being enumerated
 };

@@ -36,6 +36,82 @@ bool OperandShifts(const Graph& g, const Dataflow& flow, ValueId x, ValueId y, i
          flow.uses(y).size() == 1 && !flow.is_graph_output(x) && !flow.is_graph_output(y);
 }
 
+// The first window start from which operand x of a node outside the window
+// may stand for y of its shifted node: both non-constant values of one type
+// made before their windows (graph inputs are made before every window).
+int32_t LeafWindowStart(const Graph& g, ValueId x, ValueId y, int32_t period) {
+  if (x == kNoValue || y == kNoValue) return LayerShift::kNever;
+  const Value& a = g.value(x);
+  const Value& b = g.value(y);
+  if (a.is_constant() || b.is_constant() || !a.type.SameShapeAndType(b.type))
+    return LayerShift::kNever;
+  return std::max({0, a.producer + 1, b.producer - period + 1});
+}
+
+// Where `shift.maps` does not hold for node i: the first window start from
+// which it maps, with leaves standing for leaves, or kNever.
+int32_t MapsFrom(const Graph& g, const Dataflow& flow, const std::vector<uint64_t>& node_hash,
+                 int32_t i, int32_t period) {
+  const int32_t j = i + period;
+  if (j >= static_cast<int32_t>(g.nodes.size()) || node_hash[i] != node_hash[j])
+    return LayerShift::kNever;
+  const Node& a = g.nodes[i];
+  const Node& b = g.nodes[j];
+  if (a.inputs.size() != b.inputs.size() || a.outputs.size() != b.outputs.size())
+    return LayerShift::kNever;
+  for (size_t k = 0; k < a.outputs.size(); ++k) {
+    const ValueId x = a.outputs[k], y = b.outputs[k];
+    if (x == kNoValue || y == kNoValue) {
+      if (x != y) return LayerShift::kNever;
+      continue;
+    }
+    if (flow.is_graph_output(x) != flow.is_graph_output(y) || !UsesShift(flow, x, y, period))
+      return LayerShift::kNever;
+  }
+  int32_t from = 0;
+  for (size_t s = 0; s < a.inputs.size(); ++s) {
+    if (OperandShifts(g, flow, a.inputs[s], b.inputs[s], period)) continue;
+    from = std::max(from, LeafWindowStart(g, a.inputs[s], b.inputs[s], period));
+    if (from == LayerShift::kNever) return from;
+  }
+  return from;
+}
+
+// Nodes that map only from a window: their operands and outputs join the
+// image where they keep it one to one, else the node maps from no window.
+void MapFromWindows(const Graph& g, const Dataflow& flow, const std::vector<uint64_t>& hashes,
+                    LayerShift* shift) {
+  const int32_t n = static_cast<int32_t>(g.nodes.size());
+  std::vector<ValueId> preimage(g.values.size(), kNoValue);
+  for (ValueId v = 0; v < static_cast<ValueId>(shift->image.size()); ++v)
+    if (shift->image[v] != kNoValue) preimage[shift->image[v]] = v;
+  for (int32_t i = 0; i + shift->period < n; ++i) {
+    if (shift->maps[i]) continue;
+    int32_t from = MapsFrom(g, flow, hashes, i, shift->period);
+    if (from == LayerShift::kNever) continue;
+    const Node& a = g.nodes[i];
+    const Node& b = g.nodes[i + shift->period];
+    for (size_t s = 0; s < a.inputs.size(); ++s) {
+      const ValueId x = a.inputs[s], y = b.inputs[s];
+      if (x != kNoValue && ((shift->image[x] != kNoValue && shift->image[x] != y) ||
+                            (preimage[y] != kNoValue && preimage[y] != x)))
+        from = LayerShift::kNever;
+    }
+    if (from == LayerShift::kNever) continue;
+    shift->maps_from[i] = from;
+    for (size_t s = 0; s < a.inputs.size(); ++s)
+      if (a.inputs[s] != kNoValue) {
+        shift->image[a.inputs[s]] = b.inputs[s];
+        preimage[b.inputs[s]] = a.inputs[s];
+      }
+    for (size_t k = 0; k < a.outputs.size(); ++k)
+      if (a.outputs[k] != kNoValue) {
+        shift->image[a.outputs[k]] = b.outputs[k];
+        preimage[b.outputs[k]] = a.outputs[k];
+      }
+  }
+}
+
 std::vector<uint64_t> NodeHashes(const Graph& g) {
   std::vector<uint64_t> hashes(g.nodes.size());
   for (int32_t i = 0; i < static_cast<int32_t>(g.nodes.size()); ++i) {
@@ -115,6 +191,10 @@ LayerShift FindLayerShift(const Graph& g, const Dataflow& flow) {
     for (size_t k = 0; k < a.outputs.size(); ++k)
       if (a.outputs[k] != kNoValue) best.image[a.outputs[k]] = b.outputs[k];
   }
+  best.maps_from.assign(n, LayerShift::kNever);
+  for (int32_t i = 0; i < n; ++i)
+    if (best.maps[i]) best.maps_from[i] = 0;
+  MapFromWindows(g, flow, hashes, &best);
   return best;
 }
 

@@ -14,6 +14,14 @@
 // neither. Where every node in a range maps, the range and its shift are
 // the same subgraph: the same connected sets, convexity, matches (value ids
 // shifted) and workload keys.
+//
+// Enumeration from an anchor sees only the nodes from the anchor on, so a
+// node may also map "from" a window start: an operand that the layer before
+// reads from outside the window (a graph input, or a value made before the
+// window) may be, in the next layer, any value of the same type from
+// outside the shifted window (the layer before's output). Both are leaves
+// of every set there. That lets the second layer shift from the first,
+// whose nodes read the graph input.
 #pragma once
 
 #include <cstdint>
@@ -27,8 +35,14 @@ namespace fusetune {
 struct LayerShift {
   int32_t period = 0;      // 0: no repetition worth a shift was found
   std::vector<char> maps;  // per node: the shift maps it (see above)
+  // Per node: the first window start (a node index) from which the shift
+  // maps it, counting leaves as above; 0 where `maps` holds, kNever where
+  // it maps from no window.
+  std::vector<int32_t> maps_from;
+  static constexpr int32_t kNever = INT32_MAX;
   // Per value: its counterpart in the next layer, for the operands and
-  // outputs of mapped nodes; kNoValue elsewhere.
+  // outputs of nodes mapped from some window; kNoValue elsewhere. One to
+  // one: a leaf whose image would be ambiguous leaves its reader unmapped.
   std::vector<ValueId> image;
 };
 

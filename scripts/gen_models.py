@@ -192,6 +192,9 @@ def models(size):
     yield "encoder_3layer_op13", PostLNEncoder(d, heads, ff, layers=3), [(b, s, d)], 13, None
     yield "decoder_preln_op14", PreLNDecoder(d, heads, ff, max_seq=max(s, 16)), [(b, s, d)], 14, None
     yield "decoder_preln_op17", PreLNDecoder(d, heads, ff, max_seq=max(s, 16)), [(b, s, d)], 17, None
+    if small:
+        # Layer shifts (fusion_space/layer_shift.h) on a pre-LN stack.
+        yield "decoder_3layer_op17", PreLNDecoder(d, heads, ff, max_seq=16, layers=3), [(b, s, d)], 17, None
     yield "llama_op17", LlamaBlock(ll_d, 4 if small else 16, ll_ff, max_seq=max(s, 16)), [(b, s, ll_d)], 17, None
     if small:
         # Symbolic batch and sequence dimensions, as exported for serving.

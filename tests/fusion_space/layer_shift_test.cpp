@@ -1,7 +1,10 @@
 // Layer shifts: candidate groups shifted from the layer before are exactly
 // the groups a full enumeration finds (nodes, workload keys, instances),
-// on every test model and on a stack whose middle layer differs.
+// on every test model, on post-LN and pre-LN stacks, and on a stack whose
+// middle layer differs.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "fusion_space/candidates.h"
 #include "fusion_space/layer_shift.h"
@@ -63,6 +66,37 @@ TEST(LayerShift, ThreeLayersShiftByOneLayer) {
   const CandidateSet shifted = Enumerate(three, flow, true);
   EXPECT_GT(shifted.groups_shifted, 0);
   EXPECT_LT(shifted.groups_shifted, shifted.multi_node());
+}
+
+// The first layer reads the graph input where the second reads the first's
+// output: not the exact shift, but both values come from outside every
+// window enumeration sees (fusion_space/layer_shift.h), so such nodes map
+// from every window, and the groups shifted from there are the enumerated
+// ones, on a post-LN and a pre-LN stack.
+TEST(LayerShift, GraphInputReadersMapFromAWindowAndShiftExactly) {
+  for (const char* model : {"encoder_3layer_op13", "decoder_3layer_op17"}) {
+    SCOPED_TRACE(model);
+    const Graph g = testing::LoadTestModel(model);
+    const Dataflow flow(g);
+    const LayerShift shift = FindLayerShift(g, flow);
+    ASSERT_GT(shift.period, 0);
+    int readers = 0;
+    for (int32_t i = 0; i < shift.period; ++i) {
+      const auto& inputs = g.nodes[i].inputs;
+      if (std::find(inputs.begin(), inputs.end(), g.inputs[0]) == inputs.end()) continue;
+      ++readers;
+      EXPECT_FALSE(shift.maps[i]) << "node " << i;
+      // From every window: both values are made before any window's start.
+      EXPECT_EQ(shift.maps_from[i], 0) << "node " << i;
+      // Its image is what the second layer reads in its place.
+      const auto slot = std::find(inputs.begin(), inputs.end(), g.inputs[0]) - inputs.begin();
+      EXPECT_EQ(shift.image[g.inputs[0]], g.nodes[i + shift.period].inputs[slot]);
+    }
+    EXPECT_GT(readers, 0);
+    const CandidateSet shifted = Enumerate(g, flow, true);
+    EXPECT_GT(shifted.groups_shifted, 0);
+    ExpectSameCandidates(Enumerate(g, flow, false), shifted);
+  }
 }
 
 TEST(LayerShift, ANodeThatDiffersIsNotMappedAndGroupsStayExact) {
