@@ -211,10 +211,7 @@ void FreshWorker(benchmark::State& state) {
             .push_back(r.overhead_per_launch_seconds * 1e6);
       }
     }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
+  auto median = [](std::vector<double> v) { return measure::Summarize(std::move(v)).median; };
   state.counters["first_ms"] = median(first_ms);
   state.counters["next_ms"] = median(next_ms);
   state.counters["first_over_next"] = median(first_ms) / median(next_ms);

@@ -48,69 +48,65 @@ int32_t LeafWindowStart(const Graph& g, ValueId x, ValueId y, int32_t period) {
   return std::max({0, a.producer + 1, b.producer - period + 1});
 }
 
-// Where `shift.maps` does not hold for node i: the first window start from
-// which it maps, with leaves standing for leaves, or kNever.
-int32_t MapsFrom(const Graph& g, const Dataflow& flow, const std::vector<uint64_t>& node_hash,
-                 int32_t i, int32_t period) {
+// Node i + period is node i's twin but for its operands: the same op,
+// attributes and types, its outputs read by the shifted readers.
+bool SameNodeAndReaders(const Graph& g, const Dataflow& flow,
+                        const std::vector<uint64_t>& node_hash, int32_t i, int32_t period) {
   const int32_t j = i + period;
-  if (j >= static_cast<int32_t>(g.nodes.size()) || node_hash[i] != node_hash[j])
-    return LayerShift::kNever;
+  if (period <= 0 || j >= static_cast<int32_t>(g.nodes.size())) return false;
+  if (node_hash[i] != node_hash[j]) return false;
   const Node& a = g.nodes[i];
   const Node& b = g.nodes[j];
-  if (a.inputs.size() != b.inputs.size() || a.outputs.size() != b.outputs.size())
-    return LayerShift::kNever;
+  if (a.inputs.size() != b.inputs.size() || a.outputs.size() != b.outputs.size()) return false;
   for (size_t k = 0; k < a.outputs.size(); ++k) {
     const ValueId x = a.outputs[k], y = b.outputs[k];
     if (x == kNoValue || y == kNoValue) {
-      if (x != y) return LayerShift::kNever;
+      if (x != y) return false;
       continue;
     }
     if (flow.is_graph_output(x) != flow.is_graph_output(y) || !UsesShift(flow, x, y, period))
-      return LayerShift::kNever;
+      return false;
   }
+  return true;
+}
+
+// The first window start from which node i maps, with leaves standing for
+// leaves, or kNever.
+int32_t MapsFrom(const Graph& g, const Dataflow& flow, const std::vector<uint64_t>& node_hash,
+                 int32_t i, int32_t period) {
+  if (!SameNodeAndReaders(g, flow, node_hash, i, period)) return LayerShift::kNever;
+  const Node& a = g.nodes[i];
+  const Node& b = g.nodes[i + period];
   int32_t from = 0;
-  for (size_t s = 0; s < a.inputs.size(); ++s) {
-    if (OperandShifts(g, flow, a.inputs[s], b.inputs[s], period)) continue;
-    from = std::max(from, LeafWindowStart(g, a.inputs[s], b.inputs[s], period));
-    if (from == LayerShift::kNever) return from;
-  }
+  for (size_t s = 0; s < a.inputs.size() && from != LayerShift::kNever; ++s)
+    if (!OperandShifts(g, flow, a.inputs[s], b.inputs[s], period))
+      from = std::max(from, LeafWindowStart(g, a.inputs[s], b.inputs[s], period));
   return from;
 }
 
-// Nodes that map only from a window: their operands and outputs join the
-// image where they keep it one to one, else the node maps from no window.
-void MapFromWindows(const Graph& g, const Dataflow& flow, const std::vector<uint64_t>& hashes,
-                    LayerShift* shift) {
-  const int32_t n = static_cast<int32_t>(g.nodes.size());
-  std::vector<ValueId> preimage(g.values.size(), kNoValue);
-  for (ValueId v = 0; v < static_cast<ValueId>(shift->image.size()); ++v)
-    if (shift->image[v] != kNoValue) preimage[shift->image[v]] = v;
-  for (int32_t i = 0; i + shift->period < n; ++i) {
-    if (shift->maps[i]) continue;
-    int32_t from = MapsFrom(g, flow, hashes, i, shift->period);
-    if (from == LayerShift::kNever) continue;
-    const Node& a = g.nodes[i];
-    const Node& b = g.nodes[i + shift->period];
+// Node a's operands and outputs stand for node b's: in the image and, to
+// keep it one to one, its inverse.
+struct ValueImage {
+  std::vector<ValueId> image, preimage;
+  bool KeepsOneToOne(const Node& a, const Node& b) const {
     for (size_t s = 0; s < a.inputs.size(); ++s) {
       const ValueId x = a.inputs[s], y = b.inputs[s];
-      if (x != kNoValue && ((shift->image[x] != kNoValue && shift->image[x] != y) ||
+      if (x != kNoValue && ((image[x] != kNoValue && image[x] != y) ||
                             (preimage[y] != kNoValue && preimage[y] != x)))
-        from = LayerShift::kNever;
+        return false;
     }
-    if (from == LayerShift::kNever) continue;
-    shift->maps_from[i] = from;
-    for (size_t s = 0; s < a.inputs.size(); ++s)
-      if (a.inputs[s] != kNoValue) {
-        shift->image[a.inputs[s]] = b.inputs[s];
-        preimage[b.inputs[s]] = a.inputs[s];
-      }
-    for (size_t k = 0; k < a.outputs.size(); ++k)
-      if (a.outputs[k] != kNoValue) {
-        shift->image[a.outputs[k]] = b.outputs[k];
-        preimage[b.outputs[k]] = a.outputs[k];
-      }
+    return true;
   }
-}
+  void Map(const Node& a, const Node& b) {
+    auto map = [&](ValueId x, ValueId y) {
+      if (x == kNoValue) return;
+      image[x] = y;
+      preimage[y] = x;
+    };
+    for (size_t s = 0; s < a.inputs.size(); ++s) map(a.inputs[s], b.inputs[s]);
+    for (size_t k = 0; k < a.outputs.size(); ++k) map(a.outputs[k], b.outputs[k]);
+  }
+};
 
 std::vector<uint64_t> NodeHashes(const Graph& g) {
   std::vector<uint64_t> hashes(g.nodes.size());
@@ -144,23 +140,11 @@ std::vector<int32_t> CandidatePeriods(const std::vector<uint64_t>& hashes, size_
 
 bool ShiftMapsNode(const Graph& g, const Dataflow& flow, const std::vector<uint64_t>& node_hash,
                    int32_t i, int32_t period) {
-  const int32_t j = i + period;
-  if (period <= 0 || j >= static_cast<int32_t>(g.nodes.size())) return false;
-  if (node_hash[i] != node_hash[j]) return false;
+  if (!SameNodeAndReaders(g, flow, node_hash, i, period)) return false;
   const Node& a = g.nodes[i];
-  const Node& b = g.nodes[j];
-  if (a.inputs.size() != b.inputs.size() || a.outputs.size() != b.outputs.size()) return false;
+  const Node& b = g.nodes[i + period];
   for (size_t s = 0; s < a.inputs.size(); ++s)
     if (!OperandShifts(g, flow, a.inputs[s], b.inputs[s], period)) return false;
-  for (size_t k = 0; k < a.outputs.size(); ++k) {
-    const ValueId x = a.outputs[k], y = b.outputs[k];
-    if (x == kNoValue || y == kNoValue) {
-      if (x != y) return false;
-      continue;
-    }
-    if (flow.is_graph_output(x) != flow.is_graph_output(y) || !UsesShift(flow, x, y, period))
-      return false;
-  }
   return true;
 }
 
@@ -181,20 +165,25 @@ LayerShift FindLayerShift(const Graph& g, const Dataflow& flow) {
     }
   }
   if (best.period == 0) return LayerShift{};
-  best.image.assign(g.values.size(), kNoValue);
-  for (int32_t i = 0; i < n; ++i) {
-    if (!best.maps[i]) continue;
-    const Node& a = g.nodes[i];
-    const Node& b = g.nodes[i + best.period];
-    for (size_t s = 0; s < a.inputs.size(); ++s)
-      if (a.inputs[s] != kNoValue) best.image[a.inputs[s]] = b.inputs[s];
-    for (size_t k = 0; k < a.outputs.size(); ++k)
-      if (a.outputs[k] != kNoValue) best.image[a.outputs[k]] = b.outputs[k];
-  }
+  // Exactly mapped nodes first, then those mapped from a window where they
+  // keep the image one to one.
+  ValueImage values{std::vector<ValueId>(g.values.size(), kNoValue),
+                    std::vector<ValueId>(g.values.size(), kNoValue)};
   best.maps_from.assign(n, LayerShift::kNever);
   for (int32_t i = 0; i < n; ++i)
-    if (best.maps[i]) best.maps_from[i] = 0;
-  MapFromWindows(g, flow, hashes, &best);
+    if (best.maps[i]) {
+      best.maps_from[i] = 0;
+      values.Map(g.nodes[i], g.nodes[i + best.period]);
+    }
+  for (int32_t i = 0; i + best.period < n; ++i) {
+    if (best.maps[i]) continue;
+    const int32_t from = MapsFrom(g, flow, hashes, i, best.period);
+    if (from == LayerShift::kNever || !values.KeepsOneToOne(g.nodes[i], g.nodes[i + best.period]))
+      continue;
+    best.maps_from[i] = from;
+    values.Map(g.nodes[i], g.nodes[i + best.period]);
+  }
+  best.image = std::move(values.image);
   return best;
 }
 

@@ -122,26 +122,20 @@ void ServeAndLinger(CrewState& crew) {
   }
 }
 
-struct Crew {
-  std::unique_ptr<tbb::task_arena> arena;
-  CrewState* state = nullptr;
-};
-
-// Crews, one per worker count, for the life of the process. An arena made
-// and dropped per call costs more with every call (12 us growing past 300 us
-// after 20,000 calls with oneTBB 2021.8).
-Crew& CrewOf(int workers) {
+// The crews' arenas, one per worker count, for the life of the process. An
+// arena made and dropped per call costs more with every call (12 us growing
+// past 300 us after 20,000 calls with oneTBB 2021.8).
+tbb::task_arena& CrewArena(int workers) {
   FT_CHECK(workers >= 1 && workers <= kMaxWorkers, "threads per kernel out of range");
   static std::mutex mutex;
-  static std::map<int, Crew> crews;
+  static std::map<int, std::unique_ptr<tbb::task_arena>> arenas;
   std::lock_guard<std::mutex> lock(mutex);
-  Crew& crew = crews[workers];
-  if (!crew.arena) {
-    crew.arena = std::make_unique<tbb::task_arena>(workers, /*reserved_for_masters=*/0);
-    crew.arena->initialize();
-    crew.state = &crew_states[workers];
+  auto& arena = arenas[workers];
+  if (!arena) {
+    arena = std::make_unique<tbb::task_arena>(workers, /*reserved_for_masters=*/0);
+    arena->initialize();
   }
-  return crew;
+  return *arena;
 }
 
 }  // namespace
@@ -168,12 +162,12 @@ double ForEachThread(int threads, const std::function<void(int)>& fn) {
   slot.share.store(&share, std::memory_order_relaxed);
   slot.done.store(0, std::memory_order_relaxed);
   slot.state.store(epoch << 32 | 1, std::memory_order_release);  // share 0 is the caller's
-  Crew& crew = CrewOf(threads - 1);
-  CrewState& state = *crew.state;
-  state.latest.store(LaunchToken(index, epoch));
-  for (int m = state.members.load(); m < threads - 1; ++m) {
-    state.members.fetch_add(1);
-    crew.arena->enqueue([&state] { ServeAndLinger(state); });
+  tbb::task_arena& arena = CrewArena(threads - 1);
+  CrewState& crew = crew_states[threads - 1];
+  crew.latest.store(LaunchToken(index, epoch));
+  for (int m = crew.members.load(); m < threads - 1; ++m) {
+    crew.members.fetch_add(1);
+    arena.enqueue([&crew] { ServeAndLinger(crew); });
   }
   share(0);
   const auto grace_end = Clock::now() + kGrace;
