@@ -61,8 +61,9 @@ int Compile(const CompileCommandArgs& args) {
   if (!source.ok()) return ReportError(source.error());
   auto graph = LoadModel(args.model, args.model_options);
   if (!graph.ok()) return ReportError(graph.error());
-  auto model =
-      CompileWithDatabase(std::move(*graph), args.threads, args.compile, *source, args.explain);
+  RememberNote remembered;
+  auto model = CompileWithDatabase(std::move(*graph), args.threads, args.compile, *source,
+                                   args.explain, &remembered);
   if (!model.ok()) return ReportError(model.error());
   compiler::CompiledModel& m = **model;
   const compiler::CompiledPlan& plan = m.compiled();
@@ -81,6 +82,7 @@ int Compile(const CompileCommandArgs& args) {
     j["model"] = args.model;
     j["lowering_ms"] = m.lowering_seconds() * 1e3;
     if (!args.output.empty()) j["plan"] = args.output;
+    if (!remembered.text.empty()) j["remembered"] = remembered.text;
     if (args.explain) j["groups"] = compiler::CompiledPlanFile(m.space(), plan, target)["groups"];
     PrintJson(j);
     return kExitOk;
@@ -89,6 +91,7 @@ int Compile(const CompileCommandArgs& args) {
             << compiler::ExplainPlan(m.space(), plan, args.explain)
             << fmt::format("compile     lookup and partition {:.3f} ms, lowering {:.3f} ms\n",
                            plan.lookup_seconds * 1e3, m.lowering_seconds() * 1e3);
+  if (!remembered.text.empty()) std::cout << fmt::format("note        {}\n", remembered.text);
   if (!args.output.empty()) std::cout << fmt::format("wrote       {}\n", args.output);
   if (!args.export_onnx.empty()) std::cout << fmt::format("wrote       {}\n", args.export_onnx);
   return kExitOk;

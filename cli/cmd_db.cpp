@@ -53,7 +53,10 @@ int Stats(const DbArgs& a) {
                    {"best_entries", s->best_entries},
                    {"stale", s->stale},
                    {"jobs", s->jobs},
-                   {"cost_models", s->models}};
+                   {"cost_models", s->models},
+                   {"generation", s->generation},
+                   {"compiled_plans", s->compiled_plans},
+                   {"compiled_plans_current", s->compiled_plans_current}};
   if (a.json) {
     PrintJson(j);
     return kExitOk;
@@ -66,6 +69,8 @@ int Stats(const DbArgs& a) {
   for (const auto& [status, n] : s->records_by_status) fmt::print(", {} {}", n, status);
   fmt::print("\n  best plans  {}\n  jobs        {}\n  cost models {}\n", s->best_entries, s->jobs,
              s->models);
+  fmt::print("  compiles    {} remembered, {} of this generation ({}); vacuum drops the others\n",
+             s->compiled_plans, s->compiled_plans_current, s->generation);
   if (s->stale.empty()) fmt::print("  stale       none\n");
   for (const auto& [reason, n] : s->stale) fmt::print("  stale       {} records: {}\n", n, reason);
   return kExitOk;

@@ -35,8 +35,14 @@ struct RunArgs {
 
 Result<std::unique_ptr<compiler::CompiledModel>> Prepare(Graph graph, const RunArgs& args,
                                                          TuningSource* source) {
-  if (args.from_db)
-    return CompileWithDatabase(std::move(graph), args.threads, args.compile, *source);
+  if (args.from_db) {
+    RememberNote remembered;
+    auto model = CompileWithDatabase(std::move(graph), args.threads, args.compile, *source,
+                                     /*explain=*/false, &remembered);
+    if (model.ok() && !remembered.text.empty() && !remembered.stored)
+      fmt::print(stderr, "fusetune: note: {}\n", remembered.text);
+    return model;
+  }
   kernels::KernelConfig config;
   config.threads = args.threads;
   return compiler::CompiledModel::FromPlan(

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <chrono>
 #include <cmath>
 
 namespace fusetune::cli {
@@ -12,6 +13,9 @@ void AddCompileOptions(CLI::App* cmd, CompileArgs* args) {
                   "Limit on the peak bytes of live intermediate values (e.g. 64MiB)");
   cmd->add_flag("--no-whole-model", args->no_whole_model,
                 "Ignore measured whole-model plans: select the partition from group records");
+  cmd->add_flag("--no-remember", args->no_remember,
+                "Choose the plan from the records again, even if a compile of this model "
+                "remembered one, and do not remember this one");
   cmd->add_flag("--warm", args->warm,
                 "Use the plans tuned with caches kept warm (`tune --warm`) instead of flushed");
 }
@@ -55,19 +59,35 @@ Result<TuningSource> OpenTuningSource(const CompileArgs& args) {
   return source;
 }
 
-Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(Graph graph, int threads,
-                                                                     const CompileArgs& args,
-                                                                     TuningSource& source,
-                                                                     bool explain) {
+Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(
+    Graph graph, int threads, const CompileArgs& args, TuningSource& source, bool explain,
+    RememberNote* note) {
   compiler::CompileOptions options;
   if (!args.max_memory.empty()) {
     FT_ASSIGN_OR_RETURN(options.max_memory_bytes, ParseBytes(args.max_memory, "--max-memory"));
   }
   options.whole_model_plans = !args.no_whole_model;
   options.target_features = explain;
+  options.remembered_plans = !explain && !args.no_remember;
   kernels::KernelConfig config;
   config.threads = threads;
-  return compiler::CompiledModel::Compile(std::move(graph), config, *source.index, options);
+  FT_ASSIGN_OR_RETURN(auto model, compiler::CompiledModel::Compile(std::move(graph), config,
+                                                                   *source.index, options));
+  const auto start = std::chrono::steady_clock::now();
+  const auto outcome = compiler::RememberCompiledPlan(args.db, *model, source.index->target());
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  RememberNote said;
+  if (!outcome.ok()) {
+    said.text = "plan not remembered for later compiles: " + outcome.error().ToString();
+  } else if (*outcome == compiler::RememberOutcome::kRemembered) {
+    said.text = fmt::format("plan remembered for later compiles of this model ({:.1f} ms)", ms);
+    said.stored = true;
+  } else if (*outcome == compiler::RememberOutcome::kDatabaseChanged) {
+    said.text = "plan not remembered: the database changed while compiling";
+  }
+  if (note != nullptr) *note = said;
+  return model;
 }
 
 }  // namespace fusetune::cli

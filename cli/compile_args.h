@@ -16,11 +16,13 @@ struct CompileArgs {
   std::string db = "fusetune.db";
   std::string max_memory;  // "64MiB"; empty: no limit
   bool no_whole_model = false;
+  bool no_remember = false;  // neither take nor store a remembered compile
   bool warm = false;  // the plans tuned with `tune --warm`
   measure::CacheProtocol caches() const { return measure::CacheProtocolFor(warm); }
 };
 
-// --max-memory, --no-whole-model and --warm; --db is the caller's (required or not).
+// --max-memory, --no-whole-model, --no-remember and --warm; --db is the
+// caller's (required or not).
 void AddCompileOptions(CLI::App* cmd, CompileArgs* args);
 
 // "512", "64K", "64KiB", "1.5M", "2G": bytes (K, M, G are powers of 1024).
@@ -36,10 +38,17 @@ struct TuningSource {
 Result<TuningSource> OpenTuningSource(const CompileArgs& args);
 
 // Compiles `graph` against `source`; `explain`: keep what --explain shows
-// (the target's figures for each kernel's analytical parts).
-Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(Graph graph, int threads,
-                                                                     const CompileArgs& args,
-                                                                     TuningSource& source,
-                                                                     bool explain = false);
+// (the target's figures for each kernel's analytical parts, every candidate
+// group: a remembered compile is not taken then). A plan chosen from its
+// groups is then remembered in the database for the next compile; `note`,
+// when given, says so or why not (a failure to remember is a note, not an
+// error), and is empty when there was nothing to remember.
+struct RememberNote {
+  std::string text;
+  bool stored = false;
+};
+Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(
+    Graph graph, int threads, const CompileArgs& args, TuningSource& source, bool explain = false,
+    RememberNote* note = nullptr);
 
 }  // namespace fusetune::cli

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <string_view>
 #include <tuple>
 
 #include "compiler/choices.h"
+#include "compiler/remembered.h"
 #include "fusion_space/partition.h"
 #include "fusion_space/plan_json.h"
 #include "graph/workload_key.h"
@@ -103,6 +105,33 @@ void Summarise(FusionSpace& space, CompiledPlan* out, std::optional<int64_t> pea
   }
 }
 
+// A stored plan of this graph (`what`: a whole-model record, a remembered
+// compile) read in place into out->plan, with each group's stored workload
+// key; false, with out->partition saying why, when it does not fit this
+// build or exceeds the memory limit.
+bool ReadStoredPlan(FusionSpace& space, std::string_view text, const std::string& what,
+                    const CompileOptions& options, CompiledPlan* out,
+                    std::vector<std::string>* stored_keys) {
+  // The plan names each group's workload key: the graph key matched, so
+  // they are this graph's (computing them again costs as much as the lookup).
+  auto plan = PlanFromJsonText(space, text, stored_keys);
+  if (!plan.ok()) {
+    out->partition +=
+        fmt::format("{} does not fit this build ({}); ", what, plan.error().message());
+    return false;
+  }
+  const int64_t peak = space.PeakIntermediateBytes(*plan);
+  if (options.max_memory_bytes && peak > *options.max_memory_bytes) {
+    out->partition += fmt::format("{} peaks at {} of intermediates, over the limit; ", what,
+                                  Bytes(static_cast<double>(peak)));
+    return false;
+  }
+  out->plan = std::move(*plan);
+  out->peak_bytes = peak;
+  out->groups.reserve(out->plan.groups.size());
+  return true;
+}
+
 // The measured best plan of this exact graph, when the database has one
 // that is valid here and fits the memory limit.
 Result<bool> UseWholeModelPlan(FusionSpace& space, TuningIndex& index,
@@ -120,32 +149,14 @@ Result<bool> UseWholeModelPlan(FusionSpace& space, TuningIndex& index,
         best->record_id, best->seconds * 1e3, *stale * 1e3);
     return false;
   }
-  // The record names each group's workload key: the graph key matched, so
-  // they are this graph's (computing them again costs as much as the lookup).
+  const std::string what = fmt::format("whole-model record {}", best->record_id);
   std::vector<std::string> stored_keys;
-  auto plan = PlanFromJsonText(space, best->plan, &stored_keys);
-  if (!plan.ok()) {
-    out->partition = fmt::format("whole-model record {} does not fit this build ({}); ",
-                                 best->record_id, plan.error().message());
-    return false;
-  }
-  const int64_t peak = space.PeakIntermediateBytes(*plan);
-  if (options.max_memory_bytes && peak > *options.max_memory_bytes) {
-    out->partition = fmt::format(
-        "whole-model record {} peaks at {} of intermediates, over the "
-        "limit; ",
-        best->record_id, Bytes(static_cast<double>(peak)));
-    return false;
-  }
-  out->plan = std::move(*plan);
-  out->peak_bytes = peak;
+  if (!ReadStoredPlan(space, best->plan, what, options, out, &stored_keys)) return false;
   out->whole_model_record = best->record_id;
-  out->groups.reserve(out->plan.groups.size());
   out->measured_seconds = out->predicted_seconds = best->seconds;
   out->partition = fmt::format("the measured best plan of this model (record {}, {:.3f} ms)",
                                best->record_id, best->seconds * 1e3);
   TrafficMemo traffic;
-  const std::string detail = fmt::format("whole-model record {}", best->record_id);
   for (size_t i = 0; i < out->plan.groups.size(); ++i) {
     const PlanGroup& g = out->plan.groups[i];
     GroupChoice c;
@@ -153,12 +164,48 @@ Result<bool> UseWholeModelPlan(FusionSpace& space, TuningIndex& index,
     c.source = PlanSource::kWholeModel;
     c.predicted_loss = 0;
     c.record_id = best->record_id;
-    c.detail = detail;
+    c.detail = what;
     GroupDecision d = Decide(space, traffic, g, -1, std::move(c), stored_keys[i]);
     FT_ASSIGN_OR_RETURN(const db::BestPlan* own, index.Exact(d.workload_key));
     if (own != nullptr && index.BestTiling(d.workload_key) == g.tiling)
       d.choice.measured_seconds = d.choice.cost = own->seconds;
     out->groups.push_back(std::move(d));
+  }
+  return true;
+}
+
+// The plan an earlier compile chose for this graph from the same database
+// state (remembered.h), with its groups' provenance as it was then.
+Result<bool> UseRememberedPlan(FusionSpace& space, TuningIndex& index, const std::string& context,
+                               const CompileOptions& options, CompiledPlan* out) {
+  FT_ASSIGN_OR_RETURN(auto entry, index.Remembered(out->graph_key, context));
+  if (!entry) return false;
+  const std::string what = fmt::format("the compile remembered at generation {}", entry->generation);
+  auto decisions = DecisionsFromText(entry->decisions);
+  if (!decisions.ok()) {
+    out->partition += fmt::format("{} does not read ({}); ", what, decisions.error().message());
+    return false;
+  }
+  std::vector<std::string> stored_keys;
+  const std::string before = out->partition;
+  if (!ReadStoredPlan(space, entry->plan, what, options, out, &stored_keys)) return false;
+  if (decisions->choices.size() != out->plan.groups.size()) {
+    out->plan = {};
+    out->groups.clear();
+    out->partition = before + what + " has a decision per group missing; ";
+    return false;
+  }
+  out->remembered_generation = entry->generation;
+  out->predicted_seconds = decisions->predicted_seconds;
+  out->scale = decisions->scale;
+  out->model = decisions->model;
+  out->partition = fmt::format("{}: {}", what, decisions->partition);
+  TrafficMemo traffic;
+  for (size_t i = 0; i < out->plan.groups.size(); ++i) {
+    const PlanGroup& g = out->plan.groups[i];
+    GroupChoice& c = decisions->choices[i];
+    c.tiling = g.tiling;
+    out->groups.push_back(Decide(space, traffic, g, -1, std::move(c), stored_keys[i]));
   }
   return true;
 }
@@ -172,7 +219,9 @@ Result<CompiledPlan> CompileGraph(FusionSpace& space, TuningIndex& index,
   out.graph_key = space.canonical().key.ToString();
   if (options.target_features) out.target = index.features();
   auto finish = [&](std::optional<int64_t> peak = std::nullopt) {
-    out.model = index.model_label();  // "not consulted" when every group was tuned
+    // "not consulted" when every group was tuned; a remembered plan's is the
+    // label of its compile.
+    if (out.model.empty()) out.model = index.model_label();
     Summarise(space, &out, peak);
     out.lookup_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -181,6 +230,13 @@ Result<CompiledPlan> CompileGraph(FusionSpace& space, TuningIndex& index,
   if (options.whole_model_plans) {
     FT_ASSIGN_OR_RETURN(const bool whole_model, UseWholeModelPlan(space, index, options, &out));
     if (whole_model) return finish(out.peak_bytes);
+  }
+  const std::string context = options.remembered_plans ? RememberContext(options) : "";
+  if (options.remembered_plans) {
+    FT_ASSIGN_OR_RETURN(const bool remembered,
+                        UseRememberedPlan(space, index, context, options, &out));
+    if (remembered) return finish(out.peak_bytes);
+    if (index.generation()) out.remember = RememberKey{context, *index.generation()};
   }
 
   FT_ASSIGN_OR_RETURN(CandidateChoices chosen, ChooseCandidates(space, index, options));

@@ -6,12 +6,16 @@
 //                    workload key, shape buckets, the active cost model
 //   compile.h        this file: a plan for a graph, with where every group's
 //                    plan came from and what a non-exact choice may lose
+//   remembered.h     a plan chosen from group records, stored for the next
+//                    compile of the same graph while the database is unchanged
 //   explain.h        the --explain report and the plan's JSON summary
 //   fused_export.h   the fused graph as ONNX, one custom-domain node per group
 //   api.cpp          include/fusetune/fusetune.h (Compiler, Executable)
 //
 // Sources, best first, never silently: a measured whole-model plan of this
-// exact graph; else per candidate group its exact workload key; else the
+// exact graph; else the plan an earlier compile chose for it from the same
+// database state (remembered.h: the choice below, not made again); else
+// per candidate group its exact workload key; else the
 // nearest tuned shape of the same structure (its tiling moved to the nearest
 // legal tiling here); else the active cost model's best tiling; else the
 // template's default. The partition is then the exact minimum over the
@@ -67,6 +71,16 @@ struct CompileOptions {
   // Fill CompiledPlan::target even when no group needed a prediction (a
   // whole-model plan): `--explain` shows each kernel's analytical parts.
   bool target_features = false;
+  // Take a remembered compile of this graph when the database holds one
+  // (remembered.h), and mark a plan chosen from its groups for remembering.
+  // Off for --explain, which shows the candidates a remembered plan skips.
+  bool remembered_plans = true;
+};
+
+// Where a plan chosen from its groups would be remembered (remembered.h).
+struct RememberKey {
+  std::string context;     // RememberContext(options)
+  int64_t generation = 0;  // the database's, read before the compile's lookups
 };
 
 struct CompiledPlan {
@@ -85,8 +99,12 @@ struct CompiledPlan {
   std::optional<cost_model::TargetFeatures> target;
   std::map<PlanSource, int> count;
   std::string model;  // the cost model consulted, or "none"
-  // Per candidate group (empty for whole-model plans), for explanations.
+  // Per candidate group (empty for whole-model and remembered plans), for explanations.
   std::vector<GroupChoice> candidates;
+  // A plan chosen from its groups, when it can be remembered: under what.
+  std::optional<RememberKey> remember;
+  // A remembered plan: the database generation it was chosen at.
+  std::optional<int64_t> remembered_generation;
   double lookup_seconds = 0;
 };
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "compiler/remembered.h"
 #include "cost_model/features.h"
 #include "measure/target.h"
 
@@ -16,6 +17,14 @@ Result<std::unique_ptr<db::Database>> OpenTuningDatabase(const std::string& path
   db::OpenOptions open;
   open.create = false;
   open.read_only = true;
+  FT_ASSIGN_OR_RETURN(auto database, db::MakeSqliteDatabase(path, open));
+  if (database->Generation().ok()) return database;
+  // A file of an older schema reads as it is, without remembered compiles:
+  // migrate it once where it is writable (as any writer would), so that
+  // this compile's plan can be remembered.
+  db::OpenOptions migrate;
+  migrate.create = false;
+  if (!db::MakeSqliteDatabase(path, migrate).ok()) return database;
   return db::MakeSqliteDatabase(path, open);
 }
 
@@ -23,6 +32,19 @@ Result<std::unique_ptr<TuningIndex>> LoadIndexForThisMachine(db::Database& datab
                                                              measure::CacheProtocol caches) {
   const std::string target = measure::TargetKey(measure::DetectTarget(), caches);
   return TuningIndex::Load(database, target, caches);
+}
+
+Result<RememberOutcome> RememberCompiledPlan(const std::string& db_path, CompiledModel& model,
+                                             const std::string& target) {
+  const CompiledPlan& plan = model.compiled();
+  if (!plan.remember) return RememberOutcome::kNothingToRemember;
+  db::OpenOptions open;
+  open.create = false;
+  open.sync_full = false;  // a lost entry costs one compile, not a measurement
+  FT_ASSIGN_OR_RETURN(auto database, db::MakeSqliteDatabase(db_path, open));
+  FT_ASSIGN_OR_RETURN(const bool stored,
+                      database->PutCompiledPlan(RememberedEntry(model.space(), plan, target)));
+  return stored ? RememberOutcome::kRemembered : RememberOutcome::kDatabaseChanged;
 }
 
 CompiledModel::CompiledModel(Graph graph, kernels::KernelConfig config)

@@ -14,7 +14,8 @@
 
 namespace fusetune::compiler {
 
-// Opens a tuning database for compiling: read-only, and it must exist.
+// Opens a tuning database for compiling: read-only, and it must exist. A
+// file of an older schema is first migrated when it is writable.
 Result<std::unique_ptr<db::Database>> OpenTuningDatabase(const std::string& path);
 
 // The tuning index of this machine under a cache protocol: its target key
@@ -22,6 +23,17 @@ Result<std::unique_ptr<db::Database>> OpenTuningDatabase(const std::string& path
 // target features) and its best plans.
 Result<std::unique_ptr<TuningIndex>> LoadIndexForThisMachine(
     db::Database& database, measure::CacheProtocol caches = measure::CacheProtocol::kFlushed);
+
+class CompiledModel;
+
+enum class RememberOutcome { kNothingToRemember, kRemembered, kDatabaseChanged };
+// Remembers `model`'s plan for later compiles of its graph (remembered.h)
+// when it was chosen from its groups (CompiledPlan::remember): opens the
+// database at `db_path` writable for the write, which migrates an older
+// file. kDatabaseChanged: a commit since the compile read the database made
+// its choice out of date, so nothing was stored.
+Result<RememberOutcome> RememberCompiledPlan(const std::string& db_path, CompiledModel& model,
+                                             const std::string& target);
 
 class CompiledModel {
  public:

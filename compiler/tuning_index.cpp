@@ -21,7 +21,16 @@ Result<std::unique_ptr<TuningIndex>> TuningIndex::Load(db::Database& database,
   index->database_ = &database;
   index->target_ = target;
   index->caches_ = caches;
+  // Before any other read: a plan chosen from what the index reads is
+  // remembered only if nothing was committed since (PutCompiledPlan).
+  if (auto generation = database.Generation(); generation.ok()) index->generation_ = *generation;
   return index;
+}
+
+Result<std::optional<db::CompiledPlanEntry>> TuningIndex::Remembered(
+    const std::string& graph_key, const std::string& context) {
+  if (database_ == nullptr) return std::optional<db::CompiledPlanEntry>();
+  return database_->FindCompiledPlan(graph_key, target_, context);
 }
 
 const cost_model::TargetFeatures& TuningIndex::features() {

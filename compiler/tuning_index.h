@@ -60,6 +60,15 @@ class TuningIndex {
                                              const std::vector<int64_t>& signature,
                                              const std::string& exclude);
 
+  // The database's generation when the index was loaded (db::Database::
+  // Generation), read before any lookup; nullopt for a file without one or
+  // no database. A plan chosen from this index is remembered under it.
+  const std::optional<int64_t>& generation() const { return generation_; }
+  // The compile remembered for `graph_key` under `context` at the
+  // database's current generation, or nullopt.
+  Result<std::optional<db::CompiledPlanEntry>> Remembered(const std::string& graph_key,
+                                                          const std::string& context);
+
   // The active trained model (loaded on the first call), or null when the
   // database holds none of this feature version.
   Result<const cost_model::CostModel*> model();
@@ -112,6 +121,7 @@ class TuningIndex {
 
   db::Database* database_ = nullptr;
   std::string target_;
+  std::optional<int64_t> generation_;
   measure::CacheProtocol caches_ = measure::CacheProtocol::kFlushed;
   std::optional<cost_model::TargetFeatures> features_;        // read on first use
   std::map<std::string, std::optional<db::BestPlan>> bests_;  // nullopt: none stored

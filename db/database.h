@@ -8,6 +8,12 @@
 //   schema.*           the versioned schema and its migrations (PRAGMA user_version)
 //   jsonl.h            export, import and merge as JSON Lines, on the interface only
 //
+// Besides measurements the database remembers compiles (issue 9): the plan a
+// compile chose for a graph from its groups' records, valid while the
+// database's generation (raised by every change that can change that
+// choice) has not moved. Remembered plans are derived data: export leaves
+// them out, vacuum drops those of older generations.
+//
 // Keys carry their environment: a record names its workload key, its target
 // fingerprint, the fusetune version and the version of every kernel template
 // its plan uses. A record whose template versions differ from this build's
@@ -28,7 +34,7 @@
 
 namespace fusetune::db {
 
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 struct TargetEntry {
   std::string fingerprint;  // TargetFingerprint::HashString()
@@ -87,6 +93,19 @@ struct ModelEntry {
   double created_at = 0;
 };
 
+// A compile's result for one graph, remembered for later compiles.
+struct CompiledPlanEntry {
+  std::string graph_key;  // the graph's workload key
+  std::string target;     // fingerprint hash
+  // What else shaped the plan (compile options, build and kernel versions),
+  // as text the compiler composes; entries differ by it.
+  std::string context;
+  int64_t generation = 0;  // Generation() when the compile began to read
+  std::string plan;        // plan file JSON (plan_json.h)
+  std::string decisions;   // each group's provenance, the compiler's format
+  double created_at = 0;   // unix seconds; PutCompiledPlan fills 0 with now
+};
+
 struct RecordFilter {
   std::optional<std::string> workload_key, target, status;
   std::optional<int64_t> job_id;
@@ -98,6 +117,8 @@ struct DbStats {
   std::map<std::string, int64_t> records_by_status;
   int64_t records = 0, best_entries = 0;
   std::map<std::string, int64_t> stale;  // reason -> records
+  int64_t compiled_plans = 0, compiled_plans_current = 0;  // current: of this generation
+  int64_t generation = 0;
   int64_t file_bytes = 0;
   int schema_version = 0;
 };
@@ -149,11 +170,27 @@ class Database {
   virtual Result<std::optional<ModelEntry>> ActiveModel(const std::string& name) = 0;
   virtual Result<std::vector<ModelEntry>> ListModels() = 0;  // blobs left empty
 
+  // A counter that every change that can change a compile's choice raises:
+  // records, best plans, cost models, targets. Errors on a file of schema 2
+  // opened read-only (it has no counter until it is opened writable).
+  virtual Result<int64_t> Generation() = 0;
+  // The plan remembered for (graph, target, context) at the current
+  // generation, or nullopt (none, or one of an older generation).
+  virtual Result<std::optional<CompiledPlanEntry>> FindCompiledPlan(const std::string& graph_key,
+                                                                    const std::string& target,
+                                                                    const std::string& context) = 0;
+  // Remembers `entry` when its generation is still the current one, in place
+  // of any entry of the same graph, target and context, and drops entries of
+  // older generations; returns false, storing nothing, when the database
+  // changed since the compile read it.
+  virtual Result<bool> PutCompiledPlan(const CompiledPlanEntry& entry) = 0;
+
   // Recomputes every best plan from the fresh ok records.
   virtual Status RecomputeBest() = 0;
   // `this_target`: records of other targets count as stale ("" skips that).
   virtual Result<DbStats> Stats(const std::string& this_target) = 0;
   virtual Status CheckIntegrity() = 0;
+  // Drops remembered plans of older generations, then compacts the file.
   virtual Status Vacuum() = 0;
 };
 

@@ -9,10 +9,11 @@ namespace fusetune::db::detail {
 
 namespace {
 
-// The current schema, created in an empty file. An older file reaches the same
+// The version-2 schema; an empty file gets it and kCompiledPlansSchema
+// (below), the current schema. An older file reaches the same
 // tables and indexes through kMigrations (a v1 file also keeps its original
 // unique index on the digest alone, which SQLite cannot drop in place).
-constexpr const char* kSchemaLatest = R"sql(
+constexpr const char* kSchemaV2 = R"sql(
 CREATE TABLE targets(
   id INTEGER PRIMARY KEY,
   fingerprint TEXT NOT NULL UNIQUE,
@@ -71,13 +72,59 @@ CREATE TABLE meta(
   value TEXT NOT NULL);
 )sql";
 
-// Version 2: records are deduplicated per workload (see kSchemaLatest).
+// Version 3, in a new file and as the v2 -> v3 step: remembered compiles.
+// `generation` counts the changes that can change what a compile chooses
+// (records, best plans, cost models, targets and their calibrations); the
+// triggers raise it, so that every writer does, whatever its code path. A
+// compiled plan is remembered with the generation its compile read, and is
+// used only while the generation has not moved.
+constexpr const char* kCompiledPlansSchema = R"sql(
+CREATE TABLE generation(
+  id INTEGER PRIMARY KEY CHECK(id = 1),
+  value INTEGER NOT NULL);
+INSERT INTO generation VALUES(1, 0);
+CREATE TRIGGER generation_records_insert AFTER INSERT ON records
+  BEGIN UPDATE generation SET value = value + 1; END;
+CREATE TRIGGER generation_records_update AFTER UPDATE ON records
+  BEGIN UPDATE generation SET value = value + 1; END;
+CREATE TRIGGER generation_records_delete AFTER DELETE ON records
+  BEGIN UPDATE generation SET value = value + 1; END;
+CREATE TRIGGER generation_best_insert AFTER INSERT ON best
+  BEGIN UPDATE generation SET value = value + 1; END;
+CREATE TRIGGER generation_best_update AFTER UPDATE ON best
+  BEGIN UPDATE generation SET value = value + 1; END;
+CREATE TRIGGER generation_best_delete AFTER DELETE ON best
+  BEGIN UPDATE generation SET value = value + 1; END;
+CREATE TRIGGER generation_models_insert AFTER INSERT ON cost_models
+  BEGIN UPDATE generation SET value = value + 1; END;
+CREATE TRIGGER generation_models_update AFTER UPDATE ON cost_models
+  BEGIN UPDATE generation SET value = value + 1; END;
+CREATE TRIGGER generation_models_delete AFTER DELETE ON cost_models
+  BEGIN UPDATE generation SET value = value + 1; END;
+CREATE TRIGGER generation_targets_insert AFTER INSERT ON targets
+  BEGIN UPDATE generation SET value = value + 1; END;
+CREATE TRIGGER generation_targets_update AFTER UPDATE ON targets
+  BEGIN UPDATE generation SET value = value + 1; END;
+CREATE TRIGGER generation_targets_delete AFTER DELETE ON targets
+  BEGIN UPDATE generation SET value = value + 1; END;
+CREATE TABLE compiled_plans(
+  graph_key TEXT NOT NULL,
+  target TEXT NOT NULL,
+  context TEXT NOT NULL,
+  generation INTEGER NOT NULL,
+  plan TEXT NOT NULL,
+  decisions TEXT NOT NULL,
+  created_at REAL NOT NULL,
+  PRIMARY KEY(graph_key, target, context)) WITHOUT ROWID;
+)sql";
+
+// Version 2: records are deduplicated per workload (see kSchemaV2).
 constexpr const char* kMigrateV1ToV2 = R"sql(
 CREATE UNIQUE INDEX records_by_digest ON records(workload_id, digest);
 )sql";
 
 // kMigrations[v - 1] takes a version-v file to version v + 1. Steps never change.
-constexpr const char* kMigrations[] = {kMigrateV1ToV2};
+constexpr const char* kMigrations[] = {kMigrateV1ToV2, kCompiledPlansSchema};
 static_assert(std::size(kMigrations) == kSchemaVersion - 1);
 
 int PragmaInt(SQLite::Database& db, const char* pragma) {
@@ -86,7 +133,7 @@ int PragmaInt(SQLite::Database& db, const char* pragma) {
 
 }  // namespace
 
-Status PrepareSchema(SQLite::Database& db, bool read_only) {
+Result<int> PrepareSchema(SQLite::Database& db, bool read_only) {
   const int app = PragmaInt(db, "application_id");
   const int version = PragmaInt(db, "user_version");
   const bool empty = db.execAndGet("SELECT count(*) FROM sqlite_master").getInt() == 0;
@@ -100,7 +147,9 @@ Status PrepareSchema(SQLite::Database& db, bool read_only) {
                  fmt::format("'{}' was written by a newer fusetune (schema version {}; this build "
                              "reads up to version {}): upgrade fusetune to use it",
                              db.getFilename(), version, kSchemaVersion));
-  if (version == kSchemaVersion) return Status::Ok();
+  if (version == kSchemaVersion) return version;
+  // Version 3 only added remembered compiles: a reader does without them.
+  if (read_only && version >= kOldestReadableVersion) return version;
   if (read_only)
     return Error(ErrorCode::kInvalidArgument,
                  fmt::format("'{}' has schema version {} and needs migrating to {}: open it "
@@ -109,8 +158,10 @@ Status PrepareSchema(SQLite::Database& db, bool read_only) {
   // Another process may have migrated while this one waited for the lock.
   SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
   const bool fresh = db.execAndGet("SELECT count(*) FROM sqlite_master").getInt() == 0;
-  if (fresh)
-    db.exec(kSchemaLatest);
+  if (fresh) {
+    db.exec(kSchemaV2);
+    db.exec(kCompiledPlansSchema);
+  }
   else if (PragmaInt(db, "user_version") == 0)
     return Error(ErrorCode::kCorrupt,
                  fmt::format("'{}' has fusetune tables but no schema version", db.getFilename()));
@@ -120,7 +171,7 @@ Status PrepareSchema(SQLite::Database& db, bool read_only) {
   db.exec(fmt::format("PRAGMA application_id = {}", kApplicationId));
   db.exec(fmt::format("PRAGMA user_version = {}", kSchemaVersion));
   transaction.commit();
-  return Status::Ok();
+  return kSchemaVersion;
 }
 
 }  // namespace fusetune::db::detail

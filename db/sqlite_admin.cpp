@@ -194,6 +194,12 @@ Result<DbStats> SqliteDatabase::Stats(const std::string& this_target) {
     s.jobs = count("SELECT count(*) FROM jobs");
     s.models = count("SELECT count(*) FROM cost_models");
     s.best_entries = count("SELECT count(*) FROM best");
+    if (HasCompiledPlans()) {
+      s.generation = count("SELECT value FROM generation");
+      s.compiled_plans = count("SELECT count(*) FROM compiled_plans");
+      s.compiled_plans_current = count(
+          "SELECT count(*) FROM compiled_plans WHERE generation = (SELECT value FROM generation)");
+    }
     SQLite::Statement by_status(*db_, "SELECT status, count(*) FROM records GROUP BY status");
     while (by_status.executeStep()) {
       s.records_by_status[by_status.getColumn(0).getString()] = by_status.getColumn(1).getInt64();
@@ -253,6 +259,9 @@ Status SqliteDatabase::CheckIntegrity() {
 
 Status SqliteDatabase::Vacuum() {
   return Guarded("vacuuming", [&]() -> Status {
+    if (HasCompiledPlans())
+      db_->exec(
+          "DELETE FROM compiled_plans WHERE generation < (SELECT value FROM generation)");
     db_->exec("VACUUM");
     db_->exec("PRAGMA wal_checkpoint(TRUNCATE)");
     return Status::Ok();

@@ -129,8 +129,9 @@ void BindRecord(SQLite::Statement& q, const Record& r, int64_t workload, int64_t
 
 }  // namespace
 
-SqliteDatabase::SqliteDatabase(std::unique_ptr<SQLite::Database> db, OpenOptions options)
-    : db_(std::move(db)), options_(std::move(options)) {
+SqliteDatabase::SqliteDatabase(std::unique_ptr<SQLite::Database> db, OpenOptions options,
+                               int schema_version)
+    : db_(std::move(db)), options_(std::move(options)), schema_version_(schema_version) {
   if (options_.kernel_versions.empty()) options_.kernel_versions = KernelTemplateVersions();
   versions_json_ = VersionsToJson(options_.kernel_versions);
 }
@@ -524,8 +525,8 @@ Result<std::unique_ptr<Database>> MakeSqliteDatabase(const std::string& path,
         // 16 KiB page out of the OS cache: a cold lookup's p99 fell from
         // 34-123 us to 18-33 us here.
         if (options.read_only) db->exec("PRAGMA mmap_size = 2147418112");
-        FT_RETURN_IF_ERROR(detail::PrepareSchema(*db, options.read_only));
-        auto impl = std::make_unique<detail::SqliteDatabase>(std::move(db), options);
+        FT_ASSIGN_OR_RETURN(const int version, detail::PrepareSchema(*db, options.read_only));
+        auto impl = std::make_unique<detail::SqliteDatabase>(std::move(db), options, version);
         if (options.integrity_check) FT_RETURN_IF_ERROR(impl->CheckIntegrity());
         if (!options.read_only) FT_RETURN_IF_ERROR(impl->SyncBestWithVersions());
         // A read-only handle is a compiler's, opened before its model is

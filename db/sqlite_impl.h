@@ -1,5 +1,6 @@
 // The SQLite Database: private to db/. Split over sqlite_database.cpp
-// (opening, records, best plans, lookups) and sqlite_admin.cpp (jobs, cost
+// (opening, records, best plans, lookups), sqlite_compiled.cpp (the
+// generation and remembered compiles) and sqlite_admin.cpp (jobs, cost
 // models, statistics, integrity, vacuum).
 #pragma once
 
@@ -33,7 +34,8 @@ auto Guarded(const std::string& context, Body&& body) -> decltype(body()) {
 
 class SqliteDatabase final : public Database {
  public:
-  SqliteDatabase(std::unique_ptr<SQLite::Database> db, OpenOptions options);
+  // `schema_version`: the file's, older than kSchemaVersion only read-only.
+  SqliteDatabase(std::unique_ptr<SQLite::Database> db, OpenOptions options, int schema_version);
 
   Status PutTarget(const TargetEntry& target) override;
   Result<std::optional<TargetEntry>> GetTarget(const std::string& fingerprint) override;
@@ -59,6 +61,11 @@ class SqliteDatabase final : public Database {
   Status ActivateModel(int64_t id) override;
   Result<std::optional<ModelEntry>> ActiveModel(const std::string& name) override;
   Result<std::vector<ModelEntry>> ListModels() override;
+  Result<int64_t> Generation() override;
+  Result<std::optional<CompiledPlanEntry>> FindCompiledPlan(const std::string& graph_key,
+                                                            const std::string& target,
+                                                            const std::string& context) override;
+  Result<bool> PutCompiledPlan(const CompiledPlanEntry& entry) override;
   Status RecomputeBest() override;
   Result<DbStats> Stats(const std::string& this_target) override;
   Status CheckIntegrity() override;
@@ -71,6 +78,7 @@ class SqliteDatabase final : public Database {
   void PrepareLookups() {
     BestQuery();
     StaleByIdsQuery();
+    if (HasCompiledPlans()) CompiledPlanQuery();
   }
 
  private:
@@ -86,10 +94,13 @@ class SqliteDatabase final : public Database {
   SQLite::Statement& BestQuery();
   SQLite::Statement& StaleByIdsQuery();  // faster records of a (workload, target) id pair
   SQLite::Statement& StaleByKeyQuery();  // the same by workload key and target fingerprint
+  SQLite::Statement& CompiledPlanQuery();
   Status RecomputeBestLocked();
+  bool HasCompiledPlans() const { return schema_version_ >= 3; }
 
   std::unique_ptr<SQLite::Database> db_;
   OpenOptions options_;
+  int schema_version_ = kSchemaVersion;
   std::string versions_json_;
   std::unordered_map<std::string, int64_t> target_ids_, workload_ids_;
   // Lookups answered so far (negative answers too); this handle's commits
@@ -99,7 +110,7 @@ class SqliteDatabase final : public Database {
   // The (workload, target) ids of the best rows Best() read, for FasterStaleSeconds.
   std::unordered_map<std::string, std::pair<int64_t, int64_t>> best_row_ids_;
   std::unique_ptr<SQLite::Statement> best_query_, stale_query_, stale_by_ids_query_, insert_record_,
-      update_best_;
+      update_best_, compiled_plan_query_;
 };
 
 }  // namespace fusetune::db::detail

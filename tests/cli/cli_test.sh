@@ -122,7 +122,7 @@ $FUSETUNE db stats --db "$TMP/a.db" --json >"$TMP/stats.json" || fail "db stats"
 /usr/bin/python3 - "$TMP/stats.json" <<'PY' || fail "db stats content"
 import json, sys
 j = json.load(open(sys.argv[1]))
-assert j["targets"] == 1 and j["records"] == 0 and j["schema_version"] == 2, j
+assert j["targets"] == 1 and j["records"] == 0 and j["schema_version"] == 3, j
 PY
 printf '%s\n' '{"type":"target","fingerprint":"00000000000000aa","description":"{}","calibration":"{}"}' \
   '{"type":"workload","key":"0000000000001000","kind":"group","description":"{}"}' \

@@ -238,7 +238,8 @@ TEST(Compiler, AWholeModelRecordBeatenByAStaleOneIsNotTheTunedPlan) {
 class CountingDatabase : public db::Database {
  public:
   explicit CountingDatabase(db::Database& inner) : inner_(inner) {}
-  int best = 0, best_plans = 0, active_model = 0, faster_stale = 0, targets = 0;
+  int best = 0, best_plans = 0, active_model = 0, faster_stale = 0, targets = 0,
+      compiled_plans = 0;
 
   Status PutTarget(const db::TargetEntry& t) override { return inner_.PutTarget(t); }
   Result<std::optional<db::TargetEntry>> GetTarget(const std::string& f) override {
@@ -289,6 +290,16 @@ class CountingDatabase : public db::Database {
     return inner_.ActiveModel(n);
   }
   Result<std::vector<db::ModelEntry>> ListModels() override { return inner_.ListModels(); }
+  Result<int64_t> Generation() override { return inner_.Generation(); }
+  Result<std::optional<db::CompiledPlanEntry>> FindCompiledPlan(const std::string& g,
+                                                                const std::string& t,
+                                                                const std::string& c) override {
+    ++compiled_plans;
+    return inner_.FindCompiledPlan(g, t, c);
+  }
+  Result<bool> PutCompiledPlan(const db::CompiledPlanEntry& e) override {
+    return inner_.PutCompiledPlan(e);
+  }
   Status RecomputeBest() override { return inner_.RecomputeBest(); }
   Result<db::DbStats> Stats(const std::string& t) override { return inner_.Stats(t); }
   Status CheckIntegrity() override { return inner_.CheckIntegrity(); }
