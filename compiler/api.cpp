@@ -41,6 +41,7 @@ CompileReport MakeReport(compiler::CompiledModel& model, const std::string& targ
   r.peak_intermediate_bytes = plan.peak_bytes;
   r.lookup_ms = plan.lookup_seconds * 1e3;
   r.lowering_ms = model.lowering_seconds() * 1e3;
+  r.partition = plan.partition;
   r.plan_json = compiler::CompiledPlanFile(model.space(), plan, target).dump();
   return r;
 }
@@ -126,13 +127,31 @@ class CompilerImpl final : public Compiler {
     compiler::CompileOptions options;
     options.max_memory_bytes = options_.max_memory_bytes;
     options.whole_model_plans = options_.use_whole_model_plans;
+    options.remembered_plans = options_.remember_plans;
     kernels::KernelConfig config;
     config.threads = options_.threads;
     FT_ASSIGN_OR_RETURN(
         auto model, compiler::CompiledModel::Compile(std::move(graph), config, *index_, options));
     CompileReport report = MakeReport(*model, index_->target());
     report.import_ms = import_ms;
+    if (!options_.database.empty()) report.remembered = Remember(*model);
     return std::unique_ptr<Executable>(new ExecutableImpl(std::move(model), std::move(report)));
+  }
+
+  // A plan chosen from group records, stored for the next compile; a
+  // failure to store it is reported, not returned.
+  std::string Remember(compiler::CompiledModel& model) {
+    auto outcome = compiler::RememberCompiledPlan(options_.database, model, index_->target());
+    if (!outcome.ok()) return "not remembered: " + outcome.error().ToString();
+    switch (*outcome) {
+      case compiler::RememberOutcome::kRemembered:
+        return "remembered for later compiles";
+      case compiler::RememberOutcome::kDatabaseChanged:
+        return "not remembered: the database changed since the compiler read it";
+      case compiler::RememberOutcome::kNothingToRemember:
+        break;
+    }
+    return "";
   }
 
   CompileOptions options_;

@@ -61,6 +61,12 @@ struct CompileOptions {
   int threads = 2;                      // threads per kernel, 1 to 256
   std::optional<int64_t> max_memory_bytes;  // limit on live intermediates
   bool use_whole_model_plans = true;
+  // Take the plan an earlier compile of the same model chose from group
+  // records while the database is unchanged, and remember a plan chosen
+  // from group records for later compiles (stored in the database, which
+  // must be writable for that; a compile that cannot store it says why in
+  // CompileReport::remembered and does not fail).
+  bool remember_plans = true;
   // Use the plans tuned with caches kept warm (`fusetune tune --warm`: a loop
   // over one model whose weights fit the last-level cache) instead of the
   // default, flushed before each run.
@@ -85,7 +91,9 @@ struct CompileReport {
   std::optional<double> measured_ms;  // whole-model plans
   int64_t peak_intermediate_bytes = 0;
   double import_ms = 0, lookup_ms = 0, lowering_ms = 0;
-  std::string plan_json;  // loadable by `fusetune run --plan`
+  std::string partition;   // how the plan was chosen, one line
+  std::string remembered;  // whether this plan was remembered for later compiles, and why not
+  std::string plan_json;   // loadable by `fusetune run --plan`
 };
 
 class Executable {

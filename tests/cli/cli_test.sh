@@ -238,6 +238,9 @@ $FUSETUNE compile "$M.onnx" --db "$TMP/tune.db" -o "$TMP/compiled.json" --explai
 grep -qE "whole-model|exact" "$TMP/compile.txt" || fail "compile found nothing tuned: $(head -c 2000 "$TMP/compile.txt")"
 $FUSETUNE compile "$M.onnx" --db "$TMP/tune.db" --no-whole-model --max-memory 64MiB --json >"$TMP/compile.json" || fail "compile --json"
 $FUSETUNE compile "$M.onnx" --db "$TMP/tune.db" --no-whole-model --max-memory 64MiB --explain >"$TMP/compile_groups.txt" 2>/dev/null || fail "compile --no-whole-model --explain"
+# the same compile again takes the plan the first remembered; --no-remember chooses anew
+$FUSETUNE compile "$M.onnx" --db "$TMP/tune.db" --no-whole-model --max-memory 64MiB --json >"$TMP/compile_again.json" 2>/dev/null || fail "compile again"
+$FUSETUNE compile "$M.onnx" --db "$TMP/tune.db" --no-whole-model --max-memory 64MiB --json --no-remember >"$TMP/compile_anew.json" 2>/dev/null || fail "compile --no-remember"
 $FUSETUNE run "$M.onnx" --db "$TMP/tune.db" --input "x=$M.in.x.npy" --output-dir "$TMP/compiled_out" --bench 20 --json >"$TMP/run_db.json" || fail "run --db --bench"
 $FUSETUNE run "$M.onnx" --plan "$TMP/compiled.json" --input "x=$M.in.x.npy" --verify >/dev/null || fail "run --plan compiled.json"
 /usr/bin/python3 - "$TMP" "$M" <<'PY' || fail "compile/run outputs"
@@ -256,6 +259,14 @@ groups = open(f"{tmp}/compile_groups.txt").read()
 assert summary["sources"].get("exact", 0) > 0 or "(exact)" in groups, summary["sources"]
 assert "whole-model" not in summary["sources"], summary["sources"]
 assert summary["peak_intermediate_bytes"] <= 64 << 20
+assert summary["remembered"].startswith("plan remembered for later compiles"), summary.get("remembered")
+again = json.load(open(f"{tmp}/compile_again.json"))
+anew = json.load(open(f"{tmp}/compile_anew.json"))
+assert "remembered at generation" in again["partition"] and "remembered" not in again, again
+assert "remembered" not in anew["partition"] and "remembered" not in anew, anew
+for other in (again, anew):
+    assert other["kernels"] == summary["kernels"] and other["sources"] == summary["sources"], other
+    assert other["predicted_ms"] == summary["predicted_ms"], other
 run = json.load(open(f"{tmp}/run_db.json"))
 assert run["bench"]["runs"] == 20 and run["bench"]["median_ms"] > 0, run["bench"]
 got, want = np.load(f"{tmp}/compiled_out/y.npy"), np.load(f"{m}.out.y.npy")

@@ -18,6 +18,7 @@
 #include "graph/onnx_io.h"
 #include "graph/workload_key.h"
 #include "search/tasks.h"
+#include "tests/compiler/compile_fixture.h"
 #include "tests/db/db_test_util.h"
 #include "tests/fusion_space/model_util.h"
 #include "tests/graph/test_util.h"
@@ -25,83 +26,7 @@
 namespace fusetune::compiler {
 namespace {
 
-constexpr const char* kTarget = "00000000000000aa";
-
-std::string Mlp(int rows) {
-  return fmt::format(R"(graph g {{ input x: f32[{}, 64]  const w: f32[64, 128]  const b: f32[128]
-    const w2: f32[128, 64]
-    h = MatMul(x, w)  y = Add(h, b)  r = Relu(y)  z = MatMul(r, w2)  output z }})",
-                     rows);
-}
-
-struct Fixture {
-  Graph graph;
-  std::unique_ptr<FusionSpace> space;
-  std::unique_ptr<db::Database> db;
-  explicit Fixture(const std::string& text) : graph(testing::Parse(text)) {
-    space = std::make_unique<FusionSpace>(graph, kernels::KernelConfig{});
-    db = std::move(db::MakeSqliteDatabase(":memory:").value());
-    EXPECT_TRUE(db->PutTarget({kTarget, "{}", "{}"}).ok());
-  }
-  std::unique_ptr<TuningIndex> Index() {
-    return std::move(TuningIndex::Load(*db, kTarget, {}).value());
-  }
-};
-
-measure::MeasureResult Timed(double seconds) {
-  measure::MeasureResult r;
-  r.status = measure::MeasureStatus::kOk;
-  r.time.median = seconds;
-  return r;
-}
-
-// Stores a measured record of `task` with `tiling`.
-// `older`: the workload's description without the structure key and shape
-// signature, as databases written before they were stored hold it.
-void AddGroupRecord(db::Database& db, const search::Task& task, const Tiling& tiling,
-                    double seconds, bool older = false) {
-  db::WorkloadEntry workload = task.Workload();
-  if (older) {
-    auto description = nlohmann::json::parse(workload.description);
-    ASSERT_TRUE(description.contains("structure") && description.contains("signature"));
-    description.erase("structure");
-    description.erase("signature");
-    workload.description = description.dump();
-  }
-  ASSERT_TRUE(db.PutWorkload(workload).ok());
-  auto candidate = measure::GroupCandidate(task.graph, *task.space, tiling);
-  ASSERT_TRUE(candidate.ok());
-  db::Record r = search::MakeRecord(task, *candidate, Timed(seconds), kTarget, 0);
-  ASSERT_TRUE(db.CommitRecords(std::span(&r, 1)).ok());
-}
-
-// Stores `plan` as the measured whole-model plan of the fixture's graph;
-// `stale`: measured by a build with another GEMM kernel version.
-void AddWholeModelRecord(Fixture& f, const Plan& plan, double seconds, bool stale = false) {
-  ASSERT_TRUE(
-      f.db->PutWorkload({search::GraphWorkloadKey(f.graph), db::WorkloadKind::kGraph}).ok());
-  auto candidate = measure::PlanCandidate(std::make_shared<const Graph>(f.graph), *f.space, plan);
-  db::Record r =
-      search::MakeRecord(search::GraphWorkloadKey(f.graph), candidate, Timed(seconds), kTarget, 0,
-                         {KernelTemplate::kGemm, KernelTemplate::kElementwise});
-  if (stale) r.kernel_versions["gemm"] = -1;
-  ASSERT_TRUE(f.db->CommitRecords(std::span(&r, 1)).ok());
-}
-
-const search::Task& GemmTask(const std::vector<search::Task>& tasks, size_t nodes) {
-  for (const search::Task& t : tasks)
-    if (t.kind == KernelTemplate::kGemm && t.nodes.size() == nodes) return t;
-  ADD_FAILURE() << "no gemm task of " << nodes << " nodes";
-  return tasks.front();
-}
-
-// A legal tiling other than the default.
-Tiling OtherTiling(const TilingSpace& tilings) {
-  const std::string d = TilingToString(tilings.Default());
-  for (const Tiling& t : tilings.Enumerate())
-    if (TilingToString(t) != d) return t;
-  return tilings.Default();
-}
+using namespace testing_util;  // NOLINT: the shared fixture
 
 TEST(Compiler, AnEmptyDatabaseGivesTheGreedyPlanWithEveryGroupMarkedDefault) {
   Fixture f(Mlp(32));

@@ -269,6 +269,78 @@ TEST_P(Conformance, IntegrityCheckAndVacuumPass) {
   EXPECT_TRUE((*db->Best(WorkloadKeyFor(0), kTarget)).has_value());
 }
 
+CompiledPlanEntry Remembered(int64_t generation, const std::string& graph = "00000000000000ff",
+                             const std::string& context = "options a") {
+  return {graph, kTarget, context, generation, R"({"groups":[]})", R"({"groups":[]})", 0};
+}
+
+TEST_P(Conformance, EveryChangeThatCanChangeACompileMovesTheGeneration) {
+  auto db = Open();
+  auto generation = [&] {
+    auto g = db->Generation();
+    EXPECT_TRUE(g.ok()) << g.error().ToString();
+    return g.ok() ? *g : -1;
+  };
+  int64_t last = generation();
+  auto moved = [&] {
+    const int64_t now = generation();
+    const bool changed = now > last;
+    last = now;
+    return changed;
+  };
+  ASSERT_TRUE(Populate(*db, 2).ok());
+  EXPECT_TRUE(moved()) << "a target";
+  std::vector<Record> batch{MakeRecord(0, 1, 1e-3)};
+  ASSERT_TRUE(db->CommitRecords(batch).ok());
+  EXPECT_TRUE(moved()) << "a record";
+  auto model = db->SaveModel({0, "xgboost", "", 1, "{}", "blob", false, 0});
+  ASSERT_TRUE(model.ok());
+  EXPECT_TRUE(moved()) << "a cost model";
+  ASSERT_TRUE(db->ActivateModel(*model).ok());
+  EXPECT_TRUE(moved()) << "an activation";
+  ASSERT_TRUE(db->PutTarget({kTarget, R"({"cpu_model":"test"})", R"({"peak":1})"}).ok());
+  EXPECT_TRUE(moved()) << "a calibration";
+  ASSERT_TRUE(db->RecomputeBest().ok());
+  EXPECT_TRUE(moved()) << "best plans recomputed";
+  ASSERT_TRUE(db->CreateJob({0, "{}", "running", "{}", 0, 0}).ok());
+  ASSERT_TRUE(db->PutWorkload({WorkloadKeyFor(9), WorkloadKind::kGroup, "{}"}).ok());
+  ASSERT_TRUE(*db->PutCompiledPlan(Remembered(last)));
+  EXPECT_FALSE(moved()) << "jobs, workloads without records and remembered plans choose nothing";
+}
+
+TEST_P(Conformance, ARememberedPlanIsFoundOnlyAtItsGeneration) {
+  auto db = Open();
+  ASSERT_TRUE(Populate(*db, 1).ok());
+  const int64_t g = *db->Generation();
+  EXPECT_FALSE(db->FindCompiledPlan("00000000000000ff", kTarget, "options a")->has_value());
+  ASSERT_TRUE(*db->PutCompiledPlan(Remembered(g)));
+  ASSERT_TRUE(*db->PutCompiledPlan(Remembered(g, "00000000000000ff", "options b")));
+  auto found = db->FindCompiledPlan("00000000000000ff", kTarget, "options a");
+  ASSERT_TRUE(found.ok() && found->has_value());
+  EXPECT_EQ((*found)->generation, g);
+  EXPECT_EQ((*found)->plan, R"({"groups":[]})");
+  EXPECT_GT((*found)->created_at, 0);
+  EXPECT_FALSE(db->FindCompiledPlan("00000000000000ff", kTarget, "options c")->has_value());
+  EXPECT_FALSE(db->FindCompiledPlan("00000000000000ff", "00000000000000bb", "options a")
+                   ->has_value());
+  EXPECT_FALSE(*db->PutCompiledPlan(Remembered(g - 1))) << "an older generation is refused";
+  EXPECT_EQ(db->Stats(kTarget)->compiled_plans_current, 2);
+
+  std::vector<Record> batch{MakeRecord(0, 1, 1e-3)};
+  ASSERT_TRUE(db->CommitRecords(batch).ok());
+  EXPECT_FALSE(db->FindCompiledPlan("00000000000000ff", kTarget, "options a")->has_value())
+      << "a commit made it out of date";
+  auto stats = db->Stats(kTarget);
+  EXPECT_EQ(stats->compiled_plans, 2);
+  EXPECT_EQ(stats->compiled_plans_current, 0);
+  ASSERT_TRUE(db->Vacuum().ok());
+  EXPECT_EQ(db->Stats(kTarget)->compiled_plans, 0) << "vacuum drops out-of-date plans";
+  const int64_t now = *db->Generation();
+  ASSERT_TRUE(*db->PutCompiledPlan(Remembered(now, "00000000000000ee")));
+  ASSERT_TRUE(*db->PutCompiledPlan(Remembered(now)));
+  EXPECT_EQ(db->Stats(kTarget)->compiled_plans, 2);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Implementations, Conformance,
     ::testing::Values(Implementation{"sqlite_file",
@@ -334,6 +406,45 @@ TEST(SqliteFile, VersionOneFileIsMigrated) {
   auto best = db->Best(WorkloadKeyFor(0), testing::kTarget);
   ASSERT_TRUE(best.ok() && best->has_value());
   EXPECT_EQ((*best)->record_id, (*first)[1]);
+  EXPECT_TRUE(db->CheckIntegrity().ok());
+}
+
+// A version-2 file (no generation counter, no remembered compiles) reads
+// as it is read-only, with nothing remembered, and is migrated writable.
+TEST(SqliteFile, VersionTwoFileReadsWithoutRememberedCompilesUntilMigrated) {
+  const std::string path = testing::FreshDbPath("v2");
+  {
+    auto db = MustOpen(MakeSqliteDatabase(path));
+    ASSERT_TRUE(Populate(*db, 1).ok());
+    std::vector<Record> batch{MakeRecord(0, 1, 2e-3)};
+    ASSERT_TRUE(db->CommitRecords(batch).ok());
+  }
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+    std::string sql = "DROP TABLE compiled_plans; DROP TABLE generation; PRAGMA user_version = 2;";
+    for (const char* table : {"records", "best", "models", "targets"})
+      for (const char* change : {"insert", "update", "delete"})
+        sql = fmt::format("DROP TRIGGER generation_{}_{}; ", table, change) + sql;
+    ASSERT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
+        << sqlite3_errmsg(raw);
+    sqlite3_close(raw);
+  }
+  auto read_only = MustOpen(MakeSqliteDatabase(path, {.create = false, .read_only = true}));
+  ASSERT_TRUE(read_only);
+  EXPECT_DOUBLE_EQ((*read_only->Best(WorkloadKeyFor(0), kTarget))->seconds, 2e-3);
+  auto generation = read_only->Generation();
+  ASSERT_FALSE(generation.ok());
+  EXPECT_NE(generation.error().message().find("open it writable once"), std::string::npos);
+  EXPECT_FALSE(read_only->FindCompiledPlan("00000000000000ff", kTarget, "a")->has_value());
+  read_only.reset();
+
+  auto db = MustOpen(MakeSqliteDatabase(path));
+  EXPECT_EQ(db->Stats(kTarget)->schema_version, kSchemaVersion);
+  const int64_t g = *db->Generation();
+  std::vector<Record> batch{MakeRecord(0, 2, 1e-3)};
+  ASSERT_TRUE(db->CommitRecords(batch).ok());
+  EXPECT_GT(*db->Generation(), g);
   EXPECT_TRUE(db->CheckIntegrity().ok());
 }
 
