@@ -1,11 +1,13 @@
-// bench_compile MODEL.onnx DB [--runs N] [--only whole_model|per_group|evicted|first] [--warm]
-// [--json FILE] (--warm: the plans of `tune --warm`, as `compile --warm` reads them): what
+// bench_compile MODEL.onnx DB [--runs N] [--only whole_model|per_group|remembered|evicted|first]
+// [--warm] [--json FILE] (--warm: the plans of `tune --warm`, as `compile --warm` reads them): what
 // compiling a tuned model costs beyond import, per stage: fusion space (dataflow), lookup and
 // partition (CompileGraph), lowering (KernelProgram::Compile). Each path is timed twice: repeated
 // compiles with one compiler (its index warm), and one-shot compiles, each with a freshly loaded
 // index and no memoised activation fits (what `fusetune compile` pays). Measured for the
 // whole-model path (the model's measured plan is in the database) and the per-group path
-// (--no-whole-model: candidate groups enumerated and looked up one by one). Issue 9's goal: at most
+// (--no-whole-model --no-remember: candidate groups enumerated and looked up one by one), and the
+// per-group plan remembered (--no-whole-model: the plan a per-group compile chose, which this
+// benchmark stores in DB first, as `fusetune compile` would). Issue 9's goal: at most
 // 1 ms for a 12-layer model (scripts/gen_models.py --size e2e writes bert_base_12layer.onnx;
 // `fusetune tune` fills the database).
 #include <fmt/format.h>
@@ -56,20 +58,37 @@ void EvictCaches() {
   std::memset(junk.data(), ++value, junk.size());
 }
 
+// What a compile takes: the measured whole-model plan, the plan chosen from
+// group records, or that plan remembered by an earlier compile.
+enum class Path { kWholeModel, kPerGroup, kRemembered };
+const char* PathName(Path path) {
+  return path == Path::kWholeModel ? "whole_model"
+         : path == Path::kPerGroup ? "per_group"
+                                   : "remembered";
+}
+
+compiler::CompileOptions OptionsFor(Path path) {
+  compiler::CompileOptions options;
+  options.whole_model_plans = path == Path::kWholeModel;
+  options.remembered_plans = path == Path::kRemembered;
+  return options;
+}
+
 // One compile with `index`, its stages added to `s`: the fusion space,
 // lookup and partition (CompileGraph), lowering.
-Status CompileOnce(const Graph& graph, compiler::TuningIndex& index, bool whole_model, Stages* s) {
-  compiler::CompileOptions options;
-  options.whole_model_plans = whole_model;
+Status CompileOnce(const Graph& graph, compiler::TuningIndex& index, Path path, Stages* s) {
+  const compiler::CompileOptions options = OptionsFor(path);
   const auto t0 = Clock::now();
   FusionSpace space(graph, kernels::KernelConfig{});
   const auto t1 = Clock::now();
-  if (!whole_model) {  // enumerating candidate groups, a part of the lookup timed alone
+  if (path == Path::kPerGroup) {  // enumerating candidate groups, a part of the lookup timed alone
     space.candidates();
     s->candidates.push_back(Ms(t1, Clock::now()));
   }
   FT_ASSIGN_OR_RETURN(auto plan, compiler::CompileGraph(space, index, options));
   const auto t2 = Clock::now();
+  if (path == Path::kRemembered && !plan.remembered_generation)
+    return Error(ErrorCode::kInternal, "the remembered plan was not taken: " + plan.partition);
   FT_ASSIGN_OR_RETURN(auto program, KernelProgram::Compile(space, plan.plan));
   const auto t3 = Clock::now();
   s->space.push_back(Ms(t0, t1));
@@ -104,11 +123,11 @@ enum class Setting {
 // `runs` compiles in `setting`. The open is timed apart: the command opens
 // the database before it imports the model.
 Result<Stages> Time(const Graph& graph, const std::string& db_path, compiler::TuningIndex* shared,
-                    bool whole_model, int runs, measure::CacheProtocol caches, Setting setting) {
+                    Path path, int runs, measure::CacheProtocol caches, Setting setting) {
   Stages s;
   for (int i = 0; i < runs; ++i) {
     if (setting == Setting::kWarm) {
-      FT_RETURN_IF_ERROR(CompileOnce(graph, *shared, whole_model, &s));
+      FT_RETURN_IF_ERROR(CompileOnce(graph, *shared, path, &s));
       continue;
     }
     if (setting == Setting::kKeyByKey) EvictCaches();
@@ -121,9 +140,25 @@ Result<Stages> Time(const Graph& graph, const std::string& db_path, compiler::Tu
       index->WaitForPreload();  // an import of this model takes seconds
       EvictCaches();
     }
-    FT_RETURN_IF_ERROR(CompileOnce(graph, *index, whole_model, &s));
+    FT_RETURN_IF_ERROR(CompileOnce(graph, *index, path, &s));
   }
   return s;
+}
+
+// Compiles from group records and remembers the plan in the database at
+// `db_path`, as `fusetune compile` does on its first compile of a model.
+Status RememberPerGroupPlan(const Graph& graph, const std::string& db_path,
+                            measure::CacheProtocol caches) {
+  FT_ASSIGN_OR_RETURN(auto database, compiler::OpenTuningDatabase(db_path));
+  FT_ASSIGN_OR_RETURN(auto index, compiler::LoadIndexForThisMachine(*database, caches));
+  FT_ASSIGN_OR_RETURN(auto model,
+                      compiler::CompiledModel::Compile(graph, kernels::KernelConfig{}, *index,
+                                                       OptionsFor(Path::kRemembered)));
+  if (model->compiled().remembered_generation) return Status::Ok();  // remembered already
+  FT_ASSIGN_OR_RETURN(auto outcome, compiler::RememberCompiledPlan(db_path, *model, index->target()));
+  if (outcome != compiler::RememberOutcome::kRemembered)
+    return Error(ErrorCode::kInternal, "the per-group plan could not be remembered");
+  return Status::Ok();
 }
 
 // One row: the medians of each stage, printed, and as JSON. The open and
@@ -159,7 +194,7 @@ int Main(int argc, char** argv) {
   if (argc < 3) {
     fmt::print(stderr,
                "usage: bench_compile MODEL.onnx DB [--runs N] [--only "
-               "whole_model|per_group|evicted|first] [--warm] [--json FILE]\n");
+               "whole_model|per_group|remembered|evicted|first] [--warm] [--json FILE]\n");
     return 2;
   }
   int runs = 20;
@@ -205,7 +240,8 @@ int Main(int argc, char** argv) {
   {
     const long faults_before = MinorPageFaults();
     const auto c0 = Clock::now();
-    if (const Status compiled = CompileOnce(*graph, **first_index, true, &first); !compiled.ok()) {
+    if (const Status compiled = CompileOnce(*graph, **first_index, Path::kWholeModel, &first);
+        !compiled.ok()) {
       fmt::print(stderr, "{}\n", compiled.error().ToString());
       return 1;
     }
@@ -248,29 +284,39 @@ int Main(int argc, char** argv) {
   // (best plans preloaded while the model imports), and key by key (a
   // compile that starts before the preload is in, or without one).
   // Times and reports one row; false (the error printed) when a compile failed.
-  auto row = [&](bool whole, const char* setting, Setting how, int n, const std::string& json_key,
+  auto row = [&](Path path, const char* setting, Setting how, int n, const std::string& json_key,
                  const char* note) {
-    auto s = Time(*graph, argv[2], index->get(), whole, n, caches, how);
+    auto s = Time(*graph, argv[2], index->get(), path, n, caches, how);
     if (!s.ok()) {
       fmt::print(stderr, "{}\n", s.error().ToString());
       return false;
     }
-    out[json_key] = Report(whole ? "whole_model" : "per_group", setting, *s, note);
+    out[json_key] = Report(PathName(path), setting, *s, note);
     return true;
   };
+  const int evicted_runs = std::min(runs, 200);
   if (only.empty() || only == "whole_model" || only == "evicted") {
-    const int n = std::min(runs, 200);
-    if (!row(true, "evicted", Setting::kEvicted, n, "whole_model_evicted",
+    if (!row(Path::kWholeModel, "evicted", Setting::kEvicted, evicted_runs, "whole_model_evicted",
              "each after writing 256 MB, best plans preloaded before") ||
-        !row(true, "evicted_key_by_key", Setting::kKeyByKey, n, "whole_model_evicted_key_by_key",
-             "each after writing 256 MB, no preload"))
+        !row(Path::kWholeModel, "evicted_key_by_key", Setting::kKeyByKey, evicted_runs,
+             "whole_model_evicted_key_by_key", "each after writing 256 MB, no preload"))
       return 1;
   }
-  for (bool whole : {true, false}) {
-    if (!only.empty() && only != (whole ? "whole_model" : "per_group")) continue;  // or "evicted"
-    const std::string path = whole ? "whole_model" : "per_group";
-    if (!row(whole, "warm", Setting::kWarm, runs, path, "") ||
-        !row(whole, "one-shot", Setting::kOneShot, runs, path + "_one_shot", ""))
+  for (Path path : {Path::kWholeModel, Path::kPerGroup, Path::kRemembered}) {
+    if (!only.empty() && only != PathName(path)) continue;  // or "evicted"
+    const std::string name = PathName(path);
+    if (path == Path::kRemembered) {
+      if (const Status remembered = RememberPerGroupPlan(*graph, argv[2], caches);
+          !remembered.ok()) {
+        fmt::print(stderr, "{}\n", remembered.error().ToString());
+        return 1;
+      }
+      if (!row(path, "evicted", Setting::kEvicted, evicted_runs, name + "_evicted",
+               "each after writing 256 MB, best plans preloaded before"))
+        return 1;
+    }
+    if (!row(path, "warm", Setting::kWarm, runs, name, "") ||
+        !row(path, "one-shot", Setting::kOneShot, runs, name + "_one_shot", ""))
       return 1;
   }
   if (!json_path.empty()) std::ofstream(json_path) << out.dump(1) << "\n";

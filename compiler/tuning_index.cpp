@@ -30,6 +30,12 @@ Result<std::unique_ptr<TuningIndex>> TuningIndex::Load(db::Database& database,
 Result<std::optional<db::CompiledPlanEntry>> TuningIndex::Remembered(
     const std::string& graph_key, const std::string& context) {
   if (database_ == nullptr) return std::optional<db::CompiledPlanEntry>();
+  AdoptPreload();
+  // A preloaded entry of another generation than the index's (a commit came
+  // between the load and the preload) is asked for again.
+  for (const db::CompiledPlanEntry& e : remembered_)
+    if (e.graph_key == graph_key && e.context == context && e.generation == generation_)
+      return std::optional<db::CompiledPlanEntry>(e);
   return database_->FindCompiledPlan(graph_key, target_, context);
 }
 
@@ -101,9 +107,10 @@ Result<TuningIndex::Preloaded> TuningIndex::Preload(const std::string& path,
   open.create = false;
   open.read_only = true;
   FT_ASSIGN_OR_RETURN(auto database, db::MakeSqliteDatabase(path, open));
+  Preloaded out;
+  FT_ASSIGN_OR_RETURN(out.remembered, database->CompiledPlans(target));
   FT_ASSIGN_OR_RETURN(auto bests, database->BestPlans(target));
   FT_ASSIGN_OR_RETURN(const auto graphs, database->WorkloadKeys(db::WorkloadKind::kGraph));
-  Preloaded out;
   for (const std::string& key : graphs)
     if (bests.count(key)) {
       FT_ASSIGN_OR_RETURN(out.faster_stale[key], database->FasterStaleSeconds(key, target));
@@ -123,6 +130,7 @@ void TuningIndex::AdoptPreload(bool wait) {
     return;
   }
   faster_stale_.merge(read->faster_stale);
+  remembered_ = std::move(read->remembered);
   TakeAllBests(std::move(read->bests));
 }
 

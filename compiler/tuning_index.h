@@ -65,7 +65,8 @@ class TuningIndex {
   // no database. A plan chosen from this index is remembered under it.
   const std::optional<int64_t>& generation() const { return generation_; }
   // The compile remembered for `graph_key` under `context` at the
-  // database's current generation, or nullopt.
+  // database's current generation, or nullopt: from the preload when it read
+  // one at generation(), else asked of the database.
   Result<std::optional<db::CompiledPlanEntry>> Remembered(const std::string& graph_key,
                                                           const std::string& context);
 
@@ -85,7 +86,8 @@ class TuningIndex {
   // Best plans read so far.
   size_t size() const { return bests_.size(); }
 
-  // Reads every best plan of the target on a second thread, over a
+  // Reads every best plan of the target (and the compiles remembered for
+  // it) on a second thread, over a
   // read-only connection of its own to the database file at `path`: opened
   // before a model is imported (`fusetune compile`, Compiler), the read
   // overlaps the import. Lookups take its result once it is ready and ask
@@ -132,9 +134,11 @@ class TuningIndex {
   struct Preloaded {
     std::map<std::string, std::optional<db::BestPlan>> bests;
     std::map<std::string, std::optional<double>> faster_stale;
+    std::vector<db::CompiledPlanEntry> remembered;  // the target's, at the generation then
   };
   static Result<Preloaded> Preload(const std::string& path, const std::string& target);
   std::future<Result<Preloaded>> preload_;
+  std::vector<db::CompiledPlanEntry> remembered_;  // preloaded
   std::map<std::string, std::optional<Tiling>> best_tilings_;
   std::unique_ptr<cost_model::CostModel> model_;
   bool model_loaded_ = false;

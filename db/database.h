@@ -179,6 +179,9 @@ class Database {
   virtual Result<std::optional<CompiledPlanEntry>> FindCompiledPlan(const std::string& graph_key,
                                                                     const std::string& target,
                                                                     const std::string& context) = 0;
+  // Every plan remembered for `target` at the current generation (what a
+  // compiler preloads while its model imports).
+  virtual Result<std::vector<CompiledPlanEntry>> CompiledPlans(const std::string& target) = 0;
   // Remembers `entry` when its generation is still the current one, in place
   // of any entry of the same graph, target and context, and drops entries of
   // older generations; returns false, storing nothing, when the database

@@ -32,6 +32,38 @@ SQLite::Statement& SqliteDatabase::CompiledPlanQuery() {
                   "AND generation = (SELECT value FROM generation)");
 }
 
+namespace {
+
+// The columns after graph_key, target and context, in CompiledPlanQuery's order.
+void ReadEntry(SQLite::Statement& q, int first, CompiledPlanEntry* e) {
+  e->generation = q.getColumn(first).getInt64();
+  e->plan = q.getColumn(first + 1).getString();
+  e->decisions = q.getColumn(first + 2).getString();
+  e->created_at = q.getColumn(first + 3).getDouble();
+}
+
+}  // namespace
+
+Result<std::vector<CompiledPlanEntry>> SqliteDatabase::CompiledPlans(const std::string& target) {
+  if (!HasCompiledPlans()) return std::vector<CompiledPlanEntry>();
+  return Guarded("reading remembered plans", [&]() -> Result<std::vector<CompiledPlanEntry>> {
+    SQLite::Statement q(*db_,
+                        "SELECT graph_key, context, generation, plan, decisions, created_at "
+                        "FROM compiled_plans WHERE target = ? "
+                        "AND generation = (SELECT value FROM generation)");
+    q.bindNoCopy(1, target);
+    std::vector<CompiledPlanEntry> out;
+    while (q.executeStep()) {
+      CompiledPlanEntry& e = out.emplace_back();
+      e.graph_key = q.getColumn(0).getString();
+      e.target = target;
+      e.context = q.getColumn(1).getString();
+      ReadEntry(q, 2, &e);
+    }
+    return out;
+  });
+}
+
 Result<std::optional<CompiledPlanEntry>> SqliteDatabase::FindCompiledPlan(
     const std::string& graph_key, const std::string& target, const std::string& context) {
   if (!HasCompiledPlans()) return std::optional<CompiledPlanEntry>();
@@ -46,10 +78,7 @@ Result<std::optional<CompiledPlanEntry>> SqliteDatabase::FindCompiledPlan(
     e.graph_key = graph_key;
     e.target = target;
     e.context = context;
-    e.generation = q.getColumn(0).getInt64();
-    e.plan = q.getColumn(1).getString();
-    e.decisions = q.getColumn(2).getString();
-    e.created_at = q.getColumn(3).getDouble();
+    ReadEntry(q, 0, &e);
     q.reset();
     return std::optional<CompiledPlanEntry>(std::move(e));
   });

@@ -65,6 +65,7 @@ class SqliteDatabase final : public Database {
   Result<std::optional<CompiledPlanEntry>> FindCompiledPlan(const std::string& graph_key,
                                                             const std::string& target,
                                                             const std::string& context) override;
+  Result<std::vector<CompiledPlanEntry>> CompiledPlans(const std::string& target) override;
   Result<bool> PutCompiledPlan(const CompiledPlanEntry& entry) override;
   Status RecomputeBest() override;
   Result<DbStats> Stats(const std::string& this_target) override;

@@ -222,6 +222,9 @@ class CountingDatabase : public db::Database {
     ++compiled_plans;
     return inner_.FindCompiledPlan(g, t, c);
   }
+  Result<std::vector<db::CompiledPlanEntry>> CompiledPlans(const std::string& t) override {
+    return inner_.CompiledPlans(t);
+  }
   Result<bool> PutCompiledPlan(const db::CompiledPlanEntry& e) override {
     return inner_.PutCompiledPlan(e);
   }

@@ -7,6 +7,7 @@
 #include "compiler/explain.h"
 #include "compiler/remembered.h"
 #include "tests/compiler/compile_fixture.h"
+#include "tests/db/db_test_util.h"
 
 namespace fusetune::compiler {
 namespace {
@@ -145,6 +146,38 @@ TEST(RememberedCompile, ADamagedEntryIsPassedOverWithTheReason) {
   EXPECT_NE(partial->partition.find("does not fit this build"), std::string::npos)
       << partial->partition;
   EXPECT_EQ(partial->plan, chosen->plan);
+}
+
+// As `fusetune compile` runs: the index preloads the remembered plans with
+// the best plans while the model imports, and takes one only at the
+// generation it loaded at.
+TEST(RememberedCompile, APreloadedPlanIsTakenOnlyAtTheIndexGeneration) {
+  const std::string path = db::testing::FreshDbPath("remembered_preload");
+  Fixture f(Mlp(32));
+  f.db = std::move(db::MakeSqliteDatabase(path).value());
+  ASSERT_TRUE(f.db->PutTarget({kTarget, "{}", "{}"}).ok());
+  const auto tasks = search::ExtractTasks(f.graph, *f.space);
+  const search::Task& fused = GemmTask(tasks, 3);
+  AddGroupRecord(*f.db, fused, OtherTiling(fused.tilings()), 20e-6);
+  auto chosen = CompileGraph(*f.space, *f.Index());
+  ASSERT_TRUE(chosen.ok());
+  ASSERT_TRUE(*f.db->PutCompiledPlan(RememberedEntry(*f.space, *chosen, kTarget)));
+
+  auto preloaded = [&](bool commit_between) {
+    auto reader = OpenTuningDatabase(path);
+    EXPECT_TRUE(reader.ok());
+    auto index = TuningIndex::Load(**reader, kTarget, {});
+    EXPECT_TRUE(index.ok());
+    if (commit_between) AddGroupRecord(*f.db, fused, fused.tilings().Default(), 30e-6);
+    (*index)->PreloadInBackground(path);
+    (*index)->WaitForPreload();
+    FusionSpace space(f.graph, kernels::KernelConfig{});
+    auto plan = CompileGraph(space, **index);
+    EXPECT_TRUE(plan.ok());
+    return plan.ok() && plan->remembered_generation.has_value();
+  };
+  EXPECT_TRUE(preloaded(false));
+  EXPECT_FALSE(preloaded(true)) << "the preload read after a commit the index did not see";
 }
 
 TEST(RememberedCompile, DecisionsRoundTripThroughText) {

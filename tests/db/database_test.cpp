@@ -325,11 +325,14 @@ TEST_P(Conformance, ARememberedPlanIsFoundOnlyAtItsGeneration) {
                    ->has_value());
   EXPECT_FALSE(*db->PutCompiledPlan(Remembered(g - 1))) << "an older generation is refused";
   EXPECT_EQ(db->Stats(kTarget)->compiled_plans_current, 2);
+  EXPECT_EQ(db->CompiledPlans(kTarget)->size(), 2u);
+  EXPECT_TRUE(db->CompiledPlans("00000000000000bb")->empty());
 
   std::vector<Record> batch{MakeRecord(0, 1, 1e-3)};
   ASSERT_TRUE(db->CommitRecords(batch).ok());
   EXPECT_FALSE(db->FindCompiledPlan("00000000000000ff", kTarget, "options a")->has_value())
       << "a commit made it out of date";
+  EXPECT_TRUE(db->CompiledPlans(kTarget)->empty());
   auto stats = db->Stats(kTarget);
   EXPECT_EQ(stats->compiled_plans, 2);
   EXPECT_EQ(stats->compiled_plans_current, 0);
