@@ -161,6 +161,7 @@ Status SqliteDatabase::RecomputeBestLocked() {
                          "ON CONFLICT(key) DO UPDATE SET value = excluded.value");
   meta.bind(1, versions_json_);
   meta.exec();
+  RaiseGeneration();
   best_cache_.clear();
   return Status::Ok();
 }

@@ -25,6 +25,11 @@ Result<int64_t> SqliteDatabase::Generation() {
   });
 }
 
+void SqliteDatabase::RaiseGeneration() {
+  // A migration's handle may hold an older file only read-only, which never writes.
+  if (HasCompiledPlans()) db_->exec("UPDATE generation SET value = value + 1");
+}
+
 SQLite::Statement& SqliteDatabase::CompiledPlanQuery() {
   return Prepared(compiled_plan_query_,
                   "SELECT generation, plan, decisions, created_at FROM compiled_plans "

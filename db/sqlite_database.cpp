@@ -298,6 +298,7 @@ Result<std::vector<int64_t>> SqliteDatabase::CommitRecords(std::span<Record> rec
       b.bind(4, best.seconds);
       b.exec();
     }
+    RaiseGeneration();
     transaction.commit();
     for (const auto& [pair, best] : fastest) best_cache_.erase(best.cache_key);
     return ids;

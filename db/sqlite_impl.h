@@ -96,6 +96,9 @@ class SqliteDatabase final : public Database {
   SQLite::Statement& StaleByIdsQuery();  // faster records of a (workload, target) id pair
   SQLite::Statement& StaleByKeyQuery();  // the same by workload key and target fingerprint
   SQLite::Statement& CompiledPlanQuery();
+  // In a write transaction that adds records or changes best plans (the
+  // schema's triggers cover the rarer changes).
+  void RaiseGeneration();
   Status RecomputeBestLocked();
   bool HasCompiledPlans() const { return schema_version_ >= 3; }
 

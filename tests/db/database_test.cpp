@@ -426,9 +426,10 @@ TEST(SqliteFile, VersionTwoFileReadsWithoutRememberedCompilesUntilMigrated) {
     sqlite3* raw = nullptr;
     ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
     std::string sql = "DROP TABLE compiled_plans; DROP TABLE generation; PRAGMA user_version = 2;";
-    for (const char* table : {"records", "best", "models", "targets"})
-      for (const char* change : {"insert", "update", "delete"})
-        sql = fmt::format("DROP TRIGGER generation_{}_{}; ", table, change) + sql;
+    for (const char* trigger :
+         {"records_update", "records_delete", "models_insert", "models_update", "models_delete",
+          "targets_insert", "targets_update", "targets_delete"})
+      sql = fmt::format("DROP TRIGGER generation_{}; ", trigger) + sql;
     ASSERT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
         << sqlite3_errmsg(raw);
     sqlite3_close(raw);
