@@ -59,9 +59,11 @@ Result<TuningSource> OpenTuningSource(const CompileArgs& args) {
   return source;
 }
 
-Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(
-    Graph graph, int threads, const CompileArgs& args, TuningSource& source, bool explain,
-    RememberNote* note) {
+Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(Graph graph, int threads,
+                                                                     const CompileArgs& args,
+                                                                     TuningSource& source,
+                                                                     bool explain,
+                                                                     RememberNote* note) {
   compiler::CompileOptions options;
   if (!args.max_memory.empty()) {
     FT_ASSIGN_OR_RETURN(options.max_memory_bytes, ParseBytes(args.max_memory, "--max-memory"));

@@ -17,7 +17,7 @@ struct CompileArgs {
   std::string max_memory;  // "64MiB"; empty: no limit
   bool no_whole_model = false;
   bool no_remember = false;  // neither take nor store a remembered compile
-  bool warm = false;  // the plans tuned with `tune --warm`
+  bool warm = false;         // the plans tuned with `tune --warm`
   measure::CacheProtocol caches() const { return measure::CacheProtocolFor(warm); }
 };
 
@@ -47,8 +47,10 @@ struct RememberNote {
   std::string text;
   bool stored = false;
 };
-Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(
-    Graph graph, int threads, const CompileArgs& args, TuningSource& source, bool explain = false,
-    RememberNote* note = nullptr);
+Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(Graph graph, int threads,
+                                                                     const CompileArgs& args,
+                                                                     TuningSource& source,
+                                                                     bool explain = false,
+                                                                     RememberNote* note = nullptr);
 
 }  // namespace fusetune::cli

@@ -180,7 +180,8 @@ Result<bool> UseRememberedPlan(FusionSpace& space, TuningIndex& index, const std
                                const CompileOptions& options, CompiledPlan* out) {
   FT_ASSIGN_OR_RETURN(auto entry, index.Remembered(out->graph_key, context));
   if (!entry) return false;
-  const std::string what = fmt::format("the compile remembered at generation {}", entry->generation);
+  const std::string what =
+      fmt::format("the compile remembered at generation {}", entry->generation);
   auto decisions = DecisionsFromText(entry->decisions);
   if (!decisions.ok()) {
     out->partition += fmt::format("{} does not read ({}); ", what, decisions.error().message());

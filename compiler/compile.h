@@ -93,7 +93,7 @@ struct CompiledPlan {
   std::optional<double> measured_seconds;  // whole-model plans
   int64_t peak_bytes = 0;
   double bytes = 0, unfused_bytes = 0;
-  double scale = 1;                   // median measured / analytical time over exact hits
+  double scale = 1;  // median measured / analytical time over exact hits
   // The machine the analytical parts are for: set when groups were
   // predicted, or when CompileOptions::target_features asks for it.
   std::optional<cost_model::TargetFeatures> target;

@@ -27,8 +27,8 @@ Result<std::unique_ptr<TuningIndex>> TuningIndex::Load(db::Database& database,
   return index;
 }
 
-Result<std::optional<db::CompiledPlanEntry>> TuningIndex::Remembered(
-    const std::string& graph_key, const std::string& context) {
+Result<std::optional<db::CompiledPlanEntry>> TuningIndex::Remembered(const std::string& graph_key,
+                                                                     const std::string& context) {
   if (database_ == nullptr) return std::optional<db::CompiledPlanEntry>();
   AdoptPreload();
   // A preloaded entry of another generation than the index's (a commit came

@@ -116,7 +116,7 @@ struct DbStats {
   int64_t targets = 0, group_workloads = 0, graph_workloads = 0, jobs = 0, models = 0;
   std::map<std::string, int64_t> records_by_status;
   int64_t records = 0, best_entries = 0;
-  std::map<std::string, int64_t> stale;  // reason -> records
+  std::map<std::string, int64_t> stale;                    // reason -> records
   int64_t compiled_plans = 0, compiled_plans_current = 0;  // current: of this generation
   int64_t generation = 0;
   int64_t file_bytes = 0;

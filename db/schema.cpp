@@ -155,8 +155,7 @@ Result<int> PrepareSchema(SQLite::Database& db, bool read_only) {
   if (fresh) {
     db.exec(kSchemaV2);
     db.exec(kCompiledPlansSchema);
-  }
-  else if (PragmaInt(db, "user_version") == 0)
+  } else if (PragmaInt(db, "user_version") == 0)
     return Error(ErrorCode::kCorrupt,
                  fmt::format("'{}' has fusetune tables but no schema version", db.getFilename()));
   else

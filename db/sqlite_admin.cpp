@@ -261,8 +261,7 @@ Status SqliteDatabase::CheckIntegrity() {
 Status SqliteDatabase::Vacuum() {
   return Guarded("vacuuming", [&]() -> Status {
     if (HasCompiledPlans())
-      db_->exec(
-          "DELETE FROM compiled_plans WHERE generation < (SELECT value FROM generation)");
+      db_->exec("DELETE FROM compiled_plans WHERE generation < (SELECT value FROM generation)");
     db_->exec("VACUUM");
     db_->exec("PRAGMA wal_checkpoint(TRUNCATE)");
     return Status::Ok();

@@ -48,7 +48,7 @@ inline measure::MeasureResult Timed(double seconds) {
 // `older`: the workload's description without the structure key and shape
 // signature, as databases written before they were stored hold it.
 inline void AddGroupRecord(db::Database& db, const search::Task& task, const Tiling& tiling,
-                    double seconds, bool older = false) {
+                           double seconds, bool older = false) {
   db::WorkloadEntry workload = task.Workload();
   if (older) {
     auto description = nlohmann::json::parse(workload.description);

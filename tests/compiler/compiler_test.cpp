@@ -163,8 +163,7 @@ TEST(Compiler, AWholeModelRecordBeatenByAStaleOneIsNotTheTunedPlan) {
 class CountingDatabase : public db::Database {
  public:
   explicit CountingDatabase(db::Database& inner) : inner_(inner) {}
-  int best = 0, best_plans = 0, active_model = 0, faster_stale = 0, targets = 0,
-      compiled_plans = 0;
+  int best = 0, best_plans = 0, active_model = 0, faster_stale = 0, targets = 0, compiled_plans = 0;
 
   Status PutTarget(const db::TargetEntry& t) override { return inner_.PutTarget(t); }
   Result<std::optional<db::TargetEntry>> GetTarget(const std::string& f) override {

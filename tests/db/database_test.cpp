@@ -321,8 +321,8 @@ TEST_P(Conformance, ARememberedPlanIsFoundOnlyAtItsGeneration) {
   EXPECT_EQ((*found)->plan, R"({"groups":[]})");
   EXPECT_GT((*found)->created_at, 0);
   EXPECT_FALSE(db->FindCompiledPlan("00000000000000ff", kTarget, "options c")->has_value());
-  EXPECT_FALSE(db->FindCompiledPlan("00000000000000ff", "00000000000000bb", "options a")
-                   ->has_value());
+  EXPECT_FALSE(
+      db->FindCompiledPlan("00000000000000ff", "00000000000000bb", "options a")->has_value());
   EXPECT_FALSE(*db->PutCompiledPlan(Remembered(g - 1))) << "an older generation is refused";
   EXPECT_EQ(db->Stats(kTarget)->compiled_plans_current, 2);
   EXPECT_EQ(db->CompiledPlans(kTarget)->size(), 2u);
