@@ -46,6 +46,23 @@ int main(int argc, char** argv) {
   std::ofstream out(argv[3], std::ios::binary);
   out.write(reinterpret_cast<const char*>(y.data.data()),
             static_cast<std::streamsize>(y.data.size() * sizeof(float)));
+  // Without the whole-model record the plan is chosen from group records and
+  // remembered; a second compiler then takes the remembered plan.
+  if (!options.database.empty()) {
+    fusetune::CompileOptions per_group = options;
+    per_group.use_whole_model_plans = false;
+    for (const char* which : {"chosen", "again"}) {
+      auto fresh = fusetune::Compiler::Open(per_group);
+      if (!fresh.ok()) return 1;
+      auto compiled = fresh.value()->Compile(argv[1]);
+      if (!compiled.ok()) {
+        std::fprintf(stderr, "per-group compile: %s\n", compiled.error().c_str());
+        return 1;
+      }
+      const auto& r = compiled.value()->report();
+      std::printf("per group, %s: %s; %s\n", which, r.partition.c_str(), r.remembered.c_str());
+    }
+  }
   // A bad path is an error value, not a crash.
   auto missing = compiler.value()->Compile("/nonexistent/model.onnx");
   if (missing.ok()) return 1;
