@@ -155,10 +155,9 @@ Status RememberPerGroupPlan(const Graph& graph, const std::string& db_path,
                       compiler::CompiledModel::Compile(graph, kernels::KernelConfig{}, *index,
                                                        OptionsFor(Path::kRemembered)));
   if (model->compiled().remembered_generation) return Status::Ok();  // remembered already
-  FT_ASSIGN_OR_RETURN(auto outcome,
-                      compiler::RememberCompiledPlan(db_path, *model, index->target()));
-  if (outcome != compiler::RememberOutcome::kRemembered)
-    return Error(ErrorCode::kInternal, "the per-group plan could not be remembered");
+  const compiler::RememberNote note =
+      compiler::RememberCompiledPlan(db_path, *model, index->target());
+  if (!note.stored) return Error(ErrorCode::kInternal, "the per-group plan: " + note.text);
   return Status::Ok();
 }
 

@@ -61,7 +61,7 @@ int Compile(const CompileCommandArgs& args) {
   if (!source.ok()) return ReportError(source.error());
   auto graph = LoadModel(args.model, args.model_options);
   if (!graph.ok()) return ReportError(graph.error());
-  RememberNote remembered;
+  compiler::RememberNote remembered;
   auto model = CompileWithDatabase(std::move(*graph), args.threads, args.compile, *source,
                                    args.explain, &remembered);
   if (!model.ok()) return ReportError(model.error());

@@ -36,7 +36,7 @@ struct RunArgs {
 Result<std::unique_ptr<compiler::CompiledModel>> Prepare(Graph graph, const RunArgs& args,
                                                          TuningSource* source) {
   if (args.from_db) {
-    RememberNote remembered;
+    compiler::RememberNote remembered;
     auto model = CompileWithDatabase(std::move(graph), args.threads, args.compile, *source,
                                      /*explain=*/false, &remembered);
     if (model.ok() && !remembered.text.empty() && !remembered.stored)

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <cctype>
-#include <chrono>
 #include <cmath>
 
 namespace fusetune::cli {
@@ -63,7 +62,7 @@ Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(Graph graph
                                                                      const CompileArgs& args,
                                                                      TuningSource& source,
                                                                      bool explain,
-                                                                     RememberNote* note) {
+                                                                     compiler::RememberNote* note) {
   compiler::CompileOptions options;
   if (!args.max_memory.empty()) {
     FT_ASSIGN_OR_RETURN(options.max_memory_bytes, ParseBytes(args.max_memory, "--max-memory"));
@@ -75,19 +74,8 @@ Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(Graph graph
   config.threads = threads;
   FT_ASSIGN_OR_RETURN(auto model, compiler::CompiledModel::Compile(std::move(graph), config,
                                                                    *source.index, options));
-  const auto start = std::chrono::steady_clock::now();
-  const auto outcome = compiler::RememberCompiledPlan(args.db, *model, source.index->target());
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  RememberNote said;
-  if (!outcome.ok()) {
-    said.text = "plan not remembered for later compiles: " + outcome.error().ToString();
-  } else if (*outcome == compiler::RememberOutcome::kRemembered) {
-    said.text = fmt::format("plan remembered for later compiles of this model ({:.1f} ms)", ms);
-    said.stored = true;
-  } else if (*outcome == compiler::RememberOutcome::kDatabaseChanged) {
-    said.text = "plan not remembered: the database changed while compiling";
-  }
+  const compiler::RememberNote said =
+      compiler::RememberCompiledPlan(args.db, *model, source.index->target());
   if (note != nullptr) *note = said;
   return model;
 }

@@ -43,14 +43,8 @@ Result<TuningSource> OpenTuningSource(const CompileArgs& args);
 // groups is then remembered in the database for the next compile; `note`,
 // when given, says so or why not (a failure to remember is a note, not an
 // error), and is empty when there was nothing to remember.
-struct RememberNote {
-  std::string text;
-  bool stored = false;
-};
-Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(Graph graph, int threads,
-                                                                     const CompileArgs& args,
-                                                                     TuningSource& source,
-                                                                     bool explain = false,
-                                                                     RememberNote* note = nullptr);
+Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(
+    Graph graph, int threads, const CompileArgs& args, TuningSource& source, bool explain = false,
+    compiler::RememberNote* note = nullptr);
 
 }  // namespace fusetune::cli

@@ -134,24 +134,10 @@ class CompilerImpl final : public Compiler {
         auto model, compiler::CompiledModel::Compile(std::move(graph), config, *index_, options));
     CompileReport report = MakeReport(*model, index_->target());
     report.import_ms = import_ms;
-    if (!options_.database.empty()) report.remembered = Remember(*model);
+    if (!options_.database.empty())
+      report.remembered =
+          compiler::RememberCompiledPlan(options_.database, *model, index_->target()).text;
     return std::unique_ptr<Executable>(new ExecutableImpl(std::move(model), std::move(report)));
-  }
-
-  // A plan chosen from group records, stored for the next compile; a
-  // failure to store it is reported, not returned.
-  std::string Remember(compiler::CompiledModel& model) {
-    auto outcome = compiler::RememberCompiledPlan(options_.database, model, index_->target());
-    if (!outcome.ok()) return "not remembered: " + outcome.error().ToString();
-    switch (*outcome) {
-      case compiler::RememberOutcome::kRemembered:
-        return "remembered for later compiles";
-      case compiler::RememberOutcome::kDatabaseChanged:
-        return "not remembered: the database changed since the compiler read it";
-      case compiler::RememberOutcome::kNothingToRemember:
-        break;
-    }
-    return "";
   }
 
   CompileOptions options_;

@@ -1,5 +1,7 @@
 #include "compiler/model.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -34,17 +36,35 @@ Result<std::unique_ptr<TuningIndex>> LoadIndexForThisMachine(db::Database& datab
   return TuningIndex::Load(database, target, caches);
 }
 
-Result<RememberOutcome> RememberCompiledPlan(const std::string& db_path, CompiledModel& model,
-                                             const std::string& target) {
-  const CompiledPlan& plan = model.compiled();
-  if (!plan.remember) return RememberOutcome::kNothingToRemember;
+namespace {
+
+Result<bool> StoreCompiledPlan(const std::string& db_path, CompiledModel& model,
+                               const std::string& target) {
   db::OpenOptions open;
   open.create = false;
   open.sync_full = false;  // a lost entry costs one compile, not a measurement
   FT_ASSIGN_OR_RETURN(auto database, db::MakeSqliteDatabase(db_path, open));
-  FT_ASSIGN_OR_RETURN(const bool stored,
-                      database->PutCompiledPlan(RememberedEntry(model.space(), plan, target)));
-  return stored ? RememberOutcome::kRemembered : RememberOutcome::kDatabaseChanged;
+  return database->PutCompiledPlan(RememberedEntry(model.space(), model.compiled(), target));
+}
+
+}  // namespace
+
+RememberNote RememberCompiledPlan(const std::string& db_path, CompiledModel& model,
+                                  const std::string& target) {
+  RememberNote note;
+  if (!model.compiled().remember) return note;
+  const auto start = std::chrono::steady_clock::now();
+  const auto stored = StoreCompiledPlan(db_path, model, target);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (!stored.ok())
+    note.text = "plan not remembered for later compiles: " + stored.error().ToString();
+  else if (!*stored)
+    note.text = "plan not remembered: the database changed while compiling";
+  else
+    note.text = fmt::format("plan remembered for later compiles of this model ({:.1f} ms)", ms);
+  note.stored = stored.ok() && *stored;
+  return note;
 }
 
 CompiledModel::CompiledModel(Graph graph, kernels::KernelConfig config)

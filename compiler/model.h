@@ -26,14 +26,20 @@ Result<std::unique_ptr<TuningIndex>> LoadIndexForThisMachine(
 
 class CompiledModel;
 
-enum class RememberOutcome { kNothingToRemember, kRemembered, kDatabaseChanged };
+// What remembering a compiled plan came to, for the user: `text` is empty
+// when there was nothing to remember (a whole-model or remembered plan, or
+// remembering off); a failure to store is a note, never an error.
+struct RememberNote {
+  bool stored = false;
+  std::string text;
+};
 // Remembers `model`'s plan for later compiles of its graph (remembered.h)
 // when it was chosen from its groups (CompiledPlan::remember): opens the
 // database at `db_path` writable for the write, which migrates an older
-// file. kDatabaseChanged: a commit since the compile read the database made
-// its choice out of date, so nothing was stored.
-Result<RememberOutcome> RememberCompiledPlan(const std::string& db_path, CompiledModel& model,
-                                             const std::string& target);
+// file. Nothing is stored when a commit since the compile read the
+// database made its choice out of date.
+RememberNote RememberCompiledPlan(const std::string& db_path, CompiledModel& model,
+                                  const std::string& target);
 
 class CompiledModel {
  public:

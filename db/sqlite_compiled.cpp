@@ -1,6 +1,7 @@
 // The SQLite Database's generation counter and remembered compiles
-// (database.h): the counter is kept by the schema's triggers (schema.cpp),
-// so these functions only read it, and store an entry only while it holds.
+// (database.h): commits of records and best plans raise the counter here
+// (RaiseGeneration), the schema's triggers raise it for the rarer changes
+// (schema.cpp), and an entry is stored only while it holds.
 #include <fmt/format.h>
 
 #include "db/sqlite_impl.h"
@@ -14,6 +15,14 @@ Error NoCompiledPlans(const std::string& file, int version) {
                fmt::format("'{}' has schema version {}, which has no generation counter: open it "
                            "writable once to migrate it",
                            file, version));
+}
+
+// The columns after graph_key, target and context, in CompiledPlanQuery's order.
+void ReadEntry(SQLite::Statement& q, int first, CompiledPlanEntry* e) {
+  e->generation = q.getColumn(first).getInt64();
+  e->plan = q.getColumn(first + 1).getString();
+  e->decisions = q.getColumn(first + 2).getString();
+  e->created_at = q.getColumn(first + 3).getDouble();
 }
 
 }  // namespace
@@ -36,18 +45,6 @@ SQLite::Statement& SqliteDatabase::CompiledPlanQuery() {
                   "WHERE graph_key = ? AND target = ? AND context = ? "
                   "AND generation = (SELECT value FROM generation)");
 }
-
-namespace {
-
-// The columns after graph_key, target and context, in CompiledPlanQuery's order.
-void ReadEntry(SQLite::Statement& q, int first, CompiledPlanEntry* e) {
-  e->generation = q.getColumn(first).getInt64();
-  e->plan = q.getColumn(first + 1).getString();
-  e->decisions = q.getColumn(first + 2).getString();
-  e->created_at = q.getColumn(first + 3).getDouble();
-}
-
-}  // namespace
 
 Result<std::vector<CompiledPlanEntry>> SqliteDatabase::CompiledPlans(const std::string& target) {
   if (!HasCompiledPlans()) return std::vector<CompiledPlanEntry>();

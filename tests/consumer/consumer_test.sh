@@ -27,7 +27,7 @@ PY
 "$fusetune" tune "$model" --db "$work/t.db" --trials 40 > /dev/null 2>&1
 "$work/consumer/consumer" "$model" "$work/t.db" "$work/y1.bin" | tee "$work/run.log"
 grep -q "whole-model\|exact" "$work/run.log"
-grep -q "per group, chosen: .*; remembered for later compiles" "$work/run.log"
+grep -q "per group, chosen: .*; plan remembered for later compiles" "$work/run.log"
 grep -q "per group, again: the compile remembered at generation" "$work/run.log"
 /usr/bin/python3 - "$work" <<'PY'
 import sys
