@@ -10,8 +10,8 @@
 
 namespace fusetune::bench {
 
-const measure::Roofline& Roof() {
-  static const measure::Roofline roof = measure::MeasureRoofline(kThreads);
+const target::Roofline& Roof() {
+  static const target::Roofline roof = measure::MeasureRoofline(kThreads);
   return roof;
 }
 

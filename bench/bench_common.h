@@ -18,7 +18,7 @@
 
 namespace fusetune::bench {
 
-const measure::Roofline& Roof();
+const target::Roofline& Roof();
 constexpr int kThreads = 2;
 
 std::vector<float> RandomVector(size_t n, uint64_t seed, float scale = 1.0f);

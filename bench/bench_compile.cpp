@@ -102,7 +102,7 @@ Status CompileOnce(const Graph& graph, compiler::TuningIndex& index, Path path, 
 
 // An index of `database` for this machine, its load timed into `s`.
 Result<std::unique_ptr<compiler::TuningIndex>> LoadIndex(db::Database& database,
-                                                         measure::CacheProtocol caches, Stages* s) {
+                                                         target::CacheProtocol caches, Stages* s) {
   ClearActivationFitCache();
   const auto t_index = Clock::now();
   auto index = compiler::LoadIndexForThisMachine(database, caches);
@@ -123,7 +123,7 @@ enum class Setting {
 // `runs` compiles in `setting`. The open is timed apart: the command opens
 // the database before it imports the model.
 Result<Stages> Time(const Graph& graph, const std::string& db_path, compiler::TuningIndex* shared,
-                    Path path, int runs, measure::CacheProtocol caches, Setting setting) {
+                    Path path, int runs, target::CacheProtocol caches, Setting setting) {
   Stages s;
   for (int i = 0; i < runs; ++i) {
     if (setting == Setting::kWarm) {
@@ -148,7 +148,7 @@ Result<Stages> Time(const Graph& graph, const std::string& db_path, compiler::Tu
 // Compiles from group records and remembers the plan in the database at
 // `db_path`, as `fusetune compile` does on its first compile of a model.
 Status RememberPerGroupPlan(const Graph& graph, const std::string& db_path,
-                            measure::CacheProtocol caches) {
+                            target::CacheProtocol caches) {
   FT_ASSIGN_OR_RETURN(auto database, compiler::OpenTuningDatabase(db_path));
   FT_ASSIGN_OR_RETURN(auto index, compiler::LoadIndexForThisMachine(*database, caches));
   FT_ASSIGN_OR_RETURN(auto model,
@@ -199,13 +199,13 @@ int Main(int argc, char** argv) {
   }
   int runs = 20;
   std::string json_path, only;
-  measure::CacheProtocol caches = measure::CacheProtocol::kFlushed;
+  target::CacheProtocol caches = target::CacheProtocol::kFlushed;
   for (int i = 3; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--runs" && i + 1 < argc) runs = std::max(1, std::atoi(argv[++i]));
     if (a == "--json" && i + 1 < argc) json_path = argv[++i];
     if (a == "--only" && i + 1 < argc) only = argv[++i];  // a path, or "first" alone
-    if (a == "--warm") caches = measure::CacheProtocol::kWarm;
+    if (a == "--warm") caches = target::CacheProtocol::kWarm;
   }
   // `fusetune compile` opens the database and loads its index for this
   // machine (OpenTuningSource), then imports, then compiles: the first

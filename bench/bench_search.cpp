@@ -34,7 +34,9 @@
 
 #include "graph/text_format.h"
 #include "measure/measurer.h"
-#include "measure/target.h"
+#include "measure/calibrate.h"
+#include "target/calibration.h"
+#include "target/target.h"
 #include "search/evolution.h"
 
 namespace fusetune {
@@ -191,11 +193,11 @@ int main(int argc, char** argv) {
   }
   if (!tables.contains("_calibration")) {
     fmt::print(stderr, "calibrating...\n");
-    tables["_calibration"] = measure::CalibrationToJson(measure::Calibrate(2));
+    tables["_calibration"] = target::CalibrationToJson(measure::Calibrate(2));
   }
   const cost_model::TargetFeatures target =
       cost_model::TargetFeaturesFromCalibration(tables["_calibration"],
-                                                measure::CacheProtocol::kFlushed);
+                                                target::CacheProtocol::kFlushed);
   auto measurer = measure::Measurer::Create(FUSETUNE_WORKER);
   if (!measurer.ok()) {
     fmt::print(stderr, "bench_search: {}\n", measurer.error().ToString());

@@ -14,7 +14,9 @@
 #include "graph/npy.h"
 #include "graph/onnx_io.h"
 #include "graph/passes.h"
-#include "measure/target.h"
+#include "measure/calibrate.h"
+#include "target/calibration.h"
+#include "target/target.h"
 
 namespace fusetune::cli {
 
@@ -71,24 +73,23 @@ std::string Scaled(double n, double base, const char* const* units, int count,
 }
 }  // namespace
 
-Result<std::string> EnsureTarget(db::Database& database, int threads, measure::CacheProtocol caches,
+Result<std::string> EnsureTarget(db::Database& database, int threads, target::CacheProtocol caches,
                                  nlohmann::json* calibration) {
-  const measure::TargetFingerprint machine = measure::DetectTarget();
-  const std::string key = measure::TargetKey(machine, caches);
+  const std::string key = target::ThisMachineKey(caches);
   FT_ASSIGN_OR_RETURN(auto stored, database.GetTarget(key));
   if (!stored.has_value() || stored->calibration == "{}") {
-    FT_ASSIGN_OR_RETURN(stored, database.GetTarget(machine.HashString()));
+    FT_ASSIGN_OR_RETURN(stored, database.GetTarget(target::FlushedKeyOf(key)));
   }
   nlohmann::json c;
   if (stored.has_value() && stored->calibration != "{}") {
     c = nlohmann::json::parse(stored->calibration, nullptr, false);
   } else {
     fmt::print(stderr, "calibrating this machine (once per database)...\n");
-    c = measure::CalibrationToJson(measure::Calibrate(threads));
+    c = target::CalibrationToJson(measure::Calibrate(threads));
   }
   if (!stored.has_value() || stored->fingerprint != key || stored->calibration == "{}") {
     nlohmann::json description = c["target"];
-    description["caches"] = measure::CacheProtocolName(caches);
+    description["caches"] = target::CacheProtocolName(caches);
     FT_RETURN_IF_ERROR(database.PutTarget({key, description.dump(), c.dump()}));
   }
   if (calibration) *calibration = c;

@@ -14,7 +14,7 @@
 #include "fusion_space/space.h"
 #include "graph/graph.h"
 #include "graph/reference_executor.h"
-#include "measure/target.h"
+#include "target/target.h"
 
 namespace fusetune::cli {
 
@@ -61,10 +61,10 @@ Result<nlohmann::json> WriteOutputs(const Graph& graph, const TensorMap& outputs
 // --plan: a plan file, or "unfused" or "greedy".
 Result<Plan> LoadPlanArg(FusionSpace& space, const std::string& plan);
 
-// This machine's target key for the cache protocol (measure::TargetKey);
+// This machine's target key for the cache protocol (target::TargetKey);
 // calibrates the machine and stores the calibration when the database lacks
 // it (both protocols' keys share one). `calibration` receives it.
-Result<std::string> EnsureTarget(db::Database& database, int threads, measure::CacheProtocol caches,
+Result<std::string> EnsureTarget(db::Database& database, int threads, target::CacheProtocol caches,
                                  nlohmann::json* calibration = nullptr);
 
 // Ctrl-C sets a flag instead of killing the process: long commands poll

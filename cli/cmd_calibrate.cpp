@@ -9,7 +9,9 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "db/database.h"
-#include "measure/target.h"
+#include "measure/calibrate.h"
+#include "target/calibration.h"
+#include "target/target.h"
 
 namespace fusetune::cli {
 
@@ -73,7 +75,7 @@ void AddCalibrateCommand(CLI::App& app, std::function<void(int)> set_result) {
   cmd->add_flag("--json", args->json, "Print the calibration as JSON");
   cmd->add_option("--db", args->db, "Store the calibration in this tuning database");
   cmd->callback([args, set_result] {
-    const nlohmann::json c = measure::CalibrationToJson(measure::Calibrate(args->threads));
+    const nlohmann::json c = target::CalibrationToJson(measure::Calibrate(args->threads));
     if (args->json)
       PrintJson(c);
     else

@@ -9,7 +9,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "db/jsonl.h"
-#include "measure/target.h"
+#include "target/target.h"
 
 namespace fusetune::cli {
 
@@ -32,7 +32,7 @@ Result<std::unique_ptr<db::Database>> OpenExisting(const std::string& path, bool
 }
 
 std::string ThisTarget(const DbArgs& a) {
-  return a.target.empty() ? measure::DetectTarget().HashString() : a.target;
+  return a.target.empty() ? target::DetectTarget().HashString() : a.target;
 }
 
 int Stats(const DbArgs& a) {

@@ -11,7 +11,7 @@
 #include "db/database.h"
 #include "measure/measurer.h"
 #include "measure/roofline.h"
-#include "measure/target.h"
+#include "target/target.h"
 
 namespace fusetune::cli {
 
@@ -34,7 +34,7 @@ bool RooflineFromDb(const std::string& path, measure::MeasureOptions* o) {
   options.read_only = true;
   auto database = db::MakeSqliteDatabase(path, options);
   if (!database.ok()) return false;
-  auto target = (*database)->GetTarget(measure::DetectTarget().HashString());
+  auto target = (*database)->GetTarget(target::DetectTarget().HashString());
   if (!target.ok() || !target->has_value()) return false;
   const auto c = nlohmann::json::parse((*target)->calibration, nullptr, false);
   if (!c.is_object() || c.value("threads", 0) != o->threads) return false;

@@ -25,7 +25,7 @@ struct TuneArgs {
   int64_t trials = 0;
   std::string time;
   bool until_converged = false, resume = false, json = false;
-  bool warm = false;  // measure with caches kept warm (measure::CacheProtocol)
+  bool warm = false;  // measure with caches kept warm (target::CacheProtocol)
   search::TunerOptions tuner;
   std::string save_plan;
 };
@@ -108,7 +108,7 @@ int Tune(TuneArgs& args) {
     resumed = std::move(*job);
   }
   args.tuner.measure.flush_caches = !args.warm;
-  const measure::CacheProtocol caches = measure::CacheProtocolOf(args.tuner.measure);
+  const target::CacheProtocol caches = measure::CacheProtocolOf(args.tuner.measure);
   nlohmann::json calibration;
   auto target = EnsureTarget(database, args.tuner.measure.threads, caches, &calibration);
   if (!target.ok()) return ReportError(target.error());
@@ -135,7 +135,7 @@ int Tune(TuneArgs& args) {
                       {"seconds", args.tuner.max_seconds},
                       {"until_converged", args.until_converged},
                       {"seed", args.tuner.seed},
-                      {"caches", measure::CacheProtocolName(caches)}};
+                      {"caches", target::CacheProtocolName(caches)}};
   int64_t job_id = 0;
   if (resumed.has_value()) {
     const db::JobEntry* job = &*resumed;

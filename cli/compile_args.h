@@ -18,7 +18,7 @@ struct CompileArgs {
   bool no_whole_model = false;
   bool no_remember = false;  // neither take nor store a remembered compile
   bool warm = false;         // the plans tuned with `tune --warm`
-  measure::CacheProtocol caches() const { return measure::CacheProtocolFor(warm); }
+  target::CacheProtocol caches() const { return target::CacheProtocolFor(warm); }
 };
 
 // --max-memory, --no-whole-model, --no-remember and --warm; --db is the

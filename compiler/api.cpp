@@ -103,7 +103,7 @@ class CompilerImpl final : public Compiler {
     }
     FT_ASSIGN_OR_RETURN(database_, compiler::OpenTuningDatabase(options_.database));
     FT_ASSIGN_OR_RETURN(index_, compiler::LoadIndexForThisMachine(
-                                    *database_, measure::CacheProtocolFor(options_.warm_caches)));
+                                    *database_, target::CacheProtocolFor(options_.warm_caches)));
     index_->PreloadInBackground(options_.database);  // while the first model imports
     return Status::Ok();
   }

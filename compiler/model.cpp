@@ -8,7 +8,7 @@
 
 #include "compiler/remembered.h"
 #include "cost_model/features.h"
-#include "measure/target.h"
+#include "target/target.h"
 
 namespace fusetune::compiler {
 
@@ -31,8 +31,8 @@ Result<std::unique_ptr<db::Database>> OpenTuningDatabase(const std::string& path
 }
 
 Result<std::unique_ptr<TuningIndex>> LoadIndexForThisMachine(db::Database& database,
-                                                             measure::CacheProtocol caches) {
-  const std::string target = measure::TargetKey(measure::DetectTarget(), caches);
+                                                             target::CacheProtocol caches) {
+  const std::string target = target::ThisMachineKey(caches);
   return TuningIndex::Load(database, target, caches);
 }
 

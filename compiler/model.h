@@ -9,7 +9,7 @@
 
 #include "compiler/compile.h"
 #include "db/database.h"
-#include "measure/target.h"
+#include "target/target.h"
 #include "runtime/executor.h"
 
 namespace fusetune::compiler {
@@ -19,10 +19,10 @@ namespace fusetune::compiler {
 Result<std::unique_ptr<db::Database>> OpenTuningDatabase(const std::string& path);
 
 // The tuning index of this machine under a cache protocol: its target key
-// (measure::TargetKey), the calibration stored for it (the cost model's
+// (target::TargetKey), the calibration stored for it (the cost model's
 // target features) and its best plans.
 Result<std::unique_ptr<TuningIndex>> LoadIndexForThisMachine(
-    db::Database& database, measure::CacheProtocol caches = measure::CacheProtocol::kFlushed);
+    db::Database& database, target::CacheProtocol caches = target::CacheProtocol::kFlushed);
 
 class CompiledModel;
 

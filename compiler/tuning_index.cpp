@@ -16,7 +16,7 @@ namespace fusetune::compiler {
 
 Result<std::unique_ptr<TuningIndex>> TuningIndex::Load(db::Database& database,
                                                        const std::string& target,
-                                                       measure::CacheProtocol caches) {
+                                                       target::CacheProtocol caches) {
   auto index = std::unique_ptr<TuningIndex>(new TuningIndex());
   index->database_ = &database;
   index->target_ = target;

@@ -24,7 +24,7 @@
 #include "cost_model/cost_model.h"
 #include "db/database.h"
 #include "fusion_space/tiling_space.h"
-#include "measure/target.h"
+#include "target/target.h"
 
 namespace fusetune::compiler {
 
@@ -42,7 +42,7 @@ class TuningIndex {
   // on the first call to features(), measured under `caches`.
   static Result<std::unique_ptr<TuningIndex>> Load(db::Database& database,
                                                    const std::string& target,
-                                                   measure::CacheProtocol caches);
+                                                   target::CacheProtocol caches);
   // No database: every group falls back to its default.
   static std::unique_ptr<TuningIndex> Empty(cost_model::TargetFeatures features);
 
@@ -124,7 +124,7 @@ class TuningIndex {
   db::Database* database_ = nullptr;
   std::string target_;
   std::optional<int64_t> generation_;
-  measure::CacheProtocol caches_ = measure::CacheProtocol::kFlushed;
+  target::CacheProtocol caches_ = target::CacheProtocol::kFlushed;
   std::optional<cost_model::TargetFeatures> features_;        // read on first use
   std::map<std::string, std::optional<db::BestPlan>> bests_;  // nullopt: none stored
   std::map<std::string, std::optional<double>> faster_stale_;

@@ -95,7 +95,7 @@ Result<Dataset> LoadDataset(db::Database& database, const DatasetOptions& option
                                    ? nlohmann::json::parse((*t)->calibration, nullptr, false)
                                    : nlohmann::json();
       targets[r.target] = TargetFeaturesFromCalibration(
-          calibration, measure::CacheProtocolOfTargetKey(r.target));
+          calibration, target::CacheProtocolOfTargetKey(r.target));
     }
     const TargetFeatures& target = targets[r.target];
     auto it = rebuilt.find(r.workload_key);

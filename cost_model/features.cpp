@@ -151,9 +151,9 @@ void TemplateFeatures(const KernelInstance& in, const Tiling& tiling, double* sh
 }  // namespace
 
 TargetFeatures TargetFeaturesFromCalibration(const nlohmann::json& c,
-                                             measure::CacheProtocol caches) {
+                                             target::CacheProtocol caches) {
   TargetFeatures t;
-  t.warm_caches = caches == measure::CacheProtocol::kWarm;
+  t.warm_caches = caches == target::CacheProtocol::kWarm;
   if (!c.is_object()) return t;
   auto positive = [&](const char* key, double fallback) {
     const double v = c.value(key, 0.0);

@@ -25,7 +25,8 @@
 
 #include "fusion_space/tiling_space.h"
 #include "graph/graph.h"
-#include "measure/target.h"
+#include "target/calibration.h"
+#include "target/target.h"
 
 namespace fusetune::cost_model {
 
@@ -35,7 +36,7 @@ namespace fusetune::cost_model {
 inline constexpr int kFeatureVersion = 3;
 
 // What the model knows of the machine, from its stored calibration
-// (measure::CalibrationToJson), and of how candidates were measured there, so
+// (target::CalibrationToJson), and of how candidates were measured there, so
 // that one model can serve several targets and both cache protocols: warm and
 // flushed times of one tiling differ, and without the protocol as a feature
 // a model trained on both would see one candidate with two times.
@@ -43,11 +44,11 @@ struct TargetFeatures {
   double peak_gflops = 400, dram_gbps = 40, l2_gbps = 250, launch_us = 3;
   double local_buffer_bytes = 1 << 20;
   int threads = 2;
-  bool warm_caches = false;  // measure::CacheProtocol::kWarm
+  bool warm_caches = false;  // target::CacheProtocol::kWarm
 };
 // Missing fields keep the defaults above.
 TargetFeatures TargetFeaturesFromCalibration(const nlohmann::json& calibration,
-                                             measure::CacheProtocol caches);
+                                             target::CacheProtocol caches);
 
 // What does not depend on the tiling: computed once per group.
 struct GroupInfo {

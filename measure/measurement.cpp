@@ -95,8 +95,8 @@ double Median(std::vector<double> v) { return Summarize(std::move(v)).median; }
 
 }  // namespace
 
-CacheProtocol CacheProtocolOf(const MeasureOptions& o) {
-  return CacheProtocolFor(!o.flush_caches);
+target::CacheProtocol CacheProtocolOf(const MeasureOptions& o) {
+  return target::CacheProtocolFor(!o.flush_caches);
 }
 
 double CompareOutputs(const TensorMap& got, const TensorMap& want,

@@ -14,7 +14,7 @@
 
 #include "common/status.h"
 #include "graph/reference_executor.h"
-#include "measure/target.h"
+#include "target/target.h"
 #include "runtime/executor.h"
 
 namespace fusetune::measure {
@@ -42,7 +42,7 @@ struct MeasureOptions {
 };
 nlohmann::json OptionsToJson(const MeasureOptions& o);
 // The cache protocol of the target key these options' records go under.
-CacheProtocol CacheProtocolOf(const MeasureOptions& o);
+target::CacheProtocol CacheProtocolOf(const MeasureOptions& o);
 Result<MeasureOptions> OptionsFromJson(const nlohmann::json& j);
 
 enum class MeasureStatus { kOk, kFailed, kTimeout, kWrong };

@@ -129,15 +129,8 @@ double MeasureBandwidth(StreamKind kind, int threads, size_t bytes, int passes) 
   });
 }
 
-std::string Roofline::ToString() const {
-  return fmt::format(
-      "FP32 FMA peak {:.1f} GFLOP/s on 1 thread, {:.1f} on {}; DRAM read {:.1f} GB/s, copy {:.1f}, "
-      "triad {:.1f}",
-      fma_gflops_1t, fma_gflops, threads, read_gbps, copy_gbps, triad_gbps);
-}
-
-Roofline MeasureRoofline(int threads) {
-  Roofline r;
+target::Roofline MeasureRoofline(int threads) {
+  target::Roofline r;
   r.threads = threads;
   r.fma_gflops_1t = MeasureFmaPeak(1);
   r.fma_gflops = MeasureFmaPeak(threads);

@@ -1,5 +1,5 @@
-// measure/: on-device measurement (issue 5). Map: roofline.h (this file),
-// target.h (fingerprint and calibration). This file: the machine's
+// measure/: on-device measurement (issue 5). Map: measure/README.md.
+// This file: the machine's
 // roofline, measured in-process, so that kernels can be reported as a
 // fraction of what this machine reaches rather than of a datasheet figure.
 //   MeasureFmaPeak       FP32 FMA throughput of independent register chains
@@ -8,6 +8,8 @@
 
 #include <cstddef>
 #include <string>
+
+#include "target/calibration.h"
 
 namespace fusetune::measure {
 
@@ -26,12 +28,6 @@ enum class StreamKind {
 double MeasureBandwidth(StreamKind kind, int threads, size_t bytes = size_t{256} << 20,
                         int passes = 1);
 
-struct Roofline {
-  int threads = 0;
-  double fma_gflops_1t = 0, fma_gflops = 0;             // 1 thread, `threads` threads
-  double read_gbps = 0, copy_gbps = 0, triad_gbps = 0;  // DRAM, `threads` threads
-  std::string ToString() const;
-};
-Roofline MeasureRoofline(int threads);
+target::Roofline MeasureRoofline(int threads);
 
 }  // namespace fusetune::measure

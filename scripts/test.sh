@@ -8,7 +8,12 @@ scripts/setup.sh
 scripts/build.sh release
 scripts/build.sh sanitize
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# Both suites run and report, so that a failure in one does not hide the
+# other's result; the command fails if either failed.
+status=0
 echo "== sanitizer build (ASan + UBSan)"
-(cd build-asan && ctest --output-on-failure -j "$(nproc)" --timeout 600)
+(cd build-asan && ctest --output-on-failure -j "$(nproc)" --timeout 600) || status=1
 echo "== release build"
-(cd build && ctest --output-on-failure -j "$(nproc)" --timeout 600)
+(cd build && ctest --output-on-failure -j "$(nproc)" --timeout 600) || status=1
+[ "$status" -eq 0 ] || echo "test.sh: a suite failed (see the ctest summaries above)" >&2
+exit "$status"

@@ -246,8 +246,8 @@ TEST(Features, TheCacheProtocolIsAFeatureAndNothingElseMoves) {
   const search::Task& t = g.tasks.front();
   const GroupInfo info = InfoOf(t);
   const Tiling tiling = t.tilings().Default();
-  const TargetFeatures flushed = TargetFeaturesFromCalibration({}, measure::CacheProtocol::kFlushed);
-  const TargetFeatures warm = TargetFeaturesFromCalibration({}, measure::CacheProtocol::kWarm);
+  const TargetFeatures flushed = TargetFeaturesFromCalibration({}, target::CacheProtocol::kFlushed);
+  const TargetFeatures warm = TargetFeaturesFromCalibration({}, target::CacheProtocol::kWarm);
   EXPECT_FALSE(flushed.warm_caches);
   EXPECT_TRUE(warm.warm_caches);
   std::vector<float> a(NumFeatures()), b(NumFeatures());

@@ -55,7 +55,11 @@ int Wait(pid_t pid) {
 }
 
 // One file through all 50 kills: each writer recovers the previous one's
-// write-ahead log, then is killed at a random point itself.
+// write-ahead log, then is killed at a random point itself. The point is
+// drawn in the writer's own progress, not in wall time, so that a slow
+// machine or a sanitizer build kills as often between later commits as a
+// fast one: after a random number of commits, at a random phase of the next
+// commit's interval (measured from the commits before it).
 TEST(Process, SigkillDuringCommitsLosesNothingCommitted) {
   const std::string path = testing::FreshDbPath("crash");
   std::mt19937 rng(42);
@@ -65,22 +69,27 @@ TEST(Process, SigkillDuringCommitsLosesNothingCommitted) {
     const int64_t first = int64_t{round} * 1000000;
     Child c = Spawn({FUSETUNE_DB_TEST_TOOL, "write", path, "1000000", std::to_string(kBatchSize),
                      std::to_string(first)});
-    // The kill lands at a random point after the writer's first commit, so
-    // that a slow start (a sanitizer build) does not turn rounds into no-ops.
     char line[128];
     int batches = 0;
     auto take = [&](const char* text) {
       int batch = -1;
-      if (std::sscanf(text, "committed %d", &batch) != 1) return;
+      if (std::sscanf(text, "committed %d", &batch) != 1) return false;
       ++batches;
       for (int i = 0; i < kBatchSize; ++i)
         committed.insert(first + int64_t{batch} * kBatchSize + i);
+      return true;
     };
+    const int commits_before_kill = std::uniform_int_distribution<int>(2, 12)(rng);
+    const double phase = std::uniform_real_distribution<double>(0, 1)(rng);
     ASSERT_TRUE(std::fgets(line, sizeof line, c.out)) << "round " << round << ": no commit";
-    take(line);
-    const auto delay = std::chrono::microseconds(std::uniform_int_distribution<int>(0, 40000)(rng));
+    ASSERT_TRUE(take(line)) << line;
+    const auto started = std::chrono::steady_clock::now();
+    while (batches < commits_before_kill && std::fgets(line, sizeof line, c.out)) take(line);
+    ASSERT_EQ(batches, commits_before_kill) << "round " << round << ": the writer ended early";
+    const auto interval = (std::chrono::steady_clock::now() - started) / (batches - 1);
     std::thread killer([&] {
-      std::this_thread::sleep_for(delay);
+      std::this_thread::sleep_for(
+          std::chrono::duration_cast<std::chrono::microseconds>(interval * phase));
       kill(c.pid, SIGKILL);
     });
     while (std::fgets(line, sizeof line, c.out)) take(line);
@@ -103,8 +112,8 @@ TEST(Process, SigkillDuringCommitsLosesNothingCommitted) {
     for (int64_t serial : committed)
       ASSERT_TRUE(present.count(serial)) << "round " << round << ": record " << serial << " lost";
   }
-  EXPECT_GE(kills_mid_run, 25) << "most kills should land between later commits";
-  EXPECT_GT(committed.size(), 2000u);  // about 10,000 in a Release build, fewer under ASan
+  EXPECT_EQ(kills_mid_run, 50) << "every kill lands after the writer's later commits";
+  EXPECT_GE(committed.size(), 50u * 2 * kBatchSize);  // at least two batches a round
 }
 
 TEST(Process, ReaderAndWriterTogetherNeverFailLocked) {

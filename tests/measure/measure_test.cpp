@@ -3,13 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "graph/subgraph.h"
 #include "graph/workload_key.h"
 #include "measure/measurement.h"
-#include "measure/target.h"
+#include "target/target.h"
 #include "tests/fusion_space/model_util.h"
 
 namespace fusetune::measure {
@@ -166,66 +165,12 @@ TEST(Metrics, WarmCachesAreRecordedAndOverlapCanBeSkipped) {
   EXPECT_EQ(r.copy_busy.count, 0);
 }
 
-// DetectTarget reads CPUID instead of /proc/cpuinfo; the fingerprint (and so
-// every database's target key) must be what Linux reports there.
-TEST(DetectTarget, AgreesWithProcCpuinfo) {
-  std::ifstream in("/proc/cpuinfo");
-  if (!in) GTEST_SKIP() << "no /proc/cpuinfo";
-  std::string model, flags, line;
-  while (std::getline(in, line) && (model.empty() || flags.empty())) {
-    const size_t colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string value = line.substr(colon + 1);
-    value.erase(0, value.find_first_not_of(" \t"));
-    if (model.empty() && line.rfind("model name", 0) == 0) model = value;
-    if (flags.empty() && line.rfind("flags", 0) == 0) flags = " " + value + " ";
-  }
-  const TargetFingerprint target = DetectTarget();
-  EXPECT_EQ(target.cpu_model, model);
-  std::vector<std::string> expected;
-  for (const char* f : {"sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
-                        "avx512_bf16", "avx512_vnni", "amx_tile"})
-    if (flags.find(std::string(" ") + f + " ") != std::string::npos) expected.push_back(f);
-  EXPECT_EQ(target.isa, expected);
-}
-
-// Flushed records keep the bare fingerprint hash (databases from before the
-// cache protocol existed stay valid); warm ones get a key of their own.
-TEST(TargetKey, SeparatesTheCacheProtocols) {
-  const TargetFingerprint target = DetectTarget();
-  EXPECT_EQ(TargetKey(target, CacheProtocol::kFlushed), target.HashString());
-  EXPECT_EQ(TargetKey(target, CacheProtocol::kWarm), target.HashString() + "-warm");
+// A measurement's options say which cache protocol its records are keyed under.
+TEST(CacheProtocolOf, FollowsTheFlushOption) {
   MeasureOptions options;
-  EXPECT_EQ(CacheProtocolOf(options), CacheProtocol::kFlushed);
+  EXPECT_EQ(CacheProtocolOf(options), target::CacheProtocol::kFlushed);
   options.flush_caches = false;
-  EXPECT_EQ(CacheProtocolOf(options), CacheProtocol::kWarm);
-  EXPECT_STREQ(CacheProtocolName(CacheProtocol::kWarm), "warm");
-  EXPECT_EQ(CacheProtocolFor(true), CacheProtocol::kWarm);
-  EXPECT_EQ(CacheProtocolFor(false), CacheProtocol::kFlushed);
-  // The key says which protocol its records were measured under.
-  for (CacheProtocol p : {CacheProtocol::kFlushed, CacheProtocol::kWarm})
-    EXPECT_EQ(CacheProtocolOfTargetKey(TargetKey(target, p)), p);
-  EXPECT_EQ(CacheProtocolOfTargetKey("-warm"), CacheProtocol::kFlushed);  // no fingerprint
-  EXPECT_EQ(CacheProtocolOfTargetKey("target"), CacheProtocol::kFlushed);
-}
-
-TEST(TargetFingerprint, CacheSizesAreThoseOfOneCoreAndItsSharedLevel) {
-  const TargetFingerprint target = DetectTarget();
-  // L1 <= L2 <= L3 where all are known; the L3 is the level the cores share,
-  // not a hypervisor's description of the whole host socket (sysfs first).
-  if (target.l1d_bytes > 0 && target.l2_bytes > 0) {
-    EXPECT_LE(target.l1d_bytes, target.l2_bytes);
-  }
-  if (target.l2_bytes > 0 && target.l3_bytes > 0) {
-    EXPECT_LE(target.l2_bytes, target.l3_bytes);
-  }
-  std::ifstream level("/sys/devices/system/cpu/cpu0/cache/index3/level");
-  std::ifstream size("/sys/devices/system/cpu/cpu0/cache/index3/size");
-  std::string l, s;
-  if (std::getline(level, l) && l == "3" && std::getline(size, s) && !s.empty() &&
-      s.back() == 'K') {
-    EXPECT_EQ(target.l3_bytes, std::stoll(s) * 1024) << s;
-  }
+  EXPECT_EQ(CacheProtocolOf(options), target::CacheProtocol::kWarm);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "measure/target.h"
+#include "target/target.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -7,7 +7,6 @@
 #endif
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -16,10 +15,15 @@
 #include <sstream>
 
 #include "common/hash.h"
-#include "fusion_space/space.h"
-#include "runtime/executor.h"
 
-namespace fusetune::measure {
+namespace fusetune::target {
+
+const std::vector<std::string>& KnownIsaFlags() {
+  static const std::vector<std::string> flags = {
+      "sse4_2",   "avx",      "avx2",        "fma",         "f16c",    "avx512f",
+      "avx512bw", "avx512vl", "avx512_bf16", "avx512_vnni", "amx_tile"};
+  return flags;
+}
 
 namespace {
 
@@ -105,8 +109,7 @@ std::vector<std::string> CpuIsa() {
   std::istringstream words(CpuInfoField("flags"));
   for (std::string w; words >> w;) flags.insert(w);
   std::vector<std::string> isa;
-  for (const char* want : {"sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw",
-                           "avx512vl", "avx512_bf16", "avx512_vnni", "amx_tile"})
+  for (const std::string& want : KnownIsaFlags())
     if (flags.count(want)) isa.push_back(want);
   return isa;
 }
@@ -145,44 +148,6 @@ int64_t L3Bytes() {
   return CacheBytes(_SC_LEVEL3_CACHE_SIZE);
 }
 
-// A graph of one Relu over 16 floats: the smallest kernel the executor runs.
-Graph TinyGraph() {
-  Graph g;
-  g.name = "launch_probe";
-  TensorType t;
-  t.dims = {16};
-  const ValueId x = g.AddInput("x", t);
-  Node relu;
-  relu.op_type = "Relu";
-  relu.inputs = {x};
-  const ValueId y = g.AddValue("y");
-  g.value(y).type = t;
-  g.value(y).has_type = true;
-  relu.outputs = {y};
-  g.AddNode(relu);
-  g.outputs = {y};
-  return g;
-}
-
-double LaunchOverheadMicros(int threads) {
-  Graph g = TinyGraph();
-  kernels::KernelConfig config;
-  config.threads = threads;
-  FusionSpace space(g, config);
-  auto exe = KernelProgram::Compile(space, space.Unfused());
-  if (!exe.ok()) return -1;
-  TensorMap feeds{{"x", Tensor(DataType::kFloat32, {16})}};
-  std::vector<double> us;
-  for (int i = 0; i < 300; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    if (!(*exe)->Run(feeds).ok()) return -1;
-    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-                     .count());
-  }
-  std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
-  return us[us.size() / 2];
-}
-
 }  // namespace
 
 uint64_t TargetFingerprint::hash() const {
@@ -211,8 +176,8 @@ std::string TargetKey(const TargetFingerprint& f, CacheProtocol caches) {
 
 CacheProtocol CacheProtocolOfTargetKey(const std::string& target_key) {
   const size_t n = std::strlen(kWarmSuffix);
-  const bool warm = target_key.size() > n &&
-                    target_key.compare(target_key.size() - n, n, kWarmSuffix) == 0;
+  const bool warm =
+      target_key.size() > n && target_key.compare(target_key.size() - n, n, kWarmSuffix) == 0;
   return CacheProtocolFor(warm);
 }
 
@@ -239,20 +204,17 @@ TargetFingerprint DetectTarget() {
   return detected;
 }
 
-Calibration Calibrate(int threads) {
-  Calibration c;
-  c.target = DetectTarget();
-  c.threads = threads;
-  c.roofline = MeasureRoofline(threads);
-  // Half of each thread's L2, swept enough times to move ~1 GB.
-  const size_t per_thread =
-      static_cast<size_t>(std::max<int64_t>(c.target.l2_bytes, 256 << 10) / 2);
-  const size_t bytes = per_thread * static_cast<size_t>(threads);
-  const int passes = static_cast<int>(std::max<size_t>(1, (size_t{1} << 30) / bytes));
-  c.l2_read_gbps = MeasureBandwidth(StreamKind::kRead, threads, bytes, passes);
-  c.launch_overhead_us = LaunchOverheadMicros(threads);
-  c.local_buffer_bytes = static_cast<int64_t>(kernels::DefaultLocalBufferBytes());
-  return c;
+bool TargetFingerprint::Has(std::string_view flag) const {
+  return std::find(isa.begin(), isa.end(), flag) != isa.end();
+}
+
+std::string ThisMachineKey(CacheProtocol caches) { return TargetKey(DetectTarget(), caches); }
+
+std::string FlushedKeyOf(const std::string& target_key) {
+  const size_t n = std::strlen(kWarmSuffix);
+  if (CacheProtocolOfTargetKey(target_key) == CacheProtocol::kWarm)
+    return target_key.substr(0, target_key.size() - n);
+  return target_key;
 }
 
 nlohmann::json FingerprintToJson(const TargetFingerprint& f) {
@@ -266,18 +228,4 @@ nlohmann::json FingerprintToJson(const TargetFingerprint& f) {
           {"hash", f.HashString()}};
 }
 
-nlohmann::json CalibrationToJson(const Calibration& c) {
-  const Roofline& r = c.roofline;
-  return {{"target", FingerprintToJson(c.target)},
-          {"threads", c.threads},
-          {"fma_gflops_1_thread", r.fma_gflops_1t},
-          {"fma_gflops", r.fma_gflops},
-          {"dram_read_gbps", r.read_gbps},
-          {"dram_copy_gbps", r.copy_gbps},
-          {"dram_triad_gbps", r.triad_gbps},
-          {"l2_read_gbps", c.l2_read_gbps},
-          {"launch_overhead_us", c.launch_overhead_us},
-          {"local_buffer_bytes", c.local_buffer_bytes}};
-}
-
-}  // namespace fusetune::measure
+}  // namespace fusetune::target

@@ -1,0 +1,67 @@
+// target/: the machine's identity, on the ground floor so that every module
+// that stores, looks up or predicts per machine (db users, the cost model,
+// the compiler, the CLI) reads it without reaching into measure/. Map:
+// target/README.md. This file: the fingerprint stored with every record (so
+// records from another machine are never mixed in), the ISA features
+// kernels care about, how a measurement treats the caches, and the one rule
+// that turns them into the key records are stored and looked up under.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace fusetune::target {
+
+struct TargetFingerprint {
+  std::string cpu_model;         // CPUID brand string (/proc/cpuinfo "model name" elsewhere)
+  std::vector<std::string> isa;  // the ISA flags kernels care about, named as Linux names them
+  int logical_cpus = 0;
+  int64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;  // per core (L1, L2), shared (L3)
+  std::string fusetune_version;
+  // Hash of all the above: equal hashes, comparable measurements.
+  uint64_t hash() const;
+  std::string HashString() const;  // 16 hex digits
+  // Whether `flag` ("avx512f", "avx512_bf16", ...) is among `isa`.
+  bool Has(std::string_view flag) const;
+};
+
+// The ISA flags a fingerprint records, in this order: those the kernels or
+// their variants choose by. A vector extension counts only where the OS
+// saves its registers, as Linux reports it.
+const std::vector<std::string>& KnownIsaFlags();
+
+TargetFingerprint DetectTarget();  // read once per process
+
+// How a measurement treats the caches. Flushed: every tensor is evicted
+// before each run, so weights come from DRAM (the default: a deployment that
+// runs many models or layers between two runs of this one). Warm: the caches
+// are left as the previous run left them, as in a loop over one model whose
+// weights fit the last-level cache. The two rank tilings differently, so
+// their records live under different target keys and are never compared.
+enum class CacheProtocol { kFlushed, kWarm };
+const char* CacheProtocolName(CacheProtocol caches);  // "flushed", "warm"
+// The protocol a `--warm` flag (or `warm_caches` option) asks for.
+inline CacheProtocol CacheProtocolFor(bool warm) {
+  return warm ? CacheProtocol::kWarm : CacheProtocol::kFlushed;
+}
+
+// The target key records are stored and looked up under: the fingerprint's
+// hash for flushed caches, with "-warm" appended for warm ones. The only
+// place the rule is written.
+std::string TargetKey(const TargetFingerprint& f, CacheProtocol caches);
+// TargetKey(DetectTarget(), caches): the key of the machine this process runs on.
+std::string ThisMachineKey(CacheProtocol caches);
+// The protocol a stored target key was measured under (its "-warm" suffix).
+CacheProtocol CacheProtocolOfTargetKey(const std::string& target_key);
+// The flushed key of the same machine (a warm key without its suffix): the
+// calibration of a machine does not depend on the protocol, so a warm key
+// without one reads the flushed key's.
+std::string FlushedKeyOf(const std::string& target_key);
+
+nlohmann::json FingerprintToJson(const TargetFingerprint& f);
+
+}  // namespace fusetune::target
