@@ -1,11 +1,6 @@
 // common/: the error policy shared by every module.
 //
-// Map of the module:
-//   status.h  Error, Status and Result<T>: expected failures as values.
-//   check.h   FT_CHECK: programmer errors, which abort with file and line.
-//   hash.h    Hasher: stable 64-bit hashing for keys and fingerprints.
-//   rng.h     Rng and ForkSeed: one root seed, forked per task by index.
-//   log.h     leveled logging to stderr.
+// Map of the module: common/README.md (what it offers, one line per file).
 //
 // Policy: a failure that a user can cause (bad file, unsupported op, shape
 // mismatch) is returned as an Error whose message names the object (file,

@@ -1,16 +1,7 @@
 // compiler/: compile-time lookup of tuned plans, plan selection, and the
 // embedding API (issue 9).
 //
-// Map of the module:
-//   tuning_index.h   what the database knows for one target: best plans by
-//                    workload key, shape buckets, the active cost model
-//   compile.h        this file: a plan for a graph, with where every group's
-//                    plan came from and what a non-exact choice may lose
-//   remembered.h     a plan chosen from group records, stored for the next
-//                    compile of the same graph while the database is unchanged
-//   explain.h        the --explain report and the plan's JSON summary
-//   fused_export.h   the fused graph as ONNX, one custom-domain node per group
-//   api.cpp          include/fusetune/fusetune.h (Compiler, Executable)
+// Map of the module: compiler/README.md (what it offers, one line per file).
 //
 // Sources, best first, never silently: a measured whole-model plan of this
 // exact graph; else the plan an earlier compile chose for it from the same

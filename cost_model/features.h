@@ -1,15 +1,6 @@
 // cost_model/: a learned, retrainable cost model (issue 7).
 //
-// Map of the module:
-//   features.h   what the model sees of a candidate: work, the tiling's
-//                analytical traffic, tiles and load balance, buffer and lane
-//                use, op mix, tiling parameters and the target's calibration
-//   cost_model.h CostModel (batched prediction, broken into physical parts),
-//                the analytical model, XGBoost models, serialization
-//   dataset.h    training samples from the tuning database, split by workload
-//   evaluation.h ranking metrics on unseen workloads (Spearman, pairwise
-//                accuracy, TenSet's top-k score)
-//   training.h   training and comparing model forms, promotion in the database
+// Map of the module: cost_model/README.md (what it offers, one line per file).
 //
 // A candidate here is one fused group with one tiling; a whole plan costs the
 // sum of its groups. docs/COST_MODEL.md explains each feature group.

@@ -1,12 +1,6 @@
 // db/: the tuning database (issue 6).
 //
-// Map of the module:
-//   database.h         this file: records, best plans, jobs, cost models, and
-//                      the abstract Database every caller uses
-//   sqlite_database.*  the SQLite implementation (MakeSqliteDatabase); SQLite
-//                      headers appear only in its .cpp
-//   schema.*           the versioned schema and its migrations (PRAGMA user_version)
-//   jsonl.h            export, import and merge as JSON Lines, on the interface only
+// Map of the module: db/README.md (what it offers, one line per file).
 //
 // Besides measurements the database remembers compiles (issue 9): the plan a
 // compile chose for a graph from its groups' records, valid while the

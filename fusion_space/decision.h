@@ -1,20 +1,7 @@
 // fusion_space/: the space the tuner searches (issue 4): which node groups of
 // a graph can run as one kernel, and why not when they cannot.
 //
-// Map of the module:
-//   decision.h        FusionDecision: Allow() or Forbid("why"), printable in explanations
-//   dataflow.h        node-level producers/consumers and value uses; convexity of a group
-//   kernel_instance.h a matched group: template descriptor + operand slots
-//   view.h            strided views through Reshape/Transpose (and Slice) chains
-//   match.h           MatchGroup: any group to its kernel (or the reference kernel)
-//   match_tile.h      row-reduction and elementwise tile programs; data movement
-//                     (views, one Concat in pieces) in elementwise groups
-//   match_gemm.h      GEMM with epilogue chains (and horizontal), attention
-//   candidates.h      every legal group up to a size bound, with workload keys
-//   tiling_space.h    Tiling, TilingSpace: constraints, enumeration, sampling, size
-//   space.h           FusionSpace and Plan: unfused, greedy, random, mutations, validation
-//   partition.h       exact minimum-cost partition (DP + branch and bound), counting
-//   plan_json.h       the versioned plan file
+// Map of the module: fusion_space/README.md (what it offers, one line per file).
 #pragma once
 
 #include <string>

@@ -1,19 +1,7 @@
 // graph/: the intermediate representation and everything that reads or
 // rewrites it without knowing about kernels.
 //
-// Map of the module:
-//   dtype.h / tensor.h     element types and dense tensors
-//   graph.h                TensorType, Attributes, Node, Value, Graph (this file)
-//   op_registry.h          per-op schema: shape inference, reference kernel, cost
-//   shape_inference.h      whole-graph inference with constant folding of shape chains
-//   text_format.h          a readable text form for tests (parse and print)
-//   onnx_io.h              ONNX import (external data included) and export
-//   passes.h               folding, DCE, CSE, identity removal, transpose/reshape canonicalisation
-//   reference_executor.h   the correctness oracle: runs any graph op by op in f32
-//   npy.h                  .npy input and output files
-//   workload_key.h         canonical hashes of (sub)graphs; canonical node order
-//   analysis.h             FLOPs and bytes per node, parameters, repeated layers
-//   subgraph.h             a node subset extracted as a graph of its own
+// Map of the module: graph/README.md (what it offers, one line per file).
 //
 // Invariants of a Graph: nodes are in topological order; each value has at
 // most one producer; a value is either a graph input, an initializer

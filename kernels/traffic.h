@@ -2,11 +2,7 @@
 // tiles are copied explicitly from global tensors into a bounded per-thread
 // local buffer, computed there and copied back; every copy is counted.
 //
-// Map of the module:
-//   traffic.h      KernelStats (bytes moved each way), RunMode, LocalBuffer
-//   epilogue.h     elementwise chains applied to an output tile in local memory
-//   microkernel.h  register-blocked GEMM micro-kernels (AVX-512, AVX2, portable)
-//   gemm.h         GEMM with fused epilogue: descriptor, tiling, validation, run
+// Map of the module: kernels/README.md (what it offers, one line per file).
 #pragma once
 
 #include <cstddef>

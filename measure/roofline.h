@@ -1,6 +1,6 @@
-// measure/: on-device measurement (issue 5). Map: measure/README.md.
-// This file: the machine's
-// roofline, measured in-process, so that kernels can be reported as a
+// measure/: on-device measurement (issue 5). Map of the module:
+// measure/README.md (what it offers, one line per file). This file: the
+// machine's roofline, measured in-process, so that kernels can be reported as a
 // fraction of what this machine reaches rather than of a datasheet figure.
 //   MeasureFmaPeak       FP32 FMA throughput of independent register chains
 //   MeasureBandwidth     streaming read, copy and triad over buffers far larger than L3

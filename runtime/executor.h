@@ -1,13 +1,6 @@
 // runtime/: a plan lowered to a kernel program and executed.
 //
-// Map of the module:
-//   buffer_plan.h  liveness of the values kernels materialise and their
-//                  placement in one arena, reusing memory of dead values
-//   executor.h     KernelProgram: lowering (one step per plan group, bound to the
-//                  arena at run time), execution with the kernels' oneTBB
-//                  workers, reference kernels for groups no template covers;
-//                  constant GEMM weights pre-packed for their step's tiling on
-//                  the first run
+// Map of the module: runtime/README.md (what it offers, one line per file).
 //
 // Every importable model runs: a node that no template implements is a
 // single-node group that runs the registry's reference kernel inside the

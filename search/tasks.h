@@ -1,11 +1,8 @@
-// search/: the tuner (issue 8); this part: tuning tasks and measured samples.
+// search/: the tuner (issue 8). This file: a model's tuning tasks, its
+// candidate groups that a kernel template implements, deduplicated by
+// workload key, with the number of times each occurs.
 //
-// Map of the module (so far):
-//   tasks.h    a model's tuning tasks: its candidate groups that a kernel
-//              template implements, deduplicated by workload key, with the
-//              number of times each occurs
-//   sampling.h measuring tilings of tasks (uniform samples or the whole
-//              space); results flow back through a callback, as records
+// Map of the module: search/README.md (what it offers, one line per file).
 #pragma once
 
 #include <memory>
