@@ -99,14 +99,26 @@ Result<Curves> ReadCurves(db::Database& database, const db::JobEntry& job,
   return c;
 }
 
-// Two panels over one legend: the curves against trials, then against time.
+// Two panels over one legend: the best so far against trials, then against
+// time, held to the end of the job; y on a log axis when it spans more than
+// a factor of ten.
 Status WriteCurves(const std::string& path, const std::string& title, const std::string& trials,
-                   const std::string& y_label, bool log_y, const std::vector<TimedSeries>& curves) {
-  PlotPanel by_trial{{"against trials", trials, y_label, false, log_y}, {}};
-  PlotPanel by_time{{"against time", "time since the job started (s)", y_label, false, log_y}, {}};
-  for (const TimedSeries& s : curves) {
-    by_trial.series.push_back(s.by_trial);
-    by_time.series.push_back(s.by_time);
+                   const std::string& y_label, double job_seconds,
+                   const std::vector<TimedSeries>& curves) {
+  double lo = 0, hi = 0;
+  for (const TimedSeries& s : curves)
+    for (auto [x, y] : s.by_trial.points)
+      if (y > 0) lo = lo == 0 ? y : std::min(lo, y), hi = std::max(hi, y);
+  const bool log_y = hi > 10 * lo;
+  PlotPanel by_trial{{"against trials", trials, y_label, false, log_y, false, true}, {}};
+  PlotPanel by_time{
+      {"against time", "time since the job started (s)", y_label, false, log_y, false, true}, {}};
+  for (TimedSeries s : curves) {
+    s.by_trial.steps = s.by_time.steps = true;
+    if (!s.by_time.points.empty() && s.by_time.points.back().first < job_seconds)
+      s.by_time.points.push_back({job_seconds, s.by_time.points.back().second});
+    by_trial.series.push_back(std::move(s.by_trial));
+    by_time.series.push_back(std::move(s.by_time));
   }
   return WriteSvgFile(path, SvgFigure(title, {by_trial, by_time}));
 }
@@ -136,12 +148,12 @@ Status WritePlots(db::Database& database, const db::JobEntry& job,
     task_series[i].by_trial.name = task_series[i].by_time.name = names[tasks[i]->key];
   FT_RETURN_IF_ERROR(WriteCurves(dir + "/tuning_curves.svg",
                                  "Best time found per task (heaviest tasks)", "trials of the task",
-                                 "best time (ms)", true, task_series));
+                                 "best time (ms)", c.elapsed, task_series));
   c.model.by_trial.name = c.model.by_time.name = "best whole plan";
   c.unfused.by_trial.name = c.unfused.by_time.name = "unfused";
   FT_RETURN_IF_ERROR(
       WriteCurves(dir + "/whole_model.svg", "Whole model: best measured plan over the job",
-                  "group trials so far", "latency (ms)", false, {c.model, c.unfused}));
+                  "group trials so far", "latency (ms)", c.elapsed, {c.model, c.unfused}));
   FT_RETURN_IF_ERROR(WriteRooflinePlot(database, job, summary, dir + "/roofline.svg"));
   std::vector<PlotSeries> scatter;
   for (auto& [model, s] : c.predicted) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
 
 #include "cli/svg_plot.h"
@@ -13,6 +14,15 @@
 namespace fusetune::cli {
 
 namespace {
+
+// Fields of stored JSON, read without throwing on an unexpected shape.
+nlohmann::json Field(const nlohmann::json& j, const char* key) {
+  return j.is_object() && j.contains(key) ? j[key] : nlohmann::json();
+}
+std::string Text(const nlohmann::json& j, const char* key, const std::string& fallback) {
+  const nlohmann::json f = Field(j, key);
+  return f.is_string() ? f.get<std::string>() : fallback;
+}
 
 // The roof of bandwidth `gbps` under the peak: min(peak, gbps * intensity),
 // as a line over [lo, hi] with its corner where the two meet.
@@ -40,10 +50,8 @@ Result<std::optional<db::Record>> FastestRecord(db::Database& database, const st
   FT_RETURN_IF_ERROR(database.ForEachRecord(filter, [&](const db::Record& r) {
     if (best && best->seconds <= r.seconds) return true;
     if (!tiling.is_null()) {
-      const auto plan = nlohmann::json::parse(r.plan, nullptr, false);
-      const auto& groups = plan.is_object() ? plan.value("groups", nlohmann::json()) : plan;
-      if (!groups.is_array() || groups.size() != 1 ||
-          groups[0].value("tiling", nlohmann::json()) != tiling)
+      const auto groups = Field(nlohmann::json::parse(r.plan, nullptr, false), "groups");
+      if (!groups.is_array() || groups.size() != 1 || Field(groups[0], "tiling") != tiling)
         return true;
     }
     best = r;
@@ -59,12 +67,15 @@ std::optional<KernelPoint> PointOf(const db::Record& r, std::string name) {
                      static_cast<double>(metrics->bytes_in + metrics->bytes_out), r.seconds};
 }
 
-// The target the job's best whole plan was measured on ("" when unknown).
+// The target the job's best whole plan was measured on ("" when unknown);
+// the plan may be a record of an earlier job on the same graph.
 Result<std::string> PlanTarget(db::Database& database, const db::JobEntry& job,
                                const search::PlanReport& best) {
   std::string target;
   db::RecordFilter filter;
-  filter.job_id = job.id;
+  const std::string graph_key =
+      Text(nlohmann::json::parse(job.spec, nullptr, false), "graph_key", "");
+  if (!graph_key.empty()) filter.workload_key = graph_key;
   FT_RETURN_IF_ERROR(database.ForEachRecord(filter, [&](const db::Record& r) {
     if (r.id != best.record_id) return true;
     target = r.target;
@@ -78,19 +89,33 @@ struct PlanKernels {
   std::string target, source;
 };
 
+// A model's repeated layers repeat their groups: each distinct group and
+// tiling is one point, named with how often the plan runs it.
 Result<PlanKernels> WholePlanKernels(db::Database& database, const db::JobEntry& job,
                                      const search::TuneSummary& summary) {
   PlanKernels out{{}, {}, "kernels of the best whole-model plan"};
   FT_ASSIGN_OR_RETURN(out.target, PlanTarget(database, job, *summary.best));
-  for (const auto& g : summary.best_plan.value("groups", nlohmann::json::array())) {
-    const std::string key = g.value("workload_key", "");
+  std::map<std::string, size_t> seen;  // group key and tiling -> index in out.kernels
+  std::vector<int> counts;
+  const nlohmann::json groups = Field(summary.best_plan, "groups");
+  for (const auto& g : groups.is_array() ? groups : nlohmann::json::array()) {
+    const std::string key = Text(g, "workload_key", "");
+    const nlohmann::json tiling = Field(g, "tiling");
     if (key.empty()) continue;
-    FT_ASSIGN_OR_RETURN(auto record, FastestRecord(database, key, out.target,
-                                                   g.value("tiling", nlohmann::json()), 0));
+    if (auto it = seen.find(key + tiling.dump()); it != seen.end()) {
+      ++counts[it->second];
+      continue;
+    }
+    FT_ASSIGN_OR_RETURN(auto record, FastestRecord(database, key, out.target, tiling, 0));
     if (!record) continue;
-    const std::string name = g.value("kernel", g.value("template", key));
-    if (auto p = PointOf(*record, name)) out.kernels.push_back(*p);
+    auto p = PointOf(*record, Text(g, "kernel", Text(g, "template", key)));
+    if (!p) continue;
+    seen[key + tiling.dump()] = out.kernels.size();
+    out.kernels.push_back(*p);
+    counts.push_back(1);
   }
+  for (size_t i = 0; i < out.kernels.size(); ++i)
+    if (counts[i] > 1) out.kernels[i].name = fmt::format("{}x {}", counts[i], out.kernels[i].name);
   return out;
 }
 
@@ -165,7 +190,7 @@ std::string RooflineSvg(const std::string& title, const std::vector<KernelPoint>
 Status WriteRooflinePlot(db::Database& database, const db::JobEntry& job,
                          const search::TuneSummary& summary, const std::string& path) {
   PlanKernels plan;
-  if (summary.best.has_value() && summary.best_plan.is_object()) {
+  if (summary.best.has_value()) {
     FT_ASSIGN_OR_RETURN(plan, WholePlanKernels(database, job, summary));
   }
   if (plan.kernels.empty()) {

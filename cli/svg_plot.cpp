@@ -58,7 +58,8 @@ struct Axis {
   }
 };
 
-Axis MakeAxis(const std::vector<double>& values, bool log) {
+Axis MakeAxis(std::vector<double> values, bool log, bool from_zero = false) {
+  if (from_zero && !log) values.push_back(0);
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   for (double v : values)
     if (std::isfinite(v) && (!log || v > 0)) lo = std::min(lo, v), hi = std::max(hi, v);
@@ -79,7 +80,7 @@ PanelAxes MakeAxes(const PlotPanel& panel) {
     both.insert(both.end(), ys.begin(), ys.end());
     xs = ys = both;
   }
-  return {MakeAxis(xs, panel.spec.log_x), MakeAxis(ys, panel.spec.log_y)};
+  return {MakeAxis(xs, panel.spec.log_x, panel.spec.x_from_zero), MakeAxis(ys, panel.spec.log_y)};
 }
 
 // The plot area of a panel in picture coordinates.
@@ -120,22 +121,61 @@ std::string DrawAxes(const PlotSpec& spec, const PanelAxes& a, const Box& b, dou
   return svg;
 }
 
-std::string DrawSeries(const PlotSeries& s, const char* colour, const PanelAxes& a, const Box& b) {
+// A point's label goes to the first place around it where it overlaps no
+// label placed before (or to the first place when none is free).
+struct LabelBox {
+  double x0, y0, x1, y1;
+  bool Overlaps(const LabelBox& o) const {
+    return x0 < o.x1 && o.x0 < x1 && y0 < o.y1 && o.y0 < y1;
+  }
+};
+
+std::string PlaceLabel(const std::string& text, const char* colour, double px, double py,
+                       std::vector<LabelBox>& placed) {
+  struct Spot {
+    double dx, dy;
+    bool end;
+  };
+  const Spot spots[] = {{5, -5, false},  {5, 12, false}, {-5, -5, true},  {-5, 12, true},
+                        {5, -17, false}, {5, 24, false}, {-5, -17, true}, {-5, 24, true},
+                        {5, -29, false}, {5, 36, false}};
+  const double w = TextWidth(text, kLabelFont);
+  auto box = [&](const Spot& s) {
+    const double x = px + s.dx;
+    return LabelBox{s.end ? x - w : x, py + s.dy - kLabelFont + 2, s.end ? x : x + w,
+                    py + s.dy + 2};
+  };
+  const Spot* chosen = &spots[0];
+  for (const Spot& s : spots)
+    if (std::none_of(placed.begin(), placed.end(),
+                     [&](const LabelBox& b) { return b.Overlaps(box(s)); })) {
+      chosen = &s;
+      break;
+    }
+  placed.push_back(box(*chosen));
+  return fmt::format(
+      "<text class=\"point\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" fill=\"{}\"{}>{}</text>\n",
+      px + chosen->dx, py + chosen->dy, kLabelFont, colour,
+      chosen->end ? " text-anchor=\"end\"" : "", Escape(text));
+}
+
+std::string DrawSeries(const PlotSeries& s, const char* colour, const PanelAxes& a, const Box& b,
+                       std::vector<LabelBox>& labels) {
   std::string svg, path;
+  double last_py = 0;
   for (size_t i = 0; i < s.points.size(); ++i) {
     const auto [x, y] = s.points[i];
     const double px = a.x.Map(x, b.x0, b.x1), py = a.y.Map(y, b.y0, b.y1);
+    if (s.line && s.steps && !path.empty()) path += fmt::format("L{:.1f},{:.1f} ", px, last_py);
     if (s.line)
       path += fmt::format("{}{:.1f},{:.1f} ", path.empty() ? "M" : "L", px, py);
     else
       svg += fmt::format(
           "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\" fill-opacity=\"0.7\"/>\n", px,
           py, colour);
+    last_py = py;
     if (i < s.point_labels.size() && !s.point_labels[i].empty())
-      svg += fmt::format(
-          "<text class=\"point\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" "
-          "fill=\"{}\">{}</text>\n",
-          px + 5, py - 5, kLabelFont, colour, Escape(s.point_labels[i]));
+      svg += PlaceLabel(s.point_labels[i], colour, px, py, labels);
   }
   if (s.line && !path.empty())
     svg += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.8\"{}/>\n",
@@ -202,8 +242,9 @@ std::string SvgFigure(const std::string& title, const std::vector<PlotPanel>& pa
     }
     const Box box{x0, x1, y + (stacked ? kStackedPanelHeight : kPanelHeight), y};
     body += DrawAxes(panels[i].spec, axes[i], box, kMargin + 8);
+    std::vector<LabelBox> labels;
     for (size_t k = 0; k < panels[i].series.size(); ++k)
-      body += DrawSeries(panels[i].series[k], Colour(k), axes[i], box);
+      body += DrawSeries(panels[i].series[k], Colour(k), axes[i], box, labels);
     y = box.y0 + 44 + kMargin;
   }
   if (legend) body += DrawLegend(*legend, legend_x, 30 + kMargin, legend_w);

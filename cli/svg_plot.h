@@ -19,12 +19,14 @@ struct PlotSeries {
   bool line = true;  // false: points
   bool dashed = false;
   std::vector<std::string> point_labels;  // drawn beside the points, when given
+  bool steps = false;  // a line that holds its value until the next point (best so far)
 };
 
 struct PlotSpec {
   std::string title, x_label, y_label;  // labels name their unit: "latency (ms)"
   bool log_x = false, log_y = false;
-  bool diagonal = false;  // draw y = x (predicted against measured)
+  bool diagonal = false;     // draw y = x (predicted against measured)
+  bool x_from_zero = false;  // a linear x axis that starts at 0 whatever the data
 };
 
 // A panel of a figure: its own axes; series i has colour i in every panel.

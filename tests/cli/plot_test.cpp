@@ -3,13 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/plot_ticks.h"
 #include "cli/roofline_plot.h"
 #include "cli/svg_plot.h"
+#include "tests/db/db_test_util.h"
 
 namespace fusetune::cli {
 namespace {
@@ -156,6 +159,93 @@ TEST(Roofline, KernelsUnderTheCalibratedRoofs) {
                 std::fabs(mantissa - 5) < 1e-6)
         << t.text;
   }
+}
+
+// A database with a calibrated target, two group workloads and a graph, a
+// job, and group records of two tilings of workload 0 and one of workload 1.
+class RooflineFromDatabase : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = db::testing::FreshDbPath("roofline");
+    auto opened = db::MakeSqliteDatabase(path_, {});
+    ASSERT_TRUE(opened.ok()) << opened.error().ToString();
+    db_ = std::move(*opened);
+    ASSERT_TRUE(db::testing::Populate(*db_, 2).ok());
+    ASSERT_TRUE(db_->PutTarget({db::testing::kTarget, "{}",
+                                R"({"fma_gflops":500,"dram_read_gbps":20,"l2_read_gbps":90})"})
+                    .ok());
+    ASSERT_TRUE(db_->PutWorkload({"graph", db::WorkloadKind::kGraph, "{}"}).ok());
+    auto job = db_->CreateJob({0, R"({"graph_key":"graph"})", "running", "{}", 0, 0});
+    ASSERT_TRUE(job.ok());
+    auto stored = db_->GetJob(*job);
+    ASSERT_TRUE(stored.ok() && stored->has_value());
+    job_ = **stored;
+    // Workload 0, tiling 1 (the plan's) with FLOPs; tiling 2 faster, without.
+    std::vector<db::Record> records{Group(0, 1, 2e-4, 4e6), Group(0, 2, 1e-4, 0),
+                                    Group(1, 1, 5e-5, 1e5), db::testing::MakeRecord(0, 9, 1e-3)};
+    records[3].workload_key = "graph";  // a plan of an earlier job (job 0)
+    auto ids = db_->CommitRecords(records);
+    ASSERT_TRUE(ids.ok()) << ids.error().ToString();
+    graph_record_ = (*ids)[3];
+  }
+  void TearDown() override { std::filesystem::remove(path_); }
+
+  db::Record Group(int workload, int tile, double seconds, double flops) {
+    db::Record r = db::testing::MakeRecord(workload, tile, seconds);
+    r.plan = fmt::format(R"({{"groups":[{{"nodes":[0],"tiling":{{"tile":{}}}}}]}})", tile);
+    r.metrics =
+        fmt::format(R"({{"status":"ok","flops":{},"bytes_in":50000,"bytes_out":10000}})", flops);
+    r.job_id = job_.id;
+    return r;
+  }
+  std::string Svg(const search::TuneSummary& summary) {
+    const std::string out = path_ + ".svg";
+    EXPECT_TRUE(WriteRooflinePlot(*db_, job_, summary, out).ok());
+    std::ifstream in(out);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::filesystem::remove(out);
+    return text.str();
+  }
+
+  std::string path_;
+  std::unique_ptr<db::Database> db_;
+  db::JobEntry job_;
+  int64_t graph_record_ = 0;
+};
+
+TEST_F(RooflineFromDatabase, KernelsOfTheBestWholePlanWithTheirTiling) {
+  search::TuneSummary summary;
+  summary.best = search::PlanReport{"tuned", 1e-3, 3, 0, graph_record_};
+  const auto group = [](int w, int tile, const char* kernel) {
+    return nlohmann::json{{"workload_key", db::testing::WorkloadKeyFor(w)},
+                          {"tiling", {{"tile", tile}}},
+                          {"kernel", kernel}};
+  };
+  summary.best_plan = {
+      {"groups", {group(0, 1, "gemm A"), group(1, 1, "rowwise B"), group(0, 1, "gemm A")}}};
+  const std::string svg = Svg(summary);
+  EXPECT_NE(svg.find("kernels of the best whole-model plan"), std::string::npos);
+  EXPECT_NE(svg.find("k1 2x gemm A"), std::string::npos) << svg;  // one point per distinct group
+  EXPECT_NE(svg.find("k2 rowwise B"), std::string::npos);
+  EXPECT_EQ(svg.find("without FLOPs"), std::string::npos);  // the plan's tiling, not the faster one
+  EXPECT_NE(svg.find("FMA peak 500 GFLOP/s, DRAM read 20 GB/s"), std::string::npos);
+  EXPECT_NE(svg.find("L2 read 90 GB/s"), std::string::npos);
+}
+
+TEST_F(RooflineFromDatabase, WithoutAWholePlanTheBestOfEachGroup) {
+  search::TuneSummary summary;
+  for (auto [w, name] : {std::pair{0, "gemm A"}, std::pair{1, "rowwise B"}}) {
+    search::TaskReport task;
+    task.key = db::testing::WorkloadKeyFor(w);
+    task.summary = name;
+    summary.tasks.push_back(task);
+  }
+  const std::string svg = Svg(summary);
+  EXPECT_NE(svg.find("best tiling of each group"), std::string::npos);
+  EXPECT_NE(svg.find("k1 rowwise B"), std::string::npos) << svg;
+  // Workload 0's best record is the tiling without FLOPs: counted, not drawn.
+  EXPECT_NE(svg.find("1 kernel without FLOPs not shown"), std::string::npos);
 }
 
 }  // namespace
