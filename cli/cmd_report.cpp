@@ -1,7 +1,8 @@
 // fusetune report --db FILE [--job ID] [--out DIR]: a tuning job's tables,
 // from the summary the job stored, and its plots from its records: the
-// tuning curve of the heaviest tasks, the whole model's best latency over
-// the job, and predicted against measured time.
+// tuning curve of the heaviest tasks and the whole model's best latency over
+// the job (against trials and against time), predicted against measured
+// time, and the roofline of the best plan's kernels.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -12,6 +13,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/roofline_plot.h"
 #include "cli/svg_plot.h"
 #include "cli/tune_summary.h"
 #include "search/tuner.h"
@@ -39,31 +41,42 @@ Result<db::JobEntry> PickJob(db::Database& database, int64_t id) {
   return Error(ErrorCode::kNotFound, "no tuning job in this database (run fusetune tune)");
 }
 
-struct Curves {
-  std::map<std::string, PlotSeries> tasks;  // best so far, by trial of the task
-  PlotSeries model{"best whole plan", {}, true};
-  PlotSeries unfused{"unfused", {}, true};
-  std::map<std::string, PlotSeries> predicted;  // by model
+// A curve over trials and the same curve over the seconds since the job began.
+struct TimedSeries {
+  PlotSeries by_trial, by_time;
+  void Add(double trial, double elapsed, double y) {
+    by_trial.points.push_back({trial, y});
+    by_time.points.push_back({elapsed, y});
+  }
 };
 
-Result<Curves> ReadCurves(db::Database& database, int64_t job_id, const std::string& graph_key,
-                          const std::set<std::string>& shown_tasks) {
+struct Curves {
+  std::map<std::string, TimedSeries> tasks;  // best so far, by trial of the task
+  TimedSeries model, unfused;
+  std::map<std::string, PlotSeries> predicted;  // by model
+  double elapsed = 0;                           // of the job's last record
+};
+
+Result<Curves> ReadCurves(db::Database& database, const db::JobEntry& job,
+                          const std::string& graph_key, const std::set<std::string>& shown_tasks) {
   Curves c;
   std::map<std::string, double> best;
   std::map<std::string, int64_t> trials;
   int64_t job_trials = 0;
   double best_plan = 0;
   db::RecordFilter filter;
-  filter.job_id = job_id;
+  filter.job_id = job.id;
   FT_RETURN_IF_ERROR(database.ForEachRecord(filter, [&](const db::Record& r) {
+    const double t = std::max(0.0, r.created_at - job.created_at);
+    c.elapsed = std::max(c.elapsed, t);
     const auto m = nlohmann::json::parse(r.metrics, nullptr, false);
     const bool ok = r.status == "ok";
     if (r.workload_key == graph_key) {
       if (!ok) return true;
       const std::string kind = m.contains("search") ? m["search"].value("plan_kind", "") : "";
-      if (kind == "unfused") c.unfused.points.push_back({double(job_trials), r.seconds * 1e3});
+      if (kind == "unfused") c.unfused.Add(double(job_trials), t, r.seconds * 1e3);
       best_plan = best_plan == 0 ? r.seconds : std::min(best_plan, r.seconds);
-      c.model.points.push_back({double(job_trials), best_plan * 1e3});
+      c.model.Add(double(job_trials), t, best_plan * 1e3);
       return true;
     }
     ++job_trials;
@@ -71,8 +84,7 @@ Result<Curves> ReadCurves(db::Database& database, int64_t job_id, const std::str
     if (!ok) return true;
     auto& b = best[r.workload_key];
     b = b == 0 ? r.seconds : std::min(b, r.seconds);
-    if (shown_tasks.count(r.workload_key))
-      c.tasks[r.workload_key].points.push_back({double(n), b * 1e3});
+    if (shown_tasks.count(r.workload_key)) c.tasks[r.workload_key].Add(double(n), t, b * 1e3);
     if (m.is_object() && m.contains("search")) {
       const double p = m["search"].value("predicted_seconds", 0.0);
       const std::string model = m["search"].value("model", "");
@@ -81,10 +93,34 @@ Result<Curves> ReadCurves(db::Database& database, int64_t job_id, const std::str
     }
     return true;
   }));
-  if (!c.unfused.points.empty())
-    c.unfused.points.push_back({double(job_trials), c.unfused.points[0].second});
-  if (!c.model.points.empty()) c.model.points.push_back({double(job_trials), best_plan * 1e3});
+  if (!c.unfused.by_trial.points.empty())
+    c.unfused.Add(double(job_trials), c.elapsed, c.unfused.by_trial.points[0].second);
+  if (!c.model.by_trial.points.empty()) c.model.Add(double(job_trials), c.elapsed, best_plan * 1e3);
   return c;
+}
+
+// Two panels over one legend: the best so far against trials, then against
+// time, held to the end of the job; y on a log axis when it spans more than
+// a factor of ten.
+Status WriteCurves(const std::string& path, const std::string& title, const std::string& trials,
+                   const std::string& y_label, double job_seconds,
+                   const std::vector<TimedSeries>& curves) {
+  double lo = 0, hi = 0;
+  for (const TimedSeries& s : curves)
+    for (auto [x, y] : s.by_trial.points)
+      if (y > 0) lo = lo == 0 ? y : std::min(lo, y), hi = std::max(hi, y);
+  const bool log_y = hi > 10 * lo;
+  PlotPanel by_trial{{"against trials", trials, y_label, false, log_y, false, true}, {}};
+  PlotPanel by_time{
+      {"against time", "time since the job started (s)", y_label, false, log_y, false, true}, {}};
+  for (TimedSeries s : curves) {
+    s.by_trial.steps = s.by_time.steps = true;
+    if (!s.by_time.points.empty() && s.by_time.points.back().first < job_seconds)
+      s.by_time.points.push_back({job_seconds, s.by_time.points.back().second});
+    by_trial.series.push_back(std::move(s.by_trial));
+    by_time.series.push_back(std::move(s.by_time));
+  }
+  return WriteSvgFile(path, SvgFigure(title, {by_trial, by_time}));
 }
 
 Status WritePlots(db::Database& database, const db::JobEntry& job,
@@ -105,21 +141,20 @@ Status WritePlots(db::Database& database, const db::JobEntry& job,
   std::map<std::string, std::string> names;
   for (auto* t : tasks)
     shown.insert(t->key), names[t->key] = fmt::format("{}x {}", t->occurrences, t->summary);
-  FT_ASSIGN_OR_RETURN(Curves c, ReadCurves(database, job.id, graph_key, shown));
-  std::vector<PlotSeries> task_series;
-  for (auto* t : tasks) {
-    PlotSeries s = c.tasks[t->key];
-    s.name = names[t->key];
-    task_series.push_back(std::move(s));
-  }
-  FT_RETURN_IF_ERROR(WriteSvgPlot(dir + "/tuning_curves.svg",
-                                  {"Best time found per task (heaviest tasks)",
-                                   "trials of the task", "best time (ms)", false, true},
-                                  task_series));
-  FT_RETURN_IF_ERROR(WriteSvgPlot(dir + "/whole_model.svg",
-                                  {"Whole model: best measured plan over the job",
-                                   "group trials so far", "latency (ms)", false, false},
-                                  {c.model, c.unfused}));
+  FT_ASSIGN_OR_RETURN(Curves c, ReadCurves(database, job, graph_key, shown));
+  std::vector<TimedSeries> task_series;
+  for (auto* t : tasks) task_series.push_back(c.tasks[t->key]);
+  for (size_t i = 0; i < tasks.size(); ++i)
+    task_series[i].by_trial.name = task_series[i].by_time.name = names[tasks[i]->key];
+  FT_RETURN_IF_ERROR(WriteCurves(dir + "/tuning_curves.svg",
+                                 "Best time found per task (heaviest tasks)", "trials of the task",
+                                 "best time (ms)", c.elapsed, task_series));
+  c.model.by_trial.name = c.model.by_time.name = "best whole plan";
+  c.unfused.by_trial.name = c.unfused.by_time.name = "unfused";
+  FT_RETURN_IF_ERROR(
+      WriteCurves(dir + "/whole_model.svg", "Whole model: best measured plan over the job",
+                  "group trials so far", "latency (ms)", c.elapsed, {c.model, c.unfused}));
+  FT_RETURN_IF_ERROR(WriteRooflinePlot(database, job, summary, dir + "/roofline.svg"));
   std::vector<PlotSeries> scatter;
   for (auto& [model, s] : c.predicted) {
     s.name = model;
@@ -158,8 +193,10 @@ int Report(const ReportArgs& args) {
   } else {
     fmt::print("job {} ({}): {}\n{}", job->id, job->state, job->spec, FormatTuneSummary(*summary));
     if (!args.out.empty())
-      fmt::print("plots: {0}/tuning_curves.svg {0}/whole_model.svg {0}/predicted_vs_measured.svg\n",
-                 args.out);
+      fmt::print(
+          "plots: {0}/tuning_curves.svg {0}/whole_model.svg {0}/predicted_vs_measured.svg "
+          "{0}/roofline.svg\n",
+          args.out);
   }
   return kExitOk;
 }

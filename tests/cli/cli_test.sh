@@ -228,7 +228,7 @@ rc=$?
 grep -q "stopped: interrupted" "$TMP/int.txt" || fail "tune after Ctrl-C prints the summary"
 $FUSETUNE report --db "$TMP/tune.db" --out "$TMP/plots" >"$TMP/report.txt" || fail "report"
 grep -q "whole model" "$TMP/report.txt" || fail "report table"
-for f in tuning_curves whole_model predicted_vs_measured; do
+for f in tuning_curves whole_model predicted_vs_measured roofline; do
   /usr/bin/python3 -c "import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])" "$TMP/plots/$f.svg" || fail "plot $f.svg"
 done
 # compile from the database, run the compiled model (and its plan file)
