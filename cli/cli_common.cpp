@@ -15,6 +15,7 @@
 #include "graph/onnx_io.h"
 #include "graph/passes.h"
 #include "measure/target.h"
+#include "search/job_target.h"
 
 namespace fusetune::cli {
 
@@ -71,28 +72,14 @@ std::string Scaled(double n, double base, const char* const* units, int count,
 }
 }  // namespace
 
+void PrintCalibrating() { fmt::print(stderr, "calibrating this machine (once per database)...\n"); }
+
 Result<std::string> EnsureTarget(db::Database& database, int threads, measure::CacheProtocol caches,
                                  nlohmann::json* calibration) {
-  const measure::TargetFingerprint machine = measure::DetectTarget();
-  const std::string key = measure::TargetKey(machine, caches);
-  FT_ASSIGN_OR_RETURN(auto stored, database.GetTarget(key));
-  if (!stored.has_value() || stored->calibration == "{}") {
-    FT_ASSIGN_OR_RETURN(stored, database.GetTarget(machine.HashString()));
-  }
-  nlohmann::json c;
-  if (stored.has_value() && stored->calibration != "{}") {
-    c = nlohmann::json::parse(stored->calibration, nullptr, false);
-  } else {
-    fmt::print(stderr, "calibrating this machine (once per database)...\n");
-    c = measure::CalibrationToJson(measure::Calibrate(threads));
-  }
-  if (!stored.has_value() || stored->fingerprint != key || stored->calibration == "{}") {
-    nlohmann::json description = c["target"];
-    description["caches"] = measure::CacheProtocolName(caches);
-    FT_RETURN_IF_ERROR(database.PutTarget({key, description.dump(), c.dump()}));
-  }
-  if (calibration) *calibration = c;
-  return key;
+  FT_ASSIGN_OR_RETURN(search::JobTarget target,
+                      search::EnsureTarget(database, threads, caches, PrintCalibrating));
+  if (calibration) *calibration = std::move(target.calibration);
+  return std::move(target.key);
 }
 
 namespace {

@@ -1,0 +1,28 @@
+#include "search/job_target.h"
+
+namespace fusetune::search {
+
+Result<JobTarget> EnsureTarget(db::Database& database, int threads, measure::CacheProtocol caches,
+                               const std::function<void()>& calibrating) {
+  const measure::TargetFingerprint machine = measure::DetectTarget();
+  const std::string key = measure::TargetKey(machine, caches);
+  FT_ASSIGN_OR_RETURN(auto stored, database.GetTarget(key));
+  if (!stored.has_value() || stored->calibration == "{}") {
+    FT_ASSIGN_OR_RETURN(stored, database.GetTarget(machine.HashString()));
+  }
+  nlohmann::json c;
+  if (stored.has_value() && stored->calibration != "{}") {
+    c = nlohmann::json::parse(stored->calibration, nullptr, false);
+  } else {
+    if (calibrating) calibrating();
+    c = measure::CalibrationToJson(measure::Calibrate(threads));
+  }
+  if (!stored.has_value() || stored->fingerprint != key || stored->calibration == "{}") {
+    nlohmann::json description = c["target"];
+    description["caches"] = measure::CacheProtocolName(caches);
+    FT_RETURN_IF_ERROR(database.PutTarget({key, description.dump(), c.dump()}));
+  }
+  return JobTarget{key, std::move(c)};
+}
+
+}  // namespace fusetune::search
