@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace fusetune::cli {
@@ -36,9 +37,13 @@ void ProgressLine::Update(int64_t done, int64_t total, const std::string& note) 
   const double rate = elapsed > 0.5 ? static_cast<double>(done) / elapsed : 0;
   std::string line;
   if (known) {
-    const double fraction = static_cast<double>(done) / static_cast<double>(total);
+    // Past the total (a time budget overrun by the last measurement, or
+    // resumed past it): a full bar, not a negative remainder.
+    const double fraction =
+        std::clamp(static_cast<double>(done) / static_cast<double>(total), 0.0, 1.0);
     const int width = 24, filled = static_cast<int>(fraction * width);
-    const std::string eta = rate > 0 ? Clock(static_cast<double>(total - done) / rate) : "?";
+    const std::string eta =
+        rate > 0 ? Clock(static_cast<double>(std::max<int64_t>(total - done, 0)) / rate) : "?";
     line =
         fmt::format("{} [{}{}] {}/{} {:.1f}/s elapsed {} ETA {}", what_, std::string(filled, '#'),
                     std::string(width - filled, ' '), done, total, rate, Clock(elapsed), eta);
