@@ -14,9 +14,8 @@
 #include "graph/npy.h"
 #include "graph/onnx_io.h"
 #include "graph/passes.h"
-#include "measure/calibrate.h"
-#include "target/calibration.h"
 #include "target/target.h"
+#include "search/job_target.h"
 
 namespace fusetune::cli {
 
@@ -73,27 +72,14 @@ std::string Scaled(double n, double base, const char* const* units, int count,
 }
 }  // namespace
 
+void PrintCalibrating() { fmt::print(stderr, "calibrating this machine (once per database)...\n"); }
+
 Result<std::string> EnsureTarget(db::Database& database, int threads, target::CacheProtocol caches,
                                  nlohmann::json* calibration) {
-  const std::string key = target::ThisMachineKey(caches);
-  FT_ASSIGN_OR_RETURN(auto stored, database.GetTarget(key));
-  if (!stored.has_value() || stored->calibration == "{}") {
-    FT_ASSIGN_OR_RETURN(stored, database.GetTarget(target::FlushedKeyOf(key)));
-  }
-  nlohmann::json c;
-  if (stored.has_value() && stored->calibration != "{}") {
-    c = nlohmann::json::parse(stored->calibration, nullptr, false);
-  } else {
-    fmt::print(stderr, "calibrating this machine (once per database)...\n");
-    c = target::CalibrationToJson(measure::Calibrate(threads));
-  }
-  if (!stored.has_value() || stored->fingerprint != key || stored->calibration == "{}") {
-    nlohmann::json description = c["target"];
-    description["caches"] = target::CacheProtocolName(caches);
-    FT_RETURN_IF_ERROR(database.PutTarget({key, description.dump(), c.dump()}));
-  }
-  if (calibration) *calibration = c;
-  return key;
+  FT_ASSIGN_OR_RETURN(search::JobTarget target,
+                      search::EnsureTarget(database, threads, caches, PrintCalibrating));
+  if (calibration) *calibration = std::move(target.calibration);
+  return std::move(target.key);
 }
 
 namespace {

@@ -61,11 +61,12 @@ Result<nlohmann::json> WriteOutputs(const Graph& graph, const TensorMap& outputs
 // --plan: a plan file, or "unfused" or "greedy".
 Result<Plan> LoadPlanArg(FusionSpace& space, const std::string& plan);
 
-// This machine's target key for the cache protocol (target::TargetKey);
-// calibrates the machine and stores the calibration when the database lacks
-// it (both protocols' keys share one). `calibration` receives it.
+// This machine's target key for the cache protocol (search::EnsureTarget,
+// saying so on stderr when it calibrates). `calibration` receives it.
 Result<std::string> EnsureTarget(db::Database& database, int threads, target::CacheProtocol caches,
                                  nlohmann::json* calibration = nullptr);
+// "calibrating this machine (once per database)..." on stderr.
+void PrintCalibrating();
 
 // Ctrl-C sets a flag instead of killing the process: long commands poll
 // Interrupted(), finish and commit what is under way, and exit 130.

@@ -1,6 +1,8 @@
 // fusetune tune MODEL.onnx --db FILE (--trials N | --time 8h | --until-converged) [--resume]:
-// the overnight job. Every result is committed as it arrives; the job's
-// progress (what resuming and `fusetune report` need) after every round.
+// the overnight job (search::TuningJob: every result is committed as it
+// arrives; the job's progress, what resuming and `fusetune report` need,
+// after every round). Here: flags in, the progress line and Ctrl-C, the
+// summary out.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -11,8 +13,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/tune_summary.h"
-#include "cost_model/training.h"
-#include "search/tuner.h"
+#include "search/tuning_job.h"
 
 namespace fusetune::cli {
 
@@ -30,49 +31,6 @@ struct TuneArgs {
   std::string save_plan;
 };
 
-// The job to continue: the latest unfinished one of this model.
-Result<db::JobEntry> FindJobToResume(db::Database& database, const std::string& graph_key) {
-  FT_ASSIGN_OR_RETURN(auto jobs, database.ListJobs());
-  for (auto it = jobs.rbegin(); it != jobs.rend(); ++it) {
-    const auto spec = nlohmann::json::parse(it->spec, nullptr, false);
-    if (spec.is_object() && spec.value("graph_key", "") == graph_key && it->state != "done")
-      return *it;
-  }
-  return Error(
-      ErrorCode::kNotFound,
-      "--resume: no unfinished job of this model in the database (start one without --resume)");
-}
-
-// A resumed job keeps the cache protocol it was started with: its records
-// are stored under that protocol's target key.
-Status TakeJobCaches(const db::JobEntry& job, TuneArgs& args) {
-  const auto spec = nlohmann::json::parse(job.spec, nullptr, false);
-  const bool job_warm = spec.is_object() && spec.value("caches", "flushed") == "warm";
-  if (args.warm && !job_warm)
-    return Error(ErrorCode::kInvalidArgument,
-                 fmt::format("--warm: job {} measures with caches flushed; resume it without "
-                             "--warm, or start a new job",
-                             job.id));
-  args.warm = job_warm;
-  return Status::Ok();
-}
-
-Status LoadPriors(db::Database& database, search::Tuner& tuner, const std::string& target) {
-  std::vector<std::string> keys{tuner.graph_key()};
-  for (const search::Task& t : tuner.tasks()) keys.push_back(t.key.ToString());
-  for (const std::string& key : keys) {
-    db::RecordFilter filter;
-    filter.workload_key = key;
-    filter.target = target;
-    filter.fresh_only = true;
-    FT_RETURN_IF_ERROR(database.ForEachRecord(filter, [&](const db::Record& r) {
-      tuner.AddPrior(r);
-      return true;
-    }));
-  }
-  return Status::Ok();
-}
-
 std::string ProgressNote(const search::TunerProgress& p) {
   std::string note = fmt::format("{:.1f} trials/s, {}/{} converged",
                                  p.seconds > 0 ? static_cast<double>(p.trials) / p.seconds : 0.0,
@@ -83,151 +41,84 @@ std::string ProgressNote(const search::TunerProgress& p) {
   return note + ", " + p.current;
 }
 
-int Tune(TuneArgs& args) {
+void UpdateBar(ProgressLine& bar, const search::TunerProgress& p) {
+  if (p.max_trials > 0)
+    bar.Update(p.trials, p.max_trials, ProgressNote(p));
+  else if (p.max_seconds > 0)
+    bar.Update(static_cast<int64_t>(p.seconds), static_cast<int64_t>(p.max_seconds),
+               fmt::format("{} trials, ", p.trials) + ProgressNote(p));
+  else
+    bar.Update(p.tasks_converged, p.tasks, fmt::format("{} trials, ", p.trials) + ProgressNote(p));
+}
+
+// The job's options from the flags: the budget, and the cache protocol.
+Result<search::TuningJobOptions> JobOptions(const TuneArgs& args) {
   if (args.trials <= 0 && args.time.empty() && !args.until_converged && !args.resume)
-    return ReportError(Error(ErrorCode::kInvalidArgument,
-                             "give a budget: --trials N, --time DURATION or --until-converged"));
+    return Error(ErrorCode::kInvalidArgument,
+                 "give a budget: --trials N, --time DURATION or --until-converged");
+  search::TuningJobOptions options;
+  options.model = args.model;
+  options.tuner = args.tuner;
   if (!args.time.empty()) {
-    auto seconds = ParseDuration(args.time);
-    if (!seconds.ok()) return ReportError(seconds.error());
-    args.tuner.max_seconds = *seconds;
+    FT_ASSIGN_OR_RETURN(options.tuner.max_seconds, ParseDuration(args.time));
   }
-  args.tuner.max_trials = args.trials;
-  auto loaded = LoadModel(args.model, args.model_options);
-  if (!loaded.ok()) return ReportError(loaded.error());
-  auto graph = std::make_shared<const Graph>(std::move(*loaded));
-  auto opened = db::MakeSqliteDatabase(args.db);
-  if (!opened.ok()) return ReportError(opened.error());
-  db::Database& database = **opened;
-  const std::string graph_key = search::GraphWorkloadKey(*graph);
-  std::optional<db::JobEntry> resumed;
-  if (args.resume) {
-    auto job = FindJobToResume(database, graph_key);
-    if (!job.ok()) return ReportError(job.error());
-    if (Status st = TakeJobCaches(*job, args); !st.ok()) return ReportError(st.error());
-    resumed = std::move(*job);
-  }
-  args.tuner.measure.flush_caches = !args.warm;
-  const target::CacheProtocol caches = measure::CacheProtocolOf(args.tuner.measure);
-  nlohmann::json calibration;
-  auto target = EnsureTarget(database, args.tuner.measure.threads, caches, &calibration);
-  if (!target.ok()) return ReportError(target.error());
-  search::TunerContext context{
-      *target, cost_model::TargetFeaturesFromCalibration(calibration, caches), 0};
-  args.tuner.measure.peak_gflops = context.target_features.peak_gflops;
-  args.tuner.measure.dram_gbps = context.target_features.dram_gbps;
+  options.tuner.max_trials = args.trials;
+  options.until_converged = args.until_converged;
+  options.resume = args.resume;
+  options.caches = target::CacheProtocolFor(args.warm);
+  return options;
+}
 
-  kernels::KernelConfig config;
-  config.threads = args.tuner.measure.threads;
-  FusionSpace space(*graph, config);
-  std::vector<search::Task> tasks = search::ExtractTasks(*graph, space, true);
-  for (const search::Task& t : tasks)
-    if (Status st = database.PutWorkload(t.Workload()); !st.ok()) return ReportError(st.error());
-  const nlohmann::json model_desc{{"model", args.model}, {"nodes", graph->nodes.size()}};
-  if (Status st = database.PutWorkload({graph_key, db::WorkloadKind::kGraph, model_desc.dump()});
-      !st.ok())
-    return ReportError(st.error());
+Status SavePlan(const search::TuneSummary& summary, const std::string& path) {
+  if (path.empty() || summary.best_plan.is_null()) return Status::Ok();
+  std::ofstream out(path);
+  out << summary.best_plan.dump(2) << "\n";
+  if (!out) return Error(ErrorCode::kIo, "cannot write " + path);
+  return Status::Ok();
+}
 
-  // The job: a new one, or the unfinished one --resume continues.
-  nlohmann::json spec{{"model", args.model},
-                      {"graph_key", graph_key},
-                      {"trials", args.tuner.max_trials},
-                      {"seconds", args.tuner.max_seconds},
-                      {"until_converged", args.until_converged},
-                      {"seed", args.tuner.seed},
-                      {"caches", target::CacheProtocolName(caches)}};
-  int64_t job_id = 0;
-  if (resumed.has_value()) {
-    const db::JobEntry* job = &*resumed;
-    job_id = job->id;
-    const auto old_spec = nlohmann::json::parse(job->spec, nullptr, false);
-    const auto progress = nlohmann::json::parse(job->progress, nullptr, false);
-    if (args.tuner.max_trials == 0 && args.tuner.max_seconds == 0 && !args.until_converged) {
-      args.tuner.max_trials = old_spec.value("trials", int64_t{0});
-      args.tuner.max_seconds = old_spec.value("seconds", 0.0);
-      args.until_converged = old_spec.value("until_converged", false);
-    }
-    if (progress.is_object() && progress.contains("summary"))
-      args.tuner.seconds_before = progress["summary"].value("seconds", 0.0);
-    // Trials from the records: those after the last checkpoint count too.
-    db::RecordFilter filter;
-    filter.job_id = job_id;
-    Status counted = database.ForEachRecord(filter, [&](const db::Record& r) {
-      args.tuner.trials_before += r.workload_key != graph_key;
-      return true;
-    });
-    if (!counted.ok()) return ReportError(counted.error());
-    fmt::print(stderr, "resuming job {} after {} trials\n", job_id, args.tuner.trials_before);
-  } else {
-    db::JobEntry job;
-    job.spec = spec.dump();
-    auto id = database.CreateJob(job);
-    if (!id.ok()) return ReportError(id.error());
-    job_id = *id;
-  }
-  context.job_id = job_id;
-
-  auto measurer = measure::Measurer::Create();
-  if (!measurer.ok()) return ReportError(measurer.error());
-  const measure::MeasureOptions measure_options = args.tuner.measure;
-  ProgressLine bar(fmt::format("tuning {} tasks", tasks.size()), !args.json);
-  search::TunerCallbacks callbacks;
-  callbacks.commit = [&](db::Record& record) -> Status {
-    FT_ASSIGN_OR_RETURN(auto ids, database.CommitRecords(std::span<db::Record>(&record, 1)));
-    record.id = ids[0];
-    return Status::Ok();
-  };
-  callbacks.progress = [&](const search::TunerProgress& p) {
-    if (p.max_trials > 0)
-      bar.Update(p.trials, p.max_trials, ProgressNote(p));
-    else if (p.max_seconds > 0)
-      bar.Update(static_cast<int64_t>(p.seconds), static_cast<int64_t>(p.max_seconds),
-                 fmt::format("{} trials, ", p.trials) + ProgressNote(p));
-    else
-      bar.Update(p.tasks_converged, p.tasks,
-                 fmt::format("{} trials, ", p.trials) + ProgressNote(p));
-  };
-  callbacks.should_stop = [] { return Interrupted(); };
-  callbacks.checkpoint = [&](const nlohmann::json& summary) {
-    return database.UpdateJob(job_id, "running", nlohmann::json{{"summary", summary}}.dump());
-  };
-  // A trial or time budget is spent in full: converged tasks are reopened
-  // until it runs out (--until-converged stops at convergence).
-  args.tuner.stop_when_converged =
-      args.until_converged || (args.tuner.max_trials == 0 && args.tuner.max_seconds == 0);
-  search::Tuner tuner(
-      graph, space, std::move(tasks), args.tuner, context,
-      [&](const measure::Candidate& c) { return (*measurer)->Measure(c, measure_options); },
-      callbacks);
-  if (Status st = LoadPriors(database, tuner, *target); !st.ok()) return ReportError(st.error());
-  tuner.SetModel(cost_model::ActiveOrAnalytical(database));
-  cost_model::DatasetOptions data_options;
-  data_options.target = *target;
-  if (auto history = cost_model::LoadDataset(database, data_options); history.ok())
-    tuner.SetHistory(std::move(*history));
-
-  CatchInterrupt();
-  const Status run = tuner.Run();
-  bar.Finish();
-  const search::TuneSummary summary = tuner.Summary();
-  const std::string state = !run.ok() ? "failed" : Interrupted() ? "interrupted" : "done";
-  (void)database.UpdateJob(job_id, state,
-                           nlohmann::json{{"summary", search::SummaryToJson(summary)}}.dump());
-  if (!run.ok()) return ReportError(run.error());
-  if (!args.save_plan.empty() && !summary.best_plan.is_null()) {
-    std::ofstream out(args.save_plan);
-    out << summary.best_plan.dump(2) << "\n";
-    if (!out) return ReportError(Error(ErrorCode::kIo, "cannot write " + args.save_plan));
-  }
+void PrintSummary(const TuneArgs& args, const search::TuningJobResult& result) {
   if (args.json) {
-    nlohmann::json j = search::SummaryToJson(summary);
-    j["job"] = job_id;
+    nlohmann::json j = search::SummaryToJson(result.summary);
+    j["job"] = result.job_id;
     j["db"] = args.db;
     PrintJson(j);
   } else {
-    fmt::print("job {} in {}\n{}", job_id, args.db, FormatTuneSummary(summary));
+    fmt::print("job {} in {}\n{}", result.job_id, args.db, FormatTuneSummary(result.summary));
     if (!args.save_plan.empty()) fmt::print("best plan written to {}\n", args.save_plan);
   }
+}
+
+int Tune(const TuneArgs& args) {
+  auto options = JobOptions(args);
+  if (!options.ok()) return ReportError(options.error());
+  auto loaded = LoadModel(args.model, args.model_options);
+  if (!loaded.ok()) return ReportError(loaded.error());
+  auto opened = db::MakeSqliteDatabase(args.db);
+  if (!opened.ok()) return ReportError(opened.error());
+
+  std::optional<ProgressLine> bar;  // titled with the task count, known once the job is open
+  search::TuningJobCallbacks callbacks;
+  callbacks.calibrating = PrintCalibrating;
+  callbacks.progress = [&](const search::TunerProgress& p) {
+    if (bar) UpdateBar(*bar, p);
+  };
+  callbacks.should_stop = [] { return Interrupted(); };
+  auto job = search::TuningJob::Open(**opened, std::make_shared<const Graph>(std::move(*loaded)),
+                                     std::move(*options), callbacks);
+  if (!job.ok()) return ReportError(job.error());
+  if ((*job)->resumed())
+    fmt::print(stderr, "resuming job {} after {} trials\n", (*job)->job_id(),
+               (*job)->trials_before());
+  bar.emplace(fmt::format("tuning {} tasks", (*job)->tasks()), !args.json);
+
+  CatchInterrupt();
+  auto result = (*job)->Run();
+  bar->Finish();
+  if (!result.ok()) return ReportError(result.error());
+  if (Status saved = SavePlan(result->summary, args.save_plan); !saved.ok())
+    return ReportError(saved.error());
+  PrintSummary(args, *result);
   return Interrupted() ? kExitInterrupted : kExitOk;
 }
 

@@ -1,14 +1,21 @@
-// include/fusetune/fusetune.h on top of compiler/model.h. Internal errors
+// include/fusetune/fusetune.h on top of compiler/model.h (compiling) and
+// search/tuning_job.h (tuning). Internal errors
 // become Expected failures here; nothing internal leaks into the header.
+#include <dlfcn.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 
 #include "compiler/explain.h"
 #include "compiler/model.h"
 #include "fusetune/fusetune.h"
 #include "graph/onnx_io.h"
 #include "graph/passes.h"
+#include "measure/measurer.h"
+#include "search/tuning_job.h"
 
 namespace fusetune {
 
@@ -17,6 +24,17 @@ namespace {
 double MsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
       .count();
+}
+
+// The ONNX import and the standard graph passes, as `fusetune` runs them.
+Result<Graph> ImportModel(const std::string& onnx_path,
+                          const std::map<std::string, int64_t>& dims) {
+  ImportOptions import;
+  import.dim_bindings = dims;
+  FT_ASSIGN_OR_RETURN(Graph graph, ImportOnnxFile(onnx_path, import));
+  if (auto passes = RunStandardPasses(graph); !passes.ok())
+    return passes.error().WithContext(onnx_path);
+  return graph;
 }
 
 CompileReport MakeReport(compiler::CompiledModel& model, const std::string& target) {
@@ -118,11 +136,7 @@ class CompilerImpl final : public Compiler {
  private:
   Result<std::unique_ptr<Executable>> CompileModel(const std::string& onnx_path) {
     const auto start = std::chrono::steady_clock::now();
-    ImportOptions import;
-    import.dim_bindings = options_.dims;
-    FT_ASSIGN_OR_RETURN(Graph graph, ImportOnnxFile(onnx_path, import));
-    if (auto passes = RunStandardPasses(graph); !passes.ok())
-      return passes.error().WithContext(onnx_path);
+    FT_ASSIGN_OR_RETURN(Graph graph, ImportModel(onnx_path, options_.dims));
     const double import_ms = MsSince(start);
     compiler::CompileOptions options;
     options.max_memory_bytes = options_.max_memory_bytes;
@@ -156,6 +170,107 @@ Expected<std::unique_ptr<Compiler>> Compiler::Open(const CompileOptions& options
   if (auto status = compiler->Init(); !status.ok())
     return Expected<std::unique_ptr<Compiler>>::Failure(status.error().ToString());
   return std::unique_ptr<Compiler>(std::move(compiler));
+}
+
+namespace {
+
+// fusetune-worker as `fusetune` finds it ($FUSETUNE_WORKER, next to the
+// program), else where it is installed beside this library.
+std::string WorkerPath() {
+  const std::string beside_program = measure::DefaultWorkerPath();
+  if (std::getenv("FUSETUNE_WORKER") || access(beside_program.c_str(), X_OK) == 0)
+    return beside_program;
+  Dl_info self;
+  if (dladdr(reinterpret_cast<void*>(&Version), &self) == 0 || !self.dli_fname)
+    return beside_program;
+  const std::filesystem::path installed = std::filesystem::path(self.dli_fname).parent_path() /
+                                          FUSETUNE_BINDIR_FROM_LIBDIR / "fusetune-worker";
+  return access(installed.c_str(), X_OK) == 0 ? installed.string() : beside_program;
+}
+
+Result<search::TuningJobOptions> JobOptions(const TuneOptions& options) {
+  if (options.threads < 1 || options.threads > 256)
+    return Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("TuneOptions::threads must be between 1 and 256, not {}", options.threads));
+  if (options.max_trials < 0 || options.max_seconds < 0)
+    return Error(ErrorCode::kInvalidArgument,
+                 "TuneOptions::max_trials and max_seconds must not be negative");
+  search::TuningJobOptions job;
+  job.tuner.max_trials = options.max_trials;
+  job.tuner.max_seconds = options.max_seconds;
+  job.tuner.seed = options.seed;
+  job.tuner.measure.threads = options.threads;
+  job.until_converged = options.until_converged;
+  job.resume = options.resume;
+  job.caches = target::CacheProtocolFor(options.warm_caches);
+  job.worker_path = options.worker.empty() ? WorkerPath() : options.worker;
+  return job;
+}
+
+std::optional<double> Ms(const std::optional<double>& seconds) {
+  return seconds ? std::optional<double>(*seconds * 1e3) : std::nullopt;
+}
+std::optional<double> Ms(const std::optional<search::PlanReport>& plan) {
+  return plan ? std::optional<double>(plan->seconds * 1e3) : std::nullopt;
+}
+
+TuneProgress MakeProgress(const search::TunerProgress& p) {
+  return TuneProgress{p.trials,
+                      p.max_trials,
+                      p.seconds,
+                      p.max_seconds,
+                      p.tasks,
+                      p.tasks_converged,
+                      Ms(p.best_model_seconds),
+                      Ms(p.unfused_seconds),
+                      p.current};
+}
+
+TuneSummary MakeSummary(const search::TuningJobResult& result) {
+  const search::TuneSummary& s = result.summary;
+  TuneSummary out;
+  out.job = result.job_id;
+  for (const search::TaskReport& t : s.tasks)
+    out.groups.push_back(TuneGroup{t.summary, t.occurrences, t.space_size, t.measured, t.converged,
+                                   Ms(t.baseline_seconds), Ms(t.best_seconds), t.best_tiling});
+  out.unfused_ms = Ms(s.unfused);
+  out.greedy_ms = Ms(s.greedy);
+  out.best_ms = Ms(s.best);
+  if (s.best) out.best_kind = s.best->kind;
+  if (!s.best_plan.is_null()) out.best_plan_json = s.best_plan.dump();
+  out.trials = s.trials;
+  out.failed_trials = s.failed_trials;
+  out.plans_measured = static_cast<int64_t>(s.plans.size());
+  out.model_updates = s.model_updates;
+  out.seconds = s.seconds;
+  out.stop_reason = s.stop_reason;
+  out.interrupted = result.interrupted;
+  return out;
+}
+
+Result<TuneSummary> TuneModel(const std::string& onnx_path, const TuneOptions& options) {
+  FT_ASSIGN_OR_RETURN(search::TuningJobOptions job_options, JobOptions(options));
+  job_options.model = onnx_path;
+  FT_ASSIGN_OR_RETURN(Graph graph, ImportModel(onnx_path, options.dims));
+  FT_ASSIGN_OR_RETURN(auto database, db::MakeSqliteDatabase(options.database));
+  search::TuningJobCallbacks callbacks;
+  if (options.progress)
+    callbacks.progress = [&](const search::TunerProgress& p) { options.progress(MakeProgress(p)); };
+  callbacks.should_stop = options.should_stop;
+  FT_ASSIGN_OR_RETURN(
+      auto job, search::TuningJob::Open(*database, std::make_shared<const Graph>(std::move(graph)),
+                                        std::move(job_options), std::move(callbacks)));
+  FT_ASSIGN_OR_RETURN(search::TuningJobResult result, job->Run());
+  return MakeSummary(result);
+}
+
+}  // namespace
+
+Expected<TuneSummary> Tune(const std::string& onnx_path, const TuneOptions& options) {
+  auto summary = TuneModel(onnx_path, options);
+  if (!summary.ok()) return Expected<TuneSummary>::Failure(summary.error().ToString());
+  return std::move(*summary);
 }
 
 const char* Version() { return FUSETUNE_VERSION; }

@@ -1,6 +1,6 @@
-// fusetune's embedding API: compile an ONNX model with the plans of a tuning
-// database and run it. Everything else in fusetune is internal; this header
-// needs only the standard library.
+// fusetune's embedding API: tune an ONNX model into a tuning database,
+// compile it with the database's plans and run it. Everything else in fusetune is internal; this
+// header needs only the standard library.
 //
 //   #include <fusetune/fusetune.h>
 //
@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -116,6 +117,76 @@ class Compiler {
   static Expected<std::unique_ptr<Compiler>> Open(const CompileOptions& options);
   virtual Expected<std::unique_ptr<Executable>> Compile(const std::string& onnx_path) = 0;
 };
+
+// Tuning: the job `fusetune tune` runs, from a program. It measures fused
+// groups and whole plans of the model on this machine through the
+// fusetune-worker process and commits every result to the database as it
+// arrives; Compiler::Open on the same database then compiles with them.
+//
+//   fusetune::TuneOptions tune;
+//   tune.database = "tune.db";
+//   tune.max_seconds = 600;
+//   auto summary = fusetune::Tune("model.onnx", tune);
+//
+// A job stopped by `should_stop` (or by a crash) is continued by another
+// Tune with `resume`. Tune prints nothing; `progress` sees the job advance.
+struct TuneProgress {
+  int64_t trials = 0, max_trials = 0;  // group measurements; max 0: no limit
+  double seconds = 0, max_seconds = 0;
+  int groups = 0, groups_converged = 0;
+  std::optional<double> best_ms, unfused_ms;  // whole model, once measured
+  std::string current;                        // what is being measured
+};
+
+struct TuneOptions {
+  std::string database = "fusetune.db";  // created when missing
+  std::map<std::string, int64_t> dims;   // values of symbolic input dimensions
+  // The budget (`fusetune tune --trials/--time`): spent in full. Neither:
+  // until every group has converged, which `until_converged` also asks for
+  // within a budget.
+  int64_t max_trials = 0;
+  double max_seconds = 0;
+  bool until_converged = false;
+  // Continue this model's latest unfinished job (its budget unless one is given).
+  bool resume = false;
+  uint64_t seed = 1;
+  int threads = 2;  // threads per kernel, 1 to 256
+  // Measure with caches kept warm (`fusetune tune --warm`), for
+  // CompileOptions::warm_caches.
+  bool warm_caches = false;
+  // The measurement worker; empty: $FUSETUNE_WORKER, else fusetune-worker
+  // next to the program, else the one installed with this library.
+  std::string worker;
+  std::function<void(const TuneProgress&)> progress;
+  // Polled between measurements: true ends the job early, what was measured
+  // kept, and Tune returns the summary so far (TuneSummary::interrupted).
+  std::function<bool()> should_stop;
+};
+
+// One fused group of the model (a tuning task).
+struct TuneGroup {
+  std::string group;  // "gemm 128x768x3072 +bias_add +gelu_erf"
+  int64_t occurrences = 0, space_size = 0, measured = 0;
+  bool converged = false;
+  std::optional<double> default_ms, best_ms;  // default tiling, best tiling
+  std::string best_tiling;
+};
+
+struct TuneSummary {
+  int64_t job = 0;  // the job's id in the database
+  std::vector<TuneGroup> groups;
+  std::optional<double> unfused_ms, greedy_ms, best_ms;  // whole model, measured
+  std::string best_kind;                                 // unfused, greedy, tuned
+  std::string best_plan_json;                            // loadable by `fusetune run --plan`
+  int64_t trials = 0, failed_trials = 0, plans_measured = 0, model_updates = 0;
+  double seconds = 0;
+  std::string stop_reason;   // trials, time, converged, interrupted
+  bool interrupted = false;  // should_stop ended it: resumable
+};
+
+// Tunes the model into options.database; failures (bad model, unwritable
+// database, no worker) come back as the message.
+Expected<TuneSummary> Tune(const std::string& onnx_path, const TuneOptions& options);
 
 // "0.1.0"
 const char* Version();

@@ -2,7 +2,8 @@
 # Installs fusetune from BUILD_DIR into a temporary prefix, builds the
 # consumer project against it with find_package(fusetune), runs it on a
 # test model (with and without a tuning database) and compares its output
-# with the reference executor's.
+# with the reference executor's, and tunes the example model through the
+# library before compiling from that database.
 # Usage: consumer_test.sh SOURCE_DIR BUILD_DIR FUSETUNE TESTDATA_DIR
 set -euo pipefail
 src=$1 build=$2 fusetune=$3 data=$4
@@ -29,6 +30,9 @@ PY
 grep -q "whole-model\|exact" "$work/run.log"
 grep -q "per group, chosen: .*; plan remembered for later compiles" "$work/run.log"
 grep -q "per group, again: the compile remembered at generation" "$work/run.log"
+# Tuned through the library (Tune), then compiled from that database; the
+# worker is found where it is installed, beside the library.
+"$work/consumer/consumer_tune" "$src/examples/encoder_small.onnx" "$work/api.db"
 /usr/bin/python3 - "$work" <<'PY'
 import sys
 import numpy as np
