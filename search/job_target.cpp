@@ -5,21 +5,34 @@
 
 namespace fusetune::search {
 
+namespace {
+
+// The calibration stored under `key`, else under the flushed key both
+// protocols share; "" when neither has one.
+Result<std::string> StoredCalibration(db::Database& database, const std::string& key) {
+  for (const std::string& k : {key, target::FlushedKeyOf(key)}) {
+    FT_ASSIGN_OR_RETURN(auto stored, database.GetTarget(k));
+    if (stored.has_value() && stored->calibration != "{}") return stored->calibration;
+  }
+  return std::string();
+}
+
+}  // namespace
+
 Result<JobTarget> EnsureTarget(db::Database& database, int threads, target::CacheProtocol caches,
                                const std::function<void()>& calibrating) {
   const std::string key = target::ThisMachineKey(caches);
-  FT_ASSIGN_OR_RETURN(auto stored, database.GetTarget(key));
-  if (!stored.has_value() || stored->calibration == "{}") {
-    FT_ASSIGN_OR_RETURN(stored, database.GetTarget(target::FlushedKeyOf(key)));
-  }
+  FT_ASSIGN_OR_RETURN(auto own, database.GetTarget(key));
+  const bool own_calibrated = own.has_value() && own->calibration != "{}";
+  FT_ASSIGN_OR_RETURN(const std::string stored, StoredCalibration(database, key));
   nlohmann::json c;
-  if (stored.has_value() && stored->calibration != "{}") {
-    c = nlohmann::json::parse(stored->calibration, nullptr, false);
+  if (!stored.empty()) {
+    c = nlohmann::json::parse(stored, nullptr, false);
   } else {
     if (calibrating) calibrating();
     c = target::CalibrationToJson(measure::Calibrate(threads));
   }
-  if (!stored.has_value() || stored->fingerprint != key || stored->calibration == "{}") {
+  if (!own_calibrated) {
     nlohmann::json description = c["target"];
     description["caches"] = target::CacheProtocolName(caches);
     FT_RETURN_IF_ERROR(database.PutTarget({key, description.dump(), c.dump()}));
