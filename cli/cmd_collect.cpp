@@ -53,7 +53,7 @@ int Collect(CollectArgs& args) {
           auto ids = database.CommitRecords(records);
           if (!ids.ok()) return ids.error();
           committed += static_cast<int64_t>(records.size());
-          for (const db::Record& r : records) ok += r.status == "ok";
+          for (const db::Record& r : records) ok += r.status == db::RecordStatus::kOk;
           return Status::Ok();
         },
         [&](int64_t done, int64_t total, const search::Task& task) {

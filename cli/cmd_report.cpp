@@ -29,7 +29,7 @@ struct ReportArgs {
   bool json = false;
 };
 
-Result<db::JobEntry> PickJob(db::Database& database, int64_t id) {
+Result<db::JobEntry> PickJob(db::JobStore& database, int64_t id) {
   if (id > 0) {
     FT_ASSIGN_OR_RETURN(auto job, database.GetJob(id));
     if (!job.has_value()) return Error(ErrorCode::kNotFound, fmt::format("no job {}", id));
@@ -69,11 +69,12 @@ Result<Curves> ReadCurves(db::Database& database, const db::JobEntry& job,
   FT_RETURN_IF_ERROR(database.ForEachRecord(filter, [&](const db::Record& r) {
     const double t = std::max(0.0, r.created_at - job.created_at);
     c.elapsed = std::max(c.elapsed, t);
-    const auto m = nlohmann::json::parse(r.metrics, nullptr, false);
-    const bool ok = r.status == "ok";
+    const auto m = measure::MetricsFromText(r.metrics);
+    const std::optional<measure::SearchNote> note = m.ok() ? m->search : std::nullopt;
+    const bool ok = r.status == db::RecordStatus::kOk;
     if (r.workload_key == graph_key) {
       if (!ok) return true;
-      const std::string kind = m.contains("search") ? m["search"].value("plan_kind", "") : "";
+      const std::string kind = note ? note->plan_kind : "";
       if (kind == "unfused") c.unfused.Add(double(job_trials), t, r.seconds * 1e3);
       best_plan = best_plan == 0 ? r.seconds : std::min(best_plan, r.seconds);
       c.model.Add(double(job_trials), t, best_plan * 1e3);
@@ -85,9 +86,9 @@ Result<Curves> ReadCurves(db::Database& database, const db::JobEntry& job,
     auto& b = best[r.workload_key];
     b = b == 0 ? r.seconds : std::min(b, r.seconds);
     if (shown_tasks.count(r.workload_key)) c.tasks[r.workload_key].Add(double(n), t, b * 1e3);
-    if (m.is_object() && m.contains("search")) {
-      const double p = m["search"].value("predicted_seconds", 0.0);
-      const std::string model = m["search"].value("model", "");
+    if (note) {
+      const double p = note->predicted_seconds;
+      const std::string& model = note->model;
       if (p > 0 && model.find("pairwise") == std::string::npos)
         c.predicted[model].points.push_back({p * 1e3, r.seconds * 1e3});
     }

@@ -44,7 +44,7 @@ Result<std::optional<db::Record>> FastestRecord(db::Database& database, const st
   std::optional<db::Record> best;
   db::RecordFilter filter;
   filter.workload_key = key;
-  filter.status = "ok";
+  filter.status = db::RecordStatus::kOk;
   if (!target.empty()) filter.target = target;
   if (job_id > 0) filter.job_id = job_id;
   FT_RETURN_IF_ERROR(database.ForEachRecord(filter, [&](const db::Record& r) {
@@ -61,10 +61,11 @@ Result<std::optional<db::Record>> FastestRecord(db::Database& database, const st
 }
 
 std::optional<KernelPoint> PointOf(const db::Record& r, std::string name) {
-  auto metrics = measure::ResultFromJson(nlohmann::json::parse(r.metrics, nullptr, false));
+  auto metrics = measure::MetricsFromText(r.metrics);
   if (!metrics.ok()) return std::nullopt;
-  return KernelPoint{std::move(name), metrics->flops,
-                     static_cast<double>(metrics->bytes_in + metrics->bytes_out), r.seconds};
+  const measure::MeasureResult& m = metrics->measured;
+  return KernelPoint{std::move(name), m.flops, static_cast<double>(m.bytes_in + m.bytes_out),
+                     r.seconds};
 }
 
 // The target the job's best whole plan was measured on ("" when unknown);

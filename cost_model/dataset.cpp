@@ -13,6 +13,7 @@
 #include "fusion_space/space.h"
 #include "graph/text_format.h"
 #include "graph/workload_key.h"
+#include "measure/result.h"
 
 namespace fusetune::cost_model {
 
@@ -83,7 +84,7 @@ Result<Dataset> LoadDataset(db::Database& database, const DatasetOptions& option
   // neighbours.
   std::map<std::string, int64_t> candidate_row;
   db::RecordFilter filter;
-  filter.status = "ok";
+  filter.status = db::RecordStatus::kOk;
   filter.fresh_only = true;
   if (!options.target.empty()) filter.target = options.target;
   Status st = database.ForEachRecord(filter, [&](const db::Record& r) {
@@ -94,8 +95,8 @@ Result<Dataset> LoadDataset(db::Database& database, const DatasetOptions& option
       const auto calibration = t.ok() && t->has_value()
                                    ? nlohmann::json::parse((*t)->calibration, nullptr, false)
                                    : nlohmann::json();
-      targets[r.target] = TargetFeaturesFromCalibration(
-          calibration, target::CacheProtocolOfTargetKey(r.target));
+      targets[r.target] =
+          TargetFeaturesFromCalibration(calibration, target::CacheProtocolOfTargetKey(r.target));
     }
     const TargetFeatures& target = targets[r.target];
     auto it = rebuilt.find(r.workload_key);
@@ -116,8 +117,8 @@ Result<Dataset> LoadDataset(db::Database& database, const DatasetOptions& option
     }
     const auto plan_json = nlohmann::json::parse(r.plan, nullptr, false);
     auto plan = PlanFromJson(*it->second->space, plan_json);
-    const auto metrics = nlohmann::json::parse(r.metrics, nullptr, false);
-    if (!plan.ok() || plan->groups.size() != 1 || !metrics.is_object()) {
+    const auto metrics = measure::MetricsFromText(r.metrics);
+    if (!plan.ok() || plan->groups.size() != 1 || !metrics.ok()) {
       ++s.skipped_unreadable;
       return true;
     }
@@ -129,9 +130,10 @@ Result<Dataset> LoadDataset(db::Database& database, const DatasetOptions& option
     Sample sample;
     sample.workload = wi->second;
     sample.seconds = r.seconds;
-    sample.traffic_bytes = metrics.value("bytes_in", 0.0) + metrics.value("bytes_out", 0.0);
-    sample.overhead = metrics.value("overhead_seconds", 0.0);
-    sample.eta = metrics.value("overlap", -1.0);
+    const measure::MeasureResult& m = metrics->measured;
+    sample.traffic_bytes = static_cast<double>(m.bytes_in + m.bytes_out);
+    sample.overhead = m.overhead_seconds;
+    sample.eta = m.overlap;
     if (auto seen = candidate_row.find(candidate); seen != candidate_row.end()) {
       ++s.merged_repeats;
       Sample& kept = data.y[seen->second];

@@ -222,7 +222,7 @@ nlohmann::json RetrainReportToJson(const RetrainReport& r) {
   return j;
 }
 
-std::unique_ptr<CostModel> ActiveOrAnalytical(db::Database& database) {
+std::unique_ptr<CostModel> ActiveOrAnalytical(db::ModelStore& database) {
   auto active = database.ActiveModel(kXgboostModelName);
   if (active.ok() && active->has_value() && (*active)->feature_version == kFeatureVersion) {
     auto model = LoadCostModel((*active)->name, (*active)->blob);

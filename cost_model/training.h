@@ -64,6 +64,6 @@ nlohmann::json RetrainReportToJson(const RetrainReport& report);
 
 // The active XGBoost model when one of this feature version is stored, else
 // the analytical model.
-std::unique_ptr<CostModel> ActiveOrAnalytical(db::Database& database);
+std::unique_ptr<CostModel> ActiveOrAnalytical(db::ModelStore& database);
 
 }  // namespace fusetune::cost_model

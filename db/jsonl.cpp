@@ -7,6 +7,8 @@
 #include <ostream>
 #include <vector>
 
+#include "db/record_text.h"
+
 namespace fusetune::db {
 
 namespace {
@@ -18,7 +20,7 @@ nlohmann::json RecordToJson(const Record& r) {
           {"workload", r.workload_key},
           {"target", r.target},
           {"plan", r.plan},
-          {"status", r.status},
+          {"status", StatusToText(r.status)},
           {"seconds", r.seconds},
           {"metrics", r.metrics},
           {"error", r.error},
@@ -27,12 +29,12 @@ nlohmann::json RecordToJson(const Record& r) {
           {"kernel_versions", r.kernel_versions}};
 }
 
-Record RecordFromJson(const nlohmann::json& j) {
+Result<Record> RecordFromJson(const nlohmann::json& j) {
   Record r;
+  FT_ASSIGN_OR_RETURN(r.status, StatusFromText(j.at("status").get<std::string>()));
   r.workload_key = j.at("workload").get<std::string>();
   r.target = j.at("target").get<std::string>();
   r.plan = j.at("plan").get<std::string>();
-  r.status = j.at("status").get<std::string>();
   r.seconds = j.at("seconds").get<double>();
   r.metrics = j.value("metrics", "{}");
   r.error = j.value("error", "");
@@ -100,7 +102,9 @@ Result<TransferSummary> ImportJsonl(Database& db, std::istream& in, const std::s
       const nlohmann::json j = nlohmann::json::parse(line);
       const std::string type = j.at("type").get<std::string>();
       if (type == "record") {
-        batch.push_back(RecordFromJson(j));
+        auto record = RecordFromJson(j);
+        if (!record.ok()) return record.error().WithContext(where);
+        batch.push_back(std::move(*record));
         ++s.records_read;
         if (batch.size() >= kBatch) FT_RETURN_IF_ERROR(Flush(db, batch));
         continue;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/hash.h"
+#include "db/record_text.h"
 #include "db/schema.h"
 #include "db/sqlite_impl.h"
 #include "fusion_space/kernel_instance.h"
@@ -71,7 +72,8 @@ namespace {
 
 uint64_t RecordDigest(const Record& r, const std::string& versions) {
   Hasher h;
-  for (const std::string* s : {&r.workload_key, &r.target, &r.plan, &r.status, &r.metrics, &r.error,
+  const std::string status = StatusToText(r.status);  // the stored text: digests stay as they were
+  for (const std::string* s : {&r.workload_key, &r.target, &r.plan, &status, &r.metrics, &r.error,
                                &r.fusetune_version, &versions})
     h.AddString(*s);
   h.AddDouble(r.created_at);
@@ -110,8 +112,8 @@ void BindRecord(SQLite::Statement& q, const Record& r, int64_t workload, int64_t
   q.bind(1, workload);
   q.bind(2, target);
   q.bindNoCopy(3, r.plan);
-  q.bindNoCopy(4, r.status);
-  if (r.status == "ok")
+  q.bindNoCopy(4, StatusToText(r.status));
+  if (r.status == RecordStatus::kOk)
     q.bind(5, r.seconds);
   else
     q.bind(5);
@@ -267,7 +269,7 @@ Result<std::vector<int64_t>> SqliteDatabase::CommitRecords(std::span<Record> rec
                         workload ? "target" : "workload", workload ? r.target : r.workload_key));
       if (r.created_at == 0) r.created_at = NowSeconds();
       const std::string& versions = versions_text.Of(r.kernel_versions);
-      const bool ok = r.status == "ok";
+      const bool ok = r.status == RecordStatus::kOk;
       const int64_t digest = static_cast<int64_t>(RecordDigest(r, versions));
       BindRecord(*insert_record_, r, *workload, *target, versions, digest);
       if (insert_record_->exec() == 0) {  // an identical record is already stored
@@ -426,13 +428,15 @@ Result<std::map<std::string, BestPlan>> SqliteDatabase::BestPlans(const std::str
 
 namespace {
 
-Record RecordFromRow(SQLite::Statement& q) {
+Result<Record> RecordFromRow(SQLite::Statement& q) {
   Record r;
   r.id = q.getColumn(0).getInt64();
+  auto status = StatusFromText(q.getColumn(4).getText());
+  if (!status.ok()) return status.error().WithContext(fmt::format("record {}", r.id));
+  r.status = *status;
   r.workload_key = q.getColumn(1).getString();
   r.target = q.getColumn(2).getString();
   r.plan = q.getColumn(3).getString();
-  r.status = q.getColumn(4).getString();
   r.seconds = q.getColumn(5).isNull() ? 0 : q.getColumn(5).getDouble();
   r.metrics = q.getColumn(6).getString();
   r.error = q.getColumn(7).getString();
@@ -453,7 +457,7 @@ constexpr const char* kRecordColumns =
 Result<std::vector<Record>> SqliteDatabase::TopK(const std::string& workload_key,
                                                  const std::string& target, int k) {
   std::vector<Record> top;
-  RecordFilter filter{workload_key, target, std::string("ok"), std::nullopt, true};
+  RecordFilter filter{workload_key, target, RecordStatus::kOk, std::nullopt, true};
   FT_RETURN_IF_ERROR(ForEachRecord(filter, [&](const Record& r) {
     top.push_back(r);
     return true;
@@ -479,10 +483,10 @@ Status SqliteDatabase::ForEachRecord(const RecordFilter& f,
     SQLite::Statement q(*db_, sql);
     if (f.workload_key) q.bind(":workload", *f.workload_key);
     if (f.target) q.bind(":target", *f.target);
-    if (f.status) q.bind(":status", *f.status);
+    if (f.status) q.bind(":status", StatusToText(*f.status));
     if (f.job_id) q.bind(":job", *f.job_id);
     while (q.executeStep()) {
-      Record r = RecordFromRow(q);
+      FT_ASSIGN_OR_RETURN(Record r, RecordFromRow(q));
       if (f.fresh_only && !IsFresh(r.kernel_versions)) continue;
       if (!visit(r)) break;
     }

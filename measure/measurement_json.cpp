@@ -1,5 +1,5 @@
 // JSON forms of measurement options and results: what crosses the worker
-// pipe and what the database stores.
+// pipe, and the metrics text a database record stores.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -38,28 +38,32 @@ TimeStats StatsFromJson(const nlohmann::json& j) {
   return s;
 }
 
-}  // namespace
-
-const char* StatusName(MeasureStatus status) {
-  switch (status) {
-    case MeasureStatus::kOk:
-      return "ok";
-    case MeasureStatus::kFailed:
-      return "failed";
-    case MeasureStatus::kTimeout:
-      return "timeout";
-    case MeasureStatus::kWrong:
-      return "wrong";
+// Only the keys a note of its kind had when the search wrote it inline, so
+// that stored text is what it was before the note was a struct.
+nlohmann::json NoteToJson(const SearchNote& n) {
+  if (!n.plan_kind.empty()) {
+    nlohmann::json j{{"plan_kind", n.plan_kind}};
+    if (n.remeasure) j["remeasure"] = true;
+    return j;
   }
-  return "failed";
+  return {{"predicted_seconds", n.predicted_seconds},
+          {"model", n.model},
+          {"random", n.random},
+          {"suggested", n.suggested}};
 }
 
-std::optional<MeasureStatus> StatusFromName(const std::string& name) {
-  for (MeasureStatus s :
-       {MeasureStatus::kOk, MeasureStatus::kFailed, MeasureStatus::kTimeout, MeasureStatus::kWrong})
-    if (name == StatusName(s)) return s;
-  return std::nullopt;
+SearchNote NoteFromJson(const nlohmann::json& j) {
+  SearchNote n;
+  n.plan_kind = j.value("plan_kind", "");
+  n.remeasure = j.value("remeasure", false);
+  n.predicted_seconds = j.value("predicted_seconds", 0.0);
+  n.model = j.value("model", "");
+  n.random = j.value("random", false);
+  n.suggested = j.value("suggested", false);
+  return n;
 }
+
+}  // namespace
 
 nlohmann::json OptionsToJson(const MeasureOptions& o) {
   return {{"threads", o.threads},
@@ -144,7 +148,9 @@ Result<MeasureResult> ResultFromJson(const nlohmann::json& j) {
   MeasureResult r;
   try {
     auto status = StatusFromName(j.at("status").get<std::string>());
-    if (!status) return Error(ErrorCode::kParse, "measure result: unknown status");
+    if (!status)
+      return Error(ErrorCode::kParse, fmt::format("measure result: unknown status '{}'",
+                                                  j.at("status").get<std::string>()));
     r.status = *status;
     r.error = j.value("error", "");
     r.time = StatsFromJson(j.value("time", nlohmann::json{}));
@@ -190,6 +196,27 @@ std::string ResultSummary(const MeasureResult& r) {
       r.time.median * 1e3, r.time.spread * 100, r.time.count, (r.bytes_in + r.bytes_out) * 1e-6,
       r.overhead_per_launch_seconds * 1e6,
       r.overlap >= 0 ? fmt::format(", overlap {:.2f}", r.overlap) : "");
+}
+
+std::string MetricsToText(const RecordMetrics& metrics) {
+  nlohmann::json j = ResultToJson(metrics.measured);
+  if (metrics.search) j["search"] = NoteToJson(*metrics.search);
+  return j.dump();
+}
+
+Result<RecordMetrics> MetricsFromText(std::string_view text) {
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) return Error(ErrorCode::kParse, "record metrics: not a JSON object");
+  RecordMetrics m;
+  auto measured = ResultFromJson(j);
+  if (!measured.ok()) return measured.error().WithContext("record metrics");
+  m.measured = std::move(*measured);
+  try {
+    if (j.contains("search")) m.search = NoteFromJson(j.at("search"));
+  } catch (const nlohmann::json::exception& e) {
+    return Error(ErrorCode::kParse, fmt::format("record metrics: search note: {}", e.what()));
+  }
+  return m;
 }
 
 }  // namespace fusetune::measure

@@ -9,7 +9,7 @@ namespace {
 
 // The calibration stored under `key`, else under the flushed key both
 // protocols share; "" when neither has one.
-Result<std::string> StoredCalibration(db::Database& database, const std::string& key) {
+Result<std::string> StoredCalibration(db::TargetStore& database, const std::string& key) {
   for (const std::string& k : {key, target::FlushedKeyOf(key)}) {
     FT_ASSIGN_OR_RETURN(auto stored, database.GetTarget(k));
     if (stored.has_value() && stored->calibration != "{}") return stored->calibration;
@@ -19,7 +19,7 @@ Result<std::string> StoredCalibration(db::Database& database, const std::string&
 
 }  // namespace
 
-Result<JobTarget> EnsureTarget(db::Database& database, int threads, target::CacheProtocol caches,
+Result<JobTarget> EnsureTarget(db::TargetStore& database, int threads, target::CacheProtocol caches,
                                const std::function<void()>& calibrating) {
   const std::string key = target::ThisMachineKey(caches);
   FT_ASSIGN_OR_RETURN(auto own, database.GetTarget(key));

@@ -25,7 +25,7 @@ struct JobTarget {
 // `threads` and stores it when the database has none; stores the target row
 // under the protocol's key when it is missing. `calibrating` is called before
 // a calibration, which takes a few seconds.
-Result<JobTarget> EnsureTarget(db::Database& database, int threads, target::CacheProtocol caches,
+Result<JobTarget> EnsureTarget(db::TargetStore& database, int threads, target::CacheProtocol caches,
                                const std::function<void()>& calibrating = {});
 
 }  // namespace fusetune::search

@@ -61,19 +61,31 @@ std::string GraphWorkloadKey(const Graph& graph) {
   return ComputeWorkloadKey(graph, all).ToString();
 }
 
+db::RecordStatus RecordStatusOf(measure::MeasureStatus status) {
+  switch (status) {
+    case measure::MeasureStatus::kOk:
+      return db::RecordStatus::kOk;
+    case measure::MeasureStatus::kFailed:
+      return db::RecordStatus::kFailed;
+    case measure::MeasureStatus::kTimeout:
+      return db::RecordStatus::kTimeout;
+    case measure::MeasureStatus::kWrong:
+      return db::RecordStatus::kWrong;
+  }
+  return db::RecordStatus::kFailed;
+}
+
 db::Record MakeRecord(const std::string& workload_key, const measure::Candidate& candidate,
                       const measure::MeasureResult& result, const std::string& target,
                       int64_t job_id, const std::vector<KernelTemplate>& templates,
-                      const nlohmann::json& search) {
+                      std::optional<measure::SearchNote> search) {
   db::Record r;
   r.workload_key = workload_key;
   r.target = target;
   r.plan = candidate.plan.dump();
-  r.status = measure::StatusName(result.status);
+  r.status = RecordStatusOf(result.status);
   r.seconds = result.ok() ? result.time.median : 0;
-  nlohmann::json metrics = measure::ResultToJson(result);
-  if (!search.is_null()) metrics["search"] = search;
-  r.metrics = metrics.dump();
+  r.metrics = measure::MetricsToText({result, std::move(search)});
   r.error = result.error;
   r.job_id = job_id;
   r.fusetune_version = FUSETUNE_VERSION;
@@ -84,8 +96,9 @@ db::Record MakeRecord(const std::string& workload_key, const measure::Candidate&
 
 db::Record MakeRecord(const Task& task, const measure::Candidate& candidate,
                       const measure::MeasureResult& result, const std::string& target,
-                      int64_t job_id, const nlohmann::json& search) {
-  return MakeRecord(task.key.ToString(), candidate, result, target, job_id, {task.kind}, search);
+                      int64_t job_id, std::optional<measure::SearchNote> search) {
+  return MakeRecord(task.key.ToString(), candidate, result, target, job_id, {task.kind},
+                    std::move(search));
 }
 
 }  // namespace fusetune::search

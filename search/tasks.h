@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,16 +43,20 @@ std::vector<Task> ExtractTasks(const Graph& graph, FusionSpace& space,
 // The workload key a whole graph's plans are stored under.
 std::string GraphWorkloadKey(const Graph& graph);
 
+// A measurement's status as a record's: the same four values (db/ declares
+// its own so that it needs nothing from measure/).
+db::RecordStatus RecordStatusOf(measure::MeasureStatus status);
+
 // The record of one measured candidate of `workload_key` whose plan uses
-// `templates`; `search`, when given, is stored as the metrics' "search"
-// object (what the tuner predicted, which plan kind).
+// `templates`; `search`, when given, is stored with its metrics (what the
+// tuner predicted, which plan kind).
 db::Record MakeRecord(const std::string& workload_key, const measure::Candidate& candidate,
                       const measure::MeasureResult& result, const std::string& target,
                       int64_t job_id, const std::vector<KernelTemplate>& templates,
-                      const nlohmann::json& search = nullptr);
+                      std::optional<measure::SearchNote> search = std::nullopt);
 // The same for a candidate of `task`.
 db::Record MakeRecord(const Task& task, const measure::Candidate& candidate,
                       const measure::MeasureResult& result, const std::string& target,
-                      int64_t job_id, const nlohmann::json& search = nullptr);
+                      int64_t job_id, std::optional<measure::SearchNote> search = std::nullopt);
 
 }  // namespace fusetune::search

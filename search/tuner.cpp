@@ -93,14 +93,13 @@ bool Tuner::AddPrior(const db::Record& record) {
   auto plan = PlanFromJson(*tasks_[t].space, plan_json);
   if (!plan.ok() || plan->groups.size() != 1) return false;
   const Tiling& tiling = plan->groups[0].tiling;
-  const bool ok = record.status == "ok";
+  const bool ok = record.status == db::RecordStatus::kOk;
   searches_[t]->AddMeasured(tiling, ok ? std::optional<double>(record.seconds) : std::nullopt);
   if (ok) {
-    const auto m = nlohmann::json::parse(record.metrics, nullptr, false);
     Measured facts{record.seconds, 0, -1};
-    if (m.is_object()) {
-      facts.bytes = m.value("bytes_in", 0.0) + m.value("bytes_out", 0.0);
-      facts.overlap = m.value("overlap", -1.0);
+    if (auto m = measure::MetricsFromText(record.metrics); m.ok()) {
+      facts.bytes = static_cast<double>(m->measured.bytes_in + m->measured.bytes_out);
+      facts.overlap = m->measured.overlap;
     }
     task_results_[t][TilingToString(tiling)] = facts;
   }
@@ -161,10 +160,11 @@ Status Tuner::MeasureTiling(int task, const Proposal& proposal) {
   ++trials_;
   db::Record record;
   if (candidate.ok()) {
-    const nlohmann::json search_info{{"predicted_seconds", proposal.predicted_seconds},
-                                     {"model", model_->name() + "/" + model_->form()},
-                                     {"random", proposal.random},
-                                     {"suggested", proposal.suggested}};
+    measure::SearchNote search_info;
+    search_info.predicted_seconds = proposal.predicted_seconds;
+    search_info.model = model_->name() + "/" + model_->form();
+    search_info.random = proposal.random;
+    search_info.suggested = proposal.suggested;
     record = MakeRecord(t, *candidate, result, context_.target, context_.job_id, search_info);
     FT_RETURN_IF_ERROR(callbacks_.commit(record));
   }

@@ -20,15 +20,16 @@ constexpr double kRemeasureAbovePrediction = 1.15;
 
 bool Tuner::PlanState::AddPrior(const db::Record& record) {
   const auto plan = nlohmann::json::parse(record.plan, nullptr, false);
-  const auto metrics = nlohmann::json::parse(record.metrics, nullptr, false);
-  if (!plan.is_object() || !metrics.is_object()) return false;
+  const auto metrics = measure::MetricsFromText(record.metrics);
+  if (!plan.is_object() || !metrics.ok()) return false;
   PlanReport r;
-  r.kind = metrics.contains("search") ? metrics["search"].value("plan_kind", "tuned") : "tuned";
+  r.kind =
+      metrics->search && !metrics->search->plan_kind.empty() ? metrics->search->plan_kind : "tuned";
   r.seconds = record.seconds;
   r.groups = plan.contains("groups") ? static_cast<int64_t>(plan["groups"].size()) : 0;
-  r.bytes = metrics.value("bytes_in", 0.0) + metrics.value("bytes_out", 0.0);
+  r.bytes = static_cast<double>(metrics->measured.bytes_in + metrics->measured.bytes_out);
   r.record_id = record.id;
-  Add(r, plan, record.status == "ok");
+  Add(r, plan, record.status == db::RecordStatus::kOk);
   return true;
 }
 
@@ -50,8 +51,9 @@ Status Tuner::MeasurePlan(const Plan& plan, const std::string& kind,
   std::vector<KernelTemplate> templates;
   for (const PlanGroup& g : plan.groups) templates.push_back(space_.Match(g.nodes).instance.kind);
   for (int attempt = 0; attempt < 2; ++attempt) {
-    nlohmann::json search_info{{"plan_kind", kind}};
-    if (attempt > 0) search_info["remeasure"] = true;  // measured twice on purpose
+    measure::SearchNote search_info;
+    search_info.plan_kind = kind;
+    search_info.remeasure = attempt > 0;  // measured twice on purpose
     ReportProgress("whole model, " + kind + " plan" + (attempt ? " again" : ""));
     const measure::MeasureResult result = measure_(candidate);
     db::Record record = MakeRecord(graph_key_, candidate, result, context_.target, context_.job_id,

@@ -44,12 +44,18 @@ class Conformance : public ::testing::TestWithParam<Implementation> {
   }
 };
 
+// The suite is grouped by facet: RecordStore and BestPlanStore first, then
+// JobStore and ModelStore, the transfers (over RecordStore and TargetStore),
+// DatabaseAdmin and CompiledPlanStore.
+
+// --- RecordStore, BestPlanStore ---
+
 TEST_P(Conformance, BestIsTheFastestOkRecordAndTopKIsSorted) {
   auto db = Open();
   ASSERT_TRUE(Populate(*db, 3).ok());
-  std::vector<Record> records{MakeRecord(0, 1, 3e-3), MakeRecord(0, 2, 1e-3),
-                              MakeRecord(0, 3, 2e-3), MakeRecord(0, 4, 0.5e-3, "wrong"),
-                              MakeRecord(1, 5, 4e-3)};
+  std::vector<Record> records{
+      MakeRecord(0, 1, 3e-3), MakeRecord(0, 2, 1e-3), MakeRecord(0, 3, 2e-3),
+      MakeRecord(0, 4, 0.5e-3, RecordStatus::kWrong), MakeRecord(1, 5, 4e-3)};
   auto ids = db->CommitRecords(records);
   ASSERT_TRUE(ids.ok()) << ids.error().ToString();
   ASSERT_EQ(ids->size(), 5u);
@@ -91,7 +97,7 @@ TEST_P(Conformance, BestIsTheFastestOkRecordAndTopKIsSorted) {
 TEST_P(Conformance, RecordsRoundTripAndIdenticalRecordsAreStoredOnce) {
   auto db = Open();
   ASSERT_TRUE(Populate(*db, 2).ok());
-  Record r = MakeRecord(1, 7, 2e-3, "failed");
+  Record r = MakeRecord(1, 7, 2e-3, RecordStatus::kFailed);
   r.error = "worker crashed: killed by signal 11";
   std::vector<Record> twice{r, r};
   auto ids = db->CommitRecords(twice);
@@ -106,13 +112,13 @@ TEST_P(Conformance, RecordsRoundTripAndIdenticalRecordsAreStoredOnce) {
   EXPECT_EQ(seen[0].workload_key, r.workload_key);
   EXPECT_EQ(seen[0].target, r.target);
   EXPECT_EQ(seen[0].plan, r.plan);
-  EXPECT_EQ(seen[0].status, "failed");
+  EXPECT_EQ(seen[0].status, RecordStatus::kFailed);
   EXPECT_EQ(seen[0].error, r.error);
   EXPECT_EQ(seen[0].metrics, r.metrics);
   EXPECT_EQ(seen[0].kernel_versions, r.kernel_versions);
   EXPECT_DOUBLE_EQ(seen[0].created_at, r.created_at);
   RecordFilter only_ok;
-  only_ok.status = "ok";
+  only_ok.status = RecordStatus::kOk;
   int count = 0;
   ASSERT_TRUE(db->ForEachRecord(only_ok, [&](const Record&) { return ++count, true; }).ok());
   EXPECT_EQ(count, 0);
@@ -193,6 +199,8 @@ TEST_P(Conformance, FasterStaleOfAWholeModelFollowsCommits) {
   EXPECT_EQ(faster_stale(true), std::nullopt) << "a fresh record faster than every stale one";
 }
 
+// --- JobStore, ModelStore ---
+
 TEST_P(Conformance, JobsAndModels) {
   auto db = Open();
   auto job = db->CreateJob({0, R"({"model":"m.onnx"})", "running", "{}", 0, 0});
@@ -218,6 +226,8 @@ TEST_P(Conformance, JobsAndModels) {
   EXPECT_EQ((*db->ActiveModel("xgboost"))->id, *second);
   EXPECT_EQ(db->ListModels()->size(), 2u);
 }
+
+// --- Transfers: RecordStore and TargetStore ---
 
 TEST_P(Conformance, ExportImportAndMergeDeduplicate) {
   auto source = Open();
@@ -258,6 +268,36 @@ TEST_P(Conformance, ExportImportAndMergeDeduplicate) {
   EXPECT_NE(error.error().message().find("bad.jsonl:1"), std::string::npos);
 }
 
+TEST_P(Conformance, ExportedStatusIsTheStoredTextAndAnUnknownOneIsRefused) {
+  auto db = Open();
+  ASSERT_TRUE(Populate(*db, 1).ok());
+  std::vector<Record> batch{MakeRecord(0, 1, 1e-3), MakeRecord(0, 2, 1e-3, RecordStatus::kTimeout)};
+  ASSERT_TRUE(db->CommitRecords(batch).ok());
+  std::stringstream jsonl;
+  ASSERT_TRUE(ExportJsonl(*db, jsonl).ok());
+  const std::string text = jsonl.str();
+  EXPECT_NE(text.find(R"("status":"ok")"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("status":"timeout")"), std::string::npos) << text;
+
+  // The second record line with a status this build does not know.
+  std::string changed = text;
+  const size_t at = changed.find(R"("status":"timeout")");
+  changed.replace(at, std::string(R"("status":"timeout")").size(), R"("status":"crashed")");
+  const int line = static_cast<int>(std::count(changed.begin(), changed.begin() + at, '\n')) + 1;
+  auto copy = GetParam().make("unknown_status", {});
+  std::stringstream in(changed);
+  auto imported = ImportJsonl(*copy, in, "records.jsonl");
+  ASSERT_FALSE(imported.ok());
+  EXPECT_EQ(imported.error().code(), ErrorCode::kParse);
+  EXPECT_NE(imported.error().message().find(fmt::format("records.jsonl:{}", line)),
+            std::string::npos)
+      << imported.error().message();
+  EXPECT_NE(imported.error().message().find("'crashed'"), std::string::npos)
+      << imported.error().message();
+}
+
+// --- DatabaseAdmin ---
+
 TEST_P(Conformance, IntegrityCheckAndVacuumPass) {
   auto db = Open();
   ASSERT_TRUE(Populate(*db, 2).ok());
@@ -273,6 +313,8 @@ CompiledPlanEntry Remembered(int64_t generation, const std::string& graph = "000
                              const std::string& context = "options a") {
   return {graph, kTarget, context, generation, R"({"groups":[]})", R"({"groups":[]})", 0};
 }
+
+// --- CompiledPlanStore ---
 
 TEST_P(Conformance, EveryChangeThatCanChangeACompileMovesTheGeneration) {
   auto db = Open();
@@ -450,6 +492,86 @@ TEST(SqliteFile, VersionTwoFileReadsWithoutRememberedCompilesUntilMigrated) {
   ASSERT_TRUE(db->CommitRecords(batch).ok());
   EXPECT_GT(*db->Generation(), g);
   EXPECT_TRUE(db->CheckIntegrity().ok());
+}
+
+// A status column holding text this build does not know (the schema's CHECK
+// refuses it, so only a file edited without checks, or damaged, has one)
+// stops reading with the record named, not a crash nor a guess.
+TEST(SqliteFile, AnUnknownStoredStatusIsAnErrorNamingTheRecord) {
+  const std::string path = testing::FreshDbPath("unknown_status");
+  int64_t id = 0;
+  {
+    auto db = MustOpen(MakeSqliteDatabase(path));
+    ASSERT_TRUE(Populate(*db, 1).ok());
+    std::vector<Record> batch{MakeRecord(0, 1, 2e-3), MakeRecord(0, 2, 3e-3)};
+    ASSERT_TRUE(db->CommitRecords(batch).ok());
+    id = batch[1].id;
+  }
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+    const std::string sql = fmt::format(
+        "PRAGMA ignore_check_constraints = ON; UPDATE records SET status = 'crashed' WHERE id = {}",
+        id);
+    ASSERT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  auto db = MustOpen(MakeSqliteDatabase(path));
+  int seen = 0;
+  Status st = db->ForEachRecord({}, [&](const Record&) { return ++seen, true; });
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(seen, 1);  // the records before it were read
+  EXPECT_EQ(st.error().code(), ErrorCode::kParse);
+  EXPECT_NE(st.error().message().find(fmt::format("record {}", id)), std::string::npos)
+      << st.error().message();
+  EXPECT_NE(st.error().message().find("'crashed'"), std::string::npos) << st.error().message();
+  // Counting by status still shows what is stored.
+  EXPECT_EQ(db->Stats("")->records_by_status.at("crashed"), 1);
+}
+
+// A facet is an interface of its own: a store of jobs alone (a test double
+// here) serves code that needs only jobs, as the full database does.
+class MemoryJobs final : public JobStore {
+ public:
+  Result<int64_t> CreateJob(const JobEntry& job) override {
+    jobs_.push_back(job);
+    jobs_.back().id = static_cast<int64_t>(jobs_.size());
+    return jobs_.back().id;
+  }
+  Status UpdateJob(int64_t id, const std::string& state, const std::string& progress) override {
+    if (id < 1 || id > static_cast<int64_t>(jobs_.size()))
+      return Error(ErrorCode::kNotFound, fmt::format("no job {}", id));
+    jobs_[id - 1].state = state;
+    jobs_[id - 1].progress = progress;
+    return Status::Ok();
+  }
+  Result<std::optional<JobEntry>> GetJob(int64_t id) override {
+    if (id < 1 || id > static_cast<int64_t>(jobs_.size())) return std::optional<JobEntry>();
+    return std::optional<JobEntry>(jobs_[id - 1]);
+  }
+  Result<std::vector<JobEntry>> ListJobs() override { return jobs_; }
+
+ private:
+  std::vector<JobEntry> jobs_;
+};
+
+// Code that depends on the JobStore facet only.
+Result<std::string> RunAndFinish(JobStore& jobs) {
+  FT_ASSIGN_OR_RETURN(const int64_t id, jobs.CreateJob({}));
+  FT_RETURN_IF_ERROR(jobs.UpdateJob(id, "done", R"({"trials":3})"));
+  FT_ASSIGN_OR_RETURN(std::optional<JobEntry> job, jobs.GetJob(id));
+  return job ? job->state + " " + job->progress : "missing";
+}
+
+TEST(Facets, CodeOfOneFacetRunsOnADoubleAndOnTheDatabase) {
+  MemoryJobs double_jobs;
+  auto on_double = RunAndFinish(double_jobs);
+  ASSERT_TRUE(on_double.ok());
+  auto db = MustOpen(MakeSqliteDatabase(":memory:"));
+  auto on_database = RunAndFinish(*db);
+  ASSERT_TRUE(on_database.ok()) << on_database.error().ToString();
+  EXPECT_EQ(*on_double, *on_database);
+  EXPECT_EQ(*on_double, R"(done {"trials":3})");
 }
 
 TEST(SqliteFile, NotADatabaseCorruptNewerAndForeignFilesAreClearErrors) {

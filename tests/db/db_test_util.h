@@ -38,12 +38,13 @@ inline Status Populate(Database& db, int workloads) {
 }
 
 // A record of workload `w`, distinct for each `serial`.
-inline Record MakeRecord(int w, int64_t serial, double seconds, std::string status = "ok") {
+inline Record MakeRecord(int w, int64_t serial, double seconds,
+                         RecordStatus status = RecordStatus::kOk) {
   Record r;
   r.workload_key = WorkloadKeyFor(w);
   r.target = kTarget;
   r.plan = fmt::format(R"({{"groups":[{{"nodes":[0],"tiling":{{"tile":{}}}}}]}})", serial % 4096);
-  r.status = std::move(status);
+  r.status = status;
   r.seconds = seconds;
   r.metrics = fmt::format(R"({{"time":{{"median":{}}}}})", seconds);
   r.created_at = 1.7e9 + static_cast<double>(serial);

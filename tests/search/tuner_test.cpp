@@ -153,7 +153,7 @@ TEST(ResidualCorrection, LearnsAParameterValueTheModelDoesNotSeeAndNothingFromNo
   for (int i = 0; i < 40; ++i) {
     choices.push_back(*space.ChoiceOf(space.Sample(rng)));
     slow_residuals.push_back(choices.back()[param] == 0 ? 1.0 : 0.0);  // value 0: 2x slower
-    equal_residuals.push_back(0.25);                                   // the model 19% off everywhere
+    equal_residuals.push_back(0.25);  // the model 19% off everywhere
   }
   ResidualCorrection correction;
   correction.Fit(space, {choices.begin(), choices.begin() + 3}, {0.0, 1.0, 0.0});
@@ -416,6 +416,18 @@ TEST(Tuner, ASlowWholePlanMeasurementIsTakenAgain) {
   }
   ASSERT_TRUE(s.best.has_value());
   EXPECT_LT(s.best->seconds, 1.0);
+}
+
+// db/ declares its own record status so that it needs nothing from
+// measure/: each measurement status maps to the record status stored under
+// the same text, so a record reads back as what was measured.
+TEST(MakeRecord, EachMeasureStatusIsTheRecordStatusOfTheSameText) {
+  for (measure::MeasureStatus s : measure::kAllMeasureStatuses) {
+    EXPECT_STREQ(db::StatusToText(RecordStatusOf(s)), measure::StatusName(s));
+    auto back = db::StatusFromText(measure::StatusName(s));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(*back, RecordStatusOf(s));
+  }
 }
 
 }  // namespace

@@ -1,0 +1,118 @@
+// What one measurement found: its status and its metrics (MeasureResult),
+// with the search's note on why it was measured (RecordMetrics), and their
+// text forms: the worker pipe's JSON (ResultToJson/ResultFromJson) and a
+// database record's metrics column (MetricsToText/MetricsFromText), each
+// decoded in that one place. Kept apart from measurement.h, which needs
+// graphs and programs.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "common/status.h"
+
+namespace fusetune::measure {
+
+enum class MeasureStatus { kOk, kFailed, kTimeout, kWrong };
+inline constexpr MeasureStatus kAllMeasureStatuses[] = {
+    MeasureStatus::kOk, MeasureStatus::kFailed, MeasureStatus::kTimeout, MeasureStatus::kWrong};
+
+// The status's text, as piped and stored: "ok", "failed", "timeout", "wrong".
+inline const char* StatusName(MeasureStatus status) {
+  switch (status) {
+    case MeasureStatus::kOk:
+      return "ok";
+    case MeasureStatus::kFailed:
+      return "failed";
+    case MeasureStatus::kTimeout:
+      return "timeout";
+    case MeasureStatus::kWrong:
+      return "wrong";
+  }
+  return "failed";
+}
+
+inline std::optional<MeasureStatus> StatusFromName(std::string_view name) {
+  for (MeasureStatus s : kAllMeasureStatuses)
+    if (name == StatusName(s)) return s;
+  return std::nullopt;
+}
+
+struct TimeStats {
+  double median = 0, min = 0, max = 0;
+  double spread = 0;  // interquartile range / median
+  int64_t count = 0;
+};
+TimeStats Summarize(std::vector<double> seconds);
+
+// The element that differs most from the reference executor.
+struct WorstElement {
+  std::string output;
+  std::vector<int64_t> position;
+  double got = 0, want = 0;
+  double error = 0;  // |got - want| / largest |want| of the output
+};
+
+struct MeasureResult {
+  MeasureStatus status = MeasureStatus::kFailed;
+  std::string error;  // why, when status is not kOk
+
+  TimeStats time;                     // full runs: plan wall time
+  TimeStats busy;                     // full runs: time inside kernels
+  TimeStats copy_busy, compute_busy;  // copy-only and compute-only runs (when measured)
+  int threads = 0;
+  bool caches_flushed = false;
+  int64_t launches = 0;  // kernels per run
+
+  int64_t bytes_in = 0, bytes_out = 0;  // the kernels' global-memory copies, one run
+  double bandwidth_gbps = 0;            // (bytes_in + bytes_out) / median time
+  double overhead_seconds = 0;          // median of (wall - inside kernels)
+  double overhead_per_launch_seconds = 0;
+  double overlap = -1;  // eta in [0, 1]; -1 when not measured
+  double flops = 0;
+  double compulsory_bytes = 0;   // inputs, weights and outputs, once each
+  double roofline_fraction = 0;  // max(flops/peak, compulsory/bandwidth) / median; 0 unknown
+
+  double max_error = 0;  // of the full run's outputs, relative to each output's scale
+  std::optional<WorstElement> worst;
+  double run_seconds = 0;      // the candidate's own runs: warm-up and timed, every mode
+  double measure_seconds = 0;  // everything this measurement took, loading included
+
+  bool ok() const { return status == MeasureStatus::kOk; }
+  static MeasureResult Failure(MeasureStatus status, std::string why);
+};
+nlohmann::json ResultToJson(const MeasureResult& r);
+Result<MeasureResult> ResultFromJson(const nlohmann::json& j);
+std::string ResultSummary(const MeasureResult& r);  // one line for logs
+
+// Why the search measured a candidate, stored beside its measurement. A note
+// is either a whole plan's (plan_kind set) or a proposed tiling's.
+struct SearchNote {
+  std::string plan_kind;                   // "unfused", "greedy", "tuned", ...; empty for a tiling
+  bool remeasure = false;                  // a whole plan measured twice on purpose
+  double predicted_seconds = 0;            // the model's prediction for the tiling
+  std::string model;                       // name/form of the model that predicted it
+  bool random = false, suggested = false;  // how the tiling was proposed
+
+  bool operator==(const SearchNote&) const = default;
+};
+
+// A database record's metrics: what the measurement found and, for the
+// tuner's records, why it was measured.
+struct RecordMetrics {
+  MeasureResult measured;
+  std::optional<SearchNote> search;
+};
+
+// The metrics column's JSON text (ResultToJson with the note as "search").
+// MetricsFromText explains text that is not JSON, has no known status, or
+// has fields of the wrong type.
+std::string MetricsToText(const RecordMetrics& metrics);
+Result<RecordMetrics> MetricsFromText(std::string_view text);
+
+}  // namespace fusetune::measure
