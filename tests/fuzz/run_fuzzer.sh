@@ -8,7 +8,9 @@ set -euo pipefail
 harness=$1 seconds=$2 work=$3
 name=$(basename "$harness")
 here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$work/corpus" "$here/regressions/$name"
+mkdir -p "$work/corpus"
+inputs=("$work/corpus" "$here/corpus/$name")
+[ -d "$here/regressions/$name" ] && inputs+=("$here/regressions/$name")
 # Each input gets 10 s and 2 GiB: a slower or larger one is a finding too.
 exec "$harness" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-  -artifact_prefix="$work/" "$work/corpus" "$here/corpus/$name" "$here/regressions/$name"
+  -artifact_prefix="$work/" "${inputs[@]}"
