@@ -38,8 +38,8 @@ struct BucketMatch {
 class TuningIndex {
  public:
   // An index of `target`'s plans in `database`, which must outlive it; the
-  // target features come from the calibration stored under `target`, read
-  // on the first call to features(), measured under `caches`.
+  // target features come from the calibration stored under `target` (read
+  // here: a file that cannot be read fails the load), measured under `caches`.
   static Result<std::unique_ptr<TuningIndex>> Load(db::Database& database,
                                                    const std::string& target,
                                                    measure::CacheProtocol caches);
@@ -109,8 +109,9 @@ class TuningIndex {
     std::vector<int64_t> signature;
   };
   Status BuildBuckets();
-  // Takes the preload's plans when it has finished (never waits unless `wait`).
-  void AdoptPreload(bool wait = false);
+  // Takes the preload's plans when it has finished (never waits unless
+  // `wait`); the preload's error when it could not read the file.
+  Status AdoptPreload(bool wait = false);
   // Every best plan of the target, `all` (keys without a plan absent), into
   // bests_: from then on a key not there has none.
   void TakeAllBests(std::map<std::string, std::optional<db::BestPlan>> all);
@@ -125,7 +126,8 @@ class TuningIndex {
   std::string target_;
   std::optional<int64_t> generation_;
   measure::CacheProtocol caches_ = measure::CacheProtocol::kFlushed;
-  std::optional<cost_model::TargetFeatures> features_;        // read on first use
+  std::string calibration_;  // the target's stored calibration, read at Load
+  std::optional<cost_model::TargetFeatures> features_;        // made on first use
   std::map<std::string, std::optional<db::BestPlan>> bests_;  // nullopt: none stored
   std::map<std::string, std::optional<double>> faster_stale_;
   bool all_bests_ = false;  // every key is in bests_
@@ -138,6 +140,7 @@ class TuningIndex {
   };
   static Result<Preloaded> Preload(const std::string& path, const std::string& target);
   std::future<Result<Preloaded>> preload_;
+  std::optional<Error> preload_error_;             // the file could not be read
   std::vector<db::CompiledPlanEntry> remembered_;  // preloaded
   std::map<std::string, std::optional<Tiling>> best_tilings_;
   std::unique_ptr<cost_model::CostModel> model_;
