@@ -377,6 +377,10 @@ TEST(PlanFile, RoundTripAndErrors) {
     EXPECT_EQ(t.error().message(), r.error().message());
   };
   expect_error(nlohmann::json::array(), "not a fusetune plan");
+  // A "format" of another type (plan_json_fuzz: nlohmann's value() threw).
+  nlohmann::json format_array = j;
+  format_array["format"] = nlohmann::json::array();
+  expect_error(format_array, "not a fusetune plan");
   nlohmann::json strings = j;
   strings["groups"][0]["nodes"] = {"0"};
   expect_error(strings, "holds a non-integer");

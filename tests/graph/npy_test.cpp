@@ -64,8 +64,8 @@ std::string NpyWithShape(const std::string& shape, size_t data_bytes) {
 TEST(Npy, NegativeOrHugeShapesAreErrors) {
   ASSERT_TRUE(ParseNpy(NpyWithShape("(4,)", 16), "ok.npy").ok());
   ASSERT_TRUE(ParseNpy(NpyWithShape("(0, 3)", 0), "empty.npy").ok());
-  for (const char* shape : {"(-4,)", "(4611686018427387904, 4)", "(4294967296, 4294967296, 0)",
-                            "(1048576, 1048576)"}) {
+  for (const char* shape :
+       {"(-4,)", "(4611686018427387904, 4)", "(4294967296, 4294967296, 0)", "(1048576, 1048576)"}) {
     auto t = ParseNpy(NpyWithShape(shape, 16), "bad.npy");
     ASSERT_FALSE(t.ok()) << shape;
     EXPECT_EQ(t.error().code(), ErrorCode::kParse) << shape;
