@@ -28,11 +28,6 @@ Result<std::unique_ptr<TuningIndex>> TuningIndex::Load(db::Database& database,
     index->generation_ = *generation;
   else if (generation.error().code() != ErrorCode::kUnsupported)
     return generation.error();
-  // The calibration is read now, not on the first prediction: a damaged
-  // file must fail the compile, not give default machine figures (one
-  // lookup by key).
-  FT_ASSIGN_OR_RETURN(auto stored, database.GetTarget(target));
-  if (stored.has_value()) index->calibration_ = std::move(stored->calibration);
   return index;
 }
 
@@ -51,7 +46,13 @@ Result<std::optional<db::CompiledPlanEntry>> TuningIndex::Remembered(const std::
 const cost_model::TargetFeatures& TuningIndex::features() {
   if (features_) return *features_;
   nlohmann::json calibration;
-  if (!calibration_.empty()) calibration = nlohmann::json::parse(calibration_, nullptr, false);
+  if (database_ != nullptr) {
+    auto stored = database_->GetTarget(target_);
+    if (!stored.ok())
+      read_error_ = stored.error();  // read_status() returns it: the compile fails
+    else if (stored->has_value())
+      calibration = nlohmann::json::parse((*stored)->calibration, nullptr, false);
+  }
   features_ = cost_model::TargetFeaturesFromCalibration(calibration, caches_);
   return *features_;
 }

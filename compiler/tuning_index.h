@@ -38,8 +38,8 @@ struct BucketMatch {
 class TuningIndex {
  public:
   // An index of `target`'s plans in `database`, which must outlive it; the
-  // target features come from the calibration stored under `target` (read
-  // here: a file that cannot be read fails the load), measured under `caches`.
+  // target features come from the calibration stored under `target`, read
+  // on the first call to features(), measured under `caches`.
   static Result<std::unique_ptr<TuningIndex>> Load(db::Database& database,
                                                    const std::string& target,
                                                    measure::CacheProtocol caches);
@@ -80,8 +80,14 @@ class TuningIndex {
   std::optional<double> model_top1() const { return model_top1_; }
   // What predictions need of the machine (cost_model/features.h): read from
   // the database once, on the first call; the defaults when the target has
-  // no stored calibration or it cannot be read (with a warning).
+  // no stored calibration, or it cannot be read (then read_status() fails).
   const cost_model::TargetFeatures& features();
+  // The error of a read features() could not return (a damaged database):
+  // CompileGraph fails with it rather than compile on default figures.
+  Status read_status() const {
+    if (read_error_) return *read_error_;
+    return Status::Ok();
+  }
   const std::string& target() const { return target_; }
   // Best plans read so far.
   size_t size() const { return bests_.size(); }
@@ -126,8 +132,8 @@ class TuningIndex {
   std::string target_;
   std::optional<int64_t> generation_;
   measure::CacheProtocol caches_ = measure::CacheProtocol::kFlushed;
-  std::string calibration_;  // the target's stored calibration, read at Load
-  std::optional<cost_model::TargetFeatures> features_;        // made on first use
+  std::optional<cost_model::TargetFeatures> features_;        // read on first use
+  std::optional<Error> read_error_;                           // a read features() could not return
   std::map<std::string, std::optional<db::BestPlan>> bests_;  // nullopt: none stored
   std::map<std::string, std::optional<double>> faster_stale_;
   bool all_bests_ = false;  // every key is in bests_

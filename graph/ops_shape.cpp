@@ -107,7 +107,9 @@ Result<std::vector<TensorType>> InferReshape(const InferContext& ctx) {
     }
     if (d < 0)
       return ctx.Fail(ErrorCode::kInvalidArgument, fmt::format("shape[{}] = {} is negative", i, d));
-    known *= d;
+    if (__builtin_mul_overflow(known, d, &known))
+      return ctx.Fail(ErrorCode::kShapeMismatch,
+                      fmt::format("shape {} is too large", DimsToString(shape)));
     dims.push_back(d);
   }
   if (infer_at >= 0) {
