@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "graph/op_registry.h"
 #include "test_util.h"
@@ -226,6 +227,18 @@ TEST(ReferenceOps, RegistryCoversTheExportedOpSet) {
     EXPECT_NE(FindOpSchema("", op), nullptr) << op;
   EXPECT_EQ(FindOpSchema("", "Conv3DTranspose"), nullptr);
   EXPECT_EQ(FindOpSchema("com.microsoft", "Gelu"), nullptr);
+}
+
+// Found by tests/fuzz/onnx_import_fuzz: a float read as an integer (a shape
+// input) saturates outside int64's range and reads NaN as 0, where the
+// conversion was undefined.
+TEST(TensorValues, FloatsReadAsIntegersSaturate) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor t =
+      Tensor::FromVector<float>(DataType::kFloat32, {5}, {-inf, inf, std::nanf(""), 1e30f, -3.7f});
+  EXPECT_EQ(t.ToInt64Vector(), (std::vector<int64_t>{std::numeric_limits<int64_t>::min(),
+                                                     std::numeric_limits<int64_t>::max(), 0,
+                                                     std::numeric_limits<int64_t>::max(), -3}));
 }
 
 }  // namespace
