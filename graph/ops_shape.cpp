@@ -321,8 +321,11 @@ Result<SliceSpec> ResolveSlice(const InferContext* ctx, const Dims& in, std::vec
       b = std::clamp<int64_t>(b, 0, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
     }
-    const int64_t len = step > 0 ? (e - b + step - 1) / step : (b - e + (-step) - 1) / (-step);
-    s.out[a] = std::max<int64_t>(0, len);
+    // Counted from the clamped distance: `step` may be any int64 (adding it
+    // or negating it overflowed: onnx_import_fuzz).
+    const int64_t distance = step > 0 ? e - b : b - e;
+    s.out[a] =
+        distance <= 0 ? 0 : (step > 0 ? (distance - 1) / step : -((distance - 1) / step)) + 1;
     s.start[a] = b;
     s.step[a] = step;
   }
