@@ -157,6 +157,22 @@ TEST(ReferenceOps, SliceWithNegativeStep) {
                      0);
 }
 
+// Found by tests/fuzz/onnx_import_fuzz: steps at int64's limits take one
+// element (counting the output overflowed).
+TEST(ReferenceOps, SliceWithStepsAtTheLimits) {
+  Graph g = Parse(R"(graph g {
+    input x: f32[5]  const st: i64[1] = [1]  const en: i64[1] = [5]  const ax: i64[1] = [0]
+    const up: i64[1] = [9223372036854775807]  const down: i64[1] = [-9223372036854775808]
+    const last: i64[1] = [-1]  const first: i64[1] = [-100]
+    a = Slice(x, st, en, ax, up)
+    b = Slice(x, last, first, ax, down)
+    output a, b })");
+  auto r = RunReference(g, {{"x", F32({5}, {0, 1, 2, 3, 4})}});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_VALUES_NEAR(r->outputs.at("a"), (std::vector<float>{1}), 0);
+  EXPECT_VALUES_NEAR(r->outputs.at("b"), (std::vector<float>{4}), 0);
+}
+
 TEST(ReferenceOps, GatherSplitWhereExpandTrilu) {
   Graph g = Parse(R"(graph g opset 14 {
     input x: f32[3, 2]  const idx: i64[2] = [2, -3]  const sh: i64[3] = [2, 3, 2]  const k: i64[] = [0]
