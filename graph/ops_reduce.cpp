@@ -344,6 +344,9 @@ OpCost SoftmaxCost(const Node&, const std::vector<const TensorType*>& in,
 
 Result<std::vector<TensorType>> InferLayerNorm(const InferContext& ctx) {
   const TensorType& x = ctx.type(0);
+  // (NormalizeAxis takes axis -1 of a scalar, which has no dimension to
+  // normalise: onnx_import_fuzz)
+  if (x.rank() == 0) return ctx.Fail(ErrorCode::kShapeMismatch, "input X is a scalar");
   FT_ASSIGN_OR_RETURN(int64_t axis, ctx.node.attrs.GetInt("axis", -1));
   FT_ASSIGN_OR_RETURN(axis, NormalizeAxis(ctx, axis, x.rank()));
   const Dims norm(x.dims.begin() + axis, x.dims.end());

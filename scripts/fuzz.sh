@@ -25,7 +25,7 @@ for name in "${harnesses[@]}"; do
   work=build-asan/fuzz-findings/$name
   mkdir -p "$work"
   echo "== $name: ${seconds}s, findings in $work"
-  if ! tests/fuzz/run_fuzzer.sh "$binary" "$seconds" "$work" > "$work.log" 2>&1; then
+  if ! tests/fuzz/run_fuzzer.sh "$binary" "$work" -max_total_time="$seconds" > "$work.log" 2>&1; then
     failed+=("$name")
     grep -E "^(==[0-9]+==ERROR|SUMMARY|.*runtime error)|artifact_prefix|Test unit written" "$work.log" | head -20
   fi
