@@ -211,10 +211,8 @@ Result<bool> UseRememberedPlan(FusionSpace& space, TuningIndex& index, const std
   return true;
 }
 
-}  // namespace
-
-Result<CompiledPlan> CompileGraph(FusionSpace& space, TuningIndex& index,
-                                  const CompileOptions& options) {
+Result<CompiledPlan> CompileFromIndex(FusionSpace& space, TuningIndex& index,
+                                      const CompileOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   CompiledPlan out;
   out.graph_key = space.canonical().key.ToString();
@@ -297,6 +295,17 @@ Result<CompiledPlan> CompileGraph(FusionSpace& space, TuningIndex& index,
   if (auto valid = space.Validate(out.plan); !valid)
     return Error(ErrorCode::kInternal, "the compiled plan is not valid: " + valid.reason());
   return finish();
+}
+
+}  // namespace
+
+Result<CompiledPlan> CompileGraph(FusionSpace& space, TuningIndex& index,
+                                  const CompileOptions& options) {
+  auto plan = CompileFromIndex(space, index, options);
+  // A read the index could not return as a value (the target's calibration)
+  // fails the compile too: a damaged database is not compiled on defaults.
+  FT_RETURN_IF_ERROR(index.read_status());
+  return plan;
 }
 
 }  // namespace fusetune::compiler

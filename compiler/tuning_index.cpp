@@ -22,15 +22,19 @@ Result<std::unique_ptr<TuningIndex>> TuningIndex::Load(db::Database& database,
   index->target_ = target;
   index->caches_ = caches;
   // Before any other read: a plan chosen from what the index reads is
-  // remembered only if nothing was committed since (PutCompiledPlan).
-  if (auto generation = database.Generation(); generation.ok()) index->generation_ = *generation;
+  // remembered only if nothing was committed since (PutCompiledPlan). A
+  // file of an older schema has none; one that cannot be read fails here.
+  if (auto generation = database.Generation(); generation.ok())
+    index->generation_ = *generation;
+  else if (generation.error().code() != ErrorCode::kUnsupported)
+    return generation.error();
   return index;
 }
 
 Result<std::optional<db::CompiledPlanEntry>> TuningIndex::Remembered(const std::string& graph_key,
                                                                      const std::string& context) {
   if (database_ == nullptr) return std::optional<db::CompiledPlanEntry>();
-  AdoptPreload();
+  FT_RETURN_IF_ERROR(AdoptPreload());
   // A preloaded entry of another generation than the index's (a commit came
   // between the load and the preload) is asked for again.
   for (const db::CompiledPlanEntry& e : remembered_)
@@ -45,7 +49,7 @@ const cost_model::TargetFeatures& TuningIndex::features() {
   if (database_ != nullptr) {
     auto stored = database_->GetTarget(target_);
     if (!stored.ok())
-      FT_LOG_WARN("predictions use default machine figures: {}", stored.error().ToString());
+      read_error_ = stored.error();  // read_status() returns it: the compile fails
     else if (stored->has_value())
       calibration = nlohmann::json::parse((*stored)->calibration, nullptr, false);
   }
@@ -119,19 +123,29 @@ Result<TuningIndex::Preloaded> TuningIndex::Preload(const std::string& path,
   return out;
 }
 
-void TuningIndex::WaitForPreload() { AdoptPreload(/*wait=*/true); }
+void TuningIndex::WaitForPreload() {
+  (void)AdoptPreload(/*wait=*/true);  // an error stays for the next lookup to return
+}
 
-void TuningIndex::AdoptPreload(bool wait) {
-  if (!preload_.valid()) return;
-  if (!wait && preload_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
-  auto read = preload_.get();
-  if (!read.ok()) {
-    FT_LOG_DEBUG("best plans not preloaded: {}", read.error().ToString());
-    return;
+Status TuningIndex::AdoptPreload(bool wait) {
+  if (preload_.valid() &&
+      (wait || preload_.wait_for(std::chrono::seconds(0)) == std::future_status::ready)) {
+    auto read = preload_.get();
+    if (read.ok()) {
+      faster_stale_.merge(read->faster_stale);
+      remembered_ = std::move(read->remembered);
+      TakeAllBests(std::move(read->bests));
+    } else if (read.error().code() == ErrorCode::kCorrupt ||
+               read.error().code() == ErrorCode::kIo) {
+      // The file cannot be read: the compile fails rather than choose from
+      // what the lookups key by key happen to reach.
+      preload_error_ = read.error();
+    } else {  // (an older schema without remembered compiles)
+      FT_LOG_DEBUG("best plans not preloaded: {}", read.error().ToString());
+    }
   }
-  faster_stale_.merge(read->faster_stale);
-  remembered_ = std::move(read->remembered);
-  TakeAllBests(std::move(read->bests));
+  if (preload_error_) return *preload_error_;
+  return Status::Ok();
 }
 
 std::map<std::string, std::optional<db::BestPlan>> TuningIndex::AllBests(
@@ -151,7 +165,7 @@ void TuningIndex::TakeAllBests(std::map<std::string, std::optional<db::BestPlan>
 }
 
 Result<const db::BestPlan*> TuningIndex::Exact(const std::string& workload_key) {
-  AdoptPreload();
+  FT_RETURN_IF_ERROR(AdoptPreload());
   if (all_bests_ || database_ == nullptr || bests_.count(workload_key)) return Cached(workload_key);
   FT_ASSIGN_OR_RETURN(auto best, database_->Best(workload_key, target_));
   bests_.emplace(workload_key, std::move(best));
@@ -160,7 +174,7 @@ Result<const db::BestPlan*> TuningIndex::Exact(const std::string& workload_key) 
 
 Result<std::optional<double>> TuningIndex::FasterStale(const std::string& workload_key) {
   if (database_ == nullptr) return std::optional<double>();
-  AdoptPreload();
+  FT_RETURN_IF_ERROR(AdoptPreload());
   if (auto it = faster_stale_.find(workload_key); it != faster_stale_.end()) return it->second;
   FT_ASSIGN_OR_RETURN(auto stale, database_->FasterStaleSeconds(workload_key, target_));
   return faster_stale_[workload_key] = stale;
@@ -219,7 +233,8 @@ Result<std::optional<BucketMatch>> TuningIndex::Nearest(const std::string& struc
                                                         const std::vector<int64_t>& signature,
                                                         const std::string& exclude) {
   if (!buckets_) {
-    WaitForPreload();  // BuildBuckets reads every best plan anyway
+    // BuildBuckets reads every best plan anyway.
+    FT_RETURN_IF_ERROR(AdoptPreload(/*wait=*/true));
     FT_RETURN_IF_ERROR(BuildBuckets());
   }
   auto it = buckets_->find(structure_key);

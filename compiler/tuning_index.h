@@ -80,8 +80,14 @@ class TuningIndex {
   std::optional<double> model_top1() const { return model_top1_; }
   // What predictions need of the machine (cost_model/features.h): read from
   // the database once, on the first call; the defaults when the target has
-  // no stored calibration or it cannot be read (with a warning).
+  // no stored calibration, or it cannot be read (then read_status() fails).
   const cost_model::TargetFeatures& features();
+  // The error of a read features() could not return (a damaged database):
+  // CompileGraph fails with it rather than compile on default figures.
+  Status read_status() const {
+    if (read_error_) return *read_error_;
+    return Status::Ok();
+  }
   const std::string& target() const { return target_; }
   // Best plans read so far.
   size_t size() const { return bests_.size(); }
@@ -109,8 +115,9 @@ class TuningIndex {
     std::vector<int64_t> signature;
   };
   Status BuildBuckets();
-  // Takes the preload's plans when it has finished (never waits unless `wait`).
-  void AdoptPreload(bool wait = false);
+  // Takes the preload's plans when it has finished (never waits unless
+  // `wait`); the preload's error when it could not read the file.
+  Status AdoptPreload(bool wait = false);
   // Every best plan of the target, `all` (keys without a plan absent), into
   // bests_: from then on a key not there has none.
   void TakeAllBests(std::map<std::string, std::optional<db::BestPlan>> all);
@@ -126,6 +133,7 @@ class TuningIndex {
   std::optional<int64_t> generation_;
   target::CacheProtocol caches_ = target::CacheProtocol::kFlushed;
   std::optional<cost_model::TargetFeatures> features_;        // read on first use
+  std::optional<Error> read_error_;                           // a read features() could not return
   std::map<std::string, std::optional<db::BestPlan>> bests_;  // nullopt: none stored
   std::map<std::string, std::optional<double>> faster_stale_;
   bool all_bests_ = false;  // every key is in bests_
@@ -138,6 +146,7 @@ class TuningIndex {
   };
   static Result<Preloaded> Preload(const std::string& path, const std::string& target);
   std::future<Result<Preloaded>> preload_;
+  std::optional<Error> preload_error_;             // the file could not be read
   std::vector<db::CompiledPlanEntry> remembered_;  // preloaded
   std::map<std::string, std::optional<Tiling>> best_tilings_;
   std::unique_ptr<cost_model::CostModel> model_;

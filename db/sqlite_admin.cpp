@@ -240,7 +240,8 @@ Result<DbStats> SqliteDatabase::Stats(const std::string& this_target) {
 }
 
 Status SqliteDatabase::CheckIntegrity() {
-  return Guarded("checking integrity", [&]() -> Status {
+  // The integrity check is what the damaged-file hint refers to: not its own.
+  return detail::Guarded("checking integrity", [&]() -> Status {
     SQLite::Statement q(*db_, "PRAGMA integrity_check");
     std::string problems;
     while (q.executeStep()) {

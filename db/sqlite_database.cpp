@@ -494,6 +494,14 @@ Status SqliteDatabase::ForEachRecord(const RecordFilter& f,
   });
 }
 
+Error SqliteDatabase::NameDamagedFile(const Error& error) const {
+  const std::string file = db_->getFilename();
+  return Error(error.code(),
+               fmt::format("tuning database '{}' is damaged: {} (`fusetune db check --db {}` "
+                           "reports the damage)",
+                           file, error.message(), file));
+}
+
 Result<std::vector<std::string>> SqliteDatabase::WorkloadKeys(std::optional<WorkloadKind> kind) {
   return Guarded("listing workloads", [&]() -> Result<std::vector<std::string>> {
     std::vector<std::string> keys;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "db/database.h"
 
@@ -83,6 +84,17 @@ class SqliteDatabase final : public Database {
   }
 
  private:
+  // detail::Guarded, and a file that fails SQLite's checks is named in the
+  // error with the command that reports its damage: a reader (a compile)
+  // touches a few pages and would otherwise say only which lookup failed.
+  template <typename Body>
+  auto Guarded(const std::string& context, Body&& body) -> decltype(body()) {
+    auto result = detail::Guarded(context, std::forward<Body>(body));
+    if (!result.ok() && result.error().code() == ErrorCode::kCorrupt)
+      return NameDamagedFile(result.error());
+    return result;
+  }
+  Error NameDamagedFile(const Error& error) const;
   bool IsFresh(const std::map<std::string, int>& versions) const;
   bool IsFreshJson(const std::string& versions_json) const;
   std::optional<int64_t> TargetId(const std::string& fingerprint);

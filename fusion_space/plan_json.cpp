@@ -82,7 +82,8 @@ std::string GroupWhere(size_t i) { return fmt::format("groups[{}]", i); }
 
 Result<PlanDocument> DocumentFromJson(const json& j) {
   PlanDocument doc;
-  if (!j.is_object() || j.value("format", "") != "fusetune-plan")
+  // (value() would throw for a "format" that is not a string: plan_json_fuzz)
+  if (!j.is_object() || !j.contains("format") || j["format"] != "fusetune-plan")
     return Bad("not a fusetune plan (\"format\" is not \"fusetune-plan\")");
   if (!j.contains("version") || !j["version"].is_number_integer())
     return Bad("\"version\" is missing");

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -108,6 +109,32 @@ void CopyNarrow(const Field& field, Tensor& t) {
   }
 }
 
+// The bytes a tensor of `dims` holds; nullopt for a negative dimension or a
+// count that overflows (as NumElements's running product would).
+std::optional<size_t> ByteCount(DataType dtype, const Dims& dims) {
+  int64_t count = 1;
+  for (int64_t d : dims)
+    if (d < 0 || __builtin_mul_overflow(count, d, &count)) return std::nullopt;
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(count, static_cast<int64_t>(DataTypeSize(dtype)), &bytes))
+    return std::nullopt;
+  return static_cast<size_t>(bytes);
+}
+
+// The number of values in the typed field that holds a tensor of `dtype`.
+int TypedValueCount(const onnx::TensorProto& proto, DataType dtype) {
+  switch (dtype) {
+    case DataType::kFloat32:
+      return proto.float_data_size();
+    case DataType::kInt64:
+      return proto.int64_data_size();
+    case DataType::kFloat64:
+      return proto.double_data_size();
+    default:
+      return proto.int32_data_size();
+  }
+}
+
 Result<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::string& base_dir) {
   auto dtype = DataTypeFromOnnx(proto.data_type());
   if (!dtype)
@@ -119,18 +146,17 @@ Result<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::string
     if (d < 0)
       return Error(ErrorCode::kCorrupt,
                    fmt::format("tensor '{}' has a negative dimension", proto.name()));
-  Tensor t(*dtype, dims);
-  const size_t bytes = t.nbytes();
-  auto check_count = [&](int count) -> Status {
-    if (count != t.numel())
-      return Error(ErrorCode::kCorrupt,
-                   fmt::format("tensor '{}' of shape {} holds {} values, expects {}", proto.name(),
-                               DimsToString(dims), count, t.numel()));
-    return Status::Ok();
-  };
+  // The data is checked against the shape before a tensor of the shape is
+  // allocated: a huge shape must not reach the allocation.
+  const std::optional<size_t> checked_bytes = ByteCount(*dtype, dims);
+  if (!checked_bytes)
+    return Error(ErrorCode::kCorrupt, fmt::format("tensor '{}' has a shape too large: {}",
+                                                  proto.name(), DimsToString(dims)));
+  const size_t bytes = *checked_bytes;
+  const int64_t numel = NumElements(dims);
+  std::string external;
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
-    FT_ASSIGN_OR_RETURN(std::string data, ReadExternalData(proto, base_dir, bytes));
-    std::memcpy(t.raw(), data.data(), bytes);
+    FT_ASSIGN_OR_RETURN(external, ReadExternalData(proto, base_dir, bytes));
   } else if (proto.has_raw_data()) {
     if (proto.raw_data().size() != bytes)
       return Error(
@@ -138,20 +164,24 @@ Result<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::string
           fmt::format("tensor '{}' of type {} and shape {} has {} bytes of data, expects {}",
                       proto.name(), DataTypeName(*dtype), DimsToString(dims),
                       proto.raw_data().size(), bytes));
-    std::memcpy(t.raw(), proto.raw_data().data(), bytes);
-  } else if (*dtype == DataType::kFloat32) {
-    FT_RETURN_IF_ERROR(check_count(proto.float_data_size()));
-    std::copy(proto.float_data().begin(), proto.float_data().end(), t.data<float>());
-  } else if (*dtype == DataType::kInt64) {
-    FT_RETURN_IF_ERROR(check_count(proto.int64_data_size()));
-    std::copy(proto.int64_data().begin(), proto.int64_data().end(), t.data<int64_t>());
-  } else if (*dtype == DataType::kFloat64) {
-    FT_RETURN_IF_ERROR(check_count(proto.double_data_size()));
-    std::copy(proto.double_data().begin(), proto.double_data().end(), t.data<double>());
-  } else {
-    FT_RETURN_IF_ERROR(check_count(proto.int32_data_size()));
-    CopyNarrow(proto.int32_data(), t);
+  } else if (const int count = TypedValueCount(proto, *dtype); count != numel) {
+    return Error(ErrorCode::kCorrupt,
+                 fmt::format("tensor '{}' of shape {} holds {} values, expects {}", proto.name(),
+                             DimsToString(dims), count, numel));
   }
+  Tensor t(*dtype, dims);
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL)
+    std::memcpy(t.raw(), external.data(), bytes);
+  else if (proto.has_raw_data())
+    std::memcpy(t.raw(), proto.raw_data().data(), bytes);
+  else if (*dtype == DataType::kFloat32)
+    std::copy(proto.float_data().begin(), proto.float_data().end(), t.data<float>());
+  else if (*dtype == DataType::kInt64)
+    std::copy(proto.int64_data().begin(), proto.int64_data().end(), t.data<int64_t>());
+  else if (*dtype == DataType::kFloat64)
+    std::copy(proto.double_data().begin(), proto.double_data().end(), t.data<double>());
+  else
+    CopyNarrow(proto.int32_data(), t);
   return t;
 }
 

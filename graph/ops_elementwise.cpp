@@ -321,7 +321,7 @@ FT_FLOAT_UNARY(Round, std::nearbyint(x))
 #undef FT_FLOAT_UNARY
 
 Result<std::vector<Tensor>> RunGelu(const KernelContext& ctx) {
-  const std::string approx = ctx.node.attrs.GetString("approximate", "none").value();
+  FT_ASSIGN_OR_RETURN(const std::string approx, ctx.node.attrs.GetString("approximate", "none"));
   if (approx == "tanh") {
     return std::vector<Tensor>{FloatUnary(ctx.in(0), ctx.output_types[0].dtype, [](float x) {
       const float k = 0.7978845608028654f;  // sqrt(2/pi)
@@ -334,7 +334,7 @@ Result<std::vector<Tensor>> RunGelu(const KernelContext& ctx) {
 }
 
 Result<std::vector<Tensor>> RunLeakyRelu(const KernelContext& ctx) {
-  const float alpha = ctx.node.attrs.GetFloat("alpha", 0.01f).value();
+  FT_ASSIGN_OR_RETURN(const float alpha, ctx.node.attrs.GetFloat("alpha", 0.01f));
   return std::vector<Tensor>{FloatUnary(ctx.in(0), ctx.output_types[0].dtype,
                                         [alpha](float x) { return x >= 0 ? x : alpha * x; })};
 }
@@ -400,8 +400,8 @@ Result<std::vector<TensorType>> InferClip(const InferContext& ctx) { return Infe
 Result<std::vector<Tensor>> RunClip(const KernelContext& ctx) {
   float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
   if (ctx.opset < 11) {
-    lo = ctx.node.attrs.GetFloat("min", lo).value();
-    hi = ctx.node.attrs.GetFloat("max", hi).value();
+    FT_ASSIGN_OR_RETURN(lo, ctx.node.attrs.GetFloat("min", lo));
+    FT_ASSIGN_OR_RETURN(hi, ctx.node.attrs.GetFloat("max", hi));
   } else {
     if (ctx.has_input(1)) lo = static_cast<float>(ctx.in(1).GetAsDouble(0));
     if (ctx.has_input(2)) hi = static_cast<float>(ctx.in(2).GetAsDouble(0));

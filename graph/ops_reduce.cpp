@@ -122,8 +122,10 @@ Result<std::vector<TensorType>> InferGemm(const InferContext& ctx) {
   const Dims& b = ctx.type(1).dims;
   if (a.size() != 2 || b.size() != 2)
     return ctx.Fail(ErrorCode::kShapeMismatch, "Gemm inputs A and B must be 2-D");
-  const bool ta = ctx.node.attrs.GetInt("transA", 0).value() != 0;
-  const bool tb = ctx.node.attrs.GetInt("transB", 0).value() != 0;
+  FT_ASSIGN_OR_RETURN(const auto attr_transA, ctx.node.attrs.GetInt("transA", 0));
+  const bool ta = attr_transA != 0;
+  FT_ASSIGN_OR_RETURN(const auto attr_transB, ctx.node.attrs.GetInt("transB", 0));
+  const bool tb = attr_transB != 0;
   const int64_t m = ta ? a[1] : a[0], k = ta ? a[0] : a[1];
   const int64_t kb = tb ? b[1] : b[0], n = tb ? b[0] : b[1];
   if (k != kb)
@@ -139,8 +141,12 @@ Result<std::vector<TensorType>> InferGemm(const InferContext& ctx) {
 
 Result<std::vector<Tensor>> RunGemm(const KernelContext& ctx) {
   const auto& at = ctx.node.attrs;
-  const bool ta = at.GetInt("transA", 0).value() != 0, tb = at.GetInt("transB", 0).value() != 0;
-  const float alpha = at.GetFloat("alpha", 1.0f).value(), beta = at.GetFloat("beta", 1.0f).value();
+  FT_ASSIGN_OR_RETURN(const auto attr_transA, at.GetInt("transA", 0));
+  FT_ASSIGN_OR_RETURN(const auto attr_transB, at.GetInt("transB", 0));
+  const bool ta = attr_transA != 0, tb = attr_transB != 0;
+  FT_ASSIGN_OR_RETURN(const auto attr_alpha, at.GetFloat("alpha", 1.0f));
+  FT_ASSIGN_OR_RETURN(const auto attr_beta, at.GetFloat("beta", 1.0f));
+  const float alpha = attr_alpha, beta = attr_beta;
   Tensor a = AsF32(ctx.in(0)), b = AsF32(ctx.in(1));
   const int64_t m = ctx.output_types[0].dims[0], n = ctx.output_types[0].dims[1];
   const int64_t k = ta ? a.dims()[0] : a.dims()[1];
@@ -182,7 +188,9 @@ enum class ReduceKind { kSum, kMean, kMax, kMin, kProd, kSumSquare, kL2 };
 Result<std::vector<int64_t>> ReduceAxes(const InferContext& ctx, bool* reduce_all) {
   bool present = false;
   FT_ASSIGN_OR_RETURN(auto axes, AxesFromAttrOrInput(ctx, 1, &present));
-  const bool noop = ctx.node.attrs.GetInt("noop_with_empty_axes", 0).value() != 0;
+  FT_ASSIGN_OR_RETURN(const auto attr_noop_with_empty_axes,
+                      ctx.node.attrs.GetInt("noop_with_empty_axes", 0));
+  const bool noop = attr_noop_with_empty_axes != 0;
   *reduce_all = axes.empty() && !noop;
   const int64_t rank = ctx.type(0).rank();
   for (int64_t& a : axes) {
@@ -211,7 +219,8 @@ std::vector<bool> ReducedMask(int64_t rank, const std::vector<int64_t>& axes, bo
 Result<std::vector<TensorType>> InferReduce(const InferContext& ctx) {
   bool all = false;
   FT_ASSIGN_OR_RETURN(auto axes, ReduceAxes(ctx, &all));
-  const bool keep = ctx.node.attrs.GetInt("keepdims", 1).value() != 0;
+  FT_ASSIGN_OR_RETURN(const auto attr_keepdims, ctx.node.attrs.GetInt("keepdims", 1));
+  const bool keep = attr_keepdims != 0;
   TensorType out;
   out.dtype = ctx.type(0).dtype;
   out.dims = ReducedDims(ctx.type(0).dims, ReducedMask(ctx.type(0).rank(), axes, all), keep);
@@ -224,7 +233,9 @@ Result<std::vector<Tensor>> RunReduce(const KernelContext& ctx) {
   const int64_t rank = x.rank();
   auto axes = AxesFromAttrOrInput(ctx, 1);
   for (int64_t& a : axes) a = WrapAxis(a, rank);
-  const bool noop = ctx.node.attrs.GetInt("noop_with_empty_axes", 0).value() != 0;
+  FT_ASSIGN_OR_RETURN(const auto attr_noop_with_empty_axes,
+                      ctx.node.attrs.GetInt("noop_with_empty_axes", 0));
+  const bool noop = attr_noop_with_empty_axes != 0;
   const auto mask = ReducedMask(rank, axes, axes.empty() && !noop);
   // Output offset of each input element: strides of the kept-dims output, 0 on reduced axes.
   const Dims kept = ReducedDims(x.dims(), mask, true);
@@ -290,8 +301,9 @@ template <bool kLog>
 Result<std::vector<Tensor>> RunSoftmax(const KernelContext& ctx) {
   Tensor x = AsF32(ctx.in(0));
   const int64_t rank = x.rank();
-  const int64_t axis =
-      WrapAxis(ctx.node.attrs.GetInt("axis", ctx.opset >= 13 ? -1 : 1).value(), rank);
+  FT_ASSIGN_OR_RETURN(const auto attr_axis,
+                      ctx.node.attrs.GetInt("axis", ctx.opset >= 13 ? -1 : 1));
+  const int64_t axis = WrapAxis(attr_axis, rank);
   // Opset < 13 flattens to 2-D at `axis`; opset >= 13 normalises along `axis` alone.
   int64_t outer = 1, n = 1, inner = 1;
   for (int64_t i = 0; i < rank; ++i) {
@@ -332,6 +344,9 @@ OpCost SoftmaxCost(const Node&, const std::vector<const TensorType*>& in,
 
 Result<std::vector<TensorType>> InferLayerNorm(const InferContext& ctx) {
   const TensorType& x = ctx.type(0);
+  // (NormalizeAxis takes axis -1 of a scalar, which has no dimension to
+  // normalise: onnx_import_fuzz)
+  if (x.rank() == 0) return ctx.Fail(ErrorCode::kShapeMismatch, "input X is a scalar");
   FT_ASSIGN_OR_RETURN(int64_t axis, ctx.node.attrs.GetInt("axis", -1));
   FT_ASSIGN_OR_RETURN(axis, NormalizeAxis(ctx, axis, x.rank()));
   const Dims norm(x.dims.begin() + axis, x.dims.end());
@@ -356,8 +371,9 @@ Result<std::vector<TensorType>> InferLayerNorm(const InferContext& ctx) {
 
 Result<std::vector<Tensor>> RunLayerNorm(const KernelContext& ctx) {
   Tensor x = AsF32(ctx.in(0));
-  const int64_t axis = WrapAxis(ctx.node.attrs.GetInt("axis", -1).value(), x.rank());
-  const double eps = ctx.node.attrs.GetFloat("epsilon", 1e-5f).value();
+  FT_ASSIGN_OR_RETURN(const auto attr_axis, ctx.node.attrs.GetInt("axis", -1));
+  const int64_t axis = WrapAxis(attr_axis, x.rank());
+  FT_ASSIGN_OR_RETURN(const double eps, ctx.node.attrs.GetFloat("epsilon", 1e-5f));
   int64_t rows = 1, cols = 1;
   for (int64_t i = 0; i < x.rank(); ++i) (i < axis ? rows : cols) *= x.dims()[i];
   const Dims norm(x.dims().begin() + axis, x.dims().end());

@@ -87,7 +87,8 @@ Result<std::vector<TensorType>> InferReshape(const InferContext& ctx) {
   FT_ASSIGN_OR_RETURN(const Tensor* shape_t, ctx.RequireConstant(1, "shape"));
   const auto shape = shape_t->ToInt64Vector();
   const TensorType& x = ctx.type(0);
-  const bool allowzero = ctx.node.attrs.GetInt("allowzero", 0).value() != 0;
+  FT_ASSIGN_OR_RETURN(const auto attr_allowzero, ctx.node.attrs.GetInt("allowzero", 0));
+  const bool allowzero = attr_allowzero != 0;
   Dims dims;
   int64_t infer_at = -1, known = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -106,7 +107,9 @@ Result<std::vector<TensorType>> InferReshape(const InferContext& ctx) {
     }
     if (d < 0)
       return ctx.Fail(ErrorCode::kInvalidArgument, fmt::format("shape[{}] = {} is negative", i, d));
-    known *= d;
+    if (__builtin_mul_overflow(known, d, &known))
+      return ctx.Fail(ErrorCode::kShapeMismatch,
+                      fmt::format("shape {} is too large", DimsToString(shape)));
     dims.push_back(d);
   }
   if (infer_at >= 0) {
@@ -209,8 +212,8 @@ Result<std::vector<TensorType>> InferConcat(const InferContext& ctx) {
 
 Result<std::vector<Tensor>> RunConcat(const KernelContext& ctx) {
   const Dims& out_dims = ctx.output_types[0].dims;
-  const int64_t axis =
-      WrapAxis(ctx.node.attrs.GetInt("axis").value(), static_cast<int64_t>(out_dims.size()));
+  FT_ASSIGN_OR_RETURN(const auto attr_axis, ctx.node.attrs.GetInt("axis"));
+  const int64_t axis = WrapAxis(attr_axis, static_cast<int64_t>(out_dims.size()));
   Tensor out(ctx.in(0).dtype(), out_dims);
   const size_t es = DataTypeSize(out.dtype());
   int64_t outer = 1, inner = 1;
@@ -271,7 +274,8 @@ Result<std::vector<TensorType>> InferSplit(const InferContext& ctx) {
 
 Result<std::vector<Tensor>> RunSplit(const KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
-  const int64_t axis = WrapAxis(ctx.node.attrs.GetInt("axis", 0).value(), x.rank());
+  FT_ASSIGN_OR_RETURN(const auto attr_axis, ctx.node.attrs.GetInt("axis", 0));
+  const int64_t axis = WrapAxis(attr_axis, x.rank());
   const auto strides = RowMajorStrides(x.dims());
   std::vector<Tensor> outs;
   int64_t pos = 0;
@@ -317,8 +321,11 @@ Result<SliceSpec> ResolveSlice(const InferContext* ctx, const Dims& in, std::vec
       b = std::clamp<int64_t>(b, 0, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
     }
-    const int64_t len = step > 0 ? (e - b + step - 1) / step : (b - e + (-step) - 1) / (-step);
-    s.out[a] = std::max<int64_t>(0, len);
+    // Counted from the clamped distance: `step` may be any int64 (adding it
+    // or negating it overflowed: onnx_import_fuzz).
+    const int64_t distance = step > 0 ? e - b : b - e;
+    s.out[a] =
+        distance <= 0 ? 0 : (step > 0 ? (distance - 1) / step : -((distance - 1) / step)) + 1;
     s.start[a] = b;
     s.step[a] = step;
   }
@@ -380,9 +387,9 @@ Result<std::vector<Tensor>> RunSlice(const KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   std::vector<int64_t> starts, ends, axes, steps;
   if (ctx.opset < 10) {
-    starts = ctx.node.attrs.GetInts("starts").value();
-    ends = ctx.node.attrs.GetInts("ends").value();
-    axes = ctx.node.attrs.GetInts("axes", std::vector<int64_t>{}).value();
+    FT_ASSIGN_OR_RETURN(starts, ctx.node.attrs.GetInts("starts"));
+    FT_ASSIGN_OR_RETURN(ends, ctx.node.attrs.GetInts("ends"));
+    FT_ASSIGN_OR_RETURN(axes, ctx.node.attrs.GetInts("axes", std::vector<int64_t>{}));
   } else {
     starts = ctx.in(1).ToInt64Vector();
     ends = ctx.in(2).ToInt64Vector();
@@ -425,7 +432,8 @@ Result<std::vector<TensorType>> InferGather(const InferContext& ctx) {
 Result<std::vector<Tensor>> RunGather(const KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   const auto indices = ctx.in(1).ToInt64Vector();
-  const int64_t axis = WrapAxis(ctx.node.attrs.GetInt("axis", 0).value(), x.rank());
+  FT_ASSIGN_OR_RETURN(const auto attr_axis, ctx.node.attrs.GetInt("axis", 0));
+  const int64_t axis = WrapAxis(attr_axis, x.rank());
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < x.rank(); ++d) {
     if (d < axis) outer *= x.dims()[d];
@@ -503,7 +511,8 @@ Result<std::vector<TensorType>> InferTrilu(const InferContext& ctx) {
 
 Result<std::vector<Tensor>> RunTrilu(const KernelContext& ctx) {
   Tensor out = ctx.in(0).Clone();
-  const bool upper = ctx.node.attrs.GetInt("upper", 1).value() != 0;
+  FT_ASSIGN_OR_RETURN(const auto attr_upper, ctx.node.attrs.GetInt("upper", 1));
+  const bool upper = attr_upper != 0;
   const int64_t k = ctx.has_input(1) ? ctx.in(1).GetAsInt(0) : 0;
   const int64_t rows = out.dims()[out.rank() - 2], cols = out.dims()[out.rank() - 1];
   const size_t es = DataTypeSize(out.dtype());
@@ -521,8 +530,8 @@ Result<std::vector<Tensor>> RunTrilu(const KernelContext& ctx) {
 
 Result<std::vector<TensorType>> InferShape(const InferContext& ctx) {
   const int64_t rank = ctx.type(0).rank();
-  int64_t start = ctx.node.attrs.GetInt("start", 0).value();
-  int64_t end = ctx.node.attrs.GetInt("end", rank).value();
+  FT_ASSIGN_OR_RETURN(int64_t start, ctx.node.attrs.GetInt("start", 0));
+  FT_ASSIGN_OR_RETURN(int64_t end, ctx.node.attrs.GetInt("end", rank));
   if (start < 0) start += rank;
   if (end < 0) end += rank;
   start = std::clamp<int64_t>(start, 0, rank);
@@ -533,7 +542,7 @@ Result<std::vector<TensorType>> InferShape(const InferContext& ctx) {
 Result<std::vector<Tensor>> RunShape(const KernelContext& ctx) {
   const Dims& d = ctx.in(0).dims();
   const int64_t rank = static_cast<int64_t>(d.size());
-  int64_t start = ctx.node.attrs.GetInt("start", 0).value();
+  FT_ASSIGN_OR_RETURN(int64_t start, ctx.node.attrs.GetInt("start", 0));
   if (start < 0) start += rank;
   start = std::clamp<int64_t>(start, 0, rank);
   const int64_t n = ctx.output_types[0].dims[0];
@@ -549,13 +558,18 @@ Result<std::vector<Tensor>> RunSize(const KernelContext& ctx) {
 Result<std::vector<TensorType>> InferConstantOfShape(const InferContext& ctx) {
   FT_ASSIGN_OR_RETURN(const Tensor* shape_t, ctx.RequireConstant(0, "shape"));
   DataType dtype = DataType::kFloat32;
-  if (ctx.node.attrs.Has("value")) dtype = ctx.node.attrs.GetTensor("value").value().dtype();
+  if (ctx.node.attrs.Has("value")) {
+    FT_ASSIGN_OR_RETURN(const Tensor value, ctx.node.attrs.GetTensor("value"));
+    dtype = value.dtype();
+  }
   return One(dtype, shape_t->ToInt64Vector());
 }
 
 Result<std::vector<Tensor>> RunConstantOfShape(const KernelContext& ctx) {
-  Tensor value = ctx.node.attrs.Has("value") ? ctx.node.attrs.GetTensor("value").value()
-                                             : Tensor::ScalarF32(0);
+  Tensor value = Tensor::ScalarF32(0);
+  if (ctx.node.attrs.Has("value")) {
+    FT_ASSIGN_OR_RETURN(value, ctx.node.attrs.GetTensor("value"));
+  }
   Tensor out(value.dtype(), ctx.output_types[0].dims);
   const size_t es = DataTypeSize(value.dtype());
   for (int64_t i = 0; i < out.numel(); ++i) std::memcpy(out.raw() + i * es, value.raw(), es);

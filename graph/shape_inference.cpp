@@ -28,6 +28,20 @@ namespace {
 
 bool FoldsWithoutConstantInputs(const std::string& op) { return op == "Shape" || op == "Size"; }
 
+// A shape whose bytes do not fit int64 (or with a negative dimension) is an
+// error where it appears: element counts and sizes downstream are int64
+// products (onnx_import_fuzz found them overflowing).
+Status CheckRepresentable(const TensorType& type, const std::string& what) {
+  int64_t count = 1;
+  bool ok = true;
+  for (int64_t d : type.dims) ok = ok && d >= 0 && !__builtin_mul_overflow(count, d, &count);
+  int64_t bytes = 0;
+  if (ok && !__builtin_mul_overflow(count, static_cast<int64_t>(DataTypeSize(type.dtype)), &bytes))
+    return Status::Ok();
+  return Error(ErrorCode::kShapeMismatch,
+               fmt::format("{}: shape {} is negative or too large", what, DimsToString(type.dims)));
+}
+
 // `known` holds the value of every value that is constant or computable from
 // constants; inference reads shape inputs from it even when folding is off.
 Status InferNode(Graph& graph, int32_t n, const InferOptions& options,
@@ -68,6 +82,7 @@ Status InferNode(Graph& graph, int32_t n, const InferOptions& options,
   FT_ASSIGN_OR_RETURN(std::vector<TensorType> types, schema->infer(ctx));
   if (types.size() < node.outputs.size())
     return Error(ErrorCode::kInternal, fmt::format("{}: inference gave too few outputs", desc));
+  for (const TensorType& type : types) FT_RETURN_IF_ERROR(CheckRepresentable(type, desc));
   size_t out_bytes = 0;
   for (size_t i = 0; i < node.outputs.size(); ++i) {
     if (node.outputs[i] == kNoValue) continue;
@@ -115,6 +130,9 @@ Status InferShapes(Graph& graph, const InferOptions& options) {
   std::vector<bool> dead(graph.nodes.size(), false);
   std::vector<std::shared_ptr<const Tensor>> known(graph.values.size());
   for (size_t v = 0; v < graph.values.size(); ++v) known[v] = graph.values[v].constant;
+  for (const Value& value : graph.values)
+    if (value.has_type && value.producer < 0)
+      FT_RETURN_IF_ERROR(CheckRepresentable(value.type, fmt::format("input '{}'", value.name)));
   bool any_folded = false;
   for (int32_t n = 0; n < static_cast<int32_t>(graph.nodes.size()); ++n) {
     bool folded = false;

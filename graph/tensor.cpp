@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 
 namespace fusetune {
@@ -109,7 +110,14 @@ double Tensor::GetAsDouble(int64_t i) const {
 
 int64_t Tensor::GetAsInt(int64_t i) const {
   if (dtype_ == DataType::kInt64) return data<int64_t>()[i];
-  return static_cast<int64_t>(GetAsDouble(i));
+  // A float outside int64's range saturates and NaN reads 0 (converting them
+  // is undefined): a shape read from one is then rejected by the shape
+  // checks (onnx_import_fuzz: a Reshape shape of -inf).
+  const double v = GetAsDouble(i);
+  if (std::isnan(v)) return 0;
+  if (v >= 9.2233720368547758e18) return std::numeric_limits<int64_t>::max();
+  if (v < -9.2233720368547758e18) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(v);
 }
 
 std::vector<int64_t> Tensor::ToInt64Vector() const {

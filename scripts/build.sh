@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Configures and builds one configuration: build.sh release|sanitize [extra cmake args]
 # release  -> build/        (-O3 -march=native)
-# sanitize -> build-asan/   (ASan + UBSan, -O1, line tables only, no benchmarks)
+# sanitize -> build-asan/   (ASan + UBSan, -O1, line tables only, no benchmarks),
+#                           built with clang so that the same build also makes
+#                           the libFuzzer harnesses of tests/fuzz
 set -euo pipefail
 cd "$(dirname "$0")/.."
 config=${1:-release}
@@ -10,7 +12,8 @@ jobs=$(nproc)
 case "$config" in
   release) dir=build; args=(-DCMAKE_BUILD_TYPE=Release) ;;
   sanitize) dir=build-asan; args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DFUSETUNE_SANITIZE=ON -DFUSETUNE_BUILD_BENCH=OFF
-                                  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1") ;;
+                                  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1"
+                                  -DCMAKE_CXX_COMPILER=clang++ -DFUSETUNE_FUZZ=ON) ;;
   # -g1 keeps the file:line of every frame in sanitizer reports and builds in
   # 60% of the time full debug information takes (CI has 2 cores).
   *) echo "usage: $0 release|sanitize" >&2; exit 2 ;;

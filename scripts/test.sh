@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs missing packages, builds the Release and the
 # ASan+UBSan configurations, and runs the whole suite under ctest in both.
+# The sanitizer suite includes the libFuzzer harnesses (label `fuzz`, a fixed
+# number of inputs each; scripts/fuzz.sh fuzzes longer).
 # Ends with ctest's summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."

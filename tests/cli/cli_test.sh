@@ -305,6 +305,30 @@ expect_error 2 "max-memory '12Q'" -- $FUSETUNE compile "$M.onnx" --db "$TMP/tune
 expect_error 2 "within --max-memory" -- $FUSETUNE compile "$M.onnx" --db "$TMP/tune.db" --max-memory 16
 expect_error 2 "needs --db" -- $FUSETUNE run "$M.onnx" --input "x=$M.in.x.npy"
 expect_error 2 "not a database|corrupt" -- $FUSETUNE compile "$M.onnx" --db "$M.onnx"
+# A database with a damaged page (the header intact): compile and run --db
+# fail naming the file and `db check` instead of compiling on default
+# figures (the targets table: --no-whole-model makes the compile predict) or
+# without a word (the generation counter).
+for table in targets generation; do
+  cp "$TMP/tune.db" "$TMP/damaged.db"
+  /usr/bin/python3 - "$TMP/damaged.db" "$table" <<'PY' || fail "damaging $table"
+import sqlite3, sys
+path, table = sys.argv[1:]
+db = sqlite3.connect(path)
+db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+size = db.execute("PRAGMA page_size").fetchone()[0]
+root = db.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
+db.close()
+with open(path, "r+b") as f:
+    f.seek((root - 1) * size)
+    f.write(b"\xa5" * size)
+PY
+  expect_error 2 "tuning database '$TMP/damaged.db' is damaged.*db check" -- \
+    $FUSETUNE compile "$M.onnx" --db "$TMP/damaged.db" --no-whole-model
+  expect_error 2 "tuning database '$TMP/damaged.db' is damaged.*db check" -- \
+    $FUSETUNE run "$M.onnx" --db "$TMP/damaged.db" --no-whole-model --input "x=$M.in.x.npy"
+  expect_error 2 "corrupt" -- $FUSETUNE db check --db "$TMP/damaged.db"
+done
 
 expect_error 2 "give a budget" -- $FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/tune.db"
 expect_error 2 "bad duration '8x'" -- $FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/tune.db" --time 8x

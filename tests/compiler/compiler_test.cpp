@@ -324,6 +324,48 @@ TEST(Compiler, AFailedPreloadIsDropped) {
   EXPECT_GT(counting.best, 0);
 }
 
+// A database whose pages cannot be read (SQLite's corrupt-file error): the
+// load or the compile fails with the read's error, never compiles on
+// default machine figures or without the generation.
+class DamagedDatabase : public CountingDatabase {
+ public:
+  DamagedDatabase(db::Database& inner, bool target, bool generation)
+      : CountingDatabase(inner), target_(target), generation_(generation) {}
+  Result<std::optional<db::TargetEntry>> GetTarget(const std::string& f) override {
+    if (target_) return Damage("reading target");
+    return CountingDatabase::GetTarget(f);
+  }
+  Result<int64_t> Generation() override {
+    if (generation_) return Damage("reading the database generation");
+    return CountingDatabase::Generation();
+  }
+
+ private:
+  static Error Damage(const std::string& what) {
+    return Error(ErrorCode::kCorrupt, "tuning database 'damaged.db' is damaged: " + what);
+  }
+  bool target_, generation_;
+};
+
+TEST(Compiler, ADamagedDatabaseFailsInsteadOfCompilingOnDefaults) {
+  Fixture f(Mlp(32));
+  {
+    DamagedDatabase damaged(*f.db, /*target=*/false, /*generation=*/true);
+    auto index = TuningIndex::Load(damaged, kTarget, {});
+    ASSERT_FALSE(index.ok());
+    EXPECT_NE(index.error().message().find("damaged.db"), std::string::npos);
+  }
+  DamagedDatabase damaged(*f.db, /*target=*/true, /*generation=*/false);
+  auto index = TuningIndex::Load(damaged, kTarget, {});
+  ASSERT_TRUE(index.ok()) << index.error().ToString();
+  CompileOptions explain;
+  explain.target_features = true;
+  auto plan = CompileGraph(*f.space, **index, explain);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.error().code(), ErrorCode::kCorrupt);
+  EXPECT_NE(plan.error().message().find("damaged.db"), std::string::npos);
+}
+
 TEST(Compiler, CompiledModelsMatchTheReferenceAndCompileDeterministically) {
   const Graph graph = testing::LoadTestModel("encoder_postln_op17");
   auto index = TuningIndex::Empty({});

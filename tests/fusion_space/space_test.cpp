@@ -225,7 +225,6 @@ TEST(TilingSpace, DoubleBufferingCountsAgainstCapacity) {
   const std::vector<int32_t> gemm = {0};
   const TilingSpace& t = space.Tilings(gemm);
   ASSERT_EQ(space.Match(gemm).instance.kind, KernelTemplate::kGemm);
-  int single_only = 0;
   for (const Tiling& x : t.Enumerate()) {
     auto tiling = std::get<kernels::GemmTiling>(x);
     if (tiling.double_buffer) continue;
@@ -233,7 +232,6 @@ TEST(TilingSpace, DoubleBufferingCountsAgainstCapacity) {
     const int64_t need = kernels::GemmLocalBytes(space.Match(gemm).instance.gemm, tiling);
     EXPECT_EQ(static_cast<bool>(t.Check(tiling)),
               need <= static_cast<int64_t>(small.local_buffer_bytes));
-    single_only += need > static_cast<int64_t>(small.local_buffer_bytes);
   }
   kernels::GemmTiling misaligned;
   misaligned.mr = 8;
@@ -377,6 +375,10 @@ TEST(PlanFile, RoundTripAndErrors) {
     EXPECT_EQ(t.error().message(), r.error().message());
   };
   expect_error(nlohmann::json::array(), "not a fusetune plan");
+  // A "format" of another type (plan_json_fuzz: nlohmann's value() threw).
+  nlohmann::json format_array = j;
+  format_array["format"] = nlohmann::json::array();
+  expect_error(format_array, "not a fusetune plan");
   nlohmann::json strings = j;
   strings["groups"][0]["nodes"] = {"0"};
   expect_error(strings, "holds a non-integer");

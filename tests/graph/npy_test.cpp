@@ -47,5 +47,31 @@ TEST(Npy, BadFilesAreErrors) {
   EXPECT_EQ(ReadNpy("/nonexistent.npy").error().code(), ErrorCode::kIo);
 }
 
+// A version 1 .npy file of float32 with `shape` (header text) and `data_bytes` zero bytes of data.
+std::string NpyWithShape(const std::string& shape, size_t data_bytes) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+  header.resize((10 + header.size() + 1 + 63) / 64 * 64 - 10 - 1, ' ');
+  header += '\n';
+  std::string out("\x93NUMPY\x01\x00", 8);
+  out += static_cast<char>(header.size() & 0xff);
+  out += static_cast<char>(header.size() >> 8);
+  return out + header + std::string(data_bytes, '\0');
+}
+
+// Found by tests/fuzz/npy_fuzz: a shape is checked against the data before a
+// tensor of it is made (a negative dimension aborted the process, a huge one
+// overflowed the element count or asked for terabytes).
+TEST(Npy, NegativeOrHugeShapesAreErrors) {
+  ASSERT_TRUE(ParseNpy(NpyWithShape("(4,)", 16), "ok.npy").ok());
+  ASSERT_TRUE(ParseNpy(NpyWithShape("(0, 3)", 0), "empty.npy").ok());
+  for (const char* shape :
+       {"(-4,)", "(4611686018427387904, 4)", "(4294967296, 4294967296, 0)", "(1048576, 1048576)"}) {
+    auto t = ParseNpy(NpyWithShape(shape, 16), "bad.npy");
+    ASSERT_FALSE(t.ok()) << shape;
+    EXPECT_EQ(t.error().code(), ErrorCode::kParse) << shape;
+    EXPECT_NE(t.error().message().find("bad.npy"), std::string::npos) << t.error().ToString();
+  }
+}
+
 }  // namespace
 }  // namespace fusetune

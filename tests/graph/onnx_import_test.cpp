@@ -208,6 +208,54 @@ TEST(OnnxImport, WrongSizedInitializerIsCorrupt) {
   EXPECT_NE(r.error().message().find("tensor 'w'"), std::string::npos) << r.error().message();
 }
 
+// Found by tests/fuzz/onnx_import_fuzz: a shape is checked against the data
+// before a tensor of it is allocated (a huge one overflowed the byte count).
+TEST(OnnxImport, HugeInitializerShapeIsCorrupt) {
+  onnx::ModelProto model = EmptyModel();
+  auto* graph = model.mutable_graph();
+  auto* w = graph->add_initializer();
+  w->set_name("w");
+  w->set_data_type(1);
+  w->add_dims(int64_t{1} << 62);  // 2^64 bytes of float32: wraps to 0
+  auto* node = graph->add_node();
+  node->set_op_type("Relu");
+  node->add_input("w");
+  node->add_output("y");
+  graph->add_output()->set_name("y");
+  auto r = ImportOnnxBytes(model.SerializeAsString(), ".", "huge.onnx");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::kCorrupt);
+  EXPECT_NE(r.error().message().find("tensor 'w'"), std::string::npos) << r.error().message();
+}
+
+// Found by tests/fuzz/onnx_import_fuzz: an attribute of another type than
+// the op reads is an error of the import, not an abort.
+TEST(OnnxImport, AttributeOfTheWrongTypeIsAnError) {
+  onnx::ModelProto model = EmptyModel();
+  auto* graph = model.mutable_graph();
+  for (const char* name : {"a", "b"}) {
+    auto* in = graph->add_input();
+    in->set_name(name);
+    auto* type = in->mutable_type()->mutable_tensor_type();
+    type->set_elem_type(1);
+    type->mutable_shape()->add_dim()->set_dim_value(2);
+    type->mutable_shape()->add_dim()->set_dim_value(2);
+  }
+  auto* node = graph->add_node();
+  node->set_op_type("Gemm");
+  node->add_input("a");
+  node->add_input("b");
+  node->add_output("y");
+  auto* trans = node->add_attribute();
+  trans->set_name("transB");
+  trans->set_type(onnx::AttributeProto::FLOAT);
+  trans->set_f(1.0f);
+  graph->add_output()->set_name("y");
+  auto r = ImportOnnxBytes(model.SerializeAsString(), ".", "gemm.onnx");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("transB"), std::string::npos) << r.error().message();
+}
+
 TEST(OnnxImport, MalformedExternalDataFieldsAreCorrupt) {
   onnx::ModelProto model = EmptyModel();
   auto* graph = model.mutable_graph();

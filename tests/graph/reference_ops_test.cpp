@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "graph/op_registry.h"
 #include "test_util.h"
@@ -156,6 +157,22 @@ TEST(ReferenceOps, SliceWithNegativeStep) {
                      0);
 }
 
+// Found by tests/fuzz/onnx_import_fuzz: steps at int64's limits take one
+// element (counting the output overflowed).
+TEST(ReferenceOps, SliceWithStepsAtTheLimits) {
+  Graph g = Parse(R"(graph g {
+    input x: f32[5]  const st: i64[1] = [1]  const en: i64[1] = [5]  const ax: i64[1] = [0]
+    const up: i64[1] = [9223372036854775807]  const down: i64[1] = [-9223372036854775808]
+    const last: i64[1] = [-1]  const first: i64[1] = [-100]
+    a = Slice(x, st, en, ax, up)
+    b = Slice(x, last, first, ax, down)
+    output a, b })");
+  auto r = RunReference(g, {{"x", F32({5}, {0, 1, 2, 3, 4})}});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_VALUES_NEAR(r->outputs.at("a"), (std::vector<float>{1}), 0);
+  EXPECT_VALUES_NEAR(r->outputs.at("b"), (std::vector<float>{4}), 0);
+}
+
 TEST(ReferenceOps, GatherSplitWhereExpandTrilu) {
   Graph g = Parse(R"(graph g opset 14 {
     input x: f32[3, 2]  const idx: i64[2] = [2, -3]  const sh: i64[3] = [2, 3, 2]  const k: i64[] = [0]
@@ -226,6 +243,18 @@ TEST(ReferenceOps, RegistryCoversTheExportedOpSet) {
     EXPECT_NE(FindOpSchema("", op), nullptr) << op;
   EXPECT_EQ(FindOpSchema("", "Conv3DTranspose"), nullptr);
   EXPECT_EQ(FindOpSchema("com.microsoft", "Gelu"), nullptr);
+}
+
+// Found by tests/fuzz/onnx_import_fuzz: a float read as an integer (a shape
+// input) saturates outside int64's range and reads NaN as 0, where the
+// conversion was undefined.
+TEST(TensorValues, FloatsReadAsIntegersSaturate) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor t =
+      Tensor::FromVector<float>(DataType::kFloat32, {5}, {-inf, inf, std::nanf(""), 1e30f, -3.7f});
+  EXPECT_EQ(t.ToInt64Vector(), (std::vector<int64_t>{std::numeric_limits<int64_t>::min(),
+                                                     std::numeric_limits<int64_t>::max(), 0,
+                                                     std::numeric_limits<int64_t>::max(), -3}));
 }
 
 }  // namespace

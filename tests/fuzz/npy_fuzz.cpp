@@ -1,0 +1,13 @@
+// libFuzzer harness: .npy parsing (graph/npy.h), and writing back what parses.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "graph/npy.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string bytes(reinterpret_cast<const char*>(data), size);
+  auto tensor = fusetune::ParseNpy(bytes, "fuzz.npy");
+  if (tensor.ok()) (void)fusetune::SerializeNpy(*tensor);
+  return 0;
+}
