@@ -76,10 +76,10 @@ compiler::CompileOptions OptionsFor(Path path) {
 
 // One compile with `index`, its stages added to `s`: the fusion space,
 // lookup and partition (CompileGraph), lowering.
-Status CompileOnce(const Graph& graph, compiler::TuningIndex& index, Path path, Stages* s) {
+Status CompileOnce(const graph::Graph& graph, compiler::TuningIndex& index, Path path, Stages* s) {
   const compiler::CompileOptions options = OptionsFor(path);
   const auto t0 = Clock::now();
-  FusionSpace space(graph, kernels::KernelConfig{});
+  fusion_space::FusionSpace space(graph, kernels::KernelConfig{});
   const auto t1 = Clock::now();
   if (path == Path::kPerGroup) {  // enumerating candidate groups, a part of the lookup timed alone
     space.candidates();
@@ -89,7 +89,7 @@ Status CompileOnce(const Graph& graph, compiler::TuningIndex& index, Path path, 
   const auto t2 = Clock::now();
   if (path == Path::kRemembered && !plan.remembered_generation)
     return Error(ErrorCode::kInternal, "the remembered plan was not taken: " + plan.partition);
-  FT_ASSIGN_OR_RETURN(auto program, KernelProgram::Compile(space, plan.plan));
+  FT_ASSIGN_OR_RETURN(auto program, runtime::KernelProgram::Compile(space, plan.plan));
   const auto t3 = Clock::now();
   s->space.push_back(Ms(t0, t1));
   s->lookup.push_back(Ms(t1, t2));
@@ -103,7 +103,7 @@ Status CompileOnce(const Graph& graph, compiler::TuningIndex& index, Path path, 
 // An index of `database` for this machine, its load timed into `s`.
 Result<std::unique_ptr<compiler::TuningIndex>> LoadIndex(db::Database& database,
                                                          target::CacheProtocol caches, Stages* s) {
-  ClearActivationFitCache();
+  fusion_space::ClearActivationFitCache();
   const auto t_index = Clock::now();
   auto index = compiler::LoadIndexForThisMachine(database, caches);
   s->index.push_back(Ms(t_index, Clock::now()));
@@ -122,8 +122,9 @@ enum class Setting {
 
 // `runs` compiles in `setting`. The open is timed apart: the command opens
 // the database before it imports the model.
-Result<Stages> Time(const Graph& graph, const std::string& db_path, compiler::TuningIndex* shared,
-                    Path path, int runs, target::CacheProtocol caches, Setting setting) {
+Result<Stages> Time(const graph::Graph& graph, const std::string& db_path,
+                    compiler::TuningIndex* shared, Path path, int runs,
+                    target::CacheProtocol caches, Setting setting) {
   Stages s;
   for (int i = 0; i < runs; ++i) {
     if (setting == Setting::kWarm) {
@@ -147,7 +148,7 @@ Result<Stages> Time(const Graph& graph, const std::string& db_path, compiler::Tu
 
 // Compiles from group records and remembers the plan in the database at
 // `db_path`, as `fusetune compile` does on its first compile of a model.
-Status RememberPerGroupPlan(const Graph& graph, const std::string& db_path,
+Status RememberPerGroupPlan(const graph::Graph& graph, const std::string& db_path,
                             target::CacheProtocol caches) {
   FT_ASSIGN_OR_RETURN(auto database, compiler::OpenTuningDatabase(db_path));
   FT_ASSIGN_OR_RETURN(auto index, compiler::LoadIndexForThisMachine(*database, caches));
@@ -225,8 +226,8 @@ int Main(int argc, char** argv) {
   }
   (*first_index)->PreloadInBackground(argv[2]);
   const auto t0 = Clock::now();
-  auto graph = ImportOnnxFile(argv[1]);
-  if (!graph.ok() || !RunStandardPasses(*graph).ok()) {
+  auto graph = graph::ImportOnnxFile(argv[1]);
+  if (!graph.ok() || !graph::RunStandardPasses(*graph).ok()) {
     fmt::print(stderr, "cannot import {}\n", argv[1]);
     return 1;
   }

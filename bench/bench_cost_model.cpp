@@ -26,10 +26,11 @@ struct Population {
 const Population& GetPopulation() {
   static const Population* p = [] {
     auto* pop = new Population;
-    auto g = ImportOnnxFile(std::string(FUSETUNE_TESTDATA_DIR) + "/encoder_postln_op13.onnx");
-    if (!g.ok() || !RunStandardPasses(*g).ok()) return pop;
-    static Graph graph = std::move(*g);
-    static FusionSpace space(graph, kernels::KernelConfig{});
+    auto g =
+        graph::ImportOnnxFile(std::string(FUSETUNE_TESTDATA_DIR) + "/encoder_postln_op13.onnx");
+    if (!g.ok() || !graph::RunStandardPasses(*g).ok()) return pop;
+    static graph::Graph graph = std::move(*g);
+    static fusion_space::FusionSpace space(graph, kernels::KernelConfig{});
     static std::vector<search::Task> tasks = search::ExtractTasks(graph, space);
     Rng rng(1);
     cost_model::TargetFeatures target;
@@ -60,15 +61,15 @@ void Features(benchmark::State& state) {
   const Population& pop = GetPopulation();
   if (pop.data.size() == 0) return state.SkipWithError("model not found");
   // Re-extract the population's first 10,000 rows through the public path.
-  auto g = ImportOnnxFile(std::string(FUSETUNE_TESTDATA_DIR) + "/encoder_postln_op13.onnx");
-  (void)RunStandardPasses(*g);
-  FusionSpace space(*g, kernels::KernelConfig{});
+  auto g = graph::ImportOnnxFile(std::string(FUSETUNE_TESTDATA_DIR) + "/encoder_postln_op13.onnx");
+  (void)graph::RunStandardPasses(*g);
+  fusion_space::FusionSpace space(*g, kernels::KernelConfig{});
   const std::vector<search::Task> tasks = search::ExtractTasks(*g, space);
   std::vector<cost_model::GroupInfo> infos;
   for (const search::Task& t : tasks)
     infos.push_back(cost_model::MakeGroupInfo(*t.graph, t.instance()));
   Rng rng(2);
-  std::vector<Tiling> tilings;
+  std::vector<fusion_space::Tiling> tilings;
   for (int i = 0; i < 10000; ++i) tilings.push_back(tasks[i % tasks.size()].tilings().Sample(rng));
   int64_t n = 0;
   for (auto _ : state) {

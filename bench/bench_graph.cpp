@@ -17,10 +17,10 @@ namespace {
 
 const std::string kModel = std::string(FUSETUNE_SOURCE_DIR) + "/examples/encoder_small.onnx";
 
-Graph LoadOrDie() {
-  auto g = ImportOnnxFile(kModel);
+graph::Graph LoadOrDie() {
+  auto g = graph::ImportOnnxFile(kModel);
   if (!g.ok()) std::abort();
-  if (!RunStandardPasses(*g).ok()) std::abort();
+  if (!graph::RunStandardPasses(*g).ok()) std::abort();
   return std::move(*g);
 }
 
@@ -30,23 +30,23 @@ void BM_ImportAndPasses(benchmark::State& state) {
 BENCHMARK(BM_ImportAndPasses)->Unit(benchmark::kMillisecond);
 
 void BM_WholeGraphKey(benchmark::State& state) {
-  const Graph g = LoadOrDie();
-  for (auto _ : state) benchmark::DoNotOptimize(CanonicalizeGraph(g));
+  const graph::Graph g = LoadOrDie();
+  for (auto _ : state) benchmark::DoNotOptimize(graph::CanonicalizeGraph(g));
   state.counters["nodes"] = static_cast<double>(g.nodes.size());
 }
 BENCHMARK(BM_WholeGraphKey)->Unit(benchmark::kMicrosecond);
 
 void BM_FindLayers(benchmark::State& state) {
-  const Graph g = LoadOrDie();
-  for (auto _ : state) benchmark::DoNotOptimize(FindLayers(g));
+  const graph::Graph g = LoadOrDie();
+  for (auto _ : state) benchmark::DoNotOptimize(graph::FindLayers(g));
 }
 BENCHMARK(BM_FindLayers)->Unit(benchmark::kMicrosecond);
 
 void BM_ReferenceRun(benchmark::State& state) {
-  const Graph g = LoadOrDie();
-  const TensorMap feeds = RandomFeeds(g, 1);
-  for (auto _ : state) benchmark::DoNotOptimize(RunReference(g, feeds));
-  const double flops = SummarizeGraph(g).flops;
+  const graph::Graph g = LoadOrDie();
+  const graph::TensorMap feeds = graph::RandomFeeds(g, 1);
+  for (auto _ : state) benchmark::DoNotOptimize(graph::RunReference(g, feeds));
+  const double flops = graph::SummarizeGraph(g).flops;
   state.counters["gflops"] =
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }

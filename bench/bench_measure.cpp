@@ -32,29 +32,31 @@ measure::Measurer& SharedMeasurer() {
   return **m;
 }
 
-std::vector<int32_t> AllNodes(const Graph& g) {
+std::vector<int32_t> AllNodes(const graph::Graph& g) {
   std::vector<int32_t> all(g.nodes.size());
   std::iota(all.begin(), all.end(), 0);
   return all;
 }
 
-TensorType F32(int64_t rows, int64_t cols) { return {DataType::kFloat32, {rows, cols}, {}}; }
+graph::TensorType F32(int64_t rows, int64_t cols) {
+  return {graph::DataType::kFloat32, {rows, cols}, {}};
+}
 
 // relu(A x W) with W a constant: M x K times K x N.
-std::shared_ptr<const Graph> GemmGraph(int64_t m, int64_t k, int64_t n) {
-  auto g = std::make_shared<Graph>();
+std::shared_ptr<const graph::Graph> GemmGraph(int64_t m, int64_t k, int64_t n) {
+  auto g = std::make_shared<graph::Graph>();
   g->name = fmt::format("gemm_{}x{}x{}", m, k, n);
-  Tensor weights(DataType::kFloat32, {k, n});
+  graph::Tensor weights(graph::DataType::kFloat32, {k, n});
   Rng rng(2);
   for (int64_t i = 0; i < k * n; ++i) weights.data<float>()[i] = static_cast<float>(rng.Normal());
-  const ValueId a = g->AddInput("a", F32(m, k));
-  const ValueId w = g->AddConstant("w", std::move(weights));
-  ValueId x = a;
+  const graph::ValueId a = g->AddInput("a", F32(m, k));
+  const graph::ValueId w = g->AddConstant("w", std::move(weights));
+  graph::ValueId x = a;
   for (const char* op : {"MatMul", "Relu"}) {
-    const ValueId y = g->AddValue(std::string(op) + "_out");
+    const graph::ValueId y = g->AddValue(std::string(op) + "_out");
     g->value(y).type = F32(m, n);
     g->value(y).has_type = true;
-    Node node{op, "", op, {x}, {y}, {}};
+    graph::Node node{op, "", op, {x}, {y}, {}};
     if (x == a) node.inputs.push_back(w);
     g->AddNode(std::move(node));
     x = y;
@@ -78,17 +80,18 @@ const measure::MeasureOptions& SharedOptions() {
 }
 
 void FixedCost(benchmark::State& state) {
-  auto g = ImportOnnxFile(std::string(FUSETUNE_SOURCE_DIR) + "/examples/encoder_small.onnx");
-  if (!g.ok() || !RunStandardPasses(*g).ok()) return state.SkipWithError("cannot load the example");
+  auto g = graph::ImportOnnxFile(std::string(FUSETUNE_SOURCE_DIR) + "/examples/encoder_small.onnx");
+  if (!g.ok() || !graph::RunStandardPasses(*g).ok())
+    return state.SkipWithError("cannot load the example");
   kernels::KernelConfig config;
-  FusionSpace space(*g, config);
+  fusion_space::FusionSpace space(*g, config);
   std::vector<measure::Candidate> candidates;
-  std::vector<std::unique_ptr<FusionSpace>> spaces;
+  std::vector<std::unique_ptr<fusion_space::FusionSpace>> spaces;
   Rng rng(11);
-  for (const PlanGroup& group : space.Greedy().groups) {
+  for (const fusion_space::PlanGroup& group : space.Greedy().groups) {
     if (group.nodes.size() < 2) continue;
     auto sub = measure::GroupGraph(*g, group.nodes);
-    spaces.push_back(std::make_unique<FusionSpace>(*sub, config));
+    spaces.push_back(std::make_unique<fusion_space::FusionSpace>(*sub, config));
     for (int i = 0; i < 8; ++i) {
       auto c = measure::GroupCandidate(sub, *spaces.back(),
                                        spaces.back()->Tilings(AllNodes(*sub)).Sample(rng));
@@ -119,7 +122,7 @@ void FixedCost(benchmark::State& state) {
 
 void Repeatability(benchmark::State& state, int64_t m, int64_t k, int64_t n) {
   auto g = GemmGraph(m, k, n);
-  FusionSpace space(*g, kernels::KernelConfig{});
+  fusion_space::FusionSpace space(*g, kernels::KernelConfig{});
   auto c = measure::GroupCandidate(g, space, space.Tilings(AllNodes(*g)).Default());
   if (!c.ok()) return state.SkipWithError(c.error().message().c_str());
   std::vector<double> medians;
@@ -151,8 +154,8 @@ void FmaProbe(benchmark::State& state) {
 
 void DoubleBuffer(benchmark::State& state, int64_t m, int64_t k, int64_t n, bool on) {
   auto g = GemmGraph(m, k, n);
-  FusionSpace space(*g, kernels::KernelConfig{});
-  const TilingSpace& tilings = space.Tilings(AllNodes(*g));
+  fusion_space::FusionSpace space(*g, kernels::KernelConfig{});
+  const fusion_space::TilingSpace& tilings = space.Tilings(AllNodes(*g));
   // The same blocks both ways: the blocks nearest the default's (same
   // micro-tile and loop order) that also fit twice over.
   const auto def = std::get<kernels::GemmTiling>(tilings.Default());
@@ -160,9 +163,9 @@ void DoubleBuffer(benchmark::State& state, int64_t m, int64_t k, int64_t n, bool
     return std::abs(std::log(double(t.mc) / def.mc)) + std::abs(std::log(double(t.nc) / def.nc)) +
            std::abs(std::log(double(t.kc) / def.kc));
   };
-  std::optional<Tiling> best;
+  std::optional<fusion_space::Tiling> best;
   double best_distance = INFINITY;
-  for (const Tiling& candidate : tilings.Enumerate()) {
+  for (const fusion_space::Tiling& candidate : tilings.Enumerate()) {
     auto gt = std::get<kernels::GemmTiling>(candidate);
     if (!gt.double_buffer || gt.mr != def.mr || gt.nr != def.nr || gt.order != def.order ||
         gt.split != def.split)
@@ -175,7 +178,7 @@ void DoubleBuffer(benchmark::State& state, int64_t m, int64_t k, int64_t n, bool
     }
   }
   if (!best) return state.SkipWithError("no tiling fits with double buffering");
-  Tiling t = *best;
+  fusion_space::Tiling t = *best;
   std::get<kernels::GemmTiling>(t).double_buffer = on;
   auto c = measure::GroupCandidate(g, space, t);
   if (!c.ok()) return state.SkipWithError(c.error().message().c_str());
@@ -193,10 +196,11 @@ void DoubleBuffer(benchmark::State& state, int64_t m, int64_t k, int64_t n, bool
 // A tuning job's first candidate is the unfused plan, measured by a worker
 // process that has just started: its time should be the worker's later time.
 void FreshWorker(benchmark::State& state) {
-  auto g = ImportOnnxFile(std::string(FUSETUNE_SOURCE_DIR) + "/examples/encoder_small.onnx");
-  if (!g.ok() || !RunStandardPasses(*g).ok()) return state.SkipWithError("cannot load the example");
-  auto graph = std::make_shared<const Graph>(std::move(*g));
-  FusionSpace space(*graph, kernels::KernelConfig{});
+  auto g = graph::ImportOnnxFile(std::string(FUSETUNE_SOURCE_DIR) + "/examples/encoder_small.onnx");
+  if (!g.ok() || !graph::RunStandardPasses(*g).ok())
+    return state.SkipWithError("cannot load the example");
+  auto graph = std::make_shared<const graph::Graph>(std::move(*g));
+  fusion_space::FusionSpace space(*graph, kernels::KernelConfig{});
   const measure::Candidate c = measure::PlanCandidate(graph, space, space.Unfused(), "unfused");
   std::vector<double> first_ms, next_ms, first_launch_us, next_launch_us;
   for (auto _ : state)

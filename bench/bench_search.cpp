@@ -33,11 +33,11 @@
 #include <numeric>
 
 #include "graph/text_format.h"
-#include "measure/measurer.h"
 #include "measure/calibrate.h"
+#include "measure/measurer.h"
+#include "search/evolution.h"
 #include "target/calibration.h"
 #include "target/target.h"
-#include "search/evolution.h"
 
 namespace fusetune {
 namespace {
@@ -76,21 +76,21 @@ std::vector<Workload> Workloads() {
 }
 
 struct Prepared {
-  std::shared_ptr<const Graph> graph;
-  std::unique_ptr<FusionSpace> space;
+  std::shared_ptr<const graph::Graph> graph;
+  std::unique_ptr<fusion_space::FusionSpace> space;
   std::vector<search::Task> tasks;
   const search::Task* task = nullptr;  // the group of the whole graph
 };
 
 Prepared Prepare(const std::string& text) {
   Prepared p;
-  auto g = ParseGraphText(text);
+  auto g = graph::ParseGraphText(text);
   if (!g.ok()) {
     fmt::print(stderr, "bench_search: {}\n", g.error().ToString());
     std::exit(1);
   }
-  p.graph = std::make_shared<const Graph>(std::move(*g));
-  p.space = std::make_unique<FusionSpace>(*p.graph, kernels::KernelConfig{});
+  p.graph = std::make_shared<const graph::Graph>(std::move(*g));
+  p.space = std::make_unique<fusion_space::FusionSpace>(*p.graph, kernels::KernelConfig{});
   p.tasks = search::ExtractTasks(*p.graph, *p.space);
   for (const search::Task& t : p.tasks)
     if (!p.task || t.graph->nodes.size() > p.task->graph->nodes.size()) p.task = &t;
@@ -120,7 +120,7 @@ std::pair<int64_t, double> ReplayTuner(const search::Task& task,
   while (!search.exhausted() && reached < 0) {
     const int count = search.rounds() == 0 ? 2 : 8;
     for (const search::Proposal& p : search.Propose(count, *model, target)) {
-      const double t = table.at(TilingToString(p.tiling));
+      const double t = table.at(fusion_space::TilingToString(p.tiling));
       search.AddMeasured(p.tiling, std::isfinite(t) ? std::optional<double>(t) : std::nullopt);
       found = std::min(found, t);
       if (++trials == budget) best_at_budget = found;
@@ -195,9 +195,8 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "calibrating...\n");
     tables["_calibration"] = target::CalibrationToJson(measure::Calibrate(2));
   }
-  const cost_model::TargetFeatures target =
-      cost_model::TargetFeaturesFromCalibration(tables["_calibration"],
-                                                target::CacheProtocol::kFlushed);
+  const cost_model::TargetFeatures target = cost_model::TargetFeaturesFromCalibration(
+      tables["_calibration"], target::CacheProtocol::kFlushed);
   auto measurer = measure::Measurer::Create(FUSETUNE_WORKER);
   if (!measurer.ok()) {
     fmt::print(stderr, "bench_search: {}\n", measurer.error().ToString());
@@ -210,17 +209,18 @@ int main(int argc, char** argv) {
   for (const Workload& w : Workloads()) {
     Prepared p = Prepare(w.text);
     if (!p.task) continue;
-    std::vector<Tiling> all = p.task->tilings().Enumerate();
+    std::vector<fusion_space::Tiling> all = p.task->tilings().Enumerate();
     if (quick && all.size() > 200) all.resize(200);
     std::map<std::string, double> table;
     std::vector<double> times;
     const auto options = Options(target);
     if (!replay_path.empty()) {
       if (!tables.contains(w.name)) continue;
-      for (const Tiling& t : all) {
-        const auto& v = tables[w.name].value(TilingToString(t), nlohmann::json(nullptr));
-        table[TilingToString(t)] = v.is_number() ? v.get<double>() : INFINITY;
-        times.push_back(table[TilingToString(t)]);
+      for (const fusion_space::Tiling& t : all) {
+        const auto& v =
+            tables[w.name].value(fusion_space::TilingToString(t), nlohmann::json(nullptr));
+        table[fusion_space::TilingToString(t)] = v.is_number() ? v.get<double>() : INFINITY;
+        times.push_back(table[fusion_space::TilingToString(t)]);
       }
     }
     for (size_t i = 0; replay_path.empty() && i < all.size(); ++i) {
@@ -228,7 +228,7 @@ int main(int argc, char** argv) {
       const auto r = c.ok() ? (*measurer)->Measure(*c, options)
                             : measure::MeasureResult::Failure(measure::MeasureStatus::kFailed, "");
       const double t = r.ok() ? r.time.median : INFINITY;
-      table[TilingToString(all[i])] = t;
+      table[fusion_space::TilingToString(all[i])] = t;
       times.push_back(t);
       if (i % 50 == 0) fmt::print(stderr, "\r{}: {}/{} measured", w.name, i, all.size());
     }
@@ -237,12 +237,14 @@ int main(int argc, char** argv) {
     for (const auto& [tiling, t] : table)
       tables[w.name][tiling] = std::isfinite(t) ? nlohmann::json(t) : nlohmann::json(nullptr);
     const double best = *std::min_element(times.begin(), times.end());
-    const cost_model::GroupInfo info = cost_model::MakeGroupInfo(*p.task->graph, p.task->instance());
+    const cost_model::GroupInfo info =
+        cost_model::MakeGroupInfo(*p.task->graph, p.task->instance());
     if (!ranks_path.empty())
-      for (const Tiling& t : all)
-        ranks[w.name][TilingToString(t)] = {
-            std::isfinite(table[TilingToString(t)]) ? nlohmann::json(table[TilingToString(t)])
-                                                    : nlohmann::json(nullptr),
+      for (const fusion_space::Tiling& t : all)
+        ranks[w.name][fusion_space::TilingToString(t)] = {
+            std::isfinite(table[fusion_space::TilingToString(t)])
+                ? nlohmann::json(table[fusion_space::TilingToString(t)])
+                : nlohmann::json(nullptr),
             cost_model::AnalyticalSeconds(info, t, target)};
     std::vector<int64_t> tuner_trials;
     std::vector<double> at64;

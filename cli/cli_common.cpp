@@ -14,8 +14,8 @@
 #include "graph/npy.h"
 #include "graph/onnx_io.h"
 #include "graph/passes.h"
-#include "target/target.h"
 #include "search/job_target.h"
+#include "target/target.h"
 
 namespace fusetune::cli {
 
@@ -39,8 +39,8 @@ Result<std::map<std::string, std::string>> ParseAssignments(const std::vector<st
   return out;
 }
 
-Result<Graph> LoadModel(const std::string& path, const ModelOptions& options) {
-  ImportOptions import;
+Result<graph::Graph> LoadModel(const std::string& path, const ModelOptions& options) {
+  graph::ImportOptions import;
   FT_ASSIGN_OR_RETURN(auto dims, ParseAssignments(options.dims, "--dim"));
   for (const auto& [name, value] : dims) {
     char* end = nullptr;
@@ -50,9 +50,9 @@ Result<Graph> LoadModel(const std::string& path, const ModelOptions& options) {
                    fmt::format("--dim {}={}: the value must be a positive integer", name, value));
     import.dim_bindings[name] = v;
   }
-  FT_ASSIGN_OR_RETURN(Graph graph, ImportOnnxFile(path, import));
+  FT_ASSIGN_OR_RETURN(graph::Graph graph, graph::ImportOnnxFile(path, import));
   if (!options.no_passes) {
-    auto status = RunStandardPasses(graph);
+    auto status = graph::RunStandardPasses(graph);
     if (!status.ok()) return status.error().WithContext(path);
   }
   return graph;
@@ -154,20 +154,20 @@ std::string FileNameFor(const std::string& output) {
 
 }  // namespace
 
-Result<TensorMap> LoadFeeds(const Graph& graph, const std::vector<std::string>& inputs,
-                            int64_t random_seed) {
+Result<graph::TensorMap> LoadFeeds(const graph::Graph& graph,
+                                   const std::vector<std::string>& inputs, int64_t random_seed) {
   if (random_seed >= 0) {
     if (!inputs.empty())
       return Error(ErrorCode::kInvalidArgument, "--input and --random-inputs cannot be combined");
-    return RandomFeeds(graph, static_cast<uint64_t>(random_seed));
+    return graph::RandomFeeds(graph, static_cast<uint64_t>(random_seed));
   }
   FT_ASSIGN_OR_RETURN(auto pairs, ParseAssignments(inputs, "--input"));
-  TensorMap feeds;
+  graph::TensorMap feeds;
   for (const auto& [name, path] : pairs) {
-    FT_ASSIGN_OR_RETURN(Tensor t, ReadNpy(path));
+    FT_ASSIGN_OR_RETURN(graph::Tensor t, graph::ReadNpy(path));
     feeds[name] = std::move(t);
   }
-  for (ValueId v : graph.inputs)
+  for (graph::ValueId v : graph.inputs)
     if (!feeds.count(graph.value(v).name))
       return Error(ErrorCode::kInvalidArgument,
                    fmt::format("input '{}' ({}) has no --input {}=FILE.npy", graph.value(v).name,
@@ -175,7 +175,7 @@ Result<TensorMap> LoadFeeds(const Graph& graph, const std::vector<std::string>& 
   return feeds;
 }
 
-Result<nlohmann::json> WriteOutputs(const Graph& graph, const TensorMap& outputs,
+Result<nlohmann::json> WriteOutputs(const graph::Graph& graph, const graph::TensorMap& outputs,
                                     const std::string& dir) {
   std::error_code ec;
   if (!dir.empty()) {
@@ -183,13 +183,14 @@ Result<nlohmann::json> WriteOutputs(const Graph& graph, const TensorMap& outputs
     if (ec) return Error(ErrorCode::kIo, fmt::format("cannot create '{}': {}", dir, ec.message()));
   }
   nlohmann::json list = nlohmann::json::array();
-  for (ValueId v : graph.outputs) {
+  for (graph::ValueId v : graph.outputs) {
     const std::string& name = graph.value(v).name;
-    const Tensor& t = outputs.at(name);
-    nlohmann::json o{{"name", name}, {"dtype", DataTypeName(t.dtype())}, {"shape", t.dims()}};
+    const graph::Tensor& t = outputs.at(name);
+    nlohmann::json o{
+        {"name", name}, {"dtype", graph::DataTypeName(t.dtype())}, {"shape", t.dims()}};
     if (!dir.empty()) {
       const std::string path = (std::filesystem::path(dir) / FileNameFor(name)).string();
-      FT_RETURN_IF_ERROR(WriteNpy(path, t));
+      FT_RETURN_IF_ERROR(graph::WriteNpy(path, t));
       o["file"] = path;
     }
     double sum = 0, sum_abs = 0;
@@ -218,15 +219,15 @@ void PrintOutputSummaries(const nlohmann::json& outputs) {
   for (const auto& o : outputs)
     std::cout << fmt::format("  {}: {}{}  mean {:.6g}  mean|x| {:.6g}{}\n",
                              o["name"].get<std::string>(), o["dtype"].get<std::string>(),
-                             DimsToString(o["shape"].get<Dims>()), o["mean"].get<double>(),
-                             o["mean_abs"].get<double>(),
+                             graph::DimsToString(o["shape"].get<graph::Dims>()),
+                             o["mean"].get<double>(), o["mean_abs"].get<double>(),
                              o.contains("file") ? "  -> " + o["file"].get<std::string>() : "");
 }
 
-Result<Plan> LoadPlanArg(FusionSpace& space, const std::string& plan) {
+Result<fusion_space::Plan> LoadPlanArg(fusion_space::FusionSpace& space, const std::string& plan) {
   if (plan == "unfused") return space.Unfused();
   if (plan == "greedy") return space.Greedy();
-  return ReadPlanFile(space, plan);
+  return fusion_space::ReadPlanFile(space, plan);
 }
 
 }  // namespace fusetune::cli

@@ -31,7 +31,7 @@ struct ModelOptions {
 };
 
 // Imports an ONNX model and runs the standard graph passes.
-Result<Graph> LoadModel(const std::string& path, const ModelOptions& options);
+Result<graph::Graph> LoadModel(const std::string& path, const ModelOptions& options);
 
 // Parses "NAME=VALUE" pairs.
 Result<std::map<std::string, std::string>> ParseAssignments(const std::vector<std::string>& items,
@@ -50,16 +50,16 @@ void AddRunIoOptions(CLI::App* cmd, RunIoArgs* io);
 void PrintOutputSummaries(const nlohmann::json& outputs);
 
 // Graph inputs from NAME=FILE.npy pairs, or random ones from `random_seed` (>= 0).
-Result<TensorMap> LoadFeeds(const Graph& graph, const std::vector<std::string>& inputs,
-                            int64_t random_seed);
+Result<graph::TensorMap> LoadFeeds(const graph::Graph& graph,
+                                   const std::vector<std::string>& inputs, int64_t random_seed);
 // Writes one NAME.npy per graph output into `dir` (unless empty; '/', '\\'
 // and ':' in names become '_') and returns a summary per output (name,
 // dtype, shape, mean, mean_abs, file).
-Result<nlohmann::json> WriteOutputs(const Graph& graph, const TensorMap& outputs,
+Result<nlohmann::json> WriteOutputs(const graph::Graph& graph, const graph::TensorMap& outputs,
                                     const std::string& dir);
 
 // --plan: a plan file, or "unfused" or "greedy".
-Result<Plan> LoadPlanArg(FusionSpace& space, const std::string& plan);
+Result<fusion_space::Plan> LoadPlanArg(fusion_space::FusionSpace& space, const std::string& plan);
 
 // This machine's target key for the cache protocol (search::EnsureTarget,
 // saying so on stderr when it calibrates). `calibration` receives it.

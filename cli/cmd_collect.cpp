@@ -38,10 +38,10 @@ int Collect(CollectArgs& args) {
   for (const std::string& path : args.models) {
     auto loaded = LoadModel(path, args.model_options);
     if (!loaded.ok()) return ReportError(loaded.error());
-    const Graph& graph = *loaded;
+    const graph::Graph& graph = *loaded;
     kernels::KernelConfig config;
     config.threads = args.sample.measure.threads;
-    FusionSpace space(graph, config);
+    fusion_space::FusionSpace space(graph, config);
     const std::vector<search::Task> tasks = search::ExtractTasks(graph, space);
     tasks_total += static_cast<int64_t>(tasks.size());
     for (const search::Task& t : tasks)

@@ -23,16 +23,16 @@ struct InspectArgs {
   bool text = false;
 };
 
-nlohmann::json TypeJson(const Graph& g, ValueId v) {
+nlohmann::json TypeJson(const graph::Graph& g, graph::ValueId v) {
   return {{"name", g.value(v).name},
-          {"dtype", DataTypeName(g.type(v).dtype)},
+          {"dtype", graph::DataTypeName(g.type(v).dtype)},
           {"shape", g.type(v).dims},
           {"type", g.type(v).ToString()}};
 }
 
-nlohmann::json BuildReport(const Graph& g, const std::string& path, bool with_nodes) {
-  const GraphSummary summary = SummarizeGraph(g);
-  const LayerStructure layers = FindLayers(g);
+nlohmann::json BuildReport(const graph::Graph& g, const std::string& path, bool with_nodes) {
+  const graph::GraphSummary summary = graph::SummarizeGraph(g);
+  const graph::LayerStructure layers = graph::FindLayers(g);
   nlohmann::json j;
   j["model"] = path;
   j["opset"] = g.opset;
@@ -41,16 +41,16 @@ nlohmann::json BuildReport(const Graph& g, const std::string& path, bool with_no
   j["parameter_bytes"] = summary.parameter_bytes;
   j["flops"] = summary.flops;
   j["bytes"] = summary.bytes;
-  j["graph_key"] = CanonicalizeGraph(g).key.ToString();
-  for (ValueId v : g.inputs) j["inputs"].push_back(TypeJson(g, v));
-  for (ValueId v : g.outputs) j["outputs"].push_back(TypeJson(g, v));
+  j["graph_key"] = graph::CanonicalizeGraph(g).key.ToString();
+  for (graph::ValueId v : g.inputs) j["inputs"].push_back(TypeJson(g, v));
+  for (graph::ValueId v : g.outputs) j["outputs"].push_back(TypeJson(g, v));
   j["op_types"] = nlohmann::json::array();
   for (const auto& [op, s] : summary.by_op_type)
     j["op_types"].push_back(
         {{"op_type", op}, {"count", s.count}, {"flops", s.flops}, {"bytes", s.bytes}});
-  auto blocks = [&](const std::vector<RepeatedBlock>& list) {
+  auto blocks = [&](const std::vector<graph::RepeatedBlock>& list) {
     nlohmann::json arr = nlohmann::json::array();
-    for (const RepeatedBlock& b : list)
+    for (const graph::RepeatedBlock& b : list)
       arr.push_back({{"key", b.key.ToString()},
                      {"count", b.count},
                      {"nodes", b.instances[0].size()},
@@ -62,17 +62,18 @@ nlohmann::json BuildReport(const Graph& g, const std::string& path, bool with_no
   j["segments"] = blocks(layers.segment_keys);
   if (with_nodes) {
     for (int32_t n = 0; n < static_cast<int32_t>(g.nodes.size()); ++n) {
-      const NodeCost c = ComputeNodeCost(g, n);
-      const Node& node = g.nodes[n];
-      j["node_costs"].push_back({{"index", n},
-                                 {"name", node.name},
-                                 {"op_type", node.op_type},
-                                 {"output", node.outputs.empty() || node.outputs[0] == kNoValue
-                                                ? ""
-                                                : g.type(node.outputs[0]).ToString()},
-                                 {"flops", c.flops},
-                                 {"bytes_read", c.bytes_read},
-                                 {"bytes_written", c.bytes_written}});
+      const graph::NodeCost c = graph::ComputeNodeCost(g, n);
+      const graph::Node& node = g.nodes[n];
+      j["node_costs"].push_back(
+          {{"index", n},
+           {"name", node.name},
+           {"op_type", node.op_type},
+           {"output", node.outputs.empty() || node.outputs[0] == graph::kNoValue
+                          ? ""
+                          : g.type(node.outputs[0]).ToString()},
+           {"flops", c.flops},
+           {"bytes_read", c.bytes_read},
+           {"bytes_written", c.bytes_written}});
     }
   }
   return j;
@@ -149,9 +150,9 @@ void AddInspectCommand(CLI::App& app, std::function<void(int)> set_result) {
     auto graph = LoadModel(args->model, args->model_options);
     if (!graph.ok()) return set_result(ReportError(graph.error()));
     if (args->text) {
-      TextPrintOptions options;
+      graph::TextPrintOptions options;
       options.print_types = true;
-      std::cout << PrintGraphText(*graph, options);
+      std::cout << graph::PrintGraphText(*graph, options);
       return set_result(kExitOk);
     }
     const nlohmann::json report = BuildReport(*graph, args->model, args->nodes);

@@ -70,12 +70,12 @@ void PrintResult(const measure::MeasureResult& r) {
 int Measure(MeasureArgs& args) {
   auto loaded = LoadModel(args.model, args.model_options);
   if (!loaded.ok()) return ReportError(loaded.error());
-  auto graph = std::make_shared<const Graph>(std::move(*loaded));
+  auto graph = std::make_shared<const graph::Graph>(std::move(*loaded));
   kernels::KernelConfig config;
   config.threads = args.options.threads;
   if (args.options.local_buffer_bytes > 0)
     config.local_buffer_bytes = static_cast<size_t>(args.options.local_buffer_bytes);
-  FusionSpace space(*graph, config);
+  fusion_space::FusionSpace space(*graph, config);
   auto plan = LoadPlanArg(space, args.plan);
   if (!plan.ok()) return ReportError(plan.error());
   auto measurer = measure::Measurer::Create();
@@ -91,12 +91,12 @@ int Measure(MeasureArgs& args) {
   }
   std::vector<measure::Candidate> candidates{
       measure::PlanCandidate(graph, space, *plan, "whole plan")};
-  std::vector<std::unique_ptr<FusionSpace>> group_spaces;
+  std::vector<std::unique_ptr<fusion_space::FusionSpace>> group_spaces;
   if (args.groups)
-    for (const PlanGroup& g : plan->groups) {
+    for (const fusion_space::PlanGroup& g : plan->groups) {
       if (g.nodes.size() < 2) continue;
       auto sub = measure::GroupGraph(*graph, g.nodes);
-      group_spaces.push_back(std::make_unique<FusionSpace>(*sub, config));
+      group_spaces.push_back(std::make_unique<fusion_space::FusionSpace>(*sub, config));
       auto c = measure::GroupCandidate(sub, *group_spaces.back(), g.tiling,
                                        space.Match(g.nodes).instance.summary);
       if (!c.ok()) return ReportError(c.error());

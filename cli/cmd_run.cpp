@@ -33,7 +33,7 @@ struct RunArgs {
   bool verify = false, json = false, steps = false;
 };
 
-Result<std::unique_ptr<compiler::CompiledModel>> Prepare(Graph graph, const RunArgs& args,
+Result<std::unique_ptr<compiler::CompiledModel>> Prepare(graph::Graph graph, const RunArgs& args,
                                                          TuningSource* source) {
   if (args.from_db) {
     compiler::RememberNote remembered;
@@ -46,19 +46,20 @@ Result<std::unique_ptr<compiler::CompiledModel>> Prepare(Graph graph, const RunA
   kernels::KernelConfig config;
   config.threads = args.threads;
   return compiler::CompiledModel::FromPlan(
-      std::move(graph), config, [&](FusionSpace& space) { return LoadPlanArg(space, args.plan); });
+      std::move(graph), config,
+      [&](fusion_space::FusionSpace& space) { return LoadPlanArg(space, args.plan); });
 }
 
 // Median, 10th and 90th percentile of `runs` timed runs after one warm-up.
 // With `step_ms`, also each kernel's median over the same runs (the first
 // run's step times include page faults and cold caches).
-Result<nlohmann::json> Bench(KernelProgram& program, const TensorMap& feeds, int runs, double flops,
-                             std::vector<double>* step_ms) {
+Result<nlohmann::json> Bench(runtime::KernelProgram& program, const graph::TensorMap& feeds,
+                             int runs, double flops, std::vector<double>* step_ms) {
   FT_RETURN_IF_ERROR(program.Run(feeds));
   std::vector<double> ms;
   std::vector<std::vector<double>> per_step;
   for (int i = 0; i < runs; ++i) {
-    RunReport report;
+    runtime::RunReport report;
     const auto start = std::chrono::steady_clock::now();
     FT_RETURN_IF_ERROR(program.Run(feeds, step_ms != nullptr ? &report : nullptr));
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
@@ -97,12 +98,12 @@ int Run(const RunArgs& args) {
   if (!graph.ok()) return ReportError(graph.error());
   auto feeds = LoadFeeds(*graph, args.io.inputs, args.io.random_seed);
   if (!feeds.ok()) return ReportError(feeds.error());
-  const double flops = SummarizeGraph(*graph).flops;
+  const double flops = graph::SummarizeGraph(*graph).flops;
   auto model = Prepare(std::move(*graph), args, &source);
   if (!model.ok()) return ReportError(model.error());
-  KernelProgram* exe = &(*model)->program();
-  const Graph& g = (*model)->graph();
-  RunReport report;
+  runtime::KernelProgram* exe = &(*model)->program();
+  const graph::Graph& g = (*model)->graph();
+  runtime::RunReport report;
   auto result = exe->Run(*feeds, &report);
   if (!result.ok()) return ReportError(result.error());
   auto outputs = WriteOutputs(g, *result, args.io.output_dir);
@@ -129,12 +130,12 @@ int Run(const RunArgs& args) {
       report.steps[s].seconds = step_ms[s] / 1e3;
   }
   if (args.verify) {
-    auto want = RunReference(g, *feeds);
+    auto want = graph::RunReference(g, *feeds);
     if (!want.ok()) return ReportError(want.error());
     j["max_scaled_error"] = measure::CompareOutputs(*result, want->outputs);
   }
   if (args.steps)
-    for (const StepReport& s : report.steps)
+    for (const runtime::StepReport& s : report.steps)
       j["steps"].push_back({{"kernel", s.kernel},
                             {"tiling", s.tiling},
                             {"milliseconds", s.seconds * 1e3},
@@ -169,7 +170,7 @@ int Run(const RunArgs& args) {
         b["gflops"].get<double>());
   }
   if (args.steps)
-    for (const StepReport& s : report.steps)
+    for (const runtime::StepReport& s : report.steps)
       std::cout << fmt::format("  {:8.3f} ms  {:<48}  {}\n", s.seconds * 1e3, s.kernel, s.tiling);
   PrintOutputSummaries(j["outputs"]);
   if (args.verify)

@@ -28,7 +28,7 @@ int Run(const RunReferenceArgs& args) {
   auto feeds = LoadFeeds(*graph, args.io.inputs, args.io.random_seed);
   if (!feeds.ok()) return ReportError(feeds.error());
   const auto start = std::chrono::steady_clock::now();
-  auto result = RunReference(*graph, *feeds);
+  auto result = graph::RunReference(*graph, *feeds);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (!result.ok()) return ReportError(result.error());

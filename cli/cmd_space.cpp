@@ -27,14 +27,14 @@ struct SpaceArgs {
   std::string save_greedy, save_unfused;
 };
 
-nlohmann::json PlanSummary(FusionSpace& space, const Plan& plan) {
+nlohmann::json PlanSummary(fusion_space::FusionSpace& space, const fusion_space::Plan& plan) {
   nlohmann::json groups = nlohmann::json::array();
-  for (const PlanGroup& g : plan.groups) {
-    const KernelInstance& k = space.Match(g.nodes).instance;
+  for (const fusion_space::PlanGroup& g : plan.groups) {
+    const fusion_space::KernelInstance& k = space.Match(g.nodes).instance;
     groups.push_back({{"nodes", g.nodes},
-                      {"template", KernelTemplateName(k.kind)},
+                      {"template", fusion_space::KernelTemplateName(k.kind)},
                       {"kernel", k.summary},
-                      {"tiling", TilingToString(g.tiling)},
+                      {"tiling", fusion_space::TilingToString(g.tiling)},
                       {"tilings", space.Tilings(g.nodes).size()}});
   }
   return {{"kernels", plan.groups.size()},
@@ -43,18 +43,20 @@ nlohmann::json PlanSummary(FusionSpace& space, const Plan& plan) {
           {"groups", groups}};
 }
 
-nlohmann::json BuildReport(FusionSpace& space, const SpaceArgs& args, const Plan& unfused,
-                           const Plan& greedy, double partitions) {
-  const CandidateSet& c = space.candidates();
+nlohmann::json BuildReport(fusion_space::FusionSpace& space, const SpaceArgs& args,
+                           const fusion_space::Plan& unfused, const fusion_space::Plan& greedy,
+                           double partitions) {
+  const fusion_space::CandidateSet& c = space.candidates();
   nlohmann::json by_template = nlohmann::json::object();
-  for (auto [kind, count] : c.count_by_template) by_template[KernelTemplateName(kind)] = count;
-  std::set<WorkloadKey> keys;
+  for (auto [kind, count] : c.count_by_template)
+    by_template[fusion_space::KernelTemplateName(kind)] = count;
+  std::set<graph::WorkloadKey> keys;
   nlohmann::json list = nlohmann::json::array();
   for (size_t i = c.num_nodes; i < c.groups.size(); ++i) {
     keys.insert(c.groups[i].key);
     if (args.list)
       list.push_back({{"nodes", c.groups[i].nodes},
-                      {"template", KernelTemplateName(c.groups[i].instance->kind)},
+                      {"template", fusion_space::KernelTemplateName(c.groups[i].instance->kind)},
                       {"kernel", c.groups[i].instance->summary},
                       {"key", c.groups[i].key.ToString()}});
   }
@@ -133,16 +135,17 @@ int Run(const SpaceArgs& args) {
   kernels::KernelConfig config;
   config.threads = args.threads;
   if (args.local_buffer > 0) config.local_buffer_bytes = static_cast<size_t>(args.local_buffer);
-  CandidateOptions options;
+  fusion_space::CandidateOptions options;
   options.max_group_size = args.max_group_size;
-  FusionSpace space(*graph, config, options);
-  const Plan unfused = space.Unfused();
-  const Plan greedy = space.Greedy();
-  const double partitions = CountPartitions(space.candidates());
+  fusion_space::FusionSpace space(*graph, config, options);
+  const fusion_space::Plan unfused = space.Unfused();
+  const fusion_space::Plan greedy = space.Greedy();
+  const double partitions = fusion_space::CountPartitions(space.candidates());
   const nlohmann::json report = BuildReport(space, args, unfused, greedy, partitions);
   for (auto [path, plan] : {std::pair{args.save_greedy, &greedy}, {args.save_unfused, &unfused}})
     if (!path.empty())
-      if (Status s = WritePlanFile(space, *plan, path); !s.ok()) return ReportError(s.error());
+      if (Status s = fusion_space::WritePlanFile(space, *plan, path); !s.ok())
+        return ReportError(s.error());
   if (args.json)
     PrintJson(report);
   else

@@ -104,8 +104,9 @@ int Tune(const TuneArgs& args) {
     if (bar) UpdateBar(*bar, p);
   };
   callbacks.should_stop = [] { return Interrupted(); };
-  auto job = search::TuningJob::Open(**opened, std::make_shared<const Graph>(std::move(*loaded)),
-                                     std::move(*options), callbacks);
+  auto job =
+      search::TuningJob::Open(**opened, std::make_shared<const graph::Graph>(std::move(*loaded)),
+                              std::move(*options), callbacks);
   if (!job.ok()) return ReportError(job.error());
   if ((*job)->resumed())
     fmt::print(stderr, "resuming job {} after {} trials\n", (*job)->job_id(),

@@ -58,11 +58,9 @@ Result<TuningSource> OpenTuningSource(const CompileArgs& args) {
   return source;
 }
 
-Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(Graph graph, int threads,
-                                                                     const CompileArgs& args,
-                                                                     TuningSource& source,
-                                                                     bool explain,
-                                                                     compiler::RememberNote* note) {
+Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(
+    graph::Graph graph, int threads, const CompileArgs& args, TuningSource& source, bool explain,
+    compiler::RememberNote* note) {
   compiler::CompileOptions options;
   if (!args.max_memory.empty()) {
     FT_ASSIGN_OR_RETURN(options.max_memory_bytes, ParseBytes(args.max_memory, "--max-memory"));

@@ -44,7 +44,7 @@ Result<TuningSource> OpenTuningSource(const CompileArgs& args);
 // when given, says so or why not (a failure to remember is a note, not an
 // error), and is empty when there was nothing to remember.
 Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(
-    Graph graph, int threads, const CompileArgs& args, TuningSource& source, bool explain = false,
-    compiler::RememberNote* note = nullptr);
+    graph::Graph graph, int threads, const CompileArgs& args, TuningSource& source,
+    bool explain = false, compiler::RememberNote* note = nullptr);
 
 }  // namespace fusetune::cli

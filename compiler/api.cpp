@@ -27,12 +27,12 @@ double MsSince(std::chrono::steady_clock::time_point start) {
 }
 
 // The ONNX import and the standard graph passes, as `fusetune` runs them.
-Result<Graph> ImportModel(const std::string& onnx_path,
-                          const std::map<std::string, int64_t>& dims) {
-  ImportOptions import;
+Result<graph::Graph> ImportModel(const std::string& onnx_path,
+                                 const std::map<std::string, int64_t>& dims) {
+  graph::ImportOptions import;
   import.dim_bindings = dims;
-  FT_ASSIGN_OR_RETURN(Graph graph, ImportOnnxFile(onnx_path, import));
-  if (auto passes = RunStandardPasses(graph); !passes.ok())
+  FT_ASSIGN_OR_RETURN(graph::Graph graph, graph::ImportOnnxFile(onnx_path, import));
+  if (auto passes = graph::RunStandardPasses(graph); !passes.ok())
     return passes.error().WithContext(onnx_path);
   return graph;
 }
@@ -44,7 +44,7 @@ CompileReport MakeReport(compiler::CompiledModel& model, const std::string& targ
     KernelReport k;
     k.nodes.assign(d.nodes.begin(), d.nodes.end());
     k.kernel = d.kernel;
-    k.tiling = TilingToString(d.choice.tiling);
+    k.tiling = fusion_space::TilingToString(d.choice.tiling);
     k.source = compiler::PlanSourceName(d.choice.source);
     k.measured_ms = d.choice.measured_seconds
                         ? std::optional<double>(*d.choice.measured_seconds * 1e3)
@@ -70,23 +70,24 @@ class ExecutableImpl final : public Executable {
       : model_(std::move(model)), report_(std::move(report)) {}
 
   Expected<ArrayMap> Run(const ArrayMap& inputs) override {
-    TensorMap feeds;
+    graph::TensorMap feeds;
     for (const auto& [name, array] : inputs) {
       int64_t n = 1;
       for (int64_t d : array.shape) n *= d;
       if (n != static_cast<int64_t>(array.data.size()))
         return Expected<ArrayMap>::Failure(fmt::format(
             "input '{}': shape holds {} elements but {} were given", name, n, array.data.size()));
-      feeds.emplace(name, Tensor::FromVector(DataType::kFloat32, array.shape, array.data));
+      feeds.emplace(name,
+                    graph::Tensor::FromVector(graph::DataType::kFloat32, array.shape, array.data));
     }
     auto result = model_->program().Run(feeds);
     if (!result.ok()) return Expected<ArrayMap>::Failure(result.error().ToString());
     ArrayMap outputs;
     for (auto& [name, tensor] : *result) {
-      if (tensor.dtype() != DataType::kFloat32)
+      if (tensor.dtype() != graph::DataType::kFloat32)
         return Expected<ArrayMap>::Failure(
             fmt::format("output '{}' is {}: the embedding API returns f32 arrays", name,
-                        DataTypeName(tensor.dtype())));
+                        graph::DataTypeName(tensor.dtype())));
       const float* p = tensor.data<float>();
       outputs[name] = Array{tensor.dims(), std::vector<float>(p, p + tensor.numel())};
     }
@@ -101,9 +102,9 @@ class ExecutableImpl final : public Executable {
   const CompileReport& report() const override { return report_; }
 
  private:
-  std::vector<std::string> Names(const std::vector<ValueId>& ids) const {
+  std::vector<std::string> Names(const std::vector<graph::ValueId>& ids) const {
     std::vector<std::string> names;
-    for (ValueId v : ids) names.push_back(model_->graph().value(v).name);
+    for (graph::ValueId v : ids) names.push_back(model_->graph().value(v).name);
     return names;
   }
   std::unique_ptr<compiler::CompiledModel> model_;
@@ -136,7 +137,7 @@ class CompilerImpl final : public Compiler {
  private:
   Result<std::unique_ptr<Executable>> CompileModel(const std::string& onnx_path) {
     const auto start = std::chrono::steady_clock::now();
-    FT_ASSIGN_OR_RETURN(Graph graph, ImportModel(onnx_path, options_.dims));
+    FT_ASSIGN_OR_RETURN(graph::Graph graph, ImportModel(onnx_path, options_.dims));
     const double import_ms = MsSince(start);
     compiler::CompileOptions options;
     options.max_memory_bytes = options_.max_memory_bytes;
@@ -252,15 +253,16 @@ TuneSummary MakeSummary(const search::TuningJobResult& result) {
 Result<TuneSummary> TuneModel(const std::string& onnx_path, const TuneOptions& options) {
   FT_ASSIGN_OR_RETURN(search::TuningJobOptions job_options, JobOptions(options));
   job_options.model = onnx_path;
-  FT_ASSIGN_OR_RETURN(Graph graph, ImportModel(onnx_path, options.dims));
+  FT_ASSIGN_OR_RETURN(graph::Graph graph, ImportModel(onnx_path, options.dims));
   FT_ASSIGN_OR_RETURN(auto database, db::MakeSqliteDatabase(options.database));
   search::TuningJobCallbacks callbacks;
   if (options.progress)
     callbacks.progress = [&](const search::TunerProgress& p) { options.progress(MakeProgress(p)); };
   callbacks.should_stop = options.should_stop;
   FT_ASSIGN_OR_RETURN(
-      auto job, search::TuningJob::Open(*database, std::make_shared<const Graph>(std::move(graph)),
-                                        std::move(job_options), std::move(callbacks)));
+      auto job,
+      search::TuningJob::Open(*database, std::make_shared<const graph::Graph>(std::move(graph)),
+                              std::move(job_options), std::move(callbacks)));
   FT_ASSIGN_OR_RETURN(search::TuningJobResult result, job->Run());
   return MakeSummary(result);
 }

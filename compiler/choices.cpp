@@ -15,16 +15,18 @@ namespace fusetune::compiler {
 namespace {
 
 // `wanted` when it is legal here, else the legal tiling nearest it.
-std::optional<Tiling> NearestLegal(const Tiling& wanted, const TilingSpace& tilings) {
+std::optional<fusion_space::Tiling> NearestLegal(const fusion_space::Tiling& wanted,
+                                                 const fusion_space::TilingSpace& tilings) {
   if (tilings.Check(wanted)) return wanted;
   return tilings.Nearest(wanted);
 }
 
 // Up to `limit` legal tilings spread evenly over the enumeration, the
 // default included.
-std::vector<Tiling> RankedTilings(const TilingSpace& tilings, int64_t limit) {
-  const std::vector<Tiling>& all = tilings.Enumerate();
-  std::vector<Tiling> out{tilings.Default()};
+std::vector<fusion_space::Tiling> RankedTilings(const fusion_space::TilingSpace& tilings,
+                                                int64_t limit) {
+  const std::vector<fusion_space::Tiling>& all = tilings.Enumerate();
+  std::vector<fusion_space::Tiling> out{tilings.Default()};
   const int64_t n = static_cast<int64_t>(all.size());
   const int64_t step = std::max<int64_t>(1, (n + limit - 1) / limit);
   for (int64_t i = 0; i < n; i += step) out.push_back(all[i]);
@@ -33,32 +35,35 @@ std::vector<Tiling> RankedTilings(const TilingSpace& tilings, int64_t limit) {
 
 struct KeyFacts {
   cost_model::GroupInfo info;
-  const TilingSpace* tilings = nullptr;
+  const fusion_space::TilingSpace* tilings = nullptr;
 };
 
 class Chooser {
  public:
-  Chooser(FusionSpace& space, TuningIndex& index, const CompileOptions& options)
+  Chooser(fusion_space::FusionSpace& space, TuningIndex& index, const CompileOptions& options)
       : space_(space), index_(index), options_(options) {}
 
   Result<CandidateChoices> Run();
 
  private:
-  double Analytical(const KeyFacts& f, const Tiling& t) const {
+  double Analytical(const KeyFacts& f, const fusion_space::Tiling& t) const {
     return cost_model::AnalyticalSeconds(f.info, t, index_.features());
   }
-  Result<std::optional<GroupChoice>> Exact(const CandidateGroup& g, const KeyFacts& f);
-  Result<std::optional<GroupChoice>> Bucket(const CandidateGroup& g, const KeyFacts& f);
+  Result<std::optional<GroupChoice>> Exact(const fusion_space::CandidateGroup& g,
+                                           const KeyFacts& f);
+  Result<std::optional<GroupChoice>> Bucket(const fusion_space::CandidateGroup& g,
+                                            const KeyFacts& f);
   Result<std::optional<GroupChoice>> Model(const KeyFacts& f);
   GroupChoice Default(const KeyFacts& f);
 
-  FusionSpace& space_;
+  fusion_space::FusionSpace& space_;
   TuningIndex& index_;
   const CompileOptions& options_;
   double scale_ = 1;
 };
 
-Result<std::optional<GroupChoice>> Chooser::Exact(const CandidateGroup& g, const KeyFacts& f) {
+Result<std::optional<GroupChoice>> Chooser::Exact(const fusion_space::CandidateGroup& g,
+                                                  const KeyFacts& f) {
   FT_ASSIGN_OR_RETURN(const db::BestPlan* best, index_.Exact(g.key.ToString()));
   if (best == nullptr) return std::optional<GroupChoice>();
   auto tiling = TilingFromRecordPlan(best->plan, g.instance->kind, *f.tilings);
@@ -75,10 +80,12 @@ Result<std::optional<GroupChoice>> Chooser::Exact(const CandidateGroup& g, const
   return std::optional<GroupChoice>(c);
 }
 
-Result<std::optional<GroupChoice>> Chooser::Bucket(const CandidateGroup& g, const KeyFacts& f) {
-  const auto group_graph = ExtractSubgraph(space_.graph(), g.nodes);
-  const CanonicalSubgraph canonical = CanonicalizeGraph(group_graph, KeyScope::kStructure);
-  const auto signature = ShapeSignature(group_graph, canonical.node_order);
+Result<std::optional<GroupChoice>> Chooser::Bucket(const fusion_space::CandidateGroup& g,
+                                                   const KeyFacts& f) {
+  const auto group_graph = graph::ExtractSubgraph(space_.graph(), g.nodes);
+  const graph::CanonicalSubgraph canonical =
+      graph::CanonicalizeGraph(group_graph, graph::KeyScope::kStructure);
+  const auto signature = graph::ShapeSignature(group_graph, canonical.node_order);
   FT_ASSIGN_OR_RETURN(auto match,
                       index_.Nearest(canonical.key.ToString(), signature, g.key.ToString()));
   if (!match) return std::optional<GroupChoice>();
@@ -92,7 +99,7 @@ Result<std::optional<GroupChoice>> Chooser::Bucket(const CandidateGroup& g, cons
   // What the analytical model expects the moved tiling to lose against the
   // best it sees here: a lower bound on the loss against a tuned plan.
   double best_here = c.predicted_seconds;
-  for (const Tiling& t : RankedTilings(*f.tilings, options_.max_model_tilings))
+  for (const fusion_space::Tiling& t : RankedTilings(*f.tilings, options_.max_model_tilings))
     best_here = std::min(best_here, scale_ * Analytical(f, t));
   c.predicted_loss = best_here > 0 ? c.predicted_seconds / best_here - 1 : 0;
   c.detail = fmt::format("nearest tuned shape: workload {} (record {}, shape distance {:.2f})",
@@ -103,9 +110,10 @@ Result<std::optional<GroupChoice>> Chooser::Bucket(const CandidateGroup& g, cons
 Result<std::optional<GroupChoice>> Chooser::Model(const KeyFacts& f) {
   FT_ASSIGN_OR_RETURN(const cost_model::CostModel* model, index_.model());
   if (model == nullptr) return std::optional<GroupChoice>();
-  const std::vector<Tiling> tilings = RankedTilings(*f.tilings, options_.max_model_tilings);
+  const std::vector<fusion_space::Tiling> tilings =
+      RankedTilings(*f.tilings, options_.max_model_tilings);
   cost_model::FeatureMatrix x;
-  for (const Tiling& t : tilings) x.Add(f.info, t, index_.features());
+  for (const fusion_space::Tiling& t : tilings) x.Add(f.info, t, index_.features());
   const auto predicted = model->Predict(x);
   size_t best = 0;
   for (size_t i = 1; i < predicted.size(); ++i)
@@ -133,11 +141,11 @@ Result<CandidateChoices> Chooser::Run() {
   CandidateChoices out;
   out.choices.resize(groups.size());
   std::vector<std::optional<KeyFacts>> facts(groups.size());
-  std::map<WorkloadKey, size_t> first_of_key;  // the first candidate of each workload
+  std::map<graph::WorkloadKey, size_t> first_of_key;  // the first candidate of each workload
   std::vector<bool> done(groups.size(), false);
   std::vector<double> ratios;
   for (size_t i = 0; i < groups.size(); ++i) {
-    const CandidateGroup& g = groups[i];
+    const fusion_space::CandidateGroup& g = groups[i];
     if (!g.instance) continue;
     auto [it, added] = first_of_key.emplace(g.key, i);
     if (!added) continue;
@@ -149,7 +157,8 @@ Result<CandidateChoices> Chooser::Run() {
       c->predicted_seconds = a;  // scaled below
       out.choices[i] = *c;
       done[i] = true;
-      if (a > 0 && g.instance->kind != KernelTemplate::kReference) ratios.push_back(c->cost / a);
+      if (a > 0 && g.instance->kind != fusion_space::KernelTemplate::kReference)
+        ratios.push_back(c->cost / a);
     }
   }
   if (!ratios.empty()) {
@@ -178,16 +187,17 @@ Result<CandidateChoices> Chooser::Run() {
 
 }  // namespace
 
-std::optional<Tiling> TilingFromRecordPlan(const std::string& plan_json, KernelTemplate kind,
-                                           const TilingSpace& tilings) {
+std::optional<fusion_space::Tiling> TilingFromRecordPlan(const std::string& plan_json,
+                                                         fusion_space::KernelTemplate kind,
+                                                         const fusion_space::TilingSpace& tilings) {
   // Read in place: a compile by groups reads a record per distinct workload.
-  const std::optional<Tiling> tiling = SingleGroupTiling(plan_json);
-  if (!tiling || TilingTemplate(*tiling) != kind) return std::nullopt;
-  if (kind == KernelTemplate::kReference) return tiling;
+  const std::optional<fusion_space::Tiling> tiling = fusion_space::SingleGroupTiling(plan_json);
+  if (!tiling || fusion_space::TilingTemplate(*tiling) != kind) return std::nullopt;
+  if (kind == fusion_space::KernelTemplate::kReference) return tiling;
   return NearestLegal(*tiling, tilings);
 }
 
-Result<CandidateChoices> ChooseCandidates(FusionSpace& space, TuningIndex& index,
+Result<CandidateChoices> ChooseCandidates(fusion_space::FusionSpace& space, TuningIndex& index,
                                           const CompileOptions& options) {
   return Chooser(space, index, options).Run();
 }

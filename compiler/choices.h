@@ -16,7 +16,7 @@ struct CandidateChoices {
 // Exact keys first (their times calibrate the analytical model), then the
 // shape buckets, the cost model and the defaults for the rest. Groups of
 // one workload key share one lookup.
-Result<CandidateChoices> ChooseCandidates(FusionSpace& space, TuningIndex& index,
+Result<CandidateChoices> ChooseCandidates(fusion_space::FusionSpace& space, TuningIndex& index,
                                           const CompileOptions& options);
 
 }  // namespace fusetune::compiler

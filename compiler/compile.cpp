@@ -40,13 +40,14 @@ std::string Bytes(double n) {
 }
 
 // What the node reads and writes as a kernel of its own (distinct values).
-double NodeBoundaryBytes(const Graph& graph, int32_t node) {
-  const Node& n = graph.nodes[node];
+double NodeBoundaryBytes(const graph::Graph& graph, int32_t node) {
+  const graph::Node& n = graph.nodes[node];
   double bytes = 0;
   // Each distinct value once (x * x reads x once); nodes have a few operands.
-  auto add = [&](const std::vector<ValueId>& values, size_t i) {
-    const ValueId v = values[i];
-    if (v == kNoValue || std::find(values.begin(), values.begin() + i, v) != values.begin() + i)
+  auto add = [&](const std::vector<graph::ValueId>& values, size_t i) {
+    const graph::ValueId v = values[i];
+    if (v == graph::kNoValue ||
+        std::find(values.begin(), values.begin() + i, v) != values.begin() + i)
       return;
     if (&values == &n.outputs && std::find(n.inputs.begin(), n.inputs.end(), v) != n.inputs.end())
       return;
@@ -61,7 +62,7 @@ double NodeBoundaryBytes(const Graph& graph, int32_t node) {
 // structure: the layers of a model repeat them.
 class TrafficMemo {
  public:
-  std::pair<double, double> Of(FusionSpace& space, const std::vector<int32_t>& nodes,
+  std::pair<double, double> Of(fusion_space::FusionSpace& space, const std::vector<int32_t>& nodes,
                                int32_t structure) {
     if (structure >= 0 && static_cast<size_t>(structure) < known_.size() &&
         known_[structure].first >= 0)
@@ -79,12 +80,13 @@ class TrafficMemo {
   std::vector<std::pair<double, double>> known_;  // -1: not yet
 };
 
-GroupDecision Decide(FusionSpace& space, TrafficMemo& traffic, const PlanGroup& group,
-                     int32_t candidate, GroupChoice choice, const std::string& known_key = "") {
+GroupDecision Decide(fusion_space::FusionSpace& space, TrafficMemo& traffic,
+                     const fusion_space::PlanGroup& group, int32_t candidate, GroupChoice choice,
+                     const std::string& known_key = "") {
   GroupDecision d;
   d.candidate = candidate;
   d.nodes = group.nodes;
-  const GroupMatch& match = space.Match(group.nodes);
+  const fusion_space::GroupMatch& match = space.Match(group.nodes);
   d.kind = match.instance.kind;
   d.kernel = match.instance.summary;
   d.workload_key = candidate >= 0      ? space.candidates().groups[candidate].key.ToString()
@@ -96,7 +98,7 @@ GroupDecision Decide(FusionSpace& space, TrafficMemo& traffic, const PlanGroup& 
 }
 
 // `peak` when the caller already computed the plan's peak intermediate bytes.
-void Summarise(FusionSpace& space, CompiledPlan* out, std::optional<int64_t> peak) {
+void Summarise(fusion_space::FusionSpace& space, CompiledPlan* out, std::optional<int64_t> peak) {
   out->peak_bytes = peak ? *peak : space.PeakIntermediateBytes(out->plan);
   for (const GroupDecision& d : out->groups) {
     ++out->count[d.choice.source];
@@ -109,12 +111,12 @@ void Summarise(FusionSpace& space, CompiledPlan* out, std::optional<int64_t> pea
 // compile) read in place into out->plan, with each group's stored workload
 // key; false, with out->partition saying why, when it does not fit this
 // build or exceeds the memory limit.
-bool ReadStoredPlan(FusionSpace& space, std::string_view text, const std::string& what,
-                    const CompileOptions& options, CompiledPlan* out,
+bool ReadStoredPlan(fusion_space::FusionSpace& space, std::string_view text,
+                    const std::string& what, const CompileOptions& options, CompiledPlan* out,
                     std::vector<std::string>* stored_keys) {
   // The plan names each group's workload key: the graph key matched, so
   // they are this graph's (computing them again costs as much as the lookup).
-  auto plan = PlanFromJsonText(space, text, stored_keys);
+  auto plan = fusion_space::PlanFromJsonText(space, text, stored_keys);
   if (!plan.ok()) {
     out->partition +=
         fmt::format("{} does not fit this build ({}); ", what, plan.error().message());
@@ -134,7 +136,7 @@ bool ReadStoredPlan(FusionSpace& space, std::string_view text, const std::string
 
 // The measured best plan of this exact graph, when the database has one
 // that is valid here and fits the memory limit.
-Result<bool> UseWholeModelPlan(FusionSpace& space, TuningIndex& index,
+Result<bool> UseWholeModelPlan(fusion_space::FusionSpace& space, TuningIndex& index,
                                const CompileOptions& options, CompiledPlan* out) {
   FT_ASSIGN_OR_RETURN(const db::BestPlan* best, index.Exact(out->graph_key));
   if (best == nullptr) return false;
@@ -158,7 +160,7 @@ Result<bool> UseWholeModelPlan(FusionSpace& space, TuningIndex& index,
                                best->record_id, best->seconds * 1e3);
   TrafficMemo traffic;
   for (size_t i = 0; i < out->plan.groups.size(); ++i) {
-    const PlanGroup& g = out->plan.groups[i];
+    const fusion_space::PlanGroup& g = out->plan.groups[i];
     GroupChoice c;
     c.tiling = g.tiling;
     c.source = PlanSource::kWholeModel;
@@ -176,8 +178,9 @@ Result<bool> UseWholeModelPlan(FusionSpace& space, TuningIndex& index,
 
 // The plan an earlier compile chose for this graph from the same database
 // state (remembered.h), with its groups' provenance as it was then.
-Result<bool> UseRememberedPlan(FusionSpace& space, TuningIndex& index, const std::string& context,
-                               const CompileOptions& options, CompiledPlan* out) {
+Result<bool> UseRememberedPlan(fusion_space::FusionSpace& space, TuningIndex& index,
+                               const std::string& context, const CompileOptions& options,
+                               CompiledPlan* out) {
   FT_ASSIGN_OR_RETURN(auto entry, index.Remembered(out->graph_key, context));
   if (!entry) return false;
   const std::string what =
@@ -203,7 +206,7 @@ Result<bool> UseRememberedPlan(FusionSpace& space, TuningIndex& index, const std
   out->partition = fmt::format("{}: {}", what, decisions->partition);
   TrafficMemo traffic;
   for (size_t i = 0; i < out->plan.groups.size(); ++i) {
-    const PlanGroup& g = out->plan.groups[i];
+    const fusion_space::PlanGroup& g = out->plan.groups[i];
     GroupChoice& c = decisions->choices[i];
     c.tiling = g.tiling;
     out->groups.push_back(Decide(space, traffic, g, -1, std::move(c), stored_keys[i]));
@@ -211,7 +214,7 @@ Result<bool> UseRememberedPlan(FusionSpace& space, TuningIndex& index, const std
   return true;
 }
 
-Result<CompiledPlan> CompileFromIndex(FusionSpace& space, TuningIndex& index,
+Result<CompiledPlan> CompileFromIndex(fusion_space::FusionSpace& space, TuningIndex& index,
                                       const CompileOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   CompiledPlan out;
@@ -245,7 +248,7 @@ Result<CompiledPlan> CompileFromIndex(FusionSpace& space, TuningIndex& index,
   const auto& groups = space.candidates().groups;
   TrafficMemo traffic;
   if (!chosen.any_known) {
-    const Plan greedy = space.Greedy();
+    const fusion_space::Plan greedy = space.Greedy();
     if (!options.max_memory_bytes ||
         space.PeakIntermediateBytes(greedy) <= *options.max_memory_bytes) {
       out.plan = greedy;
@@ -253,7 +256,7 @@ Result<CompiledPlan> CompileFromIndex(FusionSpace& space, TuningIndex& index,
       std::map<std::vector<int32_t>, int32_t> index_of;
       for (size_t i = 0; i < groups.size(); ++i)
         index_of[groups[i].nodes] = static_cast<int32_t>(i);
-      for (const PlanGroup& g : out.plan.groups) {
+      for (const fusion_space::PlanGroup& g : out.plan.groups) {
         const int32_t c = index_of.at(g.nodes);
         out.groups.push_back(Decide(space, traffic, g, c, chosen.choices[c]));
         out.predicted_seconds += chosen.choices[c].cost;
@@ -261,12 +264,13 @@ Result<CompiledPlan> CompileFromIndex(FusionSpace& space, TuningIndex& index,
       return finish();
     }
   }
-  PartitionObjective objective;
+  fusion_space::PartitionObjective objective;
   objective.peak_memory_limit = options.max_memory_bytes;
   objective.group_cost.resize(groups.size());
   for (size_t i = 0; i < groups.size(); ++i)
     objective.group_cost[i] = groups[i].instance ? chosen.choices[i].cost : 1e30;
-  const PartitionChoice partition = SelectMinCostPartition(space, objective);
+  const fusion_space::PartitionChoice partition =
+      fusion_space::SelectMinCostPartition(space, objective);
   if (!partition.found)
     return Error(
         ErrorCode::kInvalidArgument,
@@ -281,7 +285,7 @@ Result<CompiledPlan> CompileFromIndex(FusionSpace& space, TuningIndex& index,
     out.plan.groups.push_back({groups[c].nodes, chosen.choices[c].tiling});
   }
   space.Order(&out.plan);
-  for (const PlanGroup& g : out.plan.groups) {
+  for (const fusion_space::PlanGroup& g : out.plan.groups) {
     const int32_t c = candidate_of.at(g.nodes);
     out.groups.push_back(Decide(space, traffic, g, c, chosen.choices[c]));
   }
@@ -299,7 +303,7 @@ Result<CompiledPlan> CompileFromIndex(FusionSpace& space, TuningIndex& index,
 
 }  // namespace
 
-Result<CompiledPlan> CompileGraph(FusionSpace& space, TuningIndex& index,
+Result<CompiledPlan> CompileGraph(fusion_space::FusionSpace& space, TuningIndex& index,
                                   const CompileOptions& options) {
   auto plan = CompileFromIndex(space, index, options);
   // A read the index could not return as a value (the target's calibration)

@@ -31,7 +31,7 @@ const char* PlanSourceName(PlanSource source);  // "whole-model", "exact", ...
 
 // One candidate group's best known plan.
 struct GroupChoice {
-  Tiling tiling;
+  fusion_space::Tiling tiling;
   PlanSource source = PlanSource::kDefault;
   double cost = 0;  // seconds the partition compares: measured, else predicted
   std::optional<double> measured_seconds;
@@ -48,7 +48,7 @@ struct GroupDecision {
   int32_t candidate = -1;  // index in space.candidates().groups; -1 for whole-model plans
   std::vector<int32_t> nodes;
   std::string workload_key;
-  KernelTemplate kind = KernelTemplate::kReference;
+  fusion_space::KernelTemplate kind = fusion_space::KernelTemplate::kReference;
   std::string kernel;  // the instance summary
   GroupChoice choice;
   double bytes = 0;          // analytical traffic at the group's boundary
@@ -75,7 +75,7 @@ struct RememberKey {
 };
 
 struct CompiledPlan {
-  Plan plan;
+  fusion_space::Plan plan;
   std::vector<GroupDecision> groups;  // one per plan group
   std::string graph_key;
   std::optional<int64_t> whole_model_record;
@@ -99,12 +99,13 @@ struct CompiledPlan {
   double lookup_seconds = 0;
 };
 
-Result<CompiledPlan> CompileGraph(FusionSpace& space, TuningIndex& index,
+Result<CompiledPlan> CompileGraph(fusion_space::FusionSpace& space, TuningIndex& index,
                                   const CompileOptions& options = {});
 
 // The group's plan from a stored one-group plan: its tiling when it fits
 // `tilings`, else the legal tiling nearest to it (parameter by parameter).
-std::optional<Tiling> TilingFromRecordPlan(const std::string& plan_json, KernelTemplate kind,
-                                           const TilingSpace& tilings);
+std::optional<fusion_space::Tiling> TilingFromRecordPlan(const std::string& plan_json,
+                                                         fusion_space::KernelTemplate kind,
+                                                         const fusion_space::TilingSpace& tilings);
 
 }  // namespace fusetune::compiler

@@ -36,10 +36,10 @@ std::string Time(const GroupChoice& c) {
 
 // The analytical model's parts for the group's tiling: what the time is made
 // of, in physical terms (the predicted time above is this x the scale).
-std::string Parts(FusionSpace& space, const CompiledPlan& plan, const GroupDecision& d,
-                  const cost_model::CostModel& analytical) {
-  const KernelInstance& instance = space.Match(d.nodes).instance;
-  if (instance.kind == KernelTemplate::kReference || !plan.target) return "";
+std::string Parts(fusion_space::FusionSpace& space, const CompiledPlan& plan,
+                  const GroupDecision& d, const cost_model::CostModel& analytical) {
+  const fusion_space::KernelInstance& instance = space.Match(d.nodes).instance;
+  if (instance.kind == fusion_space::KernelTemplate::kReference || !plan.target) return "";
   cost_model::FeatureMatrix x;
   x.Add(cost_model::MakeGroupInfo(space.graph(), instance), d.choice.tiling, *plan.target);
   return analytical.Predict(x).front().ToString();
@@ -53,7 +53,7 @@ std::string Loss(const GroupChoice& c) {
 // whether adding that node is forbidden (the constraint) or allowed (then
 // the partition's costs decided: the larger group's cost is shown).
 std::vector<std::string> BoundaryReasons(
-    FusionSpace& space, const CompiledPlan& plan, const GroupDecision& d,
+    fusion_space::FusionSpace& space, const CompiledPlan& plan, const GroupDecision& d,
     const std::map<std::vector<int32_t>, int32_t>& candidate_of) {
   std::vector<std::string> lines;
   std::set<int32_t> inside(d.nodes.begin(), d.nodes.end()), neighbours;
@@ -67,7 +67,7 @@ std::vector<std::string> BoundaryReasons(
     std::vector<int32_t> grown = d.nodes;
     grown.insert(std::upper_bound(grown.begin(), grown.end(), m), m);
     const std::string who = space.graph().Describe(m);
-    const GroupMatch& match = space.Match(grown);
+    const fusion_space::GroupMatch& match = space.Match(grown);
     if (!match.decision) {
       lines.push_back(fmt::format("not fused with {}: {}", who, match.decision.reason()));
       continue;
@@ -89,7 +89,8 @@ std::vector<std::string> BoundaryReasons(
 
 }  // namespace
 
-std::string ExplainPlan(FusionSpace& space, const CompiledPlan& plan, bool per_group) {
+std::string ExplainPlan(fusion_space::FusionSpace& space, const CompiledPlan& plan,
+                        bool per_group) {
   std::string out;
   out += fmt::format("plan        {} kernels for {} nodes, {}\n", plan.plan.groups.size(),
                      space.graph().nodes.size(), plan.partition);
@@ -125,8 +126,8 @@ std::string ExplainPlan(FusionSpace& space, const CompiledPlan& plan, bool per_g
     out += fmt::format("{:>4}  {:<12}  {}  {}  {:>10} ({:>9})  {} [{}]\n", i,
                        PlanSourceName(d.choice.source), Time(d.choice), Loss(d.choice),
                        Mib(d.bytes), Mib(d.unfused_bytes - d.bytes), d.kernel, NodeList(d.nodes));
-    out +=
-        fmt::format("{:>6}tiling {}; {}\n", "", TilingToString(d.choice.tiling), d.choice.detail);
+    out += fmt::format("{:>6}tiling {}; {}\n", "", fusion_space::TilingToString(d.choice.tiling),
+                       d.choice.detail);
     if (const std::string parts = Parts(space, plan, d, *analytical); !parts.empty())
       out += fmt::format("{:>6}analytical {}\n", "", parts);
     for (const std::string& line : BoundaryReasons(space, plan, d, candidate_of))
@@ -154,9 +155,9 @@ nlohmann::json CompiledSummaryJson(const CompiledPlan& plan) {
   return j;
 }
 
-nlohmann::json CompiledPlanFile(FusionSpace& space, const CompiledPlan& plan,
+nlohmann::json CompiledPlanFile(fusion_space::FusionSpace& space, const CompiledPlan& plan,
                                 const std::string& target) {
-  nlohmann::json j = PlanToJson(space, plan.plan);
+  nlohmann::json j = fusion_space::PlanToJson(space, plan.plan);
   for (size_t i = 0; i < plan.groups.size() && i < j["groups"].size(); ++i) {
     const GroupDecision& d = plan.groups[i];
     nlohmann::json& g = j["groups"][i];

@@ -10,15 +10,15 @@ namespace fusetune::compiler {
 
 namespace {
 
-std::string FusedOpType(KernelTemplate kind) {
-  std::string name = KernelTemplateName(kind);
+std::string FusedOpType(fusion_space::KernelTemplate kind) {
+  std::string name = fusion_space::KernelTemplateName(kind);
   name[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(name[0])));
   return "Fused" + name;
 }
 
-Node FusedNode(const Graph& graph, const KernelInstance& instance, const GroupDecision& d,
-               size_t index) {
-  Node node;
+graph::Node FusedNode(const graph::Graph& graph, const fusion_space::KernelInstance& instance,
+                      const GroupDecision& d, size_t index) {
+  graph::Node node;
   node.domain = kFusedDomain;
   node.op_type = FusedOpType(instance.kind);
   node.name = fmt::format("fused_{}", index);
@@ -31,8 +31,8 @@ Node FusedNode(const Graph& graph, const KernelInstance& instance, const GroupDe
     names.push_back(graph.nodes[n].name);
   }
   node.attrs.Set("kernel", instance.summary);
-  node.attrs.Set("template", std::string(KernelTemplateName(instance.kind)));
-  node.attrs.Set("tiling", TilingToJson(d.choice.tiling).dump());
+  node.attrs.Set("template", std::string(fusion_space::KernelTemplateName(instance.kind)));
+  node.attrs.Set("tiling", fusion_space::TilingToJson(d.choice.tiling).dump());
   node.attrs.Set("source", std::string(PlanSourceName(d.choice.source)));
   node.attrs.Set("workload_key", d.workload_key);
   node.attrs.Set("nodes", nodes);
@@ -47,13 +47,13 @@ Node FusedNode(const Graph& graph, const KernelInstance& instance, const GroupDe
 
 }  // namespace
 
-Result<Graph> FusedGraph(FusionSpace& space, const CompiledPlan& plan) {
-  const Graph& graph = space.graph();
-  Graph out = graph;
+Result<graph::Graph> FusedGraph(fusion_space::FusionSpace& space, const CompiledPlan& plan) {
+  const graph::Graph& graph = space.graph();
+  graph::Graph out = graph;
   out.nodes.clear();
-  for (Value& v : out.values) v.producer = -1;
+  for (graph::Value& v : out.values) v.producer = -1;
   for (size_t i = 0; i < plan.plan.groups.size(); ++i) {
-    const PlanGroup& g = plan.plan.groups[i];
+    const fusion_space::PlanGroup& g = plan.plan.groups[i];
     if (g.nodes.size() == 1) {
       out.AddNode(graph.nodes[g.nodes[0]]);
       continue;
@@ -65,9 +65,10 @@ Result<Graph> FusedGraph(FusionSpace& space, const CompiledPlan& plan) {
   return out;
 }
 
-Status ExportFusedOnnx(FusionSpace& space, const CompiledPlan& plan, const std::string& path) {
-  FT_ASSIGN_OR_RETURN(Graph fused, FusedGraph(space, plan));
-  return ExportOnnxFile(fused, path);
+Status ExportFusedOnnx(fusion_space::FusionSpace& space, const CompiledPlan& plan,
+                       const std::string& path) {
+  FT_ASSIGN_OR_RETURN(graph::Graph fused, FusedGraph(space, plan));
+  return graph::ExportOnnxFile(fused, path);
 }
 
 }  // namespace fusetune::compiler

@@ -14,8 +14,9 @@
 
 namespace fusetune::compiler {
 
-Result<Graph> FusedGraph(FusionSpace& space, const CompiledPlan& plan);
-Status ExportFusedOnnx(FusionSpace& space, const CompiledPlan& plan, const std::string& path);
+Result<graph::Graph> FusedGraph(fusion_space::FusionSpace& space, const CompiledPlan& plan);
+Status ExportFusedOnnx(fusion_space::FusionSpace& space, const CompiledPlan& plan,
+                       const std::string& path);
 
 inline constexpr const char* kFusedDomain = "ai.fusetune";
 

@@ -67,19 +67,19 @@ RememberNote RememberCompiledPlan(const std::string& db_path, CompiledModel& mod
   return note;
 }
 
-CompiledModel::CompiledModel(Graph graph, kernels::KernelConfig config)
-    : graph_(std::make_unique<const Graph>(std::move(graph))),
-      space_(std::make_unique<FusionSpace>(*graph_, config)) {}
+CompiledModel::CompiledModel(graph::Graph graph, kernels::KernelConfig config)
+    : graph_(std::make_unique<const graph::Graph>(std::move(graph))),
+      space_(std::make_unique<fusion_space::FusionSpace>(*graph_, config)) {}
 
 Status CompiledModel::Lower() {
   const auto start = std::chrono::steady_clock::now();
-  FT_ASSIGN_OR_RETURN(program_, KernelProgram::Compile(*space_, compiled_.plan));
+  FT_ASSIGN_OR_RETURN(program_, runtime::KernelProgram::Compile(*space_, compiled_.plan));
   lowering_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return Status::Ok();
 }
 
-Result<std::unique_ptr<CompiledModel>> CompiledModel::Compile(Graph graph,
+Result<std::unique_ptr<CompiledModel>> CompiledModel::Compile(graph::Graph graph,
                                                               kernels::KernelConfig config,
                                                               TuningIndex& index,
                                                               const CompileOptions& options) {
@@ -90,8 +90,8 @@ Result<std::unique_ptr<CompiledModel>> CompiledModel::Compile(Graph graph,
 }
 
 Result<std::unique_ptr<CompiledModel>> CompiledModel::FromPlan(
-    Graph graph, kernels::KernelConfig config,
-    const std::function<Result<Plan>(FusionSpace&)>& make_plan) {
+    graph::Graph graph, kernels::KernelConfig config,
+    const std::function<Result<fusion_space::Plan>(fusion_space::FusionSpace&)>& make_plan) {
   std::unique_ptr<CompiledModel> model(new CompiledModel(std::move(graph), config));
   FT_ASSIGN_OR_RETURN(model->compiled_.plan, make_plan(*model->space_));
   FT_RETURN_IF_ERROR(model->Lower());

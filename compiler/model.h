@@ -9,8 +9,8 @@
 
 #include "compiler/compile.h"
 #include "db/database.h"
-#include "target/target.h"
 #include "runtime/executor.h"
+#include "target/target.h"
 
 namespace fusetune::compiler {
 
@@ -44,29 +44,30 @@ RememberNote RememberCompiledPlan(const std::string& db_path, CompiledModel& mod
 class CompiledModel {
  public:
   // Looks the graph's groups up in `index`, selects the partition, lowers it.
-  static Result<std::unique_ptr<CompiledModel>> Compile(Graph graph, kernels::KernelConfig config,
+  static Result<std::unique_ptr<CompiledModel>> Compile(graph::Graph graph,
+                                                        kernels::KernelConfig config,
                                                         TuningIndex& index,
                                                         const CompileOptions& options = {});
   // Lowers the plan `make_plan` builds in the model's space (a plan file,
   // validated against the graph, or a baseline plan).
   static Result<std::unique_ptr<CompiledModel>> FromPlan(
-      Graph graph, kernels::KernelConfig config,
-      const std::function<Result<Plan>(FusionSpace&)>& make_plan);
+      graph::Graph graph, kernels::KernelConfig config,
+      const std::function<Result<fusion_space::Plan>(fusion_space::FusionSpace&)>& make_plan);
 
-  const Graph& graph() const { return *graph_; }
-  FusionSpace& space() { return *space_; }
+  const graph::Graph& graph() const { return *graph_; }
+  fusion_space::FusionSpace& space() { return *space_; }
   const CompiledPlan& compiled() const { return compiled_; }  // from a file: plan only
-  KernelProgram& program() { return *program_; }
+  runtime::KernelProgram& program() { return *program_; }
   double lowering_seconds() const { return lowering_seconds_; }
 
  private:
-  CompiledModel(Graph graph, kernels::KernelConfig config);
+  CompiledModel(graph::Graph graph, kernels::KernelConfig config);
   Status Lower();
 
-  std::unique_ptr<const Graph> graph_;
-  std::unique_ptr<FusionSpace> space_;
+  std::unique_ptr<const graph::Graph> graph_;
+  std::unique_ptr<fusion_space::FusionSpace> space_;
   CompiledPlan compiled_;
-  std::unique_ptr<KernelProgram> program_;
+  std::unique_ptr<runtime::KernelProgram> program_;
   double lowering_seconds_ = 0;
 };
 

@@ -12,7 +12,7 @@ namespace fusetune::compiler {
 
 std::string RememberContext(const CompileOptions& options) {
   std::string versions;
-  for (const auto& [name, v] : KernelTemplateVersions())
+  for (const auto& [name, v] : fusion_space::KernelTemplateVersions())
     versions += fmt::format("{}{}={}", versions.empty() ? "" : ",", name, v);
   return fmt::format("choosing v{}; fusetune {}; kernels {}; max_memory {}; model_tilings {}",
                      kChoosingVersion, FUSETUNE_VERSION, versions,
@@ -103,14 +103,14 @@ Result<RememberedDecisions> DecisionsFromText(std::string_view text) {
   return out;
 }
 
-db::CompiledPlanEntry RememberedEntry(FusionSpace& space, const CompiledPlan& plan,
+db::CompiledPlanEntry RememberedEntry(fusion_space::FusionSpace& space, const CompiledPlan& plan,
                                       const std::string& target) {
   db::CompiledPlanEntry e;
   e.graph_key = plan.graph_key;
   e.target = target;
   e.context = plan.remember->context;
   e.generation = plan.remember->generation;
-  e.plan = PlanToJson(space, plan.plan).dump();
+  e.plan = fusion_space::PlanToJson(space, plan.plan).dump();
   e.decisions = DecisionsToText(plan);
   return e;
 }

@@ -41,7 +41,7 @@ std::string DecisionsToText(const CompiledPlan& plan);
 Result<RememberedDecisions> DecisionsFromText(std::string_view text);
 
 // The entry that remembers `plan` (chosen from its groups: plan.remember is set).
-db::CompiledPlanEntry RememberedEntry(FusionSpace& space, const CompiledPlan& plan,
+db::CompiledPlanEntry RememberedEntry(fusion_space::FusionSpace& space, const CompiledPlan& plan,
                                       const std::string& target);
 
 }  // namespace fusetune::compiler

@@ -180,10 +180,12 @@ Result<std::optional<double>> TuningIndex::FasterStale(const std::string& worklo
   return faster_stale_[workload_key] = stale;
 }
 
-const std::optional<Tiling>& TuningIndex::BestTiling(const std::string& workload_key) {
+const std::optional<fusion_space::Tiling>& TuningIndex::BestTiling(
+    const std::string& workload_key) {
   auto [it, added] = best_tilings_.emplace(workload_key, std::nullopt);
   if (!added) return it->second;
-  if (const db::BestPlan* best = Cached(workload_key)) it->second = SingleGroupTiling(best->plan);
+  if (const db::BestPlan* best = Cached(workload_key))
+    it->second = fusion_space::SingleGroupTiling(best->plan);
   return it->second;
 }
 
@@ -202,13 +204,14 @@ std::optional<std::pair<std::string, TuningIndex::TunedShape>> TuningIndex::Read
     return std::make_pair(description["structure"].get<std::string>(), shape);
   }
   if (!description.contains("graph") || !description["graph"].is_string()) return std::nullopt;
-  TextParseOptions parse;
+  graph::TextParseOptions parse;
   parse.constant_data = false;
-  auto graph = ParseGraphText(description["graph"].get<std::string>(), parse);
+  auto graph = graph::ParseGraphText(description["graph"].get<std::string>(), parse);
   if (!graph.ok()) return std::nullopt;  // written by another version of the text form
-  const CanonicalSubgraph canonical = CanonicalizeGraph(*graph, KeyScope::kStructure);
+  const graph::CanonicalSubgraph canonical =
+      graph::CanonicalizeGraph(*graph, graph::KeyScope::kStructure);
   return std::make_pair(canonical.key.ToString(),
-                        TunedShape{key, ShapeSignature(*graph, canonical.node_order)});
+                        TunedShape{key, graph::ShapeSignature(*graph, canonical.node_order)});
 }
 
 // Files every tuned group workload under its structure key.

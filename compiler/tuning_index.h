@@ -53,7 +53,7 @@ class TuningIndex {
   Result<std::optional<double>> FasterStale(const std::string& workload_key);
   // For a key whose Exact() found a plan: its tiling when it is a one-group
   // plan, read once per key; nullopt for any other key.
-  const std::optional<Tiling>& BestTiling(const std::string& workload_key);
+  const std::optional<fusion_space::Tiling>& BestTiling(const std::string& workload_key);
   // The tuned group workload of `structure_key` whose signature is nearest
   // to `signature` (same length), other than `exclude`.
   Result<std::optional<BucketMatch>> Nearest(const std::string& structure_key,
@@ -148,7 +148,7 @@ class TuningIndex {
   std::future<Result<Preloaded>> preload_;
   std::optional<Error> preload_error_;             // the file could not be read
   std::vector<db::CompiledPlanEntry> remembered_;  // preloaded
-  std::map<std::string, std::optional<Tiling>> best_tilings_;
+  std::map<std::string, std::optional<fusion_space::Tiling>> best_tilings_;
   std::unique_ptr<cost_model::CostModel> model_;
   bool model_loaded_ = false;
   std::string model_label_ = "not consulted";

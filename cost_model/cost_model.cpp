@@ -8,7 +8,7 @@ namespace fusetune::cost_model {
 
 Result<std::unique_ptr<CostModel>> LoadXgboostModel(const std::string& blob);  // xgboost_model.cpp
 
-void FeatureMatrix::Add(const GroupInfo& group, const Tiling& tiling,
+void FeatureMatrix::Add(const GroupInfo& group, const fusion_space::Tiling& tiling,
                         const TargetFeatures& target) {
   const size_t at = values.size();
   values.resize(at + NumFeatures());
@@ -56,7 +56,7 @@ class AnalyticalModel final : public CostModel {
 
 std::unique_ptr<CostModel> MakeAnalyticalModel() { return std::make_unique<AnalyticalModel>(); }
 
-double AnalyticalSeconds(const GroupInfo& group, const Tiling& tiling,
+double AnalyticalSeconds(const GroupInfo& group, const fusion_space::Tiling& tiling,
                          const TargetFeatures& target) {
   static const AnalyticalModel analytical;
   FeatureMatrix x;

@@ -20,7 +20,8 @@ struct FeatureMatrix {
   int64_t rows() const { return static_cast<int64_t>(parts.size()); }
   const float* row(int64_t i) const { return values.data() + i * NumFeatures(); }
   // Appends one candidate's features.
-  void Add(const GroupInfo& group, const Tiling& tiling, const TargetFeatures& target);
+  void Add(const GroupInfo& group, const fusion_space::Tiling& tiling,
+           const TargetFeatures& target);
 };
 
 struct Prediction {
@@ -51,7 +52,7 @@ std::unique_ptr<CostModel> MakeAnalyticalModel();
 // The analytical model's seconds for one candidate: absolute, unlike the
 // ranking score of some learned forms, so the tuner and the compiler scale
 // it by the measured/analytical ratio of measured groups to cost partitions.
-double AnalyticalSeconds(const GroupInfo& group, const Tiling& tiling,
+double AnalyticalSeconds(const GroupInfo& group, const fusion_space::Tiling& tiling,
                          const TargetFeatures& target);
 
 // A model from the database's store (ModelEntry name and blob).

@@ -21,8 +21,8 @@ namespace {
 
 // A group workload rebuilt from its stored description.
 struct Rebuilt {
-  Graph graph;
-  std::unique_ptr<FusionSpace> space;
+  graph::Graph graph;
+  std::unique_ptr<fusion_space::FusionSpace> space;
   GroupInfo info;
 };
 
@@ -32,19 +32,19 @@ Result<std::unique_ptr<Rebuilt>> Rebuild(const db::WorkloadEntry& w, const Targe
     return Error(ErrorCode::kInvalidArgument,
                  fmt::format("workload {}: its description has no group graph", w.key));
   auto r = std::make_unique<Rebuilt>();
-  FT_ASSIGN_OR_RETURN(r->graph, ParseGraphText(desc["graph"].get<std::string>()));
+  FT_ASSIGN_OR_RETURN(r->graph, graph::ParseGraphText(desc["graph"].get<std::string>()));
   kernels::KernelConfig config;
   config.threads = t.threads;
   config.local_buffer_bytes = static_cast<size_t>(t.local_buffer_bytes);
-  r->space = std::make_unique<FusionSpace>(r->graph, config);
+  r->space = std::make_unique<fusion_space::FusionSpace>(r->graph, config);
   std::vector<int32_t> all(r->graph.nodes.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
-  const GroupMatch& match = r->space->Match(all);
+  const fusion_space::GroupMatch& match = r->space->Match(all);
   if (!match.decision.allowed())
     return Error(ErrorCode::kInvalidArgument, fmt::format("workload {}: not one legal group: {}",
                                                           w.key, match.decision.ToString()));
   // Reference kernels have no tiling to rank: the tuner measures them once.
-  if (match.instance.kind == KernelTemplate::kReference)
+  if (match.instance.kind == fusion_space::KernelTemplate::kReference)
     return Error(ErrorCode::kInvalidArgument,
                  fmt::format("workload {}: a reference kernel, nothing to rank", w.key));
   r->info = MakeGroupInfo(r->graph, match.instance);
@@ -116,7 +116,7 @@ Result<Dataset> LoadDataset(db::Database& database, const DatasetOptions& option
       return true;
     }
     const auto plan_json = nlohmann::json::parse(r.plan, nullptr, false);
-    auto plan = PlanFromJson(*it->second->space, plan_json);
+    auto plan = fusion_space::PlanFromJson(*it->second->space, plan_json);
     const auto metrics = measure::MetricsFromText(r.metrics);
     if (!plan.ok() || plan->groups.size() != 1 || !metrics.ok()) {
       ++s.skipped_unreadable;
@@ -125,8 +125,8 @@ Result<Dataset> LoadDataset(db::Database& database, const DatasetOptions& option
     auto [wi, added] =
         workload_index.emplace(r.workload_key, static_cast<int>(data.workload_keys.size()));
     if (added) data.workload_keys.push_back(r.workload_key);
-    const std::string candidate =
-        r.workload_key + "|" + r.target + "|" + TilingToString(plan->groups[0].tiling);
+    const std::string candidate = r.workload_key + "|" + r.target + "|" +
+                                  fusion_space::TilingToString(plan->groups[0].tiling);
     Sample sample;
     sample.workload = wi->second;
     sample.seconds = r.seconds;
@@ -175,30 +175,32 @@ Split SplitByWorkload(const Dataset& data, double valid_fraction, uint64_t seed)
   return split;
 }
 
-std::string GroupWorkloadDescription(const Graph& group_graph, const KernelInstance& instance) {
-  TextPrintOptions print;
+std::string GroupWorkloadDescription(const graph::Graph& group_graph,
+                                     const fusion_space::KernelInstance& instance) {
+  graph::TextPrintOptions print;
   print.max_inline_elements = 16;
   // Constants the matcher reads by value (an attention mask, say) must come
   // back as they were for the group to be rebuilt; weights, bound as kernel
   // operands, need only their shape. Up to a million elements (a mask of
   // sequence 1024), beyond which the description would outweigh its records.
-  for (ValueId v = 0; v < static_cast<ValueId>(group_graph.values.size()); ++v) {
-    const Value& value = group_graph.value(v);
+  for (graph::ValueId v = 0; v < static_cast<graph::ValueId>(group_graph.values.size()); ++v) {
+    const graph::Value& value = group_graph.value(v);
     if (value.is_constant() && !instance.BindsValue(v) &&
         value.constant->numel() <= (int64_t{1} << 20))
       print.inline_values.insert(v);
   }
   // The text form's graph name is a plain identifier; exporters' names
   // ("torch_jit/...") are not.
-  Graph named = group_graph;
+  graph::Graph named = group_graph;
   named.name = "group";
   // The structure key and shape signature, so that the compiler's shape
   // buckets need not parse the graph (TuningIndex::BuildBuckets).
-  const CanonicalSubgraph canonical = CanonicalizeGraph(group_graph, KeyScope::kStructure);
-  return nlohmann::json{{"graph", PrintGraphText(named, print)},
+  const graph::CanonicalSubgraph canonical =
+      graph::CanonicalizeGraph(group_graph, graph::KeyScope::kStructure);
+  return nlohmann::json{{"graph", graph::PrintGraphText(named, print)},
                         {"structure", canonical.key.ToString()},
-                        {"signature", ShapeSignature(group_graph, canonical.node_order)},
-                        {"template", KernelTemplateName(instance.kind)},
+                        {"signature", graph::ShapeSignature(group_graph, canonical.node_order)},
+                        {"template", fusion_space::KernelTemplateName(instance.kind)},
                         {"summary", instance.summary},
                         {"nodes", instance.nodes.size()}}
       .dump();

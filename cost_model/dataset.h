@@ -57,6 +57,7 @@ Split SplitByWorkload(const Dataset& data, double valid_fraction, uint64_t seed)
 
 // The description a group workload stores so that training can rebuild it:
 // {"graph": graph text (graph/text_format.h), "summary": ..., "template": ...}.
-std::string GroupWorkloadDescription(const Graph& group_graph, const KernelInstance& instance);
+std::string GroupWorkloadDescription(const graph::Graph& group_graph,
+                                     const fusion_space::KernelInstance& instance);
 
 }  // namespace fusetune::cost_model

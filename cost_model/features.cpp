@@ -68,10 +68,10 @@ OpMix ProgramMix(const kernels::TileProgram& program) {
 }
 
 // Template-specific shape and tiling slots and op mix.
-void TemplateFeatures(const KernelInstance& in, const Tiling& tiling, double* shape, double* params,
-                      OpMix* mix, double* outputs) {
+void TemplateFeatures(const fusion_space::KernelInstance& in, const fusion_space::Tiling& tiling,
+                      double* shape, double* params, OpMix* mix, double* outputs) {
   switch (in.kind) {
-    case KernelTemplate::kGemm: {
+    case fusion_space::KernelTemplate::kGemm: {
       const auto& g = in.gemm;
       const auto& t = std::get<kernels::GemmTiling>(tiling);
       int64_t n = 0;
@@ -94,7 +94,7 @@ void TemplateFeatures(const KernelInstance& in, const Tiling& tiling, double* sh
       *outputs = static_cast<double>(g.outputs.size());
       break;
     }
-    case KernelTemplate::kRowwise: {
+    case fusion_space::KernelTemplate::kRowwise: {
       const auto& r = in.rowwise;
       const auto& t = std::get<kernels::RowwiseTiling>(tiling);
       double rows = 1;
@@ -109,7 +109,7 @@ void TemplateFeatures(const KernelInstance& in, const Tiling& tiling, double* sh
       *outputs = static_cast<double>(r.outputs.size());
       break;
     }
-    case KernelTemplate::kElementwise: {
+    case fusion_space::KernelTemplate::kElementwise: {
       const auto& e = in.elementwise;
       const auto& t = std::get<kernels::ElementwiseTiling>(tiling);
       auto elements = [](const std::vector<int64_t>& dims) {
@@ -127,7 +127,7 @@ void TemplateFeatures(const KernelInstance& in, const Tiling& tiling, double* sh
       *outputs = static_cast<double>(e.outputs.size());
       break;
     }
-    case KernelTemplate::kAttention: {
+    case fusion_space::KernelTemplate::kAttention: {
       const auto& a = in.attention;
       const auto& t = std::get<kernels::AttentionTiling>(tiling);
       shape[0] = Log2(static_cast<double>(a.seq_q));
@@ -143,7 +143,7 @@ void TemplateFeatures(const KernelInstance& in, const Tiling& tiling, double* sh
       *outputs = 1;
       break;
     }
-    case KernelTemplate::kReference:
+    case fusion_space::KernelTemplate::kReference:
       break;
   }
 }
@@ -168,16 +168,16 @@ TargetFeatures TargetFeaturesFromCalibration(const nlohmann::json& c,
   return t;
 }
 
-GroupInfo MakeGroupInfo(const Graph& graph, const KernelInstance& instance) {
+GroupInfo MakeGroupInfo(const graph::Graph& graph, const fusion_space::KernelInstance& instance) {
   GroupInfo g;
   g.instance = instance;
   for (int32_t n : instance.nodes) {
-    const NodeCost cost = ComputeNodeCost(graph, n);
+    const graph::NodeCost cost = graph::ComputeNodeCost(graph, n);
     g.flops += cost.flops;
     g.transcendentals += cost.transcendentals;
   }
-  for (ValueId v : instance.inputs) g.compulsory_bytes += 4.0 * graph.type(v).numel();
-  for (ValueId v : instance.outputs) {
+  for (graph::ValueId v : instance.inputs) g.compulsory_bytes += 4.0 * graph.type(v).numel();
+  for (graph::ValueId v : instance.outputs) {
     g.compulsory_bytes += 4.0 * graph.type(v).numel();
     g.output_elements += static_cast<double>(graph.type(v).numel());
   }
@@ -187,10 +187,10 @@ GroupInfo MakeGroupInfo(const Graph& graph, const KernelInstance& instance) {
 const std::vector<std::string>& FeatureNames() { return kNames; }
 int NumFeatures() { return static_cast<int>(kNames.size()); }
 
-AnalyticalParts ExtractFeatures(const GroupInfo& group, const Tiling& tiling,
+AnalyticalParts ExtractFeatures(const GroupInfo& group, const fusion_space::Tiling& tiling,
                                 const TargetFeatures& target, float* out) {
-  const KernelInstance& in = group.instance;
-  const kernels::TilingEstimate e = EstimateTiling(in, tiling, target.threads);
+  const fusion_space::KernelInstance& in = group.instance;
+  const kernels::TilingEstimate e = fusion_space::EstimateTiling(in, tiling, target.threads);
   double shape[5] = {}, params[7] = {}, outputs = 0;
   OpMix mix;
   TemplateFeatures(in, tiling, shape, params, &mix, &outputs);
@@ -209,10 +209,10 @@ AnalyticalParts ExtractFeatures(const GroupInfo& group, const Tiling& tiling,
   const double analytical = parts.overhead + std::max(parts.compute, parts.memory) +
                             0.5 * std::min(parts.compute, parts.memory);
 
-  const double values[] = {in.kind == KernelTemplate::kGemm ? 1.0 : 0.0,
-                           in.kind == KernelTemplate::kRowwise ? 1.0 : 0.0,
-                           in.kind == KernelTemplate::kElementwise ? 1.0 : 0.0,
-                           in.kind == KernelTemplate::kAttention ? 1.0 : 0.0,
+  const double values[] = {in.kind == fusion_space::KernelTemplate::kGemm ? 1.0 : 0.0,
+                           in.kind == fusion_space::KernelTemplate::kRowwise ? 1.0 : 0.0,
+                           in.kind == fusion_space::KernelTemplate::kElementwise ? 1.0 : 0.0,
+                           in.kind == fusion_space::KernelTemplate::kAttention ? 1.0 : 0.0,
                            Log2(group.flops),
                            Log2(group.transcendentals),
                            Log2(group.output_elements),
@@ -261,8 +261,9 @@ AnalyticalParts ExtractFeatures(const GroupInfo& group, const Tiling& tiling,
 }
 
 AnalyticalParts FeatureCache::Get(const std::string& workload_key, const GroupInfo& group,
-                                  const Tiling& tiling, const TargetFeatures& target, float* out) {
-  const std::string key = workload_key + "|" + TilingToString(tiling);
+                                  const fusion_space::Tiling& tiling, const TargetFeatures& target,
+                                  float* out) {
+  const std::string key = workload_key + "|" + fusion_space::TilingToString(tiling);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (auto it = entries_.find(key); it != entries_.end()) {

@@ -43,12 +43,12 @@ TargetFeatures TargetFeaturesFromCalibration(const nlohmann::json& calibration,
 
 // What does not depend on the tiling: computed once per group.
 struct GroupInfo {
-  KernelInstance instance;
+  fusion_space::KernelInstance instance;
   double flops = 0, transcendentals = 0;
   double compulsory_bytes = 0;  // the group's inputs and outputs, each once
   double output_elements = 0;
 };
-GroupInfo MakeGroupInfo(const Graph& graph, const KernelInstance& instance);
+GroupInfo MakeGroupInfo(const graph::Graph& graph, const fusion_space::KernelInstance& instance);
 
 // The analytical parts of a candidate's time, in seconds: what the
 // analytical model adds up and what the learned heads correct.
@@ -60,7 +60,7 @@ const std::vector<std::string>& FeatureNames();
 int NumFeatures();
 
 // Writes NumFeatures() values to `out`; returns the analytical parts.
-AnalyticalParts ExtractFeatures(const GroupInfo& group, const Tiling& tiling,
+AnalyticalParts ExtractFeatures(const GroupInfo& group, const fusion_space::Tiling& tiling,
                                 const TargetFeatures& target, float* out);
 
 // Memoised ExtractFeatures keyed by (workload key, tiling): search evaluates
@@ -68,8 +68,8 @@ AnalyticalParts ExtractFeatures(const GroupInfo& group, const Tiling& tiling,
 // Thread-safe.
 class FeatureCache {
  public:
-  AnalyticalParts Get(const std::string& workload_key, const GroupInfo& group, const Tiling& tiling,
-                      const TargetFeatures& target, float* out);
+  AnalyticalParts Get(const std::string& workload_key, const GroupInfo& group,
+                      const fusion_space::Tiling& tiling, const TargetFeatures& target, float* out);
   size_t size() const;
 
  private:

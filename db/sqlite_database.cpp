@@ -134,7 +134,8 @@ void BindRecord(SQLite::Statement& q, const Record& r, int64_t workload, int64_t
 SqliteDatabase::SqliteDatabase(std::unique_ptr<SQLite::Database> db, OpenOptions options,
                                int schema_version)
     : db_(std::move(db)), options_(std::move(options)), schema_version_(schema_version) {
-  if (options_.kernel_versions.empty()) options_.kernel_versions = KernelTemplateVersions();
+  if (options_.kernel_versions.empty())
+    options_.kernel_versions = fusion_space::KernelTemplateVersions();
   versions_json_ = VersionsToJson(options_.kernel_versions);
 }
 

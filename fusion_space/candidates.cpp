@@ -7,11 +7,13 @@
 #include "fusion_space/match.h"
 #include "fusion_space/match_memo.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 namespace {
 
-bool IsGemmOp(const Node& node) { return node.op_type == "MatMul" || node.op_type == "Gemm"; }
+bool IsGemmOp(const graph::Node& node) {
+  return node.op_type == "MatMul" || node.op_type == "Gemm";
+}
 
 // What a node contributes to the op mix of a set; a set is viable when some
 // template could still implement it or one of its supersets.
@@ -38,7 +40,7 @@ struct NodeMix {
   int8_t gemm = 0, softmax = 0, reduction = 0, layer_norm = 0, unfusible = 0;
 };
 
-NodeMix ClassifyNode(const Node& node) {
+NodeMix ClassifyNode(const graph::Node& node) {
   const std::string& op = node.op_type;
   NodeMix m;
   if (IsGemmOp(node))
@@ -63,7 +65,8 @@ void AddNodeToMix(const NodeMix& node, OpMix* mix, int sign) {
 
 class Enumerator {
  public:
-  Enumerator(const Graph& g, const Dataflow& flow, const CandidateOptions& o, CandidateSet* out)
+  Enumerator(const graph::Graph& g, const Dataflow& flow, const CandidateOptions& o,
+             CandidateSet* out)
       : g_(g), flow_(flow), memo_(g, flow), o_(o), out_(out), n_(flow.num_nodes()) {
     adj_.resize(n_);
     for (int32_t i = 0; i < n_; ++i) {
@@ -72,7 +75,7 @@ class Enumerator {
     }
     // GEMMs reading the same A are neighbours too: horizontal fusion (Q, K
     // and V projections) joins nodes that no edge connects.
-    std::map<ValueId, std::vector<int32_t>> gemms_by_a;
+    std::map<graph::ValueId, std::vector<int32_t>> gemms_by_a;
     for (int32_t i = 0; i < n_; ++i)
       if (IsGemmOp(g.nodes[i])) gemms_by_a[g.nodes[i].inputs[0]].push_back(i);
     for (auto& [a, list] : gemms_by_a)
@@ -103,7 +106,7 @@ class Enumerator {
       GroupMatch m = MatchGroup(g_, flow_, node);
       CandidateGroup c;
       c.nodes = {i};
-      c.key = ComputeWorkloadKey(g_, c.nodes, &flow_.all_uses());
+      c.key = graph::ComputeWorkloadKey(g_, c.nodes, &flow_.all_uses());
       c.instance = std::make_shared<const KernelInstance>(std::move(m.instance));
       out_->groups.push_back(std::move(c));
     }
@@ -200,11 +203,11 @@ class Enumerator {
     c.key = group.key;
     KernelInstance instance = *group.instance;
     instance.nodes = c.nodes;
-    auto image = [&](ValueId& value) {
-      if (value != kNoValue) value = shift_.image[value];
+    auto image = [&](graph::ValueId& value) {
+      if (value != graph::kNoValue) value = shift_.image[value];
     };
-    for (ValueId& value : instance.inputs) image(value);
-    for (ValueId& value : instance.outputs) image(value);
+    for (graph::ValueId& value : instance.inputs) image(value);
+    for (graph::ValueId& value : instance.outputs) image(value);
     for (OperandSlot& slot : instance.slots) image(slot.value);
     c.instance = std::make_shared<const KernelInstance>(std::move(instance));
     return c;
@@ -280,13 +283,13 @@ class Enumerator {
     if (!m.decision) return;
     CandidateGroup c;
     c.nodes = nodes;
-    c.key = ComputeWorkloadKey(g_, c.nodes, &flow_.all_uses());
+    c.key = graph::ComputeWorkloadKey(g_, c.nodes, &flow_.all_uses());
     out_->count_by_template[m.instance.kind]++;
     c.instance = std::make_shared<const KernelInstance>(std::move(m.instance));
     out_->groups.push_back(std::move(c));
   }
 
-  const Graph& g_;
+  const graph::Graph& g_;
   const Dataflow& flow_;
   MatchMemo memo_;
   const CandidateOptions& o_;
@@ -309,7 +312,7 @@ class Enumerator {
 
 }  // namespace
 
-CandidateSet EnumerateCandidates(const Graph& g, const Dataflow& flow,
+CandidateSet EnumerateCandidates(const graph::Graph& g, const Dataflow& flow,
                                  const CandidateOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   CandidateSet set;
@@ -328,4 +331,4 @@ CandidateSet EnumerateCandidates(const Graph& g, const Dataflow& flow,
   return set;
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

@@ -16,12 +16,12 @@
 #include "fusion_space/kernel_instance.h"
 #include "graph/workload_key.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 struct CandidateGroup {
   std::vector<int32_t> nodes;  // ascending
   std::shared_ptr<const KernelInstance> instance;
-  WorkloadKey key;
+  graph::WorkloadKey key;
 };
 
 struct CandidateOptions {
@@ -45,7 +45,7 @@ struct CandidateSet {
   int64_t num_nodes = 0;
 };
 
-CandidateSet EnumerateCandidates(const Graph& graph, const Dataflow& flow,
+CandidateSet EnumerateCandidates(const graph::Graph& graph, const Dataflow& flow,
                                  const CandidateOptions& options = {});
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

@@ -4,19 +4,19 @@
 
 #include <algorithm>
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
-Dataflow::Dataflow(const Graph& graph)
+Dataflow::Dataflow(const graph::Graph& graph)
     : graph_(graph), uses_(graph), is_output_(graph.values.size(), 0) {
-  for (ValueId v : graph.outputs) is_output_[v] = 1;
+  for (graph::ValueId v : graph.outputs) is_output_[v] = 1;
   const int32_t n = static_cast<int32_t>(graph.nodes.size());
   // Producers: each node's distinct producer nodes, ascending.
   producers_.begin_.assign(n + 1, 0);
   std::vector<int32_t> consumer_count(n + 1, 0);
   for (int32_t i = 0; i < n; ++i) {
     const size_t start = producers_.items_.size();
-    for (ValueId input : graph.nodes[i].inputs) {
-      if (input == kNoValue) continue;  // an omitted optional input
+    for (graph::ValueId input : graph.nodes[i].inputs) {
+      if (input == graph::kNoValue) continue;  // an omitted optional input
       const int32_t producer = graph.value(input).producer;
       if (producer >= 0) producers_.items_.push_back(producer);  // not an input or constant
     }
@@ -34,7 +34,7 @@ Dataflow::Dataflow(const Graph& graph)
     for (int32_t p : producers_[i]) consumers_.items_[consumer_count[p]++] = i;
 }
 
-bool Dataflow::LeavesGroup(ValueId v, std::span<const char> inside) const {
+bool Dataflow::LeavesGroup(graph::ValueId v, std::span<const char> inside) const {
   if (is_output_[v]) return true;
   for (auto [node, slot] : uses_[v])
     if (!inside[node]) return true;
@@ -88,4 +88,4 @@ std::optional<Dataflow::Reentry> Dataflow::FindReentry(std::span<const int32_t> 
   return std::nullopt;
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

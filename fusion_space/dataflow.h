@@ -12,23 +12,23 @@
 #include "fusion_space/decision.h"
 #include "graph/graph.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 class Dataflow {
  public:
   // `graph` must be topologically sorted (as import and passes leave it).
-  explicit Dataflow(const Graph& graph);
+  explicit Dataflow(const graph::Graph& graph);
   int32_t num_nodes() const { return static_cast<int32_t>(consumers_.size()); }
   // Distinct nodes that read an output of `node` / produce an input of `node`, ascending.
   std::span<const int32_t> consumers(int32_t node) const { return consumers_[node]; }
   std::span<const int32_t> producers(int32_t node) const { return producers_[node]; }
   // (node, input slot) pairs reading value v, and whether v is a graph output.
-  std::span<const ValueUses::Use> uses(ValueId v) const { return uses_[v]; }
-  const ValueUses& all_uses() const { return uses_; }
-  bool is_graph_output(ValueId v) const { return is_output_[v] != 0; }
+  std::span<const graph::ValueUses::Use> uses(graph::ValueId v) const { return uses_[v]; }
+  const graph::ValueUses& all_uses() const { return uses_; }
+  bool is_graph_output(graph::ValueId v) const { return is_output_[v] != 0; }
   // Read outside the node set marked in `inside`, or a graph output.
-  bool LeavesGroup(ValueId v, std::span<const char> inside) const;
-  const Graph& graph() const { return graph_; }
+  bool LeavesGroup(graph::ValueId v, std::span<const char> inside) const;
+  const graph::Graph& graph() const { return graph_; }
 
   // Allow() when `group` (node indices, any order) is convex; otherwise the
   // reason names a node outside the group on a path that leaves and re-enters it.
@@ -59,10 +59,10 @@ class Dataflow {
     size_t size() const { return begin_.empty() ? 0 : begin_.size() - 1; }
     std::vector<int32_t> begin_, items_;
   };
-  const Graph& graph_;
+  const graph::Graph& graph_;
   NodeLists consumers_, producers_;
-  ValueUses uses_;
+  graph::ValueUses uses_;
   std::vector<char> is_output_;
 };
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

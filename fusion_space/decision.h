@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 // Legality is a value, not an exception or a bool: a forbidden fusion carries
 // the reason, which explanations (`fusetune compile --explain`) print.
@@ -29,11 +29,11 @@ class FusionDecision {
   std::string reason_;
 };
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space
 
 // Returns a forbidding decision from the enclosing function.
-#define FT_RETURN_IF_DECISION(expr)                   \
-  do {                                                \
-    ::fusetune::FusionDecision ft_decision_ = (expr); \
-    if (!ft_decision_) return ft_decision_;           \
+#define FT_RETURN_IF_DECISION(expr)                                 \
+  do {                                                              \
+    ::fusetune::fusion_space::FusionDecision ft_decision_ = (expr); \
+    if (!ft_decision_) return ft_decision_;                         \
   } while (0)

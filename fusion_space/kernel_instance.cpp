@@ -5,7 +5,7 @@
 
 #include "common/check.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 namespace {
 float g_slot_anchor[kMaxOperandSlots];
@@ -71,19 +71,19 @@ int SlotIndex(const float* pointer) {
   return static_cast<int>(pointer - &g_slot_anchor[0]);
 }
 
-bool KernelInstance::BindsValue(ValueId value) const {
+bool KernelInstance::BindsValue(graph::ValueId value) const {
   return std::any_of(slots.begin(), slots.end(),
                      [value](const OperandSlot& s) { return s.value == value; });
 }
 
-float* KernelInstance::AddSlot(ValueId value, int64_t offset) {
+float* KernelInstance::AddSlot(graph::ValueId value, int64_t offset) {
   slots.push_back({value, -1, offset});
   return SlotPointer(static_cast<int>(slots.size()) - 1);
 }
 
-float* KernelInstance::AddOwned(std::shared_ptr<const Tensor> tensor) {
+float* KernelInstance::AddOwned(std::shared_ptr<const graph::Tensor> tensor) {
   owned.push_back(std::move(tensor));
-  slots.push_back({kNoValue, static_cast<int>(owned.size()) - 1, 0});
+  slots.push_back({graph::kNoValue, static_cast<int>(owned.size()) - 1, 0});
   return SlotPointer(static_cast<int>(slots.size()) - 1);
 }
 
@@ -151,4 +151,4 @@ void VisitDescriptorPointers(KernelInstance& k, const std::function<void(float*&
       visit);
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

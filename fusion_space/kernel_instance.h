@@ -22,7 +22,7 @@
 #include "kernels/gemm.h"
 #include "kernels/rowwise.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 enum class KernelTemplate { kReference, kElementwise, kRowwise, kGemm, kAttention };
 const char* KernelTemplateName(KernelTemplate t);
@@ -38,7 +38,7 @@ std::map<std::string, int> KernelTemplateVersions();
 // Where one descriptor pointer points: a graph value (or an owned derived
 // constant when value == kNoValue) plus an element offset.
 struct OperandSlot {
-  ValueId value = kNoValue;
+  graph::ValueId value = graph::kNoValue;
   int owned = -1;  // index into KernelInstance::owned when value == kNoValue
   int64_t offset = 0;
 };
@@ -50,11 +50,11 @@ int SlotIndex(const float* pointer);
 
 struct KernelInstance {
   KernelTemplate kind = KernelTemplate::kReference;
-  std::vector<int32_t> nodes;    // graph node indices, ascending
-  std::vector<ValueId> inputs;   // values read from outside the group (constants included)
-  std::vector<ValueId> outputs;  // values the group materialises for others
+  std::vector<int32_t> nodes;           // graph node indices, ascending
+  std::vector<graph::ValueId> inputs;   // values read from outside the group (constants included)
+  std::vector<graph::ValueId> outputs;  // values the group materialises for others
   std::vector<OperandSlot> slots;
-  std::vector<std::shared_ptr<const Tensor>> owned;  // derived constants (attention masks)
+  std::vector<std::shared_ptr<const graph::Tensor>> owned;  // derived constants (attention masks)
   kernels::ElementwiseDesc elementwise;
   kernels::RowwiseDesc rowwise;
   kernels::GemmDesc gemm;
@@ -62,11 +62,11 @@ struct KernelInstance {
   std::string summary;  // one line for reports: "GEMM 16x32x32 +bias +GELU(erf)"
 
   // Adds a slot and returns the pointer that stands for it in a descriptor.
-  float* AddSlot(ValueId value, int64_t offset = 0);
+  float* AddSlot(graph::ValueId value, int64_t offset = 0);
   // True when a slot binds `value`: the kernel reads it as an operand at run
   // time (weights), rather than the matcher reading its contents.
-  bool BindsValue(ValueId value) const;
-  float* AddOwned(std::shared_ptr<const Tensor> tensor);
+  bool BindsValue(graph::ValueId value) const;
+  float* AddOwned(std::shared_ptr<const graph::Tensor> tensor);
 };
 
 // Calls `visit` on every data pointer of the instance's descriptor (the
@@ -76,4 +76,4 @@ void VisitDescriptorPointers(KernelInstance& instance,
                              const std::function<void(const float*&)>& visit_const,
                              const std::function<void(float*&)>& visit_mutable);
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

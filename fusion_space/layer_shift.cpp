@@ -5,12 +5,12 @@
 
 #include "graph/workload_key.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 namespace {
 
 // (reader + period, slot) for every use of `from`, in the order of `to`'s uses.
-bool UsesShift(const Dataflow& flow, ValueId from, ValueId to, int32_t period) {
+bool UsesShift(const Dataflow& flow, graph::ValueId from, graph::ValueId to, int32_t period) {
   const auto& a = flow.uses(from);
   const auto& b = flow.uses(to);
   if (a.size() != b.size()) return false;
@@ -21,10 +21,11 @@ bool UsesShift(const Dataflow& flow, ValueId from, ValueId to, int32_t period) {
   return shifted == other;
 }
 
-bool OperandShifts(const Graph& g, const Dataflow& flow, ValueId x, ValueId y, int32_t period) {
-  if (x == kNoValue || y == kNoValue) return x == y;
-  const Value& a = g.value(x);
-  const Value& b = g.value(y);
+bool OperandShifts(const graph::Graph& g, const Dataflow& flow, graph::ValueId x, graph::ValueId y,
+                   int32_t period) {
+  if (x == graph::kNoValue || y == graph::kNoValue) return x == y;
+  const graph::Value& a = g.value(x);
+  const graph::Value& b = g.value(y);
   if (!a.type.SameShapeAndType(b.type)) return false;
   if (a.producer >= 0)
     return b.producer == a.producer + period && b.producer_output == a.producer_output;
@@ -39,10 +40,10 @@ bool OperandShifts(const Graph& g, const Dataflow& flow, ValueId x, ValueId y, i
 // The first window start from which operand x of a node outside the window
 // may stand for y of its shifted node: both non-constant values of one type
 // made before their windows (graph inputs are made before every window).
-int32_t LeafWindowStart(const Graph& g, ValueId x, ValueId y, int32_t period) {
-  if (x == kNoValue || y == kNoValue) return LayerShift::kNever;
-  const Value& a = g.value(x);
-  const Value& b = g.value(y);
+int32_t LeafWindowStart(const graph::Graph& g, graph::ValueId x, graph::ValueId y, int32_t period) {
+  if (x == graph::kNoValue || y == graph::kNoValue) return LayerShift::kNever;
+  const graph::Value& a = g.value(x);
+  const graph::Value& b = g.value(y);
   if (a.is_constant() || b.is_constant() || !a.type.SameShapeAndType(b.type))
     return LayerShift::kNever;
   return std::max({0, a.producer + 1, b.producer - period + 1});
@@ -50,17 +51,17 @@ int32_t LeafWindowStart(const Graph& g, ValueId x, ValueId y, int32_t period) {
 
 // Node i + period is node i's twin but for its operands: the same op,
 // attributes and types, its outputs read by the shifted readers.
-bool SameNodeAndReaders(const Graph& g, const Dataflow& flow,
+bool SameNodeAndReaders(const graph::Graph& g, const Dataflow& flow,
                         const std::vector<uint64_t>& node_hash, int32_t i, int32_t period) {
   const int32_t j = i + period;
   if (period <= 0 || j >= static_cast<int32_t>(g.nodes.size())) return false;
   if (node_hash[i] != node_hash[j]) return false;
-  const Node& a = g.nodes[i];
-  const Node& b = g.nodes[j];
+  const graph::Node& a = g.nodes[i];
+  const graph::Node& b = g.nodes[j];
   if (a.inputs.size() != b.inputs.size() || a.outputs.size() != b.outputs.size()) return false;
   for (size_t k = 0; k < a.outputs.size(); ++k) {
-    const ValueId x = a.outputs[k], y = b.outputs[k];
-    if (x == kNoValue || y == kNoValue) {
+    const graph::ValueId x = a.outputs[k], y = b.outputs[k];
+    if (x == graph::kNoValue || y == graph::kNoValue) {
       if (x != y) return false;
       continue;
     }
@@ -72,11 +73,11 @@ bool SameNodeAndReaders(const Graph& g, const Dataflow& flow,
 
 // The first window start from which node i maps, with leaves standing for
 // leaves, or kNever.
-int32_t MapsFrom(const Graph& g, const Dataflow& flow, const std::vector<uint64_t>& node_hash,
-                 int32_t i, int32_t period) {
+int32_t MapsFrom(const graph::Graph& g, const Dataflow& flow,
+                 const std::vector<uint64_t>& node_hash, int32_t i, int32_t period) {
   if (!SameNodeAndReaders(g, flow, node_hash, i, period)) return LayerShift::kNever;
-  const Node& a = g.nodes[i];
-  const Node& b = g.nodes[i + period];
+  const graph::Node& a = g.nodes[i];
+  const graph::Node& b = g.nodes[i + period];
   int32_t from = 0;
   for (size_t s = 0; s < a.inputs.size() && from != LayerShift::kNever; ++s)
     if (!OperandShifts(g, flow, a.inputs[s], b.inputs[s], period))
@@ -87,19 +88,19 @@ int32_t MapsFrom(const Graph& g, const Dataflow& flow, const std::vector<uint64_
 // Node a's operands and outputs stand for node b's: in the image and, to
 // keep it one to one, its inverse.
 struct ValueImage {
-  std::vector<ValueId> image, preimage;
-  bool KeepsOneToOne(const Node& a, const Node& b) const {
+  std::vector<graph::ValueId> image, preimage;
+  bool KeepsOneToOne(const graph::Node& a, const graph::Node& b) const {
     for (size_t s = 0; s < a.inputs.size(); ++s) {
-      const ValueId x = a.inputs[s], y = b.inputs[s];
-      if (x != kNoValue && ((image[x] != kNoValue && image[x] != y) ||
-                            (preimage[y] != kNoValue && preimage[y] != x)))
+      const graph::ValueId x = a.inputs[s], y = b.inputs[s];
+      if (x != graph::kNoValue && ((image[x] != graph::kNoValue && image[x] != y) ||
+                                   (preimage[y] != graph::kNoValue && preimage[y] != x)))
         return false;
     }
     return true;
   }
-  void Map(const Node& a, const Node& b) {
-    auto map = [&](ValueId x, ValueId y) {
-      if (x == kNoValue) return;
+  void Map(const graph::Node& a, const graph::Node& b) {
+    auto map = [&](graph::ValueId x, graph::ValueId y) {
+      if (x == graph::kNoValue) return;
       image[x] = y;
       preimage[y] = x;
     };
@@ -108,11 +109,11 @@ struct ValueImage {
   }
 };
 
-std::vector<uint64_t> NodeHashes(const Graph& g) {
+std::vector<uint64_t> NodeHashes(const graph::Graph& g) {
   std::vector<uint64_t> hashes(g.nodes.size());
   for (int32_t i = 0; i < static_cast<int32_t>(g.nodes.size()); ++i) {
     const int32_t node[] = {i};
-    hashes[i] = OrderedSubsetHash(g, node, kNoValue);
+    hashes[i] = graph::OrderedSubsetHash(g, node, graph::kNoValue);
   }
   return hashes;
 }
@@ -138,17 +139,17 @@ std::vector<int32_t> CandidatePeriods(const std::vector<uint64_t>& hashes, size_
 
 }  // namespace
 
-bool ShiftMapsNode(const Graph& g, const Dataflow& flow, const std::vector<uint64_t>& node_hash,
-                   int32_t i, int32_t period) {
+bool ShiftMapsNode(const graph::Graph& g, const Dataflow& flow,
+                   const std::vector<uint64_t>& node_hash, int32_t i, int32_t period) {
   if (!SameNodeAndReaders(g, flow, node_hash, i, period)) return false;
-  const Node& a = g.nodes[i];
-  const Node& b = g.nodes[i + period];
+  const graph::Node& a = g.nodes[i];
+  const graph::Node& b = g.nodes[i + period];
   for (size_t s = 0; s < a.inputs.size(); ++s)
     if (!OperandShifts(g, flow, a.inputs[s], b.inputs[s], period)) return false;
   return true;
 }
 
-LayerShift FindLayerShift(const Graph& g, const Dataflow& flow) {
+LayerShift FindLayerShift(const graph::Graph& g, const Dataflow& flow) {
   LayerShift best;
   const int32_t n = static_cast<int32_t>(g.nodes.size());
   const std::vector<uint64_t> hashes = NodeHashes(g);
@@ -167,8 +168,8 @@ LayerShift FindLayerShift(const Graph& g, const Dataflow& flow) {
   if (best.period == 0) return LayerShift{};
   // Exactly mapped nodes first, then those mapped from a window where they
   // keep the image one to one.
-  ValueImage values{std::vector<ValueId>(g.values.size(), kNoValue),
-                    std::vector<ValueId>(g.values.size(), kNoValue)};
+  ValueImage values{std::vector<graph::ValueId>(g.values.size(), graph::kNoValue),
+                    std::vector<graph::ValueId>(g.values.size(), graph::kNoValue)};
   best.maps_from.assign(n, LayerShift::kNever);
   for (int32_t i = 0; i < n; ++i)
     if (best.maps[i]) {
@@ -187,4 +188,4 @@ LayerShift FindLayerShift(const Graph& g, const Dataflow& flow) {
   return best;
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

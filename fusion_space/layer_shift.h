@@ -30,7 +30,7 @@
 #include "fusion_space/dataflow.h"
 #include "graph/graph.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 struct LayerShift {
   int32_t period = 0;      // 0: no repetition worth a shift was found
@@ -43,16 +43,16 @@ struct LayerShift {
   // Per value: its counterpart in the next layer, for the operands and
   // outputs of nodes mapped from some window; kNoValue elsewhere. One to
   // one: a leaf whose image would be ambiguous leaves its reader unmapped.
-  std::vector<ValueId> image;
+  std::vector<graph::ValueId> image;
 };
 
 // The period that maps the most nodes, among the distances between
 // repeated node signatures; period 0 when it maps fewer nodes than a layer
 // holds.
-LayerShift FindLayerShift(const Graph& graph, const Dataflow& flow);
+LayerShift FindLayerShift(const graph::Graph& graph, const Dataflow& flow);
 
 // Whether `period` maps node `node` (exposed for tests).
-bool ShiftMapsNode(const Graph& graph, const Dataflow& flow, const std::vector<uint64_t>& node_hash,
-                   int32_t node, int32_t period);
+bool ShiftMapsNode(const graph::Graph& graph, const Dataflow& flow,
+                   const std::vector<uint64_t>& node_hash, int32_t node, int32_t period);
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

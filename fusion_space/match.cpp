@@ -9,9 +9,9 @@
 #include "fusion_space/match_tile.h"
 #include "fusion_space/match_util.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
-bool IsFusibleOp(const Node& node) {
+bool IsFusibleOp(const graph::Node& node) {
   static const std::set<std::string> kOps = {
       "Add",        "Sub",        "Mul",       "Div",       "Max",     "Min",
       "Pow",        "Neg",        "Abs",       "Exp",       "Log",     "Sqrt",
@@ -24,22 +24,22 @@ bool IsFusibleOp(const Node& node) {
 
 namespace {
 
-KernelInstance ReferenceInstance(const Graph& g, int32_t node) {
+KernelInstance ReferenceInstance(const graph::Graph& g, int32_t node) {
   KernelInstance k;
   k.kind = KernelTemplate::kReference;
   k.nodes = {node};
   std::vector<char> inside(g.nodes.size(), 0);
   inside[node] = 1;
   k.inputs = GroupInputs(g, k.nodes, inside);
-  for (ValueId v : g.nodes[node].outputs)
-    if (v != kNoValue) k.outputs.push_back(v);
+  for (graph::ValueId v : g.nodes[node].outputs)
+    if (v != graph::kNoValue) k.outputs.push_back(v);
   k.summary = "reference " + g.nodes[node].op_type;
   return k;
 }
 
 }  // namespace
 
-GroupMatch MatchGroup(const Graph& g, const Dataflow& flow, std::span<const int32_t> group) {
+GroupMatch MatchGroup(const graph::Graph& g, const Dataflow& flow, std::span<const int32_t> group) {
   GroupMatch m;
   if (group.empty()) {
     m.decision = FusionDecision::Forbid("the group is empty");
@@ -72,4 +72,4 @@ GroupMatch MatchGroup(const Graph& g, const Dataflow& flow, std::span<const int3
   return m;
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

@@ -9,7 +9,7 @@
 #include "fusion_space/dataflow.h"
 #include "fusion_space/kernel_instance.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 struct GroupMatch {
   FusionDecision decision = FusionDecision::Forbid("not matched");
@@ -20,9 +20,10 @@ struct GroupMatch {
   int32_t structure = -1;
 };
 
-GroupMatch MatchGroup(const Graph& graph, const Dataflow& flow, std::span<const int32_t> group);
+GroupMatch MatchGroup(const graph::Graph& graph, const Dataflow& flow,
+                      std::span<const int32_t> group);
 
 // Ops a multi-node group may contain at all (cheap pre-filter for enumeration).
-bool IsFusibleOp(const Node& node);
+bool IsFusibleOp(const graph::Node& node);
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

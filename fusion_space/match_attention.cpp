@@ -10,7 +10,7 @@
 #include "fusion_space/match_util.h"
 #include "fusion_space/view.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 namespace {
 
@@ -29,9 +29,9 @@ std::optional<Bh> LeadingBh(const std::vector<int64_t>& dims, const std::vector<
 
 struct MaskInfo {
   kernels::MaskKind kind = kernels::MaskKind::kNone;
-  ValueId tensor = kNoValue;            // additive mask read from a value
-  std::shared_ptr<const Tensor> owned;  // additive mask derived from a Where
-  std::vector<int64_t> strides;         // of the mask, over the scores' dims
+  graph::ValueId tensor = graph::kNoValue;     // additive mask read from a value
+  std::shared_ptr<const graph::Tensor> owned;  // additive mask derived from a Where
+  std::vector<int64_t> strides;                // of the mask, over the scores' dims
 };
 
 bool AllNonzero(const uint8_t* bytes, int64_t n) {
@@ -69,16 +69,16 @@ bool ByteMaskIsCausal(const uint8_t* data, int64_t row_stride, int64_t s, int64_
 
 // Where(cond, a, b) with one branch the scores and the other a very negative
 // constant: the kept positions, as a mask over the scores' dims.
-FusionDecision WhereMask(const Graph& g, int32_t p, ValueId scores, const Dims& score_dims,
-                         MaskInfo* mask) {
-  const Node& node = g.nodes[p];
+FusionDecision WhereMask(const graph::Graph& g, int32_t p, graph::ValueId scores,
+                         const graph::Dims& score_dims, MaskInfo* mask) {
+  const graph::Node& node = g.nodes[p];
   const bool scores_if_true = node.inputs[1] == scores;
-  const ValueId other = scores_if_true ? node.inputs[2] : node.inputs[1];
+  const graph::ValueId other = scores_if_true ? node.inputs[2] : node.inputs[1];
   double fill;
   if (!ScalarConstant(g, other, &fill) || fill > -1e4)
     return FusionDecision::Forbid(fmt::format(
         "node {} (Where) does not fill masked scores with a large negative constant", p));
-  const Value& cond = g.value(node.inputs[0]);
+  const graph::Value& cond = g.value(node.inputs[0]);
   if (!cond.is_constant())
     return FusionDecision::Forbid(fmt::format("node {} (Where): the condition is not constant", p));
   auto strides = BroadcastStrides(cond.constant->dims(), score_dims);
@@ -94,8 +94,9 @@ FusionDecision WhereMask(const Graph& g, int32_t p, ValueId scores, const Dims& 
   bool leading_broadcast = true;
   for (size_t i = 0; i + 2 < r; ++i) leading_broadcast = leading_broadcast && (*strides)[i] == 0;
   bool causal = leading_broadcast;
-  const DataType dtype = cond.constant->dtype();
-  if (causal && (dtype == DataType::kBool || dtype == DataType::kUInt8) && (*strides)[r - 1] == 1) {
+  const graph::DataType dtype = cond.constant->dtype();
+  if (causal && (dtype == graph::DataType::kBool || dtype == graph::DataType::kUInt8) &&
+      (*strides)[r - 1] == 1) {
     causal = ByteMaskIsCausal(reinterpret_cast<const uint8_t*>(cond.constant->raw()),
                               (*strides)[r - 2], s, t, scores_if_true);
   } else {
@@ -107,22 +108,22 @@ FusionDecision WhereMask(const Graph& g, int32_t p, ValueId scores, const Dims& 
     return FusionDecision::Allow();
   }
   // Any other constant mask: an additive tensor of 0 and -inf.
-  const Dims& cd = cond.constant->dims();
-  Tensor additive(DataType::kFloat32, cd);
+  const graph::Dims& cd = cond.constant->dims();
+  graph::Tensor additive(graph::DataType::kFloat32, cd);
   float* out = additive.data<float>();
   for (int64_t i = 0; i < additive.numel(); ++i) {
     const bool c = cond.constant->GetAsDouble(i) != 0;
     out[i] = c == scores_if_true ? 0.0f : -std::numeric_limits<float>::infinity();
   }
   mask->kind = kernels::MaskKind::kAdditive;
-  mask->owned = std::make_shared<const Tensor>(std::move(additive));
+  mask->owned = std::make_shared<const graph::Tensor>(std::move(additive));
   mask->strides = *strides;
   return FusionDecision::Allow();
 }
 
 }  // namespace
 
-FusionDecision MatchAttentionInstance(const Graph& g, const Dataflow& flow,
+FusionDecision MatchAttentionInstance(const graph::Graph& g, const Dataflow& flow,
                                       std::span<const int32_t> group, KernelInstance* k) {
   FT_RETURN_IF_DECISION(flow.CheckConvex(group));
   std::vector<char> inside(g.nodes.size(), 0);
@@ -136,11 +137,11 @@ FusionDecision MatchAttentionInstance(const Graph& g, const Dataflow& flow,
     return FusionDecision::Forbid("attention needs two MatMuls and one Softmax");
   std::sort(matmuls.begin(), matmuls.end());
   const int32_t m1 = matmuls[0], m2 = matmuls[1], sm = softmaxes[0];
-  const ValueId probs = g.nodes[sm].outputs[0];
+  const graph::ValueId probs = g.nodes[sm].outputs[0];
   if (g.nodes[m2].inputs[0] != probs)
     return FusionDecision::Forbid("the second MatMul does not multiply the softmax by V");
-  const ValueId scores = g.nodes[m1].outputs[0];
-  const Dims& score_dims = g.type(scores).dims;
+  const graph::ValueId scores = g.nodes[m1].outputs[0];
+  const graph::Dims& score_dims = g.type(scores).dims;
   const int64_t rank = static_cast<int64_t>(score_dims.size());
   int64_t axis = MatchIntAttr(g.nodes[sm], "axis", -1);
   if (axis < 0) axis += rank;
@@ -151,11 +152,11 @@ FusionDecision MatchAttentionInstance(const Graph& g, const Dataflow& flow,
   double scale = 1;
   bool seen_scale = false;  // walking back: a scale seen before a mask follows it
   MaskInfo mask;
-  for (ValueId v = g.nodes[sm].inputs[0]; v != scores;) {
+  for (graph::ValueId v = g.nodes[sm].inputs[0]; v != scores;) {
     const int32_t p = g.value(v).producer;
     if (p < 0 || !inside[p])
       return FusionDecision::Forbid("the softmax does not read the first MatMul's scores");
-    const Node& node = g.nodes[p];
+    const graph::Node& node = g.nodes[p];
     covered.insert(p);
     double c;
     if ((node.op_type == "Div" || node.op_type == "Mul") && ScalarConstant(g, node.inputs[1], &c)) {
@@ -167,7 +168,7 @@ FusionDecision MatchAttentionInstance(const Graph& g, const Dataflow& flow,
     } else if (node.op_type == "Add" && mask.kind == kernels::MaskKind::kNone) {
       const int32_t p0 = g.value(node.inputs[0]).producer;
       const bool chain_left = p0 >= 0 && inside[p0];
-      const ValueId t = chain_left ? node.inputs[1] : node.inputs[0];
+      const graph::ValueId t = chain_left ? node.inputs[1] : node.inputs[0];
       const int32_t pt = g.value(t).producer;
       if (pt >= 0 && inside[pt])
         return FusionDecision::Forbid("the mask is computed inside the group");
@@ -179,7 +180,7 @@ FusionDecision MatchAttentionInstance(const Graph& g, const Dataflow& flow,
       mask.strides = *strides;
       v = chain_left ? node.inputs[0] : node.inputs[1];
     } else if (node.op_type == "Where" && mask.kind == kernels::MaskKind::kNone) {
-      const ValueId chain =
+      const graph::ValueId chain =
           (g.value(node.inputs[1]).producer >= 0 && inside[g.value(node.inputs[1]).producer])
               ? node.inputs[1]
               : node.inputs[2];
@@ -207,8 +208,8 @@ FusionDecision MatchAttentionInstance(const Graph& g, const Dataflow& flow,
           "node {} ({}) computes an attention operand inside the group", p, g.nodes[p].op_type));
   }
   // Every view node between the bases and the MatMuls is part of the group.
-  auto cover_read = [&](ValueId from, ValueId base) {
-    for (ValueId x = from; x != base; x = g.nodes[g.value(x).producer].inputs[0])
+  auto cover_read = [&](graph::ValueId from, graph::ValueId base) {
+    for (graph::ValueId x = from; x != base; x = g.nodes[g.value(x).producer].inputs[0])
       covered.insert(g.value(x).producer);
   };
   cover_read(g.nodes[m1].inputs[0], q.base);
@@ -218,8 +219,8 @@ FusionDecision MatchAttentionInstance(const Graph& g, const Dataflow& flow,
   if (covered.size() != group.size())
     return FusionDecision::Forbid("the group holds nodes outside the attention pattern");
   for (int32_t n : group)
-    for (ValueId out : g.nodes[n].outputs)
-      if (out != kNoValue && out != o.base && flow.LeavesGroup(out, inside))
+    for (graph::ValueId out : g.nodes[n].outputs)
+      if (out != graph::kNoValue && out != o.base && flow.LeavesGroup(out, inside))
         return FusionDecision::Forbid(fmt::format(
             "value {} inside the attention group is read outside it", g.value(out).name));
 
@@ -269,4 +270,4 @@ FusionDecision MatchAttentionInstance(const Graph& g, const Dataflow& flow,
   return FusionDecision::Allow();
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

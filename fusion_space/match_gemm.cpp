@@ -14,7 +14,7 @@
 #include "fusion_space/view.h"
 #include "graph/workload_key.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 namespace match_detail {
 
@@ -57,14 +57,14 @@ struct GemmNodeShape {
   int64_t c_row = 0, c_batch = 0;
   bool batched = false;  // rows are M of each batch, not all leading dims flattened
   double alpha = 1;
-  ValueId bias = kNoValue;  // Gemm's C
+  graph::ValueId bias = graph::kNoValue;  // Gemm's C
 };
 
-FusionDecision ShapeOf(const Graph& g, int32_t index, GemmNodeShape* s) {
-  const Node& node = g.nodes[index];
-  const Dims& a = g.type(node.inputs[0]).dims;
-  const Dims& b = g.type(node.inputs[1]).dims;
-  const Dims& c = g.type(node.outputs[0]).dims;
+FusionDecision ShapeOf(const graph::Graph& g, int32_t index, GemmNodeShape* s) {
+  const graph::Node& node = g.nodes[index];
+  const graph::Dims& a = g.type(node.inputs[0]).dims;
+  const graph::Dims& b = g.type(node.inputs[1]).dims;
+  const graph::Dims& c = g.type(node.outputs[0]).dims;
   if (a.size() < 2 || b.size() < 2)
     return FusionDecision::Forbid(
         fmt::format("node {} ({}): vector operands are not a GEMM", index, node.op_type));
@@ -80,7 +80,7 @@ FusionDecision ShapeOf(const Graph& g, int32_t index, GemmNodeShape* s) {
     s->b_col = tb ? s->k : 1;
     s->c_row = s->n;
     s->alpha = MatchFloatAttr(node, "alpha", 1.0f);
-    if (node.inputs.size() > 2 && node.inputs[2] != kNoValue) {
+    if (node.inputs.size() > 2 && node.inputs[2] != graph::kNoValue) {
       if (MatchFloatAttr(node, "beta", 1.0f) != 1.0f)
         return FusionDecision::Forbid(fmt::format("node {} (Gemm): beta != 1", index));
       s->bias = node.inputs[2];
@@ -93,16 +93,16 @@ FusionDecision ShapeOf(const Graph& g, int32_t index, GemmNodeShape* s) {
   s->c_row = s->n;
   s->a_row = s->k;
   if (b.size() == 2) {
-    s->m = NumElements(a) / s->k;  // leading dims of A flatten into rows
+    s->m = graph::NumElements(a) / s->k;  // leading dims of A flatten into rows
     return FusionDecision::Allow();
   }
   if (a.size() != b.size() || !std::equal(a.begin(), a.end() - 2, b.begin()))
     return FusionDecision::Forbid(fmt::format(
         "node {} (MatMul): batch dims of A {} and B {} differ (broadcast batches are not fused)",
-        index, DimsToString(a), DimsToString(b)));
+        index, graph::DimsToString(a), graph::DimsToString(b)));
   s->batched = true;
   s->m = a[a.size() - 2];
-  s->batch = NumElements(a) / (s->m * s->k);
+  s->batch = graph::NumElements(a) / (s->m * s->k);
   s->a_batch = s->m * s->k;
   s->b_batch = s->k * s->n;
   s->c_batch = s->m * s->n;
@@ -113,34 +113,35 @@ FusionDecision ShapeOf(const Graph& g, int32_t index, GemmNodeShape* s) {
 // that leaves the group to the GEMM's result `c`.
 class EpilogueBuilder {
  public:
-  EpilogueBuilder(const Graph& g, const std::vector<char>& inside, ValueId c,
+  EpilogueBuilder(const graph::Graph& g, const std::vector<char>& inside, graph::ValueId c,
                   const GemmNodeShape& shape, KernelInstance* k)
       : g_(g), inside_(inside), c_(c), shape_(shape), k_(k) {}
 
-  FusionDecision Build(ValueId end, std::vector<EpilogueOp>* ops) { return Chain(end, ops); }
+  FusionDecision Build(graph::ValueId end, std::vector<EpilogueOp>* ops) { return Chain(end, ops); }
   const std::set<int32_t>& visited() const { return visited_; }
 
  private:
-  bool DependsOnC(ValueId v) {
+  bool DependsOnC(graph::ValueId v) {
     if (v == c_) return true;
     auto it = depends_.find(v);
     if (it != depends_.end()) return it->second;
     const int32_t p = g_.value(v).producer;
     bool d = false;
     if (p >= 0 && inside_[p])
-      for (ValueId in : g_.nodes[p].inputs) d = d || (in != kNoValue && DependsOnC(in));
+      for (graph::ValueId in : g_.nodes[p].inputs)
+        d = d || (in != graph::kNoValue && DependsOnC(in));
     depends_[v] = d;
     return d;
   }
 
   // Strides of an operand of the output's shape (rows by columns, per batch).
-  FusionDecision OperandOp(EpilogueKind kind, ValueId t, EpilogueOp* op) {
-    const Dims& out = g_.type(c_).dims;
+  FusionDecision OperandOp(EpilogueKind kind, graph::ValueId t, EpilogueOp* op) {
+    const graph::Dims& out = g_.type(c_).dims;
     auto s = BroadcastStrides(g_.type(t).dims, out);
     if (!s)
-      return FusionDecision::Forbid(fmt::format("operand {} {} does not broadcast to {}",
-                                                g_.value(t).name, DimsToString(g_.type(t).dims),
-                                                DimsToString(out)));
+      return FusionDecision::Forbid(
+          fmt::format("operand {} {} does not broadcast to {}", g_.value(t).name,
+                      graph::DimsToString(g_.type(t).dims), graph::DimsToString(out)));
     op->kind = kind;
     op->col_stride = s->back();
     const size_t lead = out.size() - (shape_.batched ? 2 : 1);
@@ -163,10 +164,10 @@ class EpilogueBuilder {
     return FusionDecision::Allow();
   }
 
-  FusionDecision Chain(ValueId e, std::vector<EpilogueOp>* ops) {
+  FusionDecision Chain(graph::ValueId e, std::vector<EpilogueOp>* ops) {
     if (e == c_) return FusionDecision::Allow();
     const int32_t p = g_.value(e).producer;
-    const Node& node = g_.nodes[p];
+    const graph::Node& node = g_.nodes[p];
     visited_.insert(p);
     if (node.op_type == "Identity") return Chain(node.inputs[0], ops);
     if (node.op_type == "LayerNormalization") return LayerNormStep(node, p, ops);
@@ -176,8 +177,8 @@ class EpilogueBuilder {
     if (binary) {
       const bool d0 = DependsOnC(node.inputs[0]), d1 = DependsOnC(node.inputs[1]);
       if (d0 != d1) {
-        const ValueId x = d0 ? node.inputs[0] : node.inputs[1];
-        const ValueId t = d0 ? node.inputs[1] : node.inputs[0];
+        const graph::ValueId x = d0 ? node.inputs[0] : node.inputs[1];
+        const graph::ValueId t = d0 ? node.inputs[1] : node.inputs[0];
         FT_RETURN_IF_DECISION(Chain(x, ops));
         return StepWith(node, p, t, /*t_on_right=*/d0, ops);
       }
@@ -190,8 +191,8 @@ class EpilogueBuilder {
   // LayerNormalization over the last axis of a value on the chain, with
   // gamma and beta from outside the group: a row-norm op and a bias add (the
   // kernel then needs tiles of whole rows; the tiling space sees to that).
-  FusionDecision LayerNormStep(const Node& node, int32_t p, std::vector<EpilogueOp>* ops) {
-    const Dims& out = g_.type(c_).dims;
+  FusionDecision LayerNormStep(const graph::Node& node, int32_t p, std::vector<EpilogueOp>* ops) {
+    const graph::Dims& out = g_.type(c_).dims;
     const int64_t axis = MatchIntAttr(node, "axis", -1);
     if (axis != -1 && axis != static_cast<int64_t>(out.size()) - 1)
       return FusionDecision::Forbid(fmt::format(
@@ -201,8 +202,8 @@ class EpilogueBuilder {
           "node {} (LayerNormalization) normalises a value the GEMM does not compute", p));
     std::vector<EpilogueOp> params;
     for (size_t i = 1; i < node.inputs.size() && i < 3; ++i) {
-      const ValueId t = node.inputs[i];
-      if (t == kNoValue) continue;
+      const graph::ValueId t = node.inputs[i];
+      if (t == graph::kNoValue) continue;
       const int32_t tp = g_.value(t).producer;
       if (tp >= 0 && inside_[tp])
         return FusionDecision::Forbid(
@@ -226,7 +227,7 @@ class EpilogueBuilder {
     return FusionDecision::Allow();
   }
 
-  FusionDecision StepWith(const Node& node, int32_t p, ValueId t, bool t_on_right,
+  FusionDecision StepWith(const graph::Node& node, int32_t p, graph::ValueId t, bool t_on_right,
                           std::vector<EpilogueOp>* ops) {
     const int32_t tp = g_.value(t).producer;
     if (tp >= 0 && inside_[tp])
@@ -262,13 +263,13 @@ class EpilogueBuilder {
   // chain (ops, attributes, shapes, scalar constants by value, wiring from
   // d) determines the fit, so repeated layers fit once per process.
   template <typename Fit>
-  ActivationFit FitActivationCached(const std::set<int32_t>& between, ValueId d, Fit&& fit,
+  ActivationFit FitActivationCached(const std::set<int32_t>& between, graph::ValueId d, Fit&& fit,
                                     std::string* failure) {
     auto& [mutex, cache] = FitCache();
     const std::vector<int32_t> nodes(between.begin(), between.end());
     // Repeated layers list a chain's nodes in the same order, so the
     // ordered hash finds them (a third of the cost of a canonical key).
-    const uint64_t key = OrderedSubsetHash(g_, nodes, d);
+    const uint64_t key = graph::OrderedSubsetHash(g_, nodes, d);
     {
       std::lock_guard<std::mutex> lock(mutex);
       if (auto it = cache.find(key); it != cache.end()) return it->second;
@@ -282,24 +283,25 @@ class EpilogueBuilder {
     return result;
   }
 
-  FusionDecision ActivationStep(ValueId e, std::vector<EpilogueOp>* ops) {
-    std::vector<ValueId> candidates;  // c-dependent ancestors of e inside the group
-    std::set<ValueId> seen;
-    std::vector<ValueId> stack{e};
+  FusionDecision ActivationStep(graph::ValueId e, std::vector<EpilogueOp>* ops) {
+    std::vector<graph::ValueId> candidates;  // c-dependent ancestors of e inside the group
+    std::set<graph::ValueId> seen;
+    std::vector<graph::ValueId> stack{e};
     while (!stack.empty()) {
-      const ValueId v = stack.back();
+      const graph::ValueId v = stack.back();
       stack.pop_back();
       const int32_t p = g_.value(v).producer;
       if (v == c_ || p < 0 || !inside_[p]) continue;
-      for (ValueId in : g_.nodes[p].inputs)
-        if (in != kNoValue && DependsOnC(in) && seen.insert(in).second) {
+      for (graph::ValueId in : g_.nodes[p].inputs)
+        if (in != graph::kNoValue && DependsOnC(in) && seen.insert(in).second) {
           candidates.push_back(in);
           stack.push_back(in);
         }
     }
-    std::sort(candidates.begin(), candidates.end(),
-              [&](ValueId a, ValueId b) { return g_.value(a).producer > g_.value(b).producer; });
-    for (ValueId d : candidates) {
+    std::sort(candidates.begin(), candidates.end(), [&](graph::ValueId a, graph::ValueId b) {
+      return g_.value(a).producer > g_.value(b).producer;
+    });
+    for (graph::ValueId d : candidates) {
       std::set<int32_t> between;
       if (!OnlyThrough(e, d, &between)) continue;
       std::string failure;
@@ -307,7 +309,7 @@ class EpilogueBuilder {
           between, d,
           [&] {
             return FitActivation([&](double x) {
-              std::map<ValueId, double> memo;
+              std::map<graph::ValueId, double> memo;
               auto v = EvalScalarFunction(g_, e, d, x, &memo, &failure);
               return v ? *v : std::nan("");
             });
@@ -332,11 +334,11 @@ class EpilogueBuilder {
 
   // True when every path from e back to non-constant values passes through d;
   // collects the nodes in between.
-  bool OnlyThrough(ValueId e, ValueId d, std::set<int32_t>* between) {
-    std::vector<ValueId> stack{e};
-    std::set<ValueId> seen{e};
+  bool OnlyThrough(graph::ValueId e, graph::ValueId d, std::set<int32_t>* between) {
+    std::vector<graph::ValueId> stack{e};
+    std::set<graph::ValueId> seen{e};
     while (!stack.empty()) {
-      const ValueId v = stack.back();
+      const graph::ValueId v = stack.back();
       stack.pop_back();
       if (v == d) continue;
       double unused;
@@ -344,18 +346,18 @@ class EpilogueBuilder {
       const int32_t p = g_.value(v).producer;
       if (v == c_ || p < 0 || !inside_[p]) return false;
       between->insert(p);
-      for (ValueId in : g_.nodes[p].inputs)
-        if (in != kNoValue && seen.insert(in).second) stack.push_back(in);
+      for (graph::ValueId in : g_.nodes[p].inputs)
+        if (in != graph::kNoValue && seen.insert(in).second) stack.push_back(in);
     }
     return true;
   }
 
-  const Graph& g_;
+  const graph::Graph& g_;
   const std::vector<char>& inside_;
-  ValueId c_;
+  graph::ValueId c_;
   const GemmNodeShape& shape_;
   KernelInstance* k_;
-  std::map<ValueId, bool> depends_;
+  std::map<graph::ValueId, bool> depends_;
   std::set<int32_t> visited_;
 };
 
@@ -367,24 +369,24 @@ std::string EpilogueSummary(const std::vector<EpilogueOp>& ops) {
 
 // silu(A x B_gate) * (A x B_up), then an epilogue chain: the GEMM template's
 // SwiGLU mode. nullopt when no Mul combines the two GEMMs that way.
-std::optional<FusionDecision> MatchSwiglu(const Graph& g, const Dataflow& flow,
+std::optional<FusionDecision> MatchSwiglu(const graph::Graph& g, const Dataflow& flow,
                                           std::span<const int32_t> group,
                                           const std::vector<char>& inside,
                                           const std::vector<int32_t>& gemms,
                                           const std::vector<GemmNodeShape>& shapes,
                                           KernelInstance* k) {
   for (int32_t n : group) {
-    const Node& mul = g.nodes[n];
+    const graph::Node& mul = g.nodes[n];
     if (mul.op_type != "Mul" || mul.inputs.size() != 2) continue;
     for (int side = 0; side < 2; ++side) {
-      const ValueId up_value = mul.inputs[side], gated = mul.inputs[1 - side];
+      const graph::ValueId up_value = mul.inputs[side], gated = mul.inputs[1 - side];
       int up = -1;
       for (int i = 0; i < 2; ++i)
         if (g.nodes[gemms[i]].outputs[0] == up_value) up = i;
       if (up < 0) continue;
       const int gate = 1 - up;
-      if (shapes[0].bias != kNoValue || shapes[1].bias != kNoValue || shapes[0].alpha != 1 ||
-          shapes[1].alpha != 1 || shapes[0].n != shapes[1].n)
+      if (shapes[0].bias != graph::kNoValue || shapes[1].bias != graph::kNoValue ||
+          shapes[0].alpha != 1 || shapes[1].alpha != 1 || shapes[0].n != shapes[1].n)
         return FusionDecision::Forbid("SwiGLU GEMMs must have equal widths and no Gemm bias");
       std::vector<EpilogueOp> gate_ops;
       EpilogueBuilder gate_chain(g, inside, g.nodes[gemms[gate]].outputs[0], shapes[gate], k);
@@ -393,10 +395,10 @@ std::optional<FusionDecision> MatchSwiglu(const Graph& g, const Dataflow& flow,
           gate_ops[0].kind != EpilogueKind::kSilu)
         continue;
       // The one value leaving the group, downstream of the product.
-      std::vector<ValueId> leaving;
+      std::vector<graph::ValueId> leaving;
       for (int32_t x : group)
-        for (ValueId out : g.nodes[x].outputs)
-          if (out != kNoValue && flow.LeavesGroup(out, inside)) leaving.push_back(out);
+        for (graph::ValueId out : g.nodes[x].outputs)
+          if (out != graph::kNoValue && flow.LeavesGroup(out, inside)) leaving.push_back(out);
       if (leaving.size() != 1)
         return FusionDecision::Forbid(
             fmt::format("{} values of the SwiGLU group are read outside it; a GEMM writes one",
@@ -439,7 +441,7 @@ std::optional<FusionDecision> MatchSwiglu(const Graph& g, const Dataflow& flow,
 
 }  // namespace
 
-FusionDecision MatchGemmInstance(const Graph& g, const Dataflow& flow,
+FusionDecision MatchGemmInstance(const graph::Graph& g, const Dataflow& flow,
                                  std::span<const int32_t> group, KernelInstance* k) {
   FT_RETURN_IF_DECISION(flow.CheckConvex(group));
   std::vector<char> inside(g.nodes.size(), 0);
@@ -450,11 +452,11 @@ FusionDecision MatchGemmInstance(const Graph& g, const Dataflow& flow,
   }
   if (gemms.empty()) return FusionDecision::Forbid("the group has no MatMul or Gemm");
   std::sort(gemms.begin(), gemms.end());
-  const ValueId a = g.nodes[gemms[0]].inputs[0];
+  const graph::ValueId a = g.nodes[gemms[0]].inputs[0];
   std::vector<GemmNodeShape> shapes(gemms.size());
   for (size_t i = 0; i < gemms.size(); ++i) {
-    const Node& node = g.nodes[gemms[i]];
-    if (g.type(node.outputs[0]).dtype != DataType::kFloat32)
+    const graph::Node& node = g.nodes[gemms[i]];
+    if (g.type(node.outputs[0]).dtype != graph::DataType::kFloat32)
       return FusionDecision::Forbid(fmt::format("node {} does not produce f32", gemms[i]));
     if (node.inputs[0] != a)
       return FusionDecision::Forbid(
@@ -487,18 +489,18 @@ FusionDecision MatchGemmInstance(const Graph& g, const Dataflow& flow,
       fmt::format("gemm {}{}x{}x", d.batch > 1 ? fmt::format("{}x", d.batch) : "", d.m, d.k);
   for (size_t i = 0; i < gemms.size(); ++i) {
     const GemmNodeShape& s = shapes[i];
-    const ValueId c = g.nodes[gemms[i]].outputs[0];
-    std::vector<ValueId> leaving;
-    std::vector<ValueId> stack{c};
-    std::set<ValueId> seen{c};
+    const graph::ValueId c = g.nodes[gemms[i]].outputs[0];
+    std::vector<graph::ValueId> leaving;
+    std::vector<graph::ValueId> stack{c};
+    std::set<graph::ValueId> seen{c};
     while (!stack.empty()) {  // forward through the group from c
-      const ValueId v = stack.back();
+      const graph::ValueId v = stack.back();
       stack.pop_back();
       if (flow.LeavesGroup(v, inside)) leaving.push_back(v);
       for (auto [node, slot] : flow.uses(v))
         if (inside[node])
-          for (ValueId out : g.nodes[node].outputs)
-            if (out != kNoValue && seen.insert(out).second) stack.push_back(out);
+          for (graph::ValueId out : g.nodes[node].outputs)
+            if (out != graph::kNoValue && seen.insert(out).second) stack.push_back(out);
     }
     if (leaving.size() != 1)
       return FusionDecision::Forbid(fmt::format(
@@ -515,7 +517,7 @@ FusionDecision MatchGemmInstance(const Graph& g, const Dataflow& flow,
     out.b_batch_stride = s.b_batch;
     if (s.alpha != 1) out.epilogue.push_back(EpilogueOp::Scale(static_cast<float>(s.alpha)));
     EpilogueBuilder builder(g, inside, c, s, k);
-    if (s.bias != kNoValue) {
+    if (s.bias != graph::kNoValue) {
       kernels::EpilogueOp bias{};
       auto strides = BroadcastStrides(g.type(s.bias).dims, g.type(c).dims);
       if (!strides) return FusionDecision::Forbid("Gemm's C does not broadcast to its output");
@@ -547,4 +549,4 @@ void ClearActivationFitCache() {
   cache.clear();
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

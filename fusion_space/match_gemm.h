@@ -21,11 +21,11 @@
 #include "fusion_space/dataflow.h"
 #include "fusion_space/kernel_instance.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
-FusionDecision MatchGemmInstance(const Graph& graph, const Dataflow& flow,
+FusionDecision MatchGemmInstance(const graph::Graph& graph, const Dataflow& flow,
                                  std::span<const int32_t> group, KernelInstance* instance);
-FusionDecision MatchAttentionInstance(const Graph& graph, const Dataflow& flow,
+FusionDecision MatchAttentionInstance(const graph::Graph& graph, const Dataflow& flow,
                                       std::span<const int32_t> group, KernelInstance* instance);
 
 // The activation a scalar function computes, for the epilogue matcher (and
@@ -43,6 +43,6 @@ ActivationFit FitActivation(F&& f);
 // chain (repeated layers fit once); tests clear the memo to compare.
 void ClearActivationFitCache();
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space
 
 #include "fusion_space/match_gemm_inl.h"

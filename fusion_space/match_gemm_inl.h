@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 namespace match_detail {
 double ReferenceActivation(kernels::EpilogueKind kind, double x);
@@ -44,4 +44,4 @@ ActivationFit FitActivation(F&& f) {
   return {};
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

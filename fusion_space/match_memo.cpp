@@ -5,7 +5,7 @@
 
 #include "common/hash.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 namespace {
 
@@ -21,10 +21,10 @@ int32_t LocalIndex(std::span<const int32_t> group, int32_t node) {
 
 }  // namespace
 
-bool MatchMemo::Pairing::Pair(ValueId from, ValueId to) {
+bool MatchMemo::Pairing::Pair(graph::ValueId from, graph::ValueId to) {
   if (to_of.empty()) {  // first use: one slot per value of the graph
-    to_of.assign(values, {0, kNoValue});
-    from_of.assign(values, {0, kNoValue});
+    to_of.assign(values, {0, graph::kNoValue});
+    from_of.assign(values, {0, graph::kNoValue});
   }
   const bool from_paired = to_of[from].first == epoch, to_paired = from_of[to].first == epoch;
   if (from_paired || to_paired) return from_paired && to_paired && to_of[from].second == to;
@@ -33,8 +33,8 @@ bool MatchMemo::Pairing::Pair(ValueId from, ValueId to) {
   return true;
 }
 
-ValueId MatchMemo::Pairing::To(ValueId from) const {
-  return !to_of.empty() && to_of[from].first == epoch ? to_of[from].second : kNoValue;
+graph::ValueId MatchMemo::Pairing::To(graph::ValueId from) const {
+  return !to_of.empty() && to_of[from].first == epoch ? to_of[from].second : graph::kNoValue;
 }
 
 void MatchMemo::Pairing::Reset() {
@@ -49,14 +49,14 @@ namespace {
 
 // Maps every value id of an instance through `map`; false when one is missing.
 bool Translate(const MatchMemo::Pairing& map, KernelInstance* k) {
-  auto translate = [&](ValueId& v) {
-    if (v == kNoValue) return true;
+  auto translate = [&](graph::ValueId& v) {
+    if (v == graph::kNoValue) return true;
     v = map.To(v);
-    return v != kNoValue;
+    return v != graph::kNoValue;
   };
-  for (ValueId& v : k->inputs)
+  for (graph::ValueId& v : k->inputs)
     if (!translate(v)) return false;
-  for (ValueId& v : k->outputs)
+  for (graph::ValueId& v : k->outputs)
     if (!translate(v)) return false;
   for (OperandSlot& slot : k->slots)
     if (!translate(slot.value)) return false;
@@ -75,8 +75,8 @@ uint64_t MatchMemo::ShapeHash(std::span<const int32_t> group) const {
       uint64_t head = 0;
       std::memcpy(&head, op.data(), std::min<size_t>(op.size(), sizeof head));
       uint64_t x = head * 0x9e3779b97f4a7c15ULL + op.size();
-      for (ValueId v : graph_.nodes[n].outputs)
-        if (v != kNoValue)
+      for (graph::ValueId v : graph_.nodes[n].outputs)
+        if (v != graph::kNoValue)
           for (int64_t d : graph_.type(v).dims) x = x * 0x100000001b3ULL + static_cast<uint64_t>(d);
       h = Mix64(x) | 1;
     }
@@ -89,7 +89,7 @@ bool MatchMemo::Correspond(const Entry& entry, std::span<const int32_t> group) c
   const std::span<const int32_t> seen(entry.nodes);
   if (seen.size() != group.size()) return false;
   pairing_.Reset();
-  auto same_uses = [&](ValueId a, ValueId b) {
+  auto same_uses = [&](graph::ValueId a, graph::ValueId b) {
     const auto& ua = flow_.uses(a);
     const auto& ub = flow_.uses(b);
     if (ua.size() != ub.size() || flow_.is_graph_output(a) != flow_.is_graph_output(b))
@@ -100,9 +100,9 @@ bool MatchMemo::Correspond(const Entry& entry, std::span<const int32_t> group) c
         return false;
     return true;
   };
-  auto same_outside = [&](ValueId a, ValueId b) {
-    const Value& va = graph_.value(a);
-    const Value& vb = graph_.value(b);
+  auto same_outside = [&](graph::ValueId a, graph::ValueId b) {
+    const graph::Value& va = graph_.value(a);
+    const graph::Value& vb = graph_.value(b);
     if (va.is_input != vb.is_input || va.is_constant() != vb.is_constant()) return false;
     if (!va.is_constant() || va.constant == vb.constant) return true;
     const bool by_type =
@@ -110,18 +110,18 @@ bool MatchMemo::Correspond(const Entry& entry, std::span<const int32_t> group) c
     return by_type || *va.constant == *vb.constant;
   };
   for (size_t i = 0; i < group.size(); ++i) {
-    const Node& na = graph_.nodes[seen[i]];
-    const Node& nb = graph_.nodes[group[i]];
+    const graph::Node& na = graph_.nodes[seen[i]];
+    const graph::Node& nb = graph_.nodes[group[i]];
     if (na.op_type != nb.op_type || na.domain != nb.domain ||
         na.inputs.size() != nb.inputs.size() || na.outputs.size() != nb.outputs.size() ||
         !(na.attrs == nb.attrs))
       return false;
     for (size_t j = 0; j < na.inputs.size(); ++j) {
-      const ValueId a = na.inputs[j], b = nb.inputs[j];
-      if ((a == kNoValue) != (b == kNoValue)) return false;
-      if (a == kNoValue) continue;
-      const Value& va = graph_.value(a);
-      const Value& vb = graph_.value(b);
+      const graph::ValueId a = na.inputs[j], b = nb.inputs[j];
+      if ((a == graph::kNoValue) != (b == graph::kNoValue)) return false;
+      if (a == graph::kNoValue) continue;
+      const graph::Value& va = graph_.value(a);
+      const graph::Value& vb = graph_.value(b);
       if (!va.type.SameShapeAndType(vb.type)) return false;
       const int32_t la = va.producer >= 0 ? LocalIndex(seen, va.producer) : -1;
       const int32_t lb = vb.producer >= 0 ? LocalIndex(group, vb.producer) : -1;
@@ -130,9 +130,9 @@ bool MatchMemo::Correspond(const Entry& entry, std::span<const int32_t> group) c
       if (!pairing_.Pair(a, b)) return false;
     }
     for (size_t j = 0; j < na.outputs.size(); ++j) {
-      const ValueId a = na.outputs[j], b = nb.outputs[j];
-      if ((a == kNoValue) != (b == kNoValue)) return false;
-      if (a == kNoValue) continue;
+      const graph::ValueId a = na.outputs[j], b = nb.outputs[j];
+      if ((a == graph::kNoValue) != (b == graph::kNoValue)) return false;
+      if (a == graph::kNoValue) continue;
       if (!graph_.type(a).SameShapeAndType(graph_.type(b)) || !same_uses(a, b) ||
           !pairing_.Pair(a, b))
         return false;
@@ -165,4 +165,4 @@ void MatchMemo::Add(std::span<const int32_t> group, GroupMatch* match) {
   entries_.emplace(ShapeHash(group), std::move(e));
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

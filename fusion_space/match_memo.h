@@ -25,7 +25,7 @@
 #include "fusion_space/dataflow.h"
 #include "fusion_space/match.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 class MatchMemo {
  public:
@@ -36,14 +36,14 @@ class MatchMemo {
     explicit Pairing(size_t graph_values) : values(graph_values) {}
     size_t values;  // of the graph: the marks' size, allocated on first use
     uint32_t epoch = 1;
-    std::vector<std::pair<uint32_t, ValueId>> to_of, from_of;  // (epoch, partner)
+    std::vector<std::pair<uint32_t, graph::ValueId>> to_of, from_of;  // (epoch, partner)
     // Adds from -> to; false when either side is already paired otherwise.
-    bool Pair(ValueId from, ValueId to);
-    ValueId To(ValueId from) const;  // kNoValue when `from` is not paired
-    void Reset();                    // forgets every pair
+    bool Pair(graph::ValueId from, graph::ValueId to);
+    graph::ValueId To(graph::ValueId from) const;  // kNoValue when `from` is not paired
+    void Reset();                                  // forgets every pair
   };
 
-  MatchMemo(const Graph& graph, const Dataflow& flow)
+  MatchMemo(const graph::Graph& graph, const Dataflow& flow)
       : graph_(graph), flow_(flow), pairing_(graph.values.size()) {}
 
   // The match of `group` (ascending) translated from an allowed match of a
@@ -66,7 +66,7 @@ class MatchMemo {
   // holds their value ids, one to one.
   bool Correspond(const Entry& entry, std::span<const int32_t> group) const;
 
-  const Graph& graph_;
+  const graph::Graph& graph_;
   const Dataflow& flow_;
   mutable std::vector<uint64_t> node_hash_;  // per node, computed on first use (0: not yet)
   mutable Pairing pairing_;                  // Correspond's, reused
@@ -74,4 +74,4 @@ class MatchMemo {
   int32_t structures_ = 0;
 };
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

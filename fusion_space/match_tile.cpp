@@ -8,7 +8,7 @@
 #include <map>
 #include <optional>
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 using kernels::TileOp;
 using kernels::TileProgram;
@@ -46,16 +46,16 @@ std::optional<TileOp> ReductionOf(const std::string& op) {
   return it == kOps.end() ? std::nullopt : std::optional<TileOp>(it->second);
 }
 
-int64_t IntAttr(const Node& node, const std::string& name, int64_t fallback) {
+int64_t IntAttr(const graph::Node& node, const std::string& name, int64_t fallback) {
   auto r = node.attrs.GetInt(name, fallback);
   return r.ok() ? *r : fallback;
 }
-float FloatAttr(const Node& node, const std::string& name, float fallback) {
+float FloatAttr(const graph::Node& node, const std::string& name, float fallback) {
   auto r = node.attrs.GetFloat(name, fallback);
   return r.ok() ? *r : fallback;
 }
 
-bool IsDataMovement(const Node& node) {
+bool IsDataMovement(const graph::Node& node) {
   return IsViewOp(node) || node.op_type == "Slice" || node.op_type == "Split";
 }
 
@@ -64,7 +64,7 @@ bool IsDataMovement(const Node& node) {
 // through the views of the Reshape, Transpose and Slice nodes on the way.
 class Builder {
  public:
-  Builder(const Graph& g, const Dataflow& flow, std::span<const int32_t> group)
+  Builder(const graph::Graph& g, const Dataflow& flow, std::span<const int32_t> group)
       : g_(g), flow_(flow), group_(group.begin(), group.end()), inside_(g.nodes.size(), 0) {
     std::sort(group_.begin(), group_.end());
     for (int32_t n : group_) inside_[n] = 1;
@@ -109,9 +109,9 @@ class Builder {
       *concat = n;
     }
     if (*concat < 0) return FusionDecision::Allow();
-    const Node& c = g_.nodes[*concat];
+    const graph::Node& c = g_.nodes[*concat];
     for (size_t p = 0; p < c.inputs.size(); ++p) {
-      std::vector<ValueId> work = {c.inputs[p]};
+      std::vector<graph::ValueId> work = {c.inputs[p]};
       while (!work.empty()) {
         const int32_t n = g_.value(work.back()).producer;
         work.pop_back();
@@ -122,14 +122,14 @@ class Builder {
                 fmt::format("node {} ({}) feeds two inputs of the Concat", n, g_.nodes[n].op_type));
           piece_of_[n] = static_cast<int>(p);
         }
-        for (ValueId in : g_.nodes[n].inputs)
-          if (in != kNoValue) work.push_back(in);
+        for (graph::ValueId in : g_.nodes[n].inputs)
+          if (in != graph::kNoValue) work.push_back(in);
       }
     }
     for (int32_t n : group_) {
       if (piece_of_[n] < 0) continue;
-      for (ValueId out : g_.nodes[n].outputs) {
-        if (out == kNoValue) continue;
+      for (graph::ValueId out : g_.nodes[n].outputs) {
+        if (out == graph::kNoValue) continue;
         if (flow_.is_graph_output(out)) return UpstreamEscapes(n);
         for (auto [user, slot] : flow_.uses(out))
           if (!inside_[user] || (user != *concat && piece_of_[user] != piece_of_[n]))
@@ -151,7 +151,7 @@ class Builder {
     operand_of_.clear();
     failure_ = FusionDecision::Allow();
     for (int32_t node : group_) {
-      const Node& n = g_.nodes[node];
+      const graph::Node& n = g_.nodes[node];
       if (IsDataMovement(n)) continue;  // read through views where used
       if (piece_of_[node] >= 0 && piece_of_[node] != p) continue;
       local_ = piece_of_[node] == p;
@@ -166,10 +166,10 @@ class Builder {
     }
     // Values produced inside and read outside (or graph outputs) leave the group.
     local_ = false;
-    std::vector<ValueId> outputs;
+    std::vector<graph::ValueId> outputs;
     for (int32_t n : group_)
-      for (ValueId out : g_.nodes[n].outputs) {
-        if (out == kNoValue || !flow_.LeavesGroup(out, inside_)) continue;
+      for (graph::ValueId out : g_.nodes[n].outputs) {
+        if (out == graph::kNoValue || !flow_.LeavesGroup(out, inside_)) continue;
         if (piece_of_[n] >= 0) return UpstreamEscapes(n);
         program_.Output(Operand(out));
         outputs.push_back(out);
@@ -185,9 +185,9 @@ class Builder {
 
   // The program value of graph value v: computed in the group, or an operand
   // read through the views in the group (in the coordinates of `local_`).
-  int Operand(ValueId v) {
+  int Operand(graph::ValueId v) {
     if (auto it = computed_.find(v); it != computed_.end()) return it->second;
-    const std::pair<ValueId, bool> key = {v, local_};
+    const std::pair<graph::ValueId, bool> key = {v, local_};
     if (auto it = operand_of_.find(key); it != operand_of_.end()) return it->second;
     TileOperand op{{}, local_};
     FusionDecision d = ResolveReadView(g_, inside_, v, &op.view, /*allow_slices=*/true);
@@ -200,7 +200,7 @@ class Builder {
       if (failure_) failure_ = d;
       return program_.Const(0);
     }
-    const Value& base = g_.value(op.view.base);
+    const graph::Value& base = g_.value(op.view.base);
     int id;
     if (base.is_constant() && base.constant->numel() == 1) {
       id = program_.Const(static_cast<float>(base.constant->GetAsDouble(0)));
@@ -212,7 +212,7 @@ class Builder {
     return id;
   }
 
-  FusionDecision CheckRowAxis(const Node& node, int64_t axis, int64_t rank) {
+  FusionDecision CheckRowAxis(const graph::Node& node, int64_t axis, int64_t rank) {
     const int64_t last = rank - 1;
     if ((axis < 0 ? axis + rank : axis) != last)
       return FusionDecision::Forbid(fmt::format(
@@ -229,9 +229,9 @@ class Builder {
   }
 
   FusionDecision AddNode(int32_t index) {
-    const Node& node = g_.nodes[index];
-    const ValueId out = node.outputs[0];
-    if (g_.type(out).dtype != DataType::kFloat32)
+    const graph::Node& node = g_.nodes[index];
+    const graph::ValueId out = node.outputs[0];
+    if (g_.type(out).dtype != graph::DataType::kFloat32)
       return FusionDecision::Forbid(
           fmt::format("node {} ({}) does not produce f32", index, node.op_type));
     if (node.op_type == "Identity") {
@@ -250,9 +250,9 @@ class Builder {
     if (auto op = ReductionOf(node.op_type)) {
       auto axes = node.attrs.GetInts("axes", std::vector<int64_t>{});
       std::vector<int64_t> list = axes.ok() ? *axes : std::vector<int64_t>{};
-      if (list.empty() && node.inputs.size() > 1 && node.inputs[1] != kNoValue &&
+      if (list.empty() && node.inputs.size() > 1 && node.inputs[1] != graph::kNoValue &&
           g_.value(node.inputs[1]).is_constant()) {
-        const Tensor& t = *g_.value(node.inputs[1]).constant;
+        const graph::Tensor& t = *g_.value(node.inputs[1]).constant;
         for (int64_t i = 0; i < t.numel(); ++i)
           list.push_back(static_cast<int64_t>(t.GetAsDouble(i)));
       }
@@ -278,7 +278,7 @@ class Builder {
     if (node.op_type == "LayerNormalization") {
       FT_RETURN_IF_DECISION(CheckRowAxis(node, IntAttr(node, "axis", -1), rank));
       for (size_t o = 1; o < node.outputs.size(); ++o)
-        if (node.outputs[o] != kNoValue && IsUsed(node.outputs[o]))
+        if (node.outputs[o] != graph::kNoValue && IsUsed(node.outputs[o]))
           return FusionDecision::Forbid(fmt::format(
               "node {} (LayerNormalization): its mean and inverse-std outputs are used", index));
       const float eps = FloatAttr(node, "epsilon", 1e-5f);
@@ -289,7 +289,7 @@ class Builder {
           program_.Unary(TileOp::kRsqrt, program_.Binary(TileOp::kAdd, var, program_.Const(eps)));
       int y = program_.Binary(TileOp::kMul, program_.Binary(TileOp::kMul, d, inv),
                               Operand(node.inputs[1]));
-      if (node.inputs.size() > 2 && node.inputs[2] != kNoValue)
+      if (node.inputs.size() > 2 && node.inputs[2] != graph::kNoValue)
         y = program_.Binary(TileOp::kAdd, y, Operand(node.inputs[2]));
       computed_[out] = y;
       return FusionDecision::Allow();
@@ -299,9 +299,9 @@ class Builder {
                     index, node.op_type));
   }
 
-  bool IsUsed(ValueId v) const { return !flow_.uses(v).empty() || flow_.is_graph_output(v); }
+  bool IsUsed(graph::ValueId v) const { return !flow_.uses(v).empty() || flow_.is_graph_output(v); }
 
-  const Graph& g_;
+  const graph::Graph& g_;
   const Dataflow& flow_;
   std::vector<int32_t> group_;
   std::vector<char> inside_;
@@ -309,8 +309,8 @@ class Builder {
   // The piece being built.
   TileProgram program_;
   std::vector<TileOperand> operands_;
-  std::map<ValueId, int> computed_;
-  std::map<std::pair<ValueId, bool>, int> operand_of_;
+  std::map<graph::ValueId, int> computed_;
+  std::map<std::pair<graph::ValueId, bool>, int> operand_of_;
   bool local_ = false;  // operands read now are in the piece's coordinates
   FusionDecision failure_ = FusionDecision::Allow();
   int64_t row_length_ = 0;
@@ -319,7 +319,7 @@ class Builder {
 
 }  // namespace
 
-TileGroupMatch MatchTileGroup(const Graph& graph, const Dataflow& flow,
+TileGroupMatch MatchTileGroup(const graph::Graph& graph, const Dataflow& flow,
                               std::span<const int32_t> group) {
   TileGroupMatch m;
   const FusionDecision convex = flow.CheckConvex(group);
@@ -330,4 +330,4 @@ TileGroupMatch MatchTileGroup(const Graph& graph, const Dataflow& flow,
   return Builder(graph, flow, group).Run();
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

@@ -20,7 +20,7 @@
 #include "graph/graph.h"
 #include "kernels/tile_program.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 enum class TileTemplate { kElementwise, kRowwise };
 const char* TileTemplateName(TileTemplate t);
@@ -43,21 +43,21 @@ struct TilePiece {
 struct TileGroupMatch {
   FusionDecision decision = FusionDecision::Forbid("not matched");
   TileTemplate kind = TileTemplate::kElementwise;
-  std::vector<TilePiece> pieces;  // one, or one per input of the Concat
-  std::vector<ValueId> inputs;    // the distinct values the operands read
-  std::vector<ValueId> outputs;   // program output o of every piece is graph value outputs[o]
-  int64_t row_length = 0;         // kRowwise: the reduced (last) dimension
-  int32_t concat = -1;            // the Concat node, or -1
+  std::vector<TilePiece> pieces;        // one, or one per input of the Concat
+  std::vector<graph::ValueId> inputs;   // the distinct values the operands read
+  std::vector<graph::ValueId> outputs;  // program output o of every piece is graph value outputs[o]
+  int64_t row_length = 0;               // kRowwise: the reduced (last) dimension
+  int32_t concat = -1;                  // the Concat node, or -1
 };
 
 // `group`: node indices of a topologically sorted graph with inferred shapes.
-TileGroupMatch MatchTileGroup(const Graph& graph, const Dataflow& flow,
+TileGroupMatch MatchTileGroup(const graph::Graph& graph, const Dataflow& flow,
                               std::span<const int32_t> group);
 
 // The same match as a kernel instance: operand strides follow NumPy
 // broadcasting of each input against the group's iteration space; outputs
 // must span that space (or, for the row template, one value per row).
-FusionDecision MatchTileInstance(const Graph& graph, const Dataflow& flow,
+FusionDecision MatchTileInstance(const graph::Graph& graph, const Dataflow& flow,
                                  std::span<const int32_t> group, KernelInstance* instance);
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

@@ -5,27 +5,29 @@
 #include <algorithm>
 #include <cmath>
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
-int64_t MatchIntAttr(const Node& node, const std::string& name, int64_t fallback) {
+int64_t MatchIntAttr(const graph::Node& node, const std::string& name, int64_t fallback) {
   auto r = node.attrs.GetInt(name, fallback);
   return r.ok() ? *r : fallback;
 }
 
-float MatchFloatAttr(const Node& node, const std::string& name, float fallback) {
+float MatchFloatAttr(const graph::Node& node, const std::string& name, float fallback) {
   auto r = node.attrs.GetFloat(name, fallback);
   return r.ok() ? *r : fallback;
 }
 
-bool ScalarConstant(const Graph& g, ValueId v, double* out) {
-  const Value& value = g.value(v);
+bool ScalarConstant(const graph::Graph& g, graph::ValueId v, double* out) {
+  const graph::Value& value = g.value(v);
   if (!value.is_constant() || value.constant->numel() != 1) return false;
   *out = value.constant->GetAsDouble(0);
   return true;
 }
 
-std::optional<double> EvalScalarFunction(const Graph& g, ValueId e, ValueId leaf, double x,
-                                         std::map<ValueId, double>* memo, std::string* failure) {
+std::optional<double> EvalScalarFunction(const graph::Graph& g, graph::ValueId e,
+                                         graph::ValueId leaf, double x,
+                                         std::map<graph::ValueId, double>* memo,
+                                         std::string* failure) {
   if (e == leaf) return x;
   double c;
   if (ScalarConstant(g, e, &c)) return c;
@@ -35,10 +37,10 @@ std::optional<double> EvalScalarFunction(const Graph& g, ValueId e, ValueId leaf
     *failure = fmt::format("value {} is not a function of the chain", g.value(e).name);
     return std::nullopt;
   }
-  const Node& node = g.nodes[p];
+  const graph::Node& node = g.nodes[p];
   std::vector<double> in;
-  for (ValueId v : node.inputs) {
-    if (v == kNoValue) continue;
+  for (graph::ValueId v : node.inputs) {
+    if (v == graph::kNoValue) continue;
     auto r = EvalScalarFunction(g, v, leaf, x, memo, failure);
     if (!r) return std::nullopt;
     in.push_back(*r);
@@ -90,12 +92,12 @@ std::optional<double> EvalScalarFunction(const Graph& g, ValueId e, ValueId leaf
   return y;
 }
 
-std::vector<ValueId> GroupInputs(const Graph& g, const std::vector<int32_t>& nodes,
-                                 const std::vector<char>& inside) {
-  std::vector<ValueId> inputs;
+std::vector<graph::ValueId> GroupInputs(const graph::Graph& g, const std::vector<int32_t>& nodes,
+                                        const std::vector<char>& inside) {
+  std::vector<graph::ValueId> inputs;
   for (int32_t n : nodes)
-    for (ValueId v : g.nodes[n].inputs) {
-      if (v == kNoValue) continue;
+    for (graph::ValueId v : g.nodes[n].inputs) {
+      if (v == graph::kNoValue) continue;
       const int32_t p = g.value(v).producer;
       if (p >= 0 && inside[p]) continue;
       if (std::find(inputs.begin(), inputs.end(), v) == inputs.end()) inputs.push_back(v);
@@ -103,4 +105,4 @@ std::vector<ValueId> GroupInputs(const Graph& g, const std::vector<int32_t>& nod
   return inputs;
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

@@ -7,7 +7,7 @@
 
 #include "common/check.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 namespace {
 
@@ -207,4 +207,4 @@ Plan PlanFromCandidates(FusionSpace& space, const std::vector<int32_t>& groups) 
   return plan;
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

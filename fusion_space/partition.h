@@ -18,7 +18,7 @@
 
 #include "fusion_space/space.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 struct PartitionObjective {
   std::vector<double> group_cost;            // per index of space.candidates().groups
@@ -49,4 +49,4 @@ double CountPartitions(const CandidateSet& candidates);
 // A plan from chosen candidate groups, with default tilings, in kernel order.
 Plan PlanFromCandidates(FusionSpace& space, const std::vector<int32_t>& groups);
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

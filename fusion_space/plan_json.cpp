@@ -10,7 +10,7 @@
 #include "common/json_reader.h"
 #include "graph/workload_key.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 using nlohmann::json;
 
@@ -24,10 +24,10 @@ Error Bad(const std::string& message) {
 struct Positions {
   std::vector<int32_t> node_at;      // position -> node
   std::vector<int32_t> position_of;  // node -> position
-  WorkloadKey key;
+  graph::WorkloadKey key;
   explicit Positions(const FusionSpace& space) {
-    const Graph& g = space.graph();
-    const CanonicalSubgraph& c = space.canonical();
+    const graph::Graph& g = space.graph();
+    const graph::CanonicalSubgraph& c = space.canonical();
     key = c.key;
     node_at = c.node_order;
     position_of.assign(g.nodes.size(), -1);
@@ -324,4 +324,4 @@ Result<Plan> ReadPlanFile(FusionSpace& space, const std::string& path) {
   return plan;
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

@@ -22,7 +22,7 @@
 #include "common/status.h"
 #include "fusion_space/space.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 inline constexpr int kPlanFormatVersion = 1;
 
@@ -43,4 +43,4 @@ std::optional<Tiling> SingleGroupTiling(std::string_view text);
 Status WritePlanFile(FusionSpace& space, const Plan& plan, const std::string& path);
 Result<Plan> ReadPlanFile(FusionSpace& space, const std::string& path);
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

@@ -9,7 +9,7 @@
 #include <queue>
 #include <set>
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 bool Plan::operator==(const Plan& other) const {
   if (groups.size() != other.groups.size()) return false;
@@ -35,14 +35,15 @@ const char* MutationKindName(MutationKind kind) {
 
 namespace {
 
-const Graph& Prefetched(const Graph& graph) {
+const graph::Graph& Prefetched(const graph::Graph& graph) {
   graph.Prefetch();
   return graph;
 }
 
 }  // namespace
 
-FusionSpace::FusionSpace(const Graph& graph, kernels::KernelConfig config, CandidateOptions options)
+FusionSpace::FusionSpace(const graph::Graph& graph, kernels::KernelConfig config,
+                         CandidateOptions options)
     : graph_(Prefetched(graph)),
       config_(config),
       flow_(graph),
@@ -54,13 +55,13 @@ const CandidateSet& FusionSpace::candidates() const {
   return *candidates_;
 }
 
-const CanonicalSubgraph& FusionSpace::canonical() const {
-  if (!canonical_) canonical_ = CanonicalizeGraph(graph_);
+const graph::CanonicalSubgraph& FusionSpace::canonical() const {
+  if (!canonical_) canonical_ = graph::CanonicalizeGraph(graph_);
   return *canonical_;
 }
 
-WorkloadKey FusionSpace::Key(const std::vector<int32_t>& nodes) const {
-  return ComputeWorkloadKey(graph_, nodes, &flow_.all_uses());
+graph::WorkloadKey FusionSpace::Key(const std::vector<int32_t>& nodes) const {
+  return graph::ComputeWorkloadKey(graph_, nodes, &flow_.all_uses());
 }
 
 size_t FusionSpace::NodesHash::operator()(const std::vector<int32_t>& nodes) const {
@@ -372,8 +373,8 @@ double FusionSpace::Traffic(const Plan& plan) {
 double FusionSpace::GroupTraffic(const std::vector<int32_t>& nodes) {
   const KernelInstance& k = Match(nodes).instance;
   double bytes = 0;
-  for (ValueId v : k.inputs) bytes += static_cast<double>(graph_.type(v).nbytes());
-  for (ValueId v : k.outputs) bytes += static_cast<double>(graph_.type(v).nbytes());
+  for (graph::ValueId v : k.inputs) bytes += static_cast<double>(graph_.type(v).nbytes());
+  for (graph::ValueId v : k.outputs) bytes += static_cast<double>(graph_.type(v).nbytes());
   return bytes;
 }
 
@@ -382,19 +383,19 @@ int64_t FusionSpace::PeakIntermediateBytes(const Plan& plan) {
   // Per value a kernel writes: the step that writes it and the last that
   // reads it (or the last step, for graph outputs).
   std::vector<std::pair<int32_t, int32_t>> live(graph_.values.size(), {-1, -1});
-  std::vector<ValueId> written;
+  std::vector<graph::ValueId> written;
   for (int32_t s = 0; s < steps; ++s) {
     const KernelInstance& k = Match(plan.groups[s].nodes).instance;
-    for (ValueId v : k.outputs) {
+    for (graph::ValueId v : k.outputs) {
       live[v] = {s, flow_.is_graph_output(v) ? steps - 1 : s};
       written.push_back(v);
     }
-    for (ValueId v : k.inputs)
+    for (graph::ValueId v : k.inputs)
       if (live[v].first >= 0) live[v].second = std::max(live[v].second, s);
   }
   // Bytes live at each step, from where each value starts and stops.
   std::vector<int64_t> change(steps + 1, 0);
-  for (ValueId v : written) {
+  for (graph::ValueId v : written) {
     const auto bytes = static_cast<int64_t>(graph_.type(v).nbytes());
     change[live[v].first] += bytes;
     change[live[v].second + 1] -= bytes;
@@ -404,4 +405,4 @@ int64_t FusionSpace::PeakIntermediateBytes(const Plan& plan) {
   return peak;
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

@@ -17,7 +17,7 @@
 #include "fusion_space/match_memo.h"
 #include "fusion_space/tiling_space.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 struct PlanGroup {
   std::vector<int32_t> nodes;  // graph node indices, ascending
@@ -35,11 +35,12 @@ const char* MutationKindName(MutationKind kind);
 
 class FusionSpace {
  public:
-  FusionSpace(const Graph& graph, kernels::KernelConfig config, CandidateOptions options = {});
+  FusionSpace(const graph::Graph& graph, kernels::KernelConfig config,
+              CandidateOptions options = {});
   FusionSpace(const FusionSpace&) = delete;
   FusionSpace& operator=(const FusionSpace&) = delete;
 
-  const Graph& graph() const { return graph_; }
+  const graph::Graph& graph() const { return graph_; }
   const Dataflow& flow() const { return flow_; }
   // Enumerated on first use: a plan loaded from a file or a database needs
   // only its own groups matched.
@@ -48,9 +49,9 @@ class FusionSpace {
 
   // The canonical form of the whole graph (workload key, canonical node
   // order for plan files), computed once.
-  const CanonicalSubgraph& canonical() const;
+  const graph::CanonicalSubgraph& canonical() const;
   // The workload key of a node set, in time proportional to the set.
-  WorkloadKey Key(const std::vector<int32_t>& nodes) const;
+  graph::WorkloadKey Key(const std::vector<int32_t>& nodes) const;
 
   // Match of a node set (cached, and translated from a group of the same
   // structure when there is one; `nodes` ascending).
@@ -93,13 +94,13 @@ class FusionSpace {
   FusionDecision CheckGroupTiling(const GroupMatch& match, const Tiling& tiling);
   Plan FromGroups(std::vector<std::vector<int32_t>> groups, Rng* rng);
 
-  const Graph& graph_;
+  const graph::Graph& graph_;
   kernels::KernelConfig config_;
   Dataflow flow_;
   MatchMemo memo_;  // matches reused across repeated layers
   CandidateOptions candidate_options_;
   mutable std::optional<CandidateSet> candidates_;
-  mutable std::optional<CanonicalSubgraph> canonical_;
+  mutable std::optional<graph::CanonicalSubgraph> canonical_;
   // Hashed: a compile asks for each group's match several times (issue 9's
   // 1 ms budget), and ordered lookups compared whole node lists.
   struct NodesHash {
@@ -111,4 +112,4 @@ class FusionSpace {
   std::vector<std::vector<Tiling>> valid_tilings_;  // by GroupMatch::structure
 };
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

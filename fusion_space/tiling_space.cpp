@@ -11,7 +11,7 @@
 
 #include "kernels/microkernel.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 using nlohmann::json;
 
@@ -505,4 +505,4 @@ kernels::TilingEstimate EstimateTiling(const KernelInstance& instance, const Til
   return {};
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

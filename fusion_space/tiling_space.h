@@ -19,7 +19,7 @@
 #include "fusion_space/kernel_instance.h"
 #include "kernels/estimate.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 using Tiling = std::variant<std::monostate, kernels::ElementwiseTiling, kernels::RowwiseTiling,
                             kernels::GemmTiling, kernels::AttentionTiling>;
@@ -100,4 +100,4 @@ class TilingSpace {
   mutable std::optional<std::vector<Tiling>> legal_;
 };
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

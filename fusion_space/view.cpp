@@ -4,9 +4,11 @@
 
 #include "graph/op_registry.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
-bool IsViewOp(const Node& node) { return node.op_type == "Reshape" || node.op_type == "Transpose"; }
+bool IsViewOp(const graph::Node& node) {
+  return node.op_type == "Reshape" || node.op_type == "Transpose";
+}
 
 std::optional<std::vector<int64_t>> ReshapeStrides(std::span<const int64_t> dims,
                                                    std::span<const int64_t> strides,
@@ -49,9 +51,10 @@ std::optional<std::vector<int64_t>> ReshapeStrides(std::span<const int64_t> dims
   return out;
 }
 
-std::optional<std::vector<int64_t>> BroadcastStrides(const Dims& dims, const Dims& space) {
+std::optional<std::vector<int64_t>> BroadcastStrides(const graph::Dims& dims,
+                                                     const graph::Dims& space) {
   if (dims.size() > space.size()) return std::nullopt;
-  const std::vector<int64_t> contiguous = RowMajorStrides(dims);
+  const std::vector<int64_t> contiguous = graph::RowMajorStrides(dims);
   std::vector<int64_t> strides(space.size(), 0);
   const size_t lead = space.size() - dims.size();
   for (size_t i = 0; i < dims.size(); ++i) {
@@ -66,7 +69,7 @@ std::optional<std::vector<int64_t>> BroadcastStrides(const Dims& dims, const Dim
 
 namespace {
 
-std::vector<int64_t> Perm(const Graph& g, const Node& node) {
+std::vector<int64_t> Perm(const graph::Graph& g, const graph::Node& node) {
   auto perm = node.attrs.GetInts("perm", std::vector<int64_t>{});
   std::vector<int64_t> p = perm.ok() ? *perm : std::vector<int64_t>{};
   const int64_t rank = g.type(node.inputs[0]).rank();
@@ -79,17 +82,20 @@ std::vector<int64_t> Perm(const Graph& g, const Node& node) {
 
 namespace {
 
-bool IsSliceLike(const Node& node) { return node.op_type == "Slice" || node.op_type == "Split"; }
+bool IsSliceLike(const graph::Node& node) {
+  return node.op_type == "Slice" || node.op_type == "Split";
+}
 
 // Where output `out` of a Split starts along its axis: the sum of the
 // extents of the outputs before it (their inferred shapes).
-std::pair<int64_t, int64_t> SplitAxisAndStart(const Graph& g, const Node& node, ValueId out) {
+std::pair<int64_t, int64_t> SplitAxisAndStart(const graph::Graph& g, const graph::Node& node,
+                                              graph::ValueId out) {
   const int64_t rank = g.type(node.inputs[0]).rank();
   auto attr = node.attrs.GetInt("axis", 0);
   int64_t axis = attr.ok() ? *attr : 0;
   if (axis < 0) axis += rank;
   int64_t start = 0;
-  for (ValueId o : node.outputs) {
+  for (graph::ValueId o : node.outputs) {
     if (o == out) break;
     start += g.type(o).dims[axis];
   }
@@ -98,10 +104,11 @@ std::pair<int64_t, int64_t> SplitAxisAndStart(const Graph& g, const Node& node, 
 
 }  // namespace
 
-FusionDecision ResolveReadView(const Graph& g, std::span<const char> in_group, ValueId value,
-                               StridedView* view, bool allow_slices) {
-  std::vector<std::pair<int32_t, ValueId>> chain;  // (view node, the value it yields), last first
-  ValueId v = value;
+FusionDecision ResolveReadView(const graph::Graph& g, std::span<const char> in_group,
+                               graph::ValueId value, StridedView* view, bool allow_slices) {
+  std::vector<std::pair<int32_t, graph::ValueId>>
+      chain;  // (view node, the value it yields), last first
+  graph::ValueId v = value;
   while (true) {
     const int32_t p = g.value(v).producer;
     if (p < 0 || !in_group[p]) break;
@@ -111,12 +118,12 @@ FusionDecision ResolveReadView(const Graph& g, std::span<const char> in_group, V
   }
   view->base = v;
   view->dims = g.type(v).dims;
-  view->strides = RowMajorStrides(view->dims);
+  view->strides = graph::RowMajorStrides(view->dims);
   view->offset = 0;
   for (size_t i = chain.size(); i-- > 0;) {
     const auto [index, out] = chain[i];
-    const Node& node = g.nodes[index];
-    const Dims& out_dims = g.type(out).dims;
+    const graph::Node& node = g.nodes[index];
+    const graph::Dims& out_dims = g.type(out).dims;
     if (node.op_type == "Transpose") {
       const std::vector<int64_t> p = Perm(g, node);
       std::vector<int64_t> strides(p.size());
@@ -126,7 +133,7 @@ FusionDecision ResolveReadView(const Graph& g, std::span<const char> in_group, V
       const auto [axis, start] = SplitAxisAndStart(g, node, out);
       view->offset += start * view->strides[axis];
     } else if (node.op_type == "Slice") {
-      auto window = ResolveSliceNode(g, node);
+      auto window = graph::ResolveSliceNode(g, node);
       if (!window.ok())
         return FusionDecision::Forbid(
             fmt::format("node {} (Slice): {}", index, window.error().message()));
@@ -146,20 +153,21 @@ FusionDecision ResolveReadView(const Graph& g, std::span<const char> in_group, V
   return FusionDecision::Allow();
 }
 
-FusionDecision ResolveWriteView(const Graph& g, std::span<const char> in_group,
-                                const ValueUses& uses, ValueId value, StridedView* view) {
+FusionDecision ResolveWriteView(const graph::Graph& g, std::span<const char> in_group,
+                                const graph::ValueUses& uses, graph::ValueId value,
+                                StridedView* view) {
   std::vector<int32_t> chain;  // view nodes from `value` forward
-  ValueId v = value;
+  graph::ValueId v = value;
   while (uses[v].size() == 1 && in_group[uses[v][0].first] && IsViewOp(g.nodes[uses[v][0].first])) {
     chain.push_back(uses[v][0].first);
     v = g.nodes[chain.back()].outputs[0];
   }
   view->base = v;
   view->dims = g.type(v).dims;
-  view->strides = RowMajorStrides(view->dims);
+  view->strides = graph::RowMajorStrides(view->dims);
   for (size_t i = chain.size(); i-- > 0;) {
-    const Node& node = g.nodes[chain[i]];
-    const Dims& in_dims = g.type(node.inputs[0]).dims;
+    const graph::Node& node = g.nodes[chain[i]];
+    const graph::Dims& in_dims = g.type(node.inputs[0]).dims;
     if (node.op_type == "Transpose") {
       const std::vector<int64_t> p = Perm(g, node);
       std::vector<int64_t> strides(p.size());
@@ -177,4 +185,4 @@ FusionDecision ResolveWriteView(const Graph& g, std::span<const char> in_group,
   return FusionDecision::Allow();
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

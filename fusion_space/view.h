@@ -13,10 +13,10 @@
 #include "fusion_space/decision.h"
 #include "graph/graph.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 
 struct StridedView {
-  ValueId base = kNoValue;  // the tensor in memory (contiguous, row-major)
+  graph::ValueId base = graph::kNoValue;  // the tensor in memory (contiguous, row-major)
   std::vector<int64_t> dims;
   std::vector<int64_t> strides;  // elements
   int64_t offset = 0;            // elements from the base's start (slices)
@@ -34,21 +34,23 @@ std::optional<std::vector<int64_t>> ReshapeStrides(std::span<const int64_t> dims
 // constant bounds and Split nodes in the group are views too (an offset
 // and strides).
 // Forbids when a reshape of a transposed or sliced view would need a copy.
-FusionDecision ResolveReadView(const Graph& graph, std::span<const char> in_group, ValueId value,
-                               StridedView* view, bool allow_slices = false);
+FusionDecision ResolveReadView(const graph::Graph& graph, std::span<const char> in_group,
+                               graph::ValueId value, StridedView* view, bool allow_slices = false);
 
 // The other direction, for outputs: `value` is written and only read by a
 // chain of Reshape/Transpose nodes in the group ending at a value that leaves
 // the group. Returns, in *view, where the elements of `value` land in the
 // final value's contiguous buffer (view->base is the final value).
-FusionDecision ResolveWriteView(const Graph& graph, std::span<const char> in_group,
-                                const ValueUses& uses, ValueId value, StridedView* view);
+FusionDecision ResolveWriteView(const graph::Graph& graph, std::span<const char> in_group,
+                                const graph::ValueUses& uses, graph::ValueId value,
+                                StridedView* view);
 
-bool IsViewOp(const Node& node);  // Reshape or Transpose
+bool IsViewOp(const graph::Node& node);  // Reshape or Transpose
 
 // Strides through which a contiguous tensor of `dims` is read when
 // broadcast (NumPy rules, right-aligned) to `space`; nullopt when it does not
 // broadcast. Broadcast dimensions get stride 0.
-std::optional<std::vector<int64_t>> BroadcastStrides(const Dims& dims, const Dims& space);
+std::optional<std::vector<int64_t>> BroadcastStrides(const graph::Dims& dims,
+                                                     const graph::Dims& space);
 
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

@@ -5,7 +5,7 @@
 
 #include "graph/op_registry.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 
 NodeCost ComputeNodeCost(const Graph& graph, int32_t n) {
   const Node& node = graph.nodes[n];
@@ -134,4 +134,4 @@ LayerStructure FindLayers(const Graph& graph) {
   return out;
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

@@ -10,7 +10,7 @@
 #include "graph/graph.h"
 #include "graph/workload_key.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 
 struct NodeCost {
   double flops = 0;
@@ -58,4 +58,4 @@ struct LayerStructure {
 
 LayerStructure FindLayers(const Graph& graph);
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-namespace fusetune {
+namespace fusetune::graph {
 
 size_t DataTypeSize(DataType t) {
   switch (t) {
@@ -180,4 +180,4 @@ uint16_t FloatToBFloat16(float f) {
   return static_cast<uint16_t>((x + rounding) >> 16);
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

@@ -8,7 +8,7 @@
 #include <optional>
 #include <string_view>
 
-namespace fusetune {
+namespace fusetune::graph {
 
 enum class DataType : uint8_t {
   kFloat32,
@@ -37,4 +37,4 @@ uint16_t FloatToHalf(float f);
 float BFloat16ToFloat(uint16_t b);
 uint16_t FloatToBFloat16(float f);
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

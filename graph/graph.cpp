@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <queue>
 
-namespace fusetune {
+namespace fusetune::graph {
 
 std::string TensorType::ToString() const {
   std::string s = std::string(DataTypeName(dtype)) + "[";
@@ -278,4 +278,4 @@ std::string Graph::Describe(int32_t node_index) const {
   return fmt::format("node #{} ({})", node_index, node.op_type);
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

@@ -19,7 +19,7 @@
 #include "common/status.h"
 #include "graph/tensor.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 
 using ValueId = int32_t;
 inline constexpr ValueId kNoValue = -1;
@@ -155,4 +155,4 @@ class Graph {
   void IndexName(ValueId id);
 };
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

@@ -6,7 +6,7 @@
 #include <optional>
 #include <sstream>
 
-namespace fusetune {
+namespace fusetune::graph {
 
 namespace {
 
@@ -60,18 +60,6 @@ std::optional<std::string_view> HeaderField(std::string_view header, std::string
   return header.substr(pos);
 }
 
-// The bytes a tensor of `dims` holds; nullopt for a negative dimension or a
-// count that overflows (as NumElements's running product would).
-std::optional<size_t> ByteCount(DataType dtype, const Dims& dims) {
-  int64_t count = 1;
-  for (int64_t d : dims)
-    if (d < 0 || __builtin_mul_overflow(count, d, &count)) return std::nullopt;
-  int64_t bytes = 0;
-  if (__builtin_mul_overflow(count, static_cast<int64_t>(DataTypeSize(dtype)), &bytes))
-    return std::nullopt;
-  return static_cast<size_t>(bytes);
-}
-
 }  // namespace
 
 Result<Tensor> ParseNpy(const std::string& bytes, const std::string& origin) {
@@ -123,7 +111,7 @@ Result<Tensor> ParseNpy(const std::string& bytes, const std::string& origin) {
   }
   // Checked before a tensor of the shape is made: a negative or huge
   // dimension must not reach the allocation.
-  const auto needed = ByteCount(*dtype, dims);
+  const auto needed = CheckedByteCount(*dtype, dims);
   if (!needed) return fail(fmt::format("shape {} is negative or too large", DimsToString(dims)));
   const size_t data_start = header_start + header_len;
   if (bytes.size() - data_start < *needed)
@@ -172,4 +160,4 @@ Status WriteNpy(const std::string& path, const Tensor& tensor) {
   return Status::Ok();
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

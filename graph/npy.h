@@ -7,11 +7,11 @@
 #include "common/status.h"
 #include "graph/tensor.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 
 Result<Tensor> ReadNpy(const std::string& path);
 Result<Tensor> ParseNpy(const std::string& bytes, const std::string& origin);
 Status WriteNpy(const std::string& path, const Tensor& tensor);
 std::string SerializeNpy(const Tensor& tensor);
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

@@ -13,7 +13,7 @@
 
 #include "graph/shape_inference.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 
 namespace {
 
@@ -109,18 +109,6 @@ void CopyNarrow(const Field& field, Tensor& t) {
   }
 }
 
-// The bytes a tensor of `dims` holds; nullopt for a negative dimension or a
-// count that overflows (as NumElements's running product would).
-std::optional<size_t> ByteCount(DataType dtype, const Dims& dims) {
-  int64_t count = 1;
-  for (int64_t d : dims)
-    if (d < 0 || __builtin_mul_overflow(count, d, &count)) return std::nullopt;
-  int64_t bytes = 0;
-  if (__builtin_mul_overflow(count, static_cast<int64_t>(DataTypeSize(dtype)), &bytes))
-    return std::nullopt;
-  return static_cast<size_t>(bytes);
-}
-
 // The number of values in the typed field that holds a tensor of `dtype`.
 int TypedValueCount(const onnx::TensorProto& proto, DataType dtype) {
   switch (dtype) {
@@ -148,7 +136,7 @@ Result<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::string
                    fmt::format("tensor '{}' has a negative dimension", proto.name()));
   // The data is checked against the shape before a tensor of the shape is
   // allocated: a huge shape must not reach the allocation.
-  const std::optional<size_t> checked_bytes = ByteCount(*dtype, dims);
+  const std::optional<size_t> checked_bytes = CheckedByteCount(*dtype, dims);
   if (!checked_bytes)
     return Error(ErrorCode::kCorrupt, fmt::format("tensor '{}' has a shape too large: {}",
                                                   proto.name(), DimsToString(dims)));
@@ -462,4 +450,4 @@ Status ExportOnnxFile(const Graph& graph, const std::string& path) {
   return Status::Ok();
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

@@ -10,7 +10,7 @@
 #include "common/status.h"
 #include "graph/graph.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 
 struct ImportOptions {
   // Values for symbolic input dimensions ("batch" -> 1). Unbound symbolic
@@ -30,4 +30,4 @@ Result<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& base_
 Result<std::string> ExportOnnxBytes(const Graph& graph);
 Status ExportOnnxFile(const Graph& graph, const std::string& path);
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-namespace fusetune {
+namespace fusetune::graph {
 
 Error InferContext::Fail(ErrorCode code, const std::string& message) const {
   return Error(code, node_description + ": " + message);
@@ -52,4 +52,4 @@ std::vector<std::string> SupportedOpTypes() {
   return names;
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

@@ -10,7 +10,7 @@
 #include "common/status.h"
 #include "graph/graph.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 
 // What inference sees of one node: input types, and the values of inputs
 // that are constant (shape, axes and index inputs need them).
@@ -90,4 +90,4 @@ void AppendElementwiseOps(std::vector<OpSchema>& table);
 void AppendReductionOps(std::vector<OpSchema>& table);
 void AppendShapeOps(std::vector<OpSchema>& table);
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

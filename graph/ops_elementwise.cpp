@@ -6,7 +6,7 @@
 
 #include "graph/op_helpers.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 namespace {
 
 using namespace ops;
@@ -477,4 +477,4 @@ void AppendElementwiseOps(std::vector<OpSchema>& t) {
   add("Gelu", 1, 1, InferFloatUnary, RunGelu, GeluCost);
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

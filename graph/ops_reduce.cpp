@@ -7,7 +7,7 @@
 
 #include "graph/op_helpers.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 namespace {
 
 using namespace ops;
@@ -453,4 +453,4 @@ void AppendReductionOps(std::vector<OpSchema>& t) {
   t.push_back({"LayerNormalization", norm, 1, 3, InferLayerNorm, RunLayerNorm, LayerNormCost});
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

@@ -7,7 +7,7 @@
 
 #include "graph/op_helpers.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 namespace {
 
 using namespace ops;
@@ -685,4 +685,4 @@ void AppendShapeOps(std::vector<OpSchema>& t) {
   t.push_back({"Constant", cst, 0, 0, InferConstant, RunConstant, NoCost});
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

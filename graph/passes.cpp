@@ -7,7 +7,7 @@
 #include "common/hash.h"
 #include "graph/shape_inference.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 
 namespace {
 
@@ -258,4 +258,4 @@ Status RunStandardPasses(Graph& graph) {
   return graph.Validate();
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

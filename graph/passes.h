@@ -6,7 +6,7 @@
 #include "common/status.h"
 #include "graph/graph.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 
 // Evaluates nodes whose inputs are all constant (and Shape/Size of static
 // tensors) and replaces them with constants.
@@ -33,4 +33,4 @@ Result<int> PretransposeGemmWeights(Graph& graph);
 // The standard pipeline, run to a fixed point: what import-time users want.
 Status RunStandardPasses(Graph& graph);
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

@@ -5,7 +5,7 @@
 #include "common/rng.h"
 #include "graph/op_registry.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 
 namespace {
 
@@ -115,4 +115,4 @@ TensorMap RandomFeeds(const Graph& graph, uint64_t seed) {
   return feeds;
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

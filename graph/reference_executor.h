@@ -9,7 +9,7 @@
 #include "common/status.h"
 #include "graph/graph.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 
 using TensorMap = std::map<std::string, Tensor>;
 
@@ -37,4 +37,4 @@ Result<std::vector<Tensor>> BindFeeds(const Graph& graph, const TensorMap& feeds
 // non-negative ints, bools half true), from `seed`.
 TensorMap RandomFeeds(const Graph& graph, uint64_t seed);
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

@@ -6,7 +6,7 @@
 
 #include "graph/op_registry.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 
 Status CheckSupportedOps(const Graph& graph) {
   std::map<std::string, int32_t> first_use;  // "domain:op" -> node
@@ -151,4 +151,4 @@ Status InferShapes(Graph& graph, const InferOptions& options) {
   return graph.Validate();
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

@@ -8,7 +8,7 @@
 #include "common/status.h"
 #include "graph/graph.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 
 struct InferOptions {
   bool fold_constants = true;
@@ -22,4 +22,4 @@ Status InferShapes(Graph& graph, const InferOptions& options = {});
 // One error listing every unsupported op type and the first node using it.
 Status CheckSupportedOps(const Graph& graph);
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

@@ -5,7 +5,7 @@
 
 #include "common/check.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 
 Graph ExtractSubgraph(const Graph& graph, std::span<const int32_t> nodes) {
   std::vector<int32_t> sorted(nodes.begin(), nodes.end());
@@ -59,4 +59,4 @@ Graph ExtractSubgraph(const Graph& graph, std::span<const int32_t> nodes) {
   return sub;
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

@@ -9,10 +9,10 @@
 
 #include "graph/graph.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 
 // `nodes`: node indices of `graph`, any order, no duplicates. Names, types,
 // attributes and the opset are kept; nodes keep their relative order.
 Graph ExtractSubgraph(const Graph& graph, std::span<const int32_t> nodes);
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

@@ -6,12 +6,22 @@
 #include <limits>
 #include <new>
 
-namespace fusetune {
+namespace fusetune::graph {
 
 int64_t NumElements(const Dims& dims) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
   return n;
+}
+
+std::optional<size_t> CheckedByteCount(DataType dtype, const Dims& dims) {
+  int64_t count = 1;
+  for (int64_t d : dims)
+    if (d < 0 || __builtin_mul_overflow(count, d, &count)) return std::nullopt;
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(count, static_cast<int64_t>(DataTypeSize(dtype)), &bytes))
+    return std::nullopt;
+  return static_cast<size_t>(bytes);
 }
 
 std::string DimsToString(const Dims& dims) {
@@ -182,4 +192,4 @@ bool Tensor::BitwiseEquals(const Tensor& other) const {
   return nbytes() == 0 || std::memcmp(raw(), other.raw(), nbytes()) == 0;
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

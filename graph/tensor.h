@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -12,11 +13,14 @@
 #include "common/check.h"
 #include "graph/dtype.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 
 using Dims = std::vector<int64_t>;
 
 int64_t NumElements(const Dims& dims);
+// The bytes a tensor of `dims` holds; nullopt for a negative dimension or a
+// count that overflows, for sizes read from a file before allocating.
+std::optional<size_t> CheckedByteCount(DataType dtype, const Dims& dims);
 std::string DimsToString(const Dims& dims);  // "[2, 3]"
 // Row-major strides in elements.
 std::vector<int64_t> RowMajorStrides(const Dims& dims);
@@ -95,4 +99,4 @@ class Tensor {
   std::shared_ptr<std::byte[]> buffer_;
 };
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

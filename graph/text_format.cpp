@@ -10,7 +10,7 @@
 #include "common/rng.h"
 #include "graph/shape_inference.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 
 namespace {
 
@@ -537,4 +537,4 @@ std::string PrintGraphText(const Graph& graph, const TextPrintOptions& options) 
   return out.str();
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

@@ -25,7 +25,7 @@
 #include "common/status.h"
 #include "graph/graph.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 
 struct TextParseOptions {
   bool infer_shapes = true;     // run shape inference after parsing
@@ -50,4 +50,4 @@ struct TextPrintOptions {
 
 std::string PrintGraphText(const Graph& graph, const TextPrintOptions& options = {});
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

@@ -7,7 +7,7 @@
 
 #include "common/hash.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 
 std::string WorkloadKey::ToString() const { return HashToHex(hash); }
 
@@ -274,4 +274,4 @@ std::vector<int64_t> ShapeSignature(const Graph& graph, std::span<const int32_t>
   return dims;
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

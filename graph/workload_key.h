@@ -15,7 +15,7 @@
 
 #include "graph/graph.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 
 inline constexpr int64_t kSemanticConstantElements = 4;
 // Bumped whenever the hashing scheme changes, so that stored keys go stale.
@@ -65,4 +65,4 @@ CanonicalSubgraph CanonicalizeGraph(const Graph& graph, KeyScope scope = KeyScop
 // compared dimension by dimension to find the nearest tuned shape.
 std::vector<int64_t> ShapeSignature(const Graph& graph, std::span<const int32_t> node_order);
 
-}  // namespace fusetune
+}  // namespace fusetune::graph

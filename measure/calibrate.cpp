@@ -13,16 +13,16 @@ namespace fusetune::measure {
 namespace {
 
 // A graph of one Relu over 16 floats: the smallest kernel the executor runs.
-Graph TinyGraph() {
-  Graph g;
+graph::Graph TinyGraph() {
+  graph::Graph g;
   g.name = "launch_probe";
-  TensorType t;
+  graph::TensorType t;
   t.dims = {16};
-  const ValueId x = g.AddInput("x", t);
-  Node relu;
+  const graph::ValueId x = g.AddInput("x", t);
+  graph::Node relu;
   relu.op_type = "Relu";
   relu.inputs = {x};
-  const ValueId y = g.AddValue("y");
+  const graph::ValueId y = g.AddValue("y");
   g.value(y).type = t;
   g.value(y).has_type = true;
   relu.outputs = {y};
@@ -32,13 +32,13 @@ Graph TinyGraph() {
 }
 
 double LaunchOverheadMicros(int threads) {
-  Graph g = TinyGraph();
+  graph::Graph g = TinyGraph();
   kernels::KernelConfig config;
   config.threads = threads;
-  FusionSpace space(g, config);
-  auto exe = KernelProgram::Compile(space, space.Unfused());
+  fusion_space::FusionSpace space(g, config);
+  auto exe = runtime::KernelProgram::Compile(space, space.Unfused());
   if (!exe.ok()) return -1;
-  TensorMap feeds{{"x", Tensor(DataType::kFloat32, {16})}};
+  graph::TensorMap feeds{{"x", graph::Tensor(graph::DataType::kFloat32, {16})}};
   std::vector<double> us;
   for (int i = 0; i < 300; ++i) {
     const auto start = std::chrono::steady_clock::now();

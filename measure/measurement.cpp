@@ -50,13 +50,13 @@ void FlushRegion(const std::byte* data, size_t bytes) {
     FlushLines(begin, end);
 }
 
-void FlushCaches(const KernelProgram& exe, const TensorMap& feeds) {
+void FlushCaches(const runtime::KernelProgram& exe, const graph::TensorMap& feeds) {
   exe.VisitMemory(FlushRegion);
   for (const auto& [name, t] : feeds) FlushRegion(t.raw(), t.nbytes());
   _mm_mfence();
 }
 
-std::vector<int64_t> Unravel(int64_t index, const Dims& dims) {
+std::vector<int64_t> Unravel(int64_t index, const graph::Dims& dims) {
   std::vector<int64_t> position(dims.size());
   for (size_t d = dims.size(); d-- > 0;) {
     position[d] = dims[d] ? index % dims[d] : 0;
@@ -68,19 +68,20 @@ std::vector<int64_t> Unravel(int64_t index, const Dims& dims) {
 struct RunSamples {
   std::vector<double> wall, busy, overhead;
   double total = 0;
-  TensorMap outputs;
+  graph::TensorMap outputs;
   kernels::KernelStats stats;
 };
 
 // Runs in `mode` until the options' minimum count and time are reached.
-Result<RunSamples> Repeat(KernelProgram& exe, const TensorMap& feeds, const MeasureOptions& options,
-                          const MeasureHooks& hooks, kernels::RunMode mode) {
+Result<RunSamples> Repeat(runtime::KernelProgram& exe, const graph::TensorMap& feeds,
+                          const MeasureOptions& options, const MeasureHooks& hooks,
+                          kernels::RunMode mode) {
   RunSamples samples;
   for (int i = 0; i < options.max_repeats; ++i) {
     if (i >= options.min_repeats && samples.total >= options.min_seconds) break;
     if (hooks.before_run) hooks.before_run(exe.graph());
     if (options.flush_caches) FlushCaches(exe, feeds);
-    RunReport report;
+    runtime::RunReport report;
     FT_ASSIGN_OR_RETURN(samples.outputs, exe.Run(feeds, &report, mode));
     samples.wall.push_back(report.seconds);
     samples.busy.push_back(report.total.busy_seconds);
@@ -99,7 +100,7 @@ target::CacheProtocol CacheProtocolOf(const MeasureOptions& o) {
   return target::CacheProtocolFor(!o.flush_caches);
 }
 
-double CompareOutputs(const TensorMap& got, const TensorMap& want,
+double CompareOutputs(const graph::TensorMap& got, const graph::TensorMap& want,
                       std::optional<WorstElement>* worst) {
   std::optional<WorstElement> unused;
   if (!worst) worst = &unused;
@@ -110,7 +111,7 @@ double CompareOutputs(const TensorMap& got, const TensorMap& want,
       *worst = WorstElement{name, {}, 0, 0, INFINITY};
       return INFINITY;
     }
-    const Tensor& g = it->second;
+    const graph::Tensor& g = it->second;
     double scale = 1e-30;
     for (int64_t i = 0; i < w.numel(); ++i) scale = std::max(scale, std::abs(w.GetAsDouble(i)));
     for (int64_t i = 0; i < w.numel(); ++i) {
@@ -154,29 +155,29 @@ MeasureResult MeasureResult::Failure(MeasureStatus status, std::string why) {
   return r;
 }
 
-Result<ReferenceData> ComputeReference(const Graph& graph, uint64_t seed) {
+Result<ReferenceData> ComputeReference(const graph::Graph& graph, uint64_t seed) {
   ReferenceData data;
-  data.feeds = RandomFeeds(graph, seed);
-  FT_ASSIGN_OR_RETURN(ReferenceResult ref, RunReference(graph, data.feeds));
+  data.feeds = graph::RandomFeeds(graph, seed);
+  FT_ASSIGN_OR_RETURN(graph::ReferenceResult ref, graph::RunReference(graph, data.feeds));
   data.expected = std::move(ref.outputs);
   for (int32_t n = 0; n < static_cast<int32_t>(graph.nodes.size()); ++n)
-    data.flops += ComputeNodeCost(graph, n).flops;
-  for (ValueId v = 0; v < static_cast<ValueId>(graph.values.size()); ++v) {
-    const Value& value = graph.value(v);
+    data.flops += graph::ComputeNodeCost(graph, n).flops;
+  for (graph::ValueId v = 0; v < static_cast<graph::ValueId>(graph.values.size()); ++v) {
+    const graph::Value& value = graph.value(v);
     if (value.is_input || value.is_constant()) data.compulsory_bytes += value.type.nbytes();
   }
-  for (ValueId v : graph.outputs) data.compulsory_bytes += graph.type(v).nbytes();
+  for (graph::ValueId v : graph.outputs) data.compulsory_bytes += graph.type(v).nbytes();
   return data;
 }
 
-MeasureResult MeasureProgram(KernelProgram& exe, const ReferenceData& reference,
+MeasureResult MeasureProgram(runtime::KernelProgram& exe, const ReferenceData& reference,
                              const MeasureOptions& options, const MeasureHooks& hooks) {
   const auto start = std::chrono::steady_clock::now();
-  const TensorMap& feeds = reference.feeds;
+  const graph::TensorMap& feeds = reference.feeds;
   double warmup_seconds = 0;
   for (int i = 0; i < options.warmup_runs; ++i) {
     if (hooks.before_run) hooks.before_run(exe.graph());
-    RunReport report;
+    runtime::RunReport report;
     if (auto warm = exe.Run(feeds, &report); !warm.ok())
       return MeasureResult::Failure(MeasureStatus::kFailed, warm.error().ToString());
     warmup_seconds += report.seconds;

@@ -49,28 +49,28 @@ Result<MeasureOptions> OptionsFromJson(const nlohmann::json& j);
 // Largest error of `got` against `want` over the outputs, each relative to
 // its own largest magnitude; a non-finite value where the reference is finite
 // is an infinite error. `worst`, when given, receives the worst element.
-double CompareOutputs(const TensorMap& got, const TensorMap& want,
+double CompareOutputs(const graph::TensorMap& got, const graph::TensorMap& want,
                       std::optional<WorstElement>* worst = nullptr);
 
 // Points where a test can inject a fault into a measurement: before every run
 // (crash, hang, throw) and on the outputs that are verified (wrong numbers).
 struct MeasureHooks {
-  std::function<void(const Graph&)> before_run;
-  std::function<void(const Graph&, TensorMap&)> on_outputs;
+  std::function<void(const graph::Graph&)> before_run;
+  std::function<void(const graph::Graph&, graph::TensorMap&)> on_outputs;
 };
 
 // What a measurement compares against: the inputs, the reference executor's
 // outputs for them, and the work they imply.
 struct ReferenceData {
-  TensorMap feeds;
-  TensorMap expected;
+  graph::TensorMap feeds;
+  graph::TensorMap expected;
   double flops = 0;
   double compulsory_bytes = 0;
 };
-Result<ReferenceData> ComputeReference(const Graph& graph, uint64_t seed);
+Result<ReferenceData> ComputeReference(const graph::Graph& graph, uint64_t seed);
 
 // Measures an executable in this process (a worker calls this; tests may).
-MeasureResult MeasureProgram(KernelProgram& exe, const ReferenceData& reference,
+MeasureResult MeasureProgram(runtime::KernelProgram& exe, const ReferenceData& reference,
                              const MeasureOptions& options, const MeasureHooks& hooks = {});
 
 }  // namespace fusetune::measure

@@ -37,26 +37,29 @@ std::string DescribeExit(int status) {
 
 }  // namespace
 
-std::shared_ptr<const Graph> GroupGraph(const Graph& graph, std::span<const int32_t> nodes) {
-  return std::make_shared<const Graph>(ExtractSubgraph(graph, nodes));
+std::shared_ptr<const graph::Graph> GroupGraph(const graph::Graph& graph,
+                                               std::span<const int32_t> nodes) {
+  return std::make_shared<const graph::Graph>(graph::ExtractSubgraph(graph, nodes));
 }
 
-Result<Candidate> GroupCandidate(std::shared_ptr<const Graph> group_graph, FusionSpace& group_space,
-                                 const Tiling& tiling, std::string label) {
-  PlanGroup group;
+Result<Candidate> GroupCandidate(std::shared_ptr<const graph::Graph> group_graph,
+                                 fusion_space::FusionSpace& group_space,
+                                 const fusion_space::Tiling& tiling, std::string label) {
+  fusion_space::PlanGroup group;
   for (int32_t n = 0; n < static_cast<int32_t>(group_graph->nodes.size()); ++n)
     group.nodes.push_back(n);
   group.tiling = tiling;
-  Plan plan{{group}};
-  const FusionDecision valid = group_space.Validate(plan);
+  fusion_space::Plan plan{{group}};
+  const fusion_space::FusionDecision valid = group_space.Validate(plan);
   if (!valid)
     return Error(ErrorCode::kInvalidArgument, "not a measurable group: " + valid.reason());
-  return Candidate{std::move(group_graph), PlanToJson(group_space, plan), std::move(label)};
+  return Candidate{std::move(group_graph), fusion_space::PlanToJson(group_space, plan),
+                   std::move(label)};
 }
 
-Candidate PlanCandidate(std::shared_ptr<const Graph> graph, FusionSpace& space, const Plan& plan,
-                        std::string label) {
-  return Candidate{std::move(graph), PlanToJson(space, plan), std::move(label)};
+Candidate PlanCandidate(std::shared_ptr<const graph::Graph> graph, fusion_space::FusionSpace& space,
+                        const fusion_space::Plan& plan, std::string label) {
+  return Candidate{std::move(graph), fusion_space::PlanToJson(space, plan), std::move(label)};
 }
 
 std::string DefaultWorkerPath() {
@@ -126,12 +129,12 @@ std::string Measurer::StopWorker(bool kill_first) {
   return DescribeExit(status);
 }
 
-Result<uint64_t> Measurer::SendGraph(const std::shared_ptr<const Graph>& graph) {
+Result<uint64_t> Measurer::SendGraph(const std::shared_ptr<const graph::Graph>& graph) {
   for (auto it = graphs_.begin(); it != graphs_.end();)  // forget graphs nobody holds
     it = it->second.graph.expired() ? graphs_.erase(it) : std::next(it);
   auto it = graphs_.find(graph.get());
   if (it == graphs_.end()) {
-    FT_ASSIGN_OR_RETURN(std::string onnx, ExportOnnxBytes(*graph));
+    FT_ASSIGN_OR_RETURN(std::string onnx, graph::ExportOnnxBytes(*graph));
     it = graphs_.emplace(graph.get(), KnownGraph{graph, next_graph_id_++, std::move(onnx)}).first;
   }
   KnownGraph& known = it->second;

@@ -23,20 +23,22 @@
 namespace fusetune::measure {
 
 struct Candidate {
-  std::shared_ptr<const Graph> graph;  // candidates of one graph share the pointer
-  nlohmann::json plan;                 // a plan file's JSON for `graph` (plan_json.h)
-  std::string label;                   // for progress lines and errors
+  std::shared_ptr<const graph::Graph> graph;  // candidates of one graph share the pointer
+  nlohmann::json plan;                        // a plan file's JSON for `graph` (plan_json.h)
+  std::string label;                          // for progress lines and errors
 };
 
 // A fused group as a graph of its own (graph/subgraph.h), to measure its
 // tilings: make it once per group and share it between its candidates.
-std::shared_ptr<const Graph> GroupGraph(const Graph& graph, std::span<const int32_t> nodes);
+std::shared_ptr<const graph::Graph> GroupGraph(const graph::Graph& graph,
+                                               std::span<const int32_t> nodes);
 // The one-group plan of a group graph with `tiling`, or an error when the
 // group graph is not one legal group or the tiling does not fit it.
-Result<Candidate> GroupCandidate(std::shared_ptr<const Graph> group_graph, FusionSpace& group_space,
-                                 const Tiling& tiling, std::string label = "");
-Candidate PlanCandidate(std::shared_ptr<const Graph> graph, FusionSpace& space, const Plan& plan,
-                        std::string label = "");
+Result<Candidate> GroupCandidate(std::shared_ptr<const graph::Graph> group_graph,
+                                 fusion_space::FusionSpace& group_space,
+                                 const fusion_space::Tiling& tiling, std::string label = "");
+Candidate PlanCandidate(std::shared_ptr<const graph::Graph> graph, fusion_space::FusionSpace& space,
+                        const fusion_space::Plan& plan, std::string label = "");
 
 // fusetune-worker next to the running executable, or $FUSETUNE_WORKER.
 std::string DefaultWorkerPath();
@@ -65,20 +67,20 @@ class Measurer {
   Status StartWorker();
   // Kills the worker (if running) and returns how it ended.
   std::string StopWorker(bool kill_first);
-  Result<uint64_t> SendGraph(const std::shared_ptr<const Graph>& graph);
+  Result<uint64_t> SendGraph(const std::shared_ptr<const graph::Graph>& graph);
 
   std::string worker_path_;
   int pid_ = -1;
   int fd_ = -1;
   int64_t worker_starts_ = 0;
   struct KnownGraph {
-    std::weak_ptr<const Graph> graph;
+    std::weak_ptr<const graph::Graph> graph;
     uint64_t id;
     std::string onnx;  // exported once, resent after a worker restart
     bool in_worker = false;
   };
-  std::map<const Graph*, KnownGraph> graphs_;
-  std::list<const Graph*> worker_order_;  // loaded into the worker, oldest first
+  std::map<const graph::Graph*, KnownGraph> graphs_;
+  std::list<const graph::Graph*> worker_order_;  // loaded into the worker, oldest first
   uint64_t next_graph_id_ = 1;
 };
 

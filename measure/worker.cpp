@@ -94,9 +94,10 @@ namespace {
 
 // A graph the parent sent, with what measuring it needs, built once.
 struct LoadedGraph {
-  Result<Graph> graph = Error(ErrorCode::kInternal, "not loaded");
-  std::map<std::pair<int, int64_t>, std::unique_ptr<FusionSpace>> spaces;  // by (threads, buffer)
-  std::map<uint64_t, ReferenceData> references;                            // by input seed
+  Result<graph::Graph> graph = Error(ErrorCode::kInternal, "not loaded");
+  std::map<std::pair<int, int64_t>, std::unique_ptr<fusion_space::FusionSpace>>
+      spaces;                                    // by (threads, buffer)
+  std::map<uint64_t, ReferenceData> references;  // by input seed
 };
 
 class Worker {
@@ -108,7 +109,7 @@ class Worker {
     uint64_t id;
     std::memcpy(&id, payload.data(), 8);
     auto loaded = std::make_unique<LoadedGraph>();
-    loaded->graph = ImportOnnxBytes(payload.substr(8), "", fmt::format("graph {}", id));
+    loaded->graph = graph::ImportOnnxBytes(payload.substr(8), "", fmt::format("graph {}", id));
     graphs_[id] = std::move(loaded);
     order_.remove(id);
     order_.push_back(id);
@@ -149,12 +150,12 @@ class Worker {
     if (options->local_buffer_bytes > 0)
       config.local_buffer_bytes = static_cast<size_t>(options->local_buffer_bytes);
     auto& space = loaded.spaces[{config.threads, static_cast<int64_t>(config.local_buffer_bytes)}];
-    if (!space) space = std::make_unique<FusionSpace>(*loaded.graph, config);
-    auto plan = PlanFromJson(*space, request.at("plan"));
+    if (!space) space = std::make_unique<fusion_space::FusionSpace>(*loaded.graph, config);
+    auto plan = fusion_space::PlanFromJson(*space, request.at("plan"));
     if (!plan.ok())
       return MeasureResult::Failure(MeasureStatus::kFailed,
                                     "invalid plan: " + plan.error().ToString());
-    auto exe = KernelProgram::Compile(*space, *plan);
+    auto exe = runtime::KernelProgram::Compile(*space, *plan);
     if (!exe.ok()) return MeasureResult::Failure(MeasureStatus::kFailed, exe.error().ToString());
 
     auto ref = loaded.references.find(options->input_seed);

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace fusetune {
+namespace fusetune::runtime {
 
 namespace {
 int64_t Align(int64_t n) { return (n + 63) / 64 * 64; }
@@ -47,4 +47,4 @@ BufferPlan PlanBuffers(const std::vector<BufferLifetime>& lifetimes, int64_t ste
   return plan;
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::runtime

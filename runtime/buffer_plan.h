@@ -13,22 +13,22 @@
 
 #include "graph/graph.h"
 
-namespace fusetune {
+namespace fusetune::runtime {
 
 struct BufferLifetime {
-  ValueId value = kNoValue;
+  graph::ValueId value = graph::kNoValue;
   int64_t bytes = 0;
   int64_t first_step = 0, last_step = 0;
 };
 
 struct BufferPlan {
-  std::map<ValueId, int64_t> offset;  // bytes into the arena
-  int64_t arena_bytes = 0;            // what the plan allocates
-  int64_t peak_live_bytes = 0;        // most bytes live at one step: a lower bound for any plan
-  int64_t no_reuse_bytes = 0;         // every value in its own buffer
+  std::map<graph::ValueId, int64_t> offset;  // bytes into the arena
+  int64_t arena_bytes = 0;                   // what the plan allocates
+  int64_t peak_live_bytes = 0;  // most bytes live at one step: a lower bound for any plan
+  int64_t no_reuse_bytes = 0;   // every value in its own buffer
   int64_t values = 0;
 };
 
 BufferPlan PlanBuffers(const std::vector<BufferLifetime>& lifetimes, int64_t steps);
 
-}  // namespace fusetune
+}  // namespace fusetune::runtime

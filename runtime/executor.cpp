@@ -10,7 +10,7 @@
 #include "graph/op_registry.h"
 #include "kernels/traffic.h"
 
-namespace fusetune {
+namespace fusetune::runtime {
 
 namespace {
 
@@ -25,34 +25,35 @@ void FreeFloats(float* p) { std::free(p); }
 
 KernelProgram::~KernelProgram() = default;
 
-Result<std::unique_ptr<KernelProgram>> KernelProgram::Compile(FusionSpace& space,
-                                                              const Plan& plan) {
-  const FusionDecision valid = space.Validate(plan);
+Result<std::unique_ptr<KernelProgram>> KernelProgram::Compile(fusion_space::FusionSpace& space,
+                                                              const fusion_space::Plan& plan) {
+  const fusion_space::FusionDecision valid = space.Validate(plan);
   if (!valid) return Error(ErrorCode::kInvalidArgument, "invalid plan: " + valid.reason());
-  const Graph& g = space.graph();
+  const graph::Graph& g = space.graph();
   std::unique_ptr<KernelProgram> exe(new KernelProgram(g, space.config()));
   exe->steps_.reserve(plan.groups.size());
-  for (const PlanGroup& group : plan.groups)
+  for (const fusion_space::PlanGroup& group : plan.groups)
     exe->steps_.push_back({space.Match(group.nodes).instance, group.tiling, false, {}});
 
   // Lifetimes of the values the steps write, by value id.
   const int64_t steps = static_cast<int64_t>(exe->steps_.size());
-  std::vector<BufferLifetime> life(g.values.size(), BufferLifetime{kNoValue, 0, -1, -1});
+  std::vector<BufferLifetime> life(g.values.size(), BufferLifetime{graph::kNoValue, 0, -1, -1});
   for (int64_t s = 0; s < steps; ++s) {
-    const KernelInstance& k = exe->steps_[s].instance;
-    for (ValueId v : k.inputs)
-      if (life[v].value != kNoValue) life[v].last_step = s;
-    for (ValueId v : k.outputs) life[v] = {v, static_cast<int64_t>(g.type(v).nbytes()), s, s};
+    const fusion_space::KernelInstance& k = exe->steps_[s].instance;
+    for (graph::ValueId v : k.inputs)
+      if (life[v].value != graph::kNoValue) life[v].last_step = s;
+    for (graph::ValueId v : k.outputs)
+      life[v] = {v, static_cast<int64_t>(g.type(v).nbytes()), s, s};
   }
   // Graph outputs live in the tensors a run returns, not in the arena.
-  for (ValueId v : g.outputs)
-    if (life[v].value != kNoValue) {  // once, if listed twice
+  for (graph::ValueId v : g.outputs)
+    if (life[v].value != graph::kNoValue) {  // once, if listed twice
       exe->written_outputs_.push_back(v);
-      life[v].value = kNoValue;
+      life[v].value = graph::kNoValue;
     }
   std::vector<BufferLifetime> lifetimes;
   for (const BufferLifetime& l : life)
-    if (l.value != kNoValue) lifetimes.push_back(l);
+    if (l.value != graph::kNoValue) lifetimes.push_back(l);
   exe->buffers_ = PlanBuffers(lifetimes, steps);
   const size_t arena = static_cast<size_t>(std::max<int64_t>(exe->buffers_.arena_bytes, 64));
   exe->arena_ = {static_cast<std::byte*>(std::aligned_alloc(64, (arena + 63) / 64 * 64)),
@@ -62,14 +63,14 @@ Result<std::unique_ptr<KernelProgram>> KernelProgram::Compile(FusionSpace& space
   return exe;
 }
 
-Tensor* KernelProgram::FindOutput(ValueId v) {
+graph::Tensor* KernelProgram::FindOutput(graph::ValueId v) {
   for (auto& [id, tensor] : outputs_)
     if (id == v) return &tensor;
   return nullptr;
 }
 
-std::byte* KernelProgram::Address(ValueId v) {
-  if (Tensor* output = FindOutput(v)) return output->raw();
+std::byte* KernelProgram::Address(graph::ValueId v) {
+  if (graph::Tensor* output = FindOutput(v)) return output->raw();
   if (auto it = buffers_.offset.find(v); it != buffers_.offset.end())
     return arena_.get() + it->second;
   return feeds_[v].raw();  // a graph input or a constant
@@ -77,7 +78,7 @@ std::byte* KernelProgram::Address(ValueId v) {
 
 void KernelProgram::VisitMemory(const std::function<void(const std::byte*, size_t)>& visit) const {
   visit(arena_.get(), static_cast<size_t>(buffers_.arena_bytes));
-  for (const Value& v : graph_.values)
+  for (const graph::Value& v : graph_.values)
     if (v.is_constant()) visit(v.constant->raw(), v.constant->nbytes());
   for (const Step& step : steps_) {
     for (const auto& owned : step.instance.owned) visit(owned->raw(), owned->nbytes());
@@ -94,13 +95,14 @@ int64_t KernelProgram::packed_weight_bytes() const {
   return bytes;
 }
 
-Result<TensorMap> KernelProgram::Run(const TensorMap& feeds, RunReport* report,
-                                     kernels::RunMode mode) {
-  FT_ASSIGN_OR_RETURN(feeds_, BindFeeds(graph_, feeds));
+Result<graph::TensorMap> KernelProgram::Run(const graph::TensorMap& feeds, RunReport* report,
+                                            kernels::RunMode mode) {
+  FT_ASSIGN_OR_RETURN(feeds_, graph::BindFeeds(graph_, feeds));
   const auto start = std::chrono::steady_clock::now();
   outputs_.clear();
-  for (ValueId v : written_outputs_)
-    outputs_.emplace_back(v, Tensor::Uninitialized(graph_.type(v).dtype, graph_.type(v).dims));
+  for (graph::ValueId v : written_outputs_)
+    outputs_.emplace_back(v,
+                          graph::Tensor::Uninitialized(graph_.type(v).dtype, graph_.type(v).dims));
   RunReport local;
   for (Step& step : steps_) {
     auto r = RunStep(step, mode);
@@ -111,14 +113,14 @@ Result<TensorMap> KernelProgram::Run(const TensorMap& feeds, RunReport* report,
     local.total += r->stats;
     local.steps.push_back(std::move(*r));
   }
-  TensorMap outputs;
-  for (ValueId v : graph_.outputs) {
-    if (const Tensor* written = FindOutput(v)) {
+  graph::TensorMap outputs;
+  for (graph::ValueId v : graph_.outputs) {
+    if (const graph::Tensor* written = FindOutput(v)) {
       outputs[graph_.value(v).name] = *written;
       continue;
     }
     // A graph input or constant that is also an output.
-    Tensor t = Tensor::Uninitialized(graph_.type(v).dtype, graph_.type(v).dims);
+    graph::Tensor t = graph::Tensor::Uninitialized(graph_.type(v).dtype, graph_.type(v).dims);
     std::memcpy(t.raw(), Address(v), t.nbytes());
     outputs[graph_.value(v).name] = std::move(t);
   }
@@ -131,58 +133,59 @@ Result<TensorMap> KernelProgram::Run(const TensorMap& feeds, RunReport* report,
 
 Status KernelProgram::RunReferenceStep(const Step& step, StepReport* report) {
   const int32_t index = step.instance.nodes[0];
-  const Node& node = graph_.nodes[index];
-  const OpSchema* schema = FindOpSchema(node.domain, node.op_type);
+  const graph::Node& node = graph_.nodes[index];
+  const graph::OpSchema* schema = graph::FindOpSchema(node.domain, node.op_type);
   if (!schema)
     return Error(ErrorCode::kUnsupported,
                  fmt::format("{}: op type is not supported", graph_.Describe(index)));
-  std::vector<Tensor> inputs;
+  std::vector<graph::Tensor> inputs;
   inputs.reserve(node.inputs.size());
-  KernelContext ctx{node, graph_.opset, {}, {}};
-  for (ValueId v : node.inputs) {
-    if (v == kNoValue) {
+  graph::KernelContext ctx{node, graph_.opset, {}, {}};
+  for (graph::ValueId v : node.inputs) {
+    if (v == graph::kNoValue) {
       inputs.emplace_back();
       continue;
     }
     if (graph_.value(v).is_constant() || graph_.value(v).is_input) {
       inputs.push_back(feeds_[v]);
     } else {
-      Tensor t(graph_.type(v).dtype, graph_.type(v).dims);
+      graph::Tensor t(graph_.type(v).dtype, graph_.type(v).dims);
       std::memcpy(t.raw(), Address(v), t.nbytes());
       inputs.push_back(std::move(t));
     }
     report->stats.bytes_global_to_local += static_cast<int64_t>(graph_.type(v).nbytes());
   }
   for (size_t i = 0; i < node.inputs.size(); ++i)
-    ctx.inputs.push_back(node.inputs[i] == kNoValue ? nullptr : &inputs[i]);
-  for (ValueId v : node.outputs)
-    ctx.output_types.push_back(v == kNoValue ? TensorType{} : graph_.type(v));
+    ctx.inputs.push_back(node.inputs[i] == graph::kNoValue ? nullptr : &inputs[i]);
+  for (graph::ValueId v : node.outputs)
+    ctx.output_types.push_back(v == graph::kNoValue ? graph::TensorType{} : graph_.type(v));
   auto results = schema->run(ctx);
   if (!results.ok()) return results.error().WithContext(graph_.Describe(index));
   for (size_t i = 0; i < node.outputs.size(); ++i) {
-    const ValueId v = node.outputs[i];
-    if (v == kNoValue) continue;
-    const Tensor& r = (*results)[i];
+    const graph::ValueId v = node.outputs[i];
+    if (v == graph::kNoValue) continue;
+    const graph::Tensor& r = (*results)[i];
     if (r.dims() != graph_.type(v).dims || r.dtype() != graph_.type(v).dtype)
-      return Error(
-          ErrorCode::kInternal,
-          fmt::format("{}: reference kernel produced {}{} for '{}'", graph_.Describe(index),
-                      DataTypeName(r.dtype()), DimsToString(r.dims()), graph_.value(v).name));
+      return Error(ErrorCode::kInternal,
+                   fmt::format("{}: reference kernel produced {}{} for '{}'",
+                               graph_.Describe(index), graph::DataTypeName(r.dtype()),
+                               graph::DimsToString(r.dims()), graph_.value(v).name));
     std::memcpy(Address(v), r.raw(), r.nbytes());
     report->stats.bytes_local_to_global += static_cast<int64_t>(r.nbytes());
   }
   return Status::Ok();
 }
 
-void KernelProgram::PrePackWeights(const Graph& graph, const KernelInstance& bound, Step& step) {
+void KernelProgram::PrePackWeights(const graph::Graph& graph,
+                                   const fusion_space::KernelInstance& bound, Step& step) {
   step.prepared = true;
   const kernels::GemmDesc& d = step.instance.gemm;  // slot pointers: which value is B
   const auto& tiling = std::get<kernels::GemmTiling>(step.tiling);
   for (size_t o = 0; o < d.outputs.size(); ++o) {
-    const int slot = SlotIndex(d.outputs[o].b);
+    const int slot = fusion_space::SlotIndex(d.outputs[o].b);
     if (slot < 0 || (d.batch > 1 && d.outputs[o].b_batch_stride != 0)) continue;
-    const ValueId v = step.instance.slots[slot].value;
-    if (v != kNoValue && !graph.value(v).is_constant()) continue;  // an activation
+    const graph::ValueId v = step.instance.slots[slot].value;
+    if (v != graph::kNoValue && !graph.value(v).is_constant()) continue;  // an activation
     const int output = static_cast<int>(o);
     PackedWeight w{output};
     w.floats = static_cast<size_t>(kernels::PrePackedBFloats(bound.gemm, output, tiling));
@@ -198,45 +201,45 @@ void KernelProgram::PrePackWeights(const Graph& graph, const KernelInstance& bou
 Result<StepReport> KernelProgram::RunStep(Step& step, kernels::RunMode mode) {
   StepReport report;
   report.kernel = step.instance.summary;
-  report.tiling = TilingToString(step.tiling);
+  report.tiling = fusion_space::TilingToString(step.tiling);
   const auto start = std::chrono::steady_clock::now();
-  if (step.instance.kind == KernelTemplate::kReference) {
+  if (step.instance.kind == fusion_space::KernelTemplate::kReference) {
     FT_RETURN_IF_ERROR(RunReferenceStep(step, &report));
     report.seconds = Since(start);
     report.stats.busy_seconds = report.seconds;  // runs inline: no launch
     return report;
   }
-  KernelInstance k = step.instance;  // bind the slots to this run's buffers
-  VisitDescriptorPointers(k, [&](float*& p) {
-    const int slot = SlotIndex(p);
+  fusion_space::KernelInstance k = step.instance;  // bind the slots to this run's buffers
+  fusion_space::VisitDescriptorPointers(k, [&](float*& p) {
+    const int slot = fusion_space::SlotIndex(p);
     if (slot < 0) return;
-    const OperandSlot& s = k.slots[slot];
-    std::byte* base =
-        s.value != kNoValue ? Address(s.value) : const_cast<std::byte*>(k.owned[s.owned]->raw());
+    const fusion_space::OperandSlot& s = k.slots[slot];
+    std::byte* base = s.value != graph::kNoValue ? Address(s.value)
+                                                 : const_cast<std::byte*>(k.owned[s.owned]->raw());
     p = reinterpret_cast<float*>(base) + s.offset;
   });
   Result<kernels::KernelStats> stats = Error(ErrorCode::kInternal, "no kernel ran");
   switch (k.kind) {
-    case KernelTemplate::kElementwise:
+    case fusion_space::KernelTemplate::kElementwise:
       stats = kernels::RunElementwise(
           k.elementwise, std::get<kernels::ElementwiseTiling>(step.tiling), config_, mode);
       break;
-    case KernelTemplate::kRowwise:
+    case fusion_space::KernelTemplate::kRowwise:
       stats = kernels::RunRowwise(k.rowwise, std::get<kernels::RowwiseTiling>(step.tiling), config_,
                                   mode);
       break;
-    case KernelTemplate::kGemm:
+    case fusion_space::KernelTemplate::kGemm:
       if (!step.prepared &&
           kernels::ValidateGemm(k.gemm, std::get<kernels::GemmTiling>(step.tiling), config_).ok())
         PrePackWeights(graph_, k, step);  // else RunGemm reports what is wrong
       for (const PackedWeight& w : step.packed_b) k.gemm.outputs[w.output].b_packed = w.data.get();
       stats = kernels::RunGemm(k.gemm, std::get<kernels::GemmTiling>(step.tiling), config_, mode);
       break;
-    case KernelTemplate::kAttention:
+    case fusion_space::KernelTemplate::kAttention:
       stats = kernels::RunAttention(k.attention, std::get<kernels::AttentionTiling>(step.tiling),
                                     config_, mode);
       break;
-    case KernelTemplate::kReference:
+    case fusion_space::KernelTemplate::kReference:
       break;
   }
   if (!stats.ok()) return stats.error().WithContext(report.kernel);
@@ -245,4 +248,4 @@ Result<StepReport> KernelProgram::RunStep(Step& step, kernels::RunMode mode) {
   return report;
 }
 
-}  // namespace fusetune
+}  // namespace fusetune::runtime

@@ -17,7 +17,7 @@
 #include "graph/reference_executor.h"
 #include "runtime/buffer_plan.h"
 
-namespace fusetune {
+namespace fusetune::runtime {
 
 struct StepReport {
   std::string kernel;  // the instance summary
@@ -36,13 +36,14 @@ class KernelProgram {
  public:
   // Validates the plan against the space and plans buffers. The space (and
   // its graph) must outlive the executable.
-  static Result<std::unique_ptr<KernelProgram>> Compile(FusionSpace& space, const Plan& plan);
+  static Result<std::unique_ptr<KernelProgram>> Compile(fusion_space::FusionSpace& space,
+                                                        const fusion_space::Plan& plan);
   ~KernelProgram();
 
   // Feeds are checked like the reference executor's (names, shapes; f64/f16
   // converted to f32). Returns the graph outputs by name.
-  Result<TensorMap> Run(const TensorMap& feeds, RunReport* report = nullptr,
-                        kernels::RunMode mode = kernels::RunMode::kFull);
+  Result<graph::TensorMap> Run(const graph::TensorMap& feeds, RunReport* report = nullptr,
+                               kernels::RunMode mode = kernels::RunMode::kFull);
 
   // Every block of memory a run reads or writes besides the feeds and the
   // kernels' local buffers: the arena, the graph's constants, and tensors
@@ -53,7 +54,7 @@ class KernelProgram {
   const BufferPlan& buffers() const { return buffers_; }
   // Bytes of pre-packed weights the runs so far have built (0 before the first).
   int64_t packed_weight_bytes() const;
-  const Graph& graph() const { return graph_; }
+  const graph::Graph& graph() const { return graph_; }
   int64_t num_steps() const { return static_cast<int64_t>(steps_.size()); }
 
  private:
@@ -64,33 +65,34 @@ class KernelProgram {
     size_t floats = 0;
   };
   struct Step {
-    KernelInstance instance;
-    Tiling tiling;
+    fusion_space::KernelInstance instance;
+    fusion_space::Tiling tiling;
     bool prepared = false;  // packed_b built (first run)
     std::vector<PackedWeight> packed_b;
   };
-  KernelProgram(const Graph& graph, kernels::KernelConfig config)
+  KernelProgram(const graph::Graph& graph, kernels::KernelConfig config)
       : graph_(graph), config_(config) {}
   Result<StepReport> RunStep(Step& step, kernels::RunMode mode);
   // Packs the constant B operands of a bound GEMM step once, so that every
   // run copies them into the local buffer as contiguous slivers: the packing
   // is paid once per program, as ONNX Runtime pre-packs weights per session.
-  static void PrePackWeights(const Graph& graph, const KernelInstance& bound, Step& step);
-  std::byte* Address(ValueId v);
-  Tensor* FindOutput(ValueId v);  // null unless a step writes v into outputs_
+  static void PrePackWeights(const graph::Graph& graph, const fusion_space::KernelInstance& bound,
+                             Step& step);
+  std::byte* Address(graph::ValueId v);
+  graph::Tensor* FindOutput(graph::ValueId v);  // null unless a step writes v into outputs_
   Status RunReferenceStep(const Step& step, StepReport* report);
 
-  const Graph& graph_;
+  const graph::Graph& graph_;
   kernels::KernelConfig config_;
   std::vector<Step> steps_;
   BufferPlan buffers_;
   std::unique_ptr<std::byte, void (*)(std::byte*)> arena_{nullptr, nullptr};
-  std::vector<Tensor> feeds_;  // by ValueId, while running
+  std::vector<graph::Tensor> feeds_;  // by ValueId, while running
   // The graph outputs the steps write (no arena slot), and while running
   // their tensors: kernels write them in place, so a run returns them
   // without a copy out of the arena.
-  std::vector<ValueId> written_outputs_;
-  std::vector<std::pair<ValueId, Tensor>> outputs_;
+  std::vector<graph::ValueId> written_outputs_;
+  std::vector<std::pair<graph::ValueId, graph::Tensor>> outputs_;
 };
 
-}  // namespace fusetune
+}  // namespace fusetune::runtime

@@ -16,8 +16,9 @@ TaskSearch::TaskSearch(const Task& task, EvolutionOptions options, uint64_t seed
       rng_(seed),
       predicted_best_(task.tilings().Default()) {}
 
-void TaskSearch::AddMeasured(const Tiling& tiling, std::optional<double> seconds) {
-  const auto [it, added] = measured_.insert_or_assign(TilingToString(tiling), seconds);
+void TaskSearch::AddMeasured(const fusion_space::Tiling& tiling, std::optional<double> seconds) {
+  const auto [it, added] =
+      measured_.insert_or_assign(fusion_space::TilingToString(tiling), seconds);
   if (added && seconds.has_value() && *seconds > 0) measured_ok_.emplace_back(tiling, *seconds);
   if (seconds.has_value() && (!best_seconds_.has_value() || *seconds < *best_seconds_)) {
     best_seconds_ = seconds;
@@ -27,15 +28,16 @@ void TaskSearch::AddMeasured(const Tiling& tiling, std::optional<double> seconds
 
 bool TaskSearch::exhausted() const { return measured() >= task_->tilings().size(); }
 
-bool TaskSearch::WouldTry(const Tiling& tiling) const {
-  return !measured_.count(TilingToString(tiling)) && task_->tilings().Check(tiling).allowed();
+bool TaskSearch::WouldTry(const fusion_space::Tiling& tiling) const {
+  return !measured_.count(fusion_space::TilingToString(tiling)) &&
+         task_->tilings().Check(tiling).allowed();
 }
 
-std::vector<double> TaskSearch::Score(const std::vector<Tiling>& tilings,
+std::vector<double> TaskSearch::Score(const std::vector<fusion_space::Tiling>& tilings,
                                       const cost_model::CostModel& model,
                                       const cost_model::TargetFeatures& target) const {
   cost_model::FeatureMatrix x;
-  for (const Tiling& t : tilings) x.Add(group_, t, target);
+  for (const fusion_space::Tiling& t : tilings) x.Add(group_, t, target);
   const std::vector<cost_model::Prediction> predicted = model.Predict(x);
   std::vector<double> score(tilings.size());
   for (size_t i = 0; i < tilings.size(); ++i) {
@@ -73,8 +75,8 @@ void TaskSearch::FitCorrection(const cost_model::CostModel& model,
   correction_.Fit(task_->tilings(), choices, residuals);
 }
 
-std::optional<Tiling> TaskSearch::Mutate(const Tiling& parent) {
-  const TilingSpace& space = task_->tilings();
+std::optional<fusion_space::Tiling> TaskSearch::Mutate(const fusion_space::Tiling& parent) {
+  const fusion_space::TilingSpace& space = task_->tilings();
   auto choice = space.ChoiceOf(parent);
   if (!choice.has_value() || space.params().empty()) return std::nullopt;
   for (int attempt = 0; attempt < 8; ++attempt) {
@@ -87,41 +89,43 @@ std::optional<Tiling> TaskSearch::Mutate(const Tiling& parent) {
     else
       c[p] = static_cast<int>(rng_.Below(n));
     if (c == *choice) continue;
-    Tiling child = space.At(c);
+    fusion_space::Tiling child = space.At(c);
     if (space.Check(child)) return child;
   }
   return std::nullopt;
 }
 
-std::optional<Tiling> TaskSearch::Crossover(const Tiling& a, const Tiling& b) {
-  const TilingSpace& space = task_->tilings();
+std::optional<fusion_space::Tiling> TaskSearch::Crossover(const fusion_space::Tiling& a,
+                                                          const fusion_space::Tiling& b) {
+  const fusion_space::TilingSpace& space = task_->tilings();
   auto ca = space.ChoiceOf(a), cb = space.ChoiceOf(b);
   if (!ca.has_value() || !cb.has_value()) return std::nullopt;
   for (int attempt = 0; attempt < 4; ++attempt) {
     std::vector<int> c = *ca;
     for (size_t p = 0; p < c.size(); ++p)
       if (rng_.Below(2) == 1) c[p] = (*cb)[p];
-    Tiling child = space.At(c);
+    fusion_space::Tiling child = space.At(c);
     if (space.Check(child)) return child;
   }
   return std::nullopt;
 }
 
 // The population after the last generation, best predicted first.
-std::vector<Tiling> TaskSearch::Evolve(const cost_model::CostModel& model,
-                                       const cost_model::TargetFeatures& target,
-                                       std::vector<double>* ranked_scores) {
-  const TilingSpace& space = task_->tilings();
+std::vector<fusion_space::Tiling> TaskSearch::Evolve(const cost_model::CostModel& model,
+                                                     const cost_model::TargetFeatures& target,
+                                                     std::vector<double>* ranked_scores) {
+  const fusion_space::TilingSpace& space = task_->tilings();
   if (options_.correct_residuals) FitCorrection(model, target);
-  std::vector<Tiling> population = SampleTilings(space, options_.population, rng_);
+  std::vector<fusion_space::Tiling> population = SampleTilings(space, options_.population, rng_);
   if (best_tiling_.has_value()) population.push_back(*best_tiling_);
   population.push_back(space.Default());
   std::vector<double> score;
   const bool whole_space = space.size() <= options_.population;
   for (int gen = 0;; ++gen) {
     // Deduplicate, score, sort.
-    std::map<std::string, Tiling> unique;
-    for (Tiling& t : population) unique.emplace(TilingToString(t), std::move(t));
+    std::map<std::string, fusion_space::Tiling> unique;
+    for (fusion_space::Tiling& t : population)
+      unique.emplace(fusion_space::TilingToString(t), std::move(t));
     population.clear();
     for (auto& [key, t] : unique) population.push_back(std::move(t));
     score = Score(population, model, target);
@@ -129,7 +133,7 @@ std::vector<Tiling> TaskSearch::Evolve(const cost_model::CostModel& model,
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return score[a] < score[b]; });
-    std::vector<Tiling> sorted;
+    std::vector<fusion_space::Tiling> sorted;
     std::vector<double> sorted_score;
     for (size_t i : order) {
       sorted.push_back(population[i]);
@@ -144,8 +148,8 @@ std::vector<Tiling> TaskSearch::Evolve(const cost_model::CostModel& model,
     const size_t target_size = static_cast<size_t>(options_.population);
     for (int tries = 0; population.size() < target_size && tries < options_.population * 4;
          ++tries) {
-      const Tiling& a = population[rng_.Below(parents)];
-      std::optional<Tiling> child;
+      const fusion_space::Tiling& a = population[rng_.Below(parents)];
+      std::optional<fusion_space::Tiling> child;
       if (rng_.Uniform() < options_.crossover_share)
         child = Crossover(a, population[rng_.Below(parents)]);
       else
@@ -163,39 +167,39 @@ std::vector<Tiling> TaskSearch::Evolve(const cost_model::CostModel& model,
 
 std::vector<Proposal> TaskSearch::Propose(int count, const cost_model::CostModel& model,
                                           const cost_model::TargetFeatures& target,
-                                          const std::vector<Tiling>& suggestions) {
+                                          const std::vector<fusion_space::Tiling>& suggestions) {
   best_at_round_start_ = best_seconds_;
   std::vector<Proposal> out;
   std::set<std::string> taken;
-  auto fresh = [&](const Tiling& t) {
-    const std::string key = TilingToString(t);
+  auto fresh = [&](const fusion_space::Tiling& t) {
+    const std::string key = fusion_space::TilingToString(t);
     return !measured_.count(key) && taken.insert(key).second;
   };
   if (rounds_ == 0) {
-    const Tiling baseline = task_->tilings().Default();
+    const fusion_space::Tiling baseline = task_->tilings().Default();
     if (fresh(baseline)) out.push_back({baseline, 0, false});
   }
   // On top of `count`: a suggestion costs one trial, once.
   int extra = 0;
-  for (const Tiling& t : suggestions)
+  for (const fusion_space::Tiling& t : suggestions)
     if (WouldTry(t) && fresh(t)) {
       out.push_back({t, 0, false, true});
       ++extra;
     }
   count += extra;
   std::vector<double> score;
-  const std::vector<Tiling> ranked = Evolve(model, target, &score);
+  const std::vector<fusion_space::Tiling> ranked = Evolve(model, target, &score);
   const int random_picks = static_cast<int>(std::floor(count * options_.epsilon));
   for (size_t i = 0; i < ranked.size() && static_cast<int>(out.size()) < count - random_picks; ++i)
     if (fresh(ranked[i])) out.push_back({ranked[i], score[i], false});
   // Random unmeasured picks, then fill from the ranking if the space is small.
-  const TilingSpace& space = task_->tilings();
+  const fusion_space::TilingSpace& space = task_->tilings();
   for (int tries = 0; static_cast<int>(out.size()) < count && tries < count * 8; ++tries) {
-    Tiling t = space.Sample(rng_);
+    fusion_space::Tiling t = space.Sample(rng_);
     if (fresh(t)) out.push_back({t, 0, true});
   }
   if (static_cast<int>(out.size()) < count)
-    for (const Tiling& t : space.Enumerate()) {
+    for (const fusion_space::Tiling& t : space.Enumerate()) {
       if (static_cast<int>(out.size()) >= count) break;
       if (fresh(t)) out.push_back({t, 0, true});
     }

@@ -42,7 +42,7 @@ struct EvolutionOptions {
 };
 
 struct Proposal {
-  Tiling tiling;
+  fusion_space::Tiling tiling;
   double predicted_seconds = 0;  // the model's ranking value (0 for random picks and suggestions)
   bool random = false;
   bool suggested = false;  // another task's best tiling
@@ -54,7 +54,7 @@ class TaskSearch {
 
   // A tiling measured before this search (a resumed job, another job): it is
   // never proposed again; `seconds` when it ran correctly.
-  void AddMeasured(const Tiling& tiling, std::optional<double> seconds);
+  void AddMeasured(const fusion_space::Tiling& tiling, std::optional<double> seconds);
   // Up to `count` tilings not measured yet, best predicted first. Before
   // them, `suggestions` that are legal here and not measured yet: the best
   // tilings of tasks with the same tiling space (the same GEMM with another
@@ -62,7 +62,7 @@ class TaskSearch {
   // (one trial each) rather than the model.
   std::vector<Proposal> Propose(int count, const cost_model::CostModel& model,
                                 const cost_model::TargetFeatures& target,
-                                const std::vector<Tiling>& suggestions = {});
+                                const std::vector<fusion_space::Tiling>& suggestions = {});
   // After the round's measurements: updates the best time and convergence.
   void EndRound();
   // A converged task searched further (budget left after every task
@@ -74,38 +74,40 @@ class TaskSearch {
   bool converged() const { return converged_; }
   bool exhausted() const;
   // Whether Propose would take `tiling` as a suggestion: legal here, not measured.
-  bool WouldTry(const Tiling& tiling) const;
+  bool WouldTry(const fusion_space::Tiling& tiling) const;
   int rounds() const { return rounds_; }
   int64_t measured() const { return static_cast<int64_t>(measured_.size()); }
   std::optional<double> best_seconds() const { return best_seconds_; }
-  const std::optional<Tiling>& best_tiling() const { return best_tiling_; }
+  const std::optional<fusion_space::Tiling>& best_tiling() const { return best_tiling_; }
   // Relative improvement of the best time over the last round (1 before any).
   double recent_gain() const { return recent_gain_; }
   // The model's best predicted tiling of the last round (or the default).
-  const Tiling& predicted_best() const { return predicted_best_; }
+  const fusion_space::Tiling& predicted_best() const { return predicted_best_; }
   double predicted_best_seconds() const { return predicted_best_seconds_; }
 
  private:
-  std::vector<Tiling> Evolve(const cost_model::CostModel& model,
-                             const cost_model::TargetFeatures& target,
-                             std::vector<double>* ranked_scores);
-  std::vector<double> Score(const std::vector<Tiling>& tilings, const cost_model::CostModel& model,
+  std::vector<fusion_space::Tiling> Evolve(const cost_model::CostModel& model,
+                                           const cost_model::TargetFeatures& target,
+                                           std::vector<double>* ranked_scores);
+  std::vector<double> Score(const std::vector<fusion_space::Tiling>& tilings,
+                            const cost_model::CostModel& model,
                             const cost_model::TargetFeatures& target) const;
   // Refits correction_ to the measured tilings under `model`.
   void FitCorrection(const cost_model::CostModel& model, const cost_model::TargetFeatures& target);
-  std::optional<Tiling> Mutate(const Tiling& parent);
-  std::optional<Tiling> Crossover(const Tiling& a, const Tiling& b);
+  std::optional<fusion_space::Tiling> Mutate(const fusion_space::Tiling& parent);
+  std::optional<fusion_space::Tiling> Crossover(const fusion_space::Tiling& a,
+                                                const fusion_space::Tiling& b);
 
   const Task* task_;
   cost_model::GroupInfo group_;
   EvolutionOptions options_;
   Rng rng_;
-  std::map<std::string, std::optional<double>> measured_;  // TilingToString -> seconds
-  std::vector<std::pair<Tiling, double>> measured_ok_;     // in the order measured
+  std::map<std::string, std::optional<double>> measured_;             // TilingToString -> seconds
+  std::vector<std::pair<fusion_space::Tiling, double>> measured_ok_;  // in the order measured
   ResidualCorrection correction_;
   std::optional<double> best_seconds_, best_at_round_start_;
-  std::optional<Tiling> best_tiling_;
-  Tiling predicted_best_;
+  std::optional<fusion_space::Tiling> best_tiling_;
+  fusion_space::Tiling predicted_best_;
   double predicted_best_seconds_ = 0;
   double recent_gain_ = 1;
   int rounds_ = 0, flat_rounds_ = 0;

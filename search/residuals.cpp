@@ -4,7 +4,8 @@
 
 namespace fusetune::search {
 
-void ResidualCorrection::Fit(const TilingSpace& space, const std::vector<std::vector<int>>& choices,
+void ResidualCorrection::Fit(const fusion_space::TilingSpace& space,
+                             const std::vector<std::vector<int>>& choices,
                              const std::vector<double>& log2_residuals) {
   effect_.clear();
   const size_t n = choices.size();
@@ -12,8 +13,8 @@ void ResidualCorrection::Fit(const TilingSpace& space, const std::vector<std::ve
   const size_t params = space.params().size();
   // Centred residuals: the overall level of the model's error does not
   // change the ranking, only what differs between parameter values does.
-  const double mean = std::accumulate(log2_residuals.begin(), log2_residuals.end(), 0.0) /
-                      static_cast<double>(n);
+  const double mean =
+      std::accumulate(log2_residuals.begin(), log2_residuals.end(), 0.0) / static_cast<double>(n);
   std::vector<double> left(n);
   for (size_t i = 0; i < n; ++i) left[i] = log2_residuals[i] - mean;
   effect_.resize(params);

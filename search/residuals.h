@@ -28,7 +28,7 @@ class ResidualCorrection {
 
   // Fits the correction to log2(measured / predicted) of each measured
   // tiling, given as its choice of parameter values (TilingSpace::ChoiceOf).
-  void Fit(const TilingSpace& space, const std::vector<std::vector<int>>& choices,
+  void Fit(const fusion_space::TilingSpace& space, const std::vector<std::vector<int>>& choices,
            const std::vector<double>& log2_residuals);
   // log2 of the factor the prediction for `choice` is multiplied by; 0
   // before the fit has enough samples.

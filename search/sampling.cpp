@@ -4,12 +4,13 @@
 
 namespace fusetune::search {
 
-std::vector<Tiling> SampleTilings(const TilingSpace& space, int count, Rng& rng) {
-  const std::vector<Tiling>& all = space.Enumerate();
+std::vector<fusion_space::Tiling> SampleTilings(const fusion_space::TilingSpace& space, int count,
+                                                Rng& rng) {
+  const std::vector<fusion_space::Tiling>& all = space.Enumerate();
   if (static_cast<int64_t>(all.size()) <= count) return all;
   std::set<size_t> picked;
   while (static_cast<int>(picked.size()) < count) picked.insert(rng.Below(all.size()));
-  std::vector<Tiling> out;
+  std::vector<fusion_space::Tiling> out;
   for (size_t i : picked) out.push_back(all[i]);
   return out;
 }
@@ -17,7 +18,7 @@ std::vector<Tiling> SampleTilings(const TilingSpace& space, int count, Rng& rng)
 Status SampleTasks(const std::vector<Task>& tasks, measure::Measurer& measurer,
                    const SampleOptions& options, const std::string& target, const RecordSink& sink,
                    const SampleProgress& progress, const std::function<bool()>& should_stop) {
-  std::vector<std::vector<Tiling>> tilings(tasks.size());
+  std::vector<std::vector<fusion_space::Tiling>> tilings(tasks.size());
   int64_t total = 0, done = 0;
   for (size_t t = 0; t < tasks.size(); ++t) {
     Rng rng(ForkSeed(options.seed, t));
@@ -28,7 +29,7 @@ Status SampleTasks(const std::vector<Task>& tasks, measure::Measurer& measurer,
     if (should_stop && should_stop()) break;
     const Task& task = tasks[t];
     std::vector<measure::Candidate> candidates;
-    for (const Tiling& tiling : tilings[t]) {
+    for (const fusion_space::Tiling& tiling : tilings[t]) {
       auto c = measure::GroupCandidate(task.graph, *task.space, tiling, task.summary);
       if (c.ok()) candidates.push_back(std::move(*c));
     }

@@ -17,7 +17,8 @@ struct SampleOptions {
 };
 
 // Up to `count` distinct legal tilings of `space`, drawn uniformly.
-std::vector<Tiling> SampleTilings(const TilingSpace& space, int count, Rng& rng);
+std::vector<fusion_space::Tiling> SampleTilings(const fusion_space::TilingSpace& space, int count,
+                                                Rng& rng);
 
 using RecordSink = std::function<Status(std::vector<db::Record>& records)>;
 // (candidates measured, candidates in all, the task just measured).

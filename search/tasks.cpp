@@ -16,21 +16,24 @@ std::vector<int32_t> Task::group_nodes() const {
   return all;
 }
 
-const KernelInstance& Task::instance() const { return space->Match(group_nodes()).instance; }
+const fusion_space::KernelInstance& Task::instance() const {
+  return space->Match(group_nodes()).instance;
+}
 
-const TilingSpace& Task::tilings() const { return space->Tilings(group_nodes()); }
+const fusion_space::TilingSpace& Task::tilings() const { return space->Tilings(group_nodes()); }
 
 db::WorkloadEntry Task::Workload() const {
   return {key.ToString(), db::WorkloadKind::kGroup,
           cost_model::GroupWorkloadDescription(*graph, instance())};
 }
 
-std::vector<Task> ExtractTasks(const Graph& graph, FusionSpace& space, bool include_reference) {
+std::vector<Task> ExtractTasks(const graph::Graph& graph, fusion_space::FusionSpace& space,
+                               bool include_reference) {
   std::vector<Task> tasks;
-  std::map<WorkloadKey, size_t> index;
-  for (const CandidateGroup& g : space.candidates().groups) {
+  std::map<graph::WorkloadKey, size_t> index;
+  for (const fusion_space::CandidateGroup& g : space.candidates().groups) {
     if (!g.instance) continue;
-    if (g.instance->kind == KernelTemplate::kReference &&
+    if (g.instance->kind == fusion_space::KernelTemplate::kReference &&
         !(include_reference && g.nodes.size() == 1))
       continue;
     auto [it, added] = index.emplace(g.key, tasks.size());
@@ -45,7 +48,7 @@ std::vector<Task> ExtractTasks(const Graph& graph, FusionSpace& space, bool incl
     t.kind = g.instance->kind;
     t.summary = g.instance->summary;
     t.graph = measure::GroupGraph(graph, g.nodes);
-    t.space = std::make_shared<FusionSpace>(*t.graph, space.config());
+    t.space = std::make_shared<fusion_space::FusionSpace>(*t.graph, space.config());
     tasks.push_back(std::move(t));
   }
   // Keep only tasks whose group graph is still one legal group on its own.
@@ -55,10 +58,10 @@ std::vector<Task> ExtractTasks(const Graph& graph, FusionSpace& space, bool incl
   return usable;
 }
 
-std::string GraphWorkloadKey(const Graph& graph) {
+std::string GraphWorkloadKey(const graph::Graph& graph) {
   std::vector<int32_t> all(graph.nodes.size());
   std::iota(all.begin(), all.end(), 0);
-  return ComputeWorkloadKey(graph, all).ToString();
+  return graph::ComputeWorkloadKey(graph, all).ToString();
 }
 
 db::RecordStatus RecordStatusOf(measure::MeasureStatus status) {
@@ -77,7 +80,7 @@ db::RecordStatus RecordStatusOf(measure::MeasureStatus status) {
 
 db::Record MakeRecord(const std::string& workload_key, const measure::Candidate& candidate,
                       const measure::MeasureResult& result, const std::string& target,
-                      int64_t job_id, const std::vector<KernelTemplate>& templates,
+                      int64_t job_id, const std::vector<fusion_space::KernelTemplate>& templates,
                       std::optional<measure::SearchNote> search) {
   db::Record r;
   r.workload_key = workload_key;
@@ -89,8 +92,8 @@ db::Record MakeRecord(const std::string& workload_key, const measure::Candidate&
   r.error = result.error;
   r.job_id = job_id;
   r.fusetune_version = FUSETUNE_VERSION;
-  for (KernelTemplate t : templates)
-    r.kernel_versions[KernelTemplateName(t)] = KernelTemplateVersion(t);
+  for (fusion_space::KernelTemplate t : templates)
+    r.kernel_versions[fusion_space::KernelTemplateName(t)] = fusion_space::KernelTemplateVersion(t);
   return r;
 }
 

@@ -17,18 +17,18 @@
 namespace fusetune::search {
 
 struct Task {
-  WorkloadKey key;
+  graph::WorkloadKey key;
   std::vector<int32_t> nodes;  // the first occurrence's nodes
   int64_t occurrences = 0;     // candidate groups with this key
-  KernelTemplate kind = KernelTemplate::kReference;
+  fusion_space::KernelTemplate kind = fusion_space::KernelTemplate::kReference;
   std::string summary;
   // The group as a graph of its own, its space, and its tilings.
-  std::shared_ptr<const Graph> graph;
-  std::shared_ptr<FusionSpace> space;
+  std::shared_ptr<const graph::Graph> graph;
+  std::shared_ptr<fusion_space::FusionSpace> space;
   // Every node of `graph` (the whole group), and the group's kernel instance.
   std::vector<int32_t> group_nodes() const;
-  const KernelInstance& instance() const;
-  const TilingSpace& tilings() const;
+  const fusion_space::KernelInstance& instance() const;
+  const fusion_space::TilingSpace& tilings() const;
   // The workload entry the database stores for it (the group graph as text).
   db::WorkloadEntry Workload() const;
 };
@@ -37,11 +37,11 @@ struct Task {
 // order of their first node. With `include_reference`, single nodes that
 // only the reference kernels run are tasks too (one tiling each): the tuner
 // measures them once, so that the partition compares measured costs.
-std::vector<Task> ExtractTasks(const Graph& graph, FusionSpace& space,
+std::vector<Task> ExtractTasks(const graph::Graph& graph, fusion_space::FusionSpace& space,
                                bool include_reference = false);
 
 // The workload key a whole graph's plans are stored under.
-std::string GraphWorkloadKey(const Graph& graph);
+std::string GraphWorkloadKey(const graph::Graph& graph);
 
 // A measurement's status as a record's: the same four values (db/ declares
 // its own so that it needs nothing from measure/).
@@ -52,7 +52,7 @@ db::RecordStatus RecordStatusOf(measure::MeasureStatus status);
 // tuner predicted, which plan kind).
 db::Record MakeRecord(const std::string& workload_key, const measure::Candidate& candidate,
                       const measure::MeasureResult& result, const std::string& target,
-                      int64_t job_id, const std::vector<KernelTemplate>& templates,
+                      int64_t job_id, const std::vector<fusion_space::KernelTemplate>& templates,
                       std::optional<measure::SearchNote> search = std::nullopt);
 // The same for a candidate of `task`.
 db::Record MakeRecord(const Task& task, const measure::Candidate& candidate,

@@ -13,7 +13,7 @@ namespace fusetune::search {
 namespace {
 
 bool SameTilingSpace(const Task& a, const Task& b) {
-  if (a.kind != b.kind || a.kind == KernelTemplate::kReference) return false;
+  if (a.kind != b.kind || a.kind == fusion_space::KernelTemplate::kReference) return false;
   const auto& pa = a.tilings().params();
   const auto& pb = b.tilings().params();
   if (pa.size() != pb.size()) return false;
@@ -24,8 +24,8 @@ bool SameTilingSpace(const Task& a, const Task& b) {
 
 }  // namespace
 
-Tuner::Tuner(std::shared_ptr<const Graph> graph, FusionSpace& space, std::vector<Task> tasks,
-             TunerOptions options, TunerContext context, MeasureFn measure,
+Tuner::Tuner(std::shared_ptr<const graph::Graph> graph, fusion_space::FusionSpace& space,
+             std::vector<Task> tasks, TunerOptions options, TunerContext context, MeasureFn measure,
              TunerCallbacks callbacks)
     : graph_(std::move(graph)),
       space_(space),
@@ -68,8 +68,8 @@ std::optional<double> Tuner::SuggestionGain(int task) const {
   return gain;
 }
 
-std::vector<Tiling> Tuner::SiblingBests(int task) const {
-  std::vector<Tiling> bests;
+std::vector<fusion_space::Tiling> Tuner::SiblingBests(int task) const {
+  std::vector<fusion_space::Tiling> bests;
   for (int u : siblings_[task])
     if (searches_[u]->best_tiling().has_value()) bests.push_back(*searches_[u]->best_tiling());
   return bests;
@@ -90,9 +90,9 @@ bool Tuner::AddPrior(const db::Record& record) {
   if (it == task_by_key_.end()) return false;
   const int t = it->second;
   const auto plan_json = nlohmann::json::parse(record.plan, nullptr, false);
-  auto plan = PlanFromJson(*tasks_[t].space, plan_json);
+  auto plan = fusion_space::PlanFromJson(*tasks_[t].space, plan_json);
   if (!plan.ok() || plan->groups.size() != 1) return false;
-  const Tiling& tiling = plan->groups[0].tiling;
+  const fusion_space::Tiling& tiling = plan->groups[0].tiling;
   const bool ok = record.status == db::RecordStatus::kOk;
   searches_[t]->AddMeasured(tiling, ok ? std::optional<double>(record.seconds) : std::nullopt);
   if (ok) {
@@ -101,7 +101,7 @@ bool Tuner::AddPrior(const db::Record& record) {
       facts.bytes = static_cast<double>(m->measured.bytes_in + m->measured.bytes_out);
       facts.overlap = m->measured.overlap;
     }
-    task_results_[t][TilingToString(tiling)] = facts;
+    task_results_[t][fusion_space::TilingToString(tiling)] = facts;
   }
   return true;
 }
@@ -134,7 +134,8 @@ void Tuner::ReportProgress(const std::string& current) {
   callbacks_.progress(p);
 }
 
-void Tuner::AddSample(int task, const Tiling& tiling, const measure::MeasureResult& result) {
+void Tuner::AddSample(int task, const fusion_space::Tiling& tiling,
+                      const measure::MeasureResult& result) {
   const std::string& key = tasks_[task].key.ToString();
   auto [it, added] =
       history_workloads_.emplace(key, static_cast<int>(history_.workload_keys.size()));
@@ -174,9 +175,9 @@ Status Tuner::MeasureTiling(int task, const Proposal& proposal) {
     ++failed_;
     return Status::Ok();
   }
-  task_results_[task][TilingToString(proposal.tiling)] = {
+  task_results_[task][fusion_space::TilingToString(proposal.tiling)] = {
       result.time.median, static_cast<double>(result.bytes_in + result.bytes_out), result.overlap};
-  if (t.kind != KernelTemplate::kReference) {
+  if (t.kind != fusion_space::KernelTemplate::kReference) {
     AddSample(task, proposal.tiling, result);
     ++new_ok_;
   }

@@ -12,12 +12,11 @@
 //   1. measures the whole model's unfused and greedy plans (the baselines);
 //   2. repeats: the scheduler (scheduler.h) picks a task, its evolutionary
 //      search (evolution.h) proposes a round of tilings ranked by the cost
-//      model, corrected by the task's own residuals (residuals.h), each is measured and handed to callbacks.commit as it arrives;
-//      every `model_update_every` new results the XGBoost model is retrained
-//      within `model_update_seconds` (online update); a task's round also
-//      tries the best tilings of tasks with the same tiling space (the same
-//      GEMM with another epilogue), and such an untried tiling reopens a
-//      converged task;
+//      model, corrected by the task's own residuals (residuals.h), each is measured and handed to
+//      callbacks.commit as it arrives; every `model_update_every` new results the XGBoost model is
+//      retrained within `model_update_seconds` (online update); a task's round also tries the best
+//      tilings of tasks with the same tiling space (the same GEMM with another epilogue), and such
+//      an untried tiling reopens a converged task;
 //   3. once every task has had a round, and every `partition_every` rounds
 //      after that, the exact minimum-cost partition (fusion_space/partition.h)
 //      over the best known group costs (measured, else predicted) is turned
@@ -123,8 +122,9 @@ Result<TuneSummary> SummaryFromJson(const nlohmann::json& json);
 
 class Tuner {
  public:
-  Tuner(std::shared_ptr<const Graph> graph, FusionSpace& space, std::vector<Task> tasks,
-        TunerOptions options, TunerContext context, MeasureFn measure, TunerCallbacks callbacks);
+  Tuner(std::shared_ptr<const graph::Graph> graph, fusion_space::FusionSpace& space,
+        std::vector<Task> tasks, TunerOptions options, TunerContext context, MeasureFn measure,
+        TunerCallbacks callbacks);
   ~Tuner();
 
   // The model that ranks until the first online update (default: analytical).
@@ -152,26 +152,27 @@ class Tuner {
   // its groups' measured times: a plan that runs far slower than that and
   // than the best plan so far is measured once more (a busy host slows one
   // measurement; both records are kept, and the faster counts).
-  Status MeasurePlan(const Plan& plan, const std::string& kind,
+  Status MeasurePlan(const fusion_space::Plan& plan, const std::string& kind,
                      std::optional<double> predicted = std::nullopt);
   Status MeasureTunedPlan();
   bool ReopenConverged(std::vector<TaskStanding>* standing);
   // `predicted`, when given, receives the partition's cost (sum of its groups').
-  Plan TunedPlan(double* predicted = nullptr);
+  fusion_space::Plan TunedPlan(double* predicted = nullptr);
   double AnalyticalScale() const;
   double PredictedSeconds(int task, double scale) const;
   void UpdateModel();
-  void AddSample(int task, const Tiling& tiling, const measure::MeasureResult& result);
+  void AddSample(int task, const fusion_space::Tiling& tiling,
+                 const measure::MeasureResult& result);
   std::optional<std::string> StopReason();
   void ReportProgress(const std::string& current);
   double Elapsed() const;
-  std::vector<Tiling> SiblingBests(int task) const;
+  std::vector<fusion_space::Tiling> SiblingBests(int task) const;
   // When a sibling's best tiling is still to be tried on `task`: the gain its
   // time promises over the task's best (1 before any); else nullopt.
   std::optional<double> SuggestionGain(int task) const;
 
-  std::shared_ptr<const Graph> graph_;
-  FusionSpace& space_;
+  std::shared_ptr<const graph::Graph> graph_;
+  fusion_space::FusionSpace& space_;
   std::vector<Task> tasks_;
   std::vector<std::unique_ptr<TaskSearch>> searches_;
   std::vector<std::map<std::string, Measured>> task_results_;  // by TilingToString, ok only

@@ -44,12 +44,13 @@ void Tuner::PlanState::Add(PlanReport report, nlohmann::json plan, bool ok) {
   plan_json.push_back(std::move(plan));
 }
 
-Status Tuner::MeasurePlan(const Plan& plan, const std::string& kind,
+Status Tuner::MeasurePlan(const fusion_space::Plan& plan, const std::string& kind,
                           std::optional<double> predicted) {
   measure::Candidate candidate = measure::PlanCandidate(graph_, space_, plan, kind);
   if (plans_->known.count(candidate.plan.dump())) return Status::Ok();
-  std::vector<KernelTemplate> templates;
-  for (const PlanGroup& g : plan.groups) templates.push_back(space_.Match(g.nodes).instance.kind);
+  std::vector<fusion_space::KernelTemplate> templates;
+  for (const fusion_space::PlanGroup& g : plan.groups)
+    templates.push_back(space_.Match(g.nodes).instance.kind);
   for (int attempt = 0; attempt < 2; ++attempt) {
     measure::SearchNote search_info;
     search_info.plan_kind = kind;
@@ -77,7 +78,8 @@ Status Tuner::MeasureBaselines() {
       stop_reason_ = *reason;
       return Status::Ok();
     }
-    const Plan plan = std::string(kind) == "unfused" ? space_.Unfused() : space_.Greedy();
+    const fusion_space::Plan plan =
+        std::string(kind) == "unfused" ? space_.Unfused() : space_.Greedy();
     FT_RETURN_IF_ERROR(MeasurePlan(plan, kind));
   }
   return Status::Ok();
@@ -91,7 +93,8 @@ double Tuner::AnalyticalScale() const {
   std::vector<double> ratios;
   for (size_t t = 0; t < tasks_.size(); ++t) {
     const TaskSearch& s = *searches_[t];
-    if (!s.best_seconds().has_value() || tasks_[t].kind == KernelTemplate::kReference) continue;
+    if (!s.best_seconds().has_value() || tasks_[t].kind == fusion_space::KernelTemplate::kReference)
+      continue;
     const double a = AnalyticalSeconds(s.group(), *s.best_tiling(), context_.target_features);
     if (a > 0) ratios.push_back(*s.best_seconds() / a);
   }
@@ -109,9 +112,9 @@ double Tuner::PredictedSeconds(int task, double scale) const {
 
 // The exact minimum-cost partition over the best known group costs, each
 // group with its best measured tiling (else the predicted best).
-Plan Tuner::TunedPlan(double* predicted) {
+fusion_space::Plan Tuner::TunedPlan(double* predicted) {
   const auto& groups = space_.candidates().groups;
-  PartitionObjective objective;
+  fusion_space::PartitionObjective objective;
   objective.group_cost.resize(groups.size());
   std::map<std::vector<int32_t>, int> task_of_nodes;
   const double scale = AnalyticalScale();
@@ -126,16 +129,17 @@ Plan Tuner::TunedPlan(double* predicted) {
     // No task (its group graph is not a legal group on its own): analytical.
     const cost_model::GroupInfo info =
         cost_model::MakeGroupInfo(space_.graph(), *groups[i].instance);
-    const Tiling tiling = space_.Tilings(groups[i].nodes).Default();
+    const fusion_space::Tiling tiling = space_.Tilings(groups[i].nodes).Default();
     objective.group_cost[i] = AnalyticalSeconds(info, tiling, context_.target_features);
   }
-  const PartitionChoice choice = SelectMinCostPartition(space_, objective);
+  const fusion_space::PartitionChoice choice =
+      fusion_space::SelectMinCostPartition(space_, objective);
   if (!choice.found) return space_.Greedy();
   if (predicted != nullptr) *predicted = choice.cost;
-  Plan plan = PlanFromCandidates(space_, choice.groups);
-  const Plan defaults = plan;
+  fusion_space::Plan plan = fusion_space::PlanFromCandidates(space_, choice.groups);
+  const fusion_space::Plan defaults = plan;
   std::fill(in_plan_.begin(), in_plan_.end(), false);
-  for (PlanGroup& g : plan.groups) {
+  for (fusion_space::PlanGroup& g : plan.groups) {
     auto it = task_of_nodes.find(g.nodes);
     if (it == task_of_nodes.end()) continue;
     in_plan_[it->second] = true;
@@ -151,7 +155,7 @@ Status Tuner::MeasureTunedPlan() {
   rounds_since_plan_ = 0;
   ++plans_->tuned_count;
   double predicted = 0;
-  const Plan plan = TunedPlan(&predicted);
+  const fusion_space::Plan plan = TunedPlan(&predicted);
   return MeasurePlan(plan, "tuned",
                      predicted > 0 ? std::optional<double>(predicted) : std::nullopt);
 }
@@ -164,19 +168,20 @@ TuneSummary Tuner::Summary() const {
     TaskReport r;
     r.key = task.key.ToString();
     r.summary = task.summary;
-    r.kind = KernelTemplateName(task.kind);
+    r.kind = fusion_space::KernelTemplateName(task.kind);
     r.occurrences = task.occurrences;
     r.space_size = task.tilings().size();
     r.measured = search.measured();
     r.rounds = search.rounds();
     r.converged = search.converged();
     const auto& results = task_results_[t];
-    if (auto it = results.find(TilingToString(task.tilings().Default())); it != results.end()) {
+    if (auto it = results.find(fusion_space::TilingToString(task.tilings().Default()));
+        it != results.end()) {
       r.baseline_seconds = it->second.seconds;
       r.baseline_bytes = it->second.bytes;
     }
     if (search.best_tiling().has_value()) {
-      r.best_tiling = TilingToString(*search.best_tiling());
+      r.best_tiling = fusion_space::TilingToString(*search.best_tiling());
       const Measured& m = results.at(r.best_tiling);
       r.best_seconds = m.seconds;
       r.best_bytes = m.bytes;

@@ -10,7 +10,7 @@
 
 namespace fusetune::search {
 
-TuningJob::TuningJob(db::Database& database, std::shared_ptr<const Graph> graph,
+TuningJob::TuningJob(db::Database& database, std::shared_ptr<const graph::Graph> graph,
                      TuningJobOptions options, TuningJobCallbacks callbacks)
     : database_(database),
       graph_(std::move(graph)),
@@ -23,7 +23,7 @@ TuningJob::~TuningJob() = default;
 int TuningJob::tasks() const { return static_cast<int>(tuner_->tasks().size()); }
 
 Result<std::unique_ptr<TuningJob>> TuningJob::Open(db::Database& database,
-                                                   std::shared_ptr<const Graph> graph,
+                                                   std::shared_ptr<const graph::Graph> graph,
                                                    TuningJobOptions options,
                                                    TuningJobCallbacks callbacks) {
   std::unique_ptr<TuningJob> job(
@@ -82,7 +82,7 @@ Status TuningJob::TakeTarget(TunerContext* context) {
 Status TuningJob::StoreWorkloads() {
   kernels::KernelConfig config;
   config.threads = options_.tuner.measure.threads;
-  space_ = std::make_unique<FusionSpace>(*graph_, config);
+  space_ = std::make_unique<fusion_space::FusionSpace>(*graph_, config);
   tasks_ = ExtractTasks(*graph_, *space_, true);
   for (const Task& t : tasks_) FT_RETURN_IF_ERROR(database_.PutWorkload(t.Workload()));
   const nlohmann::json model_desc{{"model", options_.model}, {"nodes", graph_->nodes.size()}};

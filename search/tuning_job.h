@@ -41,8 +41,8 @@
 #include "db/database.h"
 #include "graph/graph.h"
 #include "measure/measurer.h"
-#include "target/target.h"
 #include "search/tuner.h"
+#include "target/target.h"
 
 namespace fusetune::search {
 
@@ -82,7 +82,7 @@ class TuningJob {
  public:
   // Steps 1 to 5 above. `database` must outlive the job.
   static Result<std::unique_ptr<TuningJob>> Open(db::Database& database,
-                                                 std::shared_ptr<const Graph> graph,
+                                                 std::shared_ptr<const graph::Graph> graph,
                                                  TuningJobOptions options,
                                                  TuningJobCallbacks callbacks = {});
   ~TuningJob();
@@ -100,8 +100,8 @@ class TuningJob {
   const std::string& graph_key() const { return graph_key_; }
 
  private:
-  TuningJob(db::Database& database, std::shared_ptr<const Graph> graph, TuningJobOptions options,
-            TuningJobCallbacks callbacks);
+  TuningJob(db::Database& database, std::shared_ptr<const graph::Graph> graph,
+            TuningJobOptions options, TuningJobCallbacks callbacks);
   Status FindJobToResume();
   Status TakeTarget(TunerContext* context);
   Status StoreWorkloads();
@@ -111,13 +111,13 @@ class TuningJob {
   Status LoadPriors();
 
   db::Database& database_;
-  std::shared_ptr<const Graph> graph_;
+  std::shared_ptr<const graph::Graph> graph_;
   TuningJobOptions options_;
   TuningJobCallbacks callbacks_;
   std::string graph_key_, target_;
   std::optional<db::JobEntry> resumed_;
   int64_t job_id_ = 0;
-  std::unique_ptr<FusionSpace> space_;
+  std::unique_ptr<fusion_space::FusionSpace> space_;
   std::vector<Task> tasks_;  // until the tuner takes them
   std::unique_ptr<measure::Measurer> measurer_;
   std::unique_ptr<Tuner> tuner_;

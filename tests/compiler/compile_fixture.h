@@ -24,11 +24,11 @@ inline std::string Mlp(int rows) {
 }
 
 struct Fixture {
-  Graph graph;
-  std::unique_ptr<FusionSpace> space;
+  graph::Graph graph;
+  std::unique_ptr<fusion_space::FusionSpace> space;
   std::unique_ptr<db::Database> db;
   explicit Fixture(const std::string& text) : graph(testing::Parse(text)) {
-    space = std::make_unique<FusionSpace>(graph, kernels::KernelConfig{});
+    space = std::make_unique<fusion_space::FusionSpace>(graph, kernels::KernelConfig{});
     db = std::move(db::MakeSqliteDatabase(":memory:").value());
     EXPECT_TRUE(db->PutTarget({kTarget, "{}", "{}"}).ok());
   }
@@ -47,8 +47,8 @@ inline measure::MeasureResult Timed(double seconds) {
 // Stores a measured record of `task` with `tiling`.
 // `older`: the workload's description without the structure key and shape
 // signature, as databases written before they were stored hold it.
-inline void AddGroupRecord(db::Database& db, const search::Task& task, const Tiling& tiling,
-                           double seconds, bool older = false) {
+inline void AddGroupRecord(db::Database& db, const search::Task& task,
+                           const fusion_space::Tiling& tiling, double seconds, bool older = false) {
   db::WorkloadEntry workload = task.Workload();
   if (older) {
     auto description = nlohmann::json::parse(workload.description);
@@ -66,29 +66,31 @@ inline void AddGroupRecord(db::Database& db, const search::Task& task, const Til
 
 // Stores `plan` as the measured whole-model plan of the fixture's graph;
 // `stale`: measured by a build with another GEMM kernel version.
-inline void AddWholeModelRecord(Fixture& f, const Plan& plan, double seconds, bool stale = false) {
+inline void AddWholeModelRecord(Fixture& f, const fusion_space::Plan& plan, double seconds,
+                                bool stale = false) {
   ASSERT_TRUE(
       f.db->PutWorkload({search::GraphWorkloadKey(f.graph), db::WorkloadKind::kGraph}).ok());
-  auto candidate = measure::PlanCandidate(std::make_shared<const Graph>(f.graph), *f.space, plan);
-  db::Record r =
-      search::MakeRecord(search::GraphWorkloadKey(f.graph), candidate, Timed(seconds), kTarget, 0,
-                         {KernelTemplate::kGemm, KernelTemplate::kElementwise});
+  auto candidate =
+      measure::PlanCandidate(std::make_shared<const graph::Graph>(f.graph), *f.space, plan);
+  db::Record r = search::MakeRecord(
+      search::GraphWorkloadKey(f.graph), candidate, Timed(seconds), kTarget, 0,
+      {fusion_space::KernelTemplate::kGemm, fusion_space::KernelTemplate::kElementwise});
   if (stale) r.kernel_versions["gemm"] = -1;
   ASSERT_TRUE(f.db->CommitRecords(std::span(&r, 1)).ok());
 }
 
 inline const search::Task& GemmTask(const std::vector<search::Task>& tasks, size_t nodes) {
   for (const search::Task& t : tasks)
-    if (t.kind == KernelTemplate::kGemm && t.nodes.size() == nodes) return t;
+    if (t.kind == fusion_space::KernelTemplate::kGemm && t.nodes.size() == nodes) return t;
   ADD_FAILURE() << "no gemm task of " << nodes << " nodes";
   return tasks.front();
 }
 
 // A legal tiling other than the default.
-inline Tiling OtherTiling(const TilingSpace& tilings) {
-  const std::string d = TilingToString(tilings.Default());
-  for (const Tiling& t : tilings.Enumerate())
-    if (TilingToString(t) != d) return t;
+inline fusion_space::Tiling OtherTiling(const fusion_space::TilingSpace& tilings) {
+  const std::string d = fusion_space::TilingToString(tilings.Default());
+  for (const fusion_space::Tiling& t : tilings.Enumerate())
+    if (fusion_space::TilingToString(t) != d) return t;
   return tilings.Default();
 }
 

@@ -43,7 +43,7 @@ TEST(Compiler, AnExactKeyHitUsesTheRecordedTilingAndTime) {
   Fixture f(Mlp(32));
   const auto tasks = search::ExtractTasks(f.graph, *f.space);
   const search::Task& fused = GemmTask(tasks, 3);
-  const Tiling tiling = OtherTiling(fused.tilings());
+  const fusion_space::Tiling tiling = OtherTiling(fused.tilings());
   AddGroupRecord(*f.db, fused, tiling, 20e-6);
   auto index = f.Index();
   auto plan = CompileGraph(*f.space, *index);
@@ -53,7 +53,7 @@ TEST(Compiler, AnExactKeyHitUsesTheRecordedTilingAndTime) {
     if (d.nodes == fused.nodes) hit = &d;
   ASSERT_NE(hit, nullptr) << ExplainPlan(*f.space, *plan, true);
   EXPECT_EQ(hit->choice.source, PlanSource::kExact);
-  EXPECT_EQ(TilingToString(hit->choice.tiling), TilingToString(tiling));
+  EXPECT_EQ(fusion_space::TilingToString(hit->choice.tiling), fusion_space::TilingToString(tiling));
   EXPECT_DOUBLE_EQ(*hit->choice.measured_seconds, 20e-6);
   EXPECT_EQ(*hit->choice.predicted_loss, 0);
   // Every other group says where it came from: nothing here is silent.
@@ -72,7 +72,7 @@ TEST(Compiler, TheExplanationBreaksEachTemplateGroupIntoPhysicalParts) {
   const std::string text = ExplainPlan(*f.space, *plan, true);
   int template_groups = 0;
   for (const GroupDecision& d : plan->groups) {
-    if (d.kind == KernelTemplate::kReference) continue;
+    if (d.kind == fusion_space::KernelTemplate::kReference) continue;
     ++template_groups;
     // The default choice's predicted time is the analytical time x scale;
     // the line shows that time as overhead + compute + memory - eta x min.
@@ -117,7 +117,7 @@ TEST(Compiler, AnUntunedSequenceLengthTakesTheNearestTunedShape) {
 
 TEST(Compiler, AMeasuredWholeModelPlanComesFirstUnlessItBreaksTheMemoryLimit) {
   Fixture f(Mlp(32));
-  const Plan unfused = f.space->Unfused();
+  const fusion_space::Plan unfused = f.space->Unfused();
   AddWholeModelRecord(f, unfused, 1e-4);
   auto index = f.Index();
   auto plan = CompileGraph(*f.space, *index);
@@ -238,7 +238,7 @@ class CountingDatabase : public db::Database {
 
 TEST(Compiler, ATunedModelReadsOnlyTheRowsItNeedsOnceAndNoCostModel) {
   Fixture f(Mlp(32));
-  const Plan unfused = f.space->Unfused();
+  const fusion_space::Plan unfused = f.space->Unfused();
   AddWholeModelRecord(f, unfused, 1e-4);
   CountingDatabase counting(*f.db);
   auto index = TuningIndex::Load(counting, kTarget, {});
@@ -312,7 +312,7 @@ TEST(Compiler, APreloadedIndexCompilesTheSamePlanWithoutLookups) {
 // A preload that cannot read (no such file) leaves the lookups key by key.
 TEST(Compiler, AFailedPreloadIsDropped) {
   Fixture f(Mlp(32));
-  const Plan unfused = f.space->Unfused();
+  const fusion_space::Plan unfused = f.space->Unfused();
   AddWholeModelRecord(f, unfused, 1e-4);
   CountingDatabase counting(*f.db);
   auto index = std::move(TuningIndex::Load(counting, kTarget, {}).value());
@@ -367,45 +367,45 @@ TEST(Compiler, ADamagedDatabaseFailsInsteadOfCompilingOnDefaults) {
 }
 
 TEST(Compiler, CompiledModelsMatchTheReferenceAndCompileDeterministically) {
-  const Graph graph = testing::LoadTestModel("encoder_postln_op17");
+  const graph::Graph graph = testing::LoadTestModel("encoder_postln_op17");
   auto index = TuningIndex::Empty({});
   auto a = CompiledModel::Compile(graph, {}, *index);
   auto b = CompiledModel::Compile(graph, {}, *index);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ((*a)->compiled().plan, (*b)->compiled().plan);
-  TensorMap feeds;
-  for (ValueId v : graph.inputs) {
-    Tensor t(DataType::kFloat32, graph.type(v).dims);
+  graph::TensorMap feeds;
+  for (graph::ValueId v : graph.inputs) {
+    graph::Tensor t(graph::DataType::kFloat32, graph.type(v).dims);
     for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = 0.1f * static_cast<float>(i % 17);
     feeds.emplace(graph.value(v).name, std::move(t));
   }
   auto got = (*a)->program().Run(feeds);
-  auto want = RunReference(graph, feeds);
+  auto want = graph::RunReference(graph, feeds);
   ASSERT_TRUE(got.ok() && want.ok());
   for (const auto& [name, tensor] : want->outputs)
     EXPECT_LT(testing::ScaledError(got->at(name), tensor), 1e-4) << name;
 }
 
 TEST(Compiler, TheFusedGraphHasOneCustomNodePerFusedKernelAndExports) {
-  const Graph graph = testing::LoadTestModel("encoder_postln_op17");
-  FusionSpace space(graph, {});
+  const graph::Graph graph = testing::LoadTestModel("encoder_postln_op17");
+  fusion_space::FusionSpace space(graph, {});
   auto index = TuningIndex::Empty({});
   auto plan = CompileGraph(space, *index);
   ASSERT_TRUE(plan.ok());
   auto fused = FusedGraph(space, *plan);
   ASSERT_TRUE(fused.ok()) << fused.error().ToString();
   size_t custom = 0, multi = 0;
-  for (const Node& n : fused->nodes) custom += n.domain == kFusedDomain;
-  for (const PlanGroup& g : plan->plan.groups) multi += g.nodes.size() > 1;
+  for (const graph::Node& n : fused->nodes) custom += n.domain == kFusedDomain;
+  for (const fusion_space::PlanGroup& g : plan->plan.groups) multi += g.nodes.size() > 1;
   EXPECT_EQ(custom, multi);
   EXPECT_EQ(fused->nodes.size(), plan->plan.groups.size());
   EXPECT_EQ(fused->inputs.size(), graph.inputs.size());
   EXPECT_EQ(fused->outputs.size(), graph.outputs.size());
-  for (const Node& n : fused->nodes)
+  for (const graph::Node& n : fused->nodes)
     if (n.domain == kFusedDomain) {
       EXPECT_TRUE(n.attrs.Has("tiling") && n.attrs.Has("source") && n.attrs.Has("nodes"));
     }
-  EXPECT_TRUE(ExportOnnxBytes(*fused).ok());
+  EXPECT_TRUE(graph::ExportOnnxBytes(*fused).ok());
 }
 
 }  // namespace

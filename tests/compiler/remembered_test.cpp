@@ -24,18 +24,18 @@ struct Tuned : Fixture {
   }
   // A compile on a space of its own, as a later process would make.
   Result<CompiledPlan> CompileAgain(const CompileOptions& options = {}) {
-    spaces.push_back(std::make_unique<FusionSpace>(graph, kernels::KernelConfig{}));
+    spaces.push_back(std::make_unique<fusion_space::FusionSpace>(graph, kernels::KernelConfig{}));
     indexes.push_back(Index());
     return CompileGraph(*spaces.back(), *indexes.back(), options);
   }
   std::vector<int32_t> fused;
-  std::vector<std::unique_ptr<FusionSpace>> spaces;
+  std::vector<std::unique_ptr<fusion_space::FusionSpace>> spaces;
   std::vector<std::unique_ptr<TuningIndex>> indexes;
 };
 
 void ExpectSameChoice(const GroupChoice& a, const GroupChoice& b) {
   EXPECT_EQ(a.source, b.source);
-  EXPECT_EQ(TilingToString(a.tiling), TilingToString(b.tiling));
+  EXPECT_EQ(fusion_space::TilingToString(a.tiling), fusion_space::TilingToString(b.tiling));
   EXPECT_EQ(a.cost, b.cost);
   EXPECT_EQ(a.measured_seconds, b.measured_seconds);
   EXPECT_EQ(a.predicted_seconds, b.predicted_seconds);
@@ -171,7 +171,7 @@ TEST(RememberedCompile, APreloadedPlanIsTakenOnlyAtTheIndexGeneration) {
     if (commit_between) AddGroupRecord(*f.db, fused, fused.tilings().Default(), 30e-6);
     (*index)->PreloadInBackground(path);
     (*index)->WaitForPreload();
-    FusionSpace space(f.graph, kernels::KernelConfig{});
+    fusion_space::FusionSpace space(f.graph, kernels::KernelConfig{});
     auto plan = CompileGraph(space, **index);
     EXPECT_TRUE(plan.ok());
     return plan.ok() && plan->remembered_generation.has_value();

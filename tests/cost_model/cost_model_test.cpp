@@ -26,8 +26,8 @@ namespace {
 
 // Every task of a test model with a handful of its tilings.
 struct Groups {
-  Graph graph;
-  std::unique_ptr<FusionSpace> space;
+  graph::Graph graph;
+  std::unique_ptr<fusion_space::FusionSpace> space;
   std::vector<search::Task> tasks;
 };
 
@@ -35,7 +35,7 @@ Groups LoadGroups(const std::string& model) {
   Groups g;
   g.graph = testing::LoadTestModel(model);
   kernels::KernelConfig config;
-  g.space = std::make_unique<FusionSpace>(g.graph, config);
+  g.space = std::make_unique<fusion_space::FusionSpace>(g.graph, config);
   g.tasks = search::ExtractTasks(g.graph, *g.space);
   return g;
 }
@@ -52,7 +52,7 @@ TEST(Features, MemoisedEqualFreshAndAreFinite) {
   for (const search::Task& t : g.tasks) {
     const GroupInfo info = InfoOf(t);
     for (int i = 0; i < 5; ++i) {
-      const Tiling tiling = t.tilings().Sample(rng);
+      const fusion_space::Tiling tiling = t.tilings().Sample(rng);
       const AnalyticalParts a = ExtractFeatures(info, tiling, target, fresh.data());
       const AnalyticalParts b = cache.Get(t.key.ToString(), info, tiling, target, memo.data());
       cache.Get(t.key.ToString(), info, tiling, target, again.data());
@@ -75,16 +75,16 @@ TEST(Dataset, EveryGroupComesBackFromItsDescription) {
     int attention = 0;
     for (const search::Task& t : g.tasks) {
       const auto desc = nlohmann::json::parse(t.Workload().description);
-      auto graph = ParseGraphText(desc.at("graph").get<std::string>());
+      auto graph = graph::ParseGraphText(desc.at("graph").get<std::string>());
       ASSERT_TRUE(graph.ok()) << model << ": " << graph.error().message();
-      FusionSpace space(*graph, kernels::KernelConfig{});
+      fusion_space::FusionSpace space(*graph, kernels::KernelConfig{});
       std::vector<int32_t> all(graph->nodes.size());
       std::iota(all.begin(), all.end(), 0);
-      const GroupMatch& m = space.Match(all);
+      const fusion_space::GroupMatch& m = space.Match(all);
       ASSERT_TRUE(m.decision.allowed())
           << model << " " << t.summary << ": " << m.decision.ToString();
       EXPECT_EQ(m.instance.summary, t.instance().summary) << model;
-      if (m.instance.kind == KernelTemplate::kAttention) {
+      if (m.instance.kind == fusion_space::KernelTemplate::kAttention) {
         EXPECT_EQ(m.instance.attention.mask, t.instance().attention.mask)
             << model << " " << t.summary;
         ++attention;
@@ -198,7 +198,7 @@ TEST(Training, EmptyAndTinyDatabasesAreClearErrors) {
 }
 
 // One ok record of `tiling` for task `t`, measured at `seconds`.
-db::Record RecordOf(const search::Task& t, const Tiling& tiling, double seconds) {
+db::Record RecordOf(const search::Task& t, const fusion_space::Tiling& tiling, double seconds) {
   auto candidate = measure::GroupCandidate(t.graph, *t.space, tiling);
   FT_CHECK(candidate.ok(), "tiling does not fit its task");
   measure::MeasureResult result;
@@ -222,10 +222,11 @@ TEST(Dataset, RepeatedMeasurementsOfACandidateAreOneSampleAtTheirFastest) {
   Groups g = LoadGroups("encoder_postln_op13");
   const search::Task& t = g.tasks.front();
   auto db = DatabaseWithTasks(g);
-  const Tiling first = t.tilings().Default();
+  const fusion_space::Tiling first = t.tilings().Default();
   Rng rng(4);
-  Tiling second = t.tilings().Sample(rng);
-  while (TilingToString(second) == TilingToString(first)) second = t.tilings().Sample(rng);
+  fusion_space::Tiling second = t.tilings().Sample(rng);
+  while (fusion_space::TilingToString(second) == fusion_space::TilingToString(first))
+    second = t.tilings().Sample(rng);
   std::vector<db::Record> records = {RecordOf(t, first, 3e-4), RecordOf(t, second, 2e-4),
                                      RecordOf(t, first, 1e-4), RecordOf(t, first, 5e-4)};
   ASSERT_TRUE(db->CommitRecords(records).ok());
@@ -245,7 +246,7 @@ TEST(Features, TheCacheProtocolIsAFeatureAndNothingElseMoves) {
   Groups g = LoadGroups("encoder_postln_op13");
   const search::Task& t = g.tasks.front();
   const GroupInfo info = InfoOf(t);
-  const Tiling tiling = t.tilings().Default();
+  const fusion_space::Tiling tiling = t.tilings().Default();
   const TargetFeatures flushed = TargetFeaturesFromCalibration({}, target::CacheProtocol::kFlushed);
   const TargetFeatures warm = TargetFeaturesFromCalibration({}, target::CacheProtocol::kWarm);
   EXPECT_FALSE(flushed.warm_caches);
@@ -256,8 +257,7 @@ TEST(Features, TheCacheProtocolIsAFeatureAndNothingElseMoves) {
   const auto& names = FeatureNames();
   const size_t slot = std::find(names.begin(), names.end(), "warm_caches") - names.begin();
   ASSERT_LT(slot, names.size());
-  for (size_t i = 0; i < names.size(); ++i)
-    EXPECT_EQ(a[i] != b[i], i == slot) << names[i];
+  for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(a[i] != b[i], i == slot) << names[i];
 }
 
 TEST(Dataset, WarmAndFlushedRecordsOfOneTilingAreTwoSamplesTheProtocolTellsApart) {
@@ -268,7 +268,7 @@ TEST(Dataset, WarmAndFlushedRecordsOfOneTilingAreTwoSamplesTheProtocolTellsApart
   const search::Task& t = g.tasks.front();
   auto db = DatabaseWithTasks(g);
   ASSERT_TRUE(db->PutTarget({"target-warm", "{}", "{}"}).ok());
-  const Tiling tiling = t.tilings().Default();
+  const fusion_space::Tiling tiling = t.tilings().Default();
   db::Record flushed = RecordOf(t, tiling, 3e-4);
   db::Record warm = RecordOf(t, tiling, 1e-4);
   warm.target = "target-warm";
@@ -293,7 +293,7 @@ TEST(Training, EvaluationOverSplitsIsTheMeanOfEachSplit) {
   for (const search::Task& t : g.tasks) {
     const GroupInfo info = InfoOf(t);
     for (int i = 0; i < 6; ++i) {
-      const Tiling tiling = t.tilings().Sample(rng);
+      const fusion_space::Tiling tiling = t.tilings().Sample(rng);
       FeatureMatrix x;
       x.Add(info, tiling, TargetFeatures{});
       const AnalyticalParts& a = x.parts.front();
@@ -348,7 +348,7 @@ TEST(AnalyticalModel, PrefersTheTilingThatMovesLessData) {
   auto model = MakeAnalyticalModel();
   Rng rng(9);
   for (const search::Task& t : g.tasks) {
-    if (t.kind != KernelTemplate::kGemm) continue;
+    if (t.kind != fusion_space::KernelTemplate::kGemm) continue;
     const GroupInfo info = InfoOf(t);
     FeatureMatrix x;
     for (int i = 0; i < 20; ++i) x.Add(info, t.tilings().Sample(rng), TargetFeatures{});

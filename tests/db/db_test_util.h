@@ -50,7 +50,7 @@ inline Record MakeRecord(int w, int64_t serial, double seconds,
   r.created_at = 1.7e9 + static_cast<double>(serial);
   r.fusetune_version = "0.1.0";
   // This build's versions: a database opened with the defaults holds them fresh.
-  const auto versions = KernelTemplateVersions();
+  const auto versions = fusion_space::KernelTemplateVersions();
   r.kernel_versions = {{"gemm", versions.at("gemm")}, {"rowwise", versions.at("rowwise")}};
   return r;
 }

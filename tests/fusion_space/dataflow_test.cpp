@@ -7,18 +7,18 @@
 #include "tests/fusion_space/model_util.h"
 #include "tests/graph/test_util.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 namespace {
 
 // a -> b -> d, a -> c -> d (a diamond), then e after d.
-Graph Diamond() {
+graph::Graph Diamond() {
   return testing::Parse(
       "graph g opset 17 { input x: f32[4]\n"
       "a = Relu(x)  b = Exp(a)  c = Neg(a)  d = Add(b, c)  e = Sigmoid(d)  output e }");
 }
 
 TEST(Dataflow, ProducersAndConsumers) {
-  Graph g = Diamond();
+  graph::Graph g = Diamond();
   Dataflow flow(g);
   ASSERT_EQ(flow.num_nodes(), 5);
   auto list = [](std::span<const int32_t> s) { return std::vector<int32_t>(s.begin(), s.end()); };
@@ -32,15 +32,15 @@ TEST(Dataflow, ProducersAndConsumers) {
 TEST(Dataflow, ListsMatchTheirDefinitionsOnEveryModel) {
   for (const std::string& model : testing::AllTestModels()) {
     SCOPED_TRACE(model);
-    const Graph g = testing::LoadTestModel(model);
+    const graph::Graph g = testing::LoadTestModel(model);
     const Dataflow flow(g);
     const auto n = static_cast<int32_t>(g.nodes.size());
     std::vector<std::vector<std::pair<int32_t, int32_t>>> uses(g.values.size());
     std::vector<std::set<int32_t>> producers(n), consumers(n);
     for (int32_t i = 0; i < n; ++i)
       for (int32_t s = 0; s < static_cast<int32_t>(g.nodes[i].inputs.size()); ++s) {
-        const ValueId v = g.nodes[i].inputs[s];
-        if (v == kNoValue) continue;
+        const graph::ValueId v = g.nodes[i].inputs[s];
+        if (v == graph::kNoValue) continue;
         uses[v].emplace_back(i, s);
         if (const int32_t p = g.value(v).producer; p >= 0) {
           producers[i].insert(p);
@@ -48,7 +48,7 @@ TEST(Dataflow, ListsMatchTheirDefinitionsOnEveryModel) {
         }
       }
     for (size_t v = 0; v < g.values.size(); ++v) {
-      const auto got = flow.uses(static_cast<ValueId>(v));
+      const auto got = flow.uses(static_cast<graph::ValueId>(v));
       const std::vector<std::pair<int32_t, int32_t>> listed(got.begin(), got.end());
       EXPECT_EQ(listed, uses[v]);
     }
@@ -63,7 +63,7 @@ TEST(Dataflow, ListsMatchTheirDefinitionsOnEveryModel) {
 }
 
 TEST(Dataflow, ConvexGroups) {
-  Graph g = Diamond();
+  graph::Graph g = Diamond();
   Dataflow flow(g);
   for (std::vector<int32_t> group :
        {std::vector<int32_t>{0}, {1, 2}, {0, 1, 2, 3}, {3, 4}, {0, 1, 2, 3, 4}, {1, 3}, {0, 1}})
@@ -71,7 +71,7 @@ TEST(Dataflow, ConvexGroups) {
 }
 
 TEST(Dataflow, NonConvexGroupsSayWhy) {
-  Graph g = Diamond();
+  graph::Graph g = Diamond();
   Dataflow flow(g);
   const FusionDecision skip_middle = flow.CheckConvex(std::vector<int32_t>{0, 3});
   EXPECT_FALSE(skip_middle.allowed());
@@ -84,4 +84,4 @@ TEST(Dataflow, NonConvexGroupsSayWhy) {
 }
 
 }  // namespace
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

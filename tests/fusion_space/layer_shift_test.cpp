@@ -10,17 +10,17 @@
 #include "fusion_space/layer_shift.h"
 #include "tests/fusion_space/model_util.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 namespace {
 
-CandidateSet Enumerate(const Graph& g, const Dataflow& flow, bool shift) {
+CandidateSet Enumerate(const graph::Graph& g, const Dataflow& flow, bool shift) {
   CandidateOptions options;
   options.shift_repeated_layers = shift;
   return EnumerateCandidates(g, flow, options);
 }
 
-std::vector<ValueId> SlotValues(const KernelInstance& k) {
-  std::vector<ValueId> values;
+std::vector<graph::ValueId> SlotValues(const KernelInstance& k) {
+  std::vector<graph::ValueId> values;
   for (const OperandSlot& slot : k.slots) values.push_back(slot.value);
   return values;
 }
@@ -47,7 +47,7 @@ void ExpectSameCandidates(const CandidateSet& full, const CandidateSet& shifted)
 TEST(LayerShift, ShiftedCandidatesAreTheEnumeratedOnes) {
   for (const std::string& model : testing::AllTestModels()) {
     SCOPED_TRACE(model);
-    const Graph g = testing::LoadTestModel(model);
+    const graph::Graph g = testing::LoadTestModel(model);
     const Dataflow flow(g);
     const CandidateSet full = Enumerate(g, flow, false);
     const CandidateSet shifted = Enumerate(g, flow, true);
@@ -57,8 +57,8 @@ TEST(LayerShift, ShiftedCandidatesAreTheEnumeratedOnes) {
 }
 
 TEST(LayerShift, ThreeLayersShiftByOneLayer) {
-  const Graph one = testing::LoadTestModel("encoder_postln_op13");
-  const Graph three = testing::LoadTestModel("encoder_3layer_op13");
+  const graph::Graph one = testing::LoadTestModel("encoder_postln_op13");
+  const graph::Graph three = testing::LoadTestModel("encoder_3layer_op13");
   const Dataflow flow(three);
   const LayerShift shift = FindLayerShift(three, flow);
   const int32_t layer = static_cast<int32_t>(three.nodes.size() - one.nodes.size()) / 2;
@@ -76,7 +76,7 @@ TEST(LayerShift, ThreeLayersShiftByOneLayer) {
 TEST(LayerShift, GraphInputReadersMapFromAWindowAndShiftExactly) {
   for (const char* model : {"encoder_3layer_op13", "decoder_3layer_op17"}) {
     SCOPED_TRACE(model);
-    const Graph g = testing::LoadTestModel(model);
+    const graph::Graph g = testing::LoadTestModel(model);
     const Dataflow flow(g);
     const LayerShift shift = FindLayerShift(g, flow);
     ASSERT_GT(shift.period, 0);
@@ -100,7 +100,7 @@ TEST(LayerShift, GraphInputReadersMapFromAWindowAndShiftExactly) {
 }
 
 TEST(LayerShift, ANodeThatDiffersIsNotMappedAndGroupsStayExact) {
-  Graph g = testing::LoadTestModel("encoder_3layer_op13");
+  graph::Graph g = testing::LoadTestModel("encoder_3layer_op13");
   const int32_t period = FindLayerShift(g, Dataflow(g)).period;
   ASSERT_GT(period, 0);
   // Write the middle layer's Softmax axis as 3 instead of -1: the same
@@ -120,10 +120,10 @@ TEST(LayerShift, ANodeThatDiffersIsNotMappedAndGroupsStayExact) {
 }
 
 TEST(LayerShift, NoRepetitionNoShift) {
-  const Graph g = testing::LoadTestModel("mlp");
+  const graph::Graph g = testing::LoadTestModel("mlp");
   const Dataflow flow(g);
   EXPECT_EQ(Enumerate(g, flow, true).groups_shifted, 0);
 }
 
 }  // namespace
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

@@ -12,7 +12,7 @@
 #include "fusion_space/space.h"
 #include "tests/fusion_space/model_util.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 namespace {
 
 using kernels::EpilogueKind;
@@ -50,20 +50,20 @@ std::vector<int32_t> Range(int32_t a, int32_t b) {
 }
 
 // Finds the first node of an op type at or after `from`.
-int32_t Find(const Graph& g, const std::string& op, int32_t from = 0) {
+int32_t Find(const graph::Graph& g, const std::string& op, int32_t from = 0) {
   for (int32_t i = from; i < static_cast<int32_t>(g.nodes.size()); ++i)
     if (g.nodes[i].op_type == op) return i;
   return -1;
 }
 
 // The nearest MatMul at or before `node` (the GEMM whose chain ends there).
-int32_t MatMulBefore(const Graph& g, int32_t node) {
+int32_t MatMulBefore(const graph::Graph& g, int32_t node) {
   while (node > 0 && g.nodes[node].op_type != "MatMul") --node;
   return node;
 }
 
 TEST(MatchGemm, LinearWithDecomposedGeluIsOneGemm) {
-  Graph g = testing::LoadTestModel("encoder_postln_op13");
+  graph::Graph g = testing::LoadTestModel("encoder_postln_op13");
   Dataflow flow(g);
   const int32_t erf = Find(g, "Erf");
   ASSERT_GT(erf, 0);
@@ -89,7 +89,7 @@ TEST(MatchGemm, LinearWithDecomposedGeluIsOneGemm) {
 }
 
 TEST(MatchGemm, QkvProjectionsFuseHorizontally) {
-  Graph g = testing::LoadTestModel("encoder_postln_op13");
+  graph::Graph g = testing::LoadTestModel("encoder_postln_op13");
   Dataflow flow(g);
   // Q, K, V: MatMul + bias Add each, all reading x.
   GroupMatch m = MatchGroup(g, flow, Range(0, 5));
@@ -102,7 +102,7 @@ TEST(MatchGemm, QkvProjectionsFuseHorizontally) {
 // gamma a row-norm op and its beta a bias, and the tiling space keeps to
 // tiles of whole rows.
 TEST(MatchGemm, PostLnLayerNormIsTheEpilogue) {
-  Graph g = testing::LoadTestModel("encoder_postln_op17");
+  graph::Graph g = testing::LoadTestModel("encoder_postln_op17");
   Dataflow flow(g);
   const int32_t ln = Find(g, "LayerNormalization");
   ASSERT_GT(ln, 0);
@@ -126,7 +126,7 @@ TEST(MatchGemm, PostLnLayerNormIsTheEpilogue) {
 }
 
 TEST(MatchGemm, RefusesWithReasons) {
-  Graph g = testing::LoadTestModel("llama_op17");
+  graph::Graph g = testing::LoadTestModel("llama_op17");
   Dataflow flow(g);
   // Without the gate's MatMul, the product combines the up GEMM with a value
   // computed inside the group, which no epilogue reads.
@@ -143,7 +143,7 @@ TEST(MatchGemm, RefusesWithReasons) {
 }
 
 TEST(MatchGemm, SwigluIsOneGemm) {
-  Graph g = testing::LoadTestModel("llama_op17");
+  graph::Graph g = testing::LoadTestModel("llama_op17");
   Dataflow flow(g);
   // gate MatMul, Sigmoid, Mul (SiLU), up MatMul, Mul; then down MatMul.
   const int32_t sig = Find(g, "Sigmoid");
@@ -166,7 +166,7 @@ TEST(MatchAttention, MatchesEveryExportWithViewsAndMasks) {
                                  AttentionCase{"decoder_preln_op17", kernels::MaskKind::kCausal},
                                  AttentionCase{"llama_op17", kernels::MaskKind::kCausal}}) {
     SCOPED_TRACE(c.model);
-    Graph g = testing::LoadTestModel(c.model);
+    graph::Graph g = testing::LoadTestModel(c.model);
     Dataflow flow(g);
     const int32_t sm = Find(g, "Softmax");
     // The largest attention group: from the QK^T MatMul's view inputs to the output reshape.
@@ -205,17 +205,17 @@ TEST(MatchAttention, MatchesEveryExportWithViewsAndMasks) {
 // element on either side of the diagonal makes it an additive mask instead.
 TEST(MatchAttention, OneFlippedMaskElementIsNotCausal) {
   for (bool above_diagonal : {true, false}) {
-    Graph g = testing::LoadTestModel("decoder_preln_op14");
+    graph::Graph g = testing::LoadTestModel("decoder_preln_op14");
     Dataflow flow(g);
     const int32_t sm = Find(g, "Softmax");
     const int32_t where = Find(g, "Where", sm - 4);
     ASSERT_GT(where, 0);
-    Value& cond = g.values[g.nodes[where].inputs[0]];
+    graph::Value& cond = g.values[g.nodes[where].inputs[0]];
     ASSERT_TRUE(cond.is_constant());
-    ASSERT_EQ(cond.constant->dtype(), DataType::kBool);
-    const Dims& dims = cond.constant->dims();
+    ASSERT_EQ(cond.constant->dtype(), graph::DataType::kBool);
+    const graph::Dims& dims = cond.constant->dims();
     const int64_t t = dims.back();
-    Tensor flipped(cond.constant->dtype(), dims);  // a copy: tensors share their buffer
+    graph::Tensor flipped(cond.constant->dtype(), dims);  // a copy: tensors share their buffer
     std::memcpy(flipped.raw(), cond.constant->raw(), cond.constant->nbytes());
     auto* bytes = reinterpret_cast<uint8_t*>(flipped.raw());
     const int64_t i = 3, j = above_diagonal ? 5 : 1;  // row 3 keeps columns 0..3
@@ -224,7 +224,7 @@ TEST(MatchAttention, OneFlippedMaskElementIsNotCausal) {
     const int32_t qk = Find(g, "MatMul", sm - 4), pv = Find(g, "MatMul", sm);
     for (int32_t n = qk; n <= pv; ++n) group.push_back(n);
     GroupMatch causal = MatchGroup(g, flow, group);
-    cond.constant = std::make_shared<const Tensor>(std::move(flipped));
+    cond.constant = std::make_shared<const graph::Tensor>(std::move(flipped));
     GroupMatch additive = MatchGroup(g, flow, group);
     ASSERT_TRUE(causal.decision) << causal.decision.reason();
     ASSERT_TRUE(additive.decision) << additive.decision.reason();
@@ -237,7 +237,7 @@ TEST(MatchAttention, OneFlippedMaskElementIsNotCausal) {
 // GEMM+GELU group of a 3-layer encoder (the memo filled by enumeration) is
 // matched again with the memo cleared first.
 TEST(MatchGemm, MemoisedActivationFitsEqualFreshOnes) {
-  const Graph g = testing::LoadTestModel("encoder_3layer_op13");
+  const graph::Graph g = testing::LoadTestModel("encoder_3layer_op13");
   FusionSpace space(g, {});
   std::vector<const CandidateGroup*> gelu;
   for (const CandidateGroup& c : space.candidates().groups)
@@ -257,4 +257,4 @@ TEST(MatchGemm, MemoisedActivationFitsEqualFreshOnes) {
 }
 
 }  // namespace
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

@@ -8,7 +8,7 @@
 #include "graph/text_format.h"
 #include "tests/fusion_space/model_util.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 namespace {
 
 kernels::KernelConfig Config() { return testing::SmallKernelConfig(); }
@@ -50,7 +50,7 @@ TEST(MatchMemo, TranslatedMatchesEqualMatchesFromScratch) {
   size_t reused = 0;
   for (const std::string& model : testing::AllTestModels()) {
     SCOPED_TRACE(model);
-    Graph g = testing::LoadTestModel(model);
+    graph::Graph g = testing::LoadTestModel(model);
     FusionSpace space(g, Config());
     MatchMemo memo(g, space.flow());
     for (const CandidateGroup& c : space.candidates().groups) {
@@ -76,7 +76,7 @@ TEST(MatchMemo, TranslatedMatchesEqualMatchesFromScratch) {
 // Groups given one structure id allow the same tilings (FusionSpace checks a
 // tiling once per structure) and have the same boundary traffic.
 TEST(MatchMemo, GroupsOfOneStructureAllowTheSameTilings) {
-  const Graph g = testing::LoadTestModel("encoder_3layer_op13");
+  const graph::Graph g = testing::LoadTestModel("encoder_3layer_op13");
   FusionSpace space(g, Config());
   std::map<int32_t, std::vector<int32_t>> first_of;  // structure -> its first group
   size_t shared = 0;
@@ -104,7 +104,7 @@ TEST(MatchMemo, GroupsOfOneStructureAllowTheSameTilings) {
 TEST(MatchMemo, NonConvexGroupsOfAKnownStructureStayForbidden) {
   // Every connected pair and triple of nodes: a translated match must agree
   // with the matcher, non-convex groups and forbidden ones included.
-  Graph g = testing::LoadTestModel("encoder_3layer_op13");
+  graph::Graph g = testing::LoadTestModel("encoder_3layer_op13");
   const Dataflow flow(g);
   MatchMemo memo(g, flow);
   int translated = 0;
@@ -128,8 +128,8 @@ TEST(MatchMemo, NonConvexGroupsOfAKnownStructureStayForbidden) {
 }
 
 // Two chains of the same shape: y1 = x * 0.5 + 1 and y2 = x * s + 1.
-Graph TwoChains(const std::string& scale) {
-  auto g = ParseGraphText(
+graph::Graph TwoChains(const std::string& scale) {
+  auto g = graph::ParseGraphText(
       "graph two opset 17 {\n"
       "  input x: f32[64, 128]\n"
       "  const half: f32[] = [0.5]\n"
@@ -145,12 +145,12 @@ Graph TwoChains(const std::string& scale) {
       "  output y2\n"
       "}");
   EXPECT_TRUE(g.ok()) << (g.ok() ? "" : g.error().message());
-  return g.ok() ? std::move(*g) : Graph{};
+  return g.ok() ? std::move(*g) : graph::Graph{};
 }
 
 TEST(MatchMemo, ConstantsReadWhileMatchingMustBeEqual) {
   for (const std::string scale : {"0.5", "3"}) {
-    Graph g = TwoChains(scale);
+    graph::Graph g = TwoChains(scale);
     const Dataflow flow(g);
     MatchMemo memo(g, flow);
     const std::vector<int32_t> first = {0, 1}, second = {2, 3};
@@ -165,7 +165,7 @@ TEST(MatchMemo, ConstantsReadWhileMatchingMustBeEqual) {
 TEST(MatchMemo, UsesOutsideTheGroupMustAgree) {
   // The same chain twice, but the second Mul's output is also a graph output:
   // its group must write it, so the match differs.
-  auto g = ParseGraphText(
+  auto g = graph::ParseGraphText(
       "graph uses opset 17 {\n"
       "  input x: f32[64, 128]\n"
       "  const one: f32[] = [1]\n"
@@ -187,4 +187,4 @@ TEST(MatchMemo, UsesOutsideTheGroupMustAgree) {
 }
 
 }  // namespace
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

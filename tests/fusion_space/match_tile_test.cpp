@@ -10,10 +10,10 @@
 #include "kernels/rowwise.h"
 #include "tests/graph/test_util.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 namespace {
 
-std::vector<int32_t> AllNodes(const Graph& g) {
+std::vector<int32_t> AllNodes(const graph::Graph& g) {
   std::vector<int32_t> nodes(g.nodes.size());
   std::iota(nodes.begin(), nodes.end(), 0);
   return nodes;
@@ -29,7 +29,7 @@ const char* kDecomposedLayerNorm =
     "g1 = Mul(n, gamma)  y = Add(g1, beta)  output y  output s }";
 
 TEST(MatchTile, DecomposedLayerNormIsOneRowProgram) {
-  Graph g = testing::Parse(kDecomposedLayerNorm, /*fold=*/true);
+  graph::Graph g = testing::Parse(kDecomposedLayerNorm, /*fold=*/true);
   Dataflow flow(g);
   const std::vector<int32_t> nodes = AllNodes(g);
   const TileGroupMatch m = MatchTileGroup(g, flow, nodes);
@@ -41,10 +41,10 @@ TEST(MatchTile, DecomposedLayerNormIsOneRowProgram) {
 
   // Run the matched program on the row kernel and compare with the reference.
   Rng rng(3);
-  TensorMap feeds = RandomFeeds(g, 3);
+  graph::TensorMap feeds = graph::RandomFeeds(g, 3);
   std::vector<kernels::RowOperand> operands;
-  for (ValueId v : m.inputs) {
-    const Tensor& t = feeds.at(g.value(v).name);
+  for (graph::ValueId v : m.inputs) {
+    const graph::Tensor& t = feeds.at(g.value(v).name);
     const bool row = t.dims().size() == 2;
     operands.push_back({t.data<float>(), {row ? 40 : 0}, 1});
   }
@@ -56,7 +56,7 @@ TEST(MatchTile, DecomposedLayerNormIsOneRowProgram) {
   d.outputs = {{outs[0].data(), {40}, 1}, {outs[1].data(), {40}, 1}};
   d.program = m.pieces[0].program;
   ASSERT_TRUE(kernels::RunRowwise(d, kernels::RowwiseTiling(), kernels::KernelConfig()).ok());
-  auto want = RunReference(g, feeds);
+  auto want = graph::RunReference(g, feeds);
   ASSERT_TRUE(want.ok());
   for (size_t o = 0; o < 2; ++o)
     EXPECT_LE(testing::ScaledError(testing::F32({6, 40}, outs[o]),
@@ -65,7 +65,7 @@ TEST(MatchTile, DecomposedLayerNormIsOneRowProgram) {
 }
 
 TEST(MatchTile, ScaledMaskedSoftmaxAndDecomposedGelu) {
-  Graph g = testing::Parse(
+  graph::Graph g = testing::Parse(
       "graph g opset 13 { input s: f32[2, 8, 8]  input mask: f32[8, 8]\n"
       "c = Constant() {value=f32[] [8]}  q = Div(s, c)  z = Add(q, mask)"
       "  p = Softmax(z) {axis=-1}  output p }",
@@ -74,7 +74,7 @@ TEST(MatchTile, ScaledMaskedSoftmaxAndDecomposedGelu) {
   TileGroupMatch m = MatchTileGroup(g, flow, AllNodes(g));
   ASSERT_TRUE(m.decision.allowed()) << m.decision.reason();
   EXPECT_EQ(m.kind, TileTemplate::kRowwise);
-  Graph gelu = testing::Parse(
+  graph::Graph gelu = testing::Parse(
       "graph g opset 13 { input x: f32[4, 16]  input b: f32[16]\n"
       "r2 = Constant() {value=f32[] [1.41421354]}  one = Constant() {value=f32[] [1]}"
       "  half = Constant() {value=f32[] [0.5]}\n"
@@ -89,7 +89,7 @@ TEST(MatchTile, ScaledMaskedSoftmaxAndDecomposedGelu) {
 }
 
 TEST(MatchTile, ForbiddenGroupsSayWhy) {
-  Graph g = testing::Parse(
+  graph::Graph g = testing::Parse(
       "graph g opset 13 { input x: f32[4, 16]  input w: f32[16, 8]\n"
       "a = ReduceSum(x) {axes=[0], keepdims=1}  b = Add(x, a)  mm = MatMul(b, w)"
       "  r = Relu(mm)  s = ReduceMean(r) {axes=[-1], keepdims=1}  t = Sub(x, a)"
@@ -107,4 +107,4 @@ TEST(MatchTile, ForbiddenGroupsSayWhy) {
 }
 
 }  // namespace
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

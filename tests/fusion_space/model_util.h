@@ -14,11 +14,11 @@
 
 namespace fusetune::testing {
 
-inline Graph LoadTestModel(const std::string& name) {
-  auto g = ImportOnnxFile(TestData(name + ".onnx"));
+inline graph::Graph LoadTestModel(const std::string& name) {
+  auto g = graph::ImportOnnxFile(TestData(name + ".onnx"));
   EXPECT_TRUE(g.ok()) << (g.ok() ? "" : g.error().message());
-  if (!g.ok()) return Graph{};
-  Status st = RunStandardPasses(*g);
+  if (!g.ok()) return graph::Graph{};
+  Status st = graph::RunStandardPasses(*g);
   EXPECT_TRUE(st.ok());
   return std::move(*g);
 }

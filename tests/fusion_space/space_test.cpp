@@ -13,13 +13,13 @@
 #include "graph/workload_key.h"
 #include "tests/fusion_space/model_util.h"
 
-namespace fusetune {
+namespace fusetune::fusion_space {
 namespace {
 
 kernels::KernelConfig Config() { return testing::SmallKernelConfig(); }
 
 TEST(Candidates, EveryTemplateAppearsAndEveryCandidateIsLegal) {
-  Graph g = testing::LoadTestModel("encoder_postln_op13");
+  graph::Graph g = testing::LoadTestModel("encoder_postln_op13");
   FusionSpace space(g, Config());
   const CandidateSet& c = space.candidates();
   EXPECT_EQ(c.num_nodes, static_cast<int64_t>(g.nodes.size()));
@@ -33,15 +33,15 @@ TEST(Candidates, EveryTemplateAppearsAndEveryCandidateIsLegal) {
     EXPECT_TRUE(std::is_sorted(group.nodes.begin(), group.nodes.end()));
     EXPECT_LE(group.nodes.size(), 12u);
     EXPECT_TRUE(MatchGroup(g, space.flow(), group.nodes).decision);
-    EXPECT_EQ(group.key, ComputeWorkloadKey(g, group.nodes));
+    EXPECT_EQ(group.key, graph::ComputeWorkloadKey(g, group.nodes));
   }
 }
 
-bool IsGemm(const Node& n) { return n.op_type == "MatMul" || n.op_type == "Gemm"; }
+bool IsGemm(const graph::Node& n) { return n.op_type == "MatMul" || n.op_type == "Gemm"; }
 
 // Connected through dataflow edges or a shared A operand of two GEMMs (the
 // sets candidate enumeration visits).
-bool Connected(const Graph& g, const Dataflow& flow, const std::vector<int32_t>& set) {
+bool Connected(const graph::Graph& g, const Dataflow& flow, const std::vector<int32_t>& set) {
   auto linked = [&](int32_t a, int32_t b) {
     for (int32_t c : flow.consumers(a))
       if (c == b) return true;
@@ -67,7 +67,7 @@ bool Connected(const Graph& g, const Dataflow& flow, const std::vector<int32_t>&
 // Enumeration prunes (op mixes no template takes, sets that are not convex)
 // before matching: no legal connected group of up to four nodes may be lost.
 TEST(Candidates, EveryLegalSmallGroupIsACandidate) {
-  Graph g = testing::LoadTestModel("encoder_postln_op13");
+  graph::Graph g = testing::LoadTestModel("encoder_postln_op13");
   FusionSpace space(g, Config());
   std::set<std::vector<int32_t>> candidates;
   for (const CandidateGroup& c : space.candidates().groups) candidates.insert(c.nodes);
@@ -93,10 +93,10 @@ TEST(Candidates, EveryLegalSmallGroupIsACandidate) {
 }
 
 TEST(Candidates, RepeatedLayersShareKeys) {
-  Graph one = testing::LoadTestModel("encoder_postln_op13");
-  Graph three = testing::LoadTestModel("encoder_3layer_op13");
+  graph::Graph one = testing::LoadTestModel("encoder_postln_op13");
+  graph::Graph three = testing::LoadTestModel("encoder_3layer_op13");
   FusionSpace s1(one, Config()), s3(three, Config());
-  std::map<WorkloadKey, int> count1, count3;
+  std::map<graph::WorkloadKey, int> count1, count3;
   for (const auto& c : s1.candidates().groups) count1[c.key]++;
   for (const auto& c : s3.candidates().groups) count3[c.key]++;
   // Every group of one layer occurs at least three times in three layers.
@@ -107,7 +107,7 @@ TEST(Candidates, RepeatedLayersShareKeys) {
 }
 
 TEST(TilingSpace, EnumerationSamplingAndConstraints) {
-  Graph g = testing::LoadTestModel("encoder_postln_op13");
+  graph::Graph g = testing::LoadTestModel("encoder_postln_op13");
   FusionSpace space(g, Config());
   Rng rng(7);
   for (const CandidateGroup& c : space.candidates().groups) {
@@ -146,7 +146,7 @@ std::vector<std::vector<int>> ProductPoints(const TilingSpace& t) {
 }
 
 TEST(TilingSpace, TheQuietCheckAgreesWithTheExplainedOne) {
-  Graph g = testing::LoadTestModel("encoder_postln_op13");
+  graph::Graph g = testing::LoadTestModel("encoder_postln_op13");
   FusionSpace space(g, Config());
   Rng rng(11);
   int64_t checked = 0, legal = 0;
@@ -191,7 +191,7 @@ std::optional<Tiling> ExhaustiveNearest(const TilingSpace& t, const Tiling& want
 TEST(TilingSpace, NearestIsTheExhaustiveNearest) {
   for (const char* model : {"encoder_postln_op13", "mlp"}) {
     SCOPED_TRACE(model);
-    Graph g = testing::LoadTestModel(model);
+    graph::Graph g = testing::LoadTestModel(model);
     FusionSpace space(g, Config());
     Rng rng(5);
     for (const CandidateGroup& c : space.candidates().groups) {
@@ -219,7 +219,7 @@ TEST(TilingSpace, NearestIsTheExhaustiveNearest) {
 }
 
 TEST(TilingSpace, DoubleBufferingCountsAgainstCapacity) {
-  Graph g = testing::LoadTestModel("mlp");
+  graph::Graph g = testing::LoadTestModel("mlp");
   kernels::KernelConfig small = Config();
   FusionSpace space(g, small);
   const std::vector<int32_t> gemm = {0};
@@ -242,7 +242,7 @@ TEST(TilingSpace, DoubleBufferingCountsAgainstCapacity) {
 TEST(Plans, UnfusedGreedyRandomAndMutationsAreValid) {
   for (const std::string& model : testing::AllTestModels()) {
     SCOPED_TRACE(model);
-    Graph g = testing::LoadTestModel(model);
+    graph::Graph g = testing::LoadTestModel(model);
     FusionSpace space(g, Config());
     Plan unfused = space.Unfused();
     EXPECT_EQ(unfused.groups.size(), g.nodes.size());
@@ -276,7 +276,7 @@ TEST(Plans, UnfusedGreedyRandomAndMutationsAreValid) {
 TEST(Plans, PeakIntermediateBytesCountsEveryLiveValue) {
   for (const std::string& model : testing::AllTestModels()) {
     SCOPED_TRACE(model);
-    Graph g = testing::LoadTestModel(model);
+    graph::Graph g = testing::LoadTestModel(model);
     FusionSpace space(g, Config());
     Rng rng(ForkSeed(11, 0));
     for (const Plan& plan : {space.Unfused(), space.Greedy(), space.Random(rng)}) {
@@ -285,10 +285,10 @@ TEST(Plans, PeakIntermediateBytesCountsEveryLiveValue) {
       for (size_t at = 0; at < steps; ++at) {
         int64_t live = 0;
         for (size_t s = 0; s <= at; ++s)
-          for (ValueId v : space.Match(plan.groups[s].nodes).instance.outputs) {
+          for (graph::ValueId v : space.Match(plan.groups[s].nodes).instance.outputs) {
             bool read_later = space.flow().is_graph_output(v);
             for (size_t r = at; r < steps && !read_later; ++r)
-              for (ValueId in : space.Match(plan.groups[r].nodes).instance.inputs)
+              for (graph::ValueId in : space.Match(plan.groups[r].nodes).instance.inputs)
                 read_later = read_later || in == v;
             if (s == at || read_later) live += static_cast<int64_t>(g.type(v).nbytes());
           }
@@ -300,7 +300,7 @@ TEST(Plans, PeakIntermediateBytesCountsEveryLiveValue) {
 }
 
 TEST(Plans, SameSeedSamePlan) {
-  Graph g = testing::LoadTestModel("decoder_preln_op17");
+  graph::Graph g = testing::LoadTestModel("decoder_preln_op17");
   FusionSpace a(g, Config()), b(g, Config());
   Rng ra(5), rb(5);
   EXPECT_TRUE(a.Random(ra) == b.Random(rb));
@@ -311,7 +311,7 @@ TEST(Partition, ExactSelectionMatchesBruteForce) {
   // Graphs whose exact covers brute force can list (up to ~1e4).
   for (const char* model : {"mlp", "decoder_preln_op17"}) {
     SCOPED_TRACE(model);
-    Graph g = testing::LoadTestModel(model);
+    graph::Graph g = testing::LoadTestModel(model);
     CandidateOptions options;
     options.max_group_size = std::string(model) == "mlp" ? 12 : 2;
     FusionSpace space(g, Config(), options);
@@ -338,7 +338,7 @@ TEST(Partition, ExactSelectionMatchesBruteForce) {
 }
 
 TEST(Partition, CountMatchesBruteForceOnSmallGraph) {
-  Graph g = testing::LoadTestModel("mlp");
+  graph::Graph g = testing::LoadTestModel("mlp");
   FusionSpace space(g, Config());
   // mlp: three Gemm+Relu pairs (Gemm fuses with its Relu) and horizontal
   // pairs are not possible, so 2^3 covers.
@@ -346,7 +346,7 @@ TEST(Partition, CountMatchesBruteForceOnSmallGraph) {
 }
 
 TEST(PlanFile, RoundTripAndErrors) {
-  Graph g = testing::LoadTestModel("encoder_postln_op13");
+  graph::Graph g = testing::LoadTestModel("encoder_postln_op13");
   FusionSpace space(g, Config());
   Rng rng(9);
   Plan plan = space.Random(rng);
@@ -440,14 +440,14 @@ TEST(PlanFile, RoundTripAndErrors) {
 // The same layer exported with other names and another node order: a plan
 // names groups by canonical positions, so it applies unchanged.
 TEST(PlanFile, AppliesToAnotherExportOfTheSameLayer) {
-  Graph g = testing::LoadTestModel("encoder_postln_op13");
-  Graph other = g;
+  graph::Graph g = testing::LoadTestModel("encoder_postln_op13");
+  graph::Graph other = g;
   for (auto& v : other.values)
     if (!v.is_input) v.name = "renamed_" + v.name;
   for (auto& n : other.nodes) n.name = "other_" + n.name;
   std::reverse(other.nodes.begin(), other.nodes.end());
   for (int32_t i = 0; i < static_cast<int32_t>(other.nodes.size()); ++i)
-    for (ValueId out : other.nodes[i].outputs) other.value(out).producer = i;
+    for (graph::ValueId out : other.nodes[i].outputs) other.value(out).producer = i;
   ASSERT_TRUE(other.TopologicalSort().ok());
   FusionSpace a(g, Config()), b(other, Config());
   Plan greedy = a.Greedy();
@@ -458,4 +458,4 @@ TEST(PlanFile, AppliesToAnotherExportOfTheSameLayer) {
 }
 
 }  // namespace
-}  // namespace fusetune
+}  // namespace fusetune::fusion_space

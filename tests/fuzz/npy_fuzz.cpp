@@ -7,7 +7,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);
-  auto tensor = fusetune::ParseNpy(bytes, "fuzz.npy");
-  if (tensor.ok()) (void)fusetune::SerializeNpy(*tensor);
+  auto tensor = fusetune::graph::ParseNpy(bytes, "fuzz.npy");
+  if (tensor.ok()) (void)fusetune::graph::SerializeNpy(*tensor);
   return 0;
 }

@@ -23,10 +23,10 @@ const std::string& EmptyDir() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);
-  fusetune::ImportOptions options;
+  fusetune::graph::ImportOptions options;
   // The seed corpus's symbolic dimensions (tests/fuzz/make_onnx_seeds.py).
   options.dim_bindings = {{"batch", 1}, {"seq", 4}};
-  auto graph = fusetune::ImportOnnxBytes(bytes, EmptyDir(), "fuzz.onnx", options);
-  if (graph.ok()) (void)fusetune::RunStandardPasses(*graph);
+  auto graph = fusetune::graph::ImportOnnxBytes(bytes, EmptyDir(), "fuzz.onnx", options);
+  if (graph.ok()) (void)fusetune::graph::RunStandardPasses(*graph);
   return 0;
 }

@@ -17,16 +17,16 @@
 namespace {
 
 // The model every plan is read against, loaded as the CLI loads it.
-fusetune::FusionSpace& Space() {
-  static fusetune::Graph graph = [] {
-    auto g = fusetune::ImportOnnxFile(FUSETUNE_SOURCE_DIR "/examples/encoder_small.onnx");
-    if (!g.ok() || !fusetune::RunStandardPasses(*g).ok()) {
+fusetune::fusion_space::FusionSpace& Space() {
+  static fusetune::graph::Graph graph = [] {
+    auto g = fusetune::graph::ImportOnnxFile(FUSETUNE_SOURCE_DIR "/examples/encoder_small.onnx");
+    if (!g.ok() || !fusetune::graph::RunStandardPasses(*g).ok()) {
       std::fprintf(stderr, "plan_json_fuzz: cannot load examples/encoder_small.onnx\n");
       std::abort();
     }
     return std::move(*g);
   }();
-  static fusetune::FusionSpace space(graph, fusetune::kernels::KernelConfig{});
+  static fusetune::fusion_space::FusionSpace space(graph, fusetune::kernels::KernelConfig{});
   return space;
 }
 
@@ -35,9 +35,9 @@ fusetune::FusionSpace& Space() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   std::vector<std::string> keys;
-  (void)fusetune::PlanFromJsonText(Space(), text, &keys);
+  (void)fusetune::fusion_space::PlanFromJsonText(Space(), text, &keys);
   const auto doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_discarded()) (void)fusetune::PlanFromJson(Space(), doc);
-  (void)fusetune::SingleGroupTiling(text);
+  if (!doc.is_discarded()) (void)fusetune::fusion_space::PlanFromJson(Space(), doc);
+  (void)fusetune::fusion_space::SingleGroupTiling(text);
   return 0;
 }

@@ -3,7 +3,7 @@
 #include "graph/analysis.h"
 #include "test_util.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 namespace {
 
 TEST(Analysis, FlopsAndBytesPerNode) {
@@ -35,4 +35,4 @@ TEST(Analysis, FindsRepeatedBlocksInATextGraph) {
 }
 
 }  // namespace
-}  // namespace fusetune
+}  // namespace fusetune::graph

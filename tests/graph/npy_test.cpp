@@ -3,7 +3,7 @@
 #include "graph/npy.h"
 #include "test_util.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 namespace {
 
 TEST(Npy, RoundTripsEveryDtype) {
@@ -74,4 +74,4 @@ TEST(Npy, NegativeOrHugeShapesAreErrors) {
 }
 
 }  // namespace
-}  // namespace fusetune
+}  // namespace fusetune::graph

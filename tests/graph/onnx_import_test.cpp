@@ -12,7 +12,7 @@
 #include "graph/passes.h"
 #include "test_util.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 namespace {
 
 using testing::TestData;
@@ -290,4 +290,4 @@ TEST(OnnxImport, NewerOpsetIsRejected) {
 }
 
 }  // namespace
-}  // namespace fusetune
+}  // namespace fusetune::graph

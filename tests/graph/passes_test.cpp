@@ -5,7 +5,7 @@
 #include "graph/passes.h"
 #include "test_util.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 namespace {
 
 using testing::Parse;
@@ -175,4 +175,4 @@ TEST(Passes, StandardPipelineReachesAFixedPoint) {
 }
 
 }  // namespace
-}  // namespace fusetune
+}  // namespace fusetune::graph

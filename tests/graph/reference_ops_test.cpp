@@ -8,7 +8,7 @@
 #include "graph/op_registry.h"
 #include "test_util.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 namespace {
 
 using testing::F32;
@@ -258,4 +258,4 @@ TEST(TensorValues, FloatsReadAsIntegersSaturate) {
 }
 
 }  // namespace
-}  // namespace fusetune
+}  // namespace fusetune::graph

@@ -3,7 +3,7 @@
 #include "graph/shape_inference.h"
 #include "test_util.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 namespace {
 
 using testing::Parse;
@@ -81,4 +81,4 @@ TEST(ShapeInference, WrongInputCountIsReported) {
 }
 
 }  // namespace
-}  // namespace fusetune
+}  // namespace fusetune::graph

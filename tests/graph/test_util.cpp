@@ -4,36 +4,36 @@
 
 namespace fusetune::testing {
 
-Graph Parse(const std::string& text, bool fold) {
-  TextParseOptions options;
+graph::Graph Parse(const std::string& text, bool fold) {
+  graph::TextParseOptions options;
   options.fold_constants = fold;
-  auto g = ParseGraphText(text, options);
+  auto g = graph::ParseGraphText(text, options);
   EXPECT_TRUE(g.ok()) << g.error().ToString();
-  if (!g.ok()) return Graph();
+  if (!g.ok()) return graph::Graph();
   return std::move(*g);
 }
 
-Tensor F32(Dims dims, std::vector<float> values) {
-  return Tensor::FromVector<float>(DataType::kFloat32, dims, values);
+graph::Tensor F32(graph::Dims dims, std::vector<float> values) {
+  return graph::Tensor::FromVector<float>(graph::DataType::kFloat32, dims, values);
 }
-Tensor I64(Dims dims, std::vector<int64_t> values) {
-  return Tensor::FromVector<int64_t>(DataType::kInt64, dims, values);
+graph::Tensor I64(graph::Dims dims, std::vector<int64_t> values) {
+  return graph::Tensor::FromVector<int64_t>(graph::DataType::kInt64, dims, values);
 }
 
-std::vector<float> Values(const Tensor& t) {
+std::vector<float> Values(const graph::Tensor& t) {
   std::vector<float> v(t.numel());
   for (int64_t i = 0; i < t.numel(); ++i) v[i] = static_cast<float>(t.GetAsDouble(i));
   return v;
 }
 
-Tensor RunFirst(const Graph& graph, const TensorMap& feeds) {
-  auto r = RunReference(graph, feeds);
+graph::Tensor RunFirst(const graph::Graph& graph, const graph::TensorMap& feeds) {
+  auto r = graph::RunReference(graph, feeds);
   EXPECT_TRUE(r.ok()) << r.error().ToString();
-  if (!r.ok()) return Tensor();
+  if (!r.ok()) return graph::Tensor();
   return r->outputs.at(graph.value(graph.outputs[0]).name);
 }
 
-double ScaledError(const Tensor& a, const Tensor& b) {
+double ScaledError(const graph::Tensor& a, const graph::Tensor& b) {
   EXPECT_EQ(a.dims(), b.dims());
   if (a.dims() != b.dims()) return INFINITY;
   double max_err = 0, scale = 1e-12;

@@ -11,14 +11,14 @@
 
 namespace fusetune::testing {
 
-Graph Parse(const std::string& text, bool fold = false);
-Tensor F32(Dims dims, std::vector<float> values);
-Tensor I64(Dims dims, std::vector<int64_t> values);
-std::vector<float> Values(const Tensor& t);  // any dtype, as float
+graph::Graph Parse(const std::string& text, bool fold = false);
+graph::Tensor F32(graph::Dims dims, std::vector<float> values);
+graph::Tensor I64(graph::Dims dims, std::vector<int64_t> values);
+std::vector<float> Values(const graph::Tensor& t);  // any dtype, as float
 // Runs the graph on `feeds` and returns its first output.
-Tensor RunFirst(const Graph& graph, const TensorMap& feeds);
+graph::Tensor RunFirst(const graph::Graph& graph, const graph::TensorMap& feeds);
 // max |a - b| / max(max |b|, tiny): the error relative to the reference's scale.
-double ScaledError(const Tensor& a, const Tensor& b);
+double ScaledError(const graph::Tensor& a, const graph::Tensor& b);
 std::string TestData(const std::string& file);
 
 }  // namespace fusetune::testing

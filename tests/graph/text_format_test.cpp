@@ -4,7 +4,7 @@
 #include "graph/workload_key.h"
 #include "test_util.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 namespace {
 
 using testing::Parse;
@@ -100,4 +100,4 @@ TEST(TextFormat, ErrorsNameTheLine) {
 }
 
 }  // namespace
-}  // namespace fusetune
+}  // namespace fusetune::graph

@@ -9,7 +9,7 @@
 #include "graph/workload_key.h"
 #include "test_util.h"
 
-namespace fusetune {
+namespace fusetune::graph {
 namespace {
 
 using testing::Parse;
@@ -158,4 +158,4 @@ TEST(WorkloadKey, OrderedSubsetHashesMatchRepeatedChainsAndTellConstantsApart) {
 }
 
 }  // namespace
-}  // namespace fusetune
+}  // namespace fusetune::graph

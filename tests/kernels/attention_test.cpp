@@ -26,21 +26,21 @@ struct Case {
 };
 
 // Reference on separate [B, H, S, D] tensors; the mask is an explicit tensor.
-Tensor Reference(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
-                 const std::vector<float>& v, const std::vector<float>& mask, float scale) {
-  Graph g = Parse(fmt::format(
+graph::Tensor Reference(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
+                        const std::vector<float>& v, const std::vector<float>& mask, float scale) {
+  graph::Graph g = Parse(fmt::format(
       "graph g opset 17 {{ input q: f32[{0}, {1}, {2}, {4}]  input k: f32[{0}, {1}, {3}, {4}]"
       "  input v: f32[{0}, {1}, {3}, {4}]  input m: f32[1, {1}, {2}, {3}]\n"
       "kt = Transpose(k) {{perm=[0, 1, 3, 2]}}  s = MatMul(q, kt)\n"
       "sc = Constant() {{value=f32[] [{5}]}}  ss = Mul(s, sc)  sm = Add(ss, m)\n"
       "p = Softmax(sm) {{axis=-1}}  o = MatMul(p, v)  output o }}",
       c.b, c.h, c.sq, c.skv, c.d, scale));
-  auto r = RunReference(g, {{"q", F32({c.b, c.h, c.sq, c.d}, q)},
-                            {"k", F32({c.b, c.h, c.skv, c.d}, k)},
-                            {"v", F32({c.b, c.h, c.skv, c.d}, v)},
-                            {"m", F32({1, c.h, c.sq, c.skv}, mask)}});
+  auto r = graph::RunReference(g, {{"q", F32({c.b, c.h, c.sq, c.d}, q)},
+                                   {"k", F32({c.b, c.h, c.skv, c.d}, k)},
+                                   {"v", F32({c.b, c.h, c.skv, c.d}, v)},
+                                   {"m", F32({1, c.h, c.sq, c.skv}, mask)}});
   EXPECT_TRUE(r.ok()) << r.error().ToString();
-  return r.ok() ? r->outputs.at("o") : Tensor();
+  return r.ok() ? r->outputs.at("o") : graph::Tensor();
 }
 
 TEST(Attention, MatchesReferenceFromPackedQkv) {
@@ -109,7 +109,7 @@ TEST(Attention, MatchesReferenceFromPackedQkv) {
     config.threads = static_cast<int>(rng.Between(1, 3));
     auto stats = RunAttention(d, t, config);
     ASSERT_TRUE(stats.ok()) << stats.error().ToString();
-    const Tensor want = Reference(c, q, k, v, mask, scale);
+    const graph::Tensor want = Reference(c, q, k, v, mask, scale);
     double err = 0;
     for (int64_t b = 0; b < c.b; ++b)
       for (int64_t h = 0; h < c.h; ++h)

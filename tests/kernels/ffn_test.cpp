@@ -68,21 +68,21 @@ TEST(Ffn, MatchesReference) {
     const std::string hidden = swiglu ? "g = MatMul(xn, w1)  u = MatMul(xn, w3)  sg = Sigmoid(g)  "
                                         "s = Mul(g, sg)  hh = Mul(s, u)"
                                       : "g = MatMul(xn, w1)  gb = Add(g, b1)  hh = Gelu(gb)";
-    Graph g = Parse(fmt::format(
+    graph::Graph g = Parse(fmt::format(
         "graph g opset 20 {{ input x: f32[{0}, {1}]  input gamma: f32[{1}]  input beta: f32[{1}]"
         "  input w1: f32[{1}, {2}]  input w3: f32[{1}, {2}]  input b1: f32[{2}]"
         "  input w2: f32[{2}, {3}]  input b2: f32[{3}]  input r: f32[{0}, {3}]\n"
         "{4}\n {5}\n y0 = MatMul(hh, w2)  y1 = Add(y0, b2)  y = Add(y1, r)  output y }}",
         m, k, h, n, pro, hidden));
-    auto want = RunReference(g, {{"x", F32({m, k}, x)},
-                                 {"gamma", F32({k}, gamma)},
-                                 {"beta", F32({k}, beta)},
-                                 {"w1", F32({k, h}, w1)},
-                                 {"w3", F32({k, h}, w3)},
-                                 {"b1", F32({h}, b1)},
-                                 {"w2", F32({h, n}, w2)},
-                                 {"b2", F32({n}, b2)},
-                                 {"r", F32({m, n}, r)}});
+    auto want = graph::RunReference(g, {{"x", F32({m, k}, x)},
+                                        {"gamma", F32({k}, gamma)},
+                                        {"beta", F32({k}, beta)},
+                                        {"w1", F32({k, h}, w1)},
+                                        {"w3", F32({k, h}, w3)},
+                                        {"b1", F32({h}, b1)},
+                                        {"w2", F32({h, n}, w2)},
+                                        {"b2", F32({n}, b2)},
+                                        {"r", F32({m, n}, r)}});
     ASSERT_TRUE(want.ok()) << want.error().ToString();
     EXPECT_LE(::fusetune::testing::ScaledError(F32({m, n}, o), want->outputs.at("y")), 3e-5)
         << (swiglu ? "swiglu " : "gelu ") << (norm ? "ln " : "") << m << "x" << k << "x" << h << "x"

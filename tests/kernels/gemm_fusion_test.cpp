@@ -86,18 +86,18 @@ TEST(GemmPrologue, NormsMatchReference) {
         rms ? "sq = Mul(x, x)  ms = ReduceMean(sq) {axes=[-1], keepdims=1}  v = Add(ms, eps)\n"
               "rt = Sqrt(v)  nn = Div(x, rt)  h = Mul(nn, gamma)"
             : "s = Add(x, r)  h = LayerNormalization(s, gamma, beta) {axis=-1, epsilon=1e-5}";
-    Graph g = Parse(fmt::format(
+    graph::Graph g = Parse(fmt::format(
         "graph g opset 17 {{ input x: f32[{0}, {1}]  input r: f32[{0}, {1}]  input gamma: f32[{1}]"
         "  input beta: f32[{1}]  input w: f32[{1}, {2}]  input bias: f32[{2}]\n"
         "eps = Constant() {{value=f32[] [1e-5]}}\n {3}\n mm = MatMul(h, w)  y = Add(mm, bias)"
         "  output y }}",
         m, k, n, norm));
-    auto want = RunReference(g, {{"x", F32({m, k}, x)},
-                                 {"r", F32({m, k}, r)},
-                                 {"gamma", F32({k}, gamma)},
-                                 {"beta", F32({k}, beta)},
-                                 {"w", F32({k, n}, w)},
-                                 {"bias", F32({n}, bias)}});
+    auto want = graph::RunReference(g, {{"x", F32({m, k}, x)},
+                                        {"r", F32({m, k}, r)},
+                                        {"gamma", F32({k}, gamma)},
+                                        {"beta", F32({k}, beta)},
+                                        {"w", F32({k, n}, w)},
+                                        {"bias", F32({n}, bias)}});
     ASSERT_TRUE(want.ok()) << want.error().ToString();
     EXPECT_LE(Error(y, want->outputs.at("y")), 3e-5)
         << (rms ? "rms " : "ln ") << m << "x" << k << "x" << n << " " << tiling.ToString();
@@ -150,11 +150,11 @@ TEST(GemmHorizontal, QkvSharesTheAOperand) {
     config.threads = static_cast<int>(rng.Between(1, 3));
     ASSERT_TRUE(RunGemm(d, tiling, config).ok());
     for (int o = 0; o < 3; ++o) {
-      Graph g = Parse(fmt::format(
+      graph::Graph g = Parse(fmt::format(
           "graph g opset 17 {{ input x: f32[{0}, {1}]  input w: f32[{1}, {2}]  input b: f32[{2}]\n"
           "mm = MatMul(x, w)  y = Add(mm, b)  output y }}",
           m, k, n));
-      auto want = RunReference(
+      auto want = graph::RunReference(
           g, {{"x", F32({m, k}, x)}, {"w", F32({k, n}, w[o])}, {"b", F32({n}, bias[o])}});
       ASSERT_TRUE(want.ok());
       EXPECT_LE(Error(y[o], want->outputs.at("y")), 2e-5)
@@ -194,13 +194,13 @@ TEST(GemmHorizontal, SwigluMatchesReference) {
     config.threads = static_cast<int>(rng.Between(1, 3));
     auto stats = RunGemm(d, tiling, config);
     ASSERT_TRUE(stats.ok()) << stats.error().ToString();
-    Graph g = Parse(fmt::format(
+    graph::Graph g = Parse(fmt::format(
         "graph g opset 17 {{ input x: f32[{0}, {1}]  input wg: f32[{1}, {2}]  input wu: f32[{1}, "
         "{2}]\n g = MatMul(x, wg)  u = MatMul(x, wu)  sg = Sigmoid(g)  s = Mul(g, sg)"
         "  y = Mul(s, u)  output y }}",
         m, k, n));
-    auto want =
-        RunReference(g, {{"x", F32({m, k}, x)}, {"wg", F32({k, n}, wg)}, {"wu", F32({k, n}, wu)}});
+    auto want = graph::RunReference(
+        g, {{"x", F32({m, k}, x)}, {"wg", F32({k, n}, wg)}, {"wu", F32({k, n}, wu)}});
     ASSERT_TRUE(want.ok());
     EXPECT_LE(Error(y, want->outputs.at("y")), 2e-5)
         << m << "x" << k << "x" << n << " " << tiling.ToString();
@@ -259,18 +259,18 @@ TEST(GemmEpilogue, LayerNormMatchesReference) {
     config.threads = static_cast<int>(rng.Between(1, 3));
     auto stats = RunGemm(d, tiling, config);
     ASSERT_TRUE(stats.ok()) << stats.error().ToString();
-    Graph g = Parse(fmt::format(
+    graph::Graph g = Parse(fmt::format(
         "graph g opset 17 {{ input x: f32[{0}, {1}]  input w: f32[{1}, {2}]  input bias: f32[{2}]"
         "  input r: f32[{0}, {2}]  input gamma: f32[{2}]  input beta: f32[{2}]\n"
         "mm = MatMul(x, w)  s = Add(mm, bias)  t = Add(s, r)\n"
         "y = LayerNormalization(t, gamma, beta) {{axis=-1, epsilon=1e-5}}  output y }}",
         m, k, n));
-    auto want = RunReference(g, {{"x", F32({m, k}, x)},
-                                 {"w", F32({k, n}, w)},
-                                 {"bias", F32({n}, bias)},
-                                 {"r", F32({m, n}, r)},
-                                 {"gamma", F32({n}, gamma)},
-                                 {"beta", F32({n}, beta)}});
+    auto want = graph::RunReference(g, {{"x", F32({m, k}, x)},
+                                        {"w", F32({k, n}, w)},
+                                        {"bias", F32({n}, bias)},
+                                        {"r", F32({m, n}, r)},
+                                        {"gamma", F32({n}, gamma)},
+                                        {"beta", F32({n}, beta)}});
     ASSERT_TRUE(want.ok()) << want.error().ToString();
     EXPECT_LE(Error(y, want->outputs.at("y")), 3e-5)
         << m << "x" << k << "x" << n << " " << tiling.ToString();

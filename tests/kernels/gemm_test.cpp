@@ -27,9 +27,9 @@ std::vector<float> RandomVector(int64_t n, Rng& rng) {
 }
 
 // Reference: the same computation as an ONNX-style graph run by the oracle.
-Tensor Reference(const Problem& p, const std::vector<float>& a, const std::vector<float>& b,
-                 const std::vector<float>& bias, const std::vector<float>& residual,
-                 const std::string& act) {
+graph::Tensor Reference(const Problem& p, const std::vector<float>& a, const std::vector<float>& b,
+                        const std::vector<float>& bias, const std::vector<float>& residual,
+                        const std::string& act) {
   const std::string perm_a = p.trans_a ? "at = Transpose(a) {perm=[0, 2, 1]}" : "at = Identity(a)";
   const std::string perm_b = p.trans_b ? "bt = Transpose(b) {perm=[0, 2, 1]}" : "bt = Identity(b)";
   const std::string text = fmt::format(
@@ -38,16 +38,16 @@ Tensor Reference(const Problem& p, const std::vector<float>& a, const std::vecto
       "{}  {}  mm = MatMul(at, bt)  s = Add(mm, bias)  y0 = Add(s, r)  y = {}\n output y }}",
       p.batch, p.trans_a ? p.k : p.m, p.trans_a ? p.m : p.k, p.batch, p.trans_b ? p.n : p.k,
       p.trans_b ? p.k : p.n, p.n, p.batch, p.m, p.n, perm_a, perm_b, act);
-  auto g = ParseGraphText(text);
+  auto g = graph::ParseGraphText(text);
   EXPECT_TRUE(g.ok()) << g.error().ToString();
-  auto t = [](Dims dims, const std::vector<float>& v) {
-    return Tensor::FromVector<float>(DataType::kFloat32, dims, v);
+  auto t = [](graph::Dims dims, const std::vector<float>& v) {
+    return graph::Tensor::FromVector<float>(graph::DataType::kFloat32, dims, v);
   };
-  TensorMap feeds{{"a", t({p.batch, p.trans_a ? p.k : p.m, p.trans_a ? p.m : p.k}, a)},
-                  {"b", t({p.batch, p.trans_b ? p.n : p.k, p.trans_b ? p.k : p.n}, b)},
-                  {"bias", t({p.n}, bias)},
-                  {"r", t({p.batch, p.m, p.n}, residual)}};
-  auto r = RunReference(*g, feeds);
+  graph::TensorMap feeds{{"a", t({p.batch, p.trans_a ? p.k : p.m, p.trans_a ? p.m : p.k}, a)},
+                         {"b", t({p.batch, p.trans_b ? p.n : p.k, p.trans_b ? p.k : p.n}, b)},
+                         {"bias", t({p.n}, bias)},
+                         {"r", t({p.batch, p.m, p.n}, residual)}};
+  auto r = graph::RunReference(*g, feeds);
   EXPECT_TRUE(r.ok()) << r.error().ToString();
   return r->outputs.at("y");
 }
@@ -113,7 +113,7 @@ TEST(Gemm, MatchesReferenceOnRandomShapesAndTilings) {
     config.threads = static_cast<int>(rng.Between(1, 3));
     auto stats = RunGemm(d, tiling, config);
     ASSERT_TRUE(stats.ok()) << stats.error().ToString();
-    const Tensor want = Reference(p, a, b, bias, residual, acts[act]);
+    const graph::Tensor want = Reference(p, a, b, bias, residual, acts[act]);
     double err = 0, scale = 1e-6;
     for (int64_t i = 0; i < want.numel(); ++i) {
       err = std::max(err, std::abs(double(c[i]) - want.data<float>()[i]));

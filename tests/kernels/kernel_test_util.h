@@ -18,7 +18,7 @@ inline std::vector<float> Random(int64_t n, Rng& rng, double scale = 1.0) {
 }
 
 // max |got - want| / max(max |want|, 1e-6).
-inline double Error(const std::vector<float>& got, const Tensor& want) {
+inline double Error(const std::vector<float>& got, const graph::Tensor& want) {
   double err = 0, scale = 1e-6;
   for (int64_t i = 0; i < want.numel(); ++i) {
     err = std::max(err, std::abs(double(got[i]) - want.data<float>()[i]));

@@ -57,12 +57,13 @@ TEST(Rowwise, ScaledMaskedSoftmaxMatchesReference) {
     const RowwiseTiling tiling = RandomRowTiling(rng);
     auto stats = RunRowwise(d, tiling, config);
     ASSERT_TRUE(stats.ok()) << stats.error().ToString();
-    Graph g = Parse(fmt::format(
+    graph::Graph g = Parse(fmt::format(
         "graph g opset 17 {{ input x: f32[{0}, {1}, {2}, {3}]  input m: f32[1, 1, {2}, {3}]\n"
         "c = Constant() {{value=f32[] [0.125]}}  xs = Mul(x, c)  z = Add(xs, m)\n"
         "y = Softmax(z) {{axis=-1}}  output y }}",
         b, h, s, t));
-    auto want = RunReference(g, {{"x", F32({b, h, s, t}, x)}, {"m", F32({1, 1, s, t}, mask)}});
+    auto want =
+        graph::RunReference(g, {{"x", F32({b, h, s, t}, x)}, {"m", F32({1, 1, s, t}, mask)}});
     ASSERT_TRUE(want.ok()) << want.error().ToString();
     EXPECT_LE(Error(y, want->outputs.at("y")), 2e-6)
         << b << "x" << h << "x" << s << "x" << t << " " << tiling.ToString();
@@ -105,15 +106,15 @@ TEST(Rowwise, ResidualLayerNormMatchesReferenceAndCountsTraffic) {
     const RowwiseTiling tiling = RandomRowTiling(rng);
     auto stats = RunRowwise(d, tiling, config);
     ASSERT_TRUE(stats.ok()) << stats.error().ToString();
-    Graph g = Parse(fmt::format(
+    graph::Graph g = Parse(fmt::format(
         "graph g opset 17 {{ input x: f32[{0}, {1}]  input r: f32[{0}, {1}]  input gamma: f32[{1}]"
         "  input beta: f32[{1}]\n s = Add(x, r)\n"
         "y = LayerNormalization(s, gamma, beta) {{axis=-1, epsilon=1e-5}}  output s  output y }}",
         rows, cols));
-    auto want = RunReference(g, {{"x", F32({rows, cols}, x)},
-                                 {"r", F32({rows, cols}, r)},
-                                 {"gamma", F32({cols}, gamma)},
-                                 {"beta", F32({cols}, beta)}});
+    auto want = graph::RunReference(g, {{"x", F32({rows, cols}, x)},
+                                        {"r", F32({rows, cols}, r)},
+                                        {"gamma", F32({cols}, gamma)},
+                                        {"beta", F32({cols}, beta)}});
     ASSERT_TRUE(want.ok()) << want.error().ToString();
     EXPECT_LE(Error(y, want->outputs.at("y")), 1e-5)
         << rows << "x" << cols << " " << tiling.ToString();
@@ -148,13 +149,14 @@ TEST(Rowwise, RmsNormMatchesReference) {
     KernelConfig config;
     auto stats = RunRowwise(d, RandomRowTiling(rng), config);
     ASSERT_TRUE(stats.ok()) << stats.error().ToString();
-    Graph g = Parse(fmt::format(
+    graph::Graph g = Parse(fmt::format(
         "graph g opset 17 {{ input x: f32[{0}, {1}]  input gamma: f32[{1}]\n"
         "two = Constant() {{value=f32[] [2]}}  eps = Constant() {{value=f32[] [1e-6]}}\n"
         "sq = Pow(x, two)  ms = ReduceMean(sq) {{axes=[-1], keepdims=1}}  v = Add(ms, eps)\n"
         "rt = Sqrt(v)  inv = Reciprocal(rt)  n = Mul(x, inv)  y = Mul(n, gamma)  output y }}",
         rows, cols));
-    auto want = RunReference(g, {{"x", F32({rows, cols}, x)}, {"gamma", F32({cols}, gamma)}});
+    auto want =
+        graph::RunReference(g, {{"x", F32({rows, cols}, x)}, {"gamma", F32({cols}, gamma)}});
     ASSERT_TRUE(want.ok()) << want.error().ToString();
     EXPECT_LE(Error(y, want->outputs.at("y")), 1e-5) << rows << "x" << cols;
   }
@@ -213,7 +215,7 @@ TEST(Elementwise, DecomposedGeluWithBroadcastsMatchesReference) {
     config.threads = static_cast<int>(rng.Between(1, 3));
     auto stats = RunElementwise(d, tiling, config);
     ASSERT_TRUE(stats.ok()) << stats.error().ToString();
-    Graph gr = Parse(fmt::format(
+    graph::Graph gr = Parse(fmt::format(
         "graph g opset 17 {{ input x: f32[{0}, {2}, {1}]  input bias: f32[{2}]  input g: f32[{0}, "
         "1, "
         "{2}]\n xt = Transpose(x) {{perm=[0, 2, 1]}}  v = Add(xt, bias)\n"
@@ -221,7 +223,7 @@ TEST(Elementwise, DecomposedGeluWithBroadcastsMatchesReference) {
         "half = Constant() {{value=f32[] [0.5]}}  q = Div(v, r2)  e = Erf(q)  e1 = Add(e, one)\n"
         "m = Mul(v, e1)  h = Mul(m, half)  y = Mul(h, g)  output y }}",
         b, s, n));
-    auto want = RunReference(
+    auto want = graph::RunReference(
         gr, {{"x", F32({b, n, s}, x)}, {"bias", F32({n}, bias)}, {"g", F32({b, 1, n}, g)}});
     ASSERT_TRUE(want.ok()) << want.error().ToString();
     EXPECT_LE(Error(y, want->outputs.at("y")), 2e-6) << b << "x" << s << "x" << n;

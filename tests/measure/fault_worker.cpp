@@ -12,7 +12,7 @@
 #include "measure/worker.h"
 
 namespace {
-bool Named(const fusetune::Graph& g, const char* what) {
+bool Named(const fusetune::graph::Graph& g, const char* what) {
   return g.name.find(what) != std::string::npos;
 }
 }  // namespace
@@ -20,7 +20,7 @@ bool Named(const fusetune::Graph& g, const char* what) {
 int main() {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   fusetune::measure::MeasureHooks hooks;
-  hooks.before_run = [](const fusetune::Graph& g) {
+  hooks.before_run = [](const fusetune::graph::Graph& g) {
     if (Named(g, "crash")) {
       signal(SIGSEGV, SIG_DFL);  // past a sanitizer's handler: die of the signal
       raise(SIGSEGV);
@@ -29,9 +29,9 @@ int main() {
       for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
     if (Named(g, "throw")) throw std::runtime_error("injected fault");
   };
-  hooks.on_outputs = [](const fusetune::Graph& g, fusetune::TensorMap& outputs) {
+  hooks.on_outputs = [](const fusetune::graph::Graph& g, fusetune::graph::TensorMap& outputs) {
     if (!Named(g, "wrong")) return;
-    fusetune::Tensor& t = outputs.begin()->second;
+    fusetune::graph::Tensor& t = outputs.begin()->second;
     t.data<float>()[3] += 1.0f;
   };
   return fusetune::measure::RunWorker(3, hooks);

@@ -14,17 +14,17 @@ namespace fusetune::measure {
 namespace {
 
 struct Job {
-  std::shared_ptr<const Graph> graph;
-  std::unique_ptr<FusionSpace> space;
+  std::shared_ptr<const graph::Graph> graph;
+  std::unique_ptr<fusion_space::FusionSpace> space;
   Candidate candidate;
 };
 
 Job MakeJob(const std::string& name) {
   Job job;
-  job.graph = std::make_shared<const Graph>(
+  job.graph = std::make_shared<const graph::Graph>(
       testing::Parse("graph " + name + " opset 17 { input x: f32[16, 64]\n" +
                      "a = Relu(x)  b = Exp(a)  c = Sigmoid(b)  output c }"));
-  job.space = std::make_unique<FusionSpace>(*job.graph, kernels::KernelConfig{});
+  job.space = std::make_unique<fusion_space::FusionSpace>(*job.graph, kernels::KernelConfig{});
   job.candidate = PlanCandidate(job.graph, *job.space, job.space->Greedy(), name);
   return job;
 }
@@ -118,14 +118,14 @@ TEST(Isolation, WrongNumbersAreNeverAValidResult) {
 TEST(Isolation, GroupCandidatesOfARealModelMatchTheReference) {
   auto m = Measurer::Create(FUSETUNE_WORKER);
   ASSERT_TRUE(m.ok());
-  Graph g = testing::LoadTestModel("encoder_postln_op13");
-  FusionSpace space(g, kernels::KernelConfig{});
+  graph::Graph g = testing::LoadTestModel("encoder_postln_op13");
+  fusion_space::FusionSpace space(g, kernels::KernelConfig{});
   std::vector<Candidate> batch;
-  std::vector<std::unique_ptr<FusionSpace>> spaces;
-  for (const PlanGroup& group : space.Greedy().groups) {
+  std::vector<std::unique_ptr<fusion_space::FusionSpace>> spaces;
+  for (const fusion_space::PlanGroup& group : space.Greedy().groups) {
     if (group.nodes.size() < 2) continue;
     auto sub = GroupGraph(g, group.nodes);
-    spaces.push_back(std::make_unique<FusionSpace>(*sub, kernels::KernelConfig{}));
+    spaces.push_back(std::make_unique<fusion_space::FusionSpace>(*sub, kernels::KernelConfig{}));
     // Every sampled tiling of the group, not only the default one.
     std::vector<int32_t> all(sub->nodes.size());
     std::iota(all.begin(), all.end(), 0);

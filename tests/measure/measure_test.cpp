@@ -23,9 +23,10 @@ MeasureOptions QuickOptions() {
   return o;
 }
 
-MeasureResult MeasurePlanInProcess(const Graph& g, FusionSpace& space, const Plan& plan,
-                                   const MeasureOptions& o, const MeasureHooks& hooks = {}) {
-  auto exe = KernelProgram::Compile(space, plan);
+MeasureResult MeasurePlanInProcess(const graph::Graph& g, fusion_space::FusionSpace& space,
+                                   const fusion_space::Plan& plan, const MeasureOptions& o,
+                                   const MeasureHooks& hooks = {}) {
+  auto exe = runtime::KernelProgram::Compile(space, plan);
   EXPECT_TRUE(exe.ok());
   auto ref = ComputeReference(g, o.input_seed);
   EXPECT_TRUE(ref.ok());
@@ -81,24 +82,24 @@ TEST(MeasureJson, ResultRoundTripKeepsEveryField) {
 // A group extracted as a graph has the group's workload key and computes what
 // the group computes inside the whole graph.
 TEST(GroupSubgraph, SameKeyAndSameValuesAsInsideTheGraph) {
-  Graph g = testing::LoadTestModel("encoder_postln_op13");
-  FusionSpace space(g, kernels::KernelConfig{});
-  const Plan greedy = space.Greedy();
-  TensorMap feeds = RandomFeeds(g, 7);
-  auto full = RunReference(g, feeds, {.keep_intermediates = true});
+  graph::Graph g = testing::LoadTestModel("encoder_postln_op13");
+  fusion_space::FusionSpace space(g, kernels::KernelConfig{});
+  const fusion_space::Plan greedy = space.Greedy();
+  graph::TensorMap feeds = graph::RandomFeeds(g, 7);
+  auto full = graph::RunReference(g, feeds, {.keep_intermediates = true});
   ASSERT_TRUE(full.ok());
   int checked = 0;
-  for (const PlanGroup& group : greedy.groups) {
+  for (const fusion_space::PlanGroup& group : greedy.groups) {
     if (group.nodes.size() < 2) continue;
-    Graph sub = ExtractSubgraph(g, group.nodes);
-    EXPECT_EQ(CanonicalizeGraph(sub).key, ComputeWorkloadKey(g, group.nodes));
-    TensorMap sub_feeds;
-    for (ValueId v : sub.inputs) {
+    graph::Graph sub = graph::ExtractSubgraph(g, group.nodes);
+    EXPECT_EQ(graph::CanonicalizeGraph(sub).key, graph::ComputeWorkloadKey(g, group.nodes));
+    graph::TensorMap sub_feeds;
+    for (graph::ValueId v : sub.inputs) {
       auto id = g.FindValue(sub.value(v).name);
       ASSERT_TRUE(id.has_value());
       sub_feeds[sub.value(v).name] = full->values[*id];
     }
-    auto got = RunReference(sub, sub_feeds);
+    auto got = graph::RunReference(sub, sub_feeds);
     ASSERT_TRUE(got.ok());
     for (const auto& [name, tensor] : got->outputs)
       EXPECT_LT(testing::ScaledError(tensor, full->values[*g.FindValue(name)]), 1e-6) << name;
@@ -108,8 +109,8 @@ TEST(GroupSubgraph, SameKeyAndSameValuesAsInsideTheGraph) {
 }
 
 TEST(Metrics, FusedPlanMovesFewerBytesAndMetricsAreSane) {
-  Graph g = testing::LoadTestModel("encoder_postln_op13");
-  FusionSpace space(g, kernels::KernelConfig{});
+  graph::Graph g = testing::LoadTestModel("encoder_postln_op13");
+  fusion_space::FusionSpace space(g, kernels::KernelConfig{});
   const MeasureOptions o = QuickOptions();
   const MeasureResult unfused = MeasurePlanInProcess(g, space, space.Unfused(), o);
   const MeasureResult fused = MeasurePlanInProcess(g, space, space.Greedy(), o);
@@ -134,12 +135,12 @@ TEST(Metrics, FusedPlanMovesFewerBytesAndMetricsAreSane) {
 }
 
 TEST(Metrics, WrongOutputsGiveStatusWrongWithTheWorstElement) {
-  Graph g = testing::Parse(
+  graph::Graph g = testing::Parse(
       "graph g opset 17 { input x: f32[4, 8]\n"
       "a = Relu(x)  b = Exp(a)  output b }");
-  FusionSpace space(g, kernels::KernelConfig{});
+  fusion_space::FusionSpace space(g, kernels::KernelConfig{});
   MeasureHooks hooks;
-  hooks.on_outputs = [](const Graph&, TensorMap& outputs) {
+  hooks.on_outputs = [](const graph::Graph&, graph::TensorMap& outputs) {
     outputs.at("b").data<float>()[11] += 0.5f;
   };
   const MeasureResult r = MeasurePlanInProcess(g, space, space.Greedy(), QuickOptions(), hooks);
@@ -152,8 +153,8 @@ TEST(Metrics, WrongOutputsGiveStatusWrongWithTheWorstElement) {
 }
 
 TEST(Metrics, WarmCachesAreRecordedAndOverlapCanBeSkipped) {
-  Graph g = testing::LoadTestModel("mlp");
-  FusionSpace space(g, kernels::KernelConfig{});
+  graph::Graph g = testing::LoadTestModel("mlp");
+  fusion_space::FusionSpace space(g, kernels::KernelConfig{});
   MeasureOptions o = QuickOptions();
   o.flush_caches = false;
   o.measure_overlap = false;

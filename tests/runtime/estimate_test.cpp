@@ -11,36 +11,37 @@
 #include "runtime/executor.h"
 #include "tests/fusion_space/model_util.h"
 
-namespace fusetune {
+namespace fusetune::runtime {
 namespace {
 
 TEST(Estimate, AnalyticalTrafficMatchesCountedTraffic) {
   std::map<std::string, double> worst;  // per template: the largest relative error
   for (const std::string& model : testing::AllTestModels()) {
     SCOPED_TRACE(model);
-    Graph g = testing::LoadTestModel(model);
+    graph::Graph g = testing::LoadTestModel(model);
     kernels::KernelConfig config;
     config.local_buffer_bytes = 256 * 1024;
-    FusionSpace space(g, config);
-    const TensorMap feeds = RandomFeeds(g, 1);
+    fusion_space::FusionSpace space(g, config);
+    const graph::TensorMap feeds = graph::RandomFeeds(g, 1);
     Rng rng(ForkSeed(7, std::hash<std::string>()(model) % 1000));
     for (int i = 0; i < 20; ++i) {
-      const Plan plan = space.Random(rng);
+      const fusion_space::Plan plan = space.Random(rng);
       auto exe = KernelProgram::Compile(space, plan);
       ASSERT_TRUE(exe.ok()) << exe.error().message();
       RunReport report;
       ASSERT_TRUE((*exe)->Run(feeds, &report).ok());
       ASSERT_EQ(report.steps.size(), plan.groups.size());
       for (size_t s = 0; s < plan.groups.size(); ++s) {
-        const KernelInstance& instance = space.Match(plan.groups[s].nodes).instance;
-        if (instance.kind == KernelTemplate::kReference) continue;
-        const auto e = EstimateTiling(instance, plan.groups[s].tiling, config.threads);
+        const fusion_space::KernelInstance& instance = space.Match(plan.groups[s].nodes).instance;
+        if (instance.kind == fusion_space::KernelTemplate::kReference) continue;
+        const auto e =
+            fusion_space::EstimateTiling(instance, plan.groups[s].tiling, config.threads);
         const kernels::KernelStats& got = report.steps[s].stats;
         const double in = static_cast<double>(got.bytes_global_to_local),
                      out = static_cast<double>(got.bytes_local_to_global);
         const double error = std::max(std::abs(e.bytes_in - in) / std::max(in, 1.0),
                                       std::abs(e.bytes_out - out) / std::max(out, 1.0));
-        double& w = worst[KernelTemplateName(instance.kind)];
+        double& w = worst[fusion_space::KernelTemplateName(instance.kind)];
         w = std::max(w, error);
         EXPECT_EQ(e.tiles, got.tiles) << instance.summary << " " << report.steps[s].tiling;
         EXPECT_LE(error, 0.02) << instance.summary << " " << report.steps[s].tiling << ": in "
@@ -59,4 +60,4 @@ TEST(Estimate, AnalyticalTrafficMatchesCountedTraffic) {
 }
 
 }  // namespace
-}  // namespace fusetune
+}  // namespace fusetune::runtime

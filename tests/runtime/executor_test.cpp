@@ -11,14 +11,15 @@
 #include "tests/fusion_space/model_util.h"
 #include "tests/graph/test_util.h"
 
-namespace fusetune {
+namespace fusetune::runtime {
 namespace {
 
 // Tolerance relative to the output's scale: kernels use FMA, blocked sums
 // and fast exp/erf (errors 2e-6 to 3e-5 in kernels/ tests).
 constexpr double kTolerance = 1e-4;
 
-void ExpectMatches(const TensorMap& got, const TensorMap& want, const std::string& what) {
+void ExpectMatches(const graph::TensorMap& got, const graph::TensorMap& want,
+                   const std::string& what) {
   for (const auto& [name, w] : want) {
     ASSERT_TRUE(got.count(name)) << what;
     EXPECT_LE(testing::ScaledError(got.at(name), w), kTolerance) << what << " output " << name;
@@ -28,20 +29,22 @@ void ExpectMatches(const TensorMap& got, const TensorMap& want, const std::strin
 TEST(Executor, UnfusedGreedyAndRandomPlansMatchTheReference) {
   for (const std::string& model : testing::AllTestModels()) {
     SCOPED_TRACE(model);
-    Graph g = testing::LoadTestModel(model);
+    graph::Graph g = testing::LoadTestModel(model);
     kernels::KernelConfig config;
     config.local_buffer_bytes = 256 * 1024;
-    FusionSpace space(g, config);
-    const TensorMap feeds = RandomFeeds(g, 1);
-    auto want = RunReference(g, feeds);
+    fusion_space::FusionSpace space(g, config);
+    const graph::TensorMap feeds = graph::RandomFeeds(g, 1);
+    auto want = graph::RunReference(g, feeds);
     ASSERT_TRUE(want.ok());
     Rng rng(ForkSeed(2026, std::hash<std::string>()(model) % 1000));
     for (int i = -2; i < 100; ++i) {
-      const Plan plan = i == -2 ? space.Unfused() : i == -1 ? space.Greedy() : space.Random(rng);
+      const fusion_space::Plan plan = i == -2   ? space.Unfused()
+                                      : i == -1 ? space.Greedy()
+                                                : space.Random(rng);
       auto exe = KernelProgram::Compile(space, plan);
       ASSERT_TRUE(exe.ok()) << exe.error().message();
       EXPECT_GE((*exe)->buffers().arena_bytes, (*exe)->buffers().peak_live_bytes);
-      for (ValueId v : g.outputs)  // written into the returned tensors instead
+      for (graph::ValueId v : g.outputs)  // written into the returned tensors instead
         EXPECT_EQ((*exe)->buffers().offset.count(v), 0u) << g.value(v).name;
       auto got = (*exe)->Run(feeds);
       ASSERT_TRUE(got.ok()) << got.error().message();
@@ -85,19 +88,19 @@ constexpr const char* kRope = R"(graph rope opset 17 {
 })";
 
 TEST(Executor, DataMovementRunsAsViewsAndPiecesMatchingTheReference) {
-  Graph g = testing::Parse(kRope);
-  FusionSpace space(g, kernels::KernelConfig{});
-  const TensorMap feeds = RandomFeeds(g, 4);
-  auto want = RunReference(g, feeds);
+  graph::Graph g = testing::Parse(kRope);
+  fusion_space::FusionSpace space(g, kernels::KernelConfig{});
+  const graph::TensorMap feeds = graph::RandomFeeds(g, 4);
+  auto want = graph::RunReference(g, feeds);
   ASSERT_TRUE(want.ok());
   const std::vector<int32_t> rope = {0, 1, 2, 3, 4, 5, 6, 7, 8};
-  const GroupMatch& m = space.Match(rope);
+  const fusion_space::GroupMatch& m = space.Match(rope);
   ASSERT_TRUE(m.decision.allowed()) << m.decision.reason();
   EXPECT_EQ(m.instance.summary, "elementwise [1, 2, 6, 16] in 2 pieces");
   EXPECT_EQ(m.instance.inputs.size(), 3u);  // q (through views), cos, sin
   // Every single node, data movement included, is a native kernel.
   for (int32_t n = 0; n < static_cast<int32_t>(g.nodes.size()); ++n)
-    EXPECT_EQ(space.Match({n}).instance.kind, KernelTemplate::kElementwise) << n;
+    EXPECT_EQ(space.Match({n}).instance.kind, fusion_space::KernelTemplate::kElementwise) << n;
   Rng rng(7);
   for (const std::vector<std::vector<int32_t>>& groups :
        std::vector<std::vector<std::vector<int32_t>>>{
@@ -105,7 +108,7 @@ TEST(Executor, DataMovementRunsAsViewsAndPiecesMatchingTheReference) {
            {{0, 1}, {2, 3, 4, 5, 6, 7, 8}, {9}},
            {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}}}) {
     for (int draw = 0; draw < 8; ++draw) {
-      Plan plan;
+      fusion_space::Plan plan;
       for (const auto& nodes : groups)
         plan.groups.push_back({nodes, space.Tilings(nodes).Sample(rng)});
       auto exe = KernelProgram::Compile(space, plan);
@@ -120,18 +123,18 @@ TEST(Executor, DataMovementRunsAsViewsAndPiecesMatchingTheReference) {
 TEST(Executor, AttentionReadsQkvThroughTheSplit) {
   // GPT-2's fused QKV projection is split in three before the head split:
   // the attention kernel reads each part at its offset, with no copy.
-  Graph g = testing::LoadTestModel("decoder_preln_op17");
-  FusionSpace space(g, kernels::KernelConfig{});
-  const Plan greedy = space.Greedy();
+  graph::Graph g = testing::LoadTestModel("decoder_preln_op17");
+  fusion_space::FusionSpace space(g, kernels::KernelConfig{});
+  const fusion_space::Plan greedy = space.Greedy();
   int with_split = 0;
-  for (const PlanGroup& group : greedy.groups) {
-    const KernelInstance& k = space.Match(group.nodes).instance;
-    if (k.kind != KernelTemplate::kAttention) continue;
+  for (const fusion_space::PlanGroup& group : greedy.groups) {
+    const fusion_space::KernelInstance& k = space.Match(group.nodes).instance;
+    if (k.kind != fusion_space::KernelTemplate::kAttention) continue;
     for (int32_t n : group.nodes) with_split += g.nodes[n].op_type == "Split";
   }
   EXPECT_EQ(with_split, 1);
-  const TensorMap feeds = RandomFeeds(g, 5);
-  auto want = RunReference(g, feeds);
+  const graph::TensorMap feeds = graph::RandomFeeds(g, 5);
+  auto want = graph::RunReference(g, feeds);
   auto exe = KernelProgram::Compile(space, greedy);
   ASSERT_TRUE(want.ok() && exe.ok());
   auto got = (*exe)->Run(feeds);
@@ -140,10 +143,10 @@ TEST(Executor, AttentionReadsQkvThroughTheSplit) {
 }
 
 TEST(Executor, PostLnGemmWithItsLayerNormMatchesTheReference) {
-  Graph g = testing::LoadTestModel("encoder_postln_op17");
-  FusionSpace space(g, testing::SmallKernelConfig());
-  const TensorMap feeds = RandomFeeds(g, 6);
-  auto want = RunReference(g, feeds);
+  graph::Graph g = testing::LoadTestModel("encoder_postln_op17");
+  fusion_space::FusionSpace space(g, testing::SmallKernelConfig());
+  const graph::TensorMap feeds = graph::RandomFeeds(g, 6);
+  auto want = graph::RunReference(g, feeds);
   ASSERT_TRUE(want.ok());
   int fused = 0;
   Rng rng(11);
@@ -153,11 +156,11 @@ TEST(Executor, PostLnGemmWithItsLayerNormMatchesTheReference) {
     while (mm > 0 && g.nodes[mm].op_type != "MatMul") --mm;
     std::vector<int32_t> group;
     for (int32_t n = mm; n <= ln; ++n) group.push_back(n);
-    const GroupMatch& m = space.Match(group);
+    const fusion_space::GroupMatch& m = space.Match(group);
     if (!m.decision.allowed()) continue;
     ++fused;
     for (int draw = 0; draw < 6; ++draw) {
-      Plan plan;
+      fusion_space::Plan plan;
       for (int32_t n = 0; n < static_cast<int32_t>(g.nodes.size()); ++n) {
         if (n == mm) plan.groups.push_back({group, space.Tilings(group).Sample(rng)});
         if (n < mm || n > ln) plan.groups.push_back({{n}, space.Tilings({n}).Default()});
@@ -173,11 +176,11 @@ TEST(Executor, PostLnGemmWithItsLayerNormMatchesTheReference) {
 }
 
 TEST(Executor, DataMovementGroupsSayWhyNot) {
-  Graph g = testing::Parse(
+  graph::Graph g = testing::Parse(
       "graph g opset 17 { input x: f32[4, 8]\n"
       "n = Neg(x)  c = Concat(n, x) {axis=1}  d = Concat(c, c) {axis=0}  y = Relu(n)"
       "  t = Transpose(y) {perm=[1, 0]}  output d  output t }");
-  FusionSpace space(g, kernels::KernelConfig{});
+  fusion_space::FusionSpace space(g, kernels::KernelConfig{});
   auto reason = [&](std::vector<int32_t> nodes) { return space.Match(nodes).decision.reason(); };
   EXPECT_NE(reason({0, 1}).find("node 0 (Neg) feeds the Concat and is read elsewhere"),
             std::string::npos)
@@ -190,17 +193,17 @@ TEST(Executor, DataMovementGroupsSayWhyNot) {
 // as large as the weights themselves (panels padded to the micro-tile);
 // the traffic a run counts does not change.
 TEST(Executor, ConstantWeightsArePrePackedOnTheFirstRun) {
-  Graph g = testing::LoadTestModel("mlp");
-  FusionSpace space(g, kernels::KernelConfig{});
+  graph::Graph g = testing::LoadTestModel("mlp");
+  fusion_space::FusionSpace space(g, kernels::KernelConfig{});
   auto exe = KernelProgram::Compile(space, space.Greedy());
   ASSERT_TRUE(exe.ok());
   EXPECT_EQ((*exe)->packed_weight_bytes(), 0);
-  const TensorMap feeds = RandomFeeds(g, 4);
+  const graph::TensorMap feeds = graph::RandomFeeds(g, 4);
   RunReport first, second;
   ASSERT_TRUE((*exe)->Run(feeds, &first).ok());
   const int64_t packed = (*exe)->packed_weight_bytes();
   int64_t weights = 0;
-  for (const Value& v : g.values)
+  for (const graph::Value& v : g.values)
     if (v.is_constant() && v.type.dims.size() == 2) weights += v.constant->nbytes();
   EXPECT_GE(packed, weights / 2) << "the MLP's matrices are its weights";
   ASSERT_TRUE((*exe)->Run(feeds, &second).ok());
@@ -209,31 +212,31 @@ TEST(Executor, ConstantWeightsArePrePackedOnTheFirstRun) {
 }
 
 TEST(Executor, FusedPlanNeedsLessMemoryAndTraffic) {
-  Graph g = testing::LoadTestModel("encoder_postln_op13");
-  FusionSpace space(g, kernels::KernelConfig{});
+  graph::Graph g = testing::LoadTestModel("encoder_postln_op13");
+  fusion_space::FusionSpace space(g, kernels::KernelConfig{});
   auto unfused = KernelProgram::Compile(space, space.Unfused());
   auto greedy = KernelProgram::Compile(space, space.Greedy());
   ASSERT_TRUE(unfused.ok() && greedy.ok());
   EXPECT_LT((*greedy)->buffers().arena_bytes, (*unfused)->buffers().arena_bytes);
   EXPECT_LT((*unfused)->buffers().arena_bytes, (*unfused)->buffers().no_reuse_bytes);
   RunReport ru, rg;
-  const TensorMap feeds = RandomFeeds(g, 3);
+  const graph::TensorMap feeds = graph::RandomFeeds(g, 3);
   ASSERT_TRUE((*unfused)->Run(feeds, &ru).ok());
   ASSERT_TRUE((*greedy)->Run(feeds, &rg).ok());
   EXPECT_LT(rg.total.bytes_local_to_global, ru.total.bytes_local_to_global);
 }
 
 TEST(Executor, RejectsInvalidPlansAndFeeds) {
-  Graph g = testing::LoadTestModel("mlp");
-  FusionSpace space(g, kernels::KernelConfig{});
-  Plan plan = space.Unfused();
+  graph::Graph g = testing::LoadTestModel("mlp");
+  fusion_space::FusionSpace space(g, kernels::KernelConfig{});
+  fusion_space::Plan plan = space.Unfused();
   plan.groups.pop_back();
   auto exe = KernelProgram::Compile(space, plan);
   ASSERT_FALSE(exe.ok());
   EXPECT_NE(exe.error().message().find("in no group"), std::string::npos);
   auto ok = KernelProgram::Compile(space, space.Greedy());
   ASSERT_TRUE(ok.ok());
-  TensorMap bad{{"x", Tensor(DataType::kFloat32, {3, 3})}};
+  graph::TensorMap bad{{"x", graph::Tensor(graph::DataType::kFloat32, {3, 3})}};
   auto r = (*ok)->Run(bad);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ErrorCode::kShapeMismatch);
@@ -260,4 +263,4 @@ TEST(BufferPlan, OverlappingLifetimesNeverShareMemory) {
 }
 
 }  // namespace
-}  // namespace fusetune
+}  // namespace fusetune::runtime

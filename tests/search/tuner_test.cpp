@@ -36,14 +36,14 @@ TEST(Scheduler, NewTasksFirstThenExpectedSaving) {
 }
 
 struct Model {
-  std::shared_ptr<const Graph> graph;
-  std::unique_ptr<FusionSpace> space;
+  std::shared_ptr<const graph::Graph> graph;
+  std::unique_ptr<fusion_space::FusionSpace> space;
 };
 
 Model Load(const std::string& name) {
   Model m;
-  m.graph = std::make_shared<const Graph>(testing::LoadTestModel(name));
-  m.space = std::make_unique<FusionSpace>(*m.graph, kernels::KernelConfig{});
+  m.graph = std::make_shared<const graph::Graph>(testing::LoadTestModel(name));
+  m.space = std::make_unique<fusion_space::FusionSpace>(*m.graph, kernels::KernelConfig{});
   return m;
 }
 
@@ -60,11 +60,12 @@ TEST(TaskSearch, ProposalsAreLegalFreshAndStartWithTheDefault) {
       const auto proposals = search.Propose(8, *model, {});
       if (round == 0) {
         ASSERT_FALSE(proposals.empty());
-        EXPECT_EQ(TilingToString(proposals[0].tiling), TilingToString(task.tilings().Default()));
+        EXPECT_EQ(fusion_space::TilingToString(proposals[0].tiling),
+                  fusion_space::TilingToString(task.tilings().Default()));
       }
       for (const Proposal& p : proposals) {
         EXPECT_TRUE(task.tilings().Check(p.tiling).allowed()) << task.summary;
-        EXPECT_TRUE(seen.insert(TilingToString(p.tiling)).second) << "proposed twice";
+        EXPECT_TRUE(seen.insert(fusion_space::TilingToString(p.tiling)).second) << "proposed twice";
         search.AddMeasured(p.tiling, 1.0 + static_cast<double>(seen.size()));
       }
       search.EndRound();
@@ -94,31 +95,33 @@ TEST(TaskSearch, SuggestionsComeFirstOnceAndOnlyWhenLegal) {
   Model m = Load("mlp");
   std::vector<Task> tasks = ExtractTasks(*m.graph, *m.space);
   auto gemm = std::find_if(tasks.begin(), tasks.end(), [](const Task& t) {
-    return t.kind == KernelTemplate::kGemm && t.tilings().size() > 16;
+    return t.kind == fusion_space::KernelTemplate::kGemm && t.tilings().size() > 16;
   });
   ASSERT_NE(gemm, tasks.end());
   auto model = cost_model::MakeAnalyticalModel();
-  const std::vector<Tiling>& all = gemm->tilings().Enumerate();
-  const Tiling suggested = all[all.size() / 2];
+  const std::vector<fusion_space::Tiling>& all = gemm->tilings().Enumerate();
+  const fusion_space::Tiling suggested = all[all.size() / 2];
   kernels::GemmTiling illegal = std::get<kernels::GemmTiling>(suggested);
   illegal.mr = 5;  // not a micro-tile shape
   TaskSearch search(*gemm, {}, 1);
-  auto first = search.Propose(4, *model, {}, {suggested, Tiling(illegal)});
+  auto first = search.Propose(4, *model, {}, {suggested, fusion_space::Tiling(illegal)});
   ASSERT_EQ(first.size(), 5u) << "the suggestion comes on top of the count";
-  EXPECT_EQ(TilingToString(first[0].tiling), TilingToString(gemm->tilings().Default()));
-  EXPECT_EQ(TilingToString(first[1].tiling), TilingToString(suggested));
+  EXPECT_EQ(fusion_space::TilingToString(first[0].tiling),
+            fusion_space::TilingToString(gemm->tilings().Default()));
+  EXPECT_EQ(fusion_space::TilingToString(first[1].tiling), fusion_space::TilingToString(suggested));
   EXPECT_TRUE(first[1].suggested);
   for (size_t i = 2; i < first.size(); ++i) EXPECT_FALSE(first[i].suggested);
   for (const Proposal& p : first) search.AddMeasured(p.tiling, 1.0);
   search.EndRound();
   for (const Proposal& p : search.Propose(4, *model, {}, {suggested}))
-    EXPECT_NE(TilingToString(p.tiling), TilingToString(suggested)) << "measured already";
+    EXPECT_NE(fusion_space::TilingToString(p.tiling), fusion_space::TilingToString(suggested))
+        << "measured already";
 }
 
 // A GEMM task of the MLP with a tiling space large enough to search.
 const Task& GemmTask(const std::vector<Task>& tasks) {
   auto gemm = std::find_if(tasks.begin(), tasks.end(), [](const Task& t) {
-    return t.kind == KernelTemplate::kGemm && t.tilings().size() > 200;
+    return t.kind == fusion_space::KernelTemplate::kGemm && t.tilings().size() > 200;
   });
   FT_CHECK(gemm != tasks.end(), "the MLP has a GEMM task");
   return *gemm;
@@ -127,10 +130,10 @@ const Task& GemmTask(const std::vector<Task>& tasks) {
 // The "device" of the residual tests: the analytical time, twice as long for
 // tilings of one parameter value the model cannot see.
 struct HiddenPenalty {
-  const TilingSpace* space;
+  const fusion_space::TilingSpace* space;
   size_t param;
   int slow_value;
-  double operator()(const Tiling& t, const cost_model::CostModel& model,
+  double operator()(const fusion_space::Tiling& t, const cost_model::CostModel& model,
                     const cost_model::GroupInfo& group) const {
     cost_model::FeatureMatrix x;
     x.Add(group, t, {});
@@ -143,7 +146,7 @@ TEST(ResidualCorrection, LearnsAParameterValueTheModelDoesNotSeeAndNothingFromNo
   Model m = Load("mlp");
   std::vector<Task> tasks = ExtractTasks(*m.graph, *m.space);
   const Task& task = GemmTask(tasks);
-  const TilingSpace& space = task.tilings();
+  const fusion_space::TilingSpace& space = task.tilings();
   size_t param = 0;
   while (param < space.params().size() && space.params()[param].values.size() < 2) ++param;
   ASSERT_LT(param, space.params().size());
@@ -275,7 +278,7 @@ TEST(Tuner, SpendsTheBudgetCommitsEverythingAndBeatsBothBaselines) {
   EXPECT_LE(s.best->seconds, s.unfused->seconds);
   EXPECT_LE(s.best->seconds, s.greedy->seconds);
   // The best plan is a valid plan of the graph.
-  auto plan = PlanFromJson(*job.model.space, s.best_plan);
+  auto plan = fusion_space::PlanFromJson(*job.model.space, s.best_plan);
   ASSERT_TRUE(plan.ok());
   EXPECT_TRUE(job.model.space->Validate(*plan).allowed());
   // The summary survives its JSON form (the job's stored progress).
@@ -346,7 +349,7 @@ TEST(Tuner, StopsWhenAskedWithoutMeasuringMore) {
 // same tiling space. A device that ranks tilings the same whatever the
 // epilogue: each task's best is tried on the other, so they end equal.
 TEST(Tuner, TasksWithTheSameTilingSpaceTryEachOthersBest) {
-  auto g = ParseGraphText(
+  auto g = graph::ParseGraphText(
       "graph siblings opset 17 {\n"
       "  input x1: f32[96, 256]\n"
       "  input w1: f32[256, 256]\n"
@@ -359,12 +362,12 @@ TEST(Tuner, TasksWithTheSameTilingSpaceTryEachOthersBest) {
       "  output y2\n"
       "}");
   ASSERT_TRUE(g.ok()) << g.error().message();
-  auto graph = std::make_shared<const Graph>(std::move(*g));
-  FusionSpace space(*graph, kernels::KernelConfig{});
+  auto graph = std::make_shared<const graph::Graph>(std::move(*g));
+  fusion_space::FusionSpace space(*graph, kernels::KernelConfig{});
   std::vector<Task> tasks = ExtractTasks(*graph, space);
   std::vector<int> gemms;
   for (size_t t = 0; t < tasks.size(); ++t)
-    if (tasks[t].kind == KernelTemplate::kGemm) gemms.push_back(static_cast<int>(t));
+    if (tasks[t].kind == fusion_space::KernelTemplate::kGemm) gemms.push_back(static_cast<int>(t));
   ASSERT_EQ(gemms.size(), 2u);
   auto tiling_time = [](const measure::Candidate& c) {
     const std::string tiling = c.plan["groups"][0]["tiling"].dump();

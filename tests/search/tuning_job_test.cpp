@@ -10,10 +10,10 @@
 #include <set>
 
 #include "common/hash.h"
-#include "target/calibration.h"
-#include "target/target.h"
 #include "search/job_target.h"
 #include "search/tuning_job.h"
+#include "target/calibration.h"
+#include "target/target.h"
 #include "tests/fusion_space/model_util.h"
 
 namespace fusetune::search {
@@ -56,7 +56,7 @@ class TuningJobTest : public ::testing::Test {
         database_
             ->PutTarget({c.target.HashString(), calibration["target"].dump(), calibration.dump()})
             .ok());
-    graph_ = std::make_shared<const Graph>(testing::LoadTestModel("encoder_postln_op13"));
+    graph_ = std::make_shared<const graph::Graph>(testing::LoadTestModel("encoder_postln_op13"));
   }
   void TearDown() override {
     database_.reset();
@@ -94,7 +94,7 @@ class TuningJobTest : public ::testing::Test {
 
   std::filesystem::path path_;
   std::unique_ptr<db::Database> database_;
-  std::shared_ptr<const Graph> graph_;
+  std::shared_ptr<const graph::Graph> graph_;
   FakeDevice device_;
   std::vector<db::Record> committed_;
   int calibrations_ = 0;

@@ -16,12 +16,12 @@ its module.
 
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from modules import StructureError, read_module_order, source_files  # noqa: E402
+from modules import (StructureError, read_module_order, run_checker, run_main,  # noqa: E402
+                     source_files, write)
 
 FILES_SECTION = "## Files"
 ENTRY = re.compile(r"- `([^`]+)` — \S")
@@ -77,19 +77,7 @@ def check(root):
 
 
 def main(argv):
-    if len(argv) == 2 and argv[1] == "--self-test":
-        return self_test()
-    if len(argv) != 2:
-        print(__doc__.strip(), file=sys.stderr)
-        return 2
-    try:
-        problems = check(argv[1])
-    except StructureError as e:
-        print(f"check_module_maps: {e}", file=sys.stderr)
-        return 1
-    for p in problems:
-        print(f"check_module_maps: {p}", file=sys.stderr)
-    return 1 if problems else 0
+    return run_main("check_module_maps", __doc__, argv, check, self_test)
 
 
 # ---- self-test: a tiny tree, then one violation at a time ---------------------
@@ -105,19 +93,6 @@ ARCHITECTURE = """# t
 
 ## Next
 """
-
-
-def write(root, path, text=""):
-    full = os.path.join(root, path)
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    with open(full, "w", encoding="utf-8") as f:
-        f.write(text)
-
-
-def run_checker(root):
-    done = subprocess.run([sys.executable, os.path.abspath(__file__), root],
-                          capture_output=True, text=True)
-    return done.returncode, done.stderr
 
 
 def self_test():
@@ -146,7 +121,7 @@ def self_test():
             write(root, "tests/not_a_module.cpp")  # folders outside the table are not checked
             if breaks:
                 breaks(root)
-            code, message = run_checker(root)
+            code, message = run_checker(__file__, root)
         ok = code == 0 if expected is None else (code == 1 and expected in message)
         print(f"{'ok  ' if ok else 'FAIL'} broken: {what}: exit {code}" + (f", {message.strip()}" if message else ""))
         failures += not ok

@@ -15,12 +15,12 @@ add_executable) or, for one not built yet, whose table row names it.
 
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from modules import StructureError, read_module_order, source_files  # noqa: E402
+from modules import (StructureError, read_module_order, run_checker, run_main,  # noqa: E402
+                     source_files, write)
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([A-Za-z0-9_]+)/')
 DEFINES = re.compile(r"\badd_(?:library|executable)\(\s*([A-Za-z0-9_.+-]+)")
@@ -90,21 +90,13 @@ def link_problems(root, modules):
     return problems
 
 
+def check(root):
+    modules = read_module_order(root)
+    return include_problems(root, modules) + link_problems(root, modules)
+
+
 def main(argv):
-    if len(argv) == 2 and argv[1] == "--self-test":
-        return self_test()
-    if len(argv) != 2:
-        print(__doc__.strip(), file=sys.stderr)
-        return 2
-    try:
-        modules = read_module_order(argv[1])
-        problems = include_problems(argv[1], modules) + link_problems(argv[1], modules)
-    except StructureError as e:
-        print(f"check_module_order: {e}", file=sys.stderr)
-        return 1
-    for p in problems:
-        print(f"check_module_order: {p}", file=sys.stderr)
-    return 1 if problems else 0
+    return run_main("check_module_order", __doc__, argv, check, self_test)
 
 
 # ---- self-test: a tiny tree, then one violation at a time ---------------------
@@ -121,19 +113,6 @@ ARCHITECTURE = """# t
 
 ## Next
 """
-
-
-def write(root, path, text=""):
-    full = os.path.join(root, path)
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    with open(full, "w", encoding="utf-8") as f:
-        f.write(text)
-
-
-def run_checker(root):
-    done = subprocess.run([sys.executable, os.path.abspath(__file__), root],
-                          capture_output=True, text=True)
-    return done.returncode, done.stderr
 
 
 def self_test():
@@ -180,7 +159,7 @@ def self_test():
             write(root, "tests/t.cpp", '#include "gamma/c.h"\n')
             if breaks:
                 breaks(root)
-            code, message = run_checker(root)
+            code, message = run_checker(__file__, root)
         ok = code == 0 if expected is None else (code == 1 and expected in message)
         print(f"{'ok  ' if ok else 'FAIL'} broken: {what}: exit {code}" + (f", {message.strip()}" if message else ""))
         failures += not ok

@@ -8,6 +8,8 @@ another: a module uses only modules listed above it. Folders not in the table
 
 import os
 import re
+import subprocess
+import sys
 
 SECTION = "## Modules and the dependency order"
 
@@ -57,3 +59,37 @@ def source_files(root, module):
             if name.endswith((".h", ".cpp")):
                 found.append(os.path.relpath(os.path.join(dirpath, name), folder))
     return sorted(found)
+
+
+# ---- shared by the checks' command lines and self-tests ------------------------
+
+def run_main(name, doc, argv, problems_of, self_test):
+    """The checks' command line: ROOT (exit 1 on problems) or --self-test."""
+    if len(argv) == 2 and argv[1] == "--self-test":
+        return self_test()
+    if len(argv) != 2:
+        print(doc.strip(), file=sys.stderr)
+        return 2
+    try:
+        problems = problems_of(argv[1])
+    except StructureError as e:
+        print(f"{name}: {e}", file=sys.stderr)
+        return 1
+    for p in problems:
+        print(f"{name}: {p}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def write(root, path, text=""):
+    """Writes a file of a self-test's tree, making its folders."""
+    full = os.path.join(root, path)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    with open(full, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def run_checker(script, root):
+    """Runs a check script on `root` as the test command does: (exit code, stderr)."""
+    done = subprocess.run([sys.executable, os.path.abspath(script), root],
+                          capture_output=True, text=True)
+    return done.returncode, done.stderr
