@@ -32,7 +32,7 @@ Result<std::unique_ptr<db::Database>> OpenExisting(const std::string& path, bool
 }
 
 std::string ThisTarget(const DbArgs& a) {
-  return a.target.empty() ? target::DetectTarget().HashString() : a.target;
+  return a.target.empty() ? target::ThisMachineKey(target::CacheProtocol::kFlushed) : a.target;
 }
 
 int Stats(const DbArgs& a) {

@@ -34,7 +34,7 @@ bool RooflineFromDb(const std::string& path, measure::MeasureOptions* o) {
   options.read_only = true;
   auto database = db::MakeSqliteDatabase(path, options);
   if (!database.ok()) return false;
-  auto target = (*database)->GetTarget(target::DetectTarget().HashString());
+  auto target = (*database)->GetTarget(target::ThisMachineKey(target::CacheProtocol::kFlushed));
   if (!target.ok() || !target->has_value()) return false;
   const auto c = nlohmann::json::parse((*target)->calibration, nullptr, false);
   if (!c.is_object() || c.value("threads", 0) != o->threads) return false;

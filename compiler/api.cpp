@@ -14,7 +14,6 @@
 #include "fusetune/fusetune.h"
 #include "graph/onnx_io.h"
 #include "graph/passes.h"
-#include "measure/measurer.h"
 #include "search/tuning_job.h"
 
 namespace fusetune {
@@ -178,7 +177,7 @@ namespace {
 // fusetune-worker as `fusetune` finds it ($FUSETUNE_WORKER, next to the
 // program), else where it is installed beside this library.
 std::string WorkerPath() {
-  const std::string beside_program = measure::DefaultWorkerPath();
+  const std::string beside_program = search::TuningJob::DefaultWorkerPath();
   if (std::getenv("FUSETUNE_WORKER") || access(beside_program.c_str(), X_OK) == 0)
     return beside_program;
   Dl_info self;

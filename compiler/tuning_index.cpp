@@ -135,12 +135,12 @@ Status TuningIndex::AdoptPreload(bool wait) {
       faster_stale_.merge(read->faster_stale);
       remembered_ = std::move(read->remembered);
       TakeAllBests(std::move(read->bests));
-    } else if (read.error().code() == ErrorCode::kCorrupt ||
-               read.error().code() == ErrorCode::kIo) {
-      // The file cannot be read: the compile fails rather than choose from
-      // what the lookups key by key happen to reach.
+    } else if (read.error().code() == ErrorCode::kCorrupt) {
+      // The file is damaged: the compile fails rather than choose from what
+      // the lookups key by key happen to reach.
       preload_error_ = read.error();
-    } else {  // (an older schema without remembered compiles)
+    } else {  // an older schema without remembered compiles, or a busy file:
+              // the lookups key by key read (and report) for themselves
       FT_LOG_DEBUG("best plans not preloaded: {}", read.error().ToString());
     }
   }

@@ -9,29 +9,27 @@
 
 #include "graph/op_registry.h"
 
-namespace fusetune::ops {
+namespace fusetune::graph::ops {
 
 // Normalises a possibly negative axis against `rank`; error when out of range.
-Result<int64_t> NormalizeAxis(const graph::InferContext& ctx, int64_t axis, int64_t rank);
+Result<int64_t> NormalizeAxis(const InferContext& ctx, int64_t axis, int64_t rank);
 int64_t WrapAxis(int64_t axis, int64_t rank);  // for kernels, after inference checked it
 
 // Numpy-style multidirectional broadcasting.
-Result<graph::Dims> BroadcastDims(const graph::InferContext& ctx,
-                                  const std::vector<const graph::Dims*>& shapes);
+Result<Dims> BroadcastDims(const InferContext& ctx, const std::vector<const Dims*>& shapes);
 // The broadcast of two shapes already known to be compatible (kernels).
-graph::Dims BroadcastPair(const graph::Dims& a, const graph::Dims& b);
+Dims BroadcastPair(const Dims& a, const Dims& b);
 // Element strides of `in` read as if broadcast to `out` (0 on broadcast axes).
-std::vector<int64_t> BroadcastStrides(const graph::Dims& in, const graph::Dims& out);
+std::vector<int64_t> BroadcastStrides(const Dims& in, const Dims& out);
 
 // The input as f32 (shared when it already is), and back to `dtype`.
-graph::Tensor AsF32(const graph::Tensor& t);
-graph::Tensor FromF32(graph::Tensor t, graph::DataType dtype);
+Tensor AsF32(const Tensor& t);
+Tensor FromF32(Tensor t, DataType dtype);
 
 // Runs body(out_offset, count, offsets, inner_strides) for each contiguous run
 // along the last output axis, in parallel when the work is large enough.
 template <size_t N, typename Body>
-void BroadcastLoop(const graph::Dims& out, const std::array<std::vector<int64_t>, N>& strides,
-                   Body body) {
+void BroadcastLoop(const Dims& out, const std::array<std::vector<int64_t>, N>& strides, Body body) {
   const int64_t rank = static_cast<int64_t>(out.size());
   std::array<int64_t, N> inner_stride{};
   if (rank == 0) {
@@ -40,7 +38,7 @@ void BroadcastLoop(const graph::Dims& out, const std::array<std::vector<int64_t>
     return;
   }
   const int64_t inner = out[rank - 1];
-  const int64_t total = graph::NumElements(out);
+  const int64_t total = NumElements(out);
   if (total == 0) return;
   const int64_t outer = total / inner;
   for (size_t k = 0; k < N; ++k) inner_stride[k] = strides[k][rank - 1];
@@ -78,22 +76,22 @@ void ParallelRange(int64_t n, int64_t grain, Body body) {
 }
 
 // Single-output type with the given dtype and dims.
-inline std::vector<graph::TensorType> One(graph::DataType dtype, graph::Dims dims) {
-  graph::TensorType t;
+inline std::vector<TensorType> One(DataType dtype, Dims dims) {
+  TensorType t;
   t.dtype = dtype;
   t.dims = std::move(dims);
   return {t};
 }
 
 // Costs.
-graph::OpCost NoCost(const graph::Node&, const std::vector<const graph::TensorType*>&,
-                     const std::vector<const graph::TensorType*>&);
-double OutputElements(const std::vector<const graph::TensorType*>& outputs);
-double InputElements(const std::vector<const graph::TensorType*>& inputs);
+OpCost NoCost(const Node&, const std::vector<const TensorType*>&,
+              const std::vector<const TensorType*>&);
+double OutputElements(const std::vector<const TensorType*>& outputs);
+double InputElements(const std::vector<const TensorType*>& inputs);
 
 // Reads axes given as an attribute (older opsets) or as a constant input.
-Result<std::vector<int64_t>> AxesFromAttrOrInput(const graph::InferContext& ctx, size_t input_index,
+Result<std::vector<int64_t>> AxesFromAttrOrInput(const InferContext& ctx, size_t input_index,
                                                  bool* present);
-std::vector<int64_t> AxesFromAttrOrInput(const graph::KernelContext& ctx, size_t input_index);
+std::vector<int64_t> AxesFromAttrOrInput(const KernelContext& ctx, size_t input_index);
 
-}  // namespace fusetune::ops
+}  // namespace fusetune::graph::ops

@@ -208,7 +208,13 @@ Result<RecordMetrics> MetricsFromText(std::string_view text) {
   const auto j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_object()) return Error(ErrorCode::kParse, "record metrics: not a JSON object");
   RecordMetrics m;
-  auto measured = ResultFromJson(j);
+  // Metrics imported or written without a measurement ("{}", a record's
+  // default) carry no status of their own; the record's status column says
+  // what happened, so they decode as an empty measurement rather than drop
+  // the record from training sets and priors.
+  nlohmann::json with_status = j;
+  if (!j.contains("status")) with_status["status"] = StatusName(MeasureStatus::kOk);
+  auto measured = ResultFromJson(with_status);
   if (!measured.ok()) return measured.error().WithContext("record metrics");
   m.measured = std::move(*measured);
   try {

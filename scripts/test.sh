@@ -7,14 +7,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-scripts/build.sh release
-scripts/build.sh sanitize
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-# Both suites run and report, so that a failure in one does not hide the
-# other's result; the command fails if either failed.
+# Both configurations build and run and report, so that a failure in one (its
+# build or its tests) does not hide the other's result; the command fails if
+# either failed. The Release suite's summary comes last.
 status=0
-echo "== sanitizer build (ASan + UBSan)"
-(cd build-asan && ctest --output-on-failure -j "$(nproc)" --timeout 600) || status=1
+asan_built=1
+scripts/build.sh sanitize || { status=1; asan_built=0; echo "test.sh: the sanitizer build failed" >&2; }
+scripts/build.sh release
+if [ "$asan_built" -eq 1 ]; then
+  echo "== sanitizer build (ASan + UBSan)"
+  (cd build-asan && ctest --output-on-failure -j "$(nproc)" --timeout 600) || status=1
+fi
 echo "== release build"
 (cd build && ctest --output-on-failure -j "$(nproc)" --timeout 600) || status=1
 [ "$status" -eq 0 ] || echo "test.sh: a suite failed (see the ctest summaries above)" >&2

@@ -28,6 +28,10 @@ Result<JobTarget> EnsureTarget(db::TargetStore& database, int threads, target::C
   nlohmann::json c;
   if (!stored.empty()) {
     c = nlohmann::json::parse(stored, nullptr, false);
+    if (!c.is_object() || !c.contains("target"))
+      return Error(ErrorCode::kCorrupt,
+                   "the calibration stored for target " + key +
+                       " is not a calibration record (`fusetune calibrate --db` stores it anew)");
   } else {
     if (calibrating) calibrating();
     c = target::CalibrationToJson(measure::Calibrate(threads));

@@ -185,6 +185,8 @@ Status TuningJob::LoadPriors() {
   return Status::Ok();
 }
 
+std::string TuningJob::DefaultWorkerPath() { return measure::DefaultWorkerPath(); }
+
 Result<TuningJobResult> TuningJob::Run() {
   FT_CHECK(!ran_, "TuningJob::Run runs once");
   ran_ = true;
@@ -192,7 +194,9 @@ Result<TuningJobResult> TuningJob::Run() {
   TuningJobResult result;
   result.job_id = job_id_;
   result.summary = tuner_->Summary();
-  result.interrupted = callbacks_.should_stop && callbacks_.should_stop();
+  // The tuner's own word, not the predicate asked again: a caller's
+  // predicate need not stay true once it has stopped the job.
+  result.interrupted = result.summary.stop_reason == "interrupted";
   const char* state = !run.ok() ? "failed" : result.interrupted ? "interrupted" : "done";
   // The job's end is recorded on a best-effort basis: a job left "running"
   // is resumed like an interrupted one.

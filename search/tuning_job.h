@@ -92,6 +92,10 @@ class TuningJob {
   // Steps 6 and 7; once per job.
   Result<TuningJobResult> Run();
 
+  // The worker a job starts when TuningJobOptions::worker_path is empty:
+  // $FUSETUNE_WORKER, else fusetune-worker next to the running program.
+  static std::string DefaultWorkerPath();
+
   int64_t job_id() const { return job_id_; }
   bool resumed() const { return options_.resume; }
   int64_t trials_before() const { return options_.tuner.trials_before; }  // of a resumed job

@@ -144,12 +144,23 @@ TEST(RecordMetrics, NoteTextIsTheSearchsFormerText) {
       << tiling;
 }
 
+// A record's default metrics ("{}", or JSONL imported without them) stay
+// usable: the record's own status column says what happened.
+TEST(RecordMetrics, MetricsWithoutAStatusDecodeAsAnEmptyMeasurement) {
+  auto empty = MetricsFromText("{}");
+  ASSERT_TRUE(empty.ok()) << empty.error().ToString();
+  EXPECT_EQ(empty->measured.bytes_in, 0);
+  EXPECT_FALSE(empty->search.has_value());
+  auto bytes = MetricsFromText(R"({"bytes_in":64})");
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_EQ(bytes->measured.bytes_in, 64);
+}
+
 TEST(RecordMetrics, MalformedMetricsAreExplainedErrors) {
   const char* bad[] = {
       "",                                         // empty
       "not json",                                 // not JSON
       "[1,2]",                                    // not an object
-      "{}",                                       // no status
       R"({"status":"crashed"})",                  // unknown status
       R"({"status":"ok","threads":"four"})",      // wrong type
       R"({"status":"ok","worst":{"output":1}})",  // incomplete worst element
