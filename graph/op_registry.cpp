@@ -28,6 +28,7 @@ const std::vector<OpSchema>& Table() {
     AppendElementwiseOps(t);
     AppendReductionOps(t);
     AppendShapeOps(t);
+    AppendConvOps(t);
     std::sort(t.begin(), t.end(),
               [](const OpSchema& a, const OpSchema& b) { return a.op_type < b.op_type; });
     return t;

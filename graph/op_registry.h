@@ -89,5 +89,6 @@ Result<SliceWindow> ResolveSliceNode(const Graph& graph, const Node& node);
 void AppendElementwiseOps(std::vector<OpSchema>& table);
 void AppendReductionOps(std::vector<OpSchema>& table);
 void AppendShapeOps(std::vector<OpSchema>& table);
+void AppendConvOps(std::vector<OpSchema>& table);
 
 }  // namespace fusetune::graph
