@@ -1,10 +1,12 @@
 // Convolutional-network ops: Conv (1-D and 2-D, groups, strides, pads,
 // auto_pad, dilations, optional bias), BatchNormalization (inference),
-// MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, HardSigmoid and
-// HardSwish. Floats compute in f32 storage with double accumulation (this is
-// the oracle); 1-D windows run as 2-D ones of height 1.
+// MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, HardSigmoid,
+// HardSwish, and Pad (constant, reflect, edge; wrap from opset 19). Floats
+// compute in f32 storage with double accumulation (this is the oracle); 1-D
+// windows run as 2-D ones of height 1.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "graph/op_helpers.h"
@@ -507,6 +509,160 @@ OpCost PerElement(const Node&, const std::vector<const TensorType*>&,
   return {3 * OutputElements(out), 0};
 }
 
+// ---- Pad ----------------------------------------------------------------------
+
+// Per input axis the padding before and after (negative: cropped), and the mode.
+struct PadSpec {
+  std::vector<int64_t> begin, end;
+  std::string mode;
+  Dims out;
+};
+
+// Pads come from the "pads" attribute before opset 11 and from constant input
+// 1 after; opset 18's axes input (3) names the padded axes.
+Result<PadSpec> ResolvePad(const InferContext* ctx, const Node& node, int64_t opset, const Dims& x,
+                           const Tensor* pads_input, const Tensor* axes_input) {
+  auto fail = [&](ErrorCode code, const std::string& msg) -> Error {
+    return ctx ? ctx->Fail(code, msg) : Error(code, msg);
+  };
+  const int64_t rank = static_cast<int64_t>(x.size());
+  PadSpec p;
+  FT_ASSIGN_OR_RETURN(p.mode, node.attrs.GetString("mode", "constant"));
+  if (p.mode != "constant" && p.mode != "reflect" && p.mode != "edge" &&
+      !(p.mode == "wrap" && opset >= 19))
+    return fail(ErrorCode::kInvalidArgument, fmt::format("unknown Pad mode '{}'", p.mode));
+  std::vector<int64_t> pads;
+  if (opset < 11) {
+    FT_ASSIGN_OR_RETURN(pads, node.attrs.GetInts("pads"));
+  } else {
+    if (pads_input == nullptr)
+      return fail(ErrorCode::kInvalidArgument, "the pads input is missing");
+    pads = pads_input->ToInt64Vector();
+  }
+  std::vector<int64_t> axes;
+  if (axes_input != nullptr) {
+    axes = axes_input->ToInt64Vector();
+  } else {
+    for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
+  }
+  if (pads.size() != 2 * axes.size())
+    return fail(
+        ErrorCode::kShapeMismatch,
+        fmt::format("pads has {} values, expected 2 x {} padded axes", pads.size(), axes.size()));
+  p.begin.assign(rank, 0);
+  p.end.assign(rank, 0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t a = axes[i];
+    if (a < -rank || a >= rank)
+      return fail(ErrorCode::kInvalidArgument,
+                  fmt::format("axis {} is out of range for rank {}", a, rank));
+    if (a < 0) a += rank;
+    p.begin[a] = pads[i];
+    p.end[a] = pads[i + axes.size()];
+  }
+  p.out = x;
+  for (int64_t a = 0; a < rank; ++a) {
+    p.out[a] = x[a] + p.begin[a] + p.end[a];
+    if (p.out[a] < 0)
+      return fail(ErrorCode::kShapeMismatch,
+                  fmt::format("pads {} and {} leave axis {} of size {} negative", p.begin[a],
+                              p.end[a], a, x[a]));
+    const bool padded = p.begin[a] > 0 || p.end[a] > 0;
+    if (padded && x[a] == 0 && p.mode != "constant")
+      return fail(ErrorCode::kShapeMismatch,
+                  fmt::format("{} padding of the empty axis {}", p.mode, a));
+    if (p.mode == "reflect" && (std::max(p.begin[a], p.end[a]) > x[a] - 1) && padded)
+      return fail(ErrorCode::kShapeMismatch,
+                  fmt::format("reflect pads {} and {} exceed axis {} of size {} minus one",
+                              p.begin[a], p.end[a], a, x[a]));
+  }
+  return p;
+}
+
+Result<std::vector<TensorType>> InferPad(const InferContext& ctx) {
+  const Tensor* pads = nullptr;
+  const Tensor* axes = nullptr;
+  if (ctx.opset >= 11) {
+    FT_ASSIGN_OR_RETURN(pads, ctx.RequireConstant(1, "pads"));
+    if (ctx.has_input(3)) {
+      FT_ASSIGN_OR_RETURN(axes, ctx.RequireConstant(3, "axes"));
+    }
+    if (ctx.has_input(2) && (ctx.type(2).numel() != 1))
+      return ctx.Fail(ErrorCode::kShapeMismatch, "constant_value must be a scalar");
+  }
+  FT_ASSIGN_OR_RETURN(PadSpec p,
+                      ResolvePad(&ctx, ctx.node, ctx.opset, ctx.type(0).dims, pads, axes));
+  return One(ctx.type(0).dtype, p.out);
+}
+
+Result<std::vector<Tensor>> RunPad(const KernelContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  const bool inputs = ctx.opset >= 11;
+  FT_ASSIGN_OR_RETURN(PadSpec p, ResolvePad(nullptr, ctx.node, ctx.opset, x.dims(),
+                                            inputs && ctx.has_input(1) ? &ctx.in(1) : nullptr,
+                                            inputs && ctx.has_input(3) ? &ctx.in(3) : nullptr));
+  double value = 0;
+  if (!inputs) {
+    FT_ASSIGN_OR_RETURN(const float v, ctx.node.attrs.GetFloat("value", 0.0f));
+    value = v;
+  } else if (ctx.has_input(2) && ctx.in(2).numel() > 0) {
+    value = ctx.in(2).GetAsDouble(0);
+  }
+  Tensor fill(DataType::kFloat64, {1});
+  fill.data<double>()[0] = value;
+  fill = fill.CastTo(x.dtype());
+  Tensor out(x.dtype(), p.out);
+  const size_t es = DataTypeSize(x.dtype());
+  const int64_t rank = static_cast<int64_t>(p.out.size());
+  if (out.numel() == 0) return std::vector<Tensor>{out};
+  const auto in_strides = RowMajorStrides(x.dims());
+  const int64_t inner = rank == 0 ? 1 : p.out[rank - 1];
+  const int64_t rows = out.numel() / inner;
+  const std::byte* px = x.raw();
+  const std::byte* pf = fill.raw();
+  std::byte* po = out.raw();
+  // The input index that output index o of axis a reads, or -1 for the fill.
+  auto source = [&](int64_t a, int64_t o) -> int64_t {
+    const int64_t n = x.dims()[a];
+    int64_t i = o - p.begin[a];
+    if (i >= 0 && i < n) return i;
+    if (p.mode == "constant") return -1;
+    if (p.mode == "edge") return std::clamp<int64_t>(i, 0, n - 1);
+    if (p.mode == "wrap") return ((i % n) + n) % n;
+    if (n == 1) return 0;
+    const int64_t period = 2 * (n - 1);  // reflect: mirror without repeating the edge
+    i = ((i % period) + period) % period;
+    return i < n ? i : period - i;
+  };
+  ParallelRange(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)),
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t r = begin; r < end; ++r) {
+                    int64_t rem = r, base = 0;
+                    bool outside = false;
+                    for (int64_t a = rank - 2; a >= 0; --a) {
+                      const int64_t o = rem % p.out[a];
+                      rem /= p.out[a];
+                      const int64_t i = source(a, o);
+                      if (i < 0)
+                        outside = true;
+                      else
+                        base += i * in_strides[a];
+                    }
+                    std::byte* orow = po + r * inner * static_cast<int64_t>(es);
+                    for (int64_t j = 0; j < inner; ++j) {
+                      const int64_t i = rank == 0 ? 0 : source(rank - 1, j);
+                      const std::byte* src =
+                          outside || i < 0
+                              ? pf
+                              : px + (base + i * (rank == 0 ? 0 : in_strides[rank - 1])) *
+                                         static_cast<int64_t>(es);
+                      std::memcpy(orow + j * static_cast<int64_t>(es), src, es);
+                    }
+                  }
+                });
+  return std::vector<Tensor>{out};
+}
+
 }  // namespace
 
 void AppendConvOps(std::vector<OpSchema>& t) {
@@ -522,6 +678,7 @@ void AppendConvOps(std::vector<OpSchema>& t) {
   t.push_back(
       {"HardSigmoid", OpKind::kElementwise, 1, 1, InferFloatSame, RunHardSigmoid, PerElement});
   t.push_back({"HardSwish", OpKind::kElementwise, 1, 1, InferFloatSame, RunHardSwish, PerElement});
+  t.push_back({"Pad", OpKind::kDataMovement, 1, 4, InferPad, RunPad, NoCost});
 }
 
 }  // namespace fusetune::graph

@@ -209,6 +209,45 @@ TEST(ConvOps, HardSigmoidAndHardSwish) {
   EXPECT_VALUES_NEAR(r->outputs.at("h"), (std::vector<float>{0, 0, -1.0f / 3, 0, 1.125f, 4}), 1e-6);
 }
 
+TEST(ConvOps, PadModes) {
+  const TensorMap feeds{{"x", testing::F32({2, 3}, {0, 1, 2, 3, 4, 5})}};
+  auto pad = [&](const std::string& attrs, const std::string& extra = "") {
+    return RunOne(R"(graph g { input x: f32[2, 3]  const p: i64[4] = [1, 2, 0, 1]
+      const v: f32[] = [-1] )" +
+                      extra + "  y = Pad(x, p, v) " + attrs + "  output y }",
+                  feeds);
+  };
+  Tensor c = pad("");
+  EXPECT_EQ(c.dims(), (Dims{3, 6}));
+  EXPECT_VALUES_NEAR(
+      c, (std::vector<float>{-1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 2, -1, -1, -1, 3, 4, 5, -1}), 0);
+  EXPECT_VALUES_NEAR(pad(R"({mode="reflect"})"),
+                     (std::vector<float>{5, 4, 3, 4, 5, 4, 2, 1, 0, 1, 2, 1, 5, 4, 3, 4, 5, 4}), 0);
+  EXPECT_VALUES_NEAR(pad(R"({mode="edge"})"),
+                     (std::vector<float>{0, 0, 0, 1, 2, 2, 0, 0, 0, 1, 2, 2, 3, 3, 3, 4, 5, 5}), 0);
+}
+
+TEST(ConvOps, PadAxesWrapAndCrop) {
+  const TensorMap feeds{{"x", testing::F32({2, 3}, {0, 1, 2, 3, 4, 5})}};
+  Tensor axes = RunOne(R"(graph g opset 18 { input x: f32[2, 3]  const p: i64[2] = [2, 1]
+    const a: i64[1] = [-1]  y = Pad(x, p, _, a)  output y })",
+                       feeds);
+  EXPECT_EQ(axes.dims(), (Dims{2, 6}));
+  EXPECT_VALUES_NEAR(axes, (std::vector<float>{0, 0, 0, 1, 2, 0, 0, 0, 3, 4, 5, 0}), 0);
+  Tensor wrap = RunOne(R"(graph g opset 19 { input x: f32[2, 3]  const p: i64[4] = [0, 2, 0, 2]
+    y = Pad(x, p) {mode="wrap"}  output y })",
+                       feeds);
+  EXPECT_VALUES_NEAR(wrap, (std::vector<float>{1, 2, 0, 1, 2, 0, 1, 4, 5, 3, 4, 5, 3, 4}), 0);
+  Tensor crop = RunOne(R"(graph g { input x: f32[2, 3]  const p: i64[4] = [0, -1, 0, 0]
+    y = Pad(x, p)  output y })",
+                       feeds);
+  EXPECT_VALUES_NEAR(crop, (std::vector<float>{1, 2, 4, 5}), 0);
+  Tensor old = RunOne(R"(graph g opset 9 { input x: f32[2, 3]
+    y = Pad(x) {pads=[0, 1, 0, 0], value=7.0}  output y })",
+                      feeds);
+  EXPECT_VALUES_NEAR(old, (std::vector<float>{7, 0, 1, 2, 7, 3, 4, 5}), 0);
+}
+
 TEST(ConvOps, ShapeInference) {
   auto out_dims = [](const std::string& node, const std::string& x = "f32[1, 3, 7, 9]",
                      const std::string& w = "f32[8, 3, 3, 3]") {
@@ -270,11 +309,20 @@ TEST(ConvOps, ErrorsNameTheNode) {
        "inference-mode"},
       {"input x: f32[1, 3]  y = GlobalAveragePool(x)", "[N, C, D1, ...]"},
       {"input x: i64[4]  y = HardSwish(x)", "must be a float tensor"},
+      {"input x: f32[2, 3]  const p: i64[2] = [1, 1]  y = Pad(x, p)",
+       "pads has 2 values, expected 2 x 2 padded axes"},
+      {"input x: f32[2, 3]  const p: i64[4] = [0, 3, 0, 0]  y = Pad(x, p) {mode=\"reflect\"}",
+       "reflect pads 3 and 0 exceed axis 1"},
+      {"input x: f32[2, 3]  const p: i64[4] = [0, 0, 0, 0]  y = Pad(x, p) {mode=\"wrap\"}",
+       "unknown Pad mode 'wrap'"},
+      {"input x: f32[2, 3]  const p: i64[4] = [0, -4, 0, 0]  y = Pad(x, p)",
+       "leave axis 1 of size 3 negative"},
+      {"input x: f32[2, 3]  input p: i64[4]  y = Pad(x, p)", "must be a constant"},
   };
   for (const Case& c : cases) {
     const std::string msg = ParseError("graph g { " + c.graph + "  output y }");
     // The node is named by position and op type: "node #0 (Conv): ...".
-    const size_t eq = c.graph.find(" = "), paren = c.graph.find('(', eq);
+    const size_t eq = c.graph.find("y = ") + 1, paren = c.graph.find('(', eq);
     const std::string op = c.graph.substr(eq + 3, paren - eq - 3);
     EXPECT_EQ(msg.rfind("node #0 (" + op + "): ", 0), 0u) << c.graph << "\n-> " << msg;
     EXPECT_NE(msg.find(c.message), std::string::npos) << c.graph << "\n-> " << msg;
