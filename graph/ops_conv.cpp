@@ -29,6 +29,10 @@ struct Window2D {
   int64_t out_h = 1, out_w = 1;
 };
 
+// Bound on strides, dilations and pads (and Pad's pads): with dims whose
+// bytes fit int64, the window arithmetic below cannot overflow.
+constexpr int64_t kMaxWindowAttr = int64_t{1} << 31;
+
 // Reads a per-spatial-axis attribute list of `rank` entries (default `fallback`).
 Result<std::vector<int64_t>> SpatialAttr(const InferContext* ctx, const Node& node,
                                          const std::string& name, size_t count, int64_t fallback,
@@ -41,7 +45,9 @@ Result<std::vector<int64_t>> SpatialAttr(const InferContext* ctx, const Node& no
   if (values.size() != count)
     return fail(fmt::format("{} has {} entries, expected {}", name, values.size(), count));
   for (int64_t v : values)
-    if (v < min_value) return fail(fmt::format("{} must be >= {}, got {}", name, min_value, v));
+    if (v < min_value || v > kMaxWindowAttr)
+      return fail(
+          fmt::format("{} must be in [{}, {}], got {}", name, min_value, kMaxWindowAttr, v));
   return values;
 }
 
@@ -70,7 +76,11 @@ Result<Window2D> ResolveWindow(const InferContext* ctx, const Node& node, const 
   std::vector<int64_t> out(r);
   for (size_t i = 0; i < r; ++i) {
     const int64_t in = in_spatial[i];
-    const int64_t extent = (kernel[i] - 1) * dilations[i] + 1;
+    int64_t extent = 0;
+    if (__builtin_mul_overflow(kernel[i] - 1, dilations[i], &extent) || extent >= kMaxWindowAttr)
+      return fail(ErrorCode::kShapeMismatch,
+                  fmt::format("kernel {} with dilation {} is too large", kernel[i], dilations[i]));
+    extent += 1;
     if (auto_pad == "NOTSET") {
       const int64_t span = in + pads[i] + pads[i + r] - extent;
       if (span < 0)
@@ -551,6 +561,9 @@ Result<PadSpec> ResolvePad(const InferContext* ctx, const Node& node, int64_t op
         fmt::format("pads has {} values, expected 2 x {} padded axes", pads.size(), axes.size()));
   p.begin.assign(rank, 0);
   p.end.assign(rank, 0);
+  for (int64_t v : pads)
+    if (v < -kMaxWindowAttr || v > kMaxWindowAttr)
+      return fail(ErrorCode::kInvalidArgument, fmt::format("pad {} is too large", v));
   for (size_t i = 0; i < axes.size(); ++i) {
     int64_t a = axes[i];
     if (a < -rank || a >= rank)

@@ -301,7 +301,7 @@ TEST(ConvOps, ErrorsNameTheNode) {
       {"input x: f32[1, 3, 8, 8]  y = MaxPool(x) {strides=[2, 2]}",
        "kernel_shape attribute is required"},
       {"input x: f32[1, 3, 8, 8]  y = AveragePool(x) {kernel_shape=[2, 2], strides=[0, 1]}",
-       "strides must be >= 1"},
+       "strides must be in [1, 2147483648], got 0"},
       {"input x: f32[1, 3, 8, 8]  input s: f32[4]  y = BatchNormalization(x, s, s, s, s)",
        "scale is [4], expected [3]"},
       {"input x: f32[1, 3, 8, 8]  input s: f32[3]  y = BatchNormalization(x, s, s, s, s) "
@@ -318,6 +318,14 @@ TEST(ConvOps, ErrorsNameTheNode) {
       {"input x: f32[2, 3]  const p: i64[4] = [0, -4, 0, 0]  y = Pad(x, p)",
        "leave axis 1 of size 3 negative"},
       {"input x: f32[2, 3]  input p: i64[4]  y = Pad(x, p)", "must be a constant"},
+      {"input x: f32[2, 3]  const p: i64[4] = [0, 0, 0, 9000000000000000000]  y = Pad(x, p)",
+       "pad 9000000000000000000 is too large"},
+      {"input x: f32[1, 1, 8]  input w: f32[1, 1, 3]  y = Conv(x, w) "
+       "{dilations=[4611686018427387904]}",
+       "dilations must be in [1, 2147483648]"},
+      {"input x: f32[1, 1, 8]  input w: f32[1, 1, 3000000000]  y = Conv(x, w) "
+       "{dilations=[2147483647]}",
+       "kernel 3000000000 with dilation 2147483647 is too large"},
   };
   for (const Case& c : cases) {
     const std::string msg = ParseError("graph g { " + c.graph + "  output y }");
