@@ -207,6 +207,8 @@ Result<std::vector<TensorType>> InferConv(const InferContext& ctx) {
   FT_RETURN_IF_ERROR(RequireFloat(ctx, 0, "X"));
   if (ctx.type(1).dtype != ctx.type(0).dtype)
     return ctx.Fail(ErrorCode::kShapeMismatch, "X and W must have the same dtype");
+  if (ctx.has_input(2) && ctx.type(2).dtype != ctx.type(0).dtype)
+    return ctx.Fail(ErrorCode::kShapeMismatch, "X and B must have the same dtype");
   const Dims* bias = ctx.has_input(2) ? &ctx.type(2).dims : nullptr;
   FT_ASSIGN_OR_RETURN(ConvShape s,
                       ResolveConv(&ctx, ctx.node, ctx.type(0).dims, ctx.type(1).dims, bias));

@@ -318,6 +318,8 @@ TEST(ConvOps, ErrorsNameTheNode) {
       {"input x: f32[2, 3]  const p: i64[4] = [0, -4, 0, 0]  y = Pad(x, p)",
        "leave axis 1 of size 3 negative"},
       {"input x: f32[2, 3]  input p: i64[4]  y = Pad(x, p)", "must be a constant"},
+      {"input x: f32[1, 3, 8, 8]  input w: f32[4, 3, 3, 3]  input b: i64[4]  y = Conv(x, w, b)",
+       "X and B must have the same dtype"},
       {"input x: f32[2, 3]  const p: i64[4] = [0, 0, 0, 9000000000000000000]  y = Pad(x, p)",
        "pad 9000000000000000000 is too large"},
       {"input x: f32[1, 1, 8]  input w: f32[1, 1, 3]  y = Conv(x, w) "
