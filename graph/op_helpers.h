@@ -75,6 +75,20 @@ void ParallelRange(int64_t n, int64_t grain, Body body) {
                     [&](const tbb::blocked_range<int64_t>& r) { body(r.begin(), r.end()); });
 }
 
+// An elementwise float op over a tensor of any float dtype: computed in f32,
+// returned in `out_dtype`.
+template <typename F>
+Tensor FloatUnary(const Tensor& in, DataType out_dtype, F f) {
+  Tensor x = AsF32(in);
+  Tensor out(DataType::kFloat32, x.dims());
+  const float* px = x.data<float>();
+  float* po = out.data<float>();
+  ParallelRange(x.numel(), 1 << 15, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) po[i] = f(px[i]);
+  });
+  return FromF32(std::move(out), out_dtype);
+}
+
 // Single-output type with the given dtype and dims.
 inline std::vector<TensorType> One(DataType dtype, Dims dims) {
   TensorType t;

@@ -489,29 +489,17 @@ Result<std::vector<TensorType>> InferFloatSame(const InferContext& ctx) {
   return std::vector<TensorType>{ctx.type(0)};
 }
 
-template <typename F>
-Tensor Unary(const Tensor& in, DataType out_dtype, F f) {
-  Tensor x = AsF32(in);
-  Tensor out(DataType::kFloat32, x.dims());
-  const float* px = x.data<float>();
-  float* po = out.data<float>();
-  ParallelRange(x.numel(), 1 << 15, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) po[i] = f(px[i]);
-  });
-  return FromF32(std::move(out), out_dtype);
-}
-
 Result<std::vector<Tensor>> RunHardSigmoid(const KernelContext& ctx) {
   FT_ASSIGN_OR_RETURN(const float alpha, ctx.node.attrs.GetFloat("alpha", 0.2f));
   FT_ASSIGN_OR_RETURN(const float beta, ctx.node.attrs.GetFloat("beta", 0.5f));
-  return std::vector<Tensor>{Unary(ctx.in(0), ctx.output_types[0].dtype, [=](float x) {
+  return std::vector<Tensor>{FloatUnary(ctx.in(0), ctx.output_types[0].dtype, [=](float x) {
     return std::max(0.0f, std::min(1.0f, alpha * x + beta));
   })};
 }
 
 // HardSwish(x) = x * max(0, min(1, x / 6 + 1 / 2)).
 Result<std::vector<Tensor>> RunHardSwish(const KernelContext& ctx) {
-  return std::vector<Tensor>{Unary(ctx.in(0), ctx.output_types[0].dtype, [](float x) {
+  return std::vector<Tensor>{FloatUnary(ctx.in(0), ctx.output_types[0].dtype, [](float x) {
     return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f));
   })};
 }

@@ -285,19 +285,6 @@ Result<std::vector<Tensor>> RunXor(const KernelContext& c) {
       c, [](uint8_t x, uint8_t y) { return static_cast<uint8_t>((x != 0) != (y != 0)); });
 }
 
-// Unary float ops: f32 in, f32 out.
-template <typename F>
-Tensor FloatUnary(const Tensor& in, DataType out_dtype, F f) {
-  Tensor x = AsF32(in);
-  Tensor out(DataType::kFloat32, x.dims());
-  const float* px = x.data<float>();
-  float* po = out.data<float>();
-  ParallelRange(x.numel(), 1 << 15, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) po[i] = f(px[i]);
-  });
-  return FromF32(std::move(out), out_dtype);
-}
-
 #define FT_FLOAT_UNARY(NAME, EXPR)                                                       \
   Result<std::vector<Tensor>> Run##NAME(const KernelContext& ctx) {                      \
     return std::vector<Tensor>{                                                          \
