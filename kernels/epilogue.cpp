@@ -29,6 +29,12 @@ const char* EpilogueKindName(EpilogueKind kind) {
       return "silu";
     case EpilogueKind::kSigmoid:
       return "sigmoid";
+    case EpilogueKind::kClip:
+      return "clip";
+    case EpilogueKind::kHardSigmoid:
+      return "hard_sigmoid";
+    case EpilogueKind::kHardSwish:
+      return "hard_swish";
     case EpilogueKind::kLayerNorm:
       return "layer_norm";
   }
@@ -149,6 +155,22 @@ int64_t ApplyEpilogue(const std::vector<EpilogueOp>& ops, float* tile, int64_t l
         break;
       case EpilogueKind::kSigmoid:
         ActivateTile(Activation::kSigmoid, tile, ldc, rows, cols);
+        break;
+      case EpilogueKind::kClip: {
+        const float lo = op.scalar, hi = op.scalar2;
+        ForTile(tile, ldc, rows, cols, [lo, hi](float v) { return std::min(std::max(v, lo), hi); });
+        break;
+      }
+      case EpilogueKind::kHardSigmoid: {
+        const float a = op.scalar, b = op.scalar2;
+        ForTile(tile, ldc, rows, cols,
+                [a, b](float v) { return std::min(std::max(a * v + b, 0.0f), 1.0f); });
+        break;
+      }
+      case EpilogueKind::kHardSwish:
+        ForTile(tile, ldc, rows, cols, [](float v) {
+          return v * std::min(std::max(v * (1.0f / 6.0f) + 0.5f, 0.0f), 1.0f);
+        });
         break;
       case EpilogueKind::kLayerNorm:  // handled above
         break;

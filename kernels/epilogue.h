@@ -26,6 +26,9 @@ enum class EpilogueKind {
   kGeluTanh,
   kSilu,  // c * sigmoid(c)
   kSigmoid,
+  kClip,         // min(max(c, scalar), scalar2): ReLU6 is Clip(0, 6)
+  kHardSigmoid,  // max(0, min(1, scalar * c + scalar2))
+  kHardSwish,    // c * max(0, min(1, c / 6 + 1 / 2))
   // c = (c - mean) / sqrt(var + scalar) * gamma[col], mean and variance over
   // the row's columns (the tile's, which must be the whole row); beta, when
   // there is one, follows as a kBiasAdd.
@@ -44,6 +47,7 @@ struct EpilogueOp {
   int64_t col_stride = 1;       // elements between columns of `data`
   int64_t batch_stride = 0;     // elements between batches of `data`
   float scalar = 1.0f;
+  float scalar2 = 0.0f;  // Clip's upper bound, HardSigmoid's beta
 
   static EpilogueOp Bias(const float* bias) { return {EpilogueKind::kBiasAdd, bias, 0, 1, 0, 1}; }
   static EpilogueOp Residual(const float* r, int64_t ld, int64_t batch_stride = 0) {
@@ -54,6 +58,12 @@ struct EpilogueOp {
   }
   static EpilogueOp Scale(float s) { return {EpilogueKind::kScale, nullptr, 0, 0, 0, s}; }
   static EpilogueOp Act(EpilogueKind kind) { return {kind, nullptr, 0, 0, 0, 1}; }
+  static EpilogueOp Clip(float lo, float hi) {
+    return {EpilogueKind::kClip, nullptr, 0, 0, 0, lo, hi};
+  }
+  static EpilogueOp HardSigmoid(float alpha, float beta) {
+    return {EpilogueKind::kHardSigmoid, nullptr, 0, 0, 0, alpha, beta};
+  }
   static EpilogueOp LayerNorm(const float* gamma, float epsilon) {
     return {EpilogueKind::kLayerNorm, gamma, 0, 1, 0, epsilon};
   }

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/attention.h"
+#include "kernels/conv.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/rowwise.h"
@@ -35,6 +36,7 @@ TilingEstimate EstimateGemm(const GemmDesc& desc, const GemmTiling& tiling, int 
 TilingEstimate EstimateRowwise(const RowwiseDesc& desc, const RowwiseTiling& tiling, int threads);
 TilingEstimate EstimateElementwise(const ElementwiseDesc& desc, const ElementwiseTiling& tiling,
                                    int threads);
+TilingEstimate EstimateConv(const ConvDesc& desc, const ConvTiling& tiling, int threads);
 TilingEstimate EstimateAttention(const AttentionDesc& desc, const AttentionTiling& tiling,
                                  int threads);
 

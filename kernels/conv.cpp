@@ -1,0 +1,211 @@
+#include "kernels/conv.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/conv_algorithm.h"
+#include "kernels/estimate.h"
+
+namespace fusetune::kernels {
+
+namespace {
+constexpr const char* kAlgorithmNames[kNumConvAlgorithms] = {"im2col_gemm", "direct", "winograd2",
+                                                             "winograd4", "depthwise"};
+}  // namespace
+
+const char* ConvAlgorithmName(ConvAlgorithm algorithm) {
+  return kAlgorithmNames[static_cast<int>(algorithm)];
+}
+
+std::optional<ConvAlgorithm> ConvAlgorithmFromName(const std::string& name) {
+  for (int i = 0; i < kNumConvAlgorithms; ++i)
+    if (name == kAlgorithmNames[i]) return static_cast<ConvAlgorithm>(i);
+  return std::nullopt;
+}
+
+double ConvShape::Macs() const {
+  return static_cast<double>(batch) * out_channels * pixels() * in_per_group() * kernel_h *
+         kernel_w;
+}
+
+std::string ConvShape::ToString() const {
+  return fmt::format("{}x{}x{}x{} -> {} k{}x{} s{} p{} d{} g{}", batch, in_channels, in_h, in_w,
+                     out_channels, kernel_h, kernel_w, stride_h, pad_top, dilation_h, groups);
+}
+
+std::string ConvTiling::ToString() const {
+  return fmt::format("{} oc={} px={} k={} micro={}x{}", ConvAlgorithmName(algorithm), oc_block,
+                     pixel_block, k_block, mr, nr);
+}
+
+Status ValidateConvShape(const ConvShape& s) {
+  auto bad = [](const std::string& what) {
+    return Error(ErrorCode::kInvalidArgument, "conv shape: " + what);
+  };
+  if (s.batch < 1 || s.in_channels < 1 || s.in_h < 1 || s.in_w < 1 || s.out_channels < 1 ||
+      s.out_h < 1 || s.out_w < 1)
+    return bad("every extent must be positive: " + s.ToString());
+  if (s.kernel_h < 1 || s.kernel_w < 1 || s.stride_h < 1 || s.stride_w < 1 ||
+      s.dilation_h < 1 || s.dilation_w < 1 || s.pad_top < 0 || s.pad_left < 0)
+    return bad("kernel, strides and dilations must be positive, pads not negative: " +
+               s.ToString());
+  if (s.groups < 1 || s.in_channels % s.groups != 0 || s.out_channels % s.groups != 0)
+    return bad(fmt::format("groups {} must divide in_channels {} and out_channels {}", s.groups,
+                           s.in_channels, s.out_channels));
+  // The last output's window must start inside the padded input.
+  const int64_t last_h = (s.out_h - 1) * s.stride_h - s.pad_top;
+  const int64_t last_w = (s.out_w - 1) * s.stride_w - s.pad_left;
+  if (last_h >= s.in_h + s.pad_top || last_w >= s.in_w + s.pad_left)
+    return bad(fmt::format("out {}x{} does not follow from the window arithmetic of {}", s.out_h,
+                           s.out_w, s.ToString()));
+  return Status::Ok();
+}
+
+namespace conv_detail {
+
+const ConvAlgorithmOps& OpsOf(ConvAlgorithm algorithm) {
+  switch (algorithm) {
+    case ConvAlgorithm::kIm2colGemm:
+      return Im2colGemmOps();
+    case ConvAlgorithm::kDirect:
+      return DirectOps();
+    case ConvAlgorithm::kWinograd2:
+    case ConvAlgorithm::kWinograd4:
+      return WinogradOps();
+    case ConvAlgorithm::kDepthwise:
+      return DepthwiseOps();
+  }
+  return Im2colGemmOps();
+}
+
+ConvTileWalk::ConvTileWalk(const ConvShape& s, int64_t oc_block, int64_t pixel_block,
+                           bool whole_rows, int64_t row_multiple)
+    : shape_(s), oc_block_(oc_block), pos_block_(pixel_block), images_(s.batch) {
+  if (whole_rows) {
+    rows_per_block_ = std::max<int64_t>(1, pixel_block / s.out_w);
+    rows_per_block_ = (rows_per_block_ + row_multiple - 1) / row_multiple * row_multiple;
+    pos_block_ = rows_per_block_ * s.out_w;
+  }
+  pos_blocks_ = (s.pixels() + pos_block_ - 1) / pos_block_;
+  oc_blocks_per_group_ = (s.out_per_group() + oc_block_ - 1) / oc_block_;
+  oc_blocks_ = oc_blocks_per_group_ * s.groups;
+}
+
+ConvTile ConvTileWalk::At(int64_t index) const {
+  ConvTile t;
+  const int64_t ocb = index % oc_blocks_;
+  const int64_t rest = index / oc_blocks_;
+  const int64_t pb = rest % pos_blocks_;
+  t.image = rest / pos_blocks_;
+  const int64_t group = ocb / oc_blocks_per_group_;
+  const int64_t in_group = (ocb % oc_blocks_per_group_) * oc_block_;
+  t.oc0 = group * shape_.out_per_group() + in_group;
+  t.ocs = std::min(oc_block_, shape_.out_per_group() - in_group);
+  t.p0 = pb * pos_block_;
+  t.ps = std::min(pos_block_, shape_.pixels() - t.p0);
+  return t;
+}
+
+void ConvTileWalk::ShareOf(int thread, int threads, int64_t* begin, int64_t* end) const {
+  const int64_t n = size();
+  *begin = n * thread / threads;
+  *end = n * (thread + 1) / threads;
+}
+
+void FinishConvTile(const ConvDesc& d, const ConvTile& t, float* acc, int64_t ld, RunMode mode,
+                    KernelStats* stats) {
+  const ConvShape& s = d.shape;
+  if (d.bias != nullptr) {
+    if (mode != RunMode::kComputeOnly)
+      stats->bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * t.ocs;
+    if (mode != RunMode::kCopyOnly)
+      for (int64_t r = 0; r < t.ocs; ++r) {
+        const float b = d.bias[t.oc0 + r];
+        float* row = acc + r * ld;
+        for (int64_t c = 0; c < t.ps; ++c) row[c] += b;
+      }
+  }
+  const int64_t read = ApplyEpilogue(d.epilogue, acc, ld, t.ocs, t.ps, t.image, t.oc0, t.p0, mode);
+  if (mode != RunMode::kComputeOnly) {
+    stats->bytes_global_to_local += read;
+    float* out = d.y + (t.image * s.out_channels + t.oc0) * s.pixels() + t.p0;
+    for (int64_t r = 0; r < t.ocs; ++r) StreamOut(out + r * s.pixels(), acc + r * ld, t.ps);
+    stats->bytes_local_to_global += static_cast<int64_t>(sizeof(float)) * t.ocs * t.ps;
+  }
+  stats->tiles += 1;
+}
+
+}  // namespace conv_detail
+
+using conv_detail::OpsOf;
+
+Status ConvAlgorithmApplies(const ConvShape& shape, ConvAlgorithm algorithm) {
+  return OpsOf(algorithm).applies(shape);
+}
+
+int64_t ConvLocalBytes(const ConvDesc& desc, const ConvTiling& tiling) {
+  return OpsOf(tiling.algorithm).local_bytes(desc, tiling);
+}
+
+namespace {
+Status CheckConv(const ConvDesc& d, const ConvTiling& t, const KernelConfig& config) {
+  FT_RETURN_IF_ERROR(ValidateConvShape(d.shape));
+  if (d.x == nullptr || d.w == nullptr || d.y == nullptr)
+    return Error(ErrorCode::kInvalidArgument, "conv: x, w and y must be set");
+  FT_RETURN_IF_ERROR(ConvAlgorithmApplies(d.shape, t.algorithm));
+  if (t.oc_block < 1 || t.pixel_block < 1 || t.k_block < 1)
+    return Error(ErrorCode::kInvalidArgument,
+                 "tiling: oc_block, pixel_block and k_block must be positive: " + t.ToString());
+  if (config.threads < 1)
+    return Error(ErrorCode::kInvalidArgument, "config.threads must be positive");
+  for (const EpilogueOp& op : d.epilogue)
+    if (IsRowNorm(op.kind))
+      return Error(ErrorCode::kInvalidArgument,
+                   std::string("conv epilogue: ") + EpilogueKindName(op.kind) +
+                       " needs whole rows, which a conv tile does not hold");
+  const ConvAlgorithmOps& ops = OpsOf(t.algorithm);
+  FT_RETURN_IF_ERROR(ops.check_tiling(d, t));
+  const int64_t need = ops.local_bytes(d, t);
+  if (need > static_cast<int64_t>(config.local_buffer_bytes))
+    return Error(ErrorCode::kInvalidArgument,
+                 fmt::format("tiling {} needs {} bytes of local buffer, the target has {}",
+                             t.ToString(), need, config.local_buffer_bytes));
+  return Status::Ok();
+}
+}  // namespace
+
+Status ValidateConv(const ConvDesc& desc, const ConvTiling& tiling, const KernelConfig& config) {
+  return CheckConv(desc, tiling, config);
+}
+
+bool ConvTilingFits(const ConvDesc& desc, const ConvTiling& tiling, const KernelConfig& config) {
+  return CheckConv(desc, tiling, config).ok();
+}
+
+int64_t PrePackedConvWeightFloats(const ConvDesc& desc, const ConvTiling& tiling) {
+  return OpsOf(tiling.algorithm).packed_floats(desc, tiling);
+}
+
+void PrePackConvWeights(const ConvDesc& desc, const ConvTiling& tiling, float* dst) {
+  OpsOf(tiling.algorithm).prepack(desc, tiling, dst);
+}
+
+Result<KernelStats> RunConv(const ConvDesc& desc, const ConvTiling& tiling,
+                            const KernelConfig& config, RunMode mode) {
+  FT_RETURN_IF_ERROR(CheckConv(desc, tiling, config));
+  const ConvAlgorithmOps& ops = OpsOf(tiling.algorithm);
+  KernelStats stats = RunThreadShares(config.threads, [&](int thread) {
+    KernelStats share = ops.run_share(desc, tiling, config, mode, thread);
+    StreamFence();  // this thread's streamed rows are visible before the join
+    return share;
+  });
+  return stats;
+}
+
+TilingEstimate EstimateConv(const ConvDesc& desc, const ConvTiling& tiling, int threads) {
+  return OpsOf(tiling.algorithm).estimate(desc, tiling, threads);
+}
+
+}  // namespace fusetune::kernels

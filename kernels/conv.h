@@ -1,0 +1,114 @@
+// Convolution with fusion: Y = epilogue(conv(X, W) + bias), NCHW in and out,
+// 1-D convolutions as 2-D ones of height 1, grouped and depthwise included.
+// One template, several algorithms (the tiling chooses, the tuner searches):
+//
+//   kIm2colGemm  implicit GEMM: per group, Y[oc, pixel] = W[oc, (ic,kh,kw)] x
+//                im2col(X)[(ic,kh,kw), pixel]. A block of the im2col matrix
+//                is gathered straight from X into the GEMM micro-kernels' B
+//                panel layout in the local buffer (never materialised in
+//                global memory); W's panels can be pre-packed. A 1x1 stride-1
+//                convolution is a plain GEMM on X. Any shape.
+//   kDirect      direct convolution on a channel-blocked tile: the input tile
+//                is copied into the local buffer as [ic][ih][iw] and the
+//                output tile is computed 16 output channels (one vector) by a
+//                register block of output columns at a time; weights are
+//                pre-packed [oc/16][ic][kh][kw][16]. groups == 1.
+//   kWinograd2   Winograd F(2x2,3x3) and
+//   kWinograd4   F(4x4,3x3): 3x3, stride 1, dilation 1, groups == 1. Input
+//                tiles are transformed in the local buffer, multiplied by
+//                the pre-transformed weights (packed at compile time) as
+//                (alpha x alpha) batched GEMMs, and transformed back. Less
+//                exact than the direct forms: tolerances in conv_winograd.h.
+//   kDepthwise   groups == in_channels == out_channels: each channel with its
+//                own kh x kw filter, vectorised over output columns.
+//
+// Every algorithm computes one output tile at a time: oc_block output
+// channels by pixel_block output positions (flattened oh * out_w + ow of one
+// image), kept in the local buffer as rows = channels, columns = positions,
+// where the bias, the epilogue ops (activations, a residual added) run before
+// the tile is copied out. The epilogue sees the tile as the GEMM's: row =
+// output channel, column = output position, batch = image; a residual of
+// Y's shape is EpilogueOp::Residual(r, out_h * out_w, out_channels * out_h *
+// out_w). Output tiles are dealt to threads round-robin in (image, channel
+// block, position block) order, so runs are deterministic.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "kernels/epilogue.h"
+#include "kernels/traffic.h"
+
+namespace fusetune::kernels {
+
+enum class ConvAlgorithm { kIm2colGemm, kDirect, kWinograd2, kWinograd4, kDepthwise };
+inline constexpr int kNumConvAlgorithms = 5;
+const char* ConvAlgorithmName(ConvAlgorithm algorithm);  // "im2col_gemm", "direct", ...
+std::optional<ConvAlgorithm> ConvAlgorithmFromName(const std::string& name);
+
+struct ConvShape {
+  int64_t batch = 1;
+  int64_t in_channels = 0, in_h = 1, in_w = 0;
+  int64_t out_channels = 0, out_h = 1, out_w = 0;
+  int64_t kernel_h = 1, kernel_w = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_top = 0, pad_left = 0;  // bottom and right padding follow from out_h, out_w
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t groups = 1;
+
+  int64_t in_per_group() const { return in_channels / groups; }
+  int64_t out_per_group() const { return out_channels / groups; }
+  int64_t pixels() const { return out_h * out_w; }  // output positions per image
+  // Multiply-adds of the direct definition (what "effective rate" divides).
+  double Macs() const;
+  std::string ToString() const;  // "1x64x56x56 -> 64 k3x3 s1 p1 d1 g1"
+  bool operator==(const ConvShape&) const = default;
+};
+
+struct ConvDesc {
+  ConvShape shape;
+  const float* x = nullptr;     // [batch, in_channels, in_h, in_w], contiguous
+  const float* w = nullptr;     // [out_channels, in_channels / groups, kernel_h, kernel_w]
+  const float* bias = nullptr;  // [out_channels], optional
+  // Optional: W pre-packed by PrePackConvWeights for the tiling being run
+  // (constant weights, packed once when a program is prepared; Winograd's
+  // transformed weights). `w` stays the source of truth.
+  const float* w_packed = nullptr;
+  float* y = nullptr;  // [batch, out_channels, out_h, out_w], contiguous
+  std::vector<EpilogueOp> epilogue;
+};
+
+struct ConvTiling {
+  ConvAlgorithm algorithm = ConvAlgorithm::kIm2colGemm;
+  int64_t oc_block = 64;      // output channels per tile (per group for im2col)
+  int64_t pixel_block = 256;  // output positions per tile (Winograd: rounded to whole tiles)
+  int64_t k_block = 256;      // reduction slice: im2col rows (ic*kh*kw), else input channels
+  int mr = 8, nr = 32;        // the GEMM micro-tile (im2col and Winograd)
+  std::string ToString() const;
+  bool operator==(const ConvTiling&) const = default;
+};
+
+// Ok when `algorithm` can compute `shape` at all (Winograd: 3x3 stride 1,
+// ...); the error says why not.
+Status ConvAlgorithmApplies(const ConvShape& shape, ConvAlgorithm algorithm);
+// Ok when the shape is consistent (output size from the window arithmetic,
+// channels divisible by groups, ...); errors name the field.
+Status ValidateConvShape(const ConvShape& shape);
+
+// Bytes of local buffer one thread needs for `tiling` on `desc`.
+int64_t ConvLocalBytes(const ConvDesc& desc, const ConvTiling& tiling);
+// Errors name the offending field ("tiling.oc_block: ...").
+Status ValidateConv(const ConvDesc& desc, const ConvTiling& tiling, const KernelConfig& config);
+bool ConvTilingFits(const ConvDesc& desc, const ConvTiling& tiling, const KernelConfig& config);
+
+// Pre-packed weights (ConvDesc::w_packed) for `tiling`: 0 when the algorithm
+// reads W as it is.
+int64_t PrePackedConvWeightFloats(const ConvDesc& desc, const ConvTiling& tiling);
+void PrePackConvWeights(const ConvDesc& desc, const ConvTiling& tiling, float* dst);
+
+Result<KernelStats> RunConv(const ConvDesc& desc, const ConvTiling& tiling,
+                            const KernelConfig& config, RunMode mode = RunMode::kFull);
+
+}  // namespace fusetune::kernels

@@ -1,0 +1,77 @@
+// Internal to the convolution template (conv.h): what each algorithm
+// provides, and the tile walk and tile finishing they share. One file per
+// algorithm (conv_im2col.cpp, conv_direct.cpp, conv_winograd.cpp,
+// conv_depthwise.cpp) defines its ConvAlgorithmOps; conv.cpp dispatches.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/conv.h"
+#include "kernels/estimate.h"
+
+namespace fusetune::kernels::conv_detail {
+
+struct ConvAlgorithmOps {
+  // Whether the algorithm computes this shape at all (conv.h's ConvAlgorithmApplies).
+  Status (*applies)(const ConvShape& shape);
+  // The algorithm's own rules on the tiling (block multiples, micro-tile);
+  // conv.cpp has already checked the shape, the applicability and positive blocks.
+  Status (*check_tiling)(const ConvDesc& desc, const ConvTiling& tiling);
+  int64_t (*local_bytes)(const ConvDesc& desc, const ConvTiling& tiling);
+  int64_t (*packed_floats)(const ConvDesc& desc, const ConvTiling& tiling);  // 0: none
+  void (*prepack)(const ConvDesc& desc, const ConvTiling& tiling, float* dst);
+  // One thread's share of a validated run.
+  KernelStats (*run_share)(const ConvDesc& desc, const ConvTiling& tiling,
+                           const KernelConfig& config, RunMode mode, int thread);
+  TilingEstimate (*estimate)(const ConvDesc& desc, const ConvTiling& tiling, int threads);
+};
+
+const ConvAlgorithmOps& Im2colGemmOps();
+const ConvAlgorithmOps& DirectOps();
+const ConvAlgorithmOps& WinogradOps();  // kWinograd2 and kWinograd4 (the tiling says which)
+const ConvAlgorithmOps& DepthwiseOps();
+const ConvAlgorithmOps& OpsOf(ConvAlgorithm algorithm);
+
+// One output tile: image `image`, output channels [oc0, oc0 + ocs), output
+// positions [p0, p0 + ps) of that image (flattened oh * out_w + ow).
+struct ConvTile {
+  int64_t image = 0, oc0 = 0, ocs = 0, p0 = 0, ps = 0;
+};
+
+// The output tiles of a tiling in (image, position block, channel block)
+// order, channel blocks innermost so that consecutive tiles of a thread share
+// their input. Channel blocks never straddle a group (im2col cuts each
+// group's out_per_group channels into blocks). `whole_rows` (direct,
+// Winograd, depthwise) makes position blocks whole output rows:
+// max(1, pixel_block / out_w) rows, rounded up to a multiple of `row_multiple`.
+class ConvTileWalk {
+ public:
+  ConvTileWalk(const ConvShape& shape, int64_t oc_block, int64_t pixel_block, bool whole_rows,
+               int64_t row_multiple = 1);
+  int64_t size() const { return images_ * pos_blocks_ * oc_blocks_; }
+  ConvTile At(int64_t index) const;
+  // The tiles [begin, end) of `thread`: contiguous, as even as possible.
+  void ShareOf(int thread, int threads, int64_t* begin, int64_t* end) const;
+  int64_t rows_per_block() const { return rows_per_block_; }  // whole_rows only
+
+ private:
+  ConvShape shape_;
+  int64_t oc_block_, pos_block_, rows_per_block_ = 0;
+  int64_t images_, pos_blocks_, oc_blocks_, oc_blocks_per_group_;
+};
+
+// Finishes a computed tile held as ocs rows of ps floats (leading dimension
+// ld) in the local buffer: adds the bias, runs the epilogue and copies the
+// rows out to Y. Counts the bias, epilogue reads and the copy out in `stats`.
+// kComputeOnly skips the copies (and reads), kCopyOnly the arithmetic.
+void FinishConvTile(const ConvDesc& desc, const ConvTile& tile, float* acc, int64_t ld,
+                    RunMode mode, KernelStats* stats);
+
+// Zero-padded read of X: the value at (image, channel, ih, iw), 0 outside.
+inline float XAt(const ConvDesc& d, int64_t image, int64_t c, int64_t ih, int64_t iw) {
+  const ConvShape& s = d.shape;
+  if (ih < 0 || ih >= s.in_h || iw < 0 || iw >= s.in_w) return 0.0f;
+  return d.x[((image * s.in_channels + c) * s.in_h + ih) * s.in_w + iw];
+}
+
+}  // namespace fusetune::kernels::conv_detail

@@ -1,0 +1,140 @@
+// Helpers shared by the convolution tests: a double-precision reference
+// convolution written from the definition (independent of graph/'s), the
+// shapes every algorithm is checked on, and a runner that compares one
+// algorithm and tiling against the reference.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "common/rng.h"
+#include "kernels/conv.h"
+
+namespace fusetune::kernels::testing {
+
+// conv(x, w) + bias in double, then the epilogue's activations (a residual
+// `r` of Y's shape, added before them when given).
+inline std::vector<double> ReferenceConv(const ConvShape& s, const std::vector<float>& x,
+                                         const std::vector<float>& w,
+                                         const std::vector<float>& bias) {
+  std::vector<double> y(s.batch * s.out_channels * s.pixels(), 0.0);
+  const int64_t icg = s.in_per_group(), ocg = s.out_per_group();
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t oc = 0; oc < s.out_channels; ++oc) {
+      const int64_t g = oc / ocg;
+      for (int64_t oh = 0; oh < s.out_h; ++oh)
+        for (int64_t ow = 0; ow < s.out_w; ++ow) {
+          double acc = bias.empty() ? 0.0 : bias[oc];
+          for (int64_t ic = 0; ic < icg; ++ic)
+            for (int64_t kh = 0; kh < s.kernel_h; ++kh) {
+              const int64_t ih = oh * s.stride_h - s.pad_top + kh * s.dilation_h;
+              if (ih < 0 || ih >= s.in_h) continue;
+              for (int64_t kw = 0; kw < s.kernel_w; ++kw) {
+                const int64_t iw = ow * s.stride_w - s.pad_left + kw * s.dilation_w;
+                if (iw < 0 || iw >= s.in_w) continue;
+                acc += double(x[((n * s.in_channels + g * icg + ic) * s.in_h + ih) * s.in_w + iw]) *
+                       w[((oc * icg + ic) * s.kernel_h + kh) * s.kernel_w + kw];
+              }
+            }
+          y[((n * s.out_channels + oc) * s.out_h + oh) * s.out_w + ow] = acc;
+        }
+    }
+  return y;
+}
+
+// A shape with out_h/out_w from the window arithmetic (symmetric pads).
+inline ConvShape MakeShape(int64_t batch, int64_t ic, int64_t h, int64_t w, int64_t oc,
+                           int64_t k, int64_t stride = 1, int64_t pad = 0, int64_t dilation = 1,
+                           int64_t groups = 1) {
+  ConvShape s;
+  s.batch = batch;
+  s.in_channels = ic;
+  s.in_h = h;
+  s.in_w = w;
+  s.out_channels = oc;
+  s.kernel_h = h == 1 ? 1 : k;  // height 1: a 1-D convolution
+  s.kernel_w = k;
+  s.stride_h = h == 1 ? 1 : stride;
+  s.stride_w = stride;
+  s.pad_top = h == 1 ? 0 : pad;
+  s.pad_left = pad;
+  s.dilation_h = h == 1 ? 1 : dilation;
+  s.dilation_w = dilation;
+  s.groups = groups;
+  s.out_h = (h + 2 * s.pad_top - s.dilation_h * (s.kernel_h - 1) - 1) / s.stride_h + 1;
+  s.out_w = (w + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
+  return s;
+}
+
+struct ConvRun {
+  double max_rel_error = 0;  // max |got - want| / max(max |want|, 1e-6)
+  KernelStats stats;
+};
+
+// Runs `tiling` on random data of `shape` (bias, optional residual and ReLU
+// epilogue) and compares with ReferenceConv. Fails the test on a kernel error.
+inline ConvRun RunAgainstReference(const ConvShape& shape, const ConvTiling& tiling,
+                                   bool bias = true, bool residual_relu = false,
+                                   bool prepack = true, int threads = 2,
+                                   size_t local_bytes = 1 << 20, uint64_t seed = 7) {
+  Rng rng(seed);
+  auto random = [&](int64_t n) {
+    std::vector<float> v(n);
+    for (float& f : v) f = static_cast<float>(rng.Normal());
+    return v;
+  };
+  const ConvShape& s = shape;
+  std::vector<float> x = random(s.batch * s.in_channels * s.in_h * s.in_w);
+  std::vector<float> w = random(s.out_channels * s.in_per_group() * s.kernel_h * s.kernel_w);
+  std::vector<float> b = bias ? random(s.out_channels) : std::vector<float>{};
+  std::vector<float> r = residual_relu ? random(s.batch * s.out_channels * s.pixels())
+                                       : std::vector<float>{};
+  std::vector<float> y(s.batch * s.out_channels * s.pixels(), -1.0f);
+  std::vector<double> want = ReferenceConv(s, x, w, b);
+  if (residual_relu)
+    for (size_t i = 0; i < want.size(); ++i) want[i] = std::max(0.0, want[i] + r[i]);
+
+  ConvDesc d;
+  d.shape = s;
+  d.x = x.data();
+  d.w = w.data();
+  d.bias = bias ? b.data() : nullptr;
+  d.y = y.data();
+  if (residual_relu) {
+    d.epilogue.push_back(
+        EpilogueOp::Residual(r.data(), s.pixels(), s.out_channels * s.pixels()));
+    d.epilogue.push_back(EpilogueOp::Act(EpilogueKind::kRelu));
+  }
+  std::vector<float> packed;
+  if (prepack) {
+    packed.resize(std::max<int64_t>(1, PrePackedConvWeightFloats(d, tiling)));
+    if (PrePackedConvWeightFloats(d, tiling) > 0) {
+      PrePackConvWeights(d, tiling, packed.data());
+      d.w_packed = packed.data();
+    }
+  }
+  KernelConfig config;
+  config.threads = threads;
+  config.local_buffer_bytes = local_bytes;
+  ConvRun run;
+  Result<KernelStats> stats = RunConv(d, tiling, config);
+  EXPECT_TRUE(stats.ok()) << (stats.ok() ? "" : stats.error().message()) << " on "
+                          << s.ToString() << " " << tiling.ToString();
+  if (!stats.ok()) {
+    run.max_rel_error = 1e9;
+    return run;
+  }
+  run.stats = *stats;
+  double err = 0, scale = 1e-6;
+  for (size_t i = 0; i < want.size(); ++i) {
+    err = std::max(err, std::abs(double(y[i]) - want[i]));
+    scale = std::max(scale, std::abs(want[i]));
+  }
+  run.max_rel_error = err / scale;
+  return run;
+}
+
+}  // namespace fusetune::kernels::testing
