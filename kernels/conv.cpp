@@ -25,6 +25,25 @@ std::optional<ConvAlgorithm> ConvAlgorithmFromName(const std::string& name) {
   return std::nullopt;
 }
 
+bool ConvAlgorithmUsesMicroTile(ConvAlgorithm algorithm) {
+  return algorithm == ConvAlgorithm::kIm2colGemm || algorithm == ConvAlgorithm::kWinograd2 ||
+         algorithm == ConvAlgorithm::kWinograd4;
+}
+
+int64_t ConvReductionExtent(const ConvShape& s, ConvAlgorithm algorithm) {
+  switch (algorithm) {
+    case ConvAlgorithm::kIm2colGemm:
+      return s.in_per_group() * s.kernel_h * s.kernel_w;
+    case ConvAlgorithm::kDirect:
+    case ConvAlgorithm::kWinograd2:
+    case ConvAlgorithm::kWinograd4:
+      return s.in_per_group();
+    case ConvAlgorithm::kDepthwise:
+      return 0;
+  }
+  return 0;
+}
+
 double ConvShape::Macs() const {
   return static_cast<double>(batch) * out_channels * pixels() * in_per_group() * kernel_h *
          kernel_w;
@@ -139,6 +158,7 @@ void FinishConvTile(const ConvDesc& d, const ConvTile& t, float* acc, int64_t ld
 
 }  // namespace conv_detail
 
+using conv_detail::ConvAlgorithmOps;
 using conv_detail::OpsOf;
 
 Status ConvAlgorithmApplies(const ConvShape& shape, ConvAlgorithm algorithm) {

@@ -93,6 +93,13 @@ struct ConvTiling {
 // Ok when `algorithm` can compute `shape` at all (Winograd: 3x3 stride 1,
 // ...); the error says why not.
 Status ConvAlgorithmApplies(const ConvShape& shape, ConvAlgorithm algorithm);
+// Which tiling fields an algorithm reads: the others are ignored, and the
+// tiling space keeps one value of them so that no two points are the same.
+bool ConvAlgorithmUsesMicroTile(ConvAlgorithm algorithm);  // im2col, Winograd
+// The extent k_block slices (im2col: in_per_group * kh * kw; direct and
+// Winograd: in_per_group), 0 when the algorithm has no reduction slices.
+int64_t ConvReductionExtent(const ConvShape& shape, ConvAlgorithm algorithm);
+
 // Ok when the shape is consistent (output size from the window arithmetic,
 // channels divisible by groups, ...); errors name the field.
 Status ValidateConvShape(const ConvShape& shape);
