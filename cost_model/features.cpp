@@ -13,7 +13,7 @@ namespace {
 // Feature layout, in the order FeatureNames() lists them.
 const std::vector<std::string> kNames = {
     // template
-    "is_gemm", "is_rowwise", "is_elementwise", "is_attention",
+    "is_gemm", "is_rowwise", "is_elementwise", "is_attention", "is_conv",
     // work
     "log_flops", "log_transcendentals", "log_output_elements", "log_compulsory_bytes",
     // analytical traffic of the tiling
@@ -143,6 +143,28 @@ void TemplateFeatures(const fusion_space::KernelInstance& in, const fusion_space
       *outputs = 1;
       break;
     }
+    case fusion_space::KernelTemplate::kConv: {
+      // As the implicit GEMM sees it: M = output channels per group, N =
+      // output positions, K = the reduction; the algorithm as a category.
+      const kernels::ConvShape& s = in.conv.shape;
+      const auto& t = std::get<kernels::ConvTiling>(tiling);
+      shape[0] = Log2(static_cast<double>(s.out_per_group()));
+      shape[1] = Log2(static_cast<double>(s.pixels() * s.batch));
+      shape[2] = Log2(static_cast<double>(s.in_per_group() * s.kernel_h * s.kernel_w));
+      shape[3] = Log2(static_cast<double>(s.groups));
+      shape[4] = static_cast<double>(s.kernel_h * s.kernel_w);
+      params[0] = Log2(static_cast<double>(t.oc_block));
+      params[1] = Log2(static_cast<double>(t.pixel_block));
+      params[2] = Log2(static_cast<double>(t.k_block));
+      params[3] = t.mr;
+      params[4] = t.nr;
+      params[5] = static_cast<double>(t.algorithm);
+      params[6] = static_cast<double>(s.stride_h * s.stride_w);
+      *mix = EpilogueMix(in.conv.epilogue);
+      if (in.conv.bias) mix->operand += 1;
+      *outputs = 1;
+      break;
+    }
     case fusion_space::KernelTemplate::kReference:
       break;
   }
@@ -213,6 +235,7 @@ AnalyticalParts ExtractFeatures(const GroupInfo& group, const fusion_space::Tili
                            in.kind == fusion_space::KernelTemplate::kRowwise ? 1.0 : 0.0,
                            in.kind == fusion_space::KernelTemplate::kElementwise ? 1.0 : 0.0,
                            in.kind == fusion_space::KernelTemplate::kAttention ? 1.0 : 0.0,
+                           in.kind == fusion_space::KernelTemplate::kConv ? 1.0 : 0.0,
                            Log2(group.flops),
                            Log2(group.transcendentals),
                            Log2(group.output_elements),

@@ -18,7 +18,7 @@ bool IsGemmOp(const graph::Node& node) {
 // What a node contributes to the op mix of a set; a set is viable when some
 // template could still implement it or one of its supersets.
 struct OpMix {
-  int gemms = 0, softmaxes = 0, reductions = 0, layer_norms = 0, unfusible = 0;
+  int gemms = 0, convs = 0, softmaxes = 0, reductions = 0, layer_norms = 0, unfusible = 0;
   // LayerNorm -> GEMM edges inside the set: a norm before a GEMM would be
   // its prologue, which no matcher takes, so no superset is legal either.
   int norm_into_gemm = 0;
@@ -26,6 +26,9 @@ struct OpMix {
     if (size > 1 && unfusible > 0) return false;
     if (norm_into_gemm > 0) return false;
     if (gemms > 3 || softmaxes > 1) return false;
+    // The conv template computes one Conv with an elementwise epilogue.
+    if (convs > 1 || (convs > 0 && (gemms + softmaxes + reductions + layer_norms) > 0))
+      return false;
     if (softmaxes == 1 && gemms > 2) return false;
     // The GEMM template reduces rows only in a LayerNorm epilogue, one per output.
     if (gemms > 0 && (reductions > 0 || layer_norms > gemms || (softmaxes > 0 && layer_norms > 0)))
@@ -37,7 +40,7 @@ struct OpMix {
 // What one node adds to a set's op mix: classified once per node, since
 // enumeration adds and removes each node many times.
 struct NodeMix {
-  int8_t gemm = 0, softmax = 0, reduction = 0, layer_norm = 0, unfusible = 0;
+  int8_t gemm = 0, conv = 0, softmax = 0, reduction = 0, layer_norm = 0, unfusible = 0;
 };
 
 NodeMix ClassifyNode(const graph::Node& node) {
@@ -45,6 +48,8 @@ NodeMix ClassifyNode(const graph::Node& node) {
   NodeMix m;
   if (IsGemmOp(node))
     m.gemm = 1;
+  else if (op == "Conv")
+    m.conv = 1;
   else if (op == "Softmax")
     m.softmax = 1;
   else if (op == "LayerNormalization")
@@ -57,6 +62,7 @@ NodeMix ClassifyNode(const graph::Node& node) {
 
 void AddNodeToMix(const NodeMix& node, OpMix* mix, int sign) {
   mix->gemms += sign * node.gemm;
+  mix->convs += sign * node.conv;
   mix->softmaxes += sign * node.softmax;
   mix->layer_norms += sign * node.layer_norm;
   mix->reductions += sign * node.reduction;

@@ -23,6 +23,8 @@ const char* KernelTemplateName(KernelTemplate t) {
       return "gemm";
     case KernelTemplate::kAttention:
       return "attention";
+    case KernelTemplate::kConv:
+      return "conv";
   }
   return "?";
 }
@@ -42,6 +44,8 @@ int KernelTemplateVersion(KernelTemplate t) {
       return 3;  // 3: K and V packed once per head per thread (tiles dealt by head)
     case KernelTemplate::kGemm:
       return 4;  // 3: constant B pre-packed per tiling; 4: its panels carried by the micro-kernels
+    case KernelTemplate::kConv:
+      return 1;
     case KernelTemplate::kElementwise:
     case KernelTemplate::kRowwise:
       return 2;  // 2: Pow by a constant exponent strength-reduced (tile_program.cpp)
@@ -53,7 +57,7 @@ std::map<std::string, int> KernelTemplateVersions() {
   std::map<std::string, int> versions;
   for (KernelTemplate t :
        {KernelTemplate::kReference, KernelTemplate::kElementwise, KernelTemplate::kRowwise,
-        KernelTemplate::kGemm, KernelTemplate::kAttention})
+        KernelTemplate::kGemm, KernelTemplate::kAttention, KernelTemplate::kConv})
     versions[KernelTemplateName(t)] = KernelTemplateVersion(t);
   return versions;
 }
@@ -135,6 +139,15 @@ void VisitDescriptorPointers(KernelInstance& k,
       visit_const(d.v.data);
       visit_mutable(d.o);
       if (d.mask_data.data) visit_const(d.mask_data.data);
+      return;
+    }
+    case KernelTemplate::kConv: {  // w_packed is set after binding, by the runtime
+      auto& d = k.conv;
+      visit_const(d.x);
+      visit_const(d.w);
+      if (d.bias) visit_const(d.bias);
+      visit_mutable(d.y);
+      VisitEpilogue(d.epilogue, visit_const);
       return;
     }
   }

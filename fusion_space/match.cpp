@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "fusion_space/match_conv.h"
 #include "fusion_space/match_gemm.h"
 #include "fusion_space/match_tile.h"
 #include "fusion_space/match_util.h"
@@ -18,7 +19,7 @@ bool IsFusibleOp(const graph::Node& node) {
       "Reciprocal", "Tanh",       "Erf",       "Sigmoid",   "Relu",    "Identity",
       "ReduceSum",  "ReduceMean", "ReduceMax", "ReduceMin", "Softmax", "LayerNormalization",
       "MatMul",     "Gemm",       "Reshape",   "Transpose", "Where",   "Slice",
-      "Concat",     "Split"};
+      "Concat",     "Split",      "Conv",      "Clip",      "HardSigmoid", "HardSwish"};
   return node.domain.empty() && kOps.count(node.op_type) != 0;
 }
 
@@ -45,11 +46,12 @@ GroupMatch MatchGroup(const graph::Graph& g, const Dataflow& flow, std::span<con
     m.decision = FusionDecision::Forbid("the group is empty");
     return m;
   }
-  int matmuls = 0, softmaxes = 0;
+  int matmuls = 0, softmaxes = 0, convs = 0;
   for (int32_t n : group) {
     const std::string& op = g.nodes[n].op_type;
     matmuls += op == "MatMul" || op == "Gemm";
     softmaxes += op == "Softmax";
+    convs += op == "Conv";
     if (group.size() > 1 && !IsFusibleOp(g.nodes[n])) {
       m.decision = FusionDecision::Forbid(
           fmt::format("node {} ({}) has no fused kernel", n, g.nodes[n].op_type));
@@ -57,7 +59,9 @@ GroupMatch MatchGroup(const graph::Graph& g, const Dataflow& flow, std::span<con
     }
   }
   FusionDecision d = FusionDecision::Forbid("no template");
-  if (matmuls == 0) {
+  if (convs > 0) {
+    d = MatchConvInstance(g, flow, group, &m.instance);
+  } else if (matmuls == 0) {
     d = MatchTileInstance(g, flow, group, &m.instance);
   } else if (softmaxes == 0) {
     d = MatchGemmInstance(g, flow, group, &m.instance);

@@ -37,7 +37,7 @@ ActivationFit FitActivation(F&& f) {
   if (auto [ok, s] = fit([](double x) { return x; }); ok)
     return {true, true, EpilogueKind::kScale, s};
   for (EpilogueKind kind : {EpilogueKind::kRelu, EpilogueKind::kGeluErf, EpilogueKind::kGeluTanh,
-                            EpilogueKind::kSilu, EpilogueKind::kSigmoid})
+                            EpilogueKind::kSilu, EpilogueKind::kSigmoid, EpilogueKind::kHardSwish})
     if (auto [ok, s] = fit([kind](double x) { return match_detail::ReferenceActivation(kind, x); });
         ok)
       return {true, false, kind, s};

@@ -24,6 +24,25 @@ bool ScalarConstant(const graph::Graph& g, graph::ValueId v, double* out) {
   return true;
 }
 
+namespace {
+// Clip's bounds are optional inputs (opset 11+) or attributes (opset 6): read
+// by position, not as the list of present inputs.
+std::optional<double> EvalClip(const graph::Graph& g, const graph::Node& node, graph::ValueId leaf,
+                               double x, std::map<graph::ValueId, double>* memo,
+                               std::string* failure) {
+  auto in = EvalScalarFunction(g, node.inputs[0], leaf, x, memo, failure);
+  if (!in) return std::nullopt;
+  double lo = MatchFloatAttr(node, "min", -INFINITY), hi = MatchFloatAttr(node, "max", INFINITY);
+  for (size_t i = 1; i < node.inputs.size() && i < 3; ++i) {
+    if (node.inputs[i] == graph::kNoValue) continue;
+    auto b = EvalScalarFunction(g, node.inputs[i], leaf, x, memo, failure);
+    if (!b) return std::nullopt;
+    (i == 1 ? lo : hi) = *b;
+  }
+  return std::min(std::max(*in, lo), hi);
+}
+}  // namespace
+
 std::optional<double> EvalScalarFunction(const graph::Graph& g, graph::ValueId e,
                                          graph::ValueId leaf, double x,
                                          std::map<graph::ValueId, double>* memo,
@@ -38,6 +57,7 @@ std::optional<double> EvalScalarFunction(const graph::Graph& g, graph::ValueId e
     return std::nullopt;
   }
   const graph::Node& node = g.nodes[p];
+  if (node.op_type == "Clip") return EvalClip(g, node, leaf, x, memo, failure);
   std::vector<double> in;
   for (graph::ValueId v : node.inputs) {
     if (v == graph::kNoValue) continue;
@@ -68,6 +88,11 @@ std::optional<double> EvalScalarFunction(const graph::Graph& g, graph::ValueId e
     y = std::erf(in[0]);
   else if (op == "Sigmoid" && need(1))
     y = 1 / (1 + std::exp(-in[0]));
+  else if (op == "HardSigmoid" && need(1))
+    y = std::clamp(MatchFloatAttr(node, "alpha", 0.2f) * in[0] + MatchFloatAttr(node, "beta", 0.5f),
+                   0.0, 1.0);
+  else if (op == "HardSwish" && need(1))
+    y = in[0] * std::clamp(in[0] / 6 + 0.5, 0.0, 1.0);
   else if (op == "Relu" && need(1))
     y = std::max(in[0], 0.0);
   else if (op == "Add" && need(2))

@@ -25,6 +25,8 @@ KernelTemplate TilingTemplate(const Tiling& t) {
       return KernelTemplate::kGemm;
     case 4:
       return KernelTemplate::kAttention;
+    case 5:
+      return KernelTemplate::kConv;
     default:
       return KernelTemplate::kReference;
   }
@@ -35,6 +37,7 @@ std::string TilingToString(const Tiling& t) {
   if (auto* x = std::get_if<kernels::RowwiseTiling>(&t)) return x->ToString();
   if (auto* x = std::get_if<kernels::GemmTiling>(&t)) return x->ToString();
   if (auto* x = std::get_if<kernels::AttentionTiling>(&t)) return x->ToString();
+  if (auto* x = std::get_if<kernels::ConvTiling>(&t)) return x->ToString();
   return "-";
 }
 
@@ -67,6 +70,17 @@ std::vector<int64_t> BlockSizes(int64_t extent, int64_t step, int64_t first) {
     if (even >= first && even < cap) v.insert(even);
   }
   return {v.begin(), v.end()};
+}
+
+// Block sizes with extra multiples of `lcm` (every micro-tile's mr or nr
+// divides it), capped as BlockSizes caps: a block that splits a dimension
+// must hold whole micro-tiles of whichever shape is chosen.
+std::vector<int64_t> BlockSizesWithMultiples(int64_t extent, int64_t step, int64_t first,
+                                             int64_t lcm) {
+  std::vector<int64_t> v = BlockSizes(extent, step, first);
+  std::set<int64_t> all(v.begin(), v.end());
+  for (int64_t x = lcm; x < v.back(); x *= 2) all.insert(x);
+  return {all.begin(), all.end()};
 }
 
 std::vector<int64_t> Range(int64_t n) {
@@ -117,6 +131,22 @@ TilingSpace::TilingSpace(const KernelInstance& k, const kernels::KernelConfig& c
                  {"bc", BlockSizes(k.attention.seq_kv, 16, 16)},
                  {"micro", Range(MicroShapes().size())}};
       break;
+    case KernelTemplate::kConv: {
+      const kernels::ConvShape& s = k.conv.shape;
+      const int64_t k_extent = s.in_per_group() * s.kernel_h * s.kernel_w;
+      // 48 and 112 hold whole micro-tiles of mr 6 and 8, and of 14 and 8;
+      // 96 of nr 16, 24 and 32.
+      std::vector<int64_t> oc = BlockSizesWithMultiples(s.out_per_group(), 16, 16, 48);
+      for (int64_t x : BlockSizesWithMultiples(s.out_per_group(), 16, 16, 112)) oc.push_back(x);
+      std::sort(oc.begin(), oc.end());
+      oc.erase(std::unique(oc.begin(), oc.end()), oc.end());
+      params_ = {{"algorithm", Range(kernels::kNumConvAlgorithms)},
+                 {"oc_block", oc},
+                 {"pixel_block", BlockSizesWithMultiples(s.pixels(), 16, 32, 96)},
+                 {"k_block", BlockSizes(k_extent, 16, 32)},
+                 {"micro", Range(MicroShapes().size())}};
+      break;
+    }
   }
 }
 
@@ -149,6 +179,16 @@ Tiling TilingSpace::At(const std::vector<int>& c) const {
       t.nr = MicroShapes()[v(2)].second;
       return t;
     }
+    case KernelTemplate::kConv: {
+      kernels::ConvTiling t;
+      t.algorithm = static_cast<kernels::ConvAlgorithm>(v(0));
+      t.oc_block = v(1);
+      t.pixel_block = v(2);
+      t.k_block = v(3);
+      t.mr = MicroShapes()[v(4)].first;
+      t.nr = MicroShapes()[v(4)].second;
+      return t;
+    }
   }
   return std::monostate{};
 }
@@ -168,6 +208,9 @@ std::vector<int64_t> TilingValues(const Tiling& t) {
               x->double_buffer ? 1 : 0};
   if (auto* x = std::get_if<kernels::AttentionTiling>(&t))
     values = {x->br, x->bc, MicroIndex(x->mr, x->nr)};
+  if (auto* x = std::get_if<kernels::ConvTiling>(&t))
+    values = {static_cast<int>(x->algorithm), x->oc_block, x->pixel_block, x->k_block,
+              MicroIndex(x->mr, x->nr)};
   return values;
 }
 
@@ -184,6 +227,23 @@ std::optional<std::vector<int>> TilingSpace::ChoiceOf(const Tiling& t) const {
 }
 
 namespace {
+
+// Algorithms ignore some fields (conv.h): a field an algorithm does not read
+// keeps its first value, and a k_block covering the reduction is kept only
+// at its smallest (k_block 32 and 64 covering 27 are the same schedule).
+bool ConvTilingCanonical(const kernels::ConvShape& s, const kernels::ConvTiling& t) {
+  if (!kernels::ConvAlgorithmUsesMicroTile(t.algorithm) &&
+      (t.mr != MicroShapes()[0].first || t.nr != MicroShapes()[0].second))
+    return false;
+  const int64_t extent = kernels::ConvReductionExtent(s, t.algorithm);
+  const int64_t im2col_extent = kernels::ConvReductionExtent(s, kernels::ConvAlgorithm::kIm2colGemm);
+  const std::vector<int64_t> ks = BlockSizes(im2col_extent, 16, 32);
+  if (extent == 0) return t.k_block == ks.front();
+  if (t.k_block < extent) return true;
+  for (int64_t k : ks)
+    if (k >= extent) return t.k_block == k;  // the smallest covering value
+  return t.k_block == ks.back();
+}
 
 // The rules of a tiling on an instance, in order: its template's, then the
 // kernel's own. `broken` is a KeepReason or IgnoreReason (common/status.h);
@@ -229,6 +289,16 @@ bool TilingRulesHold(const KernelInstance& k, const kernels::KernelConfig& confi
       return broken([&] { return fmt::format("br {} is not a multiple of mr {}", x->br, x->mr); });
     if constexpr (!loud) return kernels::AttentionTilingFits(k.attention, *x, config);
     return kernel_status(kernels::ValidateAttention(k.attention, *x, config));
+  }
+  if (auto* x = std::get_if<kernels::ConvTiling>(&t)) {
+    if (!ConvTilingCanonical(k.conv.shape, *x))
+      return broken([&] {
+        return fmt::format("{} does not read the micro-tile or k_block it is given (only the "
+                           "smallest covering k_block and the first micro-tile are kept)",
+                           kernels::ConvAlgorithmName(x->algorithm));
+      });
+    if constexpr (!loud) return kernels::ConvTilingFits(k.conv, *x, config);
+    return kernel_status(kernels::ValidateConv(k.conv, *x, config));
   }
   return true;
 }
@@ -297,6 +367,9 @@ Tiling TilingSpace::Default() const {
     case KernelTemplate::kAttention:
       preferred = kernels::AttentionTiling{};
       break;
+    case KernelTemplate::kConv:
+      preferred = kernels::ConvTiling{};
+      break;
   }
   if (ChoiceOf(preferred) && TilingFits(instance_, config_, preferred)) return preferred;
   return Nearest(preferred).value_or(preferred);
@@ -309,7 +382,8 @@ namespace {
 // non-positive values by equality.
 double ParamDistance(const TilingParam& param, int64_t v, int64_t want) {
   const bool numeric =
-      v > 0 && want > 0 && param.name != "micro" && param.name != "order" && param.name != "split";
+      v > 0 && want > 0 && param.name != "micro" && param.name != "order" &&
+      param.name != "split" && param.name != "algorithm";
   return numeric ? std::abs(std::log2(static_cast<double>(v) / static_cast<double>(want)))
                  : (v != want ? 1.0 : 0.0);
 }
@@ -411,6 +485,13 @@ json TilingToJson(const Tiling& t) {
             {"double_buffer", x->double_buffer}};
   if (auto* x = std::get_if<kernels::AttentionTiling>(&t))
     return {{"br", x->br}, {"bc", x->bc}, {"mr", x->mr}, {"nr", x->nr}};
+  if (auto* x = std::get_if<kernels::ConvTiling>(&t))
+    return {{"algorithm", kernels::ConvAlgorithmName(x->algorithm)},
+            {"oc_block", x->oc_block},
+            {"pixel_block", x->pixel_block},
+            {"k_block", x->k_block},
+            {"mr", x->mr},
+            {"nr", x->nr}};
   return json::object();
 }
 
@@ -466,6 +547,22 @@ FusionDecision TilingFromFields(KernelTemplate kind, const TilingFields& fields,
       *out = t;
       return FusionDecision::Allow();
     }
+    case KernelTemplate::kConv: {
+      kernels::ConvTiling t;
+      const std::string algorithm = TextField(fields, "algorithm");
+      const std::optional<kernels::ConvAlgorithm> a = kernels::ConvAlgorithmFromName(algorithm);
+      if (!a)
+        return FusionDecision::Forbid(
+            fmt::format("tiling.algorithm \"{}\" is not a convolution algorithm", algorithm));
+      t.algorithm = *a;
+      FT_RETURN_IF_DECISION(Field(fields, "oc_block", &t.oc_block));
+      FT_RETURN_IF_DECISION(Field(fields, "pixel_block", &t.pixel_block));
+      FT_RETURN_IF_DECISION(Field(fields, "k_block", &t.k_block));
+      FT_RETURN_IF_DECISION(Field(fields, "mr", &t.mr));
+      FT_RETURN_IF_DECISION(Field(fields, "nr", &t.nr));
+      *out = t;
+      return FusionDecision::Allow();
+    }
   }
   return FusionDecision::Forbid("unknown template");
 }
@@ -502,6 +599,8 @@ kernels::TilingEstimate EstimateTiling(const KernelInstance& instance, const Til
     return kernels::EstimateElementwise(instance.elementwise, *t, threads);
   if (const auto* t = std::get_if<kernels::AttentionTiling>(&tiling))
     return kernels::EstimateAttention(instance.attention, *t, threads);
+  if (const auto* t = std::get_if<kernels::ConvTiling>(&tiling))
+    return kernels::EstimateConv(instance.conv, *t, threads);
   return {};
 }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "graph/conv_geometry.h"
 #include "graph/op_helpers.h"
 
 namespace fusetune::graph {
@@ -667,6 +668,31 @@ Result<std::vector<Tensor>> RunPad(const KernelContext& ctx) {
 }
 
 }  // namespace
+
+Result<ConvGeometry> ResolveConvGeometry(const Node& node, const Dims& x, const Dims& w) {
+  FT_ASSIGN_OR_RETURN(const ConvShape s, ResolveConv(nullptr, node, x, w, nullptr));
+  ConvGeometry g;
+  g.spatial_rank = s.w.spatial_rank;
+  g.batch = s.n;
+  g.in_channels = s.c;
+  g.out_channels = s.m;
+  g.groups = s.group;
+  g.in_h = s.w.in_h;
+  g.in_w = s.w.in_w;
+  g.out_h = s.w.out_h;
+  g.out_w = s.w.out_w;
+  g.kernel_h = s.w.k_h;
+  g.kernel_w = s.w.k_w;
+  g.stride_h = s.w.s_h;
+  g.stride_w = s.w.s_w;
+  g.dilation_h = s.w.d_h;
+  g.dilation_w = s.w.d_w;
+  g.pad_top = s.w.pad_top;
+  g.pad_left = s.w.pad_left;
+  g.pad_bottom = s.w.pad_bottom;
+  g.pad_right = s.w.pad_right;
+  return g;
+}
 
 void AppendConvOps(std::vector<OpSchema>& t) {
   t.push_back({"Conv", OpKind::kMatMul, 2, 3, InferConv, RunConv, ConvCost});

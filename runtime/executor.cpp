@@ -198,6 +198,24 @@ void KernelProgram::PrePackWeights(const graph::Graph& graph,
   }
 }
 
+void KernelProgram::PrePackConvWeights(const graph::Graph& graph,
+                                       const fusion_space::KernelInstance& bound, Step& step) {
+  step.prepared = true;
+  const auto& tiling = std::get<kernels::ConvTiling>(step.tiling);
+  const int slot = fusion_space::SlotIndex(step.instance.conv.w);
+  if (slot < 0) return;
+  const graph::ValueId v = step.instance.slots[slot].value;
+  if (v != graph::kNoValue && !graph.value(v).is_constant()) return;  // weights computed at run time
+  PackedWeight w{0};
+  w.floats = static_cast<size_t>(kernels::PrePackedConvWeightFloats(bound.conv, tiling));
+  if (w.floats == 0) return;  // the algorithm reads W as it is
+  w.data = {static_cast<float*>(std::aligned_alloc(64, (w.floats * sizeof(float) + 63) / 64 * 64)),
+            FreeFloats};
+  if (!w.data) return;  // no memory to spare: the kernel reads W as it is
+  kernels::PrePackConvWeights(bound.conv, tiling, w.data.get());
+  step.packed_b.push_back(std::move(w));
+}
+
 Result<StepReport> KernelProgram::RunStep(Step& step, kernels::RunMode mode) {
   StepReport report;
   report.kernel = step.instance.summary;
@@ -235,6 +253,14 @@ Result<StepReport> KernelProgram::RunStep(Step& step, kernels::RunMode mode) {
       for (const PackedWeight& w : step.packed_b) k.gemm.outputs[w.output].b_packed = w.data.get();
       stats = kernels::RunGemm(k.gemm, std::get<kernels::GemmTiling>(step.tiling), config_, mode);
       break;
+    case fusion_space::KernelTemplate::kConv: {
+      const auto& tiling = std::get<kernels::ConvTiling>(step.tiling);
+      if (!step.prepared && kernels::ValidateConv(k.conv, tiling, config_).ok())
+        PrePackConvWeights(graph_, k, step);  // else RunConv reports what is wrong
+      for (const PackedWeight& w : step.packed_b) k.conv.w_packed = w.data.get();
+      stats = kernels::RunConv(k.conv, tiling, config_, mode);
+      break;
+    }
     case fusion_space::KernelTemplate::kAttention:
       stats = kernels::RunAttention(k.attention, std::get<kernels::AttentionTiling>(step.tiling),
                                     config_, mode);

@@ -58,7 +58,8 @@ class KernelProgram {
   int64_t num_steps() const { return static_cast<int64_t>(steps_.size()); }
 
  private:
-  // A GEMM output's constant B in the panel layout of the step's tiling.
+  // A GEMM output's constant B in the panel layout of the step's tiling, or
+  // a convolution's W in its algorithm's layout (output 0).
   struct PackedWeight {
     int output;
     std::unique_ptr<float, void (*)(float*)> data{nullptr, nullptr};
@@ -78,6 +79,9 @@ class KernelProgram {
   // is paid once per program, as ONNX Runtime pre-packs weights per session.
   static void PrePackWeights(const graph::Graph& graph, const fusion_space::KernelInstance& bound,
                              Step& step);
+  // The same for a convolution's constant W (Winograd: its transformed form).
+  static void PrePackConvWeights(const graph::Graph& graph,
+                                 const fusion_space::KernelInstance& bound, Step& step);
   std::byte* Address(graph::ValueId v);
   graph::Tensor* FindOutput(graph::ValueId v);  // null unless a step writes v into outputs_
   Status RunReferenceStep(const Step& step, StepReport* report);

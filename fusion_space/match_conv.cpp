@@ -1,0 +1,136 @@
+#include "fusion_space/match_conv.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "fusion_space/match_epilogue.h"
+#include "fusion_space/match_util.h"
+#include "graph/conv_geometry.h"
+
+namespace fusetune::fusion_space {
+
+namespace {
+
+using kernels::EpilogueKind;
+using kernels::EpilogueOp;
+
+kernels::ConvShape ShapeOf(const graph::ConvGeometry& c) {
+  kernels::ConvShape s;
+  s.batch = c.batch;
+  s.in_channels = c.in_channels;
+  s.in_h = c.in_h;
+  s.in_w = c.in_w;
+  s.out_channels = c.out_channels;
+  s.out_h = c.out_h;
+  s.out_w = c.out_w;
+  s.kernel_h = c.kernel_h;
+  s.kernel_w = c.kernel_w;
+  s.stride_h = c.stride_h;
+  s.stride_w = c.stride_w;
+  s.pad_top = c.pad_top;
+  s.pad_left = c.pad_left;
+  s.dilation_h = c.dilation_h;
+  s.dilation_w = c.dilation_w;
+  s.groups = c.groups;
+  return s;
+}
+
+// The one value downstream of `y` inside the group that is read outside it.
+FusionDecision LeavingValue(const graph::Graph& g, const Dataflow& flow,
+                            const std::vector<char>& inside, graph::ValueId y,
+                            graph::ValueId* leaving) {
+  std::vector<graph::ValueId> found, stack{y};
+  std::set<graph::ValueId> seen{y};
+  while (!stack.empty()) {
+    const graph::ValueId v = stack.back();
+    stack.pop_back();
+    if (flow.LeavesGroup(v, inside)) found.push_back(v);
+    for (auto [node, slot] : flow.uses(v))
+      if (inside[node])
+        for (graph::ValueId out : g.nodes[node].outputs)
+          if (out != graph::kNoValue && seen.insert(out).second) stack.push_back(out);
+  }
+  if (found.size() != 1)
+    return FusionDecision::Forbid(fmt::format(
+        "the chain after the Conv has {} values read outside the group; a conv writes one",
+        found.size()));
+  if (g.type(found[0]).dims != g.type(y).dims)
+    return FusionDecision::Forbid("the chain after the Conv changes the shape");
+  *leaving = found[0];
+  return FusionDecision::Allow();
+}
+
+// A per-channel add first in the chain of a Conv without a bias (PyTorch
+// exports of a folded BN, some converters) is the conv's bias.
+void AdoptChannelBias(kernels::ConvDesc* d) {
+  if (d->bias != nullptr || d->epilogue.empty()) return;
+  const EpilogueOp& op = d->epilogue.front();
+  if (op.kind != EpilogueKind::kResidualAdd || op.batch_stride != 0 || op.row_stride != 1 ||
+      op.col_stride != 0)
+    return;
+  d->bias = op.data;
+  d->epilogue.erase(d->epilogue.begin());
+}
+
+}  // namespace
+
+FusionDecision MatchConvInstance(const graph::Graph& g, const Dataflow& flow,
+                                 std::span<const int32_t> group, KernelInstance* k) {
+  FT_RETURN_IF_DECISION(flow.CheckConvex(group));
+  std::vector<char> inside(g.nodes.size(), 0);
+  int32_t conv = -1;
+  for (int32_t n : group) {
+    inside[n] = 1;
+    if (g.nodes[n].op_type != "Conv") continue;
+    if (conv >= 0)
+      return FusionDecision::Forbid(
+          fmt::format("nodes {} and {} are both convolutions; a conv kernel computes one", conv, n));
+    conv = n;
+  }
+  if (conv < 0) return FusionDecision::Forbid("the group has no Conv");
+  const graph::Node& node = g.nodes[conv];
+  const graph::ValueId y = node.outputs[0];
+  if (g.type(y).dtype != graph::DataType::kFloat32 ||
+      g.type(node.inputs[0]).dtype != graph::DataType::kFloat32)
+    return FusionDecision::Forbid(fmt::format("node {} (Conv) is not f32", conv));
+  Result<graph::ConvGeometry> geometry =
+      graph::ResolveConvGeometry(node, g.type(node.inputs[0]).dims, g.type(node.inputs[1]).dims);
+  if (!geometry.ok())
+    return FusionDecision::Forbid(
+        fmt::format("node {} (Conv): {}", conv, geometry.error().message()));
+  graph::ValueId leaving = graph::kNoValue;
+  FT_RETURN_IF_DECISION(LeavingValue(g, flow, inside, y, &leaving));
+
+  *k = KernelInstance{};
+  k->kind = KernelTemplate::kConv;
+  k->nodes.assign(group.begin(), group.end());
+  std::sort(k->nodes.begin(), k->nodes.end());
+  kernels::ConvDesc& d = k->conv;
+  d.shape = ShapeOf(*geometry);
+  d.x = k->AddSlot(node.inputs[0]);
+  d.w = k->AddSlot(node.inputs[1]);
+  if (node.inputs.size() > 2 && node.inputs[2] != graph::kNoValue)
+    d.bias = k->AddSlot(node.inputs[2]);
+  // N is the batch, C the rows and the spatial dims the columns of a tile.
+  EpilogueBuilder builder(g, inside, y, EpilogueFrame{1, 1}, k);
+  FT_RETURN_IF_DECISION(builder.Build(leaving, &d.epilogue));
+  std::set<int32_t> covered(builder.visited());
+  covered.insert(conv);
+  if (covered.size() != group.size())
+    return FusionDecision::Forbid(
+        "the group holds nodes that are neither the Conv nor on its epilogue chain");
+  for (const EpilogueOp& op : d.epilogue)
+    if (kernels::IsRowNorm(op.kind))
+      return FusionDecision::Forbid("a row norm after a Conv does not fit a conv tile");
+  AdoptChannelBias(&d);
+  d.y = k->AddSlot(leaving);
+  k->outputs = {leaving};
+  k->inputs = GroupInputs(g, k->nodes, inside);
+  k->summary = fmt::format("conv {}{}{}", d.shape.ToString(), d.bias ? " +bias" : "",
+                           EpilogueSummary(d.epilogue));
+  return FusionDecision::Allow();
+}
+
+}  // namespace fusetune::fusion_space

@@ -1,0 +1,22 @@
+// Matching node groups to the convolution template of kernels/ (conv.h):
+// one Conv (1-D or 2-D, any groups, strides, pads, dilations) and the chain
+// of epilogue nodes after it (match_epilogue.h): a per-channel bias add, a
+// residual Add of the output's shape (ResNet's shortcut), ReLU, Clip
+// (ReLU6), SiLU, HardSwish, HardSigmoid, scales. The Conv's own bias, or an
+// Add of a per-channel constant right after a Conv without one, becomes the
+// template's bias. A BatchNormalization after a Conv is folded into its
+// weights by graph/'s FoldBatchNorm before matching, so exports with and
+// without BN nodes give the same groups.
+#pragma once
+
+#include <span>
+
+#include "fusion_space/dataflow.h"
+#include "fusion_space/kernel_instance.h"
+
+namespace fusetune::fusion_space {
+
+FusionDecision MatchConvInstance(const graph::Graph& graph, const Dataflow& flow,
+                                 std::span<const int32_t> group, KernelInstance* instance);
+
+}  // namespace fusetune::fusion_space

@@ -1,0 +1,92 @@
+// CNN programs against the reference executor: convolution groups with
+// their epilogues (bias, residual, ReLU, ReLU6, HardSwish, SiLU), depthwise
+// and 1-D convs, pools and a classifier head, in the unfused, greedy and
+// random plans, each tiling drawn from the conv tiling space (every
+// algorithm that applies).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "fusion_space/space.h"
+#include "graph/reference_executor.h"
+#include "runtime/executor.h"
+#include "tests/graph/test_util.h"
+
+namespace fusetune::runtime {
+namespace {
+
+// Relative to the output's scale: Winograd F(4x4, 3x3) is the least exact
+// algorithm a random plan may draw (kernels/conv_winograd.h).
+constexpr double kTolerance = 1e-3;
+
+constexpr const char* kSmallCnn = R"(graph cnn opset 17 {
+  input x: f32[1, 3, 20, 20]
+  const w0: f32[16, 3, 3, 3]
+  const b0: f32[16]
+  const w1: f32[16, 16, 3, 3]
+  const b1: f32[16]
+  const w2: f32[16, 1, 3, 3]
+  const b2: f32[16, 1, 1]
+  const w3: f32[24, 16, 1, 1]
+  const w4: f32[24, 24, 3, 3]
+  const fc: f32[24, 10]
+  const fb: f32[10]
+  const zero: f32[] = [0]
+  const six: f32[] = [6]
+  c0 = Conv(x, w0, b0) {pads=[1, 1, 1, 1], strides=[2, 2]}
+  r0 = Relu(c0)
+  c1 = Conv(r0, w1, b1) {pads=[1, 1, 1, 1]}
+  a1 = Add(c1, r0)
+  r1 = Relu(a1)
+  c2 = Conv(r1, w2) {group=16, pads=[1, 1, 1, 1]}
+  a2 = Add(c2, b2)
+  r2 = Clip(a2, zero, six)
+  c3 = Conv(r2, w3)
+  h3 = HardSwish(c3)
+  c4 = Conv(h3, w4) {pads=[2, 2, 2, 2], dilations=[2, 2]}
+  s4 = Sigmoid(c4)
+  m4 = Mul(c4, s4)
+  p = GlobalAveragePool(m4)
+  f = Flatten(p) {axis=1}
+  y = Gemm(f, fc, fb)
+  output y
+})";
+
+std::string Describe(fusion_space::FusionSpace& space, const fusion_space::Plan& plan) {
+  std::string s;
+  for (const fusion_space::PlanGroup& group : plan.groups)
+    s += fmt::format("\n  {} [{}]", space.Match(group.nodes).instance.summary,
+                     fusion_space::TilingToString(group.tiling));
+  return s;
+}
+
+TEST(ConvProgram, UnfusedGreedyAndRandomPlansMatchTheReference) {
+  graph::Graph g = testing::Parse(kSmallCnn);
+  kernels::KernelConfig config;
+  config.local_buffer_bytes = 256 * 1024;
+  fusion_space::FusionSpace space(g, config);
+  const graph::TensorMap feeds = graph::RandomFeeds(g, 3);
+  auto want = graph::RunReference(g, feeds);
+  ASSERT_TRUE(want.ok()) << want.error().message();
+  const fusion_space::Plan greedy = space.Greedy();
+  int conv_groups = 0;
+  for (const fusion_space::PlanGroup& group : greedy.groups)
+    conv_groups += space.Match(group.nodes).instance.kind == fusion_space::KernelTemplate::kConv;
+  EXPECT_EQ(conv_groups, 5);
+  Rng rng(2026);
+  for (int i = -2; i < 40; ++i) {
+    const fusion_space::Plan plan = i == -2 ? space.Unfused() : i == -1 ? greedy : space.Random(rng);
+    auto exe = KernelProgram::Compile(space, plan);
+    ASSERT_TRUE(exe.ok()) << exe.error().message();
+    for (int run = 0; run < 2; ++run) {  // the second run uses the pre-packed weights
+      auto got = (*exe)->Run(feeds);
+      ASSERT_TRUE(got.ok()) << got.error().message();
+      for (const auto& [name, w] : want->outputs)
+        EXPECT_LE(testing::ScaledError(got->at(name), w), kTolerance)
+            << fmt::format("plan {} run {}: {}", i, run, Describe(space, plan));
+    }
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+}  // namespace
+}  // namespace fusetune::runtime
