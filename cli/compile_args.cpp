@@ -67,6 +67,7 @@ Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(
   }
   options.whole_model_plans = !args.no_whole_model;
   options.target_features = explain;
+  options.explain_alternatives = explain;
   options.remembered_plans = !explain && !args.no_remember;
   kernels::KernelConfig config;
   config.threads = threads;

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <tuple>
 
+#include "compiler/algorithm_choice.h"
 #include "compiler/choices.h"
 #include "compiler/remembered.h"
 #include "fusion_space/partition.h"
@@ -309,6 +310,8 @@ Result<CompiledPlan> CompileGraph(fusion_space::FusionSpace& space, TuningIndex&
   // A read the index could not return as a value (the target's calibration)
   // fails the compile too: a damaged database is not compiled on defaults.
   FT_RETURN_IF_ERROR(index.read_status());
+  if (plan.ok() && options.explain_alternatives)
+    FT_RETURN_IF_ERROR(ExplainAlgorithmChoices(space, index, &*plan));
   return plan;
 }
 

@@ -66,6 +66,9 @@ struct CompileOptions {
   // (remembered.h), and mark a plan chosen from its groups for remembering.
   // Off for --explain, which shows the candidates a remembered plan skips.
   bool remembered_plans = true;
+  // Compare each measured conv choice with the fastest record of another
+  // algorithm (one more query per conv workload): for --explain.
+  bool explain_alternatives = false;
 };
 
 // Where a plan chosen from its groups would be remembered (remembered.h).

@@ -180,6 +180,11 @@ Result<std::optional<double>> TuningIndex::FasterStale(const std::string& worklo
   return faster_stale_[workload_key] = stale;
 }
 
+Result<std::vector<db::Record>> TuningIndex::TopRecords(const std::string& workload_key, int k) {
+  if (database_ == nullptr) return std::vector<db::Record>();
+  return database_->TopK(workload_key, target_, k);
+}
+
 const std::optional<fusion_space::Tiling>& TuningIndex::BestTiling(
     const std::string& workload_key) {
   auto [it, added] = best_tilings_.emplace(workload_key, std::nullopt);

@@ -51,6 +51,9 @@ class TuningIndex {
   // A stale record's time when one beat Exact()'s plan (kernels changed since
   // the workload was tuned); one query per key.
   Result<std::optional<double>> FasterStale(const std::string& workload_key);
+  // The k fastest fresh records of `workload_key` (none without a database):
+  // what `--explain` compares a choice with.
+  Result<std::vector<db::Record>> TopRecords(const std::string& workload_key, int k);
   // For a key whose Exact() found a plan: its tiling when it is a one-group
   // plan, read once per key; nullopt for any other key.
   const std::optional<fusion_space::Tiling>& BestTiling(const std::string& workload_key);

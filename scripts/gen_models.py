@@ -166,11 +166,47 @@ class LlamaBlock(nn.Module):
         return x + self.down(g * torch.sigmoid(g) * self.up(h))
 
 
+class SmallCnn(nn.Module):
+    """The CNN example: a stem Conv -> BN -> ReLU, a ResNet basic block, a
+    MobileNetV2 inverted residual (1x1 expand, 3x3 depthwise, 1x1 project,
+    ReLU6), global average pooling and a classifier. Exported with its
+    BatchNormalization nodes kept (fusetune folds them into the convs)."""
+
+    keep_batchnorm = True
+
+    def __init__(self, classes=10):
+        super().__init__()
+        def cbr(cin, cout, k, s=1, groups=1, act=nn.ReLU):
+            return nn.Sequential(nn.Conv2d(cin, cout, k, s, k // 2, groups=groups, bias=False),
+                                 nn.BatchNorm2d(cout), act())
+        self.stem = cbr(3, 16, 3, 2)
+        self.block1, self.block2 = cbr(16, 16, 3), nn.Sequential(
+            nn.Conv2d(16, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16))
+        self.expand = cbr(16, 64, 1, act=nn.ReLU6)
+        self.depthwise = cbr(64, 64, 3, 2, groups=64, act=nn.ReLU6)
+        self.project = nn.Sequential(nn.Conv2d(64, 24, 1, bias=False), nn.BatchNorm2d(24))
+        self.head = nn.Linear(24, classes)
+        for bn in self.modules():  # non-trivial running statistics, so folding matters
+            if isinstance(bn, nn.BatchNorm2d):
+                bn.running_mean.uniform_(-0.5, 0.5)
+                bn.running_var.uniform_(0.5, 2.0)
+                bn.weight.data.uniform_(0.5, 1.5)
+                bn.bias.data.uniform_(-0.2, 0.2)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = torch.relu(x + self.block2(self.block1(x)))
+        x = self.project(self.depthwise(self.expand(x)))
+        return self.head(x.mean(dim=(2, 3)))
+
+
 def models(size):
     if size == "example":
         # The bundled example (examples/): a 2-layer BERT-style encoder, d=64, seq 32.
         torch.manual_seed(1)
         yield "encoder_small", PostLNEncoder(64, 4, 256, layers=2), [(1, 32, 64)], 13, None
+        torch.manual_seed(2)
+        yield "cnn_small", SmallCnn(), [(1, 3, 64, 64)], 17, None
         return
     if size == "e2e":
         s = 384
@@ -209,8 +245,12 @@ def export(name, model, shapes, opset, dynamic_axes, out_dir):
     path = os.path.join(out_dir, name + ".onnx")
     with torch.no_grad():
         outputs = model(*inputs)
+        # The exporter folds BatchNormalization into the Conv before it in
+        # eval mode; a model that shows fusetune's own folding keeps them.
+        keep_bn = getattr(model, "keep_batchnorm", False)
         torch.onnx.export(model, inputs, path, opset_version=opset, input_names=names, output_names=["y"],
-                          dynamic_axes=dynamic_axes, do_constant_folding=True)
+                          dynamic_axes=dynamic_axes, do_constant_folding=not keep_bn,
+                          training=torch.onnx.TrainingMode.PRESERVE if keep_bn else torch.onnx.TrainingMode.EVAL)
     for n, t in zip(names, inputs):
         np.save(os.path.join(out_dir, f"{name}.in.{n}.npy"), t.numpy())
     np.save(os.path.join(out_dir, f"{name}.out.y.npy"), outputs.numpy())

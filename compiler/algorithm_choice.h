@@ -1,0 +1,21 @@
+// Internal to the compiler: for groups whose template chooses among
+// algorithms (a convolution: implicit GEMM, direct, Winograd, depthwise),
+// what `compile --explain` says of the choice: the algorithm the plan runs,
+// the fastest record of any other algorithm for the same workload and how
+// much slower it measured. One query of the workload's fastest records per
+// conv group, made only when explaining.
+#pragma once
+
+#include "common/status.h"
+#include "compiler/compile.h"
+#include "compiler/tuning_index.h"
+
+namespace fusetune::compiler {
+
+// Appends to each conv group's choice.detail "algorithm winograd4 (layout
+// NCHW); runner-up im2col_gemm 0.412 ms (+18%)" or "...; no other algorithm
+// measured".
+Status ExplainAlgorithmChoices(fusion_space::FusionSpace& space, TuningIndex& index,
+                               CompiledPlan* plan);
+
+}  // namespace fusetune::compiler
