@@ -166,6 +166,34 @@ class LlamaBlock(nn.Module):
         return x + self.down(g * torch.sigmoid(g) * self.up(h))
 
 
+class SmallCNN(nn.Module):
+    """Conv+BN+ReLU, depthwise Conv(bias)+BN+ReLU6, pointwise Conv+BN+ReLU, pool, Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
+        self.c2, self.b2 = nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.BatchNorm2d(8)
+        self.c3, self.b3 = nn.Conv2d(8, 16, 1), nn.BatchNorm2d(16)
+        self.fc = nn.Linear(16, 10)
+        with torch.no_grad():  # statistics as after training, not the identity
+            for bn in (self.b1, self.b2, self.b3):
+                bn.running_mean.uniform_(-0.5, 0.5)
+                bn.running_var.uniform_(0.5, 2.0)
+                bn.weight.uniform_(0.5, 1.5)
+                bn.bias.uniform_(-0.2, 0.2)
+
+    def forward(self, x):
+        x = torch.relu(self.b1(self.c1(x)))
+        x = torch.clamp(self.b2(self.c2(x)), 0, 6)
+        x = torch.relu(self.b3(self.c3(x)))
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
+# Exported with training=PRESERVE: the eval-mode model keeps its
+# BatchNormalization nodes (the default EVAL export folds them into the Convs).
+KEEP_BATCHNORM = {"cnn_bn_op13"}
+
+
 def models(size):
     if size == "example":
         # The bundled example (examples/): a 2-layer BERT-style encoder, d=64, seq 32.
@@ -200,6 +228,11 @@ def models(size):
         # Symbolic batch and sequence dimensions, as exported for serving.
         yield "encoder_dynamic_op17", PostLNEncoder(d, heads, ff), [(b, s, d)], 17, {
             "x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}}
+        # One CNN exported with its BatchNormalization nodes and with them
+        # folded by the exporter: fusetune's passes should make them alike.
+        cnn = SmallCNN()
+        yield "cnn_bn_op13", cnn, [(1, 3, 8, 8)], 13, None
+        yield "cnn_folded_op13", cnn, [(1, 3, 8, 8)], 13, None
 
 
 def export(name, model, shapes, opset, dynamic_axes, out_dir):
@@ -209,8 +242,9 @@ def export(name, model, shapes, opset, dynamic_axes, out_dir):
     path = os.path.join(out_dir, name + ".onnx")
     with torch.no_grad():
         outputs = model(*inputs)
+        training = torch.onnx.TrainingMode.PRESERVE if name in KEEP_BATCHNORM else torch.onnx.TrainingMode.EVAL
         torch.onnx.export(model, inputs, path, opset_version=opset, input_names=names, output_names=["y"],
-                          dynamic_axes=dynamic_axes, do_constant_folding=True)
+                          dynamic_axes=dynamic_axes, do_constant_folding=True, training=training)
     for n, t in zip(names, inputs):
         np.save(os.path.join(out_dir, f"{name}.in.{n}.npy"), t.numpy())
     np.save(os.path.join(out_dir, f"{name}.out.y.npy"), outputs.numpy())
