@@ -295,6 +295,11 @@ Tensor ResizeAxis(const Tensor& x, int64_t axis, int64_t out_len, const std::vec
                     }
                     const double* a = px + (o * in_len + t.i0) * inner;
                     const double* b = px + (o * in_len + t.i1) * inner;
+                    // One tap reads one value: no 0 * inf from the unused neighbour.
+                    if (t.w1 == 0) {
+                      std::copy(a, a + inner, dst);
+                      continue;
+                    }
                     for (int64_t k = 0; k < inner; ++k) dst[k] = t.w0 * a[k] + t.w1 * b[k];
                   }
                 });

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <tuple>
 
 #include "graph/onnx_io.h"
 #include "graph/passes.h"
@@ -104,6 +105,64 @@ INSTANTIATE_TEST_SUITE_P(Convs, FoldBatchNormCase,
                                   std::to_string(i.param.m) + "g" + std::to_string(i.param.group) +
                                   (i.param.bias ? "bias" : "");
                          });
+
+// x[5, 4] -> Gemm or MatMul with constant weights -> BatchNormalization -> y.
+Graph ProductBn(const std::string& op, bool trans_b, bool with_c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Graph g;
+  g.opset = 13;
+  TensorType xt;
+  xt.dims = {5, 4};
+  const ValueId x = g.AddInput("x", xt);
+  const ValueId w = g.AddConstant("w", Uniform(trans_b ? Dims{6, 4} : Dims{4, 6}, -1, 1, rng));
+  Node prod{op, "", "prod", {x, w}, {g.AddValue("prod_out")}, {}};
+  if (op == "Gemm") {
+    if (trans_b) prod.attrs.Set("transB", int64_t{1});
+    prod.attrs.Set("alpha", 0.75f);
+    prod.attrs.Set("beta", 1.5f);
+    if (with_c) prod.inputs.push_back(g.AddConstant("c", Uniform({1, 6}, -0.5, 0.5, rng)));
+  }
+  const ValueId prod_out = prod.outputs[0];
+  g.AddNode(std::move(prod));
+  std::vector<ValueId> stats;
+  for (auto [name, lo, hi] : {std::tuple{"scale", 0.5, 1.5}, std::tuple{"shift", -0.2, 0.2},
+                              std::tuple{"mean", -0.5, 0.5}, std::tuple{"var", 0.5, 2.0}})
+    stats.push_back(g.AddConstant(name, Uniform({6}, lo, hi, rng)));
+  g.AddNode({"BatchNormalization",
+             "",
+             "bn",
+             {prod_out, stats[0], stats[1], stats[2], stats[3]},
+             {g.AddValue("y")},
+             {}});
+  g.outputs.push_back(*g.FindValue("y"));
+  EXPECT_TRUE(InferShapes(g).ok());
+  return g;
+}
+
+TEST(FoldBatchNorm, GemmAndMatMulFoldToo) {
+  struct Case {
+    const char* op;
+    bool trans_b, with_c;
+    const char* last_op;
+  };
+  for (const Case& c : {Case{"Gemm", false, false, "Gemm"}, Case{"Gemm", true, true, "Gemm"},
+                        Case{"Gemm", false, true, "Gemm"}, Case{"MatMul", false, false, "Add"}}) {
+    const Graph before = ProductBn(c.op, c.trans_b, c.with_c, 9);
+    Graph after = before;
+    auto folded = FoldBatchNorm(after);
+    ASSERT_TRUE(folded.ok()) << folded.error().ToString();
+    EXPECT_EQ(*folded, 1) << c.op;
+    ASSERT_TRUE(after.Validate().ok());
+    EXPECT_EQ(Count(after, "BatchNormalization"), 0);
+    EXPECT_EQ(after.nodes.back().op_type, c.last_op);
+    EXPECT_EQ(after.value(after.outputs[0]).name, "y");
+    const TensorMap feeds = RandomFeeds(before, 4);
+    EXPECT_LE(
+        testing::ScaledError(testing::RunFirst(after, feeds), testing::RunFirst(before, feeds)),
+        1e-5)
+        << c.op << " transB=" << c.trans_b << " C=" << c.with_c;
+  }
+}
 
 TEST(FoldBatchNorm, StandardPassesLeaveNoBatchNormInConvBnRelu) {
   Graph g = ConvBnRelu({8, 8, 1, true}, 3);
