@@ -185,9 +185,13 @@ Result<std::vector<TensorType>> InferResize(const InferContext& ctx) {
     return ctx.Fail(ErrorCode::kUnsupported, fmt::format("X must be a float tensor, not {}",
                                                          DataTypeName(ctx.type(0).dtype)));
   static const char* kNames[] = {"X", "roi", "scales", "sizes"};
+  // roi matters to tf_crop_and_resize only; elsewhere it may be anything.
+  FT_ASSIGN_OR_RETURN(const std::string coord,
+                      ctx.node.attrs.GetString("coordinate_transformation_mode", "half_pixel"));
+  const bool roi_used = ctx.opset >= 11 && coord == "tf_crop_and_resize";
   Status missing = Status::Ok();
   auto get = [&](size_t i) -> const Tensor* {
-    if (!ctx.has_input(i)) return nullptr;
+    if (!ctx.has_input(i) || (ctx.opset >= 11 && i == 1 && !roi_used)) return nullptr;
     auto c = ctx.RequireConstant(i, ctx.opset < 11 ? "scales" : kNames[i]);
     if (!c.ok()) {
       if (missing.ok()) missing = c.error();

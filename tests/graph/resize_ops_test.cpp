@@ -98,6 +98,12 @@ TEST(ResizeOps, ErrorsNameTheNodeAndTheAttribute) {
   EXPECT_NE(e.find("Resize"), std::string::npos) << e;
   EXPECT_NE(e.find("scales"), std::string::npos) << e;
   EXPECT_NE(e.find("constant"), std::string::npos) << e;
+  // A non-constant roi is fine where the coordinate mode ignores it.
+  EXPECT_EQ(ParseError(R"(graph g opset 13 { input x: f32[1, 1, 2, 2]  input r: f32[8]
+    const s: f32[4] = [1, 1, 2, 2]
+    y = Resize(x, r, s)
+    output y })"),
+            "");
   e = ParseError(R"(graph g opset 13 { input x: f32[1, 1, 2, 2]
     const s: f32[4] = [1, 1, 2, 2]  const sz: i64[4] = [1, 1, 4, 4]
     y = Resize(x, _, s, sz)
