@@ -29,6 +29,7 @@ const std::vector<OpSchema>& Table() {
     AppendReductionOps(t);
     AppendShapeOps(t);
     AppendConvOps(t);
+    AppendResizeOps(t);
     std::sort(t.begin(), t.end(),
               [](const OpSchema& a, const OpSchema& b) { return a.op_type < b.op_type; });
     return t;

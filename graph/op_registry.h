@@ -90,5 +90,6 @@ void AppendElementwiseOps(std::vector<OpSchema>& table);
 void AppendReductionOps(std::vector<OpSchema>& table);
 void AppendShapeOps(std::vector<OpSchema>& table);
 void AppendConvOps(std::vector<OpSchema>& table);
+void AppendResizeOps(std::vector<OpSchema>& table);
 
 }  // namespace fusetune::graph

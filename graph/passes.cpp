@@ -249,11 +249,12 @@ Status RunStandardPasses(Graph& graph) {
   for (int round = 0; round < 8; ++round) {
     FT_ASSIGN_OR_RETURN(int transposed, PretransposeGemmWeights(graph));
     FT_ASSIGN_OR_RETURN(int folded, FoldConstants(graph));
+    FT_ASSIGN_OR_RETURN(int bn, FoldBatchNorm(graph));
     FT_ASSIGN_OR_RETURN(int ids, RemoveIdentities(graph));
     FT_ASSIGN_OR_RETURN(int canon, CanonicalizeTransposeReshape(graph));
     FT_ASSIGN_OR_RETURN(int cse, EliminateCommonSubexpressions(graph));
     FT_ASSIGN_OR_RETURN(int dce, EliminateDeadCode(graph));
-    if (transposed + folded + ids + canon + cse + dce == 0) break;
+    if (transposed + folded + bn + ids + canon + cse + dce == 0) break;
   }
   return graph.Validate();
 }

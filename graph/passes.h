@@ -30,6 +30,16 @@ Result<int> CanonicalizeTransposeReshape(Graph& graph);
 // prepacks a weight).
 Result<int> PretransposeGemmWeights(Graph& graph);
 
+// Conv -> BatchNormalization (inference form) where the Conv's output has no
+// other use and its weight, bias and the BN's scale, B, mean and var are
+// constants: the Conv gets W' = W * a and b' = (b - mean) * a + B per output
+// channel, a = scale / sqrt(var + eps) (computed in double, rounded once),
+// and produces the BN's output; the BN disappears. The same for a Gemm with
+// a constant B and a per-column (or scalar) C, and for a 2-D MatMul with a
+// constant weight, whose BN becomes the Add of the folded bias. Other BNs
+// stay as they are (they run as elementwise ops).
+Result<int> FoldBatchNorm(Graph& graph);
+
 // The standard pipeline, run to a fixed point: what import-time users want.
 Status RunStandardPasses(Graph& graph);
 

@@ -172,8 +172,6 @@ class SmallCnn(nn.Module):
     ReLU6), global average pooling and a classifier. Exported with its
     BatchNormalization nodes kept (fusetune folds them into the convs)."""
 
-    keep_batchnorm = True
-
     def __init__(self, classes=10):
         super().__init__()
         def cbr(cin, cout, k, s=1, groups=1, act=nn.ReLU):
@@ -198,6 +196,34 @@ class SmallCnn(nn.Module):
         x = torch.relu(x + self.block2(self.block1(x)))
         x = self.project(self.depthwise(self.expand(x)))
         return self.head(x.mean(dim=(2, 3)))
+
+
+class SmallCNN(nn.Module):
+    """Conv+BN+ReLU, depthwise Conv(bias)+BN+ReLU6, pointwise Conv+BN+ReLU, pool, Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
+        self.c2, self.b2 = nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.BatchNorm2d(8)
+        self.c3, self.b3 = nn.Conv2d(8, 16, 1), nn.BatchNorm2d(16)
+        self.fc = nn.Linear(16, 10)
+        with torch.no_grad():  # statistics as after training, not the identity
+            for bn in (self.b1, self.b2, self.b3):
+                bn.running_mean.uniform_(-0.5, 0.5)
+                bn.running_var.uniform_(0.5, 2.0)
+                bn.weight.uniform_(0.5, 1.5)
+                bn.bias.uniform_(-0.2, 0.2)
+
+    def forward(self, x):
+        x = torch.relu(self.b1(self.c1(x)))
+        x = torch.clamp(self.b2(self.c2(x)), 0, 6)
+        x = torch.relu(self.b3(self.c3(x)))
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
+# Exported with training=PRESERVE: the eval-mode model keeps its
+# BatchNormalization nodes (the default EVAL export folds them into the Convs).
+KEEP_BATCHNORM = {"cnn_bn_op13", "cnn_small"}
 
 
 def models(size):
@@ -236,6 +262,11 @@ def models(size):
         # Symbolic batch and sequence dimensions, as exported for serving.
         yield "encoder_dynamic_op17", PostLNEncoder(d, heads, ff), [(b, s, d)], 17, {
             "x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}}
+        # One CNN exported with its BatchNormalization nodes and with them
+        # folded by the exporter: fusetune's passes should make them alike.
+        cnn = SmallCNN()
+        yield "cnn_bn_op13", cnn, [(1, 3, 8, 8)], 13, None
+        yield "cnn_folded_op13", cnn, [(1, 3, 8, 8)], 13, None
 
 
 def export(name, model, shapes, opset, dynamic_axes, out_dir):
@@ -245,12 +276,9 @@ def export(name, model, shapes, opset, dynamic_axes, out_dir):
     path = os.path.join(out_dir, name + ".onnx")
     with torch.no_grad():
         outputs = model(*inputs)
-        # The exporter folds BatchNormalization into the Conv before it in
-        # eval mode; a model that shows fusetune's own folding keeps them.
-        keep_bn = getattr(model, "keep_batchnorm", False)
+        training = torch.onnx.TrainingMode.PRESERVE if name in KEEP_BATCHNORM else torch.onnx.TrainingMode.EVAL
         torch.onnx.export(model, inputs, path, opset_version=opset, input_names=names, output_names=["y"],
-                          dynamic_axes=dynamic_axes, do_constant_folding=not keep_bn,
-                          training=torch.onnx.TrainingMode.PRESERVE if keep_bn else torch.onnx.TrainingMode.EVAL)
+                          dynamic_axes=dynamic_axes, do_constant_folding=True, training=training)
     for n, t in zip(names, inputs):
         np.save(os.path.join(out_dir, f"{name}.in.{n}.npy"), t.numpy())
     np.save(os.path.join(out_dir, f"{name}.out.y.npy"), outputs.numpy())

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <onnx/onnx_pb.h>
@@ -67,9 +68,10 @@ std::vector<fs::path> DataFiles(const fs::path& dir, const std::string& prefix) 
 // Imports a test's model. The tests of ops unchanged since opset 1 or 6
 // (GlobalAveragePool, GlobalMaxPool, HardSigmoid) declare that opset, below
 // the 7 that fusetune imports; their model is read as opset 7, the same op.
-// Integer inputs (Pad's pads) become initializers: fusetune needs static
-// shapes, so they are constants of the model, as in an export. `feeds` gets
-// the other inputs of test_data_set_0.
+// Integer inputs (Pad's pads, Resize's sizes) and the inputs a Resize reads
+// after X (roi, scales) become initializers: fusetune needs static shapes, so
+// they are constants of the model, as in an export. `feeds` gets the other
+// inputs of test_data_set_0.
 Result<Graph> ImportNodeTest(const fs::path& dir, TensorMap* feeds) {
   onnx::ModelProto model;
   if (!model.ParseFromString(ReadAll(dir / "model.onnx")))
@@ -78,6 +80,10 @@ Result<Graph> ImportNodeTest(const fs::path& dir, TensorMap* feeds) {
     if ((imp.domain().empty() || imp.domain() == "ai.onnx") && imp.version() < 7)
       imp.set_version(7);
   onnx::GraphProto* graph = model.mutable_graph();
+  std::set<std::string> shape_inputs;
+  for (const auto& node : graph->node())
+    if (node.op_type() == "Resize")
+      for (int i = 1; i < node.input_size(); ++i) shape_inputs.insert(node.input(i));
   const auto inputs = DataFiles(dir / "test_data_set_0", "input_");
   std::vector<onnx::ValueInfoProto> kept;
   for (int i = 0; i < graph->input_size(); ++i) {
@@ -89,7 +95,7 @@ Result<Graph> ImportNodeTest(const fs::path& dir, TensorMap* feeds) {
     onnx::TensorProto p;
     if (!p.ParseFromString(ReadAll(inputs[i])))
       return Error(ErrorCode::kParse, inputs[i].string() + ": not a TensorProto");
-    if (p.data_type() == onnx::TensorProto_DataType_INT64) {
+    if (p.data_type() == onnx::TensorProto_DataType_INT64 || shape_inputs.count(info.name())) {
       p.set_name(info.name());
       *graph->add_initializer() = p;
     } else {
@@ -162,7 +168,20 @@ INSTANTIATE_TEST_SUITE_P(
         "test_clip_default_int8_min", "test_flatten_axis0", "test_flatten_axis1",
         "test_flatten_axis2", "test_flatten_axis3", "test_flatten_default_axis",
         "test_flatten_negative_axis1", "test_flatten_negative_axis2", "test_flatten_negative_axis3",
-        "test_flatten_negative_axis4", "test_constant_pad", "test_edge_pad", "test_reflect_pad"));
+        "test_flatten_negative_axis4", "test_constant_pad", "test_edge_pad", "test_reflect_pad",
+        // Resize: every nearest and linear test of the package (the cubic
+        // ones are below, with the unsupported ops).
+        "test_resize_downsample_scales_linear",
+        "test_resize_downsample_scales_linear_align_corners",
+        "test_resize_downsample_scales_nearest",
+        "test_resize_downsample_sizes_linear_pytorch_half_pixel",
+        "test_resize_downsample_sizes_nearest",
+        "test_resize_downsample_sizes_nearest_tf_half_pixel_for_nn",
+        "test_resize_tf_crop_and_resize", "test_resize_upsample_scales_linear",
+        "test_resize_upsample_scales_linear_align_corners", "test_resize_upsample_scales_nearest",
+        "test_resize_upsample_sizes_nearest", "test_resize_upsample_sizes_nearest_ceil_half_pixel",
+        "test_resize_upsample_sizes_nearest_floor_align_corners",
+        "test_resize_upsample_sizes_nearest_round_prefer_ceil_asymmetric"));
 
 // The node tests of these ops that fusetune does not support yet: import
 // fails cleanly, naming the node, instead of running something else.
@@ -178,13 +197,22 @@ TEST_P(OnnxBackendUnsupported, ImportFailsNamingTheNode) {
   EXPECT_NE(g.error().message().find("node "), std::string::npos) << g.error().message();
 }
 
-INSTANTIATE_TEST_SUITE_P(ConvOps, OnnxBackendUnsupported,
-                         ::testing::Values("test_averagepool_3d_default", "test_maxpool_3d_default",
-                                           "test_maxpool_2d_uint8",
-                                           "test_maxpool_with_argmax_2d_precomputed_pads",
-                                           "test_maxpool_with_argmax_2d_precomputed_strides",
-                                           "test_batchnorm_epsilon_training_mode",
-                                           "test_batchnorm_example_training_mode"));
+INSTANTIATE_TEST_SUITE_P(
+    ConvOps, OnnxBackendUnsupported,
+    ::testing::Values("test_averagepool_3d_default", "test_maxpool_3d_default",
+                      "test_maxpool_2d_uint8", "test_maxpool_with_argmax_2d_precomputed_pads",
+                      "test_maxpool_with_argmax_2d_precomputed_strides",
+                      "test_batchnorm_epsilon_training_mode",
+                      "test_batchnorm_example_training_mode",
+                      // Resize with mode=cubic (and exclude_outside=1).
+                      "test_resize_downsample_scales_cubic",
+                      "test_resize_downsample_scales_cubic_A_n0p5_exclude_outside",
+                      "test_resize_downsample_scales_cubic_align_corners",
+                      "test_resize_downsample_sizes_cubic", "test_resize_upsample_scales_cubic",
+                      "test_resize_upsample_scales_cubic_A_n0p5_exclude_outside",
+                      "test_resize_upsample_scales_cubic_align_corners",
+                      "test_resize_upsample_scales_cubic_asymmetric",
+                      "test_resize_upsample_sizes_cubic"));
 
 }  // namespace
 }  // namespace fusetune::graph

@@ -80,7 +80,8 @@ INSTANTIATE_TEST_SUITE_P(PyTorch, ExportedModel,
                          ::testing::Values("mlp", "encoder_postln_op13", "encoder_postln_op17",
                                            "encoder_3layer_op13", "decoder_preln_op14",
                                            "decoder_preln_op17", "llama_op17",
-                                           "encoder_dynamic_op17", "encoder_external_op17"));
+                                           "encoder_dynamic_op17", "encoder_external_op17",
+                                           "cnn_bn_op13", "cnn_folded_op13"));
 
 TEST(OnnxImport, Opset13LayerNormIsDecomposedAndOpset17IsOneOp) {
   auto g13 = ImportOnnxFile(TestData("encoder_postln_op13.onnx"));
@@ -143,11 +144,11 @@ TEST(OnnxImport, UnsupportedOpsAreListedWithTheirFirstNode) {
   no_infer.infer_shapes = false;
   auto g = ParseGraphText(R"(graph g {
     input x: f32[1, 3, 8, 8]
-    a = Resize(x)  b = Relu(a)  c = custom.ns::MyOp(b)  d = Resize(c)
+    a = GridSample(x)  b = Relu(a)  c = custom.ns::MyOp(b)  d = GridSample(c)
     output d })",
                           no_infer);
   ASSERT_TRUE(g.ok());
-  g->nodes[0].name = "resize_first";
+  g->nodes[0].name = "grid_first";
   auto bytes = ExportOnnxBytes(*g);
   ASSERT_TRUE(bytes.ok());
   auto r = ImportOnnxBytes(*bytes, ".", "unsupported.onnx");
@@ -155,7 +156,8 @@ TEST(OnnxImport, UnsupportedOpsAreListedWithTheirFirstNode) {
   EXPECT_EQ(r.error().code(), ErrorCode::kUnsupported);
   const std::string& m = r.error().message();
   EXPECT_NE(m.find("2 unsupported op types"), std::string::npos) << m;
-  EXPECT_NE(m.find("Resize (first used by node 'resize_first' (Resize))"), std::string::npos) << m;
+  EXPECT_NE(m.find("GridSample (first used by node 'grid_first' (GridSample))"), std::string::npos)
+      << m;
   EXPECT_NE(m.find("custom.ns::MyOp"), std::string::npos) << m;
 }
 

@@ -63,13 +63,13 @@ TEST(ShapeInference, BadReshapeSizeIsReported) {
 TEST(ShapeInference, UnsupportedOpsAreListedTogether) {
   auto r = ParseGraphText(R"(graph g {
     input a: f32[1, 3, 8, 8]
-    b = Resize(a)  c = Relu(b)  d = LpPool(c)  e = Resize(d)
+    b = GridSample(a)  c = Relu(b)  d = LpPool(c)  e = GridSample(d)
     output e })");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ErrorCode::kUnsupported);
   const std::string& m = r.error().message();
   EXPECT_NE(m.find("2 unsupported op types"), std::string::npos) << m;
-  EXPECT_NE(m.find("Resize (first used by node #0 (Resize))"), std::string::npos) << m;
+  EXPECT_NE(m.find("GridSample (first used by node #0 (GridSample))"), std::string::npos) << m;
   EXPECT_NE(m.find("LpPool"), std::string::npos) << m;
 }
 
