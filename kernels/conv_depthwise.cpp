@@ -56,56 +56,153 @@ int64_t DepthwiseLocalBytes(const ConvDesc& d, const ConvTiling& t) {
 int64_t NoPacking(const ConvDesc&, const ConvTiling&) { return 0; }
 void NoPrepack(const ConvDesc&, const ConvTiling&, float*) {}
 
-// One output row of one channel: out[ow] = sum over taps of w[tap] *
-// band[tap_offset + ow], 16 columns a vector, four vectors at a time.
-void ChannelRow(const float* band, const int64_t* offsets, const float* w, int64_t taps,
-                int64_t out_w, float* out) {
-  int64_t ow = 0;
 #if defined(__AVX512F__)
-  for (; ow + 64 <= out_w; ow += 64) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int64_t t = 0; t < taps; ++t) {
-      const float* src = band + offsets[t] + ow;
-      const __m512 wt = _mm512_set1_ps(w[t]);
-      a0 = _mm512_fmadd_ps(wt, _mm512_loadu_ps(src), a0);
-      a1 = _mm512_fmadd_ps(wt, _mm512_loadu_ps(src + 16), a1);
-      a2 = _mm512_fmadd_ps(wt, _mm512_loadu_ps(src + 32), a2);
-      a3 = _mm512_fmadd_ps(wt, _mm512_loadu_ps(src + 48), a3);
+// R output rows x V vectors of 16 output columns of one channel, R * V
+// independent sums (the FMA latency needs about 8 in flight). `in` is the
+// band at the block's first row and column, `row_step` the floats between
+// the bands of consecutive output rows; the last vector is masked by `last`.
+// TAPS > 0 keeps the filter in registers; 0 reads `taps` of them.
+template <int R, int V, int TAPS>
+void DwBlock(const float* in, int64_t row_step, const int64_t* off, const float* w, int64_t taps,
+             float* out, int64_t out_ld, __mmask16 last, float bias) {
+  constexpr int64_t kTaps = TAPS > 0 ? TAPS : 1;
+  __m512 wt[kTaps];
+  if constexpr (TAPS > 0)
+    for (int t = 0; t < TAPS; ++t) wt[t] = _mm512_set1_ps(w[t]);
+  __m512 a[R][V];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) a[r][v] = _mm512_set1_ps(bias);
+  const int64_t n = TAPS > 0 ? TAPS : taps;
+#pragma GCC unroll 9
+  for (int64_t t = 0; t < n; ++t) {
+    const __m512 wv = TAPS > 0 ? wt[TAPS > 0 ? t : 0] : _mm512_set1_ps(w[t]);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const float* src = in + r * row_step + off[t];
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) {
+        const __mmask16 m = v == V - 1 ? last : static_cast<__mmask16>(0xFFFF);
+        a[r][v] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, src + 16 * v), a[r][v]);
+      }
     }
-    _mm512_storeu_ps(out + ow, a0);
-    _mm512_storeu_ps(out + ow + 16, a1);
-    _mm512_storeu_ps(out + ow + 32, a2);
-    _mm512_storeu_ps(out + ow + 48, a3);
   }
-  for (; ow < out_w; ow += 16) {
-    const __mmask16 m = out_w - ow >= 16 ? static_cast<__mmask16>(0xFFFF) : simd::Tail(out_w - ow);
-    __m512 a = _mm512_setzero_ps();
-    for (int64_t t = 0; t < taps; ++t)
-      a = _mm512_fmadd_ps(_mm512_set1_ps(w[t]), _mm512_maskz_loadu_ps(m, band + offsets[t] + ow),
-                          a);
-    _mm512_mask_storeu_ps(out + ow, m, a);
-  }
-#else
-  for (; ow < out_w; ++ow) out[ow] = 0.0f;
-  for (int64_t t = 0; t < taps; ++t) {
-    const float* src = band + offsets[t];
-    const float wt = w[t];
-    for (int64_t c = 0; c < out_w; ++c) out[c] += wt * src[c];
-  }
-#endif
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      _mm512_mask_storeu_ps(out + r * out_ld + 16 * v, v == V - 1 ? last : 0xFFFF, a[r][v]);
 }
+
+using DwBlockFn = void (*)(const float*, int64_t, const int64_t*, const float*, int64_t, float*,
+                           int64_t, __mmask16, float);
+
+// kDwBlocks[taps == 9][R - 1][V - 1].
+constexpr DwBlockFn kDwBlocks[2][4][2] = {{{DwBlock<1, 1, 0>, DwBlock<1, 2, 0>},
+                                           {DwBlock<2, 1, 0>, DwBlock<2, 2, 0>},
+                                           {DwBlock<3, 1, 0>, DwBlock<3, 2, 0>},
+                                           {DwBlock<4, 1, 0>, DwBlock<4, 2, 0>}},
+                                          {{DwBlock<1, 1, 9>, DwBlock<1, 2, 9>},
+                                           {DwBlock<2, 1, 9>, DwBlock<2, 2, 9>},
+                                           {DwBlock<3, 1, 9>, DwBlock<3, 2, 9>},
+                                           {DwBlock<4, 1, 9>, DwBlock<4, 2, 9>}}};
+
+// 3x3, dilation_h 1, stride_h SH: each input row is loaded once per block
+// and feeds every output row whose window covers it (with SH = 1, 6 rows
+// of loads for 4 output rows instead of 12). `col` holds the band offsets
+// of the three column taps.
+template <int R, int V, int SH>
+void Dw3x3(const float* in, int64_t row_floats, const int64_t* col, const float* w, float* out,
+           int64_t out_ld, __mmask16 last, float bias) {
+  __m512 wt[9];
+  for (int t = 0; t < 9; ++t) wt[t] = _mm512_set1_ps(w[t]);
+  __m512 a[R][V];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) a[r][v] = _mm512_set1_ps(bias);
+  constexpr int kRows = (R - 1) * SH + 3;
+#pragma GCC unroll 12
+  for (int i = 0; i < kRows; ++i)
+#pragma GCC unroll 3
+    for (int kw = 0; kw < 3; ++kw)
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) {
+        const __mmask16 m = v == V - 1 ? last : static_cast<__mmask16>(0xFFFF);
+        const __m512 x = _mm512_maskz_loadu_ps(m, in + i * row_floats + col[kw] + 16 * v);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+          const int kh = i - r * SH;
+          if (kh >= 0 && kh < 3) a[r][v] = _mm512_fmadd_ps(wt[kh * 3 + kw], x, a[r][v]);
+        }
+      }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      _mm512_mask_storeu_ps(out + r * out_ld + 16 * v, v == V - 1 ? last : 0xFFFF, a[r][v]);
+}
+
+using Dw3x3Fn = void (*)(const float*, int64_t, const int64_t*, const float*, float*, int64_t,
+                         __mmask16, float);
+
+// kDw3x3[SH - 1][R - 1][V - 1].
+constexpr Dw3x3Fn kDw3x3[2][4][2] = {{{Dw3x3<1, 1, 1>, Dw3x3<1, 2, 1>},
+                                      {Dw3x3<2, 1, 1>, Dw3x3<2, 2, 1>},
+                                      {Dw3x3<3, 1, 1>, Dw3x3<3, 2, 1>},
+                                      {Dw3x3<4, 1, 1>, Dw3x3<4, 2, 1>}},
+                                     {{Dw3x3<1, 1, 2>, Dw3x3<1, 2, 2>},
+                                      {Dw3x3<2, 1, 2>, Dw3x3<2, 2, 2>},
+                                      {Dw3x3<3, 1, 2>, Dw3x3<3, 2, 2>},
+                                      {Dw3x3<4, 1, 2>, Dw3x3<4, 2, 2>}}};
+
+// One channel of a tile: blocks of 4 rows x 32 columns, smaller at the
+// edges, each output starting from the bias.
+void ComputeChannel(const ConvShape& s, const Layout& l, const float* band, const int64_t* off,
+                    const float* w, float bias, int64_t rows, float* out) {
+  const int64_t taps = s.kernel_h * s.kernel_w;
+  const int64_t row_step = s.stride_h * l.band.row_floats;
+  const bool k3x3 = s.kernel_h == 3 && s.kernel_w == 3 && s.dilation_h == 1 && s.stride_h <= 2;
+  const int specialised = taps == 9 ? 1 : 0;
+  for (int64_t r = 0; r < rows; r += 4) {
+    const int64_t nr = std::min<int64_t>(4, rows - r);
+    for (int64_t ow = 0; ow < s.out_w; ow += 32) {
+      const int64_t cols = std::min<int64_t>(32, s.out_w - ow);
+      const int64_t nv = (cols + 15) / 16;
+      const __mmask16 last = simd::Tail(cols - 16 * (nv - 1)) | (cols % 16 == 0 ? 0xFFFF : 0);
+      const float* in = band + r * row_step + ow;
+      float* o = out + r * s.out_w + ow;
+      if (k3x3)
+        kDw3x3[s.stride_h - 1][nr - 1][nv - 1](in, l.band.row_floats, off, w, o, s.out_w, last,
+                                               bias);
+      else
+        kDwBlocks[specialised][nr - 1][nv - 1](in, row_step, off, w, taps, o, s.out_w, last, bias);
+    }
+  }
+}
+#else
+void ComputeChannel(const ConvShape& s, const Layout& l, const float* band, const int64_t* off,
+                    const float* w, float bias, int64_t rows, float* out) {
+  const int64_t taps = s.kernel_h * s.kernel_w;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* in = band + r * s.stride_h * l.band.row_floats;
+    float* o = out + r * s.out_w;
+    for (int64_t c = 0; c < s.out_w; ++c) o[c] = bias;
+    for (int64_t t = 0; t < taps; ++t)
+      for (int64_t c = 0; c < s.out_w; ++c) o[c] += w[t] * in[off[t] + c];
+  }
+}
+#endif
 
 // The tile's channels, rows of the band one after the other.
 void ComputeTile(const ConvShape& s, const Layout& l, const float* band, const float* w,
-                 const std::vector<int64_t>& offsets, int64_t ocs, int64_t rows, float* tile) {
+                 const float* bias, const std::vector<int64_t>& offsets, int64_t ocs, int64_t rows,
+                 float* tile) {
   const int64_t taps = s.kernel_h * s.kernel_w;
-  for (int64_t c = 0; c < ocs; ++c) {
-    const float* chan = band + c * l.band.floats();
-    const float* wc = w + c * taps;
-    for (int64_t r = 0; r < rows; ++r)
-      ChannelRow(chan + r * s.stride_h * l.band.row_floats, offsets.data(), wc, taps, s.out_w,
-                 tile + c * l.tile_ld + r * s.out_w);
-  }
+  for (int64_t c = 0; c < ocs; ++c)
+    ComputeChannel(s, l, band + c * l.band.floats(), offsets.data(), w + c * taps,
+                   bias ? bias[c] : 0.0f, rows, tile + c * l.tile_ld);
 }
 
 std::vector<int64_t> TapOffsets(const ConvShape& s, const BandGeometry& g) {
@@ -130,6 +227,8 @@ KernelStats DepthwiseRunShare(const ConvDesc& d, const ConvTiling& t, const Kern
   const std::vector<int64_t> offsets = TapOffsets(s, l.band);
   const int64_t taps = s.kernel_h * s.kernel_w;
   const int64_t plane = s.in_h * s.in_w;
+  ConvDesc unbiased = d;
+  unbiased.bias = nullptr;
   KernelStats stats;
   int64_t begin = 0, end = 0;
   walk.ShareOf(thread, config.threads, &begin, &end);
@@ -146,9 +245,13 @@ KernelStats DepthwiseRunShare(const ConvDesc& d, const ConvTiling& t, const Kern
                          band + c * l.band.floats());
       stats.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * read;
     }
+    // The bias starts the sums (no pass of its own); its read is counted here.
+    if (d.bias != nullptr && mode != RunMode::kComputeOnly)
+      stats.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * tile_at.ocs;
     if (mode != RunMode::kCopyOnly)
-      ComputeTile(s, l, band, d.w + tile_at.oc0 * taps, offsets, tile_at.ocs, rows, tile);
-    FinishConvTile(d, tile_at, tile, l.tile_ld, mode, &stats);
+      ComputeTile(s, l, band, d.w + tile_at.oc0 * taps, d.bias ? d.bias + tile_at.oc0 : nullptr,
+                  offsets, tile_at.ocs, rows, tile);
+    FinishConvTile(unbiased, tile_at, tile, l.tile_ld, mode, &stats);
   }
   return stats;
 }

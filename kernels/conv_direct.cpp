@@ -115,85 +115,104 @@ void DirectPrepack(const ConvDesc& d, const ConvTiling&, float* dst) {
                 dst + oc0 / kLanes * per_vector);
 }
 
-// What a register block reads and writes.
+// What a register block reads and writes: R output rows x C output columns
+// x V 16-channel vectors.
 struct BlockArgs {
-  const float* in;         // input of the block's first column at tap 0, channel 0
+  const float* in;         // input of the block's first position at tap 0, channel 0
+  int64_t in_row;          // floats between the inputs of consecutive output rows
   const int64_t* tap_off;  // band offsets of the taps
   int64_t taps, ic_stride, ics;
   const float* w;     // weights of channel 0, tap 0, vector 0; 16 floats per (ic, tap)
   int64_t w_vstride;  // floats between vectors of weights
-  float* acc;         // sums of the block's first column, vector 0: 16 per column
+  float* acc;         // sums of the block's first position, vector 0: 16 per position
+  int64_t acc_row;    // floats between the sums of consecutive output rows
   int64_t acc_vstride;
   bool accumulate;  // add to acc (later slices) or overwrite it (the first)
 };
 
 #if defined(__AVX512F__)
-template <int V, int RB>
+template <int V, int C, int R>
 void Block(const BlockArgs& b) {
-  __m512 a[V][RB];
-#pragma GCC unroll 4
+  __m512 a[V][R][C];
+#pragma GCC unroll 2
   for (int v = 0; v < V; ++v)
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-    for (int j = 0; j < RB; ++j)
-      a[v][j] = b.accumulate ? _mm512_loadu_ps(b.acc + v * b.acc_vstride + j * kLanes)
-                             : _mm512_setzero_ps();
+      for (int j = 0; j < C; ++j)
+        a[v][r][j] = b.accumulate
+                         ? _mm512_loadu_ps(b.acc + v * b.acc_vstride + r * b.acc_row + j * kLanes)
+                         : _mm512_setzero_ps();
   const float* w = b.w;
   for (int64_t ic = 0; ic < b.ics; ++ic) {
     const float* src = b.in + ic * b.ic_stride;
     for (int64_t t = 0; t < b.taps; ++t, w += kLanes) {
       const float* p = src + b.tap_off[t];
       __m512 wv[V];
-#pragma GCC unroll 4
+#pragma GCC unroll 2
       for (int v = 0; v < V; ++v) wv[v] = _mm512_loadu_ps(w + v * b.w_vstride);
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-      for (int j = 0; j < RB; ++j) {
-        const __m512 x = _mm512_set1_ps(p[j]);
-#pragma GCC unroll 4
-        for (int v = 0; v < V; ++v) a[v][j] = _mm512_fmadd_ps(wv[v], x, a[v][j]);
-      }
+        for (int j = 0; j < C; ++j) {
+          const __m512 x = _mm512_set1_ps(p[r * b.in_row + j]);
+#pragma GCC unroll 2
+          for (int v = 0; v < V; ++v) a[v][r][j] = _mm512_fmadd_ps(wv[v], x, a[v][r][j]);
+        }
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 2
   for (int v = 0; v < V; ++v)
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-    for (int j = 0; j < RB; ++j) _mm512_storeu_ps(b.acc + v * b.acc_vstride + j * kLanes, a[v][j]);
+      for (int j = 0; j < C; ++j)
+        _mm512_storeu_ps(b.acc + v * b.acc_vstride + r * b.acc_row + j * kLanes, a[v][r][j]);
 }
 #else
-template <int V, int RB>
+template <int V, int C, int R>
 void Block(const BlockArgs& b) {
-  float a[V][RB][kLanes];
+  float a[V][R][C][kLanes];
   for (int v = 0; v < V; ++v)
-    for (int j = 0; j < RB; ++j)
-      for (int64_t l = 0; l < kLanes; ++l)
-        a[v][j][l] = b.accumulate ? b.acc[v * b.acc_vstride + j * kLanes + l] : 0.0f;
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < C; ++j)
+        for (int64_t l = 0; l < kLanes; ++l)
+          a[v][r][j][l] =
+              b.accumulate ? b.acc[v * b.acc_vstride + r * b.acc_row + j * kLanes + l] : 0.0f;
   const float* w = b.w;
   for (int64_t ic = 0; ic < b.ics; ++ic) {
     const float* src = b.in + ic * b.ic_stride;
     for (int64_t t = 0; t < b.taps; ++t, w += kLanes) {
       const float* p = src + b.tap_off[t];
       for (int v = 0; v < V; ++v)
-        for (int j = 0; j < RB; ++j)
-          for (int64_t l = 0; l < kLanes; ++l) a[v][j][l] += w[v * b.w_vstride + l] * p[j];
+        for (int r = 0; r < R; ++r)
+          for (int j = 0; j < C; ++j)
+            for (int64_t l = 0; l < kLanes; ++l)
+              a[v][r][j][l] += w[v * b.w_vstride + l] * p[r * b.in_row + j];
     }
   }
   for (int v = 0; v < V; ++v)
-    for (int j = 0; j < RB; ++j)
-      for (int64_t l = 0; l < kLanes; ++l) b.acc[v * b.acc_vstride + j * kLanes + l] = a[v][j][l];
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < C; ++j)
+        for (int64_t l = 0; l < kLanes; ++l)
+          b.acc[v * b.acc_vstride + r * b.acc_row + j * kLanes + l] = a[v][r][j][l];
 }
 #endif
 
 using BlockFn = void (*)(const BlockArgs&);
+using BlockRow = std::array<BlockFn, kMaxColumns + 1>;
 
-template <int V, int... RB>
-constexpr std::array<BlockFn, sizeof...(RB) + 1> BlockTable(std::integer_sequence<int, RB...>) {
-  return {nullptr, &Block<V, RB + 1>...};
+template <int V, int R, int... C>
+constexpr BlockRow BlockTable(std::integer_sequence<int, C...>) {
+  return {nullptr, (C + 1 <= kMaxColumns / R ? &Block<V, C + 1, R> : nullptr)...};
 }
 
-// kBlocks[V][RB]: V in {1, 2} vectors, RB in 1 .. kMaxColumns columns.
-const std::array<BlockFn, kMaxColumns + 1> kBlocks1 =
-    BlockTable<1>(std::make_integer_sequence<int, kMaxColumns>{});
-const std::array<BlockFn, kMaxColumns + 1> kBlocks2 =
-    BlockTable<2>(std::make_integer_sequence<int, kMaxColumns>{});
+// kBlocks[V - 1][R - 1][C]: V in {1, 2} vectors, R in {1, 2} rows, C
+// columns, R * C <= kMaxColumns (two rows only for outputs narrower than 8).
+const BlockRow kBlocks[2][2] = {{BlockTable<1, 1>(std::make_integer_sequence<int, kMaxColumns>{}),
+                                 BlockTable<1, 2>(std::make_integer_sequence<int, kMaxColumns>{})},
+                                {BlockTable<2, 1>(std::make_integer_sequence<int, kMaxColumns>{}),
+                                 BlockTable<2, 2>(std::make_integer_sequence<int, kMaxColumns>{})}};
 
 // Columns per register block: out_w cut into equal chunks of at most kMaxColumns.
 int64_t ChunkOf(int64_t out_w) {
@@ -206,25 +225,31 @@ void ComputeSlice(const ConvShape& s, const Layout& l, const float* band,
                   const std::vector<int64_t>& tap_off, const float* w, int64_t w_vstride,
                   int64_t vectors, int64_t rows, int64_t ics, bool accumulate, float* acc) {
   const int64_t chunk = ChunkOf(s.out_w);
+  // Narrow outputs take two rows per block to keep enough sums in flight.
+  const int64_t block_rows = chunk * 2 <= kMaxColumns ? 2 : 1;
   BlockArgs b;
+  b.in_row = s.stride_h * l.band.row_floats;
   b.tap_off = tap_off.data();
   b.taps = l.taps;
   b.ic_stride = l.band.floats();
   b.ics = ics;
   b.w_vstride = w_vstride;
+  b.acc_row = s.out_w * kLanes;
   b.acc_vstride = l.tile_ld * kLanes;
   b.accumulate = accumulate;
   for (int64_t v = 0; v < vectors;) {
     const int64_t nv = vectors - v >= 2 ? 2 : 1;
-    const auto& table = nv == 2 ? kBlocks2 : kBlocks1;
-    for (int64_t r = 0; r < rows; ++r)
+    for (int64_t r = 0; r < rows;) {
+      const int64_t nr = std::min(block_rows, rows - r);
       for (int64_t ow = 0; ow < s.out_w; ow += chunk) {
         const int64_t cols = std::min(chunk, s.out_w - ow);
-        b.in = band + r * s.stride_h * l.band.row_floats + ow;
+        b.in = band + r * b.in_row + ow;
         b.w = w + v * w_vstride;
         b.acc = acc + v * b.acc_vstride + (r * s.out_w + ow) * kLanes;
-        table[cols](b);
+        kBlocks[nv - 1][nr - 1][cols](b);
       }
+      r += nr;
+    }
     v += nv;
   }
 }
@@ -282,6 +307,12 @@ std::vector<int64_t> TapOffsets(const ConvShape& s, const BandGeometry& g) {
   return offsets;
 }
 
+bool SharesBand(const ConvShape& s, const Layout& l, bool has_previous, const ConvTile& previous,
+                const ConvTile& tile) {
+  return has_previous && l.ks >= s.in_channels && previous.image == tile.image &&
+         previous.p0 == tile.p0;
+}
+
 KernelStats DirectRunShare(const ConvDesc& d, const ConvTiling& t, const KernelConfig& config,
                            RunMode mode, int thread) {
   const ConvShape& s = d.shape;
@@ -303,11 +334,16 @@ KernelStats DirectRunShare(const ConvDesc& d, const ConvTiling& t, const KernelC
   KernelStats stats;
   int64_t begin = 0, end = 0;
   walk.ShareOf(thread, config.threads, &begin, &end);
+  ConvTile previous;
   for (int64_t i = begin; i < end; ++i) {
     const ConvTile c = walk.At(i);
     const int64_t oh0 = c.p0 / s.out_w, rows = c.ps / s.out_w;
     const BandGeometry g = BandOf(s, rows);
     const int64_t vectors = (c.ocs + kLanes - 1) / kLanes;
+    // With one slice, the band of the thread's previous tile is this one's
+    // when only the channel block changed: copied once for all of them.
+    const bool reuse = SharesBand(s, l, i > begin, previous, c);
+    previous = c;
     for (int64_t ic0 = 0; ic0 < s.in_channels; ic0 += l.ks) {
       const int64_t ics = std::min(l.ks, s.in_channels - ic0);
       const float* w = nullptr;
@@ -321,7 +357,7 @@ KernelStats DirectRunShare(const ConvDesc& d, const ConvTiling& t, const KernelC
         w_vstride = s.in_channels * l.taps * kLanes;
         w = d.w_packed + c.oc0 / kLanes * w_vstride + ic0 * l.taps * kLanes;
       }
-      if (mode != RunMode::kComputeOnly) {
+      if (mode != RunMode::kComputeOnly && !reuse) {
         int64_t read = 0;
         for (int64_t ic = 0; ic < ics; ++ic)
           read += CopyBand(s, d.x + (c.image * s.in_channels + ic0 + ic) * plane,
@@ -356,11 +392,14 @@ TilingEstimate DirectEstimate(const ConvDesc& d, const ConvTiling& t, int thread
     int64_t begin = 0, end = 0;
     walk.ShareOf(th, threads, &begin, &end);
     double work = 0;
+    ConvTile previous;
     for (int64_t i = begin; i < end; ++i) {
       const ConvTile c = walk.At(i);
       const BandGeometry g = BandOf(s, c.ps / s.out_w);
       const int64_t ih0 = BandFirstRow(s, c.p0 / s.out_w);
-      e.bytes_in += 4.0 * s.in_channels * BandReadFloats(s, ih0, g);
+      if (!SharesBand(s, l, i > begin, previous, c))
+        e.bytes_in += 4.0 * s.in_channels * BandReadFloats(s, ih0, g);
+      previous = c;
       if (l.pack) e.bytes_in += 4.0 * c.ocs * s.in_channels * l.taps;
       if (d.bias != nullptr) e.bytes_in += 4.0 * c.ocs;
       e.bytes_in += EpilogueBytes(d.epilogue, c.ocs, c.ps);

@@ -90,23 +90,24 @@ TEST(ConvDirect, EstimateMatchesCountedTraffic) {
                               MakeShape(1, 8, 1, 50, 16, 5, 1, 2), MakeShape(1, 64, 7, 7, 64, 1)};
   for (const ConvShape& s : shapes)
     for (bool prepack : {true, false})
-      for (bool residual : {false, true}) {
-        const ConvTiling t = Tiling(32, 40, 16);
-        const testing::ConvRun run = RunAgainstReference(s, t, true, residual, prepack);
-        std::vector<float> dummy(1);
-        ConvDesc d;
-        d.shape = s;
-        d.x = d.w = d.bias = dummy.data();
-        d.y = dummy.data();
-        if (prepack) d.w_packed = dummy.data();
-        if (residual) d.epilogue.push_back(EpilogueOp::Residual(dummy.data(), s.pixels()));
-        const TilingEstimate e = EstimateConv(d, t, 2);
-        EXPECT_EQ(e.bytes_in, run.stats.bytes_global_to_local) << s.ToString();
-        EXPECT_EQ(e.bytes_out, run.stats.bytes_local_to_global) << s.ToString();
-        EXPECT_EQ(e.tiles, run.stats.tiles) << s.ToString();
-        EXPECT_GT(e.lane_utilisation, 0);
-        EXPECT_LE(e.lane_utilisation, 1);
-      }
+      for (bool residual : {false, true})
+        // k_block 256 is one slice: the band is reused across channel blocks.
+        for (const ConvTiling& t : {Tiling(32, 40, 16), Tiling(16, 40, 256)}) {
+          const testing::ConvRun run = RunAgainstReference(s, t, true, residual, prepack);
+          std::vector<float> dummy(1);
+          ConvDesc d;
+          d.shape = s;
+          d.x = d.w = d.bias = dummy.data();
+          d.y = dummy.data();
+          if (prepack) d.w_packed = dummy.data();
+          if (residual) d.epilogue.push_back(EpilogueOp::Residual(dummy.data(), s.pixels()));
+          const TilingEstimate e = EstimateConv(d, t, 2);
+          EXPECT_EQ(e.bytes_in, run.stats.bytes_global_to_local) << s.ToString() << t.ToString();
+          EXPECT_EQ(e.bytes_out, run.stats.bytes_local_to_global) << s.ToString() << t.ToString();
+          EXPECT_EQ(e.tiles, run.stats.tiles) << s.ToString() << t.ToString();
+          EXPECT_GT(e.lane_utilisation, 0);
+          EXPECT_LE(e.lane_utilisation, 1);
+        }
 }
 
 }  // namespace
