@@ -148,8 +148,10 @@ void Register() {
       {Shape(128, 28, 128, 3, 1, 1), {Tiling(kD, 64, 112, 128), Tiling(kD, 128, 112, 64)}},
       {Shape(256, 14, 256, 3, 1, 1), {Tiling(kD, 64, 196, 128), Tiling(kD, 128, 98, 64)}},
       {Shape(512, 7, 512, 3, 1, 1), {Tiling(kD, 64, 49, 256), Tiling(kD, 32, 49, 512)}},
-      {Shape(256, 56, 64, 1, 1, 1), {Tiling(kD, 64, 224, 256), Tiling(kD, 64, 448, 128)}},
-      {Shape(1024, 14, 256, 1, 1, 1), {Tiling(kD, 64, 196, 256), Tiling(kD, 128, 98, 512)}}};
+      {Shape(256, 56, 64, 1, 1, 1),
+       {Tiling(kD, 64, 224, 256), Tiling(kD, 64, 448, 64), Tiling(kD, 64, 112, 32)}},
+      {Shape(1024, 14, 256, 1, 1, 1),
+       {Tiling(kD, 64, 196, 256), Tiling(kD, 128, 98, 512), Tiling(kD, 256, 196, 64)}}};
   for (const Case& c : direct)
     for (const ConvTiling& t : c.tilings)
       for (int threads : {1, 2})
@@ -165,7 +167,8 @@ void Register() {
       Shape(576, 14, 576, 3, 1, 576), Shape(576, 14, 576, 3, 2, 576),
       Shape(960, 7, 960, 3, 1, 960)};
   for (const ConvShape& s : depthwise)
-    for (const ConvTiling& t : {Tiling(kW, 1, 1024, 1), Tiling(kW, 4, 448, 1), Tiling(kW, 8, 224, 1), Tiling(kW, 16, 1024, 1)})
+    for (const ConvTiling& t : {Tiling(kW, 1, 1024, 1), Tiling(kW, 4, 448, 1),
+                                Tiling(kW, 8, 224, 1), Tiling(kW, 16, 1024, 1)})
       for (int threads : {1, 2})
         benchmark::RegisterBenchmark(
             fmt::format("depthwise/{}/{}/t{}", s.ToString(), t.ToString(), threads).c_str(),

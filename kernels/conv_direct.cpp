@@ -237,20 +237,21 @@ void ComputeSlice(const ConvShape& s, const Layout& l, const float* band,
   b.acc_row = s.out_w * kLanes;
   b.acc_vstride = l.tile_ld * kLanes;
   b.accumulate = accumulate;
-  for (int64_t v = 0; v < vectors;) {
-    const int64_t nv = vectors - v >= 2 ? 2 : 1;
-    for (int64_t r = 0; r < rows;) {
-      const int64_t nr = std::min(block_rows, rows - r);
-      for (int64_t ow = 0; ow < s.out_w; ow += chunk) {
-        const int64_t cols = std::min(chunk, s.out_w - ow);
-        b.in = band + r * b.in_row + ow;
+  // Channel vectors innermost: a block's input stays in L1 across them.
+  for (int64_t r = 0; r < rows;) {
+    const int64_t nr = std::min(block_rows, rows - r);
+    for (int64_t ow = 0; ow < s.out_w; ow += chunk) {
+      const int64_t cols = std::min(chunk, s.out_w - ow);
+      b.in = band + r * b.in_row + ow;
+      for (int64_t v = 0; v < vectors;) {
+        const int64_t nv = vectors - v >= 2 ? 2 : 1;
         b.w = w + v * w_vstride;
         b.acc = acc + v * b.acc_vstride + (r * s.out_w + ow) * kLanes;
         kBlocks[nv - 1][nr - 1][cols](b);
+        v += nv;
       }
-      r += nr;
     }
-    v += nv;
+    r += nr;
   }
 }
 
