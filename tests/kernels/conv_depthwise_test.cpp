@@ -42,11 +42,14 @@ TEST(ConvDepthwise, MobileNetShapesScaledDown) {
 
 TEST(ConvDepthwise, StridesPadsDilationsAndOddWidths) {
   const ConvShape shapes[] = {
-      Depthwise(1, 5, 11, 13, 3, 1, 0),    Depthwise(1, 5, 11, 13, 3, 2, 0),
-      Depthwise(1, 5, 11, 37, 5, 2, 2),    Depthwise(1, 3, 12, 35, 3, 1, 2, 2),
+      Depthwise(1, 5, 11, 13, 3, 1, 0), Depthwise(1, 5, 11, 13, 3, 2, 0),
+      Depthwise(1, 5, 11, 37, 5, 2, 2), Depthwise(1, 3, 12, 35, 3, 1, 2, 2),
       Depthwise(1, 3, 12, 35, 3, 2, 2, 2), Depthwise(1, 4, 10, 41, 3, 3, 1),
-      Depthwise(1, 4, 9, 9, 1, 1, 0),      Depthwise(1, 4, 9, 67, 7, 1, 3),
-      Depthwise(1, 6, 1, 50, 5, 1, 2),     Depthwise(1, 6, 1, 51, 3, 2, 1)};
+      Depthwise(1, 4, 9, 9, 1, 1, 0), Depthwise(1, 4, 9, 67, 7, 1, 3),
+      Depthwise(1, 6, 1, 50, 5, 1, 2), Depthwise(1, 6, 1, 51, 3, 2, 1),
+      // Columns and rows past the last window (unread), pads wider than the kernel.
+      Depthwise(1, 3, 12, 12, 3, 2, 0), Depthwise(1, 3, 5, 5, 3, 1, 3),
+      Depthwise(1, 2, 9, 40, 7, 1, 9, 3)};
   for (const ConvShape& s : shapes)
     for (const ConvTiling& t : {Tiling(2, 1), Tiling(16, 100)})
       EXPECT_LT(RunAgainstReference(s, t).max_rel_error, kTolerance)

@@ -40,11 +40,14 @@ TEST(ConvDirect, ResNetShapesScaledDown) {
 
 TEST(ConvDirect, StridesPadsDilationsAndOddShapes) {
   const ConvShape shapes[] = {
-      MakeShape(1, 5, 11, 13, 17, 3, 1, 0),    MakeShape(1, 5, 11, 13, 33, 3, 2, 0),
-      MakeShape(1, 7, 11, 37, 20, 5, 2, 2),    MakeShape(1, 3, 12, 35, 16, 3, 1, 2, 2),
+      MakeShape(1, 5, 11, 13, 17, 3, 1, 0), MakeShape(1, 5, 11, 13, 33, 3, 2, 0),
+      MakeShape(1, 7, 11, 37, 20, 5, 2, 2), MakeShape(1, 3, 12, 35, 16, 3, 1, 2, 2),
       MakeShape(1, 3, 12, 35, 16, 3, 2, 2, 2), MakeShape(1, 4, 10, 41, 5, 3, 3, 1),
-      MakeShape(1, 6, 1, 50, 24, 5, 1, 2),     MakeShape(1, 6, 1, 51, 40, 3, 2, 1),
-      MakeShape(1, 9, 9, 29, 1, 3, 1, 1)};
+      MakeShape(1, 6, 1, 50, 24, 5, 1, 2), MakeShape(1, 6, 1, 51, 40, 3, 2, 1),
+      MakeShape(1, 9, 9, 29, 1, 3, 1, 1),
+      // Columns and rows past the last window (unread), pads wider than the kernel.
+      MakeShape(1, 3, 12, 12, 16, 3, 2, 0), MakeShape(1, 3, 5, 5, 17, 3, 1, 3),
+      MakeShape(1, 2, 9, 40, 16, 7, 1, 9, 3)};
   for (const ConvShape& s : shapes)
     for (const ConvTiling& t : {Tiling(16, 1, 2), Tiling(48, 100, 256)})
       for (bool prepack : {true, false})
