@@ -152,13 +152,15 @@ void Block(const BlockArgs& b) {
 #pragma GCC unroll 2
       for (int v = 0; v < V; ++v) wv[v] = _mm512_loadu_ps(w + v * b.w_vstride);
 #pragma GCC unroll 2
-      for (int r = 0; r < R; ++r)
+      for (int r = 0; r < R; ++r) {
+        const float* row = p + r * b.in_row;  // one base per row, columns as displacements
 #pragma GCC unroll 16
         for (int j = 0; j < C; ++j) {
-          const __m512 x = _mm512_set1_ps(p[r * b.in_row + j]);
+          const __m512 x = _mm512_set1_ps(row[j]);
 #pragma GCC unroll 2
           for (int v = 0; v < V; ++v) a[v][r][j] = _mm512_fmadd_ps(wv[v], x, a[v][r][j]);
         }
+      }
     }
   }
 #pragma GCC unroll 2
