@@ -1,0 +1,438 @@
+// kDirect: direct convolution on channel-blocked tiles, groups == 1. A tile
+// is oc_block output channels (a multiple of 16) by a band of whole output
+// rows. For each slice of k_block input channels the band's input rows are
+// copied into the local buffer as [ic][ih][iw] with the padding materialised
+// (phase layout for strides, conv_rows.h), and a register block of RB output
+// columns x V 16-channel vectors accumulates in zmm registers: one broadcast
+// input value and V weight vectors per tap. The sums are kept channel-blocked
+// ([oc/16][position][16]) across slices and transposed at the end into the
+// rows = channels tile FinishConvTile takes.
+//
+// Weights: [oc/16][ic][kh][kw][16] (oc padded with zeros to 16). Pre-packed
+// (desc.w_packed) they are read in place; without, each tile packs the
+// slice it needs into the local buffer from W (counted as copies), which
+// costs ocs * k_block * kh * kw floats per slice against ps times as many
+// multiply-adds.
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "kernels/conv_algorithm.h"
+#include "kernels/conv_rows.h"
+#include "kernels/simd_math.h"
+
+namespace fusetune::kernels::conv_detail {
+
+namespace {
+
+constexpr int64_t kLanes = 16;
+constexpr int kMaxColumns = 14;  // RB: output columns of a register block
+
+int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+Status DirectApplies(const ConvShape& s) {
+  if (s.groups != 1)
+    return Error(ErrorCode::kInvalidArgument,
+                 "direct needs groups == 1 (depthwise or im2col for grouped), got " + s.ToString());
+  return Status::Ok();
+}
+
+Status DirectCheckTiling(const ConvDesc&, const ConvTiling& t) {
+  if (t.oc_block % kLanes != 0)
+    return Error(ErrorCode::kInvalidArgument,
+                 "tiling.oc_block: direct needs a multiple of 16, got " + t.ToString());
+  return Status::Ok();
+}
+
+ConvTileWalk WalkOf(const ConvDesc& d, const ConvTiling& t) {
+  return ConvTileWalk(d.shape, t.oc_block, t.pixel_block, /*whole_rows=*/true);
+}
+
+struct Layout {
+  int64_t band_rows = 0;  // output rows per tile
+  BandGeometry band;
+  int64_t tile_ld = 0;  // positions per tile
+  int64_t ks = 0;       // input channels per slice
+  int64_t vectors = 0;  // 16-channel vectors per tile
+  int64_t taps = 0;
+  bool pack = false;  // weights packed per tile (no w_packed)
+};
+
+Layout LayoutOf(const ConvDesc& d, const ConvTiling& t) {
+  const ConvShape& s = d.shape;
+  Layout l;
+  l.band_rows = std::min(WalkOf(d, t).rows_per_block(), s.out_h);
+  l.band = BandOf(s, l.band_rows);
+  l.tile_ld = l.band_rows * s.out_w;
+  l.ks = std::min(t.k_block, s.in_channels);
+  l.vectors = (std::min(t.oc_block, s.out_channels) + kLanes - 1) / kLanes;
+  l.taps = s.kernel_h * s.kernel_w;
+  l.pack = d.w_packed == nullptr;
+  return l;
+}
+
+int64_t Bytes64(int64_t floats) { return RoundUp(4 * floats, 64); }
+
+int64_t DirectLocalBytes(const ConvDesc& d, const ConvTiling& t) {
+  const Layout l = LayoutOf(d, t);
+  const int64_t oc = l.vectors * kLanes;
+  int64_t bytes = Bytes64(l.ks * l.band.floats()) + Bytes64(oc * l.tile_ld) +
+                  Bytes64(std::min(t.oc_block, d.shape.out_channels) * l.tile_ld);
+  if (l.pack) bytes += Bytes64(oc * l.ks * l.taps);
+  return bytes;
+}
+
+int64_t DirectPackedFloats(const ConvDesc& d, const ConvTiling&) {
+  const ConvShape& s = d.shape;
+  return RoundUp(s.out_channels, kLanes) * s.in_channels * s.kernel_h * s.kernel_w;
+}
+
+// Weights of output channels [oc0, oc0 + ocs) and input channels [ic0, ic0
+// + ics) as [vector][ic][tap][16], zero beyond ocs. Returns floats read.
+int64_t PackWeights(const ConvShape& s, const float* w, int64_t oc0, int64_t ocs, int64_t ic0,
+                    int64_t ics, float* dst) {
+  const int64_t taps = s.kernel_h * s.kernel_w;
+  const int64_t vectors = (ocs + kLanes - 1) / kLanes;
+  for (int64_t v = 0; v < vectors; ++v)
+    for (int64_t ic = 0; ic < ics; ++ic)
+      for (int64_t tap = 0; tap < taps; ++tap) {
+        float* out = dst + ((v * ics + ic) * taps + tap) * kLanes;
+        for (int64_t lane = 0; lane < kLanes; ++lane) {
+          const int64_t oc = v * kLanes + lane;
+          out[lane] = oc < ocs ? w[((oc0 + oc) * s.in_channels + ic0 + ic) * taps + tap] : 0.0f;
+        }
+      }
+  return std::min(ocs, vectors * kLanes) * ics * taps;
+}
+
+void DirectPrepack(const ConvDesc& d, const ConvTiling&, float* dst) {
+  const ConvShape& s = d.shape;
+  const int64_t per_vector = s.in_channels * s.kernel_h * s.kernel_w * kLanes;
+  for (int64_t oc0 = 0; oc0 < s.out_channels; oc0 += kLanes)
+    PackWeights(s, d.w, oc0, std::min(kLanes, s.out_channels - oc0), 0, s.in_channels,
+                dst + oc0 / kLanes * per_vector);
+}
+
+// What a register block reads and writes: R output rows x C output columns
+// x V 16-channel vectors.
+struct BlockArgs {
+  const float* in;         // input of the block's first position at tap 0, channel 0
+  int64_t in_row;          // floats between the inputs of consecutive output rows
+  const int64_t* tap_off;  // band offsets of the taps
+  int64_t taps, ic_stride, ics;
+  const float* w;     // weights of channel 0, tap 0, vector 0; 16 floats per (ic, tap)
+  int64_t w_vstride;  // floats between vectors of weights
+  float* acc;         // sums of the block's first position, vector 0: 16 per position
+  int64_t acc_row;    // floats between the sums of consecutive output rows
+  int64_t acc_vstride;
+  bool accumulate;  // add to acc (later slices) or overwrite it (the first)
+};
+
+#if defined(__AVX512F__)
+template <int V, int C, int R>
+void Block(const BlockArgs& b) {
+  __m512 a[V][R][C];
+#pragma GCC unroll 2
+  for (int v = 0; v < V; ++v)
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int j = 0; j < C; ++j)
+        a[v][r][j] = b.accumulate
+                         ? _mm512_loadu_ps(b.acc + v * b.acc_vstride + r * b.acc_row + j * kLanes)
+                         : _mm512_setzero_ps();
+  const float* w = b.w;
+  for (int64_t ic = 0; ic < b.ics; ++ic) {
+    const float* src = b.in + ic * b.ic_stride;
+    for (int64_t t = 0; t < b.taps; ++t, w += kLanes) {
+      const float* p = src + b.tap_off[t];
+      __m512 wv[V];
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) wv[v] = _mm512_loadu_ps(w + v * b.w_vstride);
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r) {
+        const float* row = p + r * b.in_row;  // one base per row, columns as displacements
+#pragma GCC unroll 16
+        for (int j = 0; j < C; ++j) {
+          const __m512 x = _mm512_set1_ps(row[j]);
+#pragma GCC unroll 2
+          for (int v = 0; v < V; ++v) a[v][r][j] = _mm512_fmadd_ps(wv[v], x, a[v][r][j]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int v = 0; v < V; ++v)
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int j = 0; j < C; ++j)
+        _mm512_storeu_ps(b.acc + v * b.acc_vstride + r * b.acc_row + j * kLanes, a[v][r][j]);
+}
+#else
+template <int V, int C, int R>
+void Block(const BlockArgs& b) {
+  float a[V][R][C][kLanes];
+  for (int v = 0; v < V; ++v)
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < C; ++j)
+        for (int64_t l = 0; l < kLanes; ++l)
+          a[v][r][j][l] =
+              b.accumulate ? b.acc[v * b.acc_vstride + r * b.acc_row + j * kLanes + l] : 0.0f;
+  const float* w = b.w;
+  for (int64_t ic = 0; ic < b.ics; ++ic) {
+    const float* src = b.in + ic * b.ic_stride;
+    for (int64_t t = 0; t < b.taps; ++t, w += kLanes) {
+      const float* p = src + b.tap_off[t];
+      for (int v = 0; v < V; ++v)
+        for (int r = 0; r < R; ++r)
+          for (int j = 0; j < C; ++j)
+            for (int64_t l = 0; l < kLanes; ++l)
+              a[v][r][j][l] += w[v * b.w_vstride + l] * p[r * b.in_row + j];
+    }
+  }
+  for (int v = 0; v < V; ++v)
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < C; ++j)
+        for (int64_t l = 0; l < kLanes; ++l)
+          b.acc[v * b.acc_vstride + r * b.acc_row + j * kLanes + l] = a[v][r][j][l];
+}
+#endif
+
+using BlockFn = void (*)(const BlockArgs&);
+using BlockRow = std::array<BlockFn, kMaxColumns + 1>;
+
+template <int V, int R, int... C>
+constexpr BlockRow BlockTable(std::integer_sequence<int, C...>) {
+  return {nullptr, (C + 1 <= kMaxColumns / R ? &Block<V, C + 1, R> : nullptr)...};
+}
+
+// kBlocks[V - 1][R - 1][C]: V in {1, 2} vectors, R in {1, 2} rows, C
+// columns, R * C <= kMaxColumns (two rows only for outputs narrower than 8).
+const BlockRow kBlocks[2][2] = {{BlockTable<1, 1>(std::make_integer_sequence<int, kMaxColumns>{}),
+                                 BlockTable<1, 2>(std::make_integer_sequence<int, kMaxColumns>{})},
+                                {BlockTable<2, 1>(std::make_integer_sequence<int, kMaxColumns>{}),
+                                 BlockTable<2, 2>(std::make_integer_sequence<int, kMaxColumns>{})}};
+
+// Columns per register block: out_w cut into equal chunks of at most kMaxColumns.
+int64_t ChunkOf(int64_t out_w) {
+  const int64_t chunks = (out_w + kMaxColumns - 1) / kMaxColumns;
+  return (out_w + chunks - 1) / chunks;
+}
+
+// One slice of input channels over the whole tile.
+void ComputeSlice(const ConvShape& s, const Layout& l, const float* band,
+                  const std::vector<int64_t>& tap_off, const float* w, int64_t w_vstride,
+                  int64_t vectors, int64_t rows, int64_t ics, bool accumulate, float* acc) {
+  const int64_t chunk = ChunkOf(s.out_w);
+  // Narrow outputs take two rows per block to keep enough sums in flight.
+  const int64_t block_rows = chunk * 2 <= kMaxColumns ? 2 : 1;
+  BlockArgs b;
+  b.in_row = s.stride_h * l.band.row_floats;
+  b.tap_off = tap_off.data();
+  b.taps = l.taps;
+  b.ic_stride = l.band.floats();
+  b.ics = ics;
+  b.w_vstride = w_vstride;
+  b.acc_row = s.out_w * kLanes;
+  b.acc_vstride = l.tile_ld * kLanes;
+  b.accumulate = accumulate;
+  // Channel vectors innermost: a block's input stays in L1 across them.
+  for (int64_t r = 0; r < rows;) {
+    const int64_t nr = std::min(block_rows, rows - r);
+    for (int64_t ow = 0; ow < s.out_w; ow += chunk) {
+      const int64_t cols = std::min(chunk, s.out_w - ow);
+      b.in = band + r * b.in_row + ow;
+      for (int64_t v = 0; v < vectors;) {
+        const int64_t nv = vectors - v >= 2 ? 2 : 1;
+        b.w = w + v * w_vstride;
+        b.acc = acc + v * b.acc_vstride + (r * s.out_w + ow) * kLanes;
+        kBlocks[nv - 1][nr - 1][cols](b);
+        v += nv;
+      }
+    }
+    r += nr;
+  }
+}
+
+#if defined(__AVX512F__)
+// Rows r[0..15] become columns: r[k] holds element k of every input row.
+void Transpose16x16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j) {
+      t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0x88);
+      t[8 * i + 4 + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0xDD);
+    }
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+    r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xDD);
+  }
+}
+#endif
+
+// acc [vector][position][16] -> out [channel][position] (ld positions), ocs rows.
+void Unblock(const float* acc, int64_t ocs, int64_t ps, int64_t ld, float* out) {
+  for (int64_t v = 0; v * kLanes < ocs; ++v) {
+    const float* src = acc + v * ld * kLanes;
+    const int64_t lanes = std::min(kLanes, ocs - v * kLanes);
+    float* dst = out + v * kLanes * ld;
+    int64_t p = 0;
+#if defined(__AVX512F__)
+    for (; p + kLanes <= ps; p += kLanes) {
+      __m512 r[16];
+      for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + (p + i) * kLanes);
+      Transpose16x16(r);
+      for (int64_t c = 0; c < lanes; ++c) _mm512_storeu_ps(dst + c * ld + p, r[c]);
+    }
+#endif
+    for (; p < ps; ++p)
+      for (int64_t c = 0; c < lanes; ++c) dst[c * ld + p] = src[p * kLanes + c];
+  }
+}
+
+std::vector<int64_t> TapOffsets(const ConvShape& s, const BandGeometry& g) {
+  std::vector<int64_t> offsets;
+  for (int64_t kh = 0; kh < s.kernel_h; ++kh)
+    for (int64_t kw = 0; kw < s.kernel_w; ++kw) offsets.push_back(TapOffset(s, g, kh, kw));
+  return offsets;
+}
+
+bool SharesBand(const ConvShape& s, const Layout& l, bool has_previous, const ConvTile& previous,
+                const ConvTile& tile) {
+  return has_previous && l.ks >= s.in_channels && previous.image == tile.image &&
+         previous.p0 == tile.p0;
+}
+
+KernelStats DirectRunShare(const ConvDesc& d, const ConvTiling& t, const KernelConfig& config,
+                           RunMode mode, int thread) {
+  const ConvShape& s = d.shape;
+  const ConvTileWalk walk = WalkOf(d, t);
+  const Layout l = LayoutOf(d, t);
+  const int64_t oc_max = l.vectors * kLanes;
+  LocalBuffer local(static_cast<size_t>(DirectLocalBytes(d, t)));
+  float* band = local.Take(l.ks * l.band.floats());
+  float* acc = local.Take(oc_max * l.tile_ld);
+  float* out = local.Take(std::min(t.oc_block, s.out_channels) * l.tile_ld);
+  float* wbuf = l.pack ? local.Take(oc_max * l.ks * l.taps) : nullptr;
+  // Compute-only runs read whatever the buffers hold: finite values.
+  if (mode == RunMode::kComputeOnly) {
+    std::fill(band, band + l.ks * l.band.floats(), 0.5f);
+    if (wbuf) std::fill(wbuf, wbuf + oc_max * l.ks * l.taps, 0.5f);
+  }
+  const std::vector<int64_t> tap_off = TapOffsets(s, l.band);
+  const int64_t plane = s.in_h * s.in_w;
+  KernelStats stats;
+  int64_t begin = 0, end = 0;
+  walk.ShareOf(thread, config.threads, &begin, &end);
+  ConvTile previous;
+  for (int64_t i = begin; i < end; ++i) {
+    const ConvTile c = walk.At(i);
+    const int64_t oh0 = c.p0 / s.out_w, rows = c.ps / s.out_w;
+    const BandGeometry g = BandOf(s, rows);
+    const int64_t vectors = (c.ocs + kLanes - 1) / kLanes;
+    // With one slice, the band of the thread's previous tile is this one's
+    // when only the channel block changed: copied once for all of them.
+    const bool reuse = SharesBand(s, l, i > begin, previous, c);
+    previous = c;
+    for (int64_t ic0 = 0; ic0 < s.in_channels; ic0 += l.ks) {
+      const int64_t ics = std::min(l.ks, s.in_channels - ic0);
+      const float* w = nullptr;
+      int64_t w_vstride = 0;
+      if (l.pack) {
+        if (mode != RunMode::kComputeOnly)
+          stats.bytes_global_to_local += 4 * PackWeights(s, d.w, c.oc0, c.ocs, ic0, ics, wbuf);
+        w = wbuf;
+        w_vstride = ics * l.taps * kLanes;
+      } else {
+        w_vstride = s.in_channels * l.taps * kLanes;
+        w = d.w_packed + c.oc0 / kLanes * w_vstride + ic0 * l.taps * kLanes;
+      }
+      if (mode != RunMode::kComputeOnly && !reuse) {
+        int64_t read = 0;
+        for (int64_t ic = 0; ic < ics; ++ic)
+          read += CopyBand(s, d.x + (c.image * s.in_channels + ic0 + ic) * plane,
+                           BandFirstRow(s, oh0), g, band + ic * l.band.floats());
+        stats.bytes_global_to_local += 4 * read;
+      }
+      if (mode != RunMode::kCopyOnly)
+        ComputeSlice(s, l, band, tap_off, w, w_vstride, vectors, rows, ics, ic0 > 0, acc);
+    }
+    if (mode != RunMode::kCopyOnly) Unblock(acc, c.ocs, c.ps, l.tile_ld, out);
+    FinishConvTile(d, c, out, l.tile_ld, mode, &stats);
+  }
+  return stats;
+}
+
+double EpilogueBytes(const std::vector<EpilogueOp>& ops, int64_t rows, int64_t cols) {
+  double bytes = 0;
+  for (const EpilogueOp& op : ops)
+    if (op.data) bytes += 4.0 * cols * (op.row_stride == 0 ? 1 : rows);
+  return bytes;
+}
+
+TilingEstimate DirectEstimate(const ConvDesc& d, const ConvTiling& t, int threads) {
+  const ConvShape& s = d.shape;
+  const ConvTileWalk walk = WalkOf(d, t);
+  const Layout l = LayoutOf(d, t);
+  const int64_t slices = (s.in_channels + l.ks - 1) / l.ks;
+  TilingEstimate e;
+  e.local_bytes = DirectLocalBytes(d, t);
+  double total = 0, busiest = 0, useful = 0;
+  for (int th = 0; th < threads; ++th) {
+    int64_t begin = 0, end = 0;
+    walk.ShareOf(th, threads, &begin, &end);
+    double work = 0;
+    ConvTile previous;
+    for (int64_t i = begin; i < end; ++i) {
+      const ConvTile c = walk.At(i);
+      const BandGeometry g = BandOf(s, c.ps / s.out_w);
+      const int64_t ih0 = BandFirstRow(s, c.p0 / s.out_w);
+      if (!SharesBand(s, l, i > begin, previous, c))
+        e.bytes_in += 4.0 * s.in_channels * BandReadFloats(s, ih0, g);
+      previous = c;
+      if (l.pack) e.bytes_in += 4.0 * c.ocs * s.in_channels * l.taps;
+      if (d.bias != nullptr) e.bytes_in += 4.0 * c.ocs;
+      e.bytes_in += EpilogueBytes(d.epilogue, c.ocs, c.ps);
+      e.bytes_out += 4.0 * c.ocs * c.ps;
+      const double per_channel = static_cast<double>(c.ps) * s.in_channels * l.taps;
+      work += RoundUp(c.ocs, kLanes) * per_channel;
+      useful += c.ocs * per_channel;
+    }
+    e.max_thread_tiles = std::max(e.max_thread_tiles, end - begin);
+    busiest = std::max(busiest, work);
+    total += work;
+  }
+  e.tiles = walk.size();
+  e.max_thread_work = total > 0 ? busiest / total : 1;
+  e.lane_utilisation = total > 0 ? useful / total : 1;
+  e.steps = e.max_thread_tiles * slices;
+  return e;
+}
+
+}  // namespace
+
+const ConvAlgorithmOps& DirectOps() {
+  static const ConvAlgorithmOps ops = {DirectApplies,      DirectCheckTiling, DirectLocalBytes,
+                                       DirectPackedFloats, DirectPrepack,     DirectRunShare,
+                                       DirectEstimate};
+  return ops;
+}
+
+}  // namespace fusetune::kernels::conv_detail
+
+#if defined(__AVX512F__)
+FT_SIMD_MATH_END
+#endif

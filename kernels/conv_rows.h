@@ -1,0 +1,47 @@
+// Internal to the convolution template: the input band of a tile (the input
+// rows a band of output rows reads, halo included) copied from X into the
+// local buffer with its zero padding materialised, in phase layout: each
+// padded row is stored as stride_w phases, phase p holding padded columns
+// p, p + stride_w, p + 2 stride_w, ... Output column ow at tap kw then reads
+// phase (kw * dilation_w) % stride_w at index ow + (kw * dilation_w) /
+// stride_w, so consecutive output columns read consecutive floats at every
+// stride (vector loads for depthwise, broadcasts at unit offsets for direct).
+// Used by conv_depthwise.cpp and conv_direct.cpp.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/conv.h"
+
+namespace fusetune::kernels::conv_detail {
+
+struct BandGeometry {
+  int64_t rows = 0;  // input rows held: (out_rows - 1) * stride_h + (kernel_h - 1) * dilation_h + 1
+  int64_t width = 0;       // padded columns spanned by a whole output row
+  int64_t phase = 0;       // floats per phase: ceil(width / stride_w)
+  int64_t row_floats = 0;  // stride_w * phase
+  int64_t floats() const { return rows * row_floats; }
+};
+
+BandGeometry BandOf(const ConvShape& s, int64_t out_rows);
+
+// Offset in a band of tap (kh, kw) for output (row 0, column 0).
+inline int64_t TapOffset(const ConvShape& s, const BandGeometry& g, int64_t kh, int64_t kw) {
+  const int64_t col = kw * s.dilation_w;
+  return kh * s.dilation_h * g.row_floats + (col % s.stride_w) * g.phase + col / s.stride_w;
+}
+
+// Copies the band of one channel plane (in_h x in_w floats) whose first row
+// is input row ih0 (negative in the top padding) into dst. Returns the
+// floats read from X (those inside the input), what KernelStats counts.
+int64_t CopyBand(const ConvShape& s, const float* plane, int64_t ih0, const BandGeometry& g,
+                 float* dst);
+// What CopyBand returns, without copying (the estimates).
+int64_t BandReadFloats(const ConvShape& s, int64_t ih0, const BandGeometry& g);
+
+// The input row of the first output row of a band starting at output row oh0.
+inline int64_t BandFirstRow(const ConvShape& s, int64_t oh0) {
+  return oh0 * s.stride_h - s.pad_top;
+}
+
+}  // namespace fusetune::kernels::conv_detail
