@@ -86,17 +86,13 @@ namespace conv_detail {
 
 const ConvAlgorithmOps& OpsOf(ConvAlgorithm algorithm) {
   switch (algorithm) {
-    case ConvAlgorithm::kIm2colGemm:
-      return Im2colGemmOps();
-    case ConvAlgorithm::kDirect:
-      return DirectOps();
     case ConvAlgorithm::kWinograd2:
     case ConvAlgorithm::kWinograd4:
       return WinogradOps();
-    case ConvAlgorithm::kDepthwise:
-      return DepthwiseOps();
+    default:  // other algorithms: merged separately
+      break;
   }
-  return Im2colGemmOps();
+  return WinogradOps();
 }
 
 ConvTileWalk::ConvTileWalk(const ConvShape& s, int64_t oc_block, int64_t pixel_block,

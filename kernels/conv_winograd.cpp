@@ -1,0 +1,515 @@
+// Winograd convolution F(m x m, 3x3), m = 2 or 4 (Lavin & Gray 2015), as an
+// algorithm of the convolution template (conv.h, conv_algorithm.h).
+//
+// A tile is oc_block output channels by a band of whole output rows (a
+// multiple of m). The band's output is covered by th x tw Winograd tiles of
+// m x m outputs, each reading an alpha x alpha input patch (alpha = m + 2).
+// Per slice of k_block input channels:
+//   1. the input band and its halo are copied into the local buffer, each row
+//      split into its m column phases ([ic][row][phase][u] holds input column
+//      u * m + phase), so that element (i, j) of 16 consecutive tiles is one
+//      contiguous 16-lane load;
+//   2. V = B^T d B for every tile, 16 tiles per vector, stored as
+//      [alpha^2][tile panel][ic][nr]: the B operand panels of the micro-kernels;
+//   3. the weights' U = G g G^T, laid out [alpha^2][oc panel][ic][mr] (the A
+//      panels), are copied from the pre-packed weights or transformed from W;
+//   4. alpha^2 GEMMs M[pt][oc, tile] += U[pt][oc, ic] x V[pt][ic, tile].
+// After the last slice Y = A^T M A, 16 tiles per vector, lands in the output
+// tile (rows = channels, columns = positions) and FinishConvTile takes over.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "kernels/conv_algorithm.h"
+#include "kernels/conv_winograd.h"
+#include "kernels/microkernel.h"
+
+namespace fusetune::kernels::conv_detail {
+
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
+
+// 16 lanes: one AVX-512 register, or what the compiler makes of it elsewhere.
+constexpr int kLanes = 16;
+#if defined(__AVX512F__)
+using Vec = __m512;
+inline Vec LoadLanes(const float* p, int n) {
+  return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
+}
+inline void StoreLanes(float* p, Vec v, int n) {
+  _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v);
+}
+#else
+using Vec = float __attribute__((vector_size(64)));
+inline Vec LoadLanes(const float* p, int n) {
+  Vec v = {};
+  for (int l = 0; l < n; ++l) v[l] = p[l];
+  return v;
+}
+inline void StoreLanes(float* p, Vec v, int n) {
+  for (int l = 0; l < n; ++l) p[l] = v[l];
+}
+#endif
+
+// The 1-D transforms of F(m, 3): In = B^T d (alpha -> alpha), Out = A^T x
+// (alpha -> m), Weight = G g (3 -> alpha). `s` and `os` are element strides,
+// so the same code transforms columns and rows of a 2-D tile.
+template <int M>
+struct Wino;
+
+template <>
+struct Wino<2> {
+  static constexpr int kAlpha = 4;
+  template <class T>
+  static void In(const T* d, int s, T* o, int os) {
+    o[0] = d[0] - d[2 * s];
+    o[os] = d[s] + d[2 * s];
+    o[2 * os] = d[2 * s] - d[s];
+    o[3 * os] = d[s] - d[3 * s];
+  }
+  template <class T>
+  static void Out(const T* x, int s, T* y, int ys) {
+    y[0] = x[0] + x[s] + x[2 * s];
+    y[ys] = x[s] - x[2 * s] - x[3 * s];
+  }
+  static void Weight(const float* g, int s, float* u, int us) {
+    u[0] = g[0];
+    u[us] = 0.5f * (g[0] + g[s] + g[2 * s]);
+    u[2 * us] = 0.5f * (g[0] - g[s] + g[2 * s]);
+    u[3 * us] = g[2 * s];
+  }
+};
+
+template <>
+struct Wino<4> {
+  static constexpr int kAlpha = 6;
+  template <class T>
+  static void In(const T* d, int s, T* o, int os) {
+    const T d0 = d[0], d1 = d[s], d2 = d[2 * s], d3 = d[3 * s], d4 = d[4 * s], d5 = d[5 * s];
+    const T a = d4 - 4.0f * d2, b = d3 - 4.0f * d1;  // rows 1, 2
+    const T c = d4 - d2, e = 2.0f * (d3 - d1);       // rows 3, 4
+    o[0] = 4.0f * d0 - 5.0f * d2 + d4;
+    o[os] = a + b;
+    o[2 * os] = a - b;
+    o[3 * os] = c + e;
+    o[4 * os] = c - e;
+    o[5 * os] = 4.0f * d1 - 5.0f * d3 + d5;
+  }
+  template <class T>
+  static void Out(const T* x, int s, T* y, int ys) {
+    const T p = x[s] + x[2 * s], q = x[s] - x[2 * s];
+    const T r = x[3 * s] + x[4 * s], t = x[3 * s] - x[4 * s];
+    y[0] = x[0] + p + r;
+    y[ys] = q + 2.0f * t;
+    y[2 * ys] = p + 4.0f * r;
+    y[3 * ys] = q + 8.0f * t + x[5 * s];
+  }
+  static void Weight(const float* g, int s, float* u, int us) {
+    const float g0 = g[0], g1 = g[s], g2 = g[2 * s];
+    u[0] = 0.25f * g0;
+    u[us] = -(g0 + g1 + g2) / 6.0f;
+    u[2 * us] = -(g0 - g1 + g2) / 6.0f;
+    u[3 * us] = g0 / 24.0f + g1 / 12.0f + g2 / 6.0f;
+    u[4 * us] = g0 / 24.0f - g1 / 12.0f + g2 / 6.0f;
+    u[5 * us] = g2;
+  }
+};
+
+int TileOf(ConvAlgorithm a) { return a == ConvAlgorithm::kWinograd4 ? 4 : 2; }
+
+// U = G g G^T of one 3x3 filter, written as u[i * us_i + j * us_j].
+template <int M>
+void TransformWeight(const float* g, float* u, int64_t us_i, int64_t us_j) {
+  constexpr int A = Wino<M>::kAlpha;
+  float t[A][3], r[A][A];
+  for (int j = 0; j < 3; ++j) Wino<M>::Weight(g + j, 3, &t[0][j], 3);
+  for (int i = 0; i < A; ++i) Wino<M>::Weight(&t[i][0], 1, &r[i][0], 1);
+  for (int i = 0; i < A; ++i)
+    for (int j = 0; j < A; ++j) u[i * us_i + j * us_j] = r[i][j];
+}
+
+void TransformWeightOf(int m, const float* g, float* u, int64_t us_i, int64_t us_j) {
+  if (m == 4)
+    TransformWeight<4>(g, u, us_i, us_j);
+  else
+    TransformWeight<2>(g, u, us_i, us_j);
+}
+
+// Everything the kernel, its buffer size and its estimate derive from a
+// tiling, in one place so that they agree.
+struct Geometry {
+  int m, alpha, points, mr, nr;
+  int64_t tw;        // Winograd tiles across the output width
+  int64_t uw;        // input columns per phase: tw + 1 (the halo of the last tile)
+  int64_t rows_pb;   // output rows per band (the tile walk's, a multiple of m)
+  int64_t tpad_max;  // tiles of a full band rounded up to nr
+  int64_t kb;        // input channels per slice
+  int64_t ocb;       // output channels per tile rounded up to mr
+  int64_t band_row;  // floats per band row: m phases of uw
+  int64_t rows_in;   // band rows with the halo: rows_pb + 2
+  int64_t band_floats, v_floats, u_floats, m_floats, out_floats;
+
+  Geometry(const ConvDesc& d, const ConvTiling& t) {
+    const ConvShape& s = d.shape;
+    m = TileOf(t.algorithm);
+    alpha = m + 2;
+    points = alpha * alpha;
+    mr = t.mr;
+    nr = t.nr;
+    tw = CeilDiv(s.out_w, m);
+    uw = tw + 1;
+    rows_pb = ConvTileWalk(s, t.oc_block, t.pixel_block, true, m).rows_per_block();
+    rows_pb = std::min(rows_pb, RoundUp(s.out_h, m));
+    tpad_max = RoundUp(rows_pb / m * tw, nr);
+    kb = std::min(t.k_block, s.in_channels);
+    ocb = RoundUp(std::min(t.oc_block, s.out_channels), mr);
+    band_row = m * uw;
+    rows_in = rows_pb + 2;
+    band_floats = kb * rows_in * band_row + kLanes;  // slack: a masked load never reads past it
+    v_floats = points * kb * tpad_max;
+    u_floats = points * ocb * kb;
+    m_floats = points * ocb * tpad_max;
+    out_floats = std::min(t.oc_block, s.out_channels) * rows_pb * s.out_w;
+  }
+  int64_t Floats() const { return band_floats + v_floats + u_floats + m_floats + out_floats; }
+  int64_t PackedPanels(const ConvShape& s) const { return CeilDiv(s.out_channels, mr); }
+};
+
+Status Applies(const ConvShape& s) {
+  if (s.kernel_h != 3 || s.kernel_w != 3 || s.stride_h != 1 || s.stride_w != 1 ||
+      s.dilation_h != 1 || s.dilation_w != 1 || s.groups != 1)
+    return Error(ErrorCode::kInvalidArgument,
+                 "winograd: only 3x3 kernels with stride 1, dilation 1 and groups 1 (its "
+                 "transforms are those of F(m x m, 3x3) over dense channels; a 1-D convolution "
+                 "is 1x3): " +
+                     s.ToString());
+  return Status::Ok();
+}
+
+Status CheckTiling(const ConvDesc&, const ConvTiling& t) {
+  if (FindMicroKernel(t.mr, t.nr) == nullptr) {
+    std::string shapes;
+    for (auto [m, n] : MicroTileShapes()) shapes += fmt::format(" {}x{}", m, n);
+    return Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("tiling.mr x tiling.nr: {}x{} is not a micro-tile shape; choose one of{}", t.mr,
+                    t.nr, shapes));
+  }
+  if (t.oc_block % t.mr != 0)
+    return Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("tiling.oc_block: {} must be a multiple of mr {} (the weights' panels)",
+                    t.oc_block, t.mr));
+  return Status::Ok();
+}
+
+int64_t LocalBytes(const ConvDesc& d, const ConvTiling& t) {
+  return static_cast<int64_t>(sizeof(float)) * Geometry(d, t).Floats() + 5 * 64;
+}
+
+int64_t PackedFloats(const ConvDesc& d, const ConvTiling& t) {
+  const Geometry g(d, t);
+  return g.points * g.PackedPanels(d.shape) * g.mr * d.shape.in_channels;
+}
+
+// Packed layout: [alpha^2][oc panel][ic][mr], padding channels zero, so that
+// the panels of a channel block and an input slice are contiguous runs.
+void PrePack(const ConvDesc& d, const ConvTiling& t, float* dst) {
+  const Geometry g(d, t);
+  const ConvShape& s = d.shape;
+  const int64_t ic_n = s.in_channels, panels = g.PackedPanels(s);
+  std::fill(dst, dst + PackedFloats(d, t), 0.0f);
+  const int64_t point_stride = panels * ic_n * g.mr;
+  for (int64_t oc = 0; oc < s.out_channels; ++oc)
+    for (int64_t ic = 0; ic < ic_n; ++ic) {
+      float* u = dst + ((oc / g.mr) * ic_n + ic) * g.mr + oc % g.mr;
+      TransformWeightOf(g.m, d.w + (oc * ic_n + ic) * 9, u, g.alpha * point_stride, point_stride);
+    }
+}
+
+// Input floats read from X for one slice of a band: the band's rows and
+// columns (with halo) that fall inside the input, per channel.
+int64_t InputFloatsPerChannel(const ConvShape& s, const Geometry& g, int64_t oh0, int64_t rows) {
+  const int64_t ih0 = oh0 - s.pad_top, ih1 = ih0 + rows + 2;
+  const int64_t valid_rows =
+      std::max<int64_t>(0, std::min(ih1, s.in_h) - std::max<int64_t>(ih0, 0));
+  const int64_t iw0 = -s.pad_left, iw1 = iw0 + g.uw * g.m;
+  const int64_t valid_cols =
+      std::max<int64_t>(0, std::min(iw1, s.in_w) - std::max<int64_t>(iw0, 0));
+  return valid_rows * valid_cols;
+}
+
+// Output rows of a tile (whole rows of one band).
+int64_t RowsOf(const ConvShape& s, const ConvTile& t) { return t.ps / s.out_w; }
+
+class Runner {
+ public:
+  Runner(const ConvDesc& d, const ConvTiling& t, RunMode mode)
+      : d_(d),
+        t_(t),
+        s_(d.shape),
+        g_(d, t),
+        mode_(mode),
+        mk_(FindMicroKernel(t.mr, t.nr)),
+        local_(static_cast<size_t>(LocalBytes(d, t))) {
+    band_ = local_.Take(g_.band_floats);
+    v_ = local_.Take(g_.v_floats);
+    u_ = local_.Take(g_.u_floats);
+    m_ = local_.Take(g_.m_floats);
+    out_ = local_.Take(g_.out_floats);
+    // Compute-only runs never copy: ordinary values keep the arithmetic representative.
+    if (mode == RunMode::kComputeOnly) {
+      std::fill(band_, band_ + g_.band_floats, 0.5f);
+      std::fill(u_, u_ + g_.u_floats, 0.25f);
+    }
+    std::fill(out_, out_ + g_.out_floats, 0.0f);
+  }
+
+  KernelStats Run(int thread, int threads) {
+    ConvTileWalk walk(s_, t_.oc_block, t_.pixel_block, true, g_.m);
+    int64_t begin, end;
+    walk.ShareOf(thread, threads, &begin, &end);
+    for (int64_t i = begin; i < end; ++i) RunTile(walk.At(i));
+    return stats_;
+  }
+
+ private:
+  void RunTile(const ConvTile& tile) {
+    const int64_t rows = RowsOf(s_, tile), oh0 = tile.p0 / s_.out_w;
+    const int64_t th = CeilDiv(rows, g_.m), tiles = th * g_.tw, tpad = RoundUp(tiles, g_.nr);
+    for (int64_t ic0 = 0, slice = 0; ic0 < s_.in_channels; ic0 += g_.kb, ++slice) {
+      const int64_t kbh = std::min(g_.kb, s_.in_channels - ic0);
+      if (mode_ != RunMode::kComputeOnly) CopyBand(tile.image, ic0, kbh, oh0, th);
+      LoadWeights(tile, ic0, kbh);
+      if (mode_ == RunMode::kCopyOnly) continue;
+      if (g_.m == 4)
+        TransformInput<4>(kbh, th, tiles, tpad);
+      else
+        TransformInput<2>(kbh, th, tiles, tpad);
+      Multiply(tile, kbh, tpad, slice > 0);
+    }
+    if (mode_ != RunMode::kCopyOnly) {
+      if (g_.m == 4)
+        TransformOutput<4>(tile, rows, th);
+      else
+        TransformOutput<2>(tile, rows, th);
+    }
+    FinishConvTile(d_, tile, out_, tile.ps, mode_, &stats_);
+  }
+
+  // The band's input rows of channels [ic0, ic0 + kbh), zero padded, each
+  // row split into its m column phases.
+  void CopyBand(int64_t image, int64_t ic0, int64_t kbh, int64_t oh0, int64_t th) {
+    const int m = g_.m;
+    const int64_t rows_in = th * m + 2, cols = g_.uw * m;
+    int64_t copied = 0;
+    for (int64_t c = 0; c < kbh; ++c) {
+      const float* plane = d_.x + (image * s_.in_channels + ic0 + c) * s_.in_h * s_.in_w;
+      for (int64_t r = 0; r < rows_in; ++r) {
+        float* dst = band_ + (c * g_.rows_in + r) * g_.band_row;
+        const int64_t ih = oh0 + r - s_.pad_top;
+        if (ih < 0 || ih >= s_.in_h) {
+          std::fill(dst, dst + g_.band_row, 0.0f);
+          continue;
+        }
+        const float* src = plane + ih * s_.in_w;
+        for (int p = 0; p < m; ++p)
+          for (int64_t u = 0; u < g_.uw; ++u) {
+            const int64_t iw = u * m + p - s_.pad_left;
+            dst[p * g_.uw + u] = iw >= 0 && iw < s_.in_w ? src[iw] : 0.0f;
+          }
+        copied += std::min(cols - s_.pad_left, s_.in_w) - std::max<int64_t>(0, -s_.pad_left);
+      }
+    }
+    stats_.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * copied;
+  }
+
+  // U's panels for the tile's channels and the slice: copied from the
+  // pre-packed weights, else transformed from W. Kept when the previous
+  // slice loaded the same ones (a single channel block and slice).
+  void LoadWeights(const ConvTile& tile, int64_t ic0, int64_t kbh) {
+    if (tile.oc0 == u_oc0_ && ic0 == u_ic0_) return;
+    u_oc0_ = tile.oc0;
+    u_ic0_ = ic0;
+    if (mode_ == RunMode::kComputeOnly) return;
+    const int64_t panels = CeilDiv(tile.ocs, g_.mr), ustride = g_.ocb * g_.kb;
+    if (d_.w_packed != nullptr) {
+      const int64_t all_panels = g_.PackedPanels(s_), p0 = tile.oc0 / g_.mr;
+      for (int pt = 0; pt < g_.points; ++pt)
+        for (int64_t p = 0; p < panels; ++p)
+          std::memcpy(u_ + pt * ustride + p * g_.mr * kbh,
+                      d_.w_packed + ((pt * all_panels + p0 + p) * s_.in_channels + ic0) * g_.mr,
+                      sizeof(float) * g_.mr * kbh);
+      stats_.bytes_global_to_local +=
+          static_cast<int64_t>(sizeof(float)) * g_.points * tile.ocs * kbh;
+      return;
+    }
+    if (tile.ocs % g_.mr != 0)  // the last panel's padding rows
+      for (int pt = 0; pt < g_.points; ++pt)
+        std::fill(u_ + pt * ustride + (panels - 1) * g_.mr * kbh,
+                  u_ + pt * ustride + panels * g_.mr * kbh, 0.0f);
+    for (int64_t o = 0; o < tile.ocs; ++o)
+      for (int64_t c = 0; c < kbh; ++c) {
+        float* u = u_ + (o / g_.mr) * g_.mr * kbh + c * g_.mr + o % g_.mr;
+        TransformWeightOf(g_.m, d_.w + ((tile.oc0 + o) * s_.in_channels + ic0 + c) * 9, u,
+                          g_.alpha * ustride, ustride);
+      }
+    stats_.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * 9 * tile.ocs * kbh;
+  }
+
+  // V = B^T d B for every tile of the band and channel of the slice, 16
+  // tiles of a tile row per vector (never across an nr panel's edge).
+  template <int M>
+  void TransformInput(int64_t kbh, int64_t th, int64_t tiles, int64_t tpad) {
+    constexpr int A = Wino<M>::kAlpha;
+    const int64_t vstride = g_.kb * g_.tpad_max, panel = kbh * g_.nr;
+    for (int64_t c = 0; c < kbh; ++c)
+      for (int64_t r = 0; r < th; ++r) {
+        const float* rows = band_ + (c * g_.rows_in + r * M) * g_.band_row;
+        for (int64_t t = 0; t < g_.tw;) {
+          const int64_t idx = r * g_.tw + t, lane = idx % g_.nr;
+          const int n = static_cast<int>(std::min<int64_t>({kLanes, g_.tw - t, g_.nr - lane}));
+          Vec d[A * A], tmp[A * A];
+          for (int i = 0; i < A; ++i)
+            for (int j = 0; j < A; ++j)
+              d[i * A + j] = LoadLanes(rows + i * g_.band_row + (j % M) * g_.uw + t + j / M, n);
+          for (int j = 0; j < A; ++j) Wino<M>::In(d + j, A, tmp + j, A);
+          for (int i = 0; i < A; ++i) Wino<M>::In(tmp + i * A, 1, d + i * A, 1);
+          float* dst = v_ + (idx / g_.nr) * panel + c * g_.nr + lane;
+          for (int pt = 0; pt < A * A; ++pt) StoreLanes(dst + pt * vstride, d[pt], n);
+          t += n;
+        }
+      }
+    // The padding tiles of the last panel: zeros, so that M's unused columns stay finite.
+    if (tiles < tpad)
+      for (int pt = 0; pt < A * A; ++pt)
+        for (int64_t c = 0; c < kbh; ++c) {
+          float* row = v_ + pt * vstride + (tiles / g_.nr) * panel + c * g_.nr;
+          std::fill(row + tiles % g_.nr, row + g_.nr, 0.0f);
+        }
+  }
+
+  // alpha^2 GEMMs of the slice: M[pt] (+)= U[pt] x V[pt].
+  void Multiply(const ConvTile& tile, int64_t kbh, int64_t tpad, bool accumulate) {
+    const int64_t ustride = g_.ocb * g_.kb, vstride = g_.kb * g_.tpad_max,
+                  mstride = g_.ocb * g_.tpad_max, ocs_pad = RoundUp(tile.ocs, g_.mr);
+    for (int pt = 0; pt < g_.points; ++pt)
+      for (int64_t q = 0; q < tpad; q += g_.nr)
+        for (int64_t p = 0; p < ocs_pad; p += g_.mr)
+          mk_->fn(kbh, u_ + pt * ustride + p * kbh, v_ + pt * vstride + q * kbh,
+                  m_ + pt * mstride + p * g_.tpad_max + q, g_.tpad_max, accumulate);
+  }
+
+  // Y = A^T M A into the output tile, 16 tiles of a tile row per vector;
+  // edge tiles are cut to the output's extent.
+  template <int M>
+  void TransformOutput(const ConvTile& tile, int64_t rows, int64_t th) {
+    constexpr int A = Wino<M>::kAlpha;
+    const int64_t mstride = g_.ocb * g_.tpad_max, ld = tile.ps, w = s_.out_w;
+    alignas(64) float y[M * M][kLanes];
+    for (int64_t o = 0; o < tile.ocs; ++o)
+      for (int64_t r = 0; r < th; ++r)
+        for (int64_t t = 0; t < g_.tw; t += kLanes) {
+          const int n = static_cast<int>(std::min<int64_t>(kLanes, g_.tw - t));
+          const float* src = m_ + o * g_.tpad_max + r * g_.tw + t;
+          Vec x[A * A], tmp[M * A], out[M * M];
+          for (int pt = 0; pt < A * A; ++pt) x[pt] = LoadLanes(src + pt * mstride, n);
+          for (int j = 0; j < A; ++j) Wino<M>::Out(x + j, A, tmp + j, A);
+          for (int i = 0; i < M; ++i) Wino<M>::Out(tmp + i * A, 1, out + i * M, 1);
+          for (int k = 0; k < M * M; ++k) std::memcpy(y[k], &out[k], sizeof(y[k]));
+          const int64_t cols = std::min<int64_t>(static_cast<int64_t>(n) * M, w - t * M);
+          for (int i = 0; i < M && r * M + i < rows; ++i) {
+            float* dst = out_ + o * ld + (r * M + i) * w + t * M;
+            for (int64_t c = 0; c < cols; ++c) dst[c] = y[i * M + c % M][c / M];
+          }
+        }
+  }
+
+  const ConvDesc& d_;
+  const ConvTiling& t_;
+  const ConvShape& s_;
+  Geometry g_;
+  RunMode mode_;
+  const MicroKernel* mk_;
+  LocalBuffer local_;
+  float *band_, *v_, *u_, *m_, *out_;
+  int64_t u_oc0_ = -1, u_ic0_ = -1;
+  KernelStats stats_;
+};
+
+KernelStats RunShare(const ConvDesc& d, const ConvTiling& t, const KernelConfig& config,
+                     RunMode mode, int thread) {
+  return Runner(d, t, mode).Run(thread, config.threads);
+}
+
+double EpilogueBytes(const ConvDesc& d, const ConvTile& tile) {
+  double bytes = d.bias != nullptr ? 4.0 * tile.ocs : 0.0;
+  for (const EpilogueOp& op : d.epilogue)
+    if (op.reads_memory()) bytes += 4.0 * tile.ps * (op.row_stride == 0 ? 1 : tile.ocs);
+  return bytes;
+}
+
+// The schedule Runner follows, without data: the same tiles per thread, the
+// same slices and weight reloads.
+TilingEstimate Estimate(const ConvDesc& d, const ConvTiling& t, int threads) {
+  const ConvShape& s = d.shape;
+  const Geometry g(d, t);
+  TilingEstimate e;
+  e.local_bytes = LocalBytes(d, t);
+  ConvTileWalk walk(s, t.oc_block, t.pixel_block, true, g.m);
+  const int64_t slices = CeilDiv(s.in_channels, g.kb);
+  double total = 0, busiest = 0;
+  for (int th_i = 0; th_i < threads; ++th_i) {
+    int64_t begin, end;
+    walk.ShareOf(th_i, threads, &begin, &end);
+    int64_t u_oc0 = -1, u_ic0 = -1;
+    double work = 0;
+    for (int64_t i = begin; i < end; ++i) {
+      const ConvTile tile = walk.At(i);
+      const int64_t rows = RowsOf(s, tile), th = CeilDiv(rows, g.m);
+      const int64_t tpad = RoundUp(th * g.tw, g.nr);
+      e.bytes_in += 4.0 * s.in_channels * InputFloatsPerChannel(s, g, tile.p0 / s.out_w, th * g.m);
+      for (int64_t ic0 = 0; ic0 < s.in_channels; ic0 += g.kb) {
+        const int64_t kbh = std::min(g.kb, s.in_channels - ic0);
+        if (tile.oc0 != u_oc0 || ic0 != u_ic0)
+          e.bytes_in += 4.0 * (d.w_packed != nullptr ? g.points : 9) * tile.ocs * kbh;
+        u_oc0 = tile.oc0;
+        u_ic0 = ic0;
+      }
+      e.bytes_in += EpilogueBytes(d, tile);
+      e.bytes_out += 4.0 * tile.ocs * tile.ps;
+      work += static_cast<double>(g.points) * RoundUp(tile.ocs, g.mr) * tpad * s.in_channels;
+    }
+    e.tiles += end - begin;
+    e.max_thread_tiles = std::max(e.max_thread_tiles, end - begin);
+    e.steps = std::max(e.steps, (end - begin) * slices);
+    total += work;
+    busiest = std::max(busiest, work);
+  }
+  // Useful: the transform-domain products the real outputs need
+  // (alpha^2 / m^2 per output, channel pair); padding tiles, cut edge tiles
+  // and micro-tile padding are the rest.
+  const double useful = static_cast<double>(s.batch) * s.out_channels * s.in_channels * s.pixels() *
+                        g.points / (g.m * g.m);
+  e.lane_utilisation = total > 0 ? useful / total : 1;
+  e.max_thread_work = total > 0 ? busiest / total : 1;
+  return e;
+}
+
+}  // namespace
+
+const ConvAlgorithmOps& WinogradOps() {
+  static const ConvAlgorithmOps ops = {Applies, CheckTiling, LocalBytes, PackedFloats,
+                                       PrePack, RunShare,    Estimate};
+  return ops;
+}
+
+}  // namespace fusetune::kernels::conv_detail
