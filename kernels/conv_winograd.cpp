@@ -287,6 +287,46 @@ void StoreRow(const Vec* y, float* dst, int64_t cols) {
 #endif
 }
 
+#if defined(__AVX512F__)
+// The lanes of a 16-float load at src + base that lie inside [0, n).
+inline __mmask16 InsideMask(int64_t base, int64_t n) {
+  const int64_t lo = std::clamp<int64_t>(-base, 0, kLanes);
+  const int64_t hi = std::clamp<int64_t>(n - base, lo, kLanes);
+  return static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
+// One input row (n floats, read from column -pad on, zeros outside) split
+// into its M column phases of uw floats each: dst[p * uw + u] = src[u * M + p - pad].
+template <int M>
+void SplitPhases(const float* src, int64_t n, int64_t pad, int64_t uw, float* dst) {
+  const __m512i lo = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(1));
+  for (int64_t u0 = 0; u0 < uw; u0 += kLanes) {
+    const int64_t base = u0 * M - pad;
+    Vec in[M];
+    for (int k = 0; k < M; ++k)
+      in[k] = _mm512_maskz_loadu_ps(InsideMask(base + k * kLanes, n), src + base + k * kLanes);
+    Vec phase[M];
+    if constexpr (M == 2) {
+      phase[0] = _mm512_permutex2var_ps(in[0], lo, in[1]);
+      phase[1] = _mm512_permutex2var_ps(in[0], hi, in[1]);
+    } else {
+      // Even and odd floats of each half, then even and odd of those.
+      const Vec e01 = _mm512_permutex2var_ps(in[0], lo, in[1]);
+      const Vec o01 = _mm512_permutex2var_ps(in[0], hi, in[1]);
+      const Vec e23 = _mm512_permutex2var_ps(in[2], lo, in[3]);
+      const Vec o23 = _mm512_permutex2var_ps(in[2], hi, in[3]);
+      phase[0] = _mm512_permutex2var_ps(e01, lo, e23);
+      phase[2] = _mm512_permutex2var_ps(e01, hi, e23);
+      phase[1] = _mm512_permutex2var_ps(o01, lo, o23);
+      phase[3] = _mm512_permutex2var_ps(o01, hi, o23);
+    }
+    const int count = static_cast<int>(std::min<int64_t>(kLanes, uw - u0));
+    for (int p = 0; p < M; ++p) StoreLanes(dst + p * uw + u0, phase[p], count);
+  }
+}
+#endif
+
 // Output rows of a tile (whole rows of one band).
 int64_t RowsOf(const ConvShape& s, const ConvTile& t) { return t.ps / s.out_w; }
 
@@ -345,6 +385,29 @@ class Runner {
     FinishConvTile(d_, tile, out_, tile.ps, mode_, &stats_);
   }
 
+  // One input row into its m column phases (dst[p * uw + u] = column u * m + p - pad_left).
+  void SplitRow(const float* src, float* dst) const {
+    const int m = g_.m;
+#if defined(__AVX512F__)
+    if (m == 4)
+      SplitPhases<4>(src, s_.in_w, s_.pad_left, g_.uw, dst);
+    else
+      SplitPhases<2>(src, s_.in_w, s_.pad_left, g_.uw, dst);
+#else
+    for (int p = 0; p < m; ++p) {
+      // Columns u * m + p - pad_left inside [0, in_w) for u in [lo, hi).
+      const int64_t first = p - s_.pad_left;
+      const int64_t lo = first >= 0 ? 0 : CeilDiv(-first, m);
+      const int64_t hi = std::clamp<int64_t>(CeilDiv(s_.in_w - first, m), lo, g_.uw);
+      float* phase = dst + p * g_.uw;
+      std::fill(phase, phase + lo, 0.0f);
+      const float* col = src + first;
+      for (int64_t u = lo; u < hi; ++u) phase[u] = col[u * m];
+      std::fill(phase + hi, phase + g_.uw, 0.0f);
+    }
+#endif
+  }
+
   // The band's input rows of channels [ic0, ic0 + kbh), zero padded, each
   // row split into its m column phases.
   void CopyBand(int64_t image, int64_t ic0, int64_t kbh, int64_t oh0, int64_t th) {
@@ -360,19 +423,8 @@ class Runner {
           std::fill(dst, dst + g_.band_row, 0.0f);
           continue;
         }
-        const float* src = plane + ih * s_.in_w;
-        for (int p = 0; p < m; ++p) {
-          // Columns u * m + p - pad_left inside [0, in_w) for u in [lo, hi).
-          const int64_t first = p - s_.pad_left;
-          const int64_t lo = first >= 0 ? 0 : CeilDiv(-first, m);
-          const int64_t hi = std::clamp<int64_t>(CeilDiv(s_.in_w - first, m), lo, g_.uw);
-          float* phase = dst + p * g_.uw;
-          std::fill(phase, phase + lo, 0.0f);
-          const float* col = src + first;
-          for (int64_t u = lo; u < hi; ++u) phase[u] = col[u * m];
-          std::fill(phase + hi, phase + g_.uw, 0.0f);
-        }
-        copied += std::min(cols - s_.pad_left, s_.in_w) - std::max<int64_t>(0, -s_.pad_left);
+        SplitRow(plane + ih * s_.in_w, dst);
+        copied += std::max<int64_t>(0, std::min(cols - s_.pad_left, s_.in_w));
       }
     }
     stats_.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * copied;
