@@ -48,6 +48,9 @@ inline void StoreLanes(float* p, Vec v, int n) {
   _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v);
 }
 #else
+// Internal functions only: the ABI of passing 64-byte vectors without
+// AVX-512 does not matter here.
+#pragma GCC diagnostic ignored "-Wpsabi"
 using Vec = float __attribute__((vector_size(64)));
 inline Vec LoadLanes(const float* p, int n) {
   Vec v = {};
