@@ -368,15 +368,22 @@ class Runner {
   void RunTile(const ConvTile& tile) {
     const int64_t rows = RowsOf(s_, tile), oh0 = tile.p0 / s_.out_w;
     const int64_t th = CeilDiv(rows, g_.m), tiles = th * g_.tw, tpad = RoundUp(tiles, g_.nr);
+    // One slice holds every input channel: V stays valid for the band's next
+    // channel block (tiles walk channel blocks innermost).
+    const bool keep_v = g_.kb >= s_.in_channels && tile.image == v_image_ && tile.p0 == v_p0_;
+    v_image_ = tile.image;
+    v_p0_ = tile.p0;
     for (int64_t ic0 = 0, slice = 0; ic0 < s_.in_channels; ic0 += g_.kb, ++slice) {
       const int64_t kbh = std::min(g_.kb, s_.in_channels - ic0);
-      if (mode_ != RunMode::kComputeOnly) CopyBand(tile.image, ic0, kbh, oh0, th);
+      if (mode_ != RunMode::kComputeOnly && !keep_v) CopyBand(tile.image, ic0, kbh, oh0, th);
       LoadWeights(tile, ic0, kbh);
       if (mode_ == RunMode::kCopyOnly) continue;
-      if (g_.m == 4)
-        TransformInput<4>(kbh, th, tiles, tpad);
-      else
-        TransformInput<2>(kbh, th, tiles, tpad);
+      if (!keep_v) {
+        if (g_.m == 4)
+          TransformInput<4>(kbh, th, tiles, tpad);
+        else
+          TransformInput<2>(kbh, th, tiles, tpad);
+      }
       Multiply(tile, kbh, tpad, slice > 0);
     }
     if (mode_ != RunMode::kCopyOnly) {
@@ -540,7 +547,8 @@ class Runner {
   const MicroKernel* mk_;
   LocalBuffer local_;
   float *band_, *v_, *u_, *m_, *out_;
-  int64_t u_oc0_ = -1, u_ic0_ = -1;
+  int64_t u_oc0_ = -1, u_ic0_ = -1;   // the channels and slice U holds
+  int64_t v_image_ = -1, v_p0_ = -1;  // the band V holds (single-slice runs)
   KernelStats stats_;
 };
 
@@ -569,13 +577,17 @@ TilingEstimate Estimate(const ConvDesc& d, const ConvTiling& t, int threads) {
   for (int th_i = 0; th_i < threads; ++th_i) {
     int64_t begin, end;
     walk.ShareOf(th_i, threads, &begin, &end);
-    int64_t u_oc0 = -1, u_ic0 = -1;
+    int64_t u_oc0 = -1, u_ic0 = -1, v_image = -1, v_p0 = -1;
     double work = 0;
     for (int64_t i = begin; i < end; ++i) {
       const ConvTile tile = walk.At(i);
       const int64_t rows = RowsOf(s, tile), th = CeilDiv(rows, g.m);
       const int64_t tpad = RoundUp(th * g.tw, g.nr);
-      e.bytes_in += 4.0 * s.in_channels * InputFloatsPerChannel(s, g, tile.p0 / s.out_w, th * g.m);
+      if (slices > 1 || tile.image != v_image || tile.p0 != v_p0)
+        e.bytes_in +=
+            4.0 * s.in_channels * InputFloatsPerChannel(s, g, tile.p0 / s.out_w, th * g.m);
+      v_image = tile.image;
+      v_p0 = tile.p0;
       for (int64_t ic0 = 0; ic0 < s.in_channels; ic0 += g.kb) {
         const int64_t kbh = std::min(g.kb, s.in_channels - ic0);
         if (tile.oc0 != u_oc0 || ic0 != u_ic0)
