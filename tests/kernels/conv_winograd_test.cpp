@@ -50,6 +50,7 @@ TEST_P(WinogradTest, MatchesReferenceOnShapesAndTilings) {
       Tiling(a, 16, 40, 5, 8, 32),    // slices not dividing the channels
       Tiling(a, 6, 64, 3, 6, 32),     // mr 6
       Tiling(a, 14, 100, 8, 14, 16),  // nr 16
+      Tiling(a, 8, 40, 64),           // one slice, several channel blocks: V kept
   };
   for (const ConvShape& s : shapes)
     for (const ConvTiling& t : tilings) {
@@ -77,7 +78,9 @@ TEST_P(WinogradTest, EstimateMatchesCountedTraffic) {
   const ConvAlgorithm a = GetParam();
   const ConvShape shapes[] = {MakeShape(1, 16, 14, 14, 32, 3, 1, 1),
                               MakeShape(2, 12, 7, 9, 13, 3, 1, 0)};
-  const ConvTiling tilings[] = {Tiling(a, 16, 30, 5), Tiling(a, 64, 1000, 64),
+  // Several slices; one block and slice (U kept); one slice, several
+  // channel blocks (V kept); one tile row per band.
+  const ConvTiling tilings[] = {Tiling(a, 16, 30, 5), Tiling(a, 64, 1000, 64), Tiling(a, 8, 30, 64),
                                 Tiling(a, 8, 1, 4, 8, 32)};
   for (const ConvShape& s : shapes)
     for (const ConvTiling& t : tilings)
