@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "kernels/conv.h"
@@ -58,52 +59,83 @@ void Run(benchmark::State& state, ConvShape s, ConvTiling t) {
   kernels::KernelConfig config;
   config.threads = 2;
   kernels::KernelStats stats;
-  const auto start = std::chrono::steady_clock::now();
+  // The fastest iteration: the guest's two cores are shared, and a run that
+  // lost its core for a while says nothing about the kernel.
+  double best = 1e30;
   for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
     auto r = kernels::RunConv(d, t, config);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!r.ok()) {
       state.SkipWithError(r.error().message().c_str());
       return;
     }
     stats = *r;
+    best = std::min(best, seconds);
   }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double gflops = 2 * s.Macs() * state.iterations() / seconds * 1e-9;
+  const double gflops = 2 * s.Macs() / best * 1e-9;
+  state.counters["best_us"] = best * 1e6;
   state.counters["eff_gflops"] = gflops;
   state.counters["frac_peak"] = gflops / kPeakGflops;
   state.counters["traffic_mb"] = (stats.bytes_global_to_local + stats.bytes_local_to_global) / 1e6;
 }
 
+// A handful of tilings per layer (algorithm, oc_block, output rows per band,
+// k_block, mr, nr), chosen from a wider sweep on this guest: F(4x4) where
+// the tiles fill the nr panels, F(2x2) and 14x16 micro-tiles where a layer
+// has few tiles per image.
+struct Case {
+  int64_t channels, hw;
+  std::vector<std::tuple<int, int64_t, int64_t, int64_t, int, int>> tilings;
+};
+
 void Register() {
-  struct LayerCase {
-    int64_t c, hw;
+  const std::vector<Case> cases = {
+      {64,
+       56,
+       {{4, 64, 8, 32, 8, 32},
+        {4, 32, 8, 64, 8, 32},
+        {4, 16, 8, 64, 8, 32},
+        {2, 64, 4, 64, 8, 32},
+        {2, 32, 4, 64, 8, 32}}},
+      {128,
+       28,
+       {{4, 64, 16, 32, 8, 32},
+        {4, 112, 8, 32, 14, 16},
+        {4, 16, 8, 128, 8, 32},
+        {2, 64, 8, 32, 8, 32},
+        {2, 64, 4, 64, 8, 32}}},
+      {256,
+       14,
+       {{4, 56, 14, 32, 14, 16},
+        {4, 28, 14, 64, 14, 16},
+        {2, 64, 14, 32, 8, 32},
+        {2, 56, 14, 32, 14, 16},
+        {2, 32, 14, 64, 8, 32}}},
+      {512,
+       7,
+       {{2, 56, 7, 32, 14, 16},
+        {2, 112, 7, 64, 14, 16},
+        {2, 28, 7, 128, 14, 16},
+        {4, 56, 7, 32, 14, 16}}},
   };
-  for (LayerCase l : {LayerCase{64, 56}, {128, 28}, {256, 14}, {512, 7}})
-    for (ConvAlgorithm a : {ConvAlgorithm::kWinograd2, ConvAlgorithm::kWinograd4})
-      for (int64_t oc : {32, 64, 128})
-        for (int64_t k : {32, 64, 128})
-          for (int64_t rows : {2, 4, 8, 16})
-            for (auto [mr, nr] : {std::pair{8, 32}, {14, 16}}) {
-              ConvTiling t;
-              t.algorithm = a;
-              t.oc_block = oc / mr * mr;
-              t.k_block = k;
-              t.pixel_block = rows * l.hw;
-              t.mr = mr;
-              t.nr = nr;
-              const ConvShape s = Layer(l.c, l.hw);
-              kernels::ConvDesc probe;
-              probe.shape = s;
-              static float dummy[1];
-              probe.x = probe.w = probe.y = dummy;  // only checked for being set
-              if (!kernels::ConvTilingFits(probe, t, kernels::KernelConfig{})) continue;
-              benchmark::RegisterBenchmark(
-                  fmt::format("winograd/{}/{}", s.ToString(), t.ToString()).c_str(),
-                  [s, t](benchmark::State& st) { Run(st, s, t); })
-                  ->UseRealTime()
-                  ->Unit(benchmark::kMicrosecond);
-            }
+  for (const Case& c : cases)
+    for (auto [m, oc, rows, k, mr, nr] : c.tilings) {
+      ConvTiling t;
+      t.algorithm = m == 4 ? ConvAlgorithm::kWinograd4 : ConvAlgorithm::kWinograd2;
+      t.oc_block = oc;
+      t.pixel_block = rows * c.hw;
+      t.k_block = k;
+      t.mr = mr;
+      t.nr = nr;
+      const ConvShape s = Layer(c.channels, c.hw);
+      benchmark::RegisterBenchmark(
+          fmt::format("winograd/{}/{}", s.ToString(), t.ToString()).c_str(),
+          [s, t](benchmark::State& st) { Run(st, s, t); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
 }
 
 }  // namespace
