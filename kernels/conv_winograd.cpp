@@ -485,14 +485,21 @@ class Runner {
         for (int64_t t = 0; t < g_.tw;) {
           const int64_t idx = r * g_.tw + t, lane = idx % g_.nr;
           const int n = static_cast<int>(std::min<int64_t>({kLanes, g_.tw - t, g_.nr - lane}));
-          Vec d[A * A], tmp[A * A];
-          for (int i = 0; i < A; ++i)
-            for (int j = 0; j < A; ++j)
-              d[i * A + j] = LoadLanes(rows + i * g_.band_row + (j % M) * g_.uw + t + j / M, n);
-          for (int j = 0; j < A; ++j) Wino<M>::In(d + j, A, tmp + j, A);
-          for (int i = 0; i < A; ++i) Wino<M>::In(tmp + i * A, 1, d + i * A, 1);
+          // Columns first (A loads each), then rows straight into V: at
+          // most 2 A + A * A vectors live, not the whole tile twice.
+          Vec tmp[A * A];
+          for (int j = 0; j < A; ++j) {
+            Vec col[A];
+            const float* src = rows + (j % M) * g_.uw + t + j / M;
+            for (int i = 0; i < A; ++i) col[i] = LoadLanes(src + i * g_.band_row, n);
+            Wino<M>::In(col, 1, tmp + j, A);
+          }
           float* dst = v_ + (idx / g_.nr) * panel + c * g_.nr + lane;
-          for (int pt = 0; pt < A * A; ++pt) StoreLanes(dst + pt * vstride, d[pt], n);
+          for (int i = 0; i < A; ++i) {
+            Vec row[A];
+            Wino<M>::In(tmp + i * A, 1, row, 1);
+            for (int j = 0; j < A; ++j) StoreLanes(dst + (i * A + j) * vstride, row[j], n);
+          }
           t += n;
         }
       }
@@ -529,9 +536,12 @@ class Runner {
         for (int64_t t = 0; t < g_.tw; t += kLanes) {
           const int n = static_cast<int>(std::min<int64_t>(kLanes, g_.tw - t));
           const float* src = m_ + o * g_.tpad_max + r * g_.tw + t;
-          Vec x[A * A], tmp[M * A], out[M * M];
-          for (int pt = 0; pt < A * A; ++pt) x[pt] = LoadLanes(src + pt * mstride, n);
-          for (int j = 0; j < A; ++j) Wino<M>::Out(x + j, A, tmp + j, A);
+          Vec tmp[M * A], out[M * M];
+          for (int j = 0; j < A; ++j) {
+            Vec col[A];
+            for (int i = 0; i < A; ++i) col[i] = LoadLanes(src + (i * A + j) * mstride, n);
+            Wino<M>::Out(col, 1, tmp + j, A);
+          }
           for (int i = 0; i < M; ++i) Wino<M>::Out(tmp + i * A, 1, out + i * M, 1);
           const int64_t cols = std::min<int64_t>(static_cast<int64_t>(n) * M, w - t * M);
           for (int i = 0; i < M && r * M + i < rows; ++i)
