@@ -48,9 +48,8 @@ inline void StoreLanes(float* p, Vec v, int n) {
   _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v);
 }
 #else
-// Internal functions only: the ABI of passing 64-byte vectors without
-// AVX-512 does not matter here.
-#pragma GCC diagnostic ignored "-Wpsabi"
+// (Without AVX-512, GCC warns that 64-byte vectors are passed by a changed
+// ABI; these functions are internal, kernels/CMakeLists.txt quiets -Wpsabi.)
 using Vec = float __attribute__((vector_size(64)));
 inline Vec LoadLanes(const float* p, int n) {
   Vec v = {};
@@ -330,6 +329,37 @@ void SplitPhases(const float* src, int64_t n, int64_t pad, int64_t uw, float* ds
 }
 #endif
 
+// Up to 16 consecutive tiles of a band read as one vector: lanes [lo, hi)
+// of segment k read p[offset + lane] (one segment per tile row touched).
+struct LaneSegment {
+  int lo, hi;
+  int64_t offset;
+};
+struct LaneChunk {
+  int64_t idx = 0;  // the first tile
+  int n = 0, segments = 0;
+  LaneSegment seg[kLanes];
+};
+
+inline Vec LoadChunk(const float* p, const LaneChunk& ch) {
+  if (ch.segments == 1) return LoadLanes(p + ch.seg[0].offset + ch.seg[0].lo, ch.n);
+#if defined(__AVX512F__)
+  Vec v = _mm512_setzero_ps();
+  for (int k = 0; k < ch.segments; ++k) {
+    const LaneSegment& s = ch.seg[k];
+    const auto mask = static_cast<__mmask16>(((1u << s.hi) - 1) & ~((1u << s.lo) - 1));
+    // Lanes outside the mask are not read: the address below the segment is never touched.
+    v = _mm512_mask_loadu_ps(v, mask, p + s.offset);
+  }
+  return v;
+#else
+  Vec v = {};
+  for (int k = 0; k < ch.segments; ++k)
+    for (int l = ch.seg[k].lo; l < ch.seg[k].hi; ++l) v[l] = p[ch.seg[k].offset + l];
+  return v;
+#endif
+}
+
 // Output rows of a tile (whole rows of one band).
 int64_t RowsOf(const ConvShape& s, const ConvTile& t) { return t.ps / s.out_w; }
 
@@ -380,9 +410,9 @@ class Runner {
       if (mode_ == RunMode::kCopyOnly) continue;
       if (!keep_v) {
         if (g_.m == 4)
-          TransformInput<4>(kbh, th, tiles, tpad);
+          TransformInput<4>(kbh, tiles, tpad);
         else
-          TransformInput<2>(kbh, th, tiles, tpad);
+          TransformInput<2>(kbh, tiles, tpad);
       }
       Multiply(tile, kbh, tpad, slice > 0);
     }
@@ -474,35 +504,46 @@ class Runner {
   }
 
   // V = B^T d B for every tile of the band and channel of the slice, 16
-  // tiles of a tile row per vector (never across an nr panel's edge).
+  // consecutive tiles per vector (across tile rows when a row has fewer:
+  // a 28-wide F(4x4) band has 7 tiles a row), never across an nr panel's edge.
   template <int M>
-  void TransformInput(int64_t kbh, int64_t th, int64_t tiles, int64_t tpad) {
+  void TransformInput(int64_t kbh, int64_t tiles, int64_t tpad) {
     constexpr int A = Wino<M>::kAlpha;
     const int64_t vstride = g_.vstride, panel = kbh * g_.nr;
-    for (int64_t c = 0; c < kbh; ++c)
-      for (int64_t r = 0; r < th; ++r) {
-        const float* rows = band_ + (c * g_.rows_in + r * M) * g_.band_row;
-        for (int64_t t = 0; t < g_.tw;) {
-          const int64_t idx = r * g_.tw + t, lane = idx % g_.nr;
-          const int n = static_cast<int>(std::min<int64_t>({kLanes, g_.tw - t, g_.nr - lane}));
-          // Columns first (A loads each), then rows straight into V: at
-          // most 2 A + A * A vectors live, not the whole tile twice.
-          Vec tmp[A * A];
-          for (int j = 0; j < A; ++j) {
-            Vec col[A];
-            const float* src = rows + (j % M) * g_.uw + t + j / M;
-            for (int i = 0; i < A; ++i) col[i] = LoadLanes(src + i * g_.band_row, n);
-            Wino<M>::In(col, 1, tmp + j, A);
-          }
-          float* dst = v_ + (idx / g_.nr) * panel + c * g_.nr + lane;
-          for (int i = 0; i < A; ++i) {
-            Vec row[A];
-            Wino<M>::In(tmp + i * A, 1, row, 1);
-            for (int j = 0; j < A; ++j) StoreLanes(dst + (i * A + j) * vstride, row[j], n);
-          }
-          t += n;
+    chunks_.clear();
+    for (int64_t idx = 0; idx < tiles;) {
+      LaneChunk ch;
+      ch.idx = idx;
+      ch.n = static_cast<int>(std::min<int64_t>({kLanes, tiles - idx, g_.nr - idx % g_.nr}));
+      for (int l = 0; l < ch.n;) {
+        const int64_t r = (idx + l) / g_.tw, t = (idx + l) % g_.tw;
+        const int seg = static_cast<int>(std::min<int64_t>(ch.n - l, g_.tw - t));
+        ch.seg[ch.segments++] = {l, l + seg, r * M * g_.band_row + t - l};
+        l += seg;
+      }
+      chunks_.push_back(ch);
+      idx += ch.n;
+    }
+    for (int64_t c = 0; c < kbh; ++c) {
+      const float* band = band_ + c * g_.rows_in * g_.band_row;
+      for (const LaneChunk& ch : chunks_) {
+        // Columns first (A loads each), then rows straight into V: at most
+        // 2 A + A * A vectors live, not the whole tile twice.
+        Vec tmp[A * A];
+        for (int j = 0; j < A; ++j) {
+          Vec col[A];
+          const float* src = band + (j % M) * g_.uw + j / M;
+          for (int i = 0; i < A; ++i) col[i] = LoadChunk(src + i * g_.band_row, ch);
+          Wino<M>::In(col, 1, tmp + j, A);
+        }
+        float* dst = v_ + (ch.idx / g_.nr) * panel + c * g_.nr + ch.idx % g_.nr;
+        for (int i = 0; i < A; ++i) {
+          Vec row[A];
+          Wino<M>::In(tmp + i * A, 1, row, 1);
+          for (int j = 0; j < A; ++j) StoreLanes(dst + (i * A + j) * vstride, row[j], ch.n);
         }
       }
+    }
     // The padding tiles of the last panel: zeros, so that M's unused columns stay finite.
     if (tiles == tpad) return;
     const Vec zero = {};
@@ -559,6 +600,7 @@ class Runner {
   float *band_, *v_, *u_, *m_, *out_;
   int64_t u_oc0_ = -1, u_ic0_ = -1;   // the channels and slice U holds
   int64_t v_image_ = -1, v_p0_ = -1;  // the band V holds (single-slice runs)
+  std::vector<LaneChunk> chunks_;     // TransformInput's vectors of tiles
   KernelStats stats_;
 };
 
