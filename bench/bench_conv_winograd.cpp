@@ -1,9 +1,12 @@
 // Winograd convolution (kernels/conv_winograd.cpp) on ResNet-50's 3x3
-// stride-1 layers, 2 threads, pre-packed weights, a handful of tilings per
-// layer. Counters: `eff_gflops` = 2 * the direct definition's MACs / time
-// (what a direct kernel would have to reach to be as fast) and `frac_peak`,
-// that rate over the 2-thread FMA peak calibrated on the Zen 5 guest
-// (519 GFLOP/s, bench/README.md); `traffic_mb` the bytes the kernel copied.
+// stride-1 layers, pre-packed weights, a handful of tilings per layer, on 2
+// threads and on 1. Counters: `eff_gflops` = 2 * the direct definition's
+// MACs / time (what a direct kernel would have to reach to be as fast) and
+// `frac_peak`, that rate over the FMA peak calibrated on the Zen 5 guest
+// (519 GFLOP/s on 2 threads, 286 on 1, bench/README.md); `traffic_mb` the
+// bytes the kernel copied.
+// Times are each benchmark's fastest iteration. reference/gemm_512 is the
+// GEMM template timed alike, the yardstick when the guest is busy.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "kernels/conv.h"
+#include "kernels/gemm.h"
 
 namespace fusetune::bench {
 namespace {
@@ -22,7 +26,8 @@ using kernels::ConvDesc;
 using kernels::ConvShape;
 using kernels::ConvTiling;
 
-constexpr double kPeakGflops = 519;  // 2 threads, Zen 5 guest (bench/README.md)
+// The Zen 5 guest's calibrated FMA peak (bench/README.md).
+double PeakGflops(int threads) { return threads == 1 ? 286 : 519; }
 
 ConvShape Layer(int64_t c, int64_t hw) {
   ConvShape s;
@@ -41,7 +46,7 @@ std::vector<float> Random(size_t n, unsigned seed) {
   return v;
 }
 
-void Run(benchmark::State& state, ConvShape s, ConvTiling t) {
+void Run(benchmark::State& state, ConvShape s, ConvTiling t, int threads) {
   std::vector<float> x = Random(s.in_channels * s.in_h * s.in_w, 1);
   std::vector<float> w = Random(s.out_channels * s.in_channels * 9, 2);
   std::vector<float> b = Random(s.out_channels, 3);
@@ -57,7 +62,7 @@ void Run(benchmark::State& state, ConvShape s, ConvTiling t) {
   kernels::PrePackConvWeights(d, t, packed.data());
   d.w_packed = packed.data();
   kernels::KernelConfig config;
-  config.threads = 2;
+  config.threads = threads;
   kernels::KernelStats stats;
   // The fastest iteration: the guest's two cores are shared, and a run that
   // lost its core for a while says nothing about the kernel.
@@ -77,8 +82,43 @@ void Run(benchmark::State& state, ConvShape s, ConvTiling t) {
   const double gflops = 2 * s.Macs() / best * 1e-9;
   state.counters["best_us"] = best * 1e6;
   state.counters["eff_gflops"] = gflops;
-  state.counters["frac_peak"] = gflops / kPeakGflops;
+  state.counters["frac_peak"] = gflops / PeakGflops(threads);
   state.counters["traffic_mb"] = (stats.bytes_global_to_local + stats.bytes_local_to_global) / 1e6;
+}
+
+// The GEMM template on 512x512x512 (default tiling), timed the same way: on a
+// shared guest its rate in the same run is the yardstick for the effective
+// rates (the direct kernel is expected near the GEMM's efficiency).
+void RunGemm512(benchmark::State& state, int threads) {
+  const int64_t n = 512;
+  std::vector<float> a = Random(n * n, 4), b = Random(n * n, 5), c(n * n);
+  kernels::GemmDesc d;
+  d.m = d.k = n;
+  d.a = a.data();
+  d.a_row_stride = n;
+  kernels::GemmOutput out;
+  out.n = n;
+  out.b = b.data();
+  out.b_row_stride = n;
+  out.c = c.data();
+  out.c_row_stride = n;
+  d.outputs.push_back(out);
+  kernels::KernelConfig config;
+  config.threads = threads;
+  double best = 1e30;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    auto r = kernels::RunGemm(d, kernels::GemmTiling{}, config);
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    if (!r.ok()) {
+      state.SkipWithError(r.error().message().c_str());
+      return;
+    }
+  }
+  state.counters["best_us"] = best * 1e6;
+  state.counters["gflops"] = 2.0 * n * n * n / best * 1e-9;
+  state.counters["frac_peak"] = 2.0 * n * n * n / best * 1e-9 / PeakGflops(threads);
 }
 
 // A handful of tilings per layer (algorithm, oc_block, output rows per band,
@@ -130,12 +170,18 @@ void Register() {
       t.mr = mr;
       t.nr = nr;
       const ConvShape s = Layer(c.channels, c.hw);
-      benchmark::RegisterBenchmark(
-          fmt::format("winograd/{}/{}", s.ToString(), t.ToString()).c_str(),
-          [s, t](benchmark::State& st) { Run(st, s, t); })
-          ->UseRealTime()
-          ->Unit(benchmark::kMicrosecond);
+      for (int threads : {2, 1})
+        benchmark::RegisterBenchmark(
+            fmt::format("winograd/{}/{}/threads:{}", s.ToString(), t.ToString(), threads).c_str(),
+            [s, t, threads](benchmark::State& st) { Run(st, s, t, threads); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
     }
+  for (int threads : {2, 1})
+    benchmark::RegisterBenchmark(fmt::format("reference/gemm_512/threads:{}", threads).c_str(),
+                                 [threads](benchmark::State& st) { RunGemm512(st, threads); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
 }
 
 }  // namespace
