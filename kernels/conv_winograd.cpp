@@ -159,7 +159,8 @@ struct Geometry {
   int64_t rows_in;   // band rows with the halo: rows_pb + 2
   // Floats between consecutive points' U, V and M: one cache line more than
   // their size, so that the 36 (16) points of a tile do not all fall in the
-  // same L1 sets (a 4 KiB-multiple stride made the transforms 5x slower).
+  // same L1 sets (with 4 KiB-multiple strides the transforms thrashed them;
+  // the skew took 13% off a 64x56x56 F(4x4) run, measured with perf).
   int64_t ustride, vstride, mstride;
   int64_t band_floats, v_floats, u_floats, m_floats, out_floats;
 
@@ -179,7 +180,7 @@ struct Geometry {
     ocb = RoundUp(std::min(t.oc_block, s.out_channels), mr);
     band_row = m * uw;
     rows_in = rows_pb + 2;
-    band_floats = kb * rows_in * band_row + kLanes;  // slack: a masked load never reads past it
+    band_floats = kb * rows_in * band_row + kLanes;  // slack past the last row
     ustride = ocb * kb + kLanes;
     vstride = kb * tpad_max + kLanes;
     mstride = ocb * tpad_max + kLanes;
@@ -471,8 +472,9 @@ class Runner {
   }
 
   // U's panels for the tile's channels and the slice: copied from the
-  // pre-packed weights, else transformed from W. Kept when the previous
-  // slice loaded the same ones (a single channel block and slice).
+  // pre-packed weights, else transformed from W (in copy-only runs too: the
+  // transform is how W is read). Kept when the previous slice loaded the
+  // same ones (a single channel block and slice).
   void LoadWeights(const ConvTile& tile, int64_t ic0, int64_t kbh) {
     if (tile.oc0 == u_oc0_ && ic0 == u_ic0_) return;
     u_oc0_ = tile.oc0;
