@@ -188,9 +188,18 @@ struct Geometry {
     u_floats = points * ustride;
     m_floats = points * mstride;
     out_floats = std::min(t.oc_block, s.out_channels) * rows_pb * s.out_w;
+    oc_step = t.oc_block;
+    oc_blocks = CeilDiv(s.out_channels, t.oc_block);
+    slices = CeilDiv(s.in_channels, kb);
   }
+  int64_t oc_step, oc_blocks, slices;  // the tile walk's channel blocks, the input slices
+
   int64_t Floats() const { return band_floats + v_floats + u_floats + m_floats + out_floats; }
-  int64_t PackedPanels(const ConvShape& s) const { return CeilDiv(s.out_channels, mr); }
+  // The pre-packed U of channel block `block` and slice `slice`: the local
+  // buffer's U region as it will be, so that loading it is one copy.
+  int64_t PackedBlock(int64_t block, int64_t slice) const {
+    return (block * slices + slice) * u_floats;
+  }
 };
 
 Status Applies(const ConvShape& s) {
@@ -227,21 +236,24 @@ int64_t LocalBytes(const ConvDesc& d, const ConvTiling& t) {
 
 int64_t PackedFloats(const ConvDesc& d, const ConvTiling& t) {
   const Geometry g(d, t);
-  return g.points * g.PackedPanels(d.shape) * g.mr * d.shape.in_channels;
+  return g.oc_blocks * g.slices * g.u_floats;
 }
 
-// Packed layout: [alpha^2][oc panel][ic][mr], padding channels zero, so that
-// the panels of a channel block and an input slice are contiguous runs.
+// Packed layout: per (channel block, input slice), U as the local buffer
+// holds it: [alpha^2 (at ustride)][oc panel][ic of the slice][mr], padding
+// channels zero. Specific to the tiling's oc_block, k_block and mr.
 void PrePack(const ConvDesc& d, const ConvTiling& t, float* dst) {
   const Geometry g(d, t);
   const ConvShape& s = d.shape;
-  const int64_t ic_n = s.in_channels, panels = g.PackedPanels(s);
   std::fill(dst, dst + PackedFloats(d, t), 0.0f);
-  const int64_t point_stride = panels * ic_n * g.mr;
   for (int64_t oc = 0; oc < s.out_channels; ++oc)
-    for (int64_t ic = 0; ic < ic_n; ++ic) {
-      float* u = dst + ((oc / g.mr) * ic_n + ic) * g.mr + oc % g.mr;
-      TransformWeightOf(g.m, d.w + (oc * ic_n + ic) * 9, u, g.alpha * point_stride, point_stride);
+    for (int64_t ic = 0; ic < s.in_channels; ++ic) {
+      const int64_t o = oc % g.oc_step, c = ic % g.kb, slice = ic / g.kb;
+      const int64_t kbh = std::min(g.kb, s.in_channels - slice * g.kb);
+      float* u = dst + g.PackedBlock(oc / g.oc_step, slice) + (o / g.mr) * g.mr * kbh + c * g.mr +
+                 o % g.mr;
+      TransformWeightOf(g.m, d.w + (oc * s.in_channels + ic) * 9, u, g.alpha * g.ustride,
+                        g.ustride);
     }
 }
 
@@ -482,12 +494,10 @@ class Runner {
     if (mode_ == RunMode::kComputeOnly) return;
     const int64_t panels = CeilDiv(tile.ocs, g_.mr), ustride = g_.ustride;
     if (d_.w_packed != nullptr) {
-      const int64_t all_panels = g_.PackedPanels(s_), p0 = tile.oc0 / g_.mr;
-      for (int pt = 0; pt < g_.points; ++pt)
-        for (int64_t p = 0; p < panels; ++p)
-          std::memcpy(u_ + pt * ustride + p * g_.mr * kbh,
-                      d_.w_packed + ((pt * all_panels + p0 + p) * s_.in_channels + ic0) * g_.mr,
-                      sizeof(float) * g_.mr * kbh);
+      // One run (one stream for the hardware prefetcher), up to the last
+      // point's panels.
+      std::memcpy(u_, d_.w_packed + g_.PackedBlock(tile.oc0 / g_.oc_step, ic0 / g_.kb),
+                  sizeof(float) * ((g_.points - 1) * ustride + panels * g_.mr * kbh));
       stats_.bytes_global_to_local +=
           static_cast<int64_t>(sizeof(float)) * g_.points * tile.ocs * kbh;
       return;
