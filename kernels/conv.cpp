@@ -86,12 +86,17 @@ namespace conv_detail {
 
 const ConvAlgorithmOps& OpsOf(ConvAlgorithm algorithm) {
   switch (algorithm) {
+    case ConvAlgorithm::kIm2colGemm:
+      return Im2colGemmOps();
+    case ConvAlgorithm::kDirect:
+      return DirectOps();
+    case ConvAlgorithm::kWinograd2:
+    case ConvAlgorithm::kWinograd4:
+      return WinogradOps();
     case ConvAlgorithm::kDepthwise:
       return DepthwiseOps();
-    case ConvAlgorithm::kDirect:
-    default:  // other algorithms: merged separately
-      return DirectOps();
   }
+  return Im2colGemmOps();
 }
 
 ConvTileWalk::ConvTileWalk(const ConvShape& s, int64_t oc_block, int64_t pixel_block,

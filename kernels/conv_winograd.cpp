@@ -1,0 +1,690 @@
+// Winograd convolution F(m x m, 3x3), m = 2 or 4 (Lavin & Gray 2015), as an
+// algorithm of the convolution template (conv.h, conv_algorithm.h).
+//
+// A tile is oc_block output channels by a band of whole output rows (a
+// multiple of m). The band's output is covered by th x tw Winograd tiles of
+// m x m outputs, each reading an alpha x alpha input patch (alpha = m + 2).
+// Per slice of k_block input channels:
+//   1. the input band and its halo are copied into the local buffer, each row
+//      split into its m column phases ([ic][row][phase][u] holds input column
+//      u * m + phase), so that element (i, j) of 16 consecutive tiles is one
+//      contiguous 16-lane load;
+//   2. V = B^T d B for every tile, 16 tiles per vector, stored as
+//      [alpha^2][tile panel][ic][nr]: the B operand panels of the micro-kernels;
+//   3. the weights' U = G g G^T, laid out [alpha^2][oc panel][ic][mr] (the A
+//      panels), are copied from the pre-packed weights or transformed from W;
+//   4. alpha^2 GEMMs M[pt][oc, tile] += U[pt][oc, ic] x V[pt][ic, tile].
+// After the last slice Y = A^T M A, 16 tiles per vector, lands in the output
+// tile (rows = channels, columns = positions) and FinishConvTile takes over.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "kernels/conv_algorithm.h"
+#include "kernels/conv_winograd.h"
+#include "kernels/microkernel.h"
+
+namespace fusetune::kernels::conv_detail {
+
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
+
+// 16 lanes: one AVX-512 register, or what the compiler makes of it elsewhere.
+constexpr int kLanes = 16;
+#if defined(__AVX512F__)
+using Vec = __m512;
+inline Vec LoadLanes(const float* p, int n) {
+  return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
+}
+inline void StoreLanes(float* p, Vec v, int n) {
+  _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v);
+}
+#else
+// (Without AVX-512, GCC warns that 64-byte vectors are passed by a changed
+// ABI; these functions are internal, kernels/CMakeLists.txt quiets -Wpsabi.)
+using Vec = float __attribute__((vector_size(64)));
+inline Vec LoadLanes(const float* p, int n) {
+  Vec v = {};
+  for (int l = 0; l < n; ++l) v[l] = p[l];
+  return v;
+}
+inline void StoreLanes(float* p, Vec v, int n) {
+  for (int l = 0; l < n; ++l) p[l] = v[l];
+}
+#endif
+
+// The 1-D transforms of F(m, 3): In = B^T d (alpha -> alpha), Out = A^T x
+// (alpha -> m), Weight = G g (3 -> alpha). `s` and `os` are element strides,
+// so the same code transforms columns and rows of a 2-D tile.
+template <int M>
+struct Wino;
+
+template <>
+struct Wino<2> {
+  static constexpr int kAlpha = 4;
+  template <class T>
+  static void In(const T* d, int s, T* o, int os) {
+    o[0] = d[0] - d[2 * s];
+    o[os] = d[s] + d[2 * s];
+    o[2 * os] = d[2 * s] - d[s];
+    o[3 * os] = d[s] - d[3 * s];
+  }
+  template <class T>
+  static void Out(const T* x, int s, T* y, int ys) {
+    y[0] = x[0] + x[s] + x[2 * s];
+    y[ys] = x[s] - x[2 * s] - x[3 * s];
+  }
+  static void Weight(const float* g, int s, float* u, int us) {
+    u[0] = g[0];
+    u[us] = 0.5f * (g[0] + g[s] + g[2 * s]);
+    u[2 * us] = 0.5f * (g[0] - g[s] + g[2 * s]);
+    u[3 * us] = g[2 * s];
+  }
+};
+
+template <>
+struct Wino<4> {
+  static constexpr int kAlpha = 6;
+  template <class T>
+  static void In(const T* d, int s, T* o, int os) {
+    const T d0 = d[0], d1 = d[s], d2 = d[2 * s], d3 = d[3 * s], d4 = d[4 * s], d5 = d[5 * s];
+    const T a = d4 - 4.0f * d2, b = d3 - 4.0f * d1;  // rows 1, 2
+    const T c = d4 - d2, e = 2.0f * (d3 - d1);       // rows 3, 4
+    o[0] = 4.0f * d0 - 5.0f * d2 + d4;
+    o[os] = a + b;
+    o[2 * os] = a - b;
+    o[3 * os] = c + e;
+    o[4 * os] = c - e;
+    o[5 * os] = 4.0f * d1 - 5.0f * d3 + d5;
+  }
+  template <class T>
+  static void Out(const T* x, int s, T* y, int ys) {
+    const T p = x[s] + x[2 * s], q = x[s] - x[2 * s];
+    const T r = x[3 * s] + x[4 * s], t = x[3 * s] - x[4 * s];
+    y[0] = x[0] + p + r;
+    y[ys] = q + 2.0f * t;
+    y[2 * ys] = p + 4.0f * r;
+    y[3 * ys] = q + 8.0f * t + x[5 * s];
+  }
+  static void Weight(const float* g, int s, float* u, int us) {
+    const float g0 = g[0], g1 = g[s], g2 = g[2 * s];
+    u[0] = 0.25f * g0;
+    u[us] = -(g0 + g1 + g2) / 6.0f;
+    u[2 * us] = -(g0 - g1 + g2) / 6.0f;
+    u[3 * us] = g0 / 24.0f + g1 / 12.0f + g2 / 6.0f;
+    u[4 * us] = g0 / 24.0f - g1 / 12.0f + g2 / 6.0f;
+    u[5 * us] = g2;
+  }
+};
+
+int TileOf(ConvAlgorithm a) { return a == ConvAlgorithm::kWinograd4 ? 4 : 2; }
+
+// U = G g G^T of one 3x3 filter, written as u[i * us_i + j * us_j].
+template <int M>
+void TransformWeight(const float* g, float* u, int64_t us_i, int64_t us_j) {
+  constexpr int A = Wino<M>::kAlpha;
+  float t[A][3], r[A][A];
+  for (int j = 0; j < 3; ++j) Wino<M>::Weight(g + j, 3, &t[0][j], 3);
+  for (int i = 0; i < A; ++i) Wino<M>::Weight(&t[i][0], 1, &r[i][0], 1);
+  for (int i = 0; i < A; ++i)
+    for (int j = 0; j < A; ++j) u[i * us_i + j * us_j] = r[i][j];
+}
+
+void TransformWeightOf(int m, const float* g, float* u, int64_t us_i, int64_t us_j) {
+  if (m == 4)
+    TransformWeight<4>(g, u, us_i, us_j);
+  else
+    TransformWeight<2>(g, u, us_i, us_j);
+}
+
+// Everything the kernel, its buffer size and its estimate derive from a
+// tiling, in one place so that they agree.
+struct Geometry {
+  int m, alpha, points, mr, nr;
+  int64_t tw;        // Winograd tiles across the output width
+  int64_t uw;        // input columns per phase: tw + 1 (the halo of the last tile)
+  int64_t rows_pb;   // output rows per band (the tile walk's, a multiple of m)
+  int64_t tpad_max;  // tiles of a full band rounded up to nr
+  int64_t kb;        // input channels per slice
+  int64_t ocb;       // output channels per tile rounded up to mr
+  int64_t band_row;  // floats per band row: m phases of uw
+  int64_t rows_in;   // band rows with the halo: rows_pb + 2
+  // Floats between consecutive points' U, V and M: one cache line more than
+  // their size, so that the 36 (16) points of a tile do not all fall in the
+  // same L1 sets (with 4 KiB-multiple strides the transforms thrashed them;
+  // the skew took 13% off a 64x56x56 F(4x4) run, measured with perf).
+  int64_t ustride, vstride, mstride;
+  int64_t band_floats, v_floats, u_floats, m_floats, out_floats;
+
+  Geometry(const ConvDesc& d, const ConvTiling& t) {
+    const ConvShape& s = d.shape;
+    m = TileOf(t.algorithm);
+    alpha = m + 2;
+    points = alpha * alpha;
+    mr = t.mr;
+    nr = t.nr;
+    tw = CeilDiv(s.out_w, m);
+    uw = tw + 1;
+    rows_pb = ConvTileWalk(s, t.oc_block, t.pixel_block, true, m).rows_per_block();
+    rows_pb = std::min(rows_pb, RoundUp(s.out_h, m));
+    tpad_max = RoundUp(rows_pb / m * tw, nr);
+    kb = std::min(t.k_block, s.in_channels);
+    ocb = RoundUp(std::min(t.oc_block, s.out_channels), mr);
+    band_row = m * uw;
+    rows_in = rows_pb + 2;
+    band_floats = kb * rows_in * band_row + kLanes;  // slack past the last row
+    ustride = ocb * kb + kLanes;
+    vstride = kb * tpad_max + kLanes;
+    mstride = ocb * tpad_max + kLanes;
+    v_floats = points * vstride;
+    u_floats = points * ustride;
+    m_floats = points * mstride;
+    out_floats = std::min(t.oc_block, s.out_channels) * rows_pb * s.out_w;
+    oc_step = t.oc_block;
+    oc_blocks = CeilDiv(s.out_channels, t.oc_block);
+    slices = CeilDiv(s.in_channels, kb);
+  }
+  int64_t oc_step, oc_blocks, slices;  // the tile walk's channel blocks, the input slices
+
+  int64_t Floats() const { return band_floats + v_floats + u_floats + m_floats + out_floats; }
+  // The pre-packed U of channel block `block` and slice `slice`: the local
+  // buffer's U region as it will be, so that loading it is one copy.
+  int64_t PackedBlock(int64_t block, int64_t slice) const {
+    return (block * slices + slice) * u_floats;
+  }
+};
+
+Status Applies(const ConvShape& s) {
+  if (s.kernel_h != 3 || s.kernel_w != 3 || s.stride_h != 1 || s.stride_w != 1 ||
+      s.dilation_h != 1 || s.dilation_w != 1 || s.groups != 1)
+    return Error(ErrorCode::kInvalidArgument,
+                 "winograd: only 3x3 kernels with stride 1, dilation 1 and groups 1 (its "
+                 "transforms are those of F(m x m, 3x3) over dense channels; a 1-D convolution "
+                 "is 1x3): " +
+                     s.ToString());
+  return Status::Ok();
+}
+
+Status CheckTiling(const ConvDesc&, const ConvTiling& t) {
+  if (FindMicroKernel(t.mr, t.nr) == nullptr) {
+    std::string shapes;
+    for (auto [m, n] : MicroTileShapes()) shapes += fmt::format(" {}x{}", m, n);
+    return Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("tiling.mr x tiling.nr: {}x{} is not a micro-tile shape; choose one of{}", t.mr,
+                    t.nr, shapes));
+  }
+  if (t.oc_block % t.mr != 0)
+    return Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("tiling.oc_block: {} must be a multiple of mr {} (the weights' panels)",
+                    t.oc_block, t.mr));
+  return Status::Ok();
+}
+
+int64_t LocalBytes(const ConvDesc& d, const ConvTiling& t) {
+  return static_cast<int64_t>(sizeof(float)) * Geometry(d, t).Floats() + 5 * 64;
+}
+
+int64_t PackedFloats(const ConvDesc& d, const ConvTiling& t) {
+  const Geometry g(d, t);
+  return g.oc_blocks * g.slices * g.u_floats;
+}
+
+// Packed layout: per (channel block, input slice), U as the local buffer
+// holds it: [alpha^2 (at ustride)][oc panel][ic of the slice][mr], padding
+// channels zero. Specific to the tiling's oc_block, k_block and mr.
+void PrePack(const ConvDesc& d, const ConvTiling& t, float* dst) {
+  const Geometry g(d, t);
+  const ConvShape& s = d.shape;
+  std::fill(dst, dst + PackedFloats(d, t), 0.0f);
+  for (int64_t oc = 0; oc < s.out_channels; ++oc)
+    for (int64_t ic = 0; ic < s.in_channels; ++ic) {
+      const int64_t o = oc % g.oc_step, c = ic % g.kb, slice = ic / g.kb;
+      const int64_t kbh = std::min(g.kb, s.in_channels - slice * g.kb);
+      float* u = dst + g.PackedBlock(oc / g.oc_step, slice) + (o / g.mr) * g.mr * kbh + c * g.mr +
+                 o % g.mr;
+      TransformWeightOf(g.m, d.w + (oc * s.in_channels + ic) * 9, u, g.alpha * g.ustride,
+                        g.ustride);
+    }
+}
+
+// Input floats read from X for one slice of a band: the band's rows and
+// columns (with halo) that fall inside the input, per channel.
+int64_t InputFloatsPerChannel(const ConvShape& s, const Geometry& g, int64_t oh0, int64_t rows) {
+  const int64_t ih0 = oh0 - s.pad_top, ih1 = ih0 + rows + 2;
+  const int64_t valid_rows =
+      std::max<int64_t>(0, std::min(ih1, s.in_h) - std::max<int64_t>(ih0, 0));
+  const int64_t iw0 = -s.pad_left, iw1 = iw0 + g.uw * g.m;
+  const int64_t valid_cols =
+      std::max<int64_t>(0, std::min(iw1, s.in_w) - std::max<int64_t>(iw0, 0));
+  return valid_rows * valid_cols;
+}
+
+// One output row of 16 tiles: y[j] holds column j of every tile; the row is
+// their interleave (tile l's m columns at l * m), cut to `cols`.
+template <int M>
+void StoreRow(const Vec* y, float* dst, int64_t cols) {
+#if defined(__AVX512F__)
+  const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi =
+      _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  Vec row[M];
+  if constexpr (M == 2) {
+    row[0] = _mm512_permutex2var_ps(y[0], lo, y[1]);
+    row[1] = _mm512_permutex2var_ps(y[0], hi, y[1]);
+  } else {
+    // Pairs (j0 j1) and (j2 j3) interleaved by floats, then by float pairs.
+    const __m512d l01 = _mm512_castps_pd(_mm512_permutex2var_ps(y[0], lo, y[1]));
+    const __m512d h01 = _mm512_castps_pd(_mm512_permutex2var_ps(y[0], hi, y[1]));
+    const __m512d l23 = _mm512_castps_pd(_mm512_permutex2var_ps(y[2], lo, y[3]));
+    const __m512d h23 = _mm512_castps_pd(_mm512_permutex2var_ps(y[2], hi, y[3]));
+    const __m512i plo = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
+    const __m512i phi = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
+    row[0] = _mm512_castpd_ps(_mm512_permutex2var_pd(l01, plo, l23));
+    row[1] = _mm512_castpd_ps(_mm512_permutex2var_pd(l01, phi, l23));
+    row[2] = _mm512_castpd_ps(_mm512_permutex2var_pd(h01, plo, h23));
+    row[3] = _mm512_castpd_ps(_mm512_permutex2var_pd(h01, phi, h23));
+  }
+  for (int k = 0; k < M && k * kLanes < cols; ++k)
+    StoreLanes(dst + k * kLanes, row[k],
+               static_cast<int>(std::min<int64_t>(kLanes, cols - k * kLanes)));
+#else
+  for (int64_t c = 0; c < cols; ++c) dst[c] = y[c % M][c / M];
+#endif
+}
+
+#if defined(__AVX512F__)
+// The lanes of a 16-float load at src + base that lie inside [0, n).
+inline __mmask16 InsideMask(int64_t base, int64_t n) {
+  const int64_t lo = std::clamp<int64_t>(-base, 0, kLanes);
+  const int64_t hi = std::clamp<int64_t>(n - base, lo, kLanes);
+  return static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
+// One input row (n floats, read from column -pad on, zeros outside) split
+// into its M column phases of uw floats each: dst[p * uw + u] = src[u * M + p - pad].
+template <int M>
+void SplitPhases(const float* src, int64_t n, int64_t pad, int64_t uw, float* dst) {
+  const __m512i lo = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(1));
+  for (int64_t u0 = 0; u0 < uw; u0 += kLanes) {
+    const int64_t base = u0 * M - pad;
+    Vec in[M];
+    for (int k = 0; k < M; ++k)
+      in[k] = _mm512_maskz_loadu_ps(InsideMask(base + k * kLanes, n), src + base + k * kLanes);
+    Vec phase[M];
+    if constexpr (M == 2) {
+      phase[0] = _mm512_permutex2var_ps(in[0], lo, in[1]);
+      phase[1] = _mm512_permutex2var_ps(in[0], hi, in[1]);
+    } else {
+      // Even and odd floats of each half, then even and odd of those.
+      const Vec e01 = _mm512_permutex2var_ps(in[0], lo, in[1]);
+      const Vec o01 = _mm512_permutex2var_ps(in[0], hi, in[1]);
+      const Vec e23 = _mm512_permutex2var_ps(in[2], lo, in[3]);
+      const Vec o23 = _mm512_permutex2var_ps(in[2], hi, in[3]);
+      phase[0] = _mm512_permutex2var_ps(e01, lo, e23);
+      phase[2] = _mm512_permutex2var_ps(e01, hi, e23);
+      phase[1] = _mm512_permutex2var_ps(o01, lo, o23);
+      phase[3] = _mm512_permutex2var_ps(o01, hi, o23);
+    }
+    const int count = static_cast<int>(std::min<int64_t>(kLanes, uw - u0));
+    for (int p = 0; p < M; ++p) StoreLanes(dst + p * uw + u0, phase[p], count);
+  }
+}
+#endif
+
+// Up to 16 consecutive tiles of a band read as one vector: lanes [lo, hi)
+// of segment k read p[offset + lane] (one segment per tile row touched).
+struct LaneSegment {
+  int lo, hi;
+  int64_t offset;
+};
+struct LaneChunk {
+  int64_t idx = 0;  // the first tile
+  int n = 0, segments = 0;
+  LaneSegment seg[kLanes];
+};
+
+inline Vec LoadChunk(const float* p, const LaneChunk& ch) {
+  if (ch.segments == 1) return LoadLanes(p + ch.seg[0].offset + ch.seg[0].lo, ch.n);
+#if defined(__AVX512F__)
+  Vec v = _mm512_setzero_ps();
+  for (int k = 0; k < ch.segments; ++k) {
+    const LaneSegment& s = ch.seg[k];
+    const auto mask = static_cast<__mmask16>(((1u << s.hi) - 1) & ~((1u << s.lo) - 1));
+    // Lanes outside the mask are not read: the address below the segment is never touched.
+    v = _mm512_mask_loadu_ps(v, mask, p + s.offset);
+  }
+  return v;
+#else
+  Vec v = {};
+  for (int k = 0; k < ch.segments; ++k)
+    for (int l = ch.seg[k].lo; l < ch.seg[k].hi; ++l) v[l] = p[ch.seg[k].offset + l];
+  return v;
+#endif
+}
+
+// Output rows of a tile (whole rows of one band).
+int64_t RowsOf(const ConvShape& s, const ConvTile& t) { return t.ps / s.out_w; }
+
+class Runner {
+ public:
+  Runner(const ConvDesc& d, const ConvTiling& t, RunMode mode)
+      : d_(d),
+        t_(t),
+        s_(d.shape),
+        g_(d, t),
+        mode_(mode),
+        mk_(FindMicroKernel(t.mr, t.nr)),
+        local_(static_cast<size_t>(LocalBytes(d, t))) {
+    band_ = local_.Take(g_.band_floats);
+    v_ = local_.Take(g_.v_floats);
+    u_ = local_.Take(g_.u_floats);
+    m_ = local_.Take(g_.m_floats);
+    out_ = local_.Take(g_.out_floats);
+    // Compute-only runs never copy: ordinary values keep the arithmetic representative.
+    if (mode == RunMode::kComputeOnly) {
+      std::fill(band_, band_ + g_.band_floats, 0.5f);
+      std::fill(u_, u_ + g_.u_floats, 0.25f);
+    }
+    if (mode == RunMode::kCopyOnly) std::fill(out_, out_ + g_.out_floats, 0.0f);
+  }
+
+  KernelStats Run(int thread, int threads) {
+    ConvTileWalk walk(s_, t_.oc_block, t_.pixel_block, true, g_.m);
+    int64_t begin, end;
+    walk.ShareOf(thread, threads, &begin, &end);
+    for (int64_t i = begin; i < end; ++i) RunTile(walk.At(i));
+    return stats_;
+  }
+
+ private:
+  void RunTile(const ConvTile& tile) {
+    const int64_t rows = RowsOf(s_, tile), oh0 = tile.p0 / s_.out_w;
+    const int64_t th = CeilDiv(rows, g_.m), tiles = th * g_.tw, tpad = RoundUp(tiles, g_.nr);
+    // One slice holds every input channel: V stays valid for the band's next
+    // channel block (tiles walk channel blocks innermost).
+    const bool keep_v = g_.kb >= s_.in_channels && tile.image == v_image_ && tile.p0 == v_p0_;
+    v_image_ = tile.image;
+    v_p0_ = tile.p0;
+    for (int64_t ic0 = 0, slice = 0; ic0 < s_.in_channels; ic0 += g_.kb, ++slice) {
+      const int64_t kbh = std::min(g_.kb, s_.in_channels - ic0);
+      if (mode_ != RunMode::kComputeOnly && !keep_v) CopyBand(tile.image, ic0, kbh, oh0, th);
+      LoadWeights(tile, ic0, kbh);
+      if (mode_ == RunMode::kCopyOnly) continue;
+      if (!keep_v) {
+        if (g_.m == 4)
+          TransformInput<4>(kbh, tiles, tpad);
+        else
+          TransformInput<2>(kbh, tiles, tpad);
+      }
+      Multiply(tile, kbh, tpad, slice > 0);
+    }
+    if (mode_ != RunMode::kCopyOnly) {
+      if (g_.m == 4)
+        TransformOutput<4>(tile, rows, th);
+      else
+        TransformOutput<2>(tile, rows, th);
+    }
+    FinishConvTile(d_, tile, out_, tile.ps, mode_, &stats_);
+  }
+
+  // One input row into its m column phases (dst[p * uw + u] = column u * m + p - pad_left).
+  void SplitRow(const float* src, float* dst) const {
+    const int m = g_.m;
+#if defined(__AVX512F__)
+    if (m == 4)
+      SplitPhases<4>(src, s_.in_w, s_.pad_left, g_.uw, dst);
+    else
+      SplitPhases<2>(src, s_.in_w, s_.pad_left, g_.uw, dst);
+#else
+    for (int p = 0; p < m; ++p) {
+      // Columns u * m + p - pad_left inside [0, in_w) for u in [lo, hi).
+      const int64_t first = p - s_.pad_left;
+      const int64_t lo = first >= 0 ? 0 : CeilDiv(-first, m);
+      const int64_t hi = std::clamp<int64_t>(CeilDiv(s_.in_w - first, m), lo, g_.uw);
+      float* phase = dst + p * g_.uw;
+      std::fill(phase, phase + lo, 0.0f);
+      const float* col = src + first;
+      for (int64_t u = lo; u < hi; ++u) phase[u] = col[u * m];
+      std::fill(phase + hi, phase + g_.uw, 0.0f);
+    }
+#endif
+  }
+
+  // The band's input rows of channels [ic0, ic0 + kbh), zero padded, each
+  // row split into its m column phases.
+  void CopyBand(int64_t image, int64_t ic0, int64_t kbh, int64_t oh0, int64_t th) {
+    const int m = g_.m;
+    const int64_t rows_in = th * m + 2, cols = g_.uw * m;
+    int64_t copied = 0;
+    for (int64_t c = 0; c < kbh; ++c) {
+      const float* plane = d_.x + (image * s_.in_channels + ic0 + c) * s_.in_h * s_.in_w;
+      for (int64_t r = 0; r < rows_in; ++r) {
+        float* dst = band_ + (c * g_.rows_in + r) * g_.band_row;
+        const int64_t ih = oh0 + r - s_.pad_top;
+        if (ih < 0 || ih >= s_.in_h) {
+          std::fill(dst, dst + g_.band_row, 0.0f);
+          continue;
+        }
+        SplitRow(plane + ih * s_.in_w, dst);
+        copied += std::max<int64_t>(0, std::min(cols - s_.pad_left, s_.in_w));
+      }
+    }
+    stats_.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * copied;
+  }
+
+  // U's panels for the tile's channels and the slice: copied from the
+  // pre-packed weights, else transformed from W (in copy-only runs too: the
+  // transform is how W is read). Kept when the previous slice loaded the
+  // same ones (a single channel block and slice).
+  void LoadWeights(const ConvTile& tile, int64_t ic0, int64_t kbh) {
+    if (tile.oc0 == u_oc0_ && ic0 == u_ic0_) return;
+    u_oc0_ = tile.oc0;
+    u_ic0_ = ic0;
+    if (mode_ == RunMode::kComputeOnly) return;
+    const int64_t panels = CeilDiv(tile.ocs, g_.mr), ustride = g_.ustride;
+    if (d_.w_packed != nullptr) {
+      // One run (one stream for the hardware prefetcher), up to the last
+      // point's panels.
+      std::memcpy(u_, d_.w_packed + g_.PackedBlock(tile.oc0 / g_.oc_step, ic0 / g_.kb),
+                  sizeof(float) * ((g_.points - 1) * ustride + panels * g_.mr * kbh));
+      stats_.bytes_global_to_local +=
+          static_cast<int64_t>(sizeof(float)) * g_.points * tile.ocs * kbh;
+      return;
+    }
+    if (tile.ocs % g_.mr != 0)  // the last panel's padding rows
+      for (int pt = 0; pt < g_.points; ++pt)
+        std::fill(u_ + pt * ustride + (panels - 1) * g_.mr * kbh,
+                  u_ + pt * ustride + panels * g_.mr * kbh, 0.0f);
+    for (int64_t o = 0; o < tile.ocs; ++o)
+      for (int64_t c = 0; c < kbh; ++c) {
+        float* u = u_ + (o / g_.mr) * g_.mr * kbh + c * g_.mr + o % g_.mr;
+        TransformWeightOf(g_.m, d_.w + ((tile.oc0 + o) * s_.in_channels + ic0 + c) * 9, u,
+                          g_.alpha * ustride, ustride);
+      }
+    stats_.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * 9 * tile.ocs * kbh;
+  }
+
+  // V = B^T d B for every tile of the band and channel of the slice, 16
+  // consecutive tiles per vector (across tile rows when a row has fewer:
+  // a 28-wide F(4x4) band has 7 tiles a row), never across an nr panel's edge.
+  template <int M>
+  void TransformInput(int64_t kbh, int64_t tiles, int64_t tpad) {
+    constexpr int A = Wino<M>::kAlpha;
+    const int64_t vstride = g_.vstride, panel = kbh * g_.nr;
+    chunks_.clear();
+    for (int64_t idx = 0; idx < tiles;) {
+      LaneChunk ch;
+      ch.idx = idx;
+      ch.n = static_cast<int>(std::min<int64_t>({kLanes, tiles - idx, g_.nr - idx % g_.nr}));
+      for (int l = 0; l < ch.n;) {
+        const int64_t r = (idx + l) / g_.tw, t = (idx + l) % g_.tw;
+        const int seg = static_cast<int>(std::min<int64_t>(ch.n - l, g_.tw - t));
+        ch.seg[ch.segments++] = {l, l + seg, r * M * g_.band_row + t - l};
+        l += seg;
+      }
+      chunks_.push_back(ch);
+      idx += ch.n;
+    }
+    for (int64_t c = 0; c < kbh; ++c) {
+      const float* band = band_ + c * g_.rows_in * g_.band_row;
+      for (const LaneChunk& ch : chunks_) {
+        // Columns first (A loads each), then rows straight into V: at most
+        // 2 A + A * A vectors live, not the whole tile twice.
+        Vec tmp[A * A];
+        for (int j = 0; j < A; ++j) {
+          Vec col[A];
+          const float* src = band + (j % M) * g_.uw + j / M;
+          for (int i = 0; i < A; ++i) col[i] = LoadChunk(src + i * g_.band_row, ch);
+          Wino<M>::In(col, 1, tmp + j, A);
+        }
+        float* dst = v_ + (ch.idx / g_.nr) * panel + c * g_.nr + ch.idx % g_.nr;
+        for (int i = 0; i < A; ++i) {
+          Vec row[A];
+          Wino<M>::In(tmp + i * A, 1, row, 1);
+          for (int j = 0; j < A; ++j) StoreLanes(dst + (i * A + j) * vstride, row[j], ch.n);
+        }
+      }
+    }
+    // The padding tiles of the last panel: zeros, so that M's unused columns stay finite.
+    if (tiles == tpad) return;
+    const Vec zero = {};
+    for (int pt = 0; pt < A * A; ++pt)
+      for (int64_t c = 0; c < kbh; ++c) {
+        float* row = v_ + pt * vstride + (tiles / g_.nr) * panel + c * g_.nr;
+        for (int64_t l = tiles % g_.nr; l < g_.nr; l += kLanes)
+          StoreLanes(row + l, zero, static_cast<int>(std::min<int64_t>(kLanes, g_.nr - l)));
+      }
+  }
+
+  // alpha^2 GEMMs of the slice: M[pt] (+)= U[pt] x V[pt].
+  void Multiply(const ConvTile& tile, int64_t kbh, int64_t tpad, bool accumulate) {
+    const int64_t ustride = g_.ustride, vstride = g_.vstride, mstride = g_.mstride,
+                  ocs_pad = RoundUp(tile.ocs, g_.mr);
+    for (int pt = 0; pt < g_.points; ++pt)
+      for (int64_t q = 0; q < tpad; q += g_.nr)
+        for (int64_t p = 0; p < ocs_pad; p += g_.mr)
+          mk_->fn(kbh, u_ + pt * ustride + p * kbh, v_ + pt * vstride + q * kbh,
+                  m_ + pt * mstride + p * g_.tpad_max + q, g_.tpad_max, accumulate);
+  }
+
+  // Y = A^T M A into the output tile, 16 tiles of a tile row per vector;
+  // edge tiles are cut to the output's extent.
+  template <int M>
+  void TransformOutput(const ConvTile& tile, int64_t rows, int64_t th) {
+    constexpr int A = Wino<M>::kAlpha;
+    const int64_t mstride = g_.mstride, ld = tile.ps, w = s_.out_w;
+    for (int64_t o = 0; o < tile.ocs; ++o)
+      for (int64_t r = 0; r < th; ++r)
+        for (int64_t t = 0; t < g_.tw; t += kLanes) {
+          const int n = static_cast<int>(std::min<int64_t>(kLanes, g_.tw - t));
+          const float* src = m_ + o * g_.tpad_max + r * g_.tw + t;
+          Vec tmp[M * A], out[M * M];
+          for (int j = 0; j < A; ++j) {
+            Vec col[A];
+            for (int i = 0; i < A; ++i) col[i] = LoadLanes(src + (i * A + j) * mstride, n);
+            Wino<M>::Out(col, 1, tmp + j, A);
+          }
+          for (int i = 0; i < M; ++i) Wino<M>::Out(tmp + i * A, 1, out + i * M, 1);
+          const int64_t cols = std::min<int64_t>(static_cast<int64_t>(n) * M, w - t * M);
+          for (int i = 0; i < M && r * M + i < rows; ++i)
+            StoreRow<M>(out + i * M, out_ + o * ld + (r * M + i) * w + t * M, cols);
+        }
+  }
+
+  const ConvDesc& d_;
+  const ConvTiling& t_;
+  const ConvShape& s_;
+  Geometry g_;
+  RunMode mode_;
+  const MicroKernel* mk_;
+  LocalBuffer local_;
+  float *band_, *v_, *u_, *m_, *out_;
+  int64_t u_oc0_ = -1, u_ic0_ = -1;   // the channels and slice U holds
+  int64_t v_image_ = -1, v_p0_ = -1;  // the band V holds (single-slice runs)
+  std::vector<LaneChunk> chunks_;     // TransformInput's vectors of tiles
+  KernelStats stats_;
+};
+
+KernelStats RunShare(const ConvDesc& d, const ConvTiling& t, const KernelConfig& config,
+                     RunMode mode, int thread) {
+  return Runner(d, t, mode).Run(thread, config.threads);
+}
+
+double EpilogueBytes(const ConvDesc& d, const ConvTile& tile) {
+  double bytes = d.bias != nullptr ? 4.0 * tile.ocs : 0.0;
+  for (const EpilogueOp& op : d.epilogue)
+    if (op.reads_memory()) bytes += 4.0 * tile.ps * (op.row_stride == 0 ? 1 : tile.ocs);
+  return bytes;
+}
+
+// The schedule Runner follows, without data: the same tiles per thread, the
+// same slices and weight reloads.
+TilingEstimate Estimate(const ConvDesc& d, const ConvTiling& t, int threads) {
+  const ConvShape& s = d.shape;
+  const Geometry g(d, t);
+  TilingEstimate e;
+  e.local_bytes = LocalBytes(d, t);
+  ConvTileWalk walk(s, t.oc_block, t.pixel_block, true, g.m);
+  const int64_t slices = CeilDiv(s.in_channels, g.kb);
+  double total = 0, busiest = 0;
+  for (int th_i = 0; th_i < threads; ++th_i) {
+    int64_t begin, end;
+    walk.ShareOf(th_i, threads, &begin, &end);
+    int64_t u_oc0 = -1, u_ic0 = -1, v_image = -1, v_p0 = -1;
+    double work = 0;
+    for (int64_t i = begin; i < end; ++i) {
+      const ConvTile tile = walk.At(i);
+      const int64_t rows = RowsOf(s, tile), th = CeilDiv(rows, g.m);
+      const int64_t tpad = RoundUp(th * g.tw, g.nr);
+      if (slices > 1 || tile.image != v_image || tile.p0 != v_p0)
+        e.bytes_in +=
+            4.0 * s.in_channels * InputFloatsPerChannel(s, g, tile.p0 / s.out_w, th * g.m);
+      v_image = tile.image;
+      v_p0 = tile.p0;
+      for (int64_t ic0 = 0; ic0 < s.in_channels; ic0 += g.kb) {
+        const int64_t kbh = std::min(g.kb, s.in_channels - ic0);
+        if (tile.oc0 != u_oc0 || ic0 != u_ic0)
+          e.bytes_in += 4.0 * (d.w_packed != nullptr ? g.points : 9) * tile.ocs * kbh;
+        u_oc0 = tile.oc0;
+        u_ic0 = ic0;
+      }
+      e.bytes_in += EpilogueBytes(d, tile);
+      e.bytes_out += 4.0 * tile.ocs * tile.ps;
+      work += static_cast<double>(g.points) * RoundUp(tile.ocs, g.mr) * tpad * s.in_channels;
+    }
+    e.tiles += end - begin;
+    e.max_thread_tiles = std::max(e.max_thread_tiles, end - begin);
+    e.steps = std::max(e.steps, (end - begin) * slices);
+    total += work;
+    busiest = std::max(busiest, work);
+  }
+  // Useful: the transform-domain products the real outputs need
+  // (alpha^2 / m^2 per output, channel pair); padding tiles, cut edge tiles
+  // and micro-tile padding are the rest.
+  const double useful = static_cast<double>(s.batch) * s.out_channels * s.in_channels * s.pixels() *
+                        g.points / (g.m * g.m);
+  e.lane_utilisation = total > 0 ? useful / total : 1;
+  e.max_thread_work = total > 0 ? busiest / total : 1;
+  return e;
+}
+
+}  // namespace
+
+const ConvAlgorithmOps& WinogradOps() {
+  static const ConvAlgorithmOps ops = {Applies, CheckTiling, LocalBytes, PackedFloats,
+                                       PrePack, RunShare,    Estimate};
+  return ops;
+}
+
+}  // namespace fusetune::kernels::conv_detail
