@@ -154,3 +154,32 @@ TEST_F(MatchConvTest, TilingSpaceHoldsLegalPointsOfEveryApplicableAlgorithm) {
 
 }  // namespace
 }  // namespace fusetune::fusion_space
+
+namespace fusetune::fusion_space {
+namespace {
+
+// The same PyTorch CNN exported with its BatchNormalization nodes and with
+// the exporter folding them: after the standard passes (FoldBatchNorm) the
+// greedy plans have the same groups, kernels and workload keys, so tuning
+// records of one serve the other.
+TEST(MatchConvModels, ExportsWithAndWithoutBatchNormGiveTheSamePlan) {
+  graph::Graph with_bn = testing::LoadTestModel("cnn_bn_op13");
+  graph::Graph folded = testing::LoadTestModel("cnn_folded_op13");
+  FusionSpace a(with_bn, testing::SmallKernelConfig());
+  FusionSpace b(folded, testing::SmallKernelConfig());
+  const Plan pa = a.Greedy(), pb = b.Greedy();
+  ASSERT_EQ(pa.groups.size(), pb.groups.size());
+  int convs = 0;
+  for (size_t i = 0; i < pa.groups.size(); ++i) {
+    const KernelInstance& ka = a.Match(pa.groups[i].nodes).instance;
+    const KernelInstance& kb = b.Match(pb.groups[i].nodes).instance;
+    EXPECT_EQ(ka.summary, kb.summary);
+    EXPECT_EQ(a.Key(pa.groups[i].nodes).ToString(), b.Key(pb.groups[i].nodes).ToString());
+    EXPECT_EQ(TilingToString(pa.groups[i].tiling), TilingToString(pb.groups[i].tiling));
+    convs += ka.kind == KernelTemplate::kConv;
+  }
+  EXPECT_EQ(convs, 3);
+}
+
+}  // namespace
+}  // namespace fusetune::fusion_space
