@@ -66,8 +66,8 @@ Status ValidateConvShape(const ConvShape& s) {
   if (s.batch < 1 || s.in_channels < 1 || s.in_h < 1 || s.in_w < 1 || s.out_channels < 1 ||
       s.out_h < 1 || s.out_w < 1)
     return bad("every extent must be positive: " + s.ToString());
-  if (s.kernel_h < 1 || s.kernel_w < 1 || s.stride_h < 1 || s.stride_w < 1 || s.dilation_h < 1 ||
-      s.dilation_w < 1 || s.pad_top < 0 || s.pad_left < 0)
+  if (s.kernel_h < 1 || s.kernel_w < 1 || s.stride_h < 1 || s.stride_w < 1 ||
+      s.dilation_h < 1 || s.dilation_w < 1 || s.pad_top < 0 || s.pad_left < 0)
     return bad("kernel, strides and dilations must be positive, pads not negative: " +
                s.ToString());
   if (s.groups < 1 || s.in_channels % s.groups != 0 || s.out_channels % s.groups != 0)
