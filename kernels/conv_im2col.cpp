@@ -245,7 +245,134 @@ __attribute__((target("avx512f"))) void GatherAvx512(const GatherPlan& plan, con
   }
 }
 
-bool HasAvx512() { return __builtin_cpu_supports("avx512f"); }
+// A gather in progress, one vector step at a time: the micro-kernels below
+// carry the next block's gather through their k loops while they compute
+// this one (B is double-buffered), as a DMA engine would overlap them, and
+// prefetch the input channels it reaches a few channels ahead. On ResNet's
+// 56x56 layers this took 3-4 points of the FMA peak off the 13-20% the
+// gather cost on its own (measured; the masked stores remain the part that
+// does not hide).
+struct GatherCursor {
+  const VectorCopy* steps;  // the plan's vector steps
+  const int64_t* first;     // per kernel offset
+  const VectorCopy *v, *row_end;
+  const float* xc;  // the current row's input channel
+  float* row;       // the current row in the panel
+  int64_t rows_left, r, khw, plane, sliver_stride, nr;
+  int64_t left;  // vector steps still to do
+  // Prefetch: a channel `ahead` of the current one, while channels_left > ahead.
+  int64_t ahead, channels_left, read_lo, read_hi;
+};
+
+__attribute__((target("avx512f"))) inline void PrefetchChannel(const GatherCursor* g) {
+  if (g->channels_left <= g->ahead) return;
+  const char* next = reinterpret_cast<const char*>(g->xc + g->ahead * g->plane);
+  for (int64_t at = g->read_lo * 4; at < g->read_hi * 4; at += 64)
+    _mm_prefetch(next + at, _MM_HINT_T0);
+}
+
+GatherCursor StartGather(const GatherPlan& plan, const float* x_group, int64_t plane,
+                         int64_t channels, int64_t khw, int64_t k0, int64_t depth, int nr,
+                         float* b) {
+  GatherCursor g;
+  g.steps = plan.vectors.data();
+  g.first = plan.first_vector.data();
+  g.khw = khw;
+  g.plane = plane;
+  g.nr = nr;
+  g.sliver_stride = depth * nr;
+  g.r = k0 % khw;
+  g.xc = x_group + k0 / khw * plane;
+  g.row = b;
+  g.rows_left = depth;
+  g.v = g.steps + g.first[g.r];
+  g.row_end = g.steps + g.first[g.r + 1];
+  g.left = 0;
+  for (int64_t kk = k0; kk < k0 + depth; ++kk) g.left += g.first[kk % khw + 1] - g.first[kk % khw];
+  g.ahead = std::max<int64_t>(1, 16 / khw);
+  g.channels_left = channels - k0 / khw;
+  g.read_lo = plan.read_lo;
+  g.read_hi = plan.read_hi;
+  for (int64_t c = 0; c < std::min(g.ahead, g.channels_left); ++c) {
+    const char* x = reinterpret_cast<const char*>(g.xc + c * plane);
+    for (int64_t at = g.read_lo * 4; at < g.read_hi * 4; at += 64)
+      _mm_prefetch(x + at, _MM_HINT_T0);
+  }
+  return g;
+}
+
+__attribute__((target("avx512f"), always_inline)) inline void GatherStep(GatherCursor* g) {
+  const VectorCopy* v = g->v;
+  const __m512 x = _mm512_maskz_loadu_ps(v->load, g->xc + v->src);
+  _mm512_mask_storeu_ps(g->row + v->sliver * g->sliver_stride + v->lane, v->store, x);
+  --g->left;
+  if (++g->v != g->row_end || --g->rows_left == 0) return;
+  g->row += g->nr;
+  if (++g->r == g->khw) {
+    g->r = 0;
+    g->xc += g->plane;
+    --g->channels_left;
+    PrefetchChannel(g);
+  }
+  g->v = g->steps + g->first[g->r];
+  g->row_end = g->steps + g->first[g->r + 1];
+}
+
+__attribute__((target("avx512f"))) void FinishGather(GatherCursor* g) {
+  while (g->left > 0) GatherStep(g);
+}
+
+// The AVX-512 micro-kernels of microkernel.cpp (packed A kc x MR, B kc x
+// 16 NV) carrying `quota` steps of a gather, one per k iteration.
+using GatherKernelFn = void (*)(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,
+                                bool accumulate, GatherCursor* g, int64_t quota);
+
+template <int MR, int NV>
+__attribute__((target("avx512f,fma"))) void KernelWithGather(int64_t kc, const float* ap,
+                                                             const float* bp, float* c, int64_t ldc,
+                                                             bool accumulate, GatherCursor* g,
+                                                             int64_t quota) {
+  __m512 acc[MR][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    __m512 b[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) b[v] = _mm512_load_ps(bp + p * NV * 16 + v * 16);
+    if (quota > 0) {
+      GatherStep(g);
+      --quota;
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512 a = _mm512_set1_ps(ap[p * MR + i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
+    }
+  }
+  while (quota-- > 0) GatherStep(g);
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      float* dst = c + i * ldc + v * 16;
+      const __m512 r = accumulate ? _mm512_add_ps(_mm512_loadu_ps(dst), acc[i][v]) : acc[i][v];
+      _mm512_storeu_ps(dst, r);
+    }
+}
+
+bool HasAvx512() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"); }
+
+// The gather-carrying kernel of micro shape mr x nr, or nullptr.
+GatherKernelFn FindGatherKernel(int mr, int nr) {
+  if (!HasAvx512()) return nullptr;
+  if (mr == 8 && nr == 32) return KernelWithGather<8, 2>;
+  if (mr == 6 && nr == 32) return KernelWithGather<6, 2>;
+  if (mr == 14 && nr == 16) return KernelWithGather<14, 1>;
+  return nullptr;
+}
 
 // One thread's share of a run.
 class Runner {
@@ -258,15 +385,17 @@ class Runner {
         mode_(mode),
         mk_(FindMicroKernel(t.mr, t.nr)),
         avx512_(HasAvx512()),
+        gather_kernel_(d.shape.stride_w == 1 ? FindGatherKernel(t.mr, t.nr) : nullptr),
         local_(static_cast<size_t>(Im2colGemmOps().local_bytes(d, t))) {
     a_ = local_.Take(g_.a_floats());
-    b_ = local_.Take(g_.b_floats());
+    b_[0] = local_.Take(g_.b_floats());
+    b_[1] = local_.Take(g_.b_floats());
     c_ = local_.Take(g_.c_floats());
     // Compute-only runs never pack: ordinary values keep the epilogue
     // representative. Copy-only runs never compute: C is copied out as is.
     if (mode == RunMode::kComputeOnly) {
       std::fill(a_, a_ + g_.a_floats(), 0.5f);
-      std::fill(b_, b_ + g_.b_floats(), 0.25f);
+      for (float* b : b_) std::fill(b, b + g_.b_floats(), 0.25f);
     }
     if (mode == RunMode::kCopyOnly) std::fill(c_, c_ + g_.c_floats(), 0.0f);
   }
@@ -275,14 +404,28 @@ class Runner {
     const ConvTileWalk walk(s_, t_.oc_block, t_.pixel_block, /*whole_rows=*/false);
     int64_t begin = 0, end = 0;
     walk.ShareOf(thread, threads, &begin, &end);
-    ForEachStep(s_, g_, walk, begin, end, [&](const Step& step) {
+    std::vector<Step> steps;
+    ForEachStep(s_, g_, walk, begin, end, [&](const Step& step) { steps.push_back(step); });
+    int cur = 0;         // the B panel the current step computes with
+    bool ready = false;  // whether its B was gathered during the previous step
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const Step& step = steps[i];
       if (mode_ != RunMode::kComputeOnly) {
         if (step.pack_a) CopyA(step);
-        if (step.pack_b) GatherB(step);
+        if (step.pack_b && !ready) GatherB(step, b_[cur]);
       }
-      if (mode_ != RunMode::kCopyOnly) Compute(step);
+      const Step* next = i + 1 < steps.size() && steps[i + 1].pack_b ? &steps[i + 1] : nullptr;
+      ready = mode_ == RunMode::kFull && next != nullptr && gather_kernel_ != nullptr;
+      if (ready) {
+        GatherCursor g = StartGatherB(*next, b_[cur ^ 1]);
+        Compute(step, b_[cur], &g);
+        FinishGather(&g);
+      } else if (mode_ != RunMode::kCopyOnly) {
+        Compute(step, b_[cur], nullptr);
+      }
       if (step.last) FinishConvTile(d_, step.tile, c_, g_.nc_pad, mode_, &stats_);
-    });
+      if (ready) cur ^= 1;
+    }
     return stats_;
   }
 
@@ -300,20 +443,20 @@ class Runner {
 
   // B rows [k0, k0 + depth) of the tile's position block, from the input
   // channels of the tile's group, into slivers [depth][nr].
-  void GatherB(const Step& st) {
+  void GatherB(const Step& st, float* b) {
     const ConvTile& tile = st.tile;
     if (plan_.p0 != tile.p0 || plan_.ps != tile.ps) BuildPlan(s_, t_.nr, tile.p0, tile.ps, &plan_);
     const int64_t khw = s_.kernel_h * s_.kernel_w, plane = s_.in_h * s_.in_w;
     const float* x_group =
         d_.x + (tile.image * s_.in_channels + st.group * s_.in_per_group()) * plane;
     if (avx512_ && s_.stride_w == 1) {
-      GatherAvx512(plan_, x_group, plane, s_.in_per_group(), khw, st.k0, st.depth, t_.nr, b_);
+      GatherAvx512(plan_, x_group, plane, s_.in_per_group(), khw, st.k0, st.depth, t_.nr, b);
     } else {
       const int64_t sliver_stride = st.depth * t_.nr;
       for (int64_t kk = st.k0; kk < st.k0 + st.depth; ++kk) {
         const int64_t ic = kk / khw, r = kk % khw;
         const float* xc = x_group + ic * plane;
-        float* row = b_ + (kk - st.k0) * t_.nr;
+        float* row = b + (kk - st.k0) * t_.nr;
         const Piece* last = plan_.pieces.data() + plan_.first[r + 1];
         for (const Piece* p = plan_.pieces.data() + plan_.first[r]; p != last; ++p)
           CopyPiecePortable(*p, xc, s_.stride_w, row + p->sliver * sliver_stride + p->lane);
@@ -322,14 +465,34 @@ class Runner {
     stats_.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * st.depth * tile.ps;
   }
 
-  void Compute(const Step& st) {
+  // The same gather as GatherB (stride 1, AVX-512), to be carried by Compute.
+  GatherCursor StartGatherB(const Step& st, float* b) {
+    const ConvTile& tile = st.tile;
+    if (plan_.p0 != tile.p0 || plan_.ps != tile.ps) BuildPlan(s_, t_.nr, tile.p0, tile.ps, &plan_);
+    const int64_t khw = s_.kernel_h * s_.kernel_w, plane = s_.in_h * s_.in_w;
+    const float* x_group =
+        d_.x + (tile.image * s_.in_channels + st.group * s_.in_per_group()) * plane;
+    stats_.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * st.depth * tile.ps;
+    return StartGather(plan_, x_group, plane, s_.in_per_group(), khw, st.k0, st.depth, t_.nr, b);
+  }
+
+  // The micro-kernel calls of a step on B panel `b`; with `g`, each call
+  // also carries an equal share of the next block's gather.
+  void Compute(const Step& st, const float* b, GatherCursor* g) {
     const int64_t slivers = CeilDiv(st.tile.ps, t_.nr);
     const bool accumulate = st.k0 > 0;
+    int64_t calls_left = slivers * CeilDiv(st.tile.ocs, t_.mr);
     for (int64_t q = 0; q < slivers; ++q) {
-      const float* bp = b_ + q * st.depth * t_.nr;
-      for (int64_t i0 = 0; i0 < st.tile.ocs; i0 += t_.mr)
-        mk_->fn(st.depth, a_ + i0 * st.depth, bp, c_ + i0 * g_.nc_pad + q * t_.nr, g_.nc_pad,
-                accumulate);
+      const float* bp = b + q * st.depth * t_.nr;
+      for (int64_t i0 = 0; i0 < st.tile.ocs; i0 += t_.mr, --calls_left) {
+        const float* ap = a_ + i0 * st.depth;
+        float* c = c_ + i0 * g_.nc_pad + q * t_.nr;
+        if (g != nullptr)
+          gather_kernel_(st.depth, ap, bp, c, g_.nc_pad, accumulate, g,
+                         CeilDiv(g->left, calls_left));
+        else
+          mk_->fn(st.depth, ap, bp, c, g_.nc_pad, accumulate);
+      }
     }
   }
 
@@ -340,8 +503,10 @@ class Runner {
   RunMode mode_;
   const MicroKernel* mk_;
   bool avx512_;
+  GatherKernelFn gather_kernel_;
   LocalBuffer local_;
-  float *a_ = nullptr, *b_ = nullptr, *c_ = nullptr;
+  float *a_ = nullptr, *c_ = nullptr;
+  float* b_[2] = {};
   GatherPlan plan_;
   KernelStats stats_;
 };
@@ -350,9 +515,10 @@ Status Applies(const ConvShape&) { return Status::Ok(); }
 
 int64_t LocalBytes(const ConvDesc& d, const ConvTiling& t) {
   const Geometry g = GeometryOf(d.shape, t);
+  // Two B panels: the next block's is gathered while this one's computes.
   // Each region is rounded to 64 bytes by LocalBuffer::Take.
-  return static_cast<int64_t>(sizeof(float)) * (g.a_floats() + g.b_floats() + g.c_floats()) +
-         3 * 64;
+  return static_cast<int64_t>(sizeof(float)) * (g.a_floats() + 2 * g.b_floats() + g.c_floats()) +
+         4 * 64;
 }
 
 Status CheckTiling(const ConvDesc& d, const ConvTiling& t) {
