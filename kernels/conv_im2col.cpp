@@ -226,7 +226,7 @@ __attribute__((target("avx512f"))) void GatherAvx512(const GatherPlan& plan, con
   const int64_t sliver_stride = depth * nr;
   // X's channels lie a plane apart, too far for the hardware prefetchers to
   // follow: the rows of a channel some 16 B rows ahead are fetched while this
-  // one is gathered (the gather waited on L3 half the time without).
+  // one is gathered (about a point of the FMA peak on a 56x56 layer, measured).
   const int64_t ahead = std::max<int64_t>(1, 16 / khw);
   for (int64_t kk = k0; kk < k0 + depth; ++kk) {
     const int64_t ic = kk / khw, r = kk % khw;
