@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The main job on the bundled example: installs missing packages, builds
-# Release, inspects examples/encoder_small.onnx, tunes it for a few minutes
+# The main job on a bundled example: installs missing packages, builds
+# Release, inspects examples/$EXAMPLE.onnx (EXAMPLE=encoder_small, the
+# default, or cnn_small: a CNN with Conv -> BN -> ReLU, a residual block and
+# an inverted residual), tunes it for a few minutes
 # into a tuning database (TUNE_TIME, default 2m), prints the report and
 # writes its plots, compiles the model from the database (--explain), runs
 # the compiled model on the bundled input with a latency benchmark and checks
@@ -10,8 +12,10 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh release
 FT=build/cli/fusetune
-MODEL=examples/encoder_small.onnx
-OUT=${OUT_DIR:-out/example}
+EXAMPLE=${EXAMPLE:-encoder_small}
+MODEL=examples/$EXAMPLE.onnx
+[ -f "$MODEL" ] || { echo "run-example: no example $MODEL" >&2; exit 2; }
+OUT=${OUT_DIR:-out/example/$EXAMPLE}
 echo "== fusetune inspect $MODEL"
 $FT inspect "$MODEL"
 mkdir -p "$OUT"
@@ -27,8 +31,8 @@ echo "== fusetune compile $MODEL --db $OUT/tune.db -o $OUT/plan.json --explain"
 $FT compile "$MODEL" --db "$OUT/tune.db" -o "$OUT/plan.json" --export-onnx "$OUT/fused.onnx" --explain
 echo
 echo "== fusetune run $MODEL --db $OUT/tune.db --bench 200"
-$FT run "$MODEL" --db "$OUT/tune.db" --input x=examples/encoder_small.in.x.npy --output-dir "$OUT" --verify --bench 200
-/usr/bin/python3 - "$OUT/y.npy" examples/encoder_small.out.y.npy <<'PY'
+$FT run "$MODEL" --db "$OUT/tune.db" --input x=examples/$EXAMPLE.in.x.npy --output-dir "$OUT" --verify --bench 200
+/usr/bin/python3 - "$OUT/y.npy" examples/$EXAMPLE.out.y.npy <<'PY'
 import numpy as np, sys
 got, want = np.load(sys.argv[1]), np.load(sys.argv[2])
 err = np.abs(got - want).max() / np.abs(want).max()
