@@ -43,11 +43,10 @@ Status ExplainAlgorithmChoices(fusion_space::FusionSpace& space, TuningIndex& in
     const auto* mine = std::get_if<kernels::ConvTiling>(&d.choice.tiling);
     if (d.kind != fusion_space::KernelTemplate::kConv || mine == nullptr) continue;
     const fusion_space::KernelInstance& instance = space.Match(d.nodes).instance;
-    const std::string key =
-        d.workload_key.empty() ? space.Key(d.nodes).ToString() : d.workload_key;
-    FT_ASSIGN_OR_RETURN(const std::string text,
-                        RunnerUp(index, key, instance, space.Tilings(d.nodes), *mine,
-                                 d.choice.measured_seconds));
+    const std::string key = d.workload_key.empty() ? space.Key(d.nodes).ToString() : d.workload_key;
+    FT_ASSIGN_OR_RETURN(
+        const std::string text,
+        RunnerUp(index, key, instance, space.Tilings(d.nodes), *mine, d.choice.measured_seconds));
     d.choice.detail += (d.choice.detail.empty() ? "" : "; ") + text;
   }
   return Status::Ok();

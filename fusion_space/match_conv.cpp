@@ -85,8 +85,8 @@ FusionDecision MatchConvInstance(const graph::Graph& g, const Dataflow& flow,
     inside[n] = 1;
     if (g.nodes[n].op_type != "Conv") continue;
     if (conv >= 0)
-      return FusionDecision::Forbid(
-          fmt::format("nodes {} and {} are both convolutions; a conv kernel computes one", conv, n));
+      return FusionDecision::Forbid(fmt::format(
+          "nodes {} and {} are both convolutions; a conv kernel computes one", conv, n));
     conv = n;
   }
   if (conv < 0) return FusionDecision::Forbid("the group has no Conv");

@@ -150,9 +150,10 @@ class EpilogueBuilder::Walker {
   // Clip with constant bounds (ReLU6), HardSigmoid and HardSwish: ops whose
   // parameters the activation fit would have to guess. nullopt for other ops.
   std::optional<std::pair<FusionDecision, EpilogueOp>> BoundedActivation(const graph::Node& node,
-                                                                          int32_t p) {
+                                                                         int32_t p) {
     const std::string& op = node.op_type;
-    if (op == "HardSwish") return std::pair{FusionDecision::Allow(), EpilogueOp::Act(EpilogueKind::kHardSwish)};
+    if (op == "HardSwish")
+      return std::pair{FusionDecision::Allow(), EpilogueOp::Act(EpilogueKind::kHardSwish)};
     if (op == "HardSigmoid")
       return std::pair{FusionDecision::Allow(),
                        EpilogueOp::HardSigmoid(MatchFloatAttr(node, "alpha", 0.2f),
@@ -168,8 +169,8 @@ class EpilogueBuilder::Walker {
         return std::pair{FusionDecision::Forbid(fmt::format(
                              "node {} (Clip) has a bound that is not a constant scalar", p)),
                          EpilogueOp{}};
-    return std::pair{FusionDecision::Allow(), EpilogueOp::Clip(static_cast<float>(bound[0]),
-                                                                static_cast<float>(bound[1]))};
+    return std::pair{FusionDecision::Allow(),
+                     EpilogueOp::Clip(static_cast<float>(bound[0]), static_cast<float>(bound[1]))};
   }
 
   // LayerNormalization over the last axis of a value on the chain, with

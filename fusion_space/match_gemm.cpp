@@ -17,7 +17,6 @@
 
 namespace fusetune::fusion_space {
 
-
 namespace {
 
 using kernels::EpilogueKind;

@@ -236,7 +236,8 @@ bool ConvTilingCanonical(const kernels::ConvShape& s, const kernels::ConvTiling&
       (t.mr != MicroShapes()[0].first || t.nr != MicroShapes()[0].second))
     return false;
   const int64_t extent = kernels::ConvReductionExtent(s, t.algorithm);
-  const int64_t im2col_extent = kernels::ConvReductionExtent(s, kernels::ConvAlgorithm::kIm2colGemm);
+  const int64_t im2col_extent =
+      kernels::ConvReductionExtent(s, kernels::ConvAlgorithm::kIm2colGemm);
   const std::vector<int64_t> ks = BlockSizes(im2col_extent, 16, 32);
   if (extent == 0) return t.k_block == ks.front();
   if (t.k_block < extent) return true;
@@ -293,9 +294,10 @@ bool TilingRulesHold(const KernelInstance& k, const kernels::KernelConfig& confi
   if (auto* x = std::get_if<kernels::ConvTiling>(&t)) {
     if (!ConvTilingCanonical(k.conv.shape, *x))
       return broken([&] {
-        return fmt::format("{} does not read the micro-tile or k_block it is given (only the "
-                           "smallest covering k_block and the first micro-tile are kept)",
-                           kernels::ConvAlgorithmName(x->algorithm));
+        return fmt::format(
+            "{} does not read the micro-tile or k_block it is given (only the "
+            "smallest covering k_block and the first micro-tile are kept)",
+            kernels::ConvAlgorithmName(x->algorithm));
       });
     if constexpr (!loud) return kernels::ConvTilingFits(k.conv, *x, config);
     return kernel_status(kernels::ValidateConv(k.conv, *x, config));
@@ -381,9 +383,8 @@ namespace {
 // |log2| ratio, categorical parameters (micro-tile, order, split) and
 // non-positive values by equality.
 double ParamDistance(const TilingParam& param, int64_t v, int64_t want) {
-  const bool numeric =
-      v > 0 && want > 0 && param.name != "micro" && param.name != "order" &&
-      param.name != "split" && param.name != "algorithm";
+  const bool numeric = v > 0 && want > 0 && param.name != "micro" && param.name != "order" &&
+                       param.name != "split" && param.name != "algorithm";
   return numeric ? std::abs(std::log2(static_cast<double>(v) / static_cast<double>(want)))
                  : (v != want ? 1.0 : 0.0);
 }

@@ -66,8 +66,8 @@ Status ValidateConvShape(const ConvShape& s) {
   if (s.batch < 1 || s.in_channels < 1 || s.in_h < 1 || s.in_w < 1 || s.out_channels < 1 ||
       s.out_h < 1 || s.out_w < 1)
     return bad("every extent must be positive: " + s.ToString());
-  if (s.kernel_h < 1 || s.kernel_w < 1 || s.stride_h < 1 || s.stride_w < 1 ||
-      s.dilation_h < 1 || s.dilation_w < 1 || s.pad_top < 0 || s.pad_left < 0)
+  if (s.kernel_h < 1 || s.kernel_w < 1 || s.stride_h < 1 || s.stride_w < 1 || s.dilation_h < 1 ||
+      s.dilation_w < 1 || s.pad_top < 0 || s.pad_left < 0)
     return bad("kernel, strides and dilations must be positive, pads not negative: " +
                s.ToString());
   if (s.groups < 1 || s.in_channels % s.groups != 0 || s.out_channels % s.groups != 0)
@@ -131,6 +131,14 @@ void ConvTileWalk::ShareOf(int thread, int threads, int64_t* begin, int64_t* end
   const int64_t n = size();
   *begin = n * thread / threads;
   *end = n * (thread + 1) / threads;
+}
+
+double EpilogueReadBytes(const std::vector<EpilogueOp>& ops, int64_t rows, int64_t cols) {
+  double bytes = 0;
+  for (const EpilogueOp& op : ops)
+    if (op.reads_memory() && !IsRowNorm(op.kind))
+      bytes += 4.0 * cols * (op.row_stride == 0 ? 1 : rows);
+  return bytes;
 }
 
 void FinishConvTile(const ConvDesc& d, const ConvTile& t, float* acc, int64_t ld, RunMode mode,

@@ -67,6 +67,10 @@ class ConvTileWalk {
 void FinishConvTile(const ConvDesc& desc, const ConvTile& tile, float* acc, int64_t ld,
                     RunMode mode, KernelStats* stats);
 
+// The bytes ApplyEpilogue reads from global memory for a rows x cols tile:
+// what an estimate adds for a tile's epilogue operands.
+double EpilogueReadBytes(const std::vector<EpilogueOp>& ops, int64_t rows, int64_t cols);
+
 // Zero-padded read of X: the value at (image, channel, ih, iw), 0 outside.
 inline float XAt(const ConvDesc& d, int64_t image, int64_t c, int64_t ih, int64_t iw) {
   const ConvShape& s = d.shape;

@@ -256,13 +256,6 @@ KernelStats DepthwiseRunShare(const ConvDesc& d, const ConvTiling& t, const Kern
   return stats;
 }
 
-double EpilogueBytes(const std::vector<EpilogueOp>& ops, int64_t rows, int64_t cols) {
-  double bytes = 0;
-  for (const EpilogueOp& op : ops)
-    if (op.data) bytes += 4.0 * cols * (op.row_stride == 0 ? 1 : rows);
-  return bytes;
-}
-
 TilingEstimate DepthwiseEstimate(const ConvDesc& d, const ConvTiling& t, int threads) {
   const ConvShape& s = d.shape;
   const ConvTileWalk walk = WalkOf(d, t);
@@ -279,7 +272,7 @@ TilingEstimate DepthwiseEstimate(const ConvDesc& d, const ConvTiling& t, int thr
       const BandGeometry g = BandOf(s, rows);
       e.bytes_in += 4.0 * c.ocs * BandReadFloats(s, BandFirstRow(s, c.p0 / s.out_w), g);
       if (d.bias != nullptr) e.bytes_in += 4.0 * c.ocs;
-      e.bytes_in += EpilogueBytes(d.epilogue, c.ocs, c.ps);
+      e.bytes_in += EpilogueReadBytes(d.epilogue, c.ocs, c.ps);
       e.bytes_out += 4.0 * c.ocs * c.ps;
       // Reading the band and writing the tile: the work is the data moved.
       work += static_cast<double>(c.ocs) * (g.floats() + c.ps);

@@ -21,6 +21,7 @@
 
 #include "kernels/conv_algorithm.h"
 #include "kernels/conv_rows.h"
+#include "kernels/row_simd.h"
 #include "kernels/simd_math.h"
 
 namespace fusetune::kernels::conv_detail {
@@ -258,29 +259,6 @@ void ComputeSlice(const ConvShape& s, const Layout& l, const float* band,
 }
 
 #if defined(__AVX512F__)
-// Rows r[0..15] become columns: r[k] holds element k of every input row.
-void Transpose16x16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int i = 0; i < 2; ++i)
-    for (int j = 0; j < 4; ++j) {
-      t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0x88);
-      t[8 * i + 4 + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0xDD);
-    }
-  for (int j = 0; j < 8; ++j) {
-    r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
-    r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xDD);
-  }
-}
 #endif
 
 // acc [vector][position][16] -> out [channel][position] (ld positions), ocs rows.
@@ -376,13 +354,6 @@ KernelStats DirectRunShare(const ConvDesc& d, const ConvTiling& t, const KernelC
   return stats;
 }
 
-double EpilogueBytes(const std::vector<EpilogueOp>& ops, int64_t rows, int64_t cols) {
-  double bytes = 0;
-  for (const EpilogueOp& op : ops)
-    if (op.data) bytes += 4.0 * cols * (op.row_stride == 0 ? 1 : rows);
-  return bytes;
-}
-
 TilingEstimate DirectEstimate(const ConvDesc& d, const ConvTiling& t, int threads) {
   const ConvShape& s = d.shape;
   const ConvTileWalk walk = WalkOf(d, t);
@@ -405,7 +376,7 @@ TilingEstimate DirectEstimate(const ConvDesc& d, const ConvTiling& t, int thread
       previous = c;
       if (l.pack) e.bytes_in += 4.0 * c.ocs * s.in_channels * l.taps;
       if (d.bias != nullptr) e.bytes_in += 4.0 * c.ocs;
-      e.bytes_in += EpilogueBytes(d.epilogue, c.ocs, c.ps);
+      e.bytes_in += EpilogueReadBytes(d.epilogue, c.ocs, c.ps);
       e.bytes_out += 4.0 * c.ocs * c.ps;
       const double per_channel = static_cast<double>(c.ps) * s.in_channels * l.taps;
       work += RoundUp(c.ocs, kLanes) * per_channel;

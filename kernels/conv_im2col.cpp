@@ -591,8 +591,7 @@ TilingEstimate Estimate(const ConvDesc& d, const ConvTiling& t, int threads) {
       ++steps;
       if (!st.last) return;
       if (d.bias != nullptr) e.bytes_in += 4.0 * tile.ocs;
-      for (const EpilogueOp& op : d.epilogue)
-        if (op.reads_memory()) e.bytes_in += 4.0 * tile.ps * (op.row_stride == 0 ? 1 : tile.ocs);
+      e.bytes_in += EpilogueReadBytes(d.epilogue, tile.ocs, tile.ps);
       e.bytes_out += 4.0 * tile.ocs * tile.ps;
     });
     e.tiles += end - begin;

@@ -622,10 +622,8 @@ KernelStats RunShare(const ConvDesc& d, const ConvTiling& t, const KernelConfig&
 }
 
 double EpilogueBytes(const ConvDesc& d, const ConvTile& tile) {
-  double bytes = d.bias != nullptr ? 4.0 * tile.ocs : 0.0;
-  for (const EpilogueOp& op : d.epilogue)
-    if (op.reads_memory()) bytes += 4.0 * tile.ps * (op.row_stride == 0 ? 1 : tile.ocs);
-  return bytes;
+  return (d.bias != nullptr ? 4.0 * tile.ocs : 0.0) +
+         EpilogueReadBytes(d.epilogue, tile.ocs, tile.ps);
 }
 
 // The schedule Runner follows, without data: the same tiles per thread, the

@@ -28,6 +28,8 @@ float LanesSum(__m512 v) {
   return total;
 }
 
+}  // namespace
+
 // Rows r[0..15] become columns: r[k] holds element k of every input row.
 void Transpose16x16(__m512 r[16]) {
   __m512 t[16];
@@ -51,8 +53,6 @@ void Transpose16x16(__m512 r[16]) {
     r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xDD);
   }
 }
-
-}  // namespace
 
 float RowMax(const float* s, int64_t n) {
   __m512 m = _mm512_set1_ps(-INFINITY);

@@ -8,6 +8,10 @@
 
 #include <cstdint>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace fusetune::kernels {
 
 float RowMax(const float* s, int64_t n);
@@ -19,5 +23,11 @@ float ExpShiftedInPlace(float* s, int64_t n, float shift);
 // contiguous) into dst[p * ld + r]: K's rows into a [dim][nr] sliver.
 void TransposeRows(const float* src, int64_t row_stride, int64_t keys, int64_t dim, float* dst,
                    int64_t ld);
+
+#if defined(__AVX512F__)
+// Rows r[0..15] become columns: r[k] holds element k of every input row
+// (also the direct convolution's channel-blocked sums into NCHW rows).
+void Transpose16x16(__m512 r[16]);
+#endif
 
 }  // namespace fusetune::kernels

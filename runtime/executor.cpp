@@ -205,7 +205,8 @@ void KernelProgram::PrePackConvWeights(const graph::Graph& graph,
   const int slot = fusion_space::SlotIndex(step.instance.conv.w);
   if (slot < 0) return;
   const graph::ValueId v = step.instance.slots[slot].value;
-  if (v != graph::kNoValue && !graph.value(v).is_constant()) return;  // weights computed at run time
+  if (v != graph::kNoValue && !graph.value(v).is_constant())
+    return;  // weights computed at run time
   PackedWeight w{0};
   w.floats = static_cast<size_t>(kernels::PrePackedConvWeightFloats(bound.conv, tiling));
   if (w.floats == 0) return;  // the algorithm reads W as it is

@@ -67,7 +67,8 @@ TEST_F(MatchConvTest, ConvBiasReluIsOneConvKernel) {
   EXPECT_NE(k.conv.bias, nullptr);
   ASSERT_EQ(k.conv.epilogue.size(), 1u);
   EXPECT_EQ(k.conv.epilogue[0].kind, EpilogueKind::kRelu);
-  EXPECT_EQ(k.conv.shape, (kernels::ConvShape{2, 8, 10, 10, 16, 10, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1}));
+  EXPECT_EQ(k.conv.shape,
+            (kernels::ConvShape{2, 8, 10, 10, 16, 10, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1}));
   EXPECT_EQ(k.summary, "conv 2x8x10x10 -> 16 k3x3 s1 p1 d1 g1 +bias +relu");
 }
 
@@ -77,8 +78,8 @@ TEST_F(MatchConvTest, ResidualAddThenReluReadsTheShortcutThroughStrides) {
   const auto& ops = m.instance.conv.epilogue;
   ASSERT_EQ(ops.size(), 2u);
   EXPECT_EQ(ops[0].kind, EpilogueKind::kResidualAdd);
-  EXPECT_EQ(ops[0].row_stride, 100);    // a channel of 10x10 positions
-  EXPECT_EQ(ops[0].col_stride, 1);      // positions flattened
+  EXPECT_EQ(ops[0].row_stride, 100);     // a channel of 10x10 positions
+  EXPECT_EQ(ops[0].col_stride, 1);       // positions flattened
   EXPECT_EQ(ops[0].batch_stride, 1600);  // an image
   EXPECT_EQ(ops[1].kind, EpilogueKind::kRelu);
   EXPECT_EQ(m.instance.conv.bias, nullptr);

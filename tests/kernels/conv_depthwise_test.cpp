@@ -116,27 +116,7 @@ TEST(ConvDepthwise, EstimateMatchesCountedTraffic) {
 // Copy-only runs count what full runs count and leave the arithmetic out;
 // compute-only runs copy nothing.
 TEST(ConvDepthwise, RunModes) {
-  const ConvShape s = Depthwise(2, 19, 13, 17, 3, 2, 1);
-  const ConvTiling t = Tiling(8, 40);
-  std::vector<float> x(s.batch * s.in_channels * s.in_h * s.in_w, 1.0f);
-  std::vector<float> w(s.out_channels * s.in_per_group() * s.kernel_h * s.kernel_w, 1.0f);
-  std::vector<float> b(s.out_channels, 1.0f), y(s.batch * s.out_channels * s.pixels());
-  ConvDesc d;
-  d.shape = s;
-  d.x = x.data();
-  d.w = w.data();
-  d.bias = b.data();
-  d.y = y.data();
-  KernelConfig config;
-  const Result<KernelStats> full = RunConv(d, t, config, RunMode::kFull);
-  const Result<KernelStats> copy = RunConv(d, t, config, RunMode::kCopyOnly);
-  const Result<KernelStats> compute = RunConv(d, t, config, RunMode::kComputeOnly);
-  ASSERT_TRUE(full.ok() && copy.ok() && compute.ok());
-  EXPECT_EQ(copy->bytes_global_to_local, full->bytes_global_to_local);
-  EXPECT_EQ(copy->bytes_local_to_global, full->bytes_local_to_global);
-  EXPECT_EQ(compute->bytes_global_to_local, 0);
-  EXPECT_EQ(compute->bytes_local_to_global, 0);
-  EXPECT_EQ(compute->tiles, full->tiles);
+  testing::ExpectRunModesCountAlike(Depthwise(2, 19, 13, 17, 3, 2, 1), Tiling(8, 40));
 }
 
 }  // namespace

@@ -46,8 +46,8 @@ inline std::vector<double> ReferenceConv(const ConvShape& s, const std::vector<f
 }
 
 // A shape with out_h/out_w from the window arithmetic (symmetric pads).
-inline ConvShape MakeShape(int64_t batch, int64_t ic, int64_t h, int64_t w, int64_t oc,
-                           int64_t k, int64_t stride = 1, int64_t pad = 0, int64_t dilation = 1,
+inline ConvShape MakeShape(int64_t batch, int64_t ic, int64_t h, int64_t w, int64_t oc, int64_t k,
+                           int64_t stride = 1, int64_t pad = 0, int64_t dilation = 1,
                            int64_t groups = 1) {
   ConvShape s;
   s.batch = batch;
@@ -90,8 +90,8 @@ inline ConvRun RunAgainstReference(const ConvShape& shape, const ConvTiling& til
   std::vector<float> x = random(s.batch * s.in_channels * s.in_h * s.in_w);
   std::vector<float> w = random(s.out_channels * s.in_per_group() * s.kernel_h * s.kernel_w);
   std::vector<float> b = bias ? random(s.out_channels) : std::vector<float>{};
-  std::vector<float> r = residual_relu ? random(s.batch * s.out_channels * s.pixels())
-                                       : std::vector<float>{};
+  std::vector<float> r =
+      residual_relu ? random(s.batch * s.out_channels * s.pixels()) : std::vector<float>{};
   std::vector<float> y(s.batch * s.out_channels * s.pixels(), -1.0f);
   std::vector<double> want = ReferenceConv(s, x, w, b);
   if (residual_relu)
@@ -104,8 +104,7 @@ inline ConvRun RunAgainstReference(const ConvShape& shape, const ConvTiling& til
   d.bias = bias ? b.data() : nullptr;
   d.y = y.data();
   if (residual_relu) {
-    d.epilogue.push_back(
-        EpilogueOp::Residual(r.data(), s.pixels(), s.out_channels * s.pixels()));
+    d.epilogue.push_back(EpilogueOp::Residual(r.data(), s.pixels(), s.out_channels * s.pixels()));
     d.epilogue.push_back(EpilogueOp::Act(EpilogueKind::kRelu));
   }
   std::vector<float> packed;
@@ -121,8 +120,8 @@ inline ConvRun RunAgainstReference(const ConvShape& shape, const ConvTiling& til
   config.local_buffer_bytes = local_bytes;
   ConvRun run;
   Result<KernelStats> stats = RunConv(d, tiling, config);
-  EXPECT_TRUE(stats.ok()) << (stats.ok() ? "" : stats.error().message()) << " on "
-                          << s.ToString() << " " << tiling.ToString();
+  EXPECT_TRUE(stats.ok()) << (stats.ok() ? "" : stats.error().message()) << " on " << s.ToString()
+                          << " " << tiling.ToString();
   if (!stats.ok()) {
     run.max_rel_error = 1e9;
     return run;
@@ -135,6 +134,30 @@ inline ConvRun RunAgainstReference(const ConvShape& shape, const ConvTiling& til
   }
   run.max_rel_error = err / scale;
   return run;
+}
+
+// Copy-only runs count what full runs count and leave the arithmetic out;
+// compute-only runs copy nothing (ones everywhere: no data dependence).
+inline void ExpectRunModesCountAlike(const ConvShape& s, const ConvTiling& t) {
+  std::vector<float> x(s.batch * s.in_channels * s.in_h * s.in_w, 1.0f);
+  std::vector<float> w(s.out_channels * s.in_per_group() * s.kernel_h * s.kernel_w, 1.0f);
+  std::vector<float> b(s.out_channels, 1.0f), y(s.batch * s.out_channels * s.pixels());
+  ConvDesc d;
+  d.shape = s;
+  d.x = x.data();
+  d.w = w.data();
+  d.bias = b.data();
+  d.y = y.data();
+  KernelConfig config;
+  const Result<KernelStats> full = RunConv(d, t, config, RunMode::kFull);
+  const Result<KernelStats> copy = RunConv(d, t, config, RunMode::kCopyOnly);
+  const Result<KernelStats> compute = RunConv(d, t, config, RunMode::kComputeOnly);
+  ASSERT_TRUE(full.ok() && copy.ok() && compute.ok());
+  EXPECT_EQ(copy->bytes_global_to_local, full->bytes_global_to_local);
+  EXPECT_EQ(copy->bytes_local_to_global, full->bytes_local_to_global);
+  EXPECT_EQ(compute->bytes_global_to_local, 0);
+  EXPECT_EQ(compute->bytes_local_to_global, 0);
+  EXPECT_EQ(compute->tiles, full->tiles);
 }
 
 }  // namespace fusetune::kernels::testing
