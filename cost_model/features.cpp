@@ -170,6 +170,15 @@ void TemplateFeatures(const fusion_space::KernelInstance& in, const fusion_space
   }
 }
 
+// Multiplications per multiply-add of the group's definition: below 1 for
+// algorithms that compute the same result with fewer (Winograd), so the
+// analytical compute does not rank them by the direct form's FLOPs.
+double ArithmeticFactor(const fusion_space::KernelInstance& in, const fusion_space::Tiling& t) {
+  const auto* conv = std::get_if<kernels::ConvTiling>(&t);
+  if (in.kind != fusion_space::KernelTemplate::kConv || conv == nullptr) return 1.0;
+  return kernels::ConvMultiplicationRatio(conv->algorithm);
+}
+
 }  // namespace
 
 TargetFeatures TargetFeaturesFromCalibration(const nlohmann::json& c,
@@ -222,7 +231,7 @@ AnalyticalParts ExtractFeatures(const GroupInfo& group, const fusion_space::Tili
   // Compute: padded work on the busiest thread at the FMA peak of one thread;
   // a transcendental costs about 20 FMA lanes.
   const double per_thread_peak = target.peak_gflops * 1e9 / std::max(1, target.threads);
-  const double work = (group.flops + 20 * group.transcendentals) /
+  const double work = (group.flops * ArithmeticFactor(in, tiling) + 20 * group.transcendentals) /
                       std::max(e.lane_utilisation, 1e-3) *
                       std::max(e.max_thread_work, 1.0 / target.threads);
   parts.compute = work / per_thread_peak;

@@ -44,6 +44,17 @@ int64_t ConvReductionExtent(const ConvShape& s, ConvAlgorithm algorithm) {
   return 0;
 }
 
+double ConvMultiplicationRatio(ConvAlgorithm algorithm) {
+  switch (algorithm) {
+    case ConvAlgorithm::kWinograd2:
+      return 16.0 / 36.0;
+    case ConvAlgorithm::kWinograd4:
+      return 36.0 / 144.0;
+    default:
+      return 1.0;
+  }
+}
+
 double ConvShape::Macs() const {
   return static_cast<double>(batch) * out_channels * pixels() * in_per_group() * kernel_h *
          kernel_w;

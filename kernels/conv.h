@@ -100,6 +100,11 @@ bool ConvAlgorithmUsesMicroTile(ConvAlgorithm algorithm);  // im2col, Winograd
 // Winograd: in_per_group), 0 when the algorithm has no reduction slices.
 int64_t ConvReductionExtent(const ConvShape& shape, ConvAlgorithm algorithm);
 
+// Multiplications per multiply-add of the direct definition: 1, but for
+// Winograd F(m x m, 3x3) (m + 2)^2 / (9 m^2): 16/36 for F(2x2), 36/144 for
+// F(4x4); their transforms are extra work the cost model learns.
+double ConvMultiplicationRatio(ConvAlgorithm algorithm);
+
 // Ok when the shape is consistent (output size from the window arithmetic,
 // channels divisible by groups, ...); errors name the field.
 Status ValidateConvShape(const ConvShape& shape);
