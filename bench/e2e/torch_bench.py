@@ -45,7 +45,7 @@ def main():
             ms.append((time.perf_counter() - t0) * 1e3)
     ms.sort()
     result = {"median_ms": ms[len(ms) // 2], "p10_ms": ms[int(0.1 * (len(ms) - 1))],
-              "p90_ms": ms[int(0.9 * (len(ms) - 1))], "runs": runs,
+              "p90_ms": ms[int(0.9 * (len(ms) - 1))], "min_ms": ms[0], "runs": runs,
               "blas": os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")}
     want_path = os.path.join(data_dir, f"{name}.out.y.npy")
     if isinstance(y, torch.Tensor) and os.path.exists(want_path):
