@@ -267,6 +267,7 @@ bool Parse(int argc, char** argv, Options* o) {
       o->threads = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--only" && has_value) {
       o->only = argv[++i];
+      if (o->only != "resnet50" && o->only != "mobilenet_v2") return false;
     } else if (a == "--json" && has_value) {
       o->json = argv[++i];
     } else if (a == "--algorithm" && has_value) {
