@@ -20,9 +20,9 @@
 #   CACHES=warm  how the tuner measures: warm or flushed (see run_e2e.sh)
 #   MODELS="resnet18 resnet18_bn resnet50 resnet50_bn mobilenet_v2 mobilenet_v2_bn"
 #   BUILD=build  the fusetune build folder
-# The two exports of a model compile to the same graph once BN is folded, so
-# tuning one fills the database for both: tune the folded exports, then
-# measure all six with TUNE=0.
+# Once BN is folded into the convs (issue 37, point 2) both exports of a
+# model import to the same graph, so tuning one fills the database for both:
+# tune the folded exports, then measure all six with TUNE=0.
 # Needs `scripts/setup.sh --bench` (node/npm, libopenblas0-openmp) and
 # Debian's python3-torchvision.
 set -euo pipefail
