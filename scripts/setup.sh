@@ -3,7 +3,8 @@
 # examples. Installs only what is missing; uses sudo when not root.
 #   scripts/setup.sh           build, test and example dependencies
 #   scripts/setup.sh --bench   also the benchmark-only peers (oneDNN, Halide 14, OpenBLAS
-#                              for PyTorch eager, node/npm for onnxruntime-node)
+#                              for PyTorch eager, node/npm for onnxruntime-node, torchvision
+#                              for the CNN end-to-end models)
 set -euo pipefail
 
 PACKAGES=(
@@ -19,7 +20,7 @@ PACKAGES=(
 )
 
 if [ "${1:-}" = "--bench" ]; then
-  PACKAGES+=(libdnnl-dev libhalide14-0-dev libopenblas0-openmp)
+  PACKAGES+=(libdnnl-dev libhalide14-0-dev libopenblas0-openmp python3-torchvision)
   # A machine may already have Node.js from elsewhere (NodeSource's nodejs,
   # which bundles npm and conflicts with Debian's npm package): use it.
   command -v node >/dev/null && command -v npm >/dev/null || PACKAGES+=(nodejs npm)

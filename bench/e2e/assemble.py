@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """assemble.py OUT BUDGET MODEL...: the end-to-end table from run_e2e.sh's
-JSON files: latency per contender, fusetune's speedup over ONNX Runtime, the
-share of the FP32 FMA peak (the database's calibration of this machine) and
-fusetune's error against the exporter's output."""
+(or run_cnn_e2e.sh's) JSON files: latency per contender, fusetune's speedup
+over ONNX Runtime, the share of the FP32 FMA peak (the database's calibration
+of this machine) and each contender's error against the exporter's output.
+DB names the database file in OUT (e2e.db). Contenders without files are
+shown as "-": a run with FUSETUNE=0 has only ONNX Runtime and PyTorch."""
 import datetime
 import json
 import os
@@ -18,75 +20,118 @@ def load(out, name):
         return json.load(f)
 
 
+def load_if(out, name):
+    path = os.path.join(out, name)
+    return load(out, name) if os.path.exists(path) else None
+
+
+def ms(value):
+    return f"{value:.2f} ms" if value is not None else "-"
+
+
+def calibrated_peak(db_path):
+    """The database's FP32 FMA peak in GFLOP/s, or None without one."""
+    if not os.path.exists(db_path):
+        return None
+    row = sqlite3.connect(db_path).execute("select calibration from targets limit 1").fetchone()
+    if row is None:
+        return None
+    calibration = json.loads(row[0])
+    # The all-thread figure of a calibration taken while the shared host was
+    # busy can fall to one core's; the peak is at least threads x 1-thread.
+    return max(calibration.get("fma_gflops", 0),
+               calibration.get("fma_gflops_1_thread", 0) * calibration.get("threads", 1)) or None
+
+
+def count_rounds(out, m, contender):
+    rounds = 0
+    while os.path.exists(os.path.join(out, f"{m}.{contender}.{rounds + 1}.json")):
+        rounds += 1
+    return rounds
+
+
+def model_row(out, m):
+    # fusetune and ONNX Runtime alternate over the rounds: each is the
+    # median of its rounds' medians. Every round on file counts (a rerun
+    # with more rounds than the first leaves them all).
+    ft_rounds, ort_rounds = count_rounds(out, m, "fusetune"), count_rounds(out, m, "ort")
+    rounds = min(ft_rounds, ort_rounds) if ft_rounds else ort_rounds
+    if rounds == 0:
+        sys.exit(f"assemble: no rounds of {m} in {out}")
+    orts = [load(out, f"{m}.ort.{i}.json") for i in range(1, rounds + 1)]
+    fts = [load(out, f"{m}.fusetune.{i}.json") for i in range(1, rounds + 1)] if ft_rounds else []
+    tune = load_if(out, f"{m}.tune.json") or {}
+    torch_run = load_if(out, f"{m}.torch.json")
+    plans = {plan: load_if(out, f"{m}.{plan}.json") for plan in ("unfused", "greedy")}
+    r = {
+        "fusetune": None,
+        "unfused": plans["unfused"]["bench"]["median_ms"] if plans["unfused"] else None,
+        "greedy": plans["greedy"]["bench"]["median_ms"] if plans["greedy"] else None,
+        "onnxruntime": float(np.median([o["median_ms"] for o in orts])),
+        "onnxruntime_rounds": [o["median_ms"] for o in orts],
+        "pytorch": torch_run["median_ms"] if torch_run else None,
+        "rounds": rounds,
+        "trials": tune.get("trials", 0),
+        "max_rel_error": None,
+        "ort_max_rel_error": orts[0].get("max_rel_error"),
+        "pytorch_max_rel_error": torch_run.get("max_rel_error") if torch_run else None,
+    }
+    if fts:
+        median = float(np.median([f["bench"]["median_ms"] for f in fts]))
+        r.update({
+            "fusetune": median,
+            "fusetune_rounds": [f["bench"]["median_ms"] for f in fts],
+            "gflops": fts[0]["bench"]["gflops"] * fts[0]["bench"]["median_ms"] / median,
+            "sources": fts[0]["compiled"]["sources"],
+            # Rounds where fusetune was faster than ONNX Runtime run beside it.
+            "rounds_won": int(sum(f["bench"]["median_ms"] < o["median_ms"] for f, o in zip(fts, orts))),
+        })
+        got = np.load(os.path.join(out, f"{m}.out", "y.npy"))
+        want = np.load(os.path.join(out, f"{m}.out.y.npy"))
+        r["max_rel_error"] = float(np.abs(got - want).max() / np.abs(want).max())
+    return r
+
+
 def main():
     out, budget, models = sys.argv[1], sys.argv[2], sys.argv[3:]
     caches = os.environ.get("CACHES", "warm")
-    db = sqlite3.connect(os.path.join(out, "e2e.db"))
-    calibration = json.loads(db.execute("select calibration from targets limit 1").fetchone()[0])
-    # The all-thread figure of a calibration taken while the shared host was
-    # busy can fall to one core's; the peak is at least threads x 1-thread.
-    peak = max(calibration.get("fma_gflops", 0),
-               calibration.get("fma_gflops_1_thread", 0) * calibration.get("threads", 1))
+    peak = calibrated_peak(os.path.join(out, os.environ.get("DB", "e2e.db")))
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")),
                platform.processor())
     rows, result = [], {"date": datetime.date.today().isoformat(), "cpu": cpu, "budget": budget,
                         "tuned_caches": caches, "fma_peak_gflops": peak, "models": {}}
     for m in models:
-        # fusetune and ONNX Runtime alternate over the rounds: each is the
-        # median of its rounds' medians. Every round on file counts (a rerun
-        # with more rounds than the first leaves them all).
-        rounds = 0
-        while os.path.exists(os.path.join(out, f"{m}.fusetune.{rounds + 1}.json")) and \
-                os.path.exists(os.path.join(out, f"{m}.ort.{rounds + 1}.json")):
-            rounds += 1
-        if rounds == 0:
-            sys.exit(f"assemble: no rounds of {m} in {out}")
-        fts = [load(out, f"{m}.fusetune.{i}.json") for i in range(1, rounds + 1)]
-        orts = [load(out, f"{m}.ort.{i}.json") for i in range(1, rounds + 1)]
-        ft = fts[0]
-        tune = load(out, f"{m}.tune.json") if os.path.exists(os.path.join(out, f"{m}.tune.json")) else {}
-        r = {
-            "fusetune": float(np.median([f["bench"]["median_ms"] for f in fts])),
-            "fusetune_rounds": [f["bench"]["median_ms"] for f in fts],
-            "unfused": load(out, f"{m}.unfused.json")["bench"]["median_ms"],
-            "greedy": load(out, f"{m}.greedy.json")["bench"]["median_ms"],
-            "onnxruntime": float(np.median([o["median_ms"] for o in orts])),
-            "onnxruntime_rounds": [o["median_ms"] for o in orts],
-            "pytorch": load(out, f"{m}.torch.json")["median_ms"],
-            "gflops": ft["bench"]["gflops"] * ft["bench"]["median_ms"] /
-                      float(np.median([f["bench"]["median_ms"] for f in fts])),
-            "sources": ft["compiled"]["sources"],
-            "rounds": rounds,
-            # Rounds where fusetune was faster than ONNX Runtime run beside it.
-            "rounds_won": int(sum(f["bench"]["median_ms"] < o["median_ms"] for f, o in zip(fts, orts))),
-            "trials": tune.get("trials", 0),
-        }
-        got = np.load(os.path.join(out, f"{m}.out", "y.npy"))
-        want = np.load(os.path.join(out, f"{m}.out.y.npy"))
-        r["max_rel_error"] = float(np.abs(got - want).max() / np.abs(want).max())
-        r["ort_max_rel_error"] = orts[0].get("max_rel_error")
+        r = model_row(out, m)
         result["models"][m] = r
         rows.append((m, r))
-    lines = [f"End to end, {result['date']}, {cpu}, 2 threads; fusetune tuned {budget} per model "
-             f"(caches {caches}); "
-             f"median of the alternated rounds' medians; FP32 FMA peak {peak:.0f} GFLOP/s (calibrated).", "",
+    peak_text = f"{peak:.0f} GFLOP/s (calibrated)" if peak else "not calibrated (no database)"
+    tuned = (f"fusetune tuned {budget} per model (caches {caches})"
+             if any(r["fusetune"] for _, r in rows) else "ONNX Runtime and PyTorch only")
+    lines = [f"End to end, {result['date']}, {cpu}, 2 threads; {tuned}; "
+             f"median of the alternated rounds' medians; FP32 FMA peak {peak_text}.", "",
              "| model | fusetune | % peak | unfused | greedy | ONNX Runtime 1.20.1 | PyTorch eager | "
              "vs ORT | rounds won | error vs exporter | trials |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for m, r in rows:
-        lines.append(
-            f"| {m} | {r['fusetune']:.2f} ms | {100 * r['gflops'] / peak:.0f}% | {r['unfused']:.2f} ms | "
-            f"{r['greedy']:.2f} ms | {r['onnxruntime']:.2f} ms | {r['pytorch']:.2f} ms | "
-            f"{r['onnxruntime'] / r['fusetune']:.2f}x | {r['rounds_won']}/{r['rounds']} | "
-            f"{r['max_rel_error']:.1e} | {r['trials']} |")
+        ft = r["fusetune"]
+        share = f"{100 * r['gflops'] / peak:.0f}%" if ft and peak else "-"
+        speedup = f"{r['onnxruntime'] / ft:.2f}x" if ft else "-"
+        won = f"{r['rounds_won']}/{r['rounds']}" if ft else "-"
+        error = f"{r['max_rel_error']:.1e}" if ft else "-"
+        lines.append(f"| {m} | {ms(ft)} | {share} | {ms(r['unfused'])} | {ms(r['greedy'])} | "
+                     f"{ms(r['onnxruntime'])} | {ms(r['pytorch'])} | {speedup} | {won} | {error} | "
+                     f"{r['trials']} |")
     with open(os.path.join(out, "e2e.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     with open(os.path.join(out, "e2e.json"), "w") as f:
         json.dump(result, f, indent=1)
     print("\n".join(lines))
-    bad = [m for m, r in rows if r["max_rel_error"] > 1e-3]
+    bad = [f"{m} ({who})" for m, r in rows
+           for who, e in (("fusetune", r["max_rel_error"]), ("onnxruntime", r["ort_max_rel_error"]),
+                          ("pytorch", r["pytorch_max_rel_error"]))
+           if e is not None and e > 1e-3]
     if bad:
-        sys.exit(f"assemble: outputs differ from the exporter's by more than 1e-3 on {bad}")
+        sys.exit(f"assemble: outputs differ from the exporter's by more than 1e-3 on {', '.join(bad)}")
 
 
 if __name__ == "__main__":
