@@ -352,6 +352,24 @@ Tiling TilingSpace::Sample(Rng& rng) const {
   return all[rng.Below(all.size())];
 }
 
+namespace {
+// What a rule-based compiler runs: depthwise convolutions on their own
+// kernel, 1x1 convolutions as GEMMs, the rest direct.
+kernels::ConvTiling DefaultConvTiling(const kernels::ConvShape& s) {
+  kernels::ConvTiling t;
+  if (kernels::ConvAlgorithmApplies(s, kernels::ConvAlgorithm::kDepthwise).ok())
+    t.algorithm = kernels::ConvAlgorithm::kDepthwise;
+  else if (s.kernel_h * s.kernel_w > 1 &&
+           kernels::ConvAlgorithmApplies(s, kernels::ConvAlgorithm::kDirect).ok())
+    t.algorithm = kernels::ConvAlgorithm::kDirect;
+  if (!kernels::ConvAlgorithmUsesMicroTile(t.algorithm)) {
+    t.mr = MicroShapes()[0].first;
+    t.nr = MicroShapes()[0].second;
+  }
+  return t;
+}
+}  // namespace
+
 Tiling TilingSpace::Default() const {
   Tiling preferred;
   switch (instance_.kind) {
@@ -370,7 +388,7 @@ Tiling TilingSpace::Default() const {
       preferred = kernels::AttentionTiling{};
       break;
     case KernelTemplate::kConv:
-      preferred = kernels::ConvTiling{};
+      preferred = DefaultConvTiling(instance_.conv.shape);
       break;
   }
   if (ChoiceOf(preferred) && TilingFits(instance_, config_, preferred)) return preferred;
