@@ -1,0 +1,617 @@
+// The implicit-GEMM (im2col) algorithm of the convolution template (conv.h):
+// per group, Y[oc, p] = W[oc, kk] x B[kk, p] with kk = (ic, kh, kw) and p an
+// output position of one image. B, the im2col matrix, is never built in
+// global memory: each kc x nc block of it is gathered straight from X into
+// the micro-kernels' nr-wide B panels in the local buffer, and reused by the
+// consecutive tiles (channel blocks innermost) that need the same block.
+#include <fmt/format.h>
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/conv_algorithm.h"
+#include "kernels/microkernel.h"
+
+namespace fusetune::kernels::conv_detail {
+
+namespace {
+
+int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+int64_t CeilDiv(int64_t x, int64_t m) { return (x + m - 1) / m; }
+
+// The block sizes a tiling actually runs with on a shape: blocks larger than
+// the shape are clamped, so the local buffer is sized for what is used.
+struct Geometry {
+  int64_t k;       // reduction length: in_per_group * kernel_h * kernel_w
+  int64_t kc;      // reduction slice
+  int64_t mc_pad;  // channel rows of the A panel and C tile (multiple of mr)
+  int64_t nc_pad;  // position columns of the B panel and C tile (multiple of nr)
+  int64_t a_floats() const { return mc_pad * kc; }
+  int64_t b_floats() const { return kc * nc_pad; }
+  int64_t c_floats() const { return mc_pad * nc_pad; }
+};
+
+Geometry GeometryOf(const ConvShape& s, const ConvTiling& t) {
+  Geometry g;
+  g.k = s.in_per_group() * s.kernel_h * s.kernel_w;
+  g.kc = std::min(t.k_block, g.k);
+  g.mc_pad = RoundUp(std::min(t.oc_block, s.out_per_group()), t.mr);
+  g.nc_pad = RoundUp(std::min(t.pixel_block, s.pixels()), t.nr);
+  return g;
+}
+
+// One kc slice of one output tile, and which operands must be copied for it:
+// with a single slice (kc covers K), a panel already in the local buffer from
+// the previous tile is kept (B when the image, position block and group are
+// the same, A when the channel block is).
+struct Step {
+  ConvTile tile;
+  int64_t group, k0, depth;
+  bool pack_a, pack_b, last;
+};
+
+// Visits the steps of tiles [begin, end) of `walk` in the order they run.
+template <typename F>
+void ForEachStep(const ConvShape& s, const Geometry& g, const ConvTileWalk& walk, int64_t begin,
+                 int64_t end, F&& visit) {
+  const bool one_slice = g.kc >= g.k;
+  int64_t a_key[2] = {-1, -1}, b_key[3] = {-1, -1, -1};
+  for (int64_t i = begin; i < end; ++i) {
+    const ConvTile tile = walk.At(i);
+    const int64_t group = tile.oc0 / s.out_per_group();
+    for (int64_t k0 = 0; k0 < g.k; k0 += g.kc) {
+      Step step{tile, group, k0, std::min(g.kc, g.k - k0), true, true, k0 + g.kc >= g.k};
+      if (one_slice) {
+        const int64_t a_now[2] = {tile.oc0, tile.ocs}, b_now[3] = {tile.image, tile.p0, group};
+        step.pack_a = !std::equal(a_now, a_now + 2, a_key);
+        step.pack_b = !std::equal(b_now, b_now + 3, b_key);
+        std::copy(a_now, a_now + 2, a_key);
+        std::copy(b_now, b_now + 3, b_key);
+      }
+      visit(step);
+    }
+  }
+}
+
+// Where the A block of (channels [oc0, oc0 + ocs), slice k0) starts in the
+// pre-packed weights: each group holds RoundUp(out_per_group, mr) x K floats,
+// its channel blocks one after the other (every block but the last a multiple
+// of mr), each block its slices one after the other as kc x mr slivers.
+int64_t PackedOffset(const ConvShape& s, const ConvTiling& t, const Geometry& g, int64_t oc0,
+                     int64_t ocs, int64_t k0) {
+  const int64_t group = oc0 / s.out_per_group(), in_group = oc0 % s.out_per_group();
+  return group * RoundUp(s.out_per_group(), t.mr) * g.k + in_group * g.k + RoundUp(ocs, t.mr) * k0;
+}
+
+// Packs W's rows [oc0, oc0 + ocs) and columns [k0, k0 + depth) as slivers of
+// mr rows, each [depth][mr] (the micro-kernels' packed A), zero-padding the
+// rows past ocs.
+void PackA(const ConvDesc& d, const ConvTiling& t, int64_t k, int64_t oc0, int64_t ocs, int64_t k0,
+           int64_t depth, float* ap) {
+  const int mr = t.mr;
+  for (int64_t s0 = 0; s0 < ocs; s0 += mr) {
+    float* sliver = ap + s0 * depth;
+    const int64_t rows = std::min<int64_t>(mr, ocs - s0);
+    if (rows < mr) std::memset(sliver, 0, sizeof(float) * depth * mr);
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* src = d.w + (oc0 + s0 + i) * k + k0;
+      for (int64_t p = 0; p < depth; ++p) sliver[p * mr + i] = src[p];
+    }
+  }
+}
+
+// A run of one B row inside one nr-wide sliver: `n` columns from lane `lane`
+// of sliver `sliver`, read from X at src + t * stride_w (t < n) of the row's
+// input channel, of which only t in [lo, hi) lie inside the input (the rest
+// is padding: zeros).
+struct Piece {
+  int32_t sliver, lane, n, lo, hi;
+  int64_t src;
+};
+
+// One 16-lane step of a stride-1 piece: a masked load of X (lanes in the
+// padding are not read, and load as zeros) and a masked store into the panel.
+struct VectorCopy {
+  int64_t src;
+  int32_t sliver;
+  uint16_t lane, load, store;
+};
+
+// The pieces of every B row of a position block, per kernel offset (kh, kw):
+// rows of different input channels share them, only X's channel changes.
+// With stride 1 they are also cut into vector steps, so that gathering a row
+// is one loop of the same few instructions, without data-dependent branches.
+struct GatherPlan {
+  int64_t p0 = -1, ps = 0;
+  std::vector<Piece> pieces;
+  std::vector<int64_t> first;  // pieces of offset r: [first[r], first[r + 1])
+  std::vector<VectorCopy> vectors;
+  std::vector<int64_t> first_vector;  // the same for the vector steps
+  // The part of an input channel the block reads, [lo, hi) floats from its
+  // start: whole input rows, prefetched a few channels ahead.
+  int64_t read_lo = 0, read_hi = 0;
+};
+
+void AddPiece(std::vector<Piece>& pieces, const Piece& p, int64_t stride_w) {
+  if (!pieces.empty()) {
+    Piece& last = pieces.back();
+    const bool whole = last.lo == 0 && last.hi == last.n && p.lo == 0 && p.hi == p.n;
+    if (whole && last.sliver == p.sliver && last.lane + last.n == p.lane &&
+        last.src + last.n * stride_w == p.src) {
+      last.n += p.n;
+      last.hi = last.n;
+      return;
+    }
+  }
+  pieces.push_back(p);
+}
+
+// Splits the output positions [p0, p0 + ps) into pieces: at output-row ends
+// (a new input row) and at sliver ends, then zero pieces up to the last
+// sliver's end. Adjacent pieces that continue each other (a 1x1 stride-1
+// convolution's rows) merge.
+void BuildPlan(const ConvShape& s, int nr, int64_t p0, int64_t ps, GatherPlan* plan) {
+  plan->p0 = p0;
+  plan->ps = ps;
+  plan->pieces.clear();
+  plan->first.assign(1, 0);
+  for (int64_t kh = 0; kh < s.kernel_h; ++kh)
+    for (int64_t kw = 0; kw < s.kernel_w; ++kw) {
+      for (int64_t j = 0; j < ps;) {
+        const int64_t oh = (p0 + j) / s.out_w, ow = (p0 + j) % s.out_w;
+        const int64_t n = std::min({s.out_w - ow, ps - j, nr - j % nr});
+        const int64_t ih = oh * s.stride_h - s.pad_top + kh * s.dilation_h;
+        const int64_t iw = ow * s.stride_w - s.pad_left + kw * s.dilation_w;
+        Piece p{static_cast<int32_t>(j / nr),
+                static_cast<int32_t>(j % nr),
+                static_cast<int32_t>(n),
+                0,
+                0,
+                ih * s.in_w + iw};
+        if (ih >= 0 && ih < s.in_h) {
+          // t with 0 <= iw + t * stride_w < in_w
+          const int64_t lo = iw >= 0 ? 0 : CeilDiv(-iw, s.stride_w);
+          const int64_t hi = iw >= s.in_w ? 0 : CeilDiv(s.in_w - iw, s.stride_w);
+          p.lo = static_cast<int32_t>(std::min(lo, n));
+          p.hi = static_cast<int32_t>(std::clamp(hi, p.lo + int64_t{0}, n));
+        }
+        if (p.lo >= p.hi) p.lo = p.hi = 0;
+        AddPiece(plan->pieces, p, s.stride_w);
+        j += n;
+      }
+      for (int64_t j = ps; j < RoundUp(ps, nr);) {  // the last sliver's padding columns
+        const int64_t n = nr - j % nr;
+        plan->pieces.push_back({static_cast<int32_t>(j / nr), static_cast<int32_t>(j % nr),
+                                static_cast<int32_t>(n), 0, 0, 0});
+        j += n;
+      }
+      plan->first.push_back(static_cast<int64_t>(plan->pieces.size()));
+    }
+  const int64_t first_row = p0 / s.out_w * s.stride_h - s.pad_top;
+  const int64_t last_row =
+      (p0 + ps - 1) / s.out_w * s.stride_h - s.pad_top + (s.kernel_h - 1) * s.dilation_h;
+  plan->read_lo = std::clamp<int64_t>(first_row, 0, s.in_h) * s.in_w;
+  plan->read_hi = std::clamp<int64_t>(last_row + 1, 0, s.in_h) * s.in_w;
+  plan->vectors.clear();
+  plan->first_vector.assign(1, 0);
+  for (size_t r = 0; r + 1 < plan->first.size(); ++r) {
+    for (int64_t i = plan->first[r]; i < plan->first[r + 1]; ++i) {
+      const Piece& p = plan->pieces[i];
+      for (int32_t v = 0; v < p.n; v += 16) {
+        const int32_t count = std::min(16, p.n - v);
+        const int32_t lo = std::clamp(p.lo - v, 0, 16), hi = std::clamp(p.hi - v, 0, 16);
+        const uint32_t load = hi > lo ? ((1u << hi) - 1) & ~((1u << lo) - 1) : 0;
+        plan->vectors.push_back({p.src + v, p.sliver, static_cast<uint16_t>(p.lane + v),
+                                 static_cast<uint16_t>(load),
+                                 static_cast<uint16_t>((1u << count) - 1)});
+      }
+    }
+    plan->first_vector.push_back(static_cast<int64_t>(plan->vectors.size()));
+  }
+}
+
+void CopyPiecePortable(const Piece& p, const float* xc, int64_t stride_w, float* dst) {
+  for (int32_t t = 0; t < p.n; ++t)
+    dst[t] = t >= p.lo && t < p.hi ? xc[p.src + t * stride_w] : 0.0f;
+}
+
+// Stride 1: B rows [k0, k0 + depth) by the plan's vector steps. Masked
+// lanes are never read (and never fault), so padding costs nothing extra.
+__attribute__((target("avx512f"))) void GatherAvx512(const GatherPlan& plan, const float* x_group,
+                                                     int64_t plane, int64_t channels, int64_t khw,
+                                                     int64_t k0, int64_t depth, int nr, float* b) {
+  const int64_t sliver_stride = depth * nr;
+  // X's channels lie a plane apart, too far for the hardware prefetchers to
+  // follow: the rows of a channel some 16 B rows ahead are fetched while this
+  // one is gathered (the gather waited on L3 half the time without).
+  const int64_t ahead = std::max<int64_t>(1, 16 / khw);
+  for (int64_t kk = k0; kk < k0 + depth; ++kk) {
+    const int64_t ic = kk / khw, r = kk % khw;
+    const float* xc = x_group + ic * plane;
+    if (r == 0 && ic + ahead < channels) {
+      const char* next = reinterpret_cast<const char*>(xc + ahead * plane);
+      for (int64_t at = plan.read_lo * 4; at < plan.read_hi * 4; at += 64)
+        _mm_prefetch(next + at, _MM_HINT_T0);
+    }
+    float* row = b + (kk - k0) * nr;
+    const VectorCopy* end = plan.vectors.data() + plan.first_vector[r + 1];
+    for (const VectorCopy* v = plan.vectors.data() + plan.first_vector[r]; v != end; ++v) {
+      const __m512 x = _mm512_maskz_loadu_ps(v->load, xc + v->src);
+      _mm512_mask_storeu_ps(row + v->sliver * sliver_stride + v->lane, v->store, x);
+    }
+  }
+}
+
+// A gather in progress, one vector step at a time: the micro-kernels below
+// carry the next block's gather through their k loops while they compute
+// this one (B is double-buffered), as a DMA engine would overlap them, and
+// prefetch the input channels it reaches a few channels ahead. On ResNet's
+// 56x56 layers this took 3-4 points of the FMA peak off the 13-20% the
+// gather cost on its own (measured; the masked stores remain the part that
+// does not hide).
+struct GatherCursor {
+  const VectorCopy* steps;  // the plan's vector steps
+  const int64_t* first;     // per kernel offset
+  const VectorCopy *v, *row_end;
+  const float* xc;  // the current row's input channel
+  float* row;       // the current row in the panel
+  int64_t rows_left, r, khw, plane, sliver_stride, nr;
+  int64_t left;  // vector steps still to do
+  // Prefetch: a channel `ahead` of the current one, while channels_left > ahead.
+  int64_t ahead, channels_left, read_lo, read_hi;
+};
+
+__attribute__((target("avx512f"))) inline void PrefetchChannel(const GatherCursor* g) {
+  if (g->channels_left <= g->ahead) return;
+  const char* next = reinterpret_cast<const char*>(g->xc + g->ahead * g->plane);
+  for (int64_t at = g->read_lo * 4; at < g->read_hi * 4; at += 64)
+    _mm_prefetch(next + at, _MM_HINT_T0);
+}
+
+GatherCursor StartGather(const GatherPlan& plan, const float* x_group, int64_t plane,
+                         int64_t channels, int64_t khw, int64_t k0, int64_t depth, int nr,
+                         float* b) {
+  GatherCursor g;
+  g.steps = plan.vectors.data();
+  g.first = plan.first_vector.data();
+  g.khw = khw;
+  g.plane = plane;
+  g.nr = nr;
+  g.sliver_stride = depth * nr;
+  g.r = k0 % khw;
+  g.xc = x_group + k0 / khw * plane;
+  g.row = b;
+  g.rows_left = depth;
+  g.v = g.steps + g.first[g.r];
+  g.row_end = g.steps + g.first[g.r + 1];
+  g.left = 0;
+  for (int64_t kk = k0; kk < k0 + depth; ++kk) g.left += g.first[kk % khw + 1] - g.first[kk % khw];
+  g.ahead = std::max<int64_t>(1, 16 / khw);
+  g.channels_left = channels - k0 / khw;
+  g.read_lo = plan.read_lo;
+  g.read_hi = plan.read_hi;
+  for (int64_t c = 0; c < std::min(g.ahead, g.channels_left); ++c) {
+    const char* x = reinterpret_cast<const char*>(g.xc + c * plane);
+    for (int64_t at = g.read_lo * 4; at < g.read_hi * 4; at += 64)
+      _mm_prefetch(x + at, _MM_HINT_T0);
+  }
+  return g;
+}
+
+__attribute__((target("avx512f"), always_inline)) inline void GatherStep(GatherCursor* g) {
+  const VectorCopy* v = g->v;
+  const __m512 x = _mm512_maskz_loadu_ps(v->load, g->xc + v->src);
+  _mm512_mask_storeu_ps(g->row + v->sliver * g->sliver_stride + v->lane, v->store, x);
+  --g->left;
+  if (++g->v != g->row_end || --g->rows_left == 0) return;
+  g->row += g->nr;
+  if (++g->r == g->khw) {
+    g->r = 0;
+    g->xc += g->plane;
+    --g->channels_left;
+    PrefetchChannel(g);
+  }
+  g->v = g->steps + g->first[g->r];
+  g->row_end = g->steps + g->first[g->r + 1];
+}
+
+__attribute__((target("avx512f"))) void FinishGather(GatherCursor* g) {
+  while (g->left > 0) GatherStep(g);
+}
+
+// The AVX-512 micro-kernels of microkernel.cpp (packed A kc x MR, B kc x
+// 16 NV) carrying `quota` steps of a gather, one per k iteration.
+using GatherKernelFn = void (*)(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,
+                                bool accumulate, GatherCursor* g, int64_t quota);
+
+template <int MR, int NV>
+__attribute__((target("avx512f,fma"))) void KernelWithGather(int64_t kc, const float* ap,
+                                                             const float* bp, float* c, int64_t ldc,
+                                                             bool accumulate, GatherCursor* g,
+                                                             int64_t quota) {
+  __m512 acc[MR][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    __m512 b[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) b[v] = _mm512_load_ps(bp + p * NV * 16 + v * 16);
+    if (quota > 0) {
+      GatherStep(g);
+      --quota;
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512 a = _mm512_set1_ps(ap[p * MR + i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
+    }
+  }
+  while (quota-- > 0) GatherStep(g);
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      float* dst = c + i * ldc + v * 16;
+      const __m512 r = accumulate ? _mm512_add_ps(_mm512_loadu_ps(dst), acc[i][v]) : acc[i][v];
+      _mm512_storeu_ps(dst, r);
+    }
+}
+
+bool HasAvx512() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"); }
+
+// The gather-carrying kernel of micro shape mr x nr, or nullptr.
+GatherKernelFn FindGatherKernel(int mr, int nr) {
+  if (!HasAvx512()) return nullptr;
+  if (mr == 8 && nr == 32) return KernelWithGather<8, 2>;
+  if (mr == 6 && nr == 32) return KernelWithGather<6, 2>;
+  if (mr == 14 && nr == 16) return KernelWithGather<14, 1>;
+  return nullptr;
+}
+
+// One thread's share of a run.
+class Runner {
+ public:
+  Runner(const ConvDesc& d, const ConvTiling& t, RunMode mode)
+      : d_(d),
+        s_(d.shape),
+        t_(t),
+        g_(GeometryOf(d.shape, t)),
+        mode_(mode),
+        mk_(FindMicroKernel(t.mr, t.nr)),
+        avx512_(HasAvx512()),
+        gather_kernel_(d.shape.stride_w == 1 ? FindGatherKernel(t.mr, t.nr) : nullptr),
+        local_(static_cast<size_t>(Im2colGemmOps().local_bytes(d, t))) {
+    a_ = local_.Take(g_.a_floats());
+    b_[0] = local_.Take(g_.b_floats());
+    b_[1] = local_.Take(g_.b_floats());
+    c_ = local_.Take(g_.c_floats());
+    // Compute-only runs never pack: ordinary values keep the epilogue
+    // representative. Copy-only runs never compute: C is copied out as is.
+    if (mode == RunMode::kComputeOnly) {
+      std::fill(a_, a_ + g_.a_floats(), 0.5f);
+      for (float* b : b_) std::fill(b, b + g_.b_floats(), 0.25f);
+    }
+    if (mode == RunMode::kCopyOnly) std::fill(c_, c_ + g_.c_floats(), 0.0f);
+  }
+
+  KernelStats Run(int thread, int threads) {
+    const ConvTileWalk walk(s_, t_.oc_block, t_.pixel_block, /*whole_rows=*/false);
+    int64_t begin = 0, end = 0;
+    walk.ShareOf(thread, threads, &begin, &end);
+    std::vector<Step> steps;
+    ForEachStep(s_, g_, walk, begin, end, [&](const Step& step) { steps.push_back(step); });
+    int cur = 0;         // the B panel the current step computes with
+    bool ready = false;  // whether its B was gathered during the previous step
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const Step& step = steps[i];
+      if (mode_ != RunMode::kComputeOnly) {
+        if (step.pack_a) CopyA(step);
+        if (step.pack_b && !ready) GatherB(step, b_[cur]);
+      }
+      const Step* next = i + 1 < steps.size() && steps[i + 1].pack_b ? &steps[i + 1] : nullptr;
+      ready = mode_ == RunMode::kFull && next != nullptr && gather_kernel_ != nullptr;
+      if (ready) {
+        GatherCursor g = StartGatherB(*next, b_[cur ^ 1]);
+        Compute(step, b_[cur], &g);
+        FinishGather(&g);
+      } else if (mode_ != RunMode::kCopyOnly) {
+        Compute(step, b_[cur], nullptr);
+      }
+      if (step.last) FinishConvTile(d_, step.tile, c_, g_.nc_pad, mode_, &stats_);
+      if (ready) cur ^= 1;
+    }
+    return stats_;
+  }
+
+ private:
+  void CopyA(const Step& st) {
+    const ConvTile& tile = st.tile;
+    if (d_.w_packed != nullptr) {
+      const float* src = d_.w_packed + PackedOffset(s_, t_, g_, tile.oc0, tile.ocs, st.k0);
+      std::memcpy(a_, src, sizeof(float) * RoundUp(tile.ocs, t_.mr) * st.depth);
+    } else {
+      PackA(d_, t_, g_.k, tile.oc0, tile.ocs, st.k0, st.depth, a_);
+    }
+    stats_.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * tile.ocs * st.depth;
+  }
+
+  // B rows [k0, k0 + depth) of the tile's position block, from the input
+  // channels of the tile's group, into slivers [depth][nr].
+  void GatherB(const Step& st, float* b) {
+    const ConvTile& tile = st.tile;
+    if (plan_.p0 != tile.p0 || plan_.ps != tile.ps) BuildPlan(s_, t_.nr, tile.p0, tile.ps, &plan_);
+    const int64_t khw = s_.kernel_h * s_.kernel_w, plane = s_.in_h * s_.in_w;
+    const float* x_group =
+        d_.x + (tile.image * s_.in_channels + st.group * s_.in_per_group()) * plane;
+    if (avx512_ && s_.stride_w == 1) {
+      GatherAvx512(plan_, x_group, plane, s_.in_per_group(), khw, st.k0, st.depth, t_.nr, b);
+    } else {
+      const int64_t sliver_stride = st.depth * t_.nr;
+      for (int64_t kk = st.k0; kk < st.k0 + st.depth; ++kk) {
+        const int64_t ic = kk / khw, r = kk % khw;
+        const float* xc = x_group + ic * plane;
+        float* row = b + (kk - st.k0) * t_.nr;
+        const Piece* last = plan_.pieces.data() + plan_.first[r + 1];
+        for (const Piece* p = plan_.pieces.data() + plan_.first[r]; p != last; ++p)
+          CopyPiecePortable(*p, xc, s_.stride_w, row + p->sliver * sliver_stride + p->lane);
+      }
+    }
+    stats_.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * st.depth * tile.ps;
+  }
+
+  // The same gather as GatherB (stride 1, AVX-512), to be carried by Compute.
+  GatherCursor StartGatherB(const Step& st, float* b) {
+    const ConvTile& tile = st.tile;
+    if (plan_.p0 != tile.p0 || plan_.ps != tile.ps) BuildPlan(s_, t_.nr, tile.p0, tile.ps, &plan_);
+    const int64_t khw = s_.kernel_h * s_.kernel_w, plane = s_.in_h * s_.in_w;
+    const float* x_group =
+        d_.x + (tile.image * s_.in_channels + st.group * s_.in_per_group()) * plane;
+    stats_.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * st.depth * tile.ps;
+    return StartGather(plan_, x_group, plane, s_.in_per_group(), khw, st.k0, st.depth, t_.nr, b);
+  }
+
+  // The micro-kernel calls of a step on B panel `b`; with `g`, each call
+  // also carries an equal share of the next block's gather.
+  void Compute(const Step& st, const float* b, GatherCursor* g) {
+    const int64_t slivers = CeilDiv(st.tile.ps, t_.nr);
+    const bool accumulate = st.k0 > 0;
+    int64_t calls_left = slivers * CeilDiv(st.tile.ocs, t_.mr);
+    for (int64_t q = 0; q < slivers; ++q) {
+      const float* bp = b + q * st.depth * t_.nr;
+      for (int64_t i0 = 0; i0 < st.tile.ocs; i0 += t_.mr, --calls_left) {
+        const float* ap = a_ + i0 * st.depth;
+        float* c = c_ + i0 * g_.nc_pad + q * t_.nr;
+        if (g != nullptr)
+          gather_kernel_(st.depth, ap, bp, c, g_.nc_pad, accumulate, g,
+                         CeilDiv(g->left, calls_left));
+        else
+          mk_->fn(st.depth, ap, bp, c, g_.nc_pad, accumulate);
+      }
+    }
+  }
+
+  const ConvDesc& d_;
+  const ConvShape& s_;
+  const ConvTiling& t_;
+  Geometry g_;
+  RunMode mode_;
+  const MicroKernel* mk_;
+  bool avx512_;
+  GatherKernelFn gather_kernel_;
+  LocalBuffer local_;
+  float *a_ = nullptr, *c_ = nullptr;
+  float* b_[2] = {};
+  GatherPlan plan_;
+  KernelStats stats_;
+};
+
+Status Applies(const ConvShape&) { return Status::Ok(); }
+
+int64_t LocalBytes(const ConvDesc& d, const ConvTiling& t) {
+  const Geometry g = GeometryOf(d.shape, t);
+  // Two B panels: the next block's is gathered while this one's computes.
+  // Each region is rounded to 64 bytes by LocalBuffer::Take.
+  return static_cast<int64_t>(sizeof(float)) * (g.a_floats() + 2 * g.b_floats() + g.c_floats()) +
+         4 * 64;
+}
+
+Status CheckTiling(const ConvDesc& d, const ConvTiling& t) {
+  auto bad = [](const std::string& msg) { return Status(Error(ErrorCode::kInvalidArgument, msg)); };
+  if (FindMicroKernel(t.mr, t.nr) == nullptr) {
+    std::string shapes;
+    for (auto [m, n] : MicroTileShapes()) shapes += fmt::format(" {}x{}", m, n);
+    return bad(
+        fmt::format("tiling.mr x tiling.nr: {}x{} is not a micro-tile shape; choose one of{}", t.mr,
+                    t.nr, shapes));
+  }
+  // A block covering a whole group may have any size; the others start at
+  // multiples of mr, which the pre-packed layout relies on.
+  if (t.oc_block % t.mr != 0 && t.oc_block < d.shape.out_per_group())
+    return bad(
+        fmt::format("tiling.oc_block: {} must be a multiple of mr ({}) or cover the {} "
+                    "output channels of a group",
+                    t.oc_block, t.mr, d.shape.out_per_group()));
+  if (t.pixel_block % t.nr != 0)
+    return bad(
+        fmt::format("tiling.pixel_block: {} must be a multiple of nr ({})", t.pixel_block, t.nr));
+  return Status::Ok();
+}
+
+int64_t PackedFloats(const ConvDesc& d, const ConvTiling& t) {
+  const ConvShape& s = d.shape;
+  return s.groups * RoundUp(s.out_per_group(), t.mr) * GeometryOf(s, t).k;
+}
+
+void PrePack(const ConvDesc& d, const ConvTiling& t, float* dst) {
+  const ConvShape& s = d.shape;
+  const Geometry g = GeometryOf(s, t);
+  for (int64_t group = 0; group < s.groups; ++group)
+    for (int64_t in = 0; in < s.out_per_group(); in += t.oc_block) {
+      const int64_t oc0 = group * s.out_per_group() + in;
+      const int64_t ocs = std::min(t.oc_block, s.out_per_group() - in);
+      for (int64_t k0 = 0; k0 < g.k; k0 += g.kc)
+        PackA(d, t, g.k, oc0, ocs, k0, std::min(g.kc, g.k - k0),
+              dst + PackedOffset(s, t, g, oc0, ocs, k0));
+    }
+}
+
+KernelStats RunShare(const ConvDesc& d, const ConvTiling& t, const KernelConfig& config,
+                     RunMode mode, int thread) {
+  return Runner(d, t, mode).Run(thread, config.threads);
+}
+
+// The fixed cost of a micro-kernel call in k-steps, as the GEMM's estimate
+// counts it (gemm.cpp): storing its C micro-tile, and loading it first after
+// a tile's first slice.
+constexpr double kCallSteps = 4, kAccumulateSteps = 8;
+
+TilingEstimate Estimate(const ConvDesc& d, const ConvTiling& t, int threads) {
+  const ConvShape& s = d.shape;
+  const Geometry g = GeometryOf(s, t);
+  const ConvTileWalk walk(s, t.oc_block, t.pixel_block, /*whole_rows=*/false);
+  TilingEstimate e;
+  e.local_bytes = LocalBytes(d, t);
+  std::vector<double> work(threads, 0);
+  for (int th = 0; th < threads; ++th) {
+    int64_t begin = 0, end = 0, steps = 0;
+    walk.ShareOf(th, threads, &begin, &end);
+    ForEachStep(s, g, walk, begin, end, [&](const Step& st) {
+      const ConvTile& tile = st.tile;
+      if (st.pack_a) e.bytes_in += 4.0 * tile.ocs * st.depth;
+      if (st.pack_b) e.bytes_in += 4.0 * st.depth * tile.ps;
+      const double call_steps = kCallSteps + (st.k0 > 0 ? kAccumulateSteps : 0);
+      work[th] += static_cast<double>(RoundUp(tile.ocs, t.mr)) * RoundUp(tile.ps, t.nr) *
+                  (st.depth + call_steps);
+      ++steps;
+      if (!st.last) return;
+      if (d.bias != nullptr) e.bytes_in += 4.0 * tile.ocs;
+      for (const EpilogueOp& op : d.epilogue)
+        if (op.reads_memory()) e.bytes_in += 4.0 * tile.ps * (op.row_stride == 0 ? 1 : tile.ocs);
+      e.bytes_out += 4.0 * tile.ocs * tile.ps;
+    });
+    e.tiles += end - begin;
+    e.max_thread_tiles = std::max(e.max_thread_tiles, end - begin);
+    e.steps = std::max(e.steps, steps);
+  }
+  double total = 0;
+  for (double w : work) total += w;
+  e.lane_utilisation = total > 0 ? s.Macs() / total : 1;
+  e.max_thread_work = total > 0 ? *std::max_element(work.begin(), work.end()) / total : 1;
+  return e;
+}
+
+}  // namespace
+
+const ConvAlgorithmOps& Im2colGemmOps() {
+  static const ConvAlgorithmOps ops{Applies, CheckTiling, LocalBytes, PackedFloats,
+                                    PrePack, RunShare,    Estimate};
+  return ops;
+}
+
+}  // namespace fusetune::kernels::conv_detail
