@@ -151,10 +151,14 @@ TilingSpace::TilingSpace(const KernelInstance& k, const kernels::KernelConfig& c
       break;
     }
     case KernelTemplate::kPool: {
-      // Channels in steps of 4 (whole planes each); whole output rows, one
-      // row block for global pools (one output row).
+      // Channels in steps of 4, and 1 and 2 for global pools of large
+      // planes (a tile holds whole planes); whole output rows, one row block
+      // for global pools (one output row).
       const kernels::PoolDesc& d = k.pool;
-      params_ = {{"channel_block", BlockSizes(d.channels, 4, 4)},
+      std::vector<int64_t> channels = BlockSizes(d.channels, 4, 4);
+      for (int64_t c : {2, 1})
+        if (c < channels.front()) channels.insert(channels.begin(), c);
+      params_ = {{"channel_block", channels},
                  {"row_block", kernels::IsGlobalPool(d.kind) ? std::vector<int64_t>{1}
                                                              : BlockSizes(d.out_h, 1, 1)}};
       break;

@@ -10,7 +10,8 @@
 // max and 0 for average, in the convolution's phase layout (conv_rows.h), so
 // that each tap reads consecutive output columns with one vector load at
 // any stride; the pooled rows are written to the local tile and copied out.
-// Global pools copy whole planes and reduce each. Tiles are dealt to threads
+// Global pools copy whole planes and reduce each (a plane larger than the
+// local buffer has no tiling). Tiles are dealt to threads
 // in contiguous, even shares of the (image, channel block, row block) order,
 // so runs are deterministic.
 //
