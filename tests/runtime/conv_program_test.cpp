@@ -75,9 +75,7 @@ TEST(ConvProgram, UnfusedGreedyAndRandomPlansMatchTheReference) {
   EXPECT_EQ(conv_groups, 5);
   Rng rng(2026);
   for (int i = -2; i < 40; ++i) {
-    const fusion_space::Plan plan = i == -2   ? space.Unfused()
-                                    : i == -1 ? greedy
-                                              : space.Random(rng);
+    const fusion_space::Plan plan = i == -2 ? space.Unfused() : i == -1 ? greedy : space.Random(rng);
     auto exe = KernelProgram::Compile(space, plan);
     ASSERT_TRUE(exe.ok()) << exe.error().message();
     for (int run = 0; run < 2; ++run) {  // the second run uses the pre-packed weights
@@ -132,9 +130,7 @@ TEST(ConvProgram, PoolsRunAsPoolKernelsInEveryPlan) {
   EXPECT_EQ(pool_groups, 7) << Describe(space, greedy);
   Rng rng(37);
   for (int i = -2; i < 30; ++i) {
-    const fusion_space::Plan plan = i == -2   ? space.Unfused()
-                                    : i == -1 ? greedy
-                                              : space.Random(rng);
+    const fusion_space::Plan plan = i == -2 ? space.Unfused() : i == -1 ? greedy : space.Random(rng);
     auto exe = KernelProgram::Compile(space, plan);
     ASSERT_TRUE(exe.ok()) << exe.error().message();
     auto got = (*exe)->Run(feeds);
