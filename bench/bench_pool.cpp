@@ -74,8 +74,9 @@ int main() {
   gap.kind = PoolKind::kGlobalAverage;
   gap.channels = 2048;
   gap.in_h = gap.in_w = 7;
-  std::vector<PoolTiling> stem_tilings = {{16, 8}, {16, 9}, {8, 14}, {4, 28},
-                                          {64, 4}, {32, 7}, {2, 56}, {16, 28}};
+  std::vector<PoolTiling> stem_tilings = {{1, 4},  {1, 8},  {2, 8},  {4, 4},  {1, 28},
+                                          {16, 8}, {16, 9}, {8, 14}, {4, 28}, {64, 4},
+                                          {32, 7}, {2, 56}, {16, 28}};
   std::vector<PoolTiling> gap_tilings = {{16, 1}, {64, 1}, {256, 1}, {1024, 1}};
   for (RunMode m : {RunMode::kFull, RunMode::kCopyOnly, RunMode::kComputeOnly})
     Bench("maxpool 1x64x112x112 s2", stem, {{4, 28}, {16, 8}}, 1, m);
