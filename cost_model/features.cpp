@@ -13,7 +13,7 @@ namespace {
 // Feature layout, in the order FeatureNames() lists them.
 const std::vector<std::string> kNames = {
     // template
-    "is_gemm", "is_rowwise", "is_elementwise", "is_attention", "is_conv",
+    "is_gemm", "is_rowwise", "is_elementwise", "is_attention", "is_conv", "is_pool",
     // work
     "log_flops", "log_transcendentals", "log_output_elements", "log_compulsory_bytes",
     // analytical traffic of the tiling
@@ -165,6 +165,23 @@ void TemplateFeatures(const fusion_space::KernelInstance& in, const fusion_space
       *outputs = 1;
       break;
     }
+    case fusion_space::KernelTemplate::kPool: {
+      // Planes, output positions per plane, window area; the kind as a
+      // category, the stride; the tiling's blocks.
+      const kernels::PoolDesc& d = in.pool;
+      const auto& t = std::get<kernels::PoolTiling>(tiling);
+      const bool global = kernels::IsGlobalPool(d.kind);
+      shape[0] = Log2(static_cast<double>(d.batch * d.channels));
+      shape[1] = Log2(static_cast<double>(global ? 1 : d.out_h * d.out_w));
+      shape[2] = Log2(static_cast<double>(global ? d.in_h * d.in_w : d.kernel_h * d.kernel_w));
+      shape[3] = Log2(static_cast<double>(d.in_h * d.in_w));
+      shape[4] = static_cast<double>(d.kind);
+      params[0] = Log2(static_cast<double>(t.channel_block));
+      params[1] = Log2(static_cast<double>(t.row_block));
+      params[6] = global ? 1 : static_cast<double>(d.stride_h * d.stride_w);
+      *outputs = 1;
+      break;
+    }
     case fusion_space::KernelTemplate::kReference:
       break;
   }
@@ -245,6 +262,7 @@ AnalyticalParts ExtractFeatures(const GroupInfo& group, const fusion_space::Tili
                            in.kind == fusion_space::KernelTemplate::kElementwise ? 1.0 : 0.0,
                            in.kind == fusion_space::KernelTemplate::kAttention ? 1.0 : 0.0,
                            in.kind == fusion_space::KernelTemplate::kConv ? 1.0 : 0.0,
+                           in.kind == fusion_space::KernelTemplate::kPool ? 1.0 : 0.0,
                            Log2(group.flops),
                            Log2(group.transcendentals),
                            Log2(group.output_elements),

@@ -24,8 +24,9 @@ namespace fusetune::cost_model {
 // Bump when features change meaning: stored models of another version are
 // not used to rank.
 // 2: GEMM work counts micro-kernel call costs; 3: the cache protocol is a feature;
-// 4: the convolution template (is_conv, its shape and tiling slots).
-inline constexpr int kFeatureVersion = 4;
+// 4: the convolution template (is_conv, its shape and tiling slots);
+// 5: the pooling template (is_pool, its shape and tiling slots).
+inline constexpr int kFeatureVersion = 5;
 
 // What the model knows of the machine, from its stored calibration
 // (target::CalibrationToJson), and of how candidates were measured there, so

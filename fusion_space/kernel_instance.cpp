@@ -25,6 +25,8 @@ const char* KernelTemplateName(KernelTemplate t) {
       return "attention";
     case KernelTemplate::kConv:
       return "conv";
+    case KernelTemplate::kPool:
+      return "pool";
   }
   return "?";
 }
@@ -45,6 +47,7 @@ int KernelTemplateVersion(KernelTemplate t) {
     case KernelTemplate::kGemm:
       return 4;  // 3: constant B pre-packed per tiling; 4: its panels carried by the micro-kernels
     case KernelTemplate::kConv:
+    case KernelTemplate::kPool:
       return 1;
     case KernelTemplate::kElementwise:
     case KernelTemplate::kRowwise:
@@ -57,7 +60,8 @@ std::map<std::string, int> KernelTemplateVersions() {
   std::map<std::string, int> versions;
   for (KernelTemplate t :
        {KernelTemplate::kReference, KernelTemplate::kElementwise, KernelTemplate::kRowwise,
-        KernelTemplate::kGemm, KernelTemplate::kAttention, KernelTemplate::kConv})
+        KernelTemplate::kGemm, KernelTemplate::kAttention, KernelTemplate::kConv,
+        KernelTemplate::kPool})
     versions[KernelTemplateName(t)] = KernelTemplateVersion(t);
   return versions;
 }
@@ -150,6 +154,10 @@ void VisitDescriptorPointers(KernelInstance& k,
       VisitEpilogue(d.epilogue, visit_const);
       return;
     }
+    case KernelTemplate::kPool:
+      visit_const(k.pool.x);
+      visit_mutable(k.pool.y);
+      return;
   }
 }
 

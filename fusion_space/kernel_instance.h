@@ -21,14 +21,15 @@
 #include "kernels/conv.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
+#include "kernels/pool.h"
 #include "kernels/rowwise.h"
 
 namespace fusetune::fusion_space {
 
-enum class KernelTemplate { kReference, kElementwise, kRowwise, kGemm, kAttention, kConv };
+enum class KernelTemplate { kReference, kElementwise, kRowwise, kGemm, kAttention, kConv, kPool };
 const char* KernelTemplateName(KernelTemplate t);
 std::optional<KernelTemplate> KernelTemplateFromName(const std::string& name);
-inline constexpr int kNumKernelTemplates = 6;
+inline constexpr int kNumKernelTemplates = 7;
 // The version of each template's implementation. Bump it when a change alters
 // what a tiling of the template measures (code, defaults, thread split):
 // tuning records of an older version then go stale and are never a best plan.
@@ -61,6 +62,7 @@ struct KernelInstance {
   kernels::GemmDesc gemm;
   kernels::AttentionDesc attention;
   kernels::ConvDesc conv;
+  kernels::PoolDesc pool;
   std::string summary;  // one line for reports: "GEMM 16x32x32 +bias +GELU(erf)"
 
   // Adds a slot and returns the pointer that stands for it in a descriptor.

@@ -7,6 +7,7 @@
 
 #include "fusion_space/match_conv.h"
 #include "fusion_space/match_gemm.h"
+#include "fusion_space/match_pool.h"
 #include "fusion_space/match_tile.h"
 #include "fusion_space/match_util.h"
 
@@ -59,7 +60,9 @@ GroupMatch MatchGroup(const graph::Graph& g, const Dataflow& flow, std::span<con
     }
   }
   FusionDecision d = FusionDecision::Forbid("no template");
-  if (convs > 0) {
+  if (group.size() == 1 && IsPoolOp(g.nodes[group[0]])) {
+    d = MatchPoolInstance(g, flow, group, &m.instance);
+  } else if (convs > 0) {
     d = MatchConvInstance(g, flow, group, &m.instance);
   } else if (matmuls == 0) {
     d = MatchTileInstance(g, flow, group, &m.instance);

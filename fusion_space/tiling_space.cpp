@@ -27,6 +27,8 @@ KernelTemplate TilingTemplate(const Tiling& t) {
       return KernelTemplate::kAttention;
     case 5:
       return KernelTemplate::kConv;
+    case 6:
+      return KernelTemplate::kPool;
     default:
       return KernelTemplate::kReference;
   }
@@ -38,6 +40,7 @@ std::string TilingToString(const Tiling& t) {
   if (auto* x = std::get_if<kernels::GemmTiling>(&t)) return x->ToString();
   if (auto* x = std::get_if<kernels::AttentionTiling>(&t)) return x->ToString();
   if (auto* x = std::get_if<kernels::ConvTiling>(&t)) return x->ToString();
+  if (auto* x = std::get_if<kernels::PoolTiling>(&t)) return x->ToString();
   return "-";
 }
 
@@ -147,6 +150,19 @@ TilingSpace::TilingSpace(const KernelInstance& k, const kernels::KernelConfig& c
                  {"micro", Range(MicroShapes().size())}};
       break;
     }
+    case KernelTemplate::kPool: {
+      // Channels in steps of 4, and 1 and 2 for global pools of large
+      // planes (a tile holds whole planes); whole output rows, one row block
+      // for global pools (one output row).
+      const kernels::PoolDesc& d = k.pool;
+      std::vector<int64_t> channels = BlockSizes(d.channels, 4, 4);
+      for (int64_t c : {2, 1})
+        if (c < channels.front()) channels.insert(channels.begin(), c);
+      params_ = {{"channel_block", channels},
+                 {"row_block", kernels::IsGlobalPool(d.kind) ? std::vector<int64_t>{1}
+                                                             : BlockSizes(d.out_h, 1, 1)}};
+      break;
+    }
   }
 }
 
@@ -189,6 +205,8 @@ Tiling TilingSpace::At(const std::vector<int>& c) const {
       t.nr = MicroShapes()[v(4)].second;
       return t;
     }
+    case KernelTemplate::kPool:
+      return kernels::PoolTiling{v(0), v(1)};
   }
   return std::monostate{};
 }
@@ -211,6 +229,7 @@ std::vector<int64_t> TilingValues(const Tiling& t) {
   if (auto* x = std::get_if<kernels::ConvTiling>(&t))
     values = {static_cast<int>(x->algorithm), x->oc_block, x->pixel_block, x->k_block,
               MicroIndex(x->mr, x->nr)};
+  if (auto* x = std::get_if<kernels::PoolTiling>(&t)) values = {x->channel_block, x->row_block};
   return values;
 }
 
@@ -302,6 +321,10 @@ bool TilingRulesHold(const KernelInstance& k, const kernels::KernelConfig& confi
     if constexpr (!loud) return kernels::ConvTilingFits(k.conv, *x, config);
     return kernel_status(kernels::ValidateConv(k.conv, *x, config));
   }
+  if (auto* x = std::get_if<kernels::PoolTiling>(&t)) {
+    if constexpr (!loud) return kernels::PoolTilingFits(k.pool, *x, config);
+    return kernel_status(kernels::ValidatePool(k.pool, *x, config));
+  }
   return true;
 }
 
@@ -389,6 +412,9 @@ Tiling TilingSpace::Default() const {
       break;
     case KernelTemplate::kConv:
       preferred = DefaultConvTiling(instance_.conv.shape);
+      break;
+    case KernelTemplate::kPool:
+      preferred = kernels::PoolTiling{};
       break;
   }
   if (ChoiceOf(preferred) && TilingFits(instance_, config_, preferred)) return preferred;
@@ -511,6 +537,8 @@ json TilingToJson(const Tiling& t) {
             {"k_block", x->k_block},
             {"mr", x->mr},
             {"nr", x->nr}};
+  if (auto* x = std::get_if<kernels::PoolTiling>(&t))
+    return {{"channel_block", x->channel_block}, {"row_block", x->row_block}};
   return json::object();
 }
 
@@ -582,6 +610,13 @@ FusionDecision TilingFromFields(KernelTemplate kind, const TilingFields& fields,
       *out = t;
       return FusionDecision::Allow();
     }
+    case KernelTemplate::kPool: {
+      kernels::PoolTiling t;
+      FT_RETURN_IF_DECISION(Field(fields, "channel_block", &t.channel_block));
+      FT_RETURN_IF_DECISION(Field(fields, "row_block", &t.row_block));
+      *out = t;
+      return FusionDecision::Allow();
+    }
   }
   return FusionDecision::Forbid("unknown template");
 }
@@ -620,6 +655,8 @@ kernels::TilingEstimate EstimateTiling(const KernelInstance& instance, const Til
     return kernels::EstimateAttention(instance.attention, *t, threads);
   if (const auto* t = std::get_if<kernels::ConvTiling>(&tiling))
     return kernels::EstimateConv(instance.conv, *t, threads);
+  if (const auto* t = std::get_if<kernels::PoolTiling>(&tiling))
+    return kernels::EstimatePool(instance.pool, *t, threads);
   return {};
 }
 

@@ -22,7 +22,8 @@
 namespace fusetune::fusion_space {
 
 using Tiling = std::variant<std::monostate, kernels::ElementwiseTiling, kernels::RowwiseTiling,
-                            kernels::GemmTiling, kernels::AttentionTiling, kernels::ConvTiling>;
+                            kernels::GemmTiling, kernels::AttentionTiling, kernels::ConvTiling,
+                            kernels::PoolTiling>;
 
 KernelTemplate TilingTemplate(const Tiling& tiling);
 std::string TilingToString(const Tiling& tiling);

@@ -694,6 +694,45 @@ Result<ConvGeometry> ResolveConvGeometry(const Node& node, const Dims& x, const 
   return g;
 }
 
+Result<PoolGeometry> ResolvePoolGeometry(const Node& node, const Dims& x) {
+  PoolGeometry g;
+  if (node.op_type == "GlobalMaxPool" || node.op_type == "GlobalAveragePool") {
+    if (x.size() < 3)
+      return Error(ErrorCode::kShapeMismatch,
+                   fmt::format("X must be [N, C, D1, ...], got {}", DimsToString(x)));
+    g.global = true;
+    g.spatial_rank = static_cast<int64_t>(x.size()) - 2;
+    g.batch = x[0];
+    g.channels = x[1];
+    for (size_t i = 2; i + 1 < x.size(); ++i) g.in_h *= x[i];
+    g.in_w = x.back();
+    return g;
+  }
+  if (node.op_type != "MaxPool" && node.op_type != "AveragePool")
+    return Error(ErrorCode::kInvalidArgument, node.op_type + " is not a pool");
+  FT_ASSIGN_OR_RETURN(const Window2D w, ResolvePool(nullptr, node, x));
+  FT_ASSIGN_OR_RETURN(const int64_t include_pad, node.attrs.GetInt("count_include_pad", 0));
+  g.spatial_rank = w.spatial_rank;
+  g.batch = x[0];
+  g.channels = x[1];
+  g.in_h = w.in_h;
+  g.in_w = w.in_w;
+  g.out_h = w.out_h;
+  g.out_w = w.out_w;
+  g.kernel_h = w.k_h;
+  g.kernel_w = w.k_w;
+  g.stride_h = w.s_h;
+  g.stride_w = w.s_w;
+  g.dilation_h = w.d_h;
+  g.dilation_w = w.d_w;
+  g.pad_top = w.pad_top;
+  g.pad_left = w.pad_left;
+  g.pad_bottom = w.pad_bottom;
+  g.pad_right = w.pad_right;
+  g.count_include_pad = node.op_type == "AveragePool" && include_pad != 0;
+  return g;
+}
+
 void AppendConvOps(std::vector<OpSchema>& t) {
   t.push_back({"Conv", OpKind::kMatMul, 2, 3, InferConv, RunConv, ConvCost});
   t.push_back({"BatchNormalization", OpKind::kElementwise, 5, 5, InferBatchNorm, RunBatchNorm,

@@ -1,7 +1,6 @@
 #include "kernels/conv_rows.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "kernels/simd_math.h"
 
@@ -32,29 +31,30 @@ __mmask16 LaneRange(int64_t lo, int64_t hi) {
   return static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
 }
 
-// The 16 padded columns [j, j + 16) of a row: X where inside it, else 0.
-// Masked-off lanes are not read, so the window may hang over either end.
-__m512 PaddedWindow(const float* src, int64_t in_cols, int64_t pad, int64_t width, int64_t j) {
+// The 16 padded columns [j, j + 16) of a row: X where inside it, else
+// `fill`. Masked-off lanes are not read, so the window may hang over either end.
+__m512 PaddedWindow(const float* src, int64_t in_cols, int64_t pad, int64_t width, int64_t j,
+                    __m512 fill) {
   const __mmask16 m = LaneRange(pad - j, std::min(pad + in_cols, width) - j);
-  return _mm512_maskz_loadu_ps(m, src + (j - pad));
+  return _mm512_mask_loadu_ps(fill, m, src + (j - pad));
 }
 
 void CopyRowStride1(const float* src, int64_t in_cols, int64_t pad, const BandGeometry& g,
-                    float* dst) {
+                    __m512 fill, float* dst) {
   for (int64_t j = 0; j < g.row_floats; j += 16)
     _mm512_mask_storeu_ps(dst + j, LaneRange(0, g.row_floats - j),
-                          PaddedWindow(src, in_cols, pad, g.width, j));
+                          PaddedWindow(src, in_cols, pad, g.width, j, fill));
 }
 
 // Stride 2: even padded columns to phase 0, odd ones to phase 1, 16 of each
 // from a window of 32.
 void CopyRowStride2(const float* src, int64_t in_cols, int64_t pad, const BandGeometry& g,
-                    float* dst) {
+                    __m512 fill, float* dst) {
   const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   const __m512i odds = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
   for (int64_t i = 0; i < g.phase; i += 16) {
-    const __m512 a = PaddedWindow(src, in_cols, pad, g.width, 2 * i);
-    const __m512 b = PaddedWindow(src, in_cols, pad, g.width, 2 * i + 16);
+    const __m512 a = PaddedWindow(src, in_cols, pad, g.width, 2 * i, fill);
+    const __m512 b = PaddedWindow(src, in_cols, pad, g.width, 2 * i + 16, fill);
     const __mmask16 m = LaneRange(0, g.phase - i);
     _mm512_mask_storeu_ps(dst + i, m, _mm512_permutex2var_ps(a, evens, b));
     _mm512_mask_storeu_ps(dst + g.phase + i, m, _mm512_permutex2var_ps(a, odds, b));
@@ -63,33 +63,34 @@ void CopyRowStride2(const float* src, int64_t in_cols, int64_t pad, const BandGe
 #endif
 
 void CopyRow(const ConvShape& s, const float* src, int64_t in_cols, const BandGeometry& g,
-             float* dst) {
+             float pad_value, float* dst) {
   const int64_t pad = s.pad_left;
 #if defined(__AVX512F__)
-  if (s.stride_w == 1) return CopyRowStride1(src, in_cols, pad, g, dst);
-  if (s.stride_w == 2) return CopyRowStride2(src, in_cols, pad, g, dst);
+  const __m512 fill = _mm512_set1_ps(pad_value);
+  if (s.stride_w == 1) return CopyRowStride1(src, in_cols, pad, g, fill, dst);
+  if (s.stride_w == 2) return CopyRowStride2(src, in_cols, pad, g, fill, dst);
 #endif
   for (int64_t q = 0; q < s.stride_w; ++q)
     for (int64_t i = 0; i < g.phase; ++i) {
       const int64_t j = q + i * s.stride_w, iw = j - pad;
-      dst[q * g.phase + i] = (j < g.width && iw >= 0 && iw < in_cols) ? src[iw] : 0.0f;
+      dst[q * g.phase + i] = (j < g.width && iw >= 0 && iw < in_cols) ? src[iw] : pad_value;
     }
 }
 
 }  // namespace
 
 int64_t CopyBand(const ConvShape& s, const float* plane, int64_t ih0, const BandGeometry& g,
-                 float* dst) {
+                 float* dst, float pad_value) {
   const int64_t in_cols = InCols(s, g);
   int64_t rows_read = 0;
   for (int64_t r = 0; r < g.rows; ++r) {
     const int64_t ih = ih0 + r;
     float* row = dst + r * g.row_floats;
     if (ih < 0 || ih >= s.in_h) {
-      std::memset(row, 0, sizeof(float) * g.row_floats);
+      std::fill(row, row + g.row_floats, pad_value);
       continue;
     }
-    CopyRow(s, plane + ih * s.in_w, in_cols, g, row);
+    CopyRow(s, plane + ih * s.in_w, in_cols, g, pad_value, row);
     ++rows_read;
   }
   return rows_read * in_cols;

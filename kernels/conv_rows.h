@@ -6,7 +6,7 @@
 // phase (kw * dilation_w) % stride_w at index ow + (kw * dilation_w) /
 // stride_w, so consecutive output columns read consecutive floats at every
 // stride (vector loads for depthwise, broadcasts at unit offsets for direct).
-// Used by conv_depthwise.cpp and conv_direct.cpp.
+// Used by conv_depthwise.cpp, conv_direct.cpp and pool.cpp.
 #pragma once
 
 #include <cstdint>
@@ -32,10 +32,12 @@ inline int64_t TapOffset(const ConvShape& s, const BandGeometry& g, int64_t kh, 
 }
 
 // Copies the band of one channel plane (in_h x in_w floats) whose first row
-// is input row ih0 (negative in the top padding) into dst. Returns the
-// floats read from X (those inside the input), what KernelStats counts.
+// is input row ih0 (negative in the top padding) into dst, `pad_value`
+// wherever the band lies outside X (0 for convolutions; max pooling pads with
+// -inf). Returns the floats read from X (those inside the input), what
+// KernelStats counts.
 int64_t CopyBand(const ConvShape& s, const float* plane, int64_t ih0, const BandGeometry& g,
-                 float* dst);
+                 float* dst, float pad_value = 0.0f);
 // What CopyBand returns, without copying (the estimates).
 int64_t BandReadFloats(const ConvShape& s, int64_t ih0, const BandGeometry& g);
 

@@ -12,6 +12,7 @@
 #include "kernels/conv.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
+#include "kernels/pool.h"
 #include "kernels/rowwise.h"
 
 namespace fusetune::kernels {
@@ -37,6 +38,7 @@ TilingEstimate EstimateRowwise(const RowwiseDesc& desc, const RowwiseTiling& til
 TilingEstimate EstimateElementwise(const ElementwiseDesc& desc, const ElementwiseTiling& tiling,
                                    int threads);
 TilingEstimate EstimateConv(const ConvDesc& desc, const ConvTiling& tiling, int threads);
+TilingEstimate EstimatePool(const PoolDesc& desc, const PoolTiling& tiling, int threads);
 TilingEstimate EstimateAttention(const AttentionDesc& desc, const AttentionTiling& tiling,
                                  int threads);
 

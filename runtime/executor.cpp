@@ -262,6 +262,9 @@ Result<StepReport> KernelProgram::RunStep(Step& step, kernels::RunMode mode) {
       stats = kernels::RunConv(k.conv, tiling, config_, mode);
       break;
     }
+    case fusion_space::KernelTemplate::kPool:
+      stats = kernels::RunPool(k.pool, std::get<kernels::PoolTiling>(step.tiling), config_, mode);
+      break;
     case fusion_space::KernelTemplate::kAttention:
       stats = kernels::RunAttention(k.attention, std::get<kernels::AttentionTiling>(step.tiling),
                                     config_, mode);

@@ -94,6 +94,22 @@ TEST(Dataset, EveryGroupComesBackFromItsDescription) {
   }
 }
 
+// The index of a feature by name: the layout grows with the templates.
+int FeatureIndex(const std::string& name) {
+  const std::vector<std::string>& names = FeatureNames();
+  const auto it = std::find(names.begin(), names.end(), name);
+  EXPECT_NE(it, names.end()) << name;
+  return static_cast<int>(it - names.begin());
+}
+
+// The rule the synthetic samples follow (without their noise): the
+// analytical time, made worse by load imbalance and poor lane use.
+double KnownRule(const float* f, const AnalyticalParts& a) {
+  static const int imbalance = FeatureIndex("load_imbalance");
+  static const int lanes = FeatureIndex("lane_utilisation");
+  return (a.memory + a.compute) * f[imbalance] / std::max(0.2f, f[lanes]);
+}
+
 // Samples over real groups whose "measured" time follows a known rule of
 // two features, plus noise: the model has to find the rule.
 Dataset Synthetic(int workloads, int per_workload, uint64_t seed) {
@@ -111,10 +127,7 @@ Dataset Synthetic(int workloads, int per_workload, uint64_t seed) {
       const AnalyticalParts& a = d.x.parts.back();
       Sample s;
       s.workload = w;
-      // Known structure: the analytical memory time, made worse by load
-      // imbalance (feature 15) and poor lane use (feature 18).
-      s.seconds =
-          (a.memory + a.compute) * f[15] / std::max(0.2f, f[18]) * (1 + 0.02 * rng.Normal());
+      s.seconds = KnownRule(f, a) * (1 + 0.02 * rng.Normal());
       s.traffic_bytes = a.traffic_bytes;
       s.overhead = 3e-6 * (1 + 0.1 * rng.Uniform());
       s.eta = 0.3;
@@ -145,7 +158,7 @@ TEST(XgboostModel, RecoversKnownStructureOnUnseenWorkloads) {
     for (int64_t i = 0; i < valid.size(); ++i) {
       const float* f = valid.x.row(i);
       const AnalyticalParts& a = valid.x.parts[i];
-      truth[i].seconds = (a.memory + a.compute) * f[15] / std::max(0.2f, f[18]);
+      truth[i].seconds = KnownRule(f, a);
     }
     const RankingMetrics oracle = Evaluate(valid, truth);
     EXPECT_GT(m.spearman, 0.85 * oracle.spearman) << form << " oracle " << oracle.spearman;

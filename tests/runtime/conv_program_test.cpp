@@ -2,7 +2,8 @@
 // their epilogues (bias, residual, ReLU, ReLU6, HardSwish, SiLU), depthwise
 // and 1-D convs, pools and a classifier head, in the unfused, greedy and
 // random plans, each tiling drawn from the conv tiling space (every
-// algorithm that applies).
+// algorithm that applies); max, average and global pools (ceil_mode,
+// count_include_pad, 1-D) as pool kernels between them.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -86,6 +87,59 @@ TEST(ConvProgram, UnfusedGreedyAndRandomPlansMatchTheReference) {
         EXPECT_LE(testing::ScaledError(got->at(name), w), kTolerance)
             << fmt::format("plan {} run {}: {}", i, run, Describe(space, plan));
     }
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+// A stem (conv, ReLU, 3x3 stride-2 max pool), a residual conv on the pooled
+// map, average pools with ceil_mode and count_include_pad, a ceil_mode max
+// pool, a global max pool, and 1-D max and average pools.
+constexpr const char* kPoolCnn = R"(graph poolcnn opset 17 {
+  input x: f32[2, 3, 23, 23]
+  input t: f32[2, 5, 17]
+  const w0: f32[16, 3, 3, 3]
+  const b0: f32[16]
+  const w1: f32[16, 16, 3, 3]
+  c0 = Conv(x, w0, b0) {pads=[1, 1, 1, 1]}
+  r0 = Relu(c0)
+  m0 = MaxPool(r0) {kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]}
+  c1 = Conv(m0, w1) {pads=[1, 1, 1, 1]}
+  a1 = Add(c1, m0)
+  a2 = AveragePool(a1) {kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1}
+  a3 = AveragePool(a2) {kernel_shape=[2, 2], pads=[0, 0, 1, 1], count_include_pad=1}
+  m3 = MaxPool(a3) {kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1}
+  g = GlobalMaxPool(m3)
+  p1 = MaxPool(t) {kernel_shape=[3], strides=[2]}
+  q1 = AveragePool(t) {kernel_shape=[4], pads=[2, 2]}
+  output g
+  output a2
+  output p1
+  output q1
+})";
+
+TEST(ConvProgram, PoolsRunAsPoolKernelsInEveryPlan) {
+  graph::Graph g = testing::Parse(kPoolCnn);
+  kernels::KernelConfig config;
+  config.local_buffer_bytes = 256 * 1024;
+  fusion_space::FusionSpace space(g, config);
+  const graph::TensorMap feeds = graph::RandomFeeds(g, 5);
+  auto want = graph::RunReference(g, feeds);
+  ASSERT_TRUE(want.ok()) << want.error().message();
+  const fusion_space::Plan greedy = space.Greedy();
+  int pool_groups = 0;
+  for (const fusion_space::PlanGroup& group : greedy.groups)
+    pool_groups += space.Match(group.nodes).instance.kind == fusion_space::KernelTemplate::kPool;
+  EXPECT_EQ(pool_groups, 7) << Describe(space, greedy);
+  Rng rng(37);
+  for (int i = -2; i < 30; ++i) {
+    const fusion_space::Plan plan = i == -2 ? space.Unfused() : i == -1 ? greedy : space.Random(rng);
+    auto exe = KernelProgram::Compile(space, plan);
+    ASSERT_TRUE(exe.ok()) << exe.error().message();
+    auto got = (*exe)->Run(feeds);
+    ASSERT_TRUE(got.ok()) << got.error().message();
+    for (const auto& [name, w] : want->outputs)
+      EXPECT_LE(testing::ScaledError(got->at(name), w), kTolerance)
+          << fmt::format("plan {} output {}: {}", i, name, Describe(space, plan));
     if (::testing::Test::HasFailure()) return;
   }
 }

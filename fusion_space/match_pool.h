@@ -1,0 +1,19 @@
+// Matching a single pool node to the pooling template of kernels/ (pool.h):
+// MaxPool (without its Indices output), AveragePool, GlobalMaxPool and
+// GlobalAveragePool on f32, 1-D or 2-D windows (global pools: any rank, the
+// plane flattened). Pools are not fused with other nodes: a group of more
+// than one node never reaches this matcher (IsFusibleOp leaves pools out).
+#pragma once
+
+#include <span>
+
+#include "fusion_space/dataflow.h"
+#include "fusion_space/kernel_instance.h"
+
+namespace fusetune::fusion_space {
+
+bool IsPoolOp(const graph::Node& node);
+FusionDecision MatchPoolInstance(const graph::Graph& graph, const Dataflow& flow,
+                                 std::span<const int32_t> group, KernelInstance* instance);
+
+}  // namespace fusetune::fusion_space
