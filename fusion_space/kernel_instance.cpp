@@ -47,6 +47,7 @@ int KernelTemplateVersion(KernelTemplate t) {
     case KernelTemplate::kGemm:
       return 4;  // 3: constant B pre-packed per tiling; 4: its panels carried by the micro-kernels
     case KernelTemplate::kConv:
+      return 2;  // 2: depthwise tiles hold oc_block channels (1 before)
     case KernelTemplate::kPool:
       return 1;
     case KernelTemplate::kElementwise:

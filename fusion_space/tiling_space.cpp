@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <type_traits>
 
@@ -86,6 +87,35 @@ std::vector<int64_t> BlockSizesWithMultiples(int64_t extent, int64_t step, int64
   return {all.begin(), all.end()};
 }
 
+// The block lists of a conv's tiling space. Channel blocks run to the
+// output channels of a depthwise conv (its tiles cross groups), else to a
+// group's. 48 and 112 hold whole micro-tiles of mr 6 and 8, and of 14 and 8;
+// 96 of nr 16, 24 and 32.
+struct ConvLists {
+  std::vector<int64_t> oc, px, k;
+};
+
+ConvLists MakeConvLists(const kernels::ConvShape& s) {
+  ConvLists l;
+  const bool depthwise = kernels::ConvAlgorithmApplies(s, kernels::ConvAlgorithm::kDepthwise).ok();
+  const int64_t channels = depthwise ? s.out_channels : s.out_per_group();
+  l.oc = BlockSizesWithMultiples(channels, 16, 16, 48);
+  for (int64_t x : BlockSizesWithMultiples(channels, 16, 16, 112)) l.oc.push_back(x);
+  std::sort(l.oc.begin(), l.oc.end());
+  l.oc.erase(std::unique(l.oc.begin(), l.oc.end()), l.oc.end());
+  l.px = BlockSizesWithMultiples(s.pixels(), 16, 32, 96);
+  l.k = BlockSizes(s.in_per_group() * s.kernel_h * s.kernel_w, 16, 32);
+  return l;
+}
+
+// Checking a tiling needs the lists of its shape; enumeration checks every
+// point of one shape in a row, so the last shape's lists are kept.
+const ConvLists& ConvListsOf(const kernels::ConvShape& s) {
+  thread_local std::optional<std::pair<kernels::ConvShape, ConvLists>> last;
+  if (!last || !(last->first == s)) last.emplace(s, MakeConvLists(s));
+  return last->second;
+}
+
 std::vector<int64_t> Range(int64_t n) {
   std::vector<int64_t> v(n);
   for (int64_t i = 0; i < n; ++i) v[i] = i;
@@ -135,18 +165,11 @@ TilingSpace::TilingSpace(const KernelInstance& k, const kernels::KernelConfig& c
                  {"micro", Range(MicroShapes().size())}};
       break;
     case KernelTemplate::kConv: {
-      const kernels::ConvShape& s = k.conv.shape;
-      const int64_t k_extent = s.in_per_group() * s.kernel_h * s.kernel_w;
-      // 48 and 112 hold whole micro-tiles of mr 6 and 8, and of 14 and 8;
-      // 96 of nr 16, 24 and 32.
-      std::vector<int64_t> oc = BlockSizesWithMultiples(s.out_per_group(), 16, 16, 48);
-      for (int64_t x : BlockSizesWithMultiples(s.out_per_group(), 16, 16, 112)) oc.push_back(x);
-      std::sort(oc.begin(), oc.end());
-      oc.erase(std::unique(oc.begin(), oc.end()), oc.end());
+      const ConvLists& lists = ConvListsOf(k.conv.shape);
       params_ = {{"algorithm", Range(kernels::kNumConvAlgorithms)},
-                 {"oc_block", oc},
-                 {"pixel_block", BlockSizesWithMultiples(s.pixels(), 16, 32, 96)},
-                 {"k_block", BlockSizes(k_extent, 16, 32)},
+                 {"oc_block", lists.oc},
+                 {"pixel_block", lists.px},
+                 {"k_block", lists.k},
                  {"micro", Range(MicroShapes().size())}};
       break;
     }
@@ -250,19 +273,44 @@ namespace {
 // Algorithms ignore some fields (conv.h): a field an algorithm does not read
 // keeps its first value, and a k_block covering the reduction is kept only
 // at its smallest (k_block 32 and 64 covering 27 are the same schedule).
+// `value` is the smallest of `list` whose key(value) equals key(value)'s.
+template <typename Key>
+bool FirstOfItsKind(const std::vector<int64_t>& list, int64_t value, Key&& key) {
+  const int64_t mine = key(value);
+  for (int64_t v : list)
+    if (key(v) == mine) return v == value;
+  return true;  // not in the list: ChoiceOf and the kernel's own checks decide
+}
+
 bool ConvTilingCanonical(const kernels::ConvShape& s, const kernels::ConvTiling& t) {
+  using kernels::ConvAlgorithm;
   if (!kernels::ConvAlgorithmUsesMicroTile(t.algorithm) &&
       (t.mr != MicroShapes()[0].first || t.nr != MicroShapes()[0].second))
     return false;
-  const int64_t extent = kernels::ConvReductionExtent(s, t.algorithm);
-  const int64_t im2col_extent =
-      kernels::ConvReductionExtent(s, kernels::ConvAlgorithm::kIm2colGemm);
-  const std::vector<int64_t> ks = BlockSizes(im2col_extent, 16, 32);
-  if (extent == 0) return t.k_block == ks.front();
-  if (t.k_block < extent) return true;
-  for (int64_t k : ks)
-    if (k >= extent) return t.k_block == k;  // the smallest covering value
-  return t.k_block == ks.back();
+  const ConvLists& lists = ConvListsOf(s);
+  // Blocks at or past an extent run the same schedule.
+  auto capped = [](int64_t extent) {
+    return [extent](int64_t v) { return std::min(v, std::max<int64_t>(extent, 1)); };
+  };
+  const int64_t k_extent = kernels::ConvReductionExtent(s, t.algorithm);
+  if (k_extent == 0 ? t.k_block != lists.k.front()
+                    : !FirstOfItsKind(lists.k, t.k_block, capped(k_extent)))
+    return false;
+  const int64_t channels =
+      t.algorithm == ConvAlgorithm::kDepthwise ? s.out_channels : s.out_per_group();
+  if (!FirstOfItsKind(lists.oc, t.oc_block, capped(channels))) return false;
+  if (t.algorithm == ConvAlgorithm::kIm2colGemm)
+    return FirstOfItsKind(lists.px, t.pixel_block, capped(s.pixels()));
+  // Whole-row algorithms run bands of max(1, px / out_w) rows, rounded up to
+  // the Winograd tile, up to the whole output.
+  const int64_t m = t.algorithm == ConvAlgorithm::kWinograd2   ? 2
+                    : t.algorithm == ConvAlgorithm::kWinograd4 ? 4
+                                                               : 1;
+  const int64_t all_rows = (s.out_h + m - 1) / m * m;
+  return FirstOfItsKind(lists.px, t.pixel_block, [&](int64_t v) {
+    const int64_t rows = (std::max<int64_t>(1, v / s.out_w) + m - 1) / m * m;
+    return std::min(rows, all_rows);
+  });
 }
 
 // The rules of a tiling on an instance, in order: its template's, then the
@@ -314,8 +362,9 @@ bool TilingRulesHold(const KernelInstance& k, const kernels::KernelConfig& confi
     if (!ConvTilingCanonical(k.conv.shape, *x))
       return broken([&] {
         return fmt::format(
-            "{} does not read the micro-tile or k_block it is given (only the "
-            "smallest covering k_block and the first micro-tile are kept)",
+            "{} runs this tiling as another point of the space (a field it does not read "
+            "keeps its first value; blocks past an extent, and pixel blocks of the same "
+            "whole rows, keep their smallest)",
             kernels::ConvAlgorithmName(x->algorithm));
       });
     if constexpr (!loud) return kernels::ConvTilingFits(k.conv, *x, config);
@@ -427,6 +476,9 @@ namespace {
 // |log2| ratio, categorical parameters (micro-tile, order, split) and
 // non-positive values by equality.
 double ParamDistance(const TilingParam& param, int64_t v, int64_t want) {
+  // A conv's algorithm is what a rule-based compiler decides first: the
+  // nearest tiling keeps it while any tiling of it is legal.
+  if (param.name == "algorithm") return v != want ? 64.0 : 0.0;
   const bool numeric = v > 0 && want > 0 && param.name != "micro" && param.name != "order" &&
                        param.name != "split" && param.name != "algorithm";
   return numeric ? std::abs(std::log2(static_cast<double>(v) / static_cast<double>(want)))

@@ -111,16 +111,20 @@ const ConvAlgorithmOps& OpsOf(ConvAlgorithm algorithm) {
 }
 
 ConvTileWalk::ConvTileWalk(const ConvShape& s, int64_t oc_block, int64_t pixel_block,
-                           bool whole_rows, int64_t row_multiple)
+                           bool whole_rows, int64_t row_multiple, bool across_groups)
     : shape_(s), oc_block_(oc_block), pos_block_(pixel_block), images_(s.batch) {
+  if (across_groups) {  // blocks of channels as if there were one group
+    shape_.groups = 1;
+    shape_.in_channels = s.in_per_group();
+  }
   if (whole_rows) {
     rows_per_block_ = std::max<int64_t>(1, pixel_block / s.out_w);
     rows_per_block_ = (rows_per_block_ + row_multiple - 1) / row_multiple * row_multiple;
     pos_block_ = rows_per_block_ * s.out_w;
   }
   pos_blocks_ = (s.pixels() + pos_block_ - 1) / pos_block_;
-  oc_blocks_per_group_ = (s.out_per_group() + oc_block_ - 1) / oc_block_;
-  oc_blocks_ = oc_blocks_per_group_ * s.groups;
+  oc_blocks_per_group_ = (shape_.out_per_group() + oc_block_ - 1) / oc_block_;
+  oc_blocks_ = oc_blocks_per_group_ * shape_.groups;
 }
 
 ConvTile ConvTileWalk::At(int64_t index) const {

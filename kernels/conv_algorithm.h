@@ -46,8 +46,10 @@ struct ConvTile {
 // max(1, pixel_block / out_w) rows, rounded up to a multiple of `row_multiple`.
 class ConvTileWalk {
  public:
+  // `across_groups` (depthwise: one channel per group) cuts all
+  // out_channels into blocks regardless of groups.
   ConvTileWalk(const ConvShape& shape, int64_t oc_block, int64_t pixel_block, bool whole_rows,
-               int64_t row_multiple = 1);
+               int64_t row_multiple = 1, bool across_groups = false);
   int64_t size() const { return images_ * pos_blocks_ * oc_blocks_; }
   ConvTile At(int64_t index) const;
   // The tiles [begin, end) of `thread`: contiguous, as even as possible.

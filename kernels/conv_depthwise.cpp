@@ -28,7 +28,8 @@ Status DepthwiseApplies(const ConvShape& s) {
 Status DepthwiseCheckTiling(const ConvDesc&, const ConvTiling&) { return Status::Ok(); }
 
 ConvTileWalk WalkOf(const ConvDesc& d, const ConvTiling& t) {
-  return ConvTileWalk(d.shape, t.oc_block, t.pixel_block, /*whole_rows=*/true);
+  return ConvTileWalk(d.shape, t.oc_block, t.pixel_block, /*whole_rows=*/true,
+                      /*row_multiple=*/1, /*across_groups=*/true);
 }
 
 struct Layout {
@@ -224,6 +225,9 @@ KernelStats DepthwiseRunShare(const ConvDesc& d, const ConvTiling& t, const Kern
   // Compute-only runs read whatever the band holds: finite values, not
   // stale NaNs or denormals that would slow the arithmetic.
   if (mode == RunMode::kComputeOnly) std::fill(band, band + ocb * l.band.floats(), 0.5f);
+  // Copy-only runs still apply the epilogue's operand ops to the tile and
+  // stream it out: zeros, not stale NaNs or denormals.
+  if (mode == RunMode::kCopyOnly) std::fill(tile, tile + ocb * l.tile_ld, 0.0f);
   const std::vector<int64_t> offsets = TapOffsets(s, l.band);
   const int64_t taps = s.kernel_h * s.kernel_w;
   const int64_t plane = s.in_h * s.in_w;

@@ -310,6 +310,10 @@ KernelStats DirectRunShare(const ConvDesc& d, const ConvTiling& t, const KernelC
     std::fill(band, band + l.ks * l.band.floats(), 0.5f);
     if (wbuf) std::fill(wbuf, wbuf + oc_max * l.ks * l.taps, 0.5f);
   }
+  // Copy-only runs still apply the epilogue's operand ops to the tile and
+  // stream it out: zeros, not stale NaNs or denormals.
+  if (mode == RunMode::kCopyOnly)
+    std::fill(out, out + std::min(t.oc_block, s.out_channels) * l.tile_ld, 0.0f);
   const std::vector<int64_t> tap_off = TapOffsets(s, l.band);
   const int64_t plane = s.in_h * s.in_w;
   KernelStats stats;

@@ -125,6 +125,34 @@ TEST_F(MatchConvTest, RefusalsSayWhy) {
   EXPECT_TRUE(m.instance.conv.epilogue.empty());
 }
 
+// The default tiling is a rule-based compiler's: depthwise convs on the
+// depthwise kernel, 1x1 convs as GEMMs, the rest direct.
+TEST_F(MatchConvTest, DefaultTilingsPickTheRuleBasedAlgorithm) {
+  const kernels::KernelConfig config = testing::SmallKernelConfig();
+  auto algorithm = [&](std::vector<int32_t> nodes) {
+    GroupMatch m = Match(nodes);
+    EXPECT_TRUE(m.decision.allowed());
+    TilingSpace space(m.instance, config);
+    return std::get<kernels::ConvTiling>(space.Default()).algorithm;
+  };
+  EXPECT_EQ(algorithm({kC2, kA2, kR2}), kernels::ConvAlgorithm::kDirect);
+  EXPECT_EQ(algorithm({kC3, kA3, kR3}), kernels::ConvAlgorithm::kDepthwise);
+  EXPECT_EQ(algorithm({kC4, kH4}), kernels::ConvAlgorithm::kIm2colGemm);
+}
+
+// A depthwise conv's tiles hold oc_block channels: its channel blocks run
+// to the output channels, not to a group's one.
+TEST_F(MatchConvTest, DepthwiseChannelBlocksCrossGroups) {
+  GroupMatch m = Match({kC3, kA3, kR3});
+  TilingSpace space(m.instance, testing::SmallKernelConfig());
+  std::set<int64_t> depthwise_blocks;
+  for (const Tiling& t : space.Enumerate()) {
+    const auto& c = std::get<kernels::ConvTiling>(t);
+    if (c.algorithm == kernels::ConvAlgorithm::kDepthwise) depthwise_blocks.insert(c.oc_block);
+  }
+  EXPECT_EQ(depthwise_blocks, (std::set<int64_t>{16}));  // 16 channels: one block covers them
+}
+
 TEST_F(MatchConvTest, TilingSpaceHoldsLegalPointsOfEveryApplicableAlgorithm) {
   const kernels::KernelConfig config = testing::SmallKernelConfig();
   for (std::vector<int32_t> nodes : std::vector<std::vector<int32_t>>{
