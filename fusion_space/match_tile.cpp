@@ -228,6 +228,35 @@ class Builder {
     return FusionDecision::Allow();
   }
 
+  // Clip (bounds as opset-6 attributes or as inputs, either optional),
+  // HardSigmoid and HardSwish as max/min chains; nullopt for other ops.
+  std::optional<int> BoundedActivation(const graph::Node& node) {
+    const std::string& op = node.op_type;
+    if (op == "HardSigmoid" || op == "HardSwish") {
+      const int x = Operand(node.inputs[0]);
+      const bool swish = op == "HardSwish";
+      const float alpha = swish ? 1.0f / 6.0f : FloatAttr(node, "alpha", 0.2f);
+      const float beta = swish ? 0.5f : FloatAttr(node, "beta", 0.5f);
+      int y = program_.Binary(TileOp::kAdd, program_.Binary(TileOp::kMul, x, program_.Const(alpha)),
+                              program_.Const(beta));
+      y = program_.Binary(TileOp::kMax, program_.Binary(TileOp::kMin, y, program_.Const(1.0f)),
+                          program_.Const(0.0f));
+      return swish ? program_.Binary(TileOp::kMul, x, y) : y;
+    }
+    if (op != "Clip") return std::nullopt;
+    int y = Operand(node.inputs[0]);
+    for (size_t i = 1; i < 3; ++i) {
+      const bool lower = i == 1;
+      int bound = -1;
+      if (i < node.inputs.size() && node.inputs[i] != graph::kNoValue)
+        bound = Operand(node.inputs[i]);
+      else if (node.attrs.Has(lower ? "min" : "max"))
+        bound = program_.Const(FloatAttr(node, lower ? "min" : "max", 0.0f));
+      if (bound >= 0) y = program_.Binary(lower ? TileOp::kMax : TileOp::kMin, y, bound);
+    }
+    return y;
+  }
+
   FusionDecision AddNode(int32_t index) {
     const graph::Node& node = g_.nodes[index];
     const graph::ValueId out = node.outputs[0];
@@ -244,6 +273,10 @@ class Builder {
     }
     if (auto op = BinaryOf(node.op_type)) {
       computed_[out] = program_.Binary(*op, Operand(node.inputs[0]), Operand(node.inputs[1]));
+      return FusionDecision::Allow();
+    }
+    if (auto bounded = BoundedActivation(node)) {
+      computed_[out] = *bounded;
       return FusionDecision::Allow();
     }
     const int64_t rank = g_.type(node.inputs[0]).rank();

@@ -112,6 +112,17 @@ TEST_F(MatchConvTest, HardSwishAndSiluEpilogues) {
   EXPECT_EQ(m.instance.conv.shape.out_w, 9);
 }
 
+// Alone or after other elementwise ops, Clip, HardSigmoid and HardSwish run
+// in the elementwise template (tests/runtime/conv_program_test.cpp checks
+// their values in unfused and random plans).
+TEST_F(MatchConvTest, BoundedActivationsAloneAreElementwiseKernels) {
+  EXPECT_EQ(Match({kR3}).instance.kind, KernelTemplate::kElementwise);  // Clip(a3, 0, 6)
+  EXPECT_EQ(Match({kH4}).instance.kind, KernelTemplate::kElementwise);  // HardSwish
+  GroupMatch m = Match({kA3, kR3});
+  ASSERT_TRUE(m.decision.allowed()) << m.decision.reason();
+  EXPECT_EQ(m.instance.kind, KernelTemplate::kElementwise);
+}
+
 TEST_F(MatchConvTest, RefusalsSayWhy) {
   GroupMatch m = Match({kC1, kR1, kC2});
   EXPECT_FALSE(m.decision.allowed());
