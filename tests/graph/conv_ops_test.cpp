@@ -16,24 +16,12 @@ namespace {
 using testing::Parse;
 using testing::RunFirst;
 
-// ((i % mod) - off) * scale for element i: the inputs of the offline script.
-Tensor Pattern(Dims dims, int mod, double off, double scale) {
-  Tensor t(DataType::kFloat32, dims);
-  for (int64_t i = 0; i < t.numel(); ++i)
-    t.data<float>()[i] = static_cast<float>(((i % mod) - off) * scale);
-  return t;
-}
+using testing::ParseError;
+using testing::Pattern;
 
 // A graph with a constant-free single node over feeds x (and w, b).
 Tensor RunOne(const std::string& text, const TensorMap& feeds) {
   return RunFirst(Parse(text), feeds);
-}
-
-// The error of building a graph (inference runs while parsing).
-std::string ParseError(const std::string& text) {
-  auto r = ParseGraphText(text);
-  if (r.ok()) return "";
-  return r.error().message();
 }
 
 TEST(ConvOps, Conv2dStridePadBias) {

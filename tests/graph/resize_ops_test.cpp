@@ -15,17 +15,8 @@ namespace {
 using testing::Parse;
 using testing::RunFirst;
 
-Tensor Pattern(Dims dims, int mod, double off, double scale) {
-  Tensor t(DataType::kFloat32, dims);
-  for (int64_t i = 0; i < t.numel(); ++i)
-    t.data<float>()[i] = static_cast<float>(((i % mod) - off) * scale);
-  return t;
-}
-
-std::string ParseError(const std::string& text) {
-  auto r = ParseGraphText(text);
-  return r.ok() ? "" : r.error().message();
-}
+using testing::ParseError;
+using testing::Pattern;
 
 // F.interpolate(x, size=(5, 3), mode='bilinear', align_corners=False/True).
 TEST(ResizeOps, BilinearNchwMatchesPyTorch) {

@@ -16,6 +16,18 @@ graph::Graph Parse(const std::string& text, bool fold) {
 graph::Tensor F32(graph::Dims dims, std::vector<float> values) {
   return graph::Tensor::FromVector<float>(graph::DataType::kFloat32, dims, values);
 }
+graph::Tensor Pattern(graph::Dims dims, int mod, double off, double scale) {
+  graph::Tensor t(graph::DataType::kFloat32, dims);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.data<float>()[i] = static_cast<float>(((i % mod) - off) * scale);
+  return t;
+}
+
+std::string ParseError(const std::string& text) {
+  auto r = graph::ParseGraphText(text);
+  return r.ok() ? "" : r.error().message();
+}
+
 graph::Tensor I64(graph::Dims dims, std::vector<int64_t> values) {
   return graph::Tensor::FromVector<int64_t>(graph::DataType::kInt64, dims, values);
 }

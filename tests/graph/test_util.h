@@ -14,6 +14,11 @@ namespace fusetune::testing {
 graph::Graph Parse(const std::string& text, bool fold = false);
 graph::Tensor F32(graph::Dims dims, std::vector<float> values);
 graph::Tensor I64(graph::Dims dims, std::vector<int64_t> values);
+// ((i % mod) - off) * scale for element i: inputs an offline PyTorch script
+// can reproduce exactly.
+graph::Tensor Pattern(graph::Dims dims, int mod, double off, double scale);
+// The error of parsing a text graph (inference runs while parsing), "" when it parses.
+std::string ParseError(const std::string& text);
 std::vector<float> Values(const graph::Tensor& t);  // any dtype, as float
 // Runs the graph on `feeds` and returns its first output.
 graph::Tensor RunFirst(const graph::Graph& graph, const graph::TensorMap& feeds);
