@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/conv_algorithm.h"
+#include "kernels/conv_depthwise.h"
 #include "kernels/conv_rows.h"
 #include "kernels/simd_math.h"
 
@@ -160,10 +161,10 @@ constexpr Dw3x3Fn kDw3x3[2][4][2] = {{{Dw3x3<1, 1, 1>, Dw3x3<1, 2, 1>},
 
 // One channel of a tile: blocks of 4 rows x 32 columns, smaller at the
 // edges, each output starting from the bias.
-void ComputeChannel(const ConvShape& s, const Layout& l, const float* band, const int64_t* off,
-                    const float* w, float bias, int64_t rows, float* out) {
+void ChannelBlocks(const ConvShape& s, const BandGeometry& g, const float* band, const int64_t* off,
+                   const float* w, float bias, int64_t rows, float* out) {
   const int64_t taps = s.kernel_h * s.kernel_w;
-  const int64_t row_step = s.stride_h * l.band.row_floats;
+  const int64_t row_step = s.stride_h * g.row_floats;
   const bool k3x3 = s.kernel_h == 3 && s.kernel_w == 3 && s.dilation_h == 1 && s.stride_h <= 2;
   const int specialised = taps == 9 ? 1 : 0;
   for (int64_t r = 0; r < rows; r += 4) {
@@ -175,19 +176,18 @@ void ComputeChannel(const ConvShape& s, const Layout& l, const float* band, cons
       const float* in = band + r * row_step + ow;
       float* o = out + r * s.out_w + ow;
       if (k3x3)
-        kDw3x3[s.stride_h - 1][nr - 1][nv - 1](in, l.band.row_floats, off, w, o, s.out_w, last,
-                                               bias);
+        kDw3x3[s.stride_h - 1][nr - 1][nv - 1](in, g.row_floats, off, w, o, s.out_w, last, bias);
       else
         kDwBlocks[specialised][nr - 1][nv - 1](in, row_step, off, w, taps, o, s.out_w, last, bias);
     }
   }
 }
 #else
-void ComputeChannel(const ConvShape& s, const Layout& l, const float* band, const int64_t* off,
-                    const float* w, float bias, int64_t rows, float* out) {
+void ChannelBlocks(const ConvShape& s, const BandGeometry& g, const float* band, const int64_t* off,
+                   const float* w, float bias, int64_t rows, float* out) {
   const int64_t taps = s.kernel_h * s.kernel_w;
   for (int64_t r = 0; r < rows; ++r) {
-    const float* in = band + r * s.stride_h * l.band.row_floats;
+    const float* in = band + r * s.stride_h * g.row_floats;
     float* o = out + r * s.out_w;
     for (int64_t c = 0; c < s.out_w; ++c) o[c] = bias;
     for (int64_t t = 0; t < taps; ++t)
@@ -196,21 +196,31 @@ void ComputeChannel(const ConvShape& s, const Layout& l, const float* band, cons
 }
 #endif
 
+}  // namespace
+
+std::vector<int64_t> DepthwiseTapOffsets(const ConvShape& s, const BandGeometry& g) {
+  std::vector<int64_t> offsets;
+  for (int64_t kh = 0; kh < s.kernel_h; ++kh)
+    for (int64_t kw = 0; kw < s.kernel_w; ++kw) offsets.push_back(TapOffset(s, g, kh, kw));
+  return offsets;
+}
+
+void DepthwiseChannel(const ConvShape& s, const BandGeometry& g, const float* band,
+                      const int64_t* offsets, const float* w, float bias, int64_t rows,
+                      float* out) {
+  ChannelBlocks(s, g, band, offsets, w, bias, rows, out);
+}
+
+namespace {
+
 // The tile's channels, rows of the band one after the other.
 void ComputeTile(const ConvShape& s, const Layout& l, const float* band, const float* w,
                  const float* bias, const std::vector<int64_t>& offsets, int64_t ocs, int64_t rows,
                  float* tile) {
   const int64_t taps = s.kernel_h * s.kernel_w;
   for (int64_t c = 0; c < ocs; ++c)
-    ComputeChannel(s, l, band + c * l.band.floats(), offsets.data(), w + c * taps,
-                   bias ? bias[c] : 0.0f, rows, tile + c * l.tile_ld);
-}
-
-std::vector<int64_t> TapOffsets(const ConvShape& s, const BandGeometry& g) {
-  std::vector<int64_t> offsets;
-  for (int64_t kh = 0; kh < s.kernel_h; ++kh)
-    for (int64_t kw = 0; kw < s.kernel_w; ++kw) offsets.push_back(TapOffset(s, g, kh, kw));
-  return offsets;
+    DepthwiseChannel(s, l.band, band + c * l.band.floats(), offsets.data(), w + c * taps,
+                     bias ? bias[c] : 0.0f, rows, tile + c * l.tile_ld);
 }
 
 KernelStats DepthwiseRunShare(const ConvDesc& d, const ConvTiling& t, const KernelConfig& config,
@@ -228,7 +238,7 @@ KernelStats DepthwiseRunShare(const ConvDesc& d, const ConvTiling& t, const Kern
   // Copy-only runs still apply the epilogue's operand ops to the tile and
   // stream it out: zeros, not stale NaNs or denormals.
   if (mode == RunMode::kCopyOnly) std::fill(tile, tile + ocb * l.tile_ld, 0.0f);
-  const std::vector<int64_t> offsets = TapOffsets(s, l.band);
+  const std::vector<int64_t> offsets = DepthwiseTapOffsets(s, l.band);
   const int64_t taps = s.kernel_h * s.kernel_w;
   const int64_t plane = s.in_h * s.in_w;
   ConvDesc unbiased = d;

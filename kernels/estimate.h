@@ -10,6 +10,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/conv.h"
+#include "kernels/conv_chain.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/pool.h"
@@ -39,6 +40,8 @@ TilingEstimate EstimateElementwise(const ElementwiseDesc& desc, const Elementwis
                                    int threads);
 TilingEstimate EstimateConv(const ConvDesc& desc, const ConvTiling& tiling, int threads);
 TilingEstimate EstimatePool(const PoolDesc& desc, const PoolTiling& tiling, int threads);
+TilingEstimate EstimateConvChain(const ConvChainDesc& desc, const ConvChainTiling& tiling,
+                                 int threads);
 TilingEstimate EstimateAttention(const AttentionDesc& desc, const AttentionTiling& tiling,
                                  int threads);
 

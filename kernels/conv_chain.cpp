@@ -1,0 +1,401 @@
+#include "kernels/conv_chain.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/conv_algorithm.h"
+#include "kernels/conv_depthwise.h"
+#include "kernels/conv_rows.h"
+#include "kernels/estimate.h"
+#include "kernels/microkernel.h"
+
+namespace fusetune::kernels {
+
+using conv_detail::BandGeometry;
+using conv_detail::ConvTile;
+using conv_detail::ConvTileWalk;
+
+std::string ConvChainTiling::ToString() const {
+  return fmt::format("rows={} e={} micro={}x{}", rows, e_block, mr, nr);
+}
+
+namespace {
+
+int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+int64_t Expanded(const ConvChainDesc& d) { return d.depthwise.in_channels; }
+int64_t Taps(const ConvChainDesc& d) { return d.depthwise.kernel_h * d.depthwise.kernel_w; }
+
+// The output as the conv template's tile walk and finishing see it: C'
+// channels of the depthwise stage's output size.
+ConvShape OutShape(const ConvChainDesc& d) {
+  ConvShape s = d.depthwise;
+  s.out_channels = d.out_channels;
+  s.groups = 1;
+  return s;
+}
+
+ConvTileWalk WalkOf(const ConvChainDesc& d, const ConvChainTiling& t) {
+  const ConvShape s = OutShape(d);
+  return ConvTileWalk(s, d.out_channels, t.rows * s.out_w, /*whole_rows=*/true);
+}
+
+// Sizes of one thread's local-buffer regions, in floats.
+struct Layout {
+  int64_t rows = 0;      // output rows per tile
+  BandGeometry band;     // one channel's depthwise band
+  int64_t x_ld = 0;      // columns of X's packed band and of the expanded block
+  int64_t out_ld = 0;    // columns of the depthwise output and the accumulator
+  int64_t out_rows = 0;  // accumulator rows: C' rounded up to mr
+};
+
+Layout LayoutOf(const ConvChainDesc& d, const ConvChainTiling& t) {
+  const ConvShape& s = d.depthwise;
+  Layout l;
+  l.rows = std::min(t.rows, s.out_h);
+  l.band = conv_detail::BandOf(s, l.rows);
+  l.x_ld = RoundUp(std::min(l.band.rows, s.in_h) * s.in_w, t.nr);
+  l.out_ld = RoundUp(l.rows * s.out_w, t.nr);
+  l.out_rows = RoundUp(d.out_channels, t.mr);
+  return l;
+}
+
+int64_t RegionBytes(int64_t floats) { return RoundUp(4 * floats, 64); }
+
+int64_t LocalBytesOf(const ConvChainDesc& d, const ConvChainTiling& t, const Layout& l) {
+  int64_t bytes = RegionBytes(l.band.floats()) + RegionBytes(l.out_ld) +
+                  RegionBytes(t.e_block * l.out_ld) + RegionBytes(l.out_rows * l.out_ld);
+  if (d.expand) bytes += RegionBytes(d.in_channels * l.x_ld) + RegionBytes(t.e_block * l.x_ld);
+  return bytes;
+}
+
+// Pre-packed weights: the expand's [E rounded up to mr][C] rows, then the
+// project's [C' rounded up to mr][E], zero rows past the real ones, so that
+// every micro-kernel call reads whole mr-row blocks.
+int64_t ExpandPackedFloats(const ConvChainDesc& d, const ConvChainTiling& t) {
+  return d.expand ? RoundUp(Expanded(d), t.mr) * d.in_channels : 0;
+}
+
+// Floats of weights and biases a tile reads from global memory.
+int64_t WeightFloats(const ConvChainDesc& d) {
+  const int64_t e = Expanded(d);
+  int64_t n = e * Taps(d) + d.out_channels * e;
+  if (d.expand) n += e * d.in_channels;
+  if (d.expand && d.expand_bias) n += e;
+  if (d.dw_bias) n += e;
+  return n;  // the project's bias is counted by FinishConvTile
+}
+
+// The input rows a tile's band covers inside X: [r0, r1).
+struct BandRows {
+  int64_t ih0 = 0, r0 = 0, r1 = 0;
+};
+
+BandRows RowsOf(const ConvShape& s, const BandGeometry& g, int64_t oh0) {
+  BandRows b;
+  b.ih0 = conv_detail::BandFirstRow(s, oh0);
+  b.r0 = std::max<int64_t>(0, b.ih0);
+  b.r1 = std::min(s.in_h, b.ih0 + g.rows);
+  return b;
+}
+
+// Copies `n` floats of a row into consecutive nr-column panels of `depth`
+// rows (the micro-kernels' B layout), zeros past n.
+void PackRowIntoPanels(const float* src, int64_t n, int64_t row, int64_t depth, int nr,
+                       float* panels) {
+  for (int64_t p = 0; p * nr < n; ++p) {
+    const int64_t cols = std::min<int64_t>(nr, n - p * nr);
+    float* dst = panels + (p * depth + row) * nr;
+    std::memcpy(dst, src + p * nr, static_cast<size_t>(cols) * sizeof(float));
+    std::fill(dst + cols, dst + nr, 0.0f);
+  }
+}
+
+void AddRowBias(const float* bias, int64_t rows, int64_t cols, int64_t ld, float* tile) {
+  if (bias == nullptr) return;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float b = bias[r];
+    float* row = tile + r * ld;
+    for (int64_t c = 0; c < cols; ++c) row[c] += b;
+  }
+}
+
+// rows x cols (+)= A[rows x depth] (rows of `a`, leading dimension lda) x the
+// B panels (depth rows each): whole mr x nr micro-tiles, rows rounded up to mr.
+void MicroGemm(const MicroKernel& mk, int64_t rows, int64_t cols, int64_t depth, const float* a,
+               int64_t lda, const float* panels, float* c, int64_t ldc, bool accumulate) {
+  for (int64_t p = 0; p * mk.nr < cols; ++p)
+    for (int64_t m = 0; m < rows; m += mk.mr)
+      mk.fn_rows(depth, a + m * lda, lda, panels + p * depth * mk.nr, c + m * ldc + p * mk.nr, ldc,
+                 accumulate);
+}
+
+class TileRunner {
+ public:
+  TileRunner(const ConvChainDesc& d, const ConvChainTiling& t, const float* packed, RunMode mode)
+      : d_(d),
+        t_(t),
+        s_(d.depthwise),
+        l_(LayoutOf(d, t)),
+        mk_(*FindMicroKernel(t.mr, t.nr)),
+        mode_(mode),
+        local_(static_cast<size_t>(LocalBytesOf(d, t, l_))),
+        expand_w_(packed),
+        project_w_(packed + ExpandPackedFloats(d, t)),
+        offsets_(conv_detail::DepthwiseTapOffsets(s_, l_.band)) {
+    out_view_.shape = OutShape(d);
+    out_view_.y = d.y;
+    out_view_.bias = d.project_bias;
+    out_view_.epilogue = d.epilogue;
+    band_ = local_.Take(l_.band.floats());
+    dw_out_ = local_.Take(l_.out_ld);
+    dw_panels_ = local_.Take(t.e_block * l_.out_ld);
+    acc_ = local_.Take(l_.out_rows * l_.out_ld);
+    if (d.expand) {
+      x_panels_ = local_.Take(d.in_channels * l_.x_ld);
+      expanded_ = local_.Take(t.e_block * l_.x_ld);
+    }
+    // Compute-only runs read whatever X's band holds: finite values, not
+    // stale NaNs or denormals; copy-only runs finish zeroed tiles.
+    if (mode == RunMode::kComputeOnly) {
+      if (d.expand) std::fill(x_panels_, x_panels_ + d.in_channels * l_.x_ld, 0.5f);
+      std::fill(band_, band_ + l_.band.floats(), 0.5f);
+    }
+    if (mode == RunMode::kCopyOnly) std::fill(acc_, acc_ + l_.out_rows * l_.out_ld, 0.0f);
+  }
+
+  void Run(const ConvTile& tile, KernelStats* stats) {
+    const int64_t oh0 = tile.p0 / s_.out_w;
+    const int64_t rows = tile.ps / s_.out_w;
+    const BandGeometry g = conv_detail::BandOf(s_, rows);
+    const BandRows b = RowsOf(s_, g, oh0);
+    if (mode_ != RunMode::kComputeOnly) {
+      stats->bytes_global_to_local += 4 * WeightFloats(d_);
+      if (d_.expand) stats->bytes_global_to_local += 4 * PackXBand(tile.image, b);
+    }
+    for (int64_t e0 = 0; e0 < Expanded(d_); e0 += t_.e_block) {
+      const int64_t eb = std::min(t_.e_block, Expanded(d_) - e0);
+      if (d_.expand && mode_ != RunMode::kCopyOnly) Expand(tile.image, e0, eb, b);
+      for (int64_t e = 0; e < eb; ++e)
+        stats->bytes_global_to_local += 4 * Depthwise(tile, e0 + e, e, eb, g, b);
+      if (mode_ != RunMode::kCopyOnly)
+        MicroGemm(mk_, d_.out_channels, tile.ps, eb, project_w_ + e0, Expanded(d_), dw_panels_,
+                  acc_, l_.out_ld, e0 > 0);
+    }
+    conv_detail::FinishConvTile(out_view_, tile, acc_, l_.out_ld, mode_, stats);
+  }
+
+ private:
+  // X's rows [r0, r1) of every input channel into B panels; returns the floats read.
+  int64_t PackXBand(int64_t image, const BandRows& b) {
+    const int64_t n = (b.r1 - b.r0) * s_.in_w;
+    for (int64_t c = 0; c < d_.in_channels; ++c) {
+      const float* src = d_.x + ((image * d_.in_channels + c) * s_.in_h + b.r0) * s_.in_w;
+      PackRowIntoPanels(src, n, c, d_.in_channels, t_.nr, x_panels_);
+    }
+    return d_.in_channels * n;
+  }
+
+  // Expanded channels [e0, e0 + eb) of the band's rows, biased and activated.
+  void Expand(int64_t image, int64_t e0, int64_t eb, const BandRows& b) {
+    const int64_t n = (b.r1 - b.r0) * s_.in_w;
+    MicroGemm(mk_, eb, n, d_.in_channels, expand_w_ + e0 * d_.in_channels, d_.in_channels,
+              x_panels_, expanded_, l_.x_ld, false);
+    AddRowBias(d_.expand_bias ? d_.expand_bias + e0 : nullptr, eb, n, l_.x_ld, expanded_);
+    ApplyEpilogue(d_.expand_act, expanded_, l_.x_ld, eb, n, image, e0, 0);
+  }
+
+  // Channel `e` of the depthwise stage (row `slot` of the block) into the
+  // project's B panels; returns the floats read from X (no expand only).
+  int64_t Depthwise(const ConvTile& tile, int64_t e, int64_t slot, int64_t eb,
+                    const BandGeometry& g, const BandRows& b) {
+    int64_t read = 0;
+    if (d_.expand) {
+      if (mode_ != RunMode::kCopyOnly) {
+        ConvShape rows_held = s_;  // the expanded block holds rows [r0, r1)
+        rows_held.in_h = b.r1 - b.r0;
+        conv_detail::CopyBand(rows_held, expanded_ + slot * l_.x_ld, b.ih0 - b.r0, g, band_);
+      }
+    } else if (mode_ != RunMode::kComputeOnly) {
+      const float* plane = d_.x + (tile.image * s_.in_channels + e) * s_.in_h * s_.in_w;
+      read = conv_detail::CopyBand(s_, plane, b.ih0, g, band_);
+    }
+    if (mode_ == RunMode::kCopyOnly) return read;
+    const int64_t rows = tile.ps / s_.out_w;
+    conv_detail::DepthwiseChannel(s_, g, band_, offsets_.data(), d_.dw_w + e * Taps(d_),
+                                  d_.dw_bias ? d_.dw_bias[e] : 0.0f, rows, dw_out_);
+    ApplyEpilogue(d_.dw_act, dw_out_, l_.out_ld, 1, tile.ps, tile.image, e, 0);
+    PackRowIntoPanels(dw_out_, tile.ps, slot, eb, t_.nr, dw_panels_);
+    return read;
+  }
+
+  const ConvChainDesc& d_;
+  const ConvChainTiling& t_;
+  const ConvShape& s_;
+  Layout l_;
+  const MicroKernel& mk_;
+  RunMode mode_;
+  LocalBuffer local_;
+  const float* expand_w_;
+  const float* project_w_;
+  std::vector<int64_t> offsets_;
+  ConvDesc out_view_;
+  float *band_ = nullptr, *dw_out_ = nullptr, *dw_panels_ = nullptr, *acc_ = nullptr;
+  float *x_panels_ = nullptr, *expanded_ = nullptr;
+};
+
+Status CheckActivations(const std::vector<EpilogueOp>& ops, const char* stage) {
+  for (const EpilogueOp& op : ops)
+    if (op.reads_memory() || IsRowNorm(op.kind))
+      return Error(ErrorCode::kInvalidArgument,
+                   fmt::format("conv chain: {} op {} must be pointwise without operands", stage,
+                               EpilogueKindName(op.kind)));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidateConvChainDesc(const ConvChainDesc& d) {
+  auto bad = [](const std::string& what) {
+    return Error(ErrorCode::kInvalidArgument, "conv chain: " + what);
+  };
+  const ConvShape& s = d.depthwise;
+  FT_RETURN_IF_ERROR(ValidateConvShape(s));
+  if (s.groups != s.in_channels || s.groups != s.out_channels)
+    return bad("the depthwise stage needs groups == in_channels == out_channels, got " +
+               s.ToString());
+  if (d.in_channels < 1 || d.out_channels < 1)
+    return bad(fmt::format("in_channels {} and out_channels {} must be positive", d.in_channels,
+                           d.out_channels));
+  if (!d.expand && d.in_channels != s.in_channels)
+    return bad(fmt::format("without an expand X's {} channels must be the depthwise stage's {}",
+                           d.in_channels, s.in_channels));
+  if (d.x == nullptr || d.dw_w == nullptr || d.project_w == nullptr || d.y == nullptr ||
+      (d.expand && d.expand_w == nullptr))
+    return bad("x, y and every stage's weights must be set");
+  FT_RETURN_IF_ERROR(CheckActivations(d.expand_act, "expand_act"));
+  FT_RETURN_IF_ERROR(CheckActivations(d.dw_act, "dw_act"));
+  for (const EpilogueOp& op : d.epilogue)
+    if (IsRowNorm(op.kind))
+      return bad(std::string("epilogue: ") + EpilogueKindName(op.kind) +
+                 " needs whole rows, which a conv tile does not hold");
+  return Status::Ok();
+}
+
+int64_t ConvChainLocalBytes(const ConvChainDesc& d, const ConvChainTiling& t) {
+  return LocalBytesOf(d, t, LayoutOf(d, t));
+}
+
+Status ValidateConvChain(const ConvChainDesc& d, const ConvChainTiling& t,
+                         const KernelConfig& config) {
+  FT_RETURN_IF_ERROR(ValidateConvChainDesc(d));
+  if (t.rows < 1 || t.e_block < 1 || t.mr < 1 || t.nr < 1 || t.e_block % t.mr != 0)
+    return Error(ErrorCode::kInvalidArgument,
+                 "tiling: rows and e_block must be positive, e_block a multiple of mr: " +
+                     t.ToString());
+  return CheckMicroTileAndBuffer(t.mr, t.nr, ConvChainLocalBytes(d, t), config,
+                                 [&] { return t.ToString(); });
+}
+
+bool ConvChainTilingFits(const ConvChainDesc& d, const ConvChainTiling& t,
+                         const KernelConfig& config) {
+  return ValidateConvChain(d, t, config).ok();
+}
+
+double ConvChainMacs(const ConvChainDesc& d) {
+  const ConvShape& s = d.depthwise;
+  const double e = static_cast<double>(Expanded(d));
+  const double out = static_cast<double>(s.batch * s.out_h * s.out_w);
+  double macs = out * e * (static_cast<double>(Taps(d)) + static_cast<double>(d.out_channels));
+  if (d.expand) macs += static_cast<double>(s.batch * s.in_h * s.in_w) * e * d.in_channels;
+  return macs;
+}
+
+double ConvChainWorkRatio(const ConvChainDesc& d, const ConvChainTiling& t) {
+  if (!d.expand || t.rows < 1) return 1.0;
+  const ConvShape& s = d.depthwise;
+  double expanded_rows = 0;
+  for (int64_t oh0 = 0; oh0 < s.out_h; oh0 += t.rows) {
+    const BandRows b = RowsOf(s, conv_detail::BandOf(s, std::min(t.rows, s.out_h - oh0)), oh0);
+    expanded_rows += static_cast<double>(b.r1 - b.r0);
+  }
+  const double extra = (expanded_rows - static_cast<double>(s.in_h)) * s.in_w * s.batch *
+                       static_cast<double>(Expanded(d) * d.in_channels);
+  return 1.0 + extra / ConvChainMacs(d);
+}
+
+int64_t PrePackedConvChainWeightFloats(const ConvChainDesc& d, const ConvChainTiling& t) {
+  return ExpandPackedFloats(d, t) + RoundUp(d.out_channels, t.mr) * Expanded(d);
+}
+
+void PrePackConvChainWeights(const ConvChainDesc& d, const ConvChainTiling& t, float* dst) {
+  const int64_t e = Expanded(d);
+  const int64_t expand = ExpandPackedFloats(d, t);
+  std::fill(dst, dst + PrePackedConvChainWeightFloats(d, t), 0.0f);
+  if (d.expand) std::copy(d.expand_w, d.expand_w + e * d.in_channels, dst);
+  std::copy(d.project_w, d.project_w + d.out_channels * e, dst + expand);
+}
+
+Result<KernelStats> RunConvChain(const ConvChainDesc& d, const ConvChainTiling& t,
+                                 const KernelConfig& config, RunMode mode) {
+  FT_RETURN_IF_ERROR(ValidateConvChain(d, t, config));
+  std::vector<float> own;
+  const float* packed = d.w_packed;
+  if (packed == nullptr) {
+    own.resize(static_cast<size_t>(PrePackedConvChainWeightFloats(d, t)));
+    PrePackConvChainWeights(d, t, own.data());
+    packed = own.data();
+  }
+  const ConvTileWalk walk = WalkOf(d, t);
+  return RunThreadShares(config.threads, [&](int thread) {
+    TileRunner runner(d, t, packed, mode);
+    KernelStats stats;
+    int64_t begin = 0, end = 0;
+    walk.ShareOf(thread, config.threads, &begin, &end);
+    for (int64_t i = begin; i < end; ++i) runner.Run(walk.At(i), &stats);
+    StreamFence();  // this thread's streamed rows are visible before the join
+    return stats;
+  });
+}
+
+TilingEstimate EstimateConvChain(const ConvChainDesc& d, const ConvChainTiling& t, int threads) {
+  const ConvShape& s = d.depthwise;
+  const ConvTileWalk walk = WalkOf(d, t);
+  const Layout l = LayoutOf(d, t);
+  const int64_t e = Expanded(d);
+  TilingEstimate est;
+  est.local_bytes = LocalBytesOf(d, t, l);
+  double total = 0, busiest = 0;
+  for (int th = 0; th < threads; ++th) {
+    int64_t begin = 0, end = 0;
+    walk.ShareOf(th, threads, &begin, &end);
+    double work = 0;
+    for (int64_t i = begin; i < end; ++i) {
+      const ConvTile c = walk.At(i);
+      const BandGeometry g = conv_detail::BandOf(s, c.ps / s.out_w);
+      const BandRows b = RowsOf(s, g, c.p0 / s.out_w);
+      const int64_t in_pix = (b.r1 - b.r0) * s.in_w;
+      est.bytes_in += 4.0 * WeightFloats(d) + (d.project_bias ? 4.0 * d.out_channels : 0);
+      est.bytes_in += d.expand ? 4.0 * d.in_channels * in_pix
+                               : 4.0 * e * conv_detail::BandReadFloats(s, b.ih0, g);
+      est.bytes_in += conv_detail::EpilogueReadBytes(d.epilogue, d.out_channels, c.ps);
+      est.bytes_out += 4.0 * d.out_channels * c.ps;
+      const double expand = d.expand ? static_cast<double>(in_pix) * e * d.in_channels : 0;
+      work += expand + static_cast<double>(c.ps) * e * (Taps(d) + d.out_channels);
+    }
+    est.max_thread_tiles = std::max(est.max_thread_tiles, end - begin);
+    busiest = std::max(busiest, work);
+    total += work;
+  }
+  est.tiles = walk.size();
+  est.max_thread_work = total > 0 ? busiest / total : 1;
+  est.steps = est.max_thread_tiles * ((e + t.e_block - 1) / t.e_block);
+  // Columns of the micro-tiles and rows of the project's padded to mr.
+  const double cols = static_cast<double>(l.rows * s.out_w);
+  est.lane_utilisation = cols / static_cast<double>(l.out_ld) *
+                         static_cast<double>(d.out_channels) / static_cast<double>(l.out_rows);
+  return est;
+}
+
+}  // namespace fusetune::kernels

@@ -1,0 +1,231 @@
+// The conv-chain template (1x1 expand -> depthwise -> 1x1 project, and
+// depthwise -> pointwise) against the unfused definition in double:
+// MobileNetV2's block shapes scaled down, strides, padded micro-tiles,
+// tilings and threads, epilogues, pre-packed and not; run modes, the
+// estimate against what a run counts, the work ratio, and its errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "kernels/conv_chain.h"
+#include "kernels/estimate.h"
+#include "kernels/microkernel.h"
+#include "tests/kernels/conv_test_util.h"
+
+namespace fusetune::kernels {
+namespace {
+
+using testing::MakeShape;
+using testing::ReferenceConv;
+
+constexpr double kTolerance = 1e-5;
+
+struct Block {
+  int64_t batch = 1, c = 16, h = 14, w = 14, e = 48, out = 16, k = 3, stride = 1;
+  bool expand = true, residual = false;
+};
+
+// Random weights and inputs of a block and the unfused result in double.
+struct Problem {
+  ConvChainDesc d;
+  std::vector<float> x, we, be, wd, bd, wp, bp, r, y;
+  std::vector<double> want;
+};
+
+std::vector<float> Random(Rng& rng, int64_t n) {
+  std::vector<float> v(n);
+  for (float& f : v) f = static_cast<float>(rng.Normal());
+  return v;
+}
+
+void Relu6(std::vector<double>* v) {
+  for (double& x : *v) x = std::clamp(x, 0.0, 6.0);
+}
+
+std::vector<float> ToFloat(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+
+Problem MakeProblem(const Block& b, uint64_t seed = 3) {
+  Rng rng(seed);
+  Problem p;
+  const int64_t e = b.expand ? b.e : b.c;
+  const ConvShape expand = MakeShape(b.batch, b.c, b.h, b.w, e, 1);
+  const ConvShape dw = MakeShape(b.batch, e, b.h, b.w, e, b.k, b.stride, b.k / 2, 1, e);
+  const ConvShape project = MakeShape(b.batch, e, dw.out_h, dw.out_w, b.out, 1);
+  p.x = Random(rng, b.batch * b.c * b.h * b.w);
+  p.we = Random(rng, e * b.c);
+  p.be = Random(rng, e);
+  p.wd = Random(rng, e * b.k * b.k);
+  p.bd = Random(rng, e);
+  p.wp = Random(rng, b.out * e);
+  p.bp = Random(rng, b.out);
+  std::vector<double> hidden;
+  if (b.expand) {
+    hidden = ReferenceConv(expand, p.x, p.we, p.be);
+    Relu6(&hidden);
+  } else {
+    hidden.assign(p.x.begin(), p.x.end());
+  }
+  std::vector<double> mid = ReferenceConv(dw, ToFloat(hidden), p.wd, p.bd);
+  Relu6(&mid);
+  p.want = ReferenceConv(project, ToFloat(mid), p.wp, p.bp);
+  p.y.assign(p.want.size(), -1.0f);
+  if (b.residual) {
+    p.r = Random(rng, static_cast<int64_t>(p.want.size()));
+    for (size_t i = 0; i < p.want.size(); ++i) p.want[i] += p.r[i];
+  }
+  ConvChainDesc& d = p.d;
+  d.depthwise = dw;
+  d.in_channels = b.c;
+  d.out_channels = b.out;
+  d.expand = b.expand;
+  d.x = p.x.data();
+  if (b.expand) {
+    d.expand_w = p.we.data();
+    d.expand_bias = p.be.data();
+    d.expand_act.push_back(EpilogueOp::Clip(0.0f, 6.0f));
+  }
+  d.dw_w = p.wd.data();
+  d.dw_bias = p.bd.data();
+  d.dw_act.push_back(EpilogueOp::Clip(0.0f, 6.0f));
+  d.project_w = p.wp.data();
+  d.project_bias = p.bp.data();
+  if (b.residual)
+    d.epilogue.push_back(EpilogueOp::Residual(p.r.data(), project.pixels(), b.out * project.pixels()));
+  d.y = p.y.data();
+  return p;
+}
+
+double MaxRelError(const Problem& p) {
+  double err = 0, scale = 1e-6;
+  for (size_t i = 0; i < p.want.size(); ++i) {
+    err = std::max(err, std::abs(double(p.y[i]) - p.want[i]));
+    scale = std::max(scale, std::abs(p.want[i]));
+  }
+  return err / scale;
+}
+
+ConvChainTiling Tiling(int64_t rows, int64_t e_block, std::pair<int, int> micro = {0, 0}) {
+  ConvChainTiling t;
+  t.rows = rows;
+  t.e_block = e_block;
+  if (micro.first > 0) std::tie(t.mr, t.nr) = micro;
+  else std::tie(t.mr, t.nr) = MicroTileShapes().front();
+  return t;
+}
+
+// Runs and compares; a kernel error fails the test.
+double RunBlock(const Block& b, const ConvChainTiling& t, int threads = 2, bool prepack = true) {
+  Problem p = MakeProblem(b);
+  std::vector<float> packed;
+  if (prepack) {
+    packed.resize(PrePackedConvChainWeightFloats(p.d, t));
+    PrePackConvChainWeights(p.d, t, packed.data());
+    p.d.w_packed = packed.data();
+  }
+  KernelConfig config;
+  config.threads = threads;
+  const Result<KernelStats> stats = RunConvChain(p.d, t, config);
+  EXPECT_TRUE(stats.ok()) << (stats.ok() ? "" : stats.error().message()) << " " << t.ToString();
+  return stats.ok() ? MaxRelError(p) : 1e9;
+}
+
+TEST(ConvChain, InvertedResidualsScaledDown) {
+  const Block blocks[] = {
+      {1, 16, 20, 20, 96, 24, 3, 2, true, false},   // block 2: expand, stride 2
+      {1, 24, 14, 14, 144, 24, 3, 1, true, true},   // block 3: residual
+      {1, 32, 7, 7, 192, 64, 3, 2, true, false},
+      {1, 96, 9, 9, 576, 96, 3, 1, true, true},
+      {2, 8, 11, 13, 48, 16, 3, 1, true, true},     // batch, odd sizes
+      {1, 32, 20, 20, 32, 16, 3, 1, false, false},  // block 1: depthwise -> pointwise
+      {1, 12, 9, 31, 12, 20, 5, 2, false, false},   // 5x5, stride 2, no expand
+  };
+  const int64_t rows[] = {1, 3, 100};
+  for (const Block& b : blocks)
+    for (int64_t r : rows)
+      for (int64_t eb : {16, 48})
+        EXPECT_LT(RunBlock(b, Tiling(r, eb)), kTolerance)
+            << "c=" << b.c << " e=" << b.e << " out=" << b.out << " rows=" << r << " e_block=" << eb;
+}
+
+TEST(ConvChain, EveryMicroTileThreadsAndUnpackedWeights) {
+  const Block b{1, 24, 10, 23, 72, 28, 3, 1, true, true};
+  for (auto [mr, nr] : MicroTileShapes()) {
+    const int64_t eb = static_cast<int64_t>(mr) * 3;  // 72 is not a multiple of every block
+    for (int threads : {1, 2, 3})
+      EXPECT_LT(RunBlock(b, Tiling(2, eb, {mr, nr}), threads), kTolerance)
+          << mr << "x" << nr << " threads " << threads;
+    EXPECT_LT(RunBlock(b, Tiling(4, eb, {mr, nr}), 2, /*prepack=*/false), kTolerance);
+  }
+}
+
+TEST(ConvChain, RunModesCountAlikeAndTheEstimateMatches) {
+  for (bool expand : {true, false}) {
+    Block b{1, 16, 12, 12, 48, 24, 3, 2, expand, true};
+    if (!expand) b.e = b.c;
+    const ConvChainTiling t = Tiling(2, 16);
+    Problem p = MakeProblem(b);
+    KernelConfig config;
+    const Result<KernelStats> full = RunConvChain(p.d, t, config, RunMode::kFull);
+    const Result<KernelStats> copy = RunConvChain(p.d, t, config, RunMode::kCopyOnly);
+    const Result<KernelStats> compute = RunConvChain(p.d, t, config, RunMode::kComputeOnly);
+    ASSERT_TRUE(full.ok() && copy.ok() && compute.ok());
+    EXPECT_EQ(copy->bytes_global_to_local, full->bytes_global_to_local);
+    EXPECT_EQ(copy->bytes_local_to_global, full->bytes_local_to_global);
+    EXPECT_EQ(compute->bytes_global_to_local, 0);
+    EXPECT_EQ(compute->bytes_local_to_global, 0);
+    EXPECT_EQ(compute->tiles, full->tiles);
+    const TilingEstimate e = EstimateConvChain(p.d, t, config.threads);
+    EXPECT_DOUBLE_EQ(e.bytes_in, static_cast<double>(full->bytes_global_to_local));
+    EXPECT_DOUBLE_EQ(e.bytes_out, static_cast<double>(full->bytes_local_to_global));
+    EXPECT_EQ(e.tiles, full->tiles);
+    EXPECT_EQ(e.local_bytes, ConvChainLocalBytes(p.d, t));
+  }
+}
+
+TEST(ConvChain, WorkRatioCountsTheRecomputedHalo) {
+  Problem p = MakeProblem(Block{1, 16, 16, 16, 64, 16, 3, 1, true, false});
+  EXPECT_DOUBLE_EQ(ConvChainWorkRatio(p.d, Tiling(16, 16)), 1.0);  // one band: no halo
+  const double two = ConvChainWorkRatio(p.d, Tiling(8, 16));
+  const double one = ConvChainWorkRatio(p.d, Tiling(1, 16));
+  EXPECT_GT(two, 1.0);
+  EXPECT_GT(one, two);  // bands of one row expand three rows each
+  Problem dw = MakeProblem(Block{1, 16, 16, 16, 16, 16, 3, 1, false, false});
+  EXPECT_DOUBLE_EQ(ConvChainWorkRatio(dw.d, Tiling(1, 16)), 1.0);  // nothing to recompute
+}
+
+TEST(ConvChain, ErrorsNameWhatIsWrong) {
+  Problem p = MakeProblem(Block{});
+  KernelConfig config;
+  auto message = [&](const ConvChainDesc& d, const ConvChainTiling& t) {
+    const Status s = ValidateConvChain(d, t, config);
+    return s.ok() ? std::string("ok") : s.error().message();
+  };
+  const auto [mr, nr] = MicroTileShapes().front();
+  EXPECT_NE(message(p.d, Tiling(2, mr + 1)).find("multiple of mr"), std::string::npos);
+  EXPECT_NE(message(p.d, Tiling(0, mr)).find("positive"), std::string::npos);
+  ConvChainTiling odd = Tiling(2, 48);
+  odd.nr = 5;
+  EXPECT_NE(message(p.d, odd).find("micro-tile"), std::string::npos);
+  KernelConfig tiny;
+  tiny.local_buffer_bytes = 4096;
+  EXPECT_FALSE(ValidateConvChain(p.d, Tiling(100, 48), tiny).ok());
+  EXPECT_FALSE(ConvChainTilingFits(p.d, Tiling(100, 48), tiny));
+
+  ConvChainDesc bad = p.d;
+  bad.depthwise.groups = 1;
+  EXPECT_NE(message(bad, Tiling(2, 48)).find("groups"), std::string::npos);
+  bad = p.d;
+  bad.expand_w = nullptr;
+  EXPECT_NE(message(bad, Tiling(2, 48)).find("weights"), std::string::npos);
+  bad = p.d;
+  bad.dw_act.push_back(EpilogueOp::Residual(p.x.data(), 1, 1));
+  EXPECT_NE(message(bad, Tiling(2, 48)).find("dw_act"), std::string::npos);
+  bad = p.d;
+  bad.expand = false;  // 16 channels of X for 48 depthwise channels
+  EXPECT_NE(message(bad, Tiling(2, 48)).find("channels"), std::string::npos);
+  const Result<KernelStats> run = RunConvChain(bad, Tiling(2, 48), config);
+  EXPECT_FALSE(run.ok());
+}
+
+}  // namespace
+}  // namespace fusetune::kernels
