@@ -126,8 +126,8 @@ std::vector<ConvTiling> DepthwiseTilings() {
 }
 
 double Unfused(const BlockShape& b, bool quick, int reps) {
-  const ConvShape dw = Shape(b.expand ? b.e : b.c, b.size, b.expand ? b.e : b.c, 3, b.stride,
-                             b.expand ? b.e : b.c);
+  const ConvShape dw =
+      Shape(b.expand ? b.e : b.c, b.size, b.expand ? b.e : b.c, 3, b.stride, b.expand ? b.e : b.c);
   const int64_t e = dw.in_channels;
   std::vector<float> x = Filled(b.c * b.size * b.size, 0.1f), hidden(e * b.size * b.size);
   std::vector<float> mid(e * dw.pixels()), y(b.out * dw.pixels()), r(y.size(), 0.1f);
@@ -184,7 +184,8 @@ std::pair<double, ConvChainTiling> Fused(const BlockShape& b, bool quick, int re
   if (b.expand) d.expand_act = {EpilogueOp::Clip(0, 6)};
   d.dw_act = {EpilogueOp::Clip(0, 6)};
   if (b.residual)
-    d.epilogue = {EpilogueOp::Residual(r.data(), d.depthwise.pixels(), b.out * d.depthwise.pixels())};
+    d.epilogue = {
+        EpilogueOp::Residual(r.data(), d.depthwise.pixels(), b.out * d.depthwise.pixels())};
   d.y = y.data();
   KernelConfig config;
   config.threads = kThreads;
@@ -222,6 +223,6 @@ int main(int argc, char** argv) {
     fmt::print("{:<26} {:>10.4f} {:>10.4f} {:>6.2f}x  {}\n", b.name, u * 1e3, f * 1e3, u / f,
                t.ToString());
   }
-  fmt::print("{:<26} {:>10.4f} {:>10.4f} {:>6.2f}x\n", "sum (each shape once)",
-             total_unfused * 1e3, total_fused * 1e3, total_unfused / total_fused);
+  fmt::print("{:<26} {:>10.4f} {:>10.4f} {:>6.2f}x\n", "sum (each shape once)", total_unfused * 1e3,
+             total_fused * 1e3, total_unfused / total_fused);
 }

@@ -13,7 +13,7 @@ namespace {
 // Feature layout, in the order FeatureNames() lists them.
 const std::vector<std::string> kNames = {
     // template
-    "is_gemm", "is_rowwise", "is_elementwise", "is_attention", "is_conv", "is_pool",
+    "is_gemm", "is_rowwise", "is_elementwise", "is_attention", "is_conv", "is_pool", "is_conv_chain",
     // work
     "log_flops", "log_transcendentals", "log_output_elements", "log_compulsory_bytes",
     // analytical traffic of the tiling
@@ -182,6 +182,26 @@ void TemplateFeatures(const fusion_space::KernelInstance& in, const fusion_space
       *outputs = 1;
       break;
     }
+    case fusion_space::KernelTemplate::kConvChain: {
+      // Output channels, output positions, expanded and input channels, the
+      // depthwise window; the tiling's rows and block, micro-tile, stride.
+      const kernels::ConvChainDesc& d = in.conv_chain;
+      const auto& t = std::get<kernels::ConvChainTiling>(tiling);
+      shape[0] = Log2(static_cast<double>(d.out_channels));
+      shape[1] = Log2(static_cast<double>(d.depthwise.pixels() * d.depthwise.batch));
+      shape[2] = Log2(static_cast<double>(d.depthwise.in_channels));
+      shape[3] = Log2(static_cast<double>(d.in_channels));
+      shape[4] = static_cast<double>(d.depthwise.kernel_h * d.depthwise.kernel_w);
+      params[0] = Log2(static_cast<double>(t.rows));
+      params[1] = Log2(static_cast<double>(t.e_block));
+      params[2] = d.expand ? 1 : 0;
+      params[3] = t.mr;
+      params[4] = t.nr;
+      params[6] = static_cast<double>(d.depthwise.stride_h * d.depthwise.stride_w);
+      *mix = EpilogueMix(d.epilogue, EpilogueMix(d.dw_act, EpilogueMix(d.expand_act)));
+      *outputs = 1;
+      break;
+    }
     case fusion_space::KernelTemplate::kReference:
       break;
   }
@@ -189,8 +209,12 @@ void TemplateFeatures(const fusion_space::KernelInstance& in, const fusion_space
 
 // Multiplications per multiply-add of the group's definition: below 1 for
 // algorithms that compute the same result with fewer (Winograd), so the
-// analytical compute does not rank them by the direct form's FLOPs.
+// analytical compute does not rank them by the direct form's FLOPs; above 1
+// for a conv chain's expand rows recomputed in neighbouring bands.
 double ArithmeticFactor(const fusion_space::KernelInstance& in, const fusion_space::Tiling& t) {
+  if (const auto* chain = std::get_if<kernels::ConvChainTiling>(&t);
+      chain != nullptr && in.kind == fusion_space::KernelTemplate::kConvChain)
+    return kernels::ConvChainWorkRatio(in.conv_chain, *chain);
   const auto* conv = std::get_if<kernels::ConvTiling>(&t);
   if (in.kind != fusion_space::KernelTemplate::kConv || conv == nullptr) return 1.0;
   return kernels::ConvMultiplicationRatio(conv->algorithm);
@@ -263,6 +287,7 @@ AnalyticalParts ExtractFeatures(const GroupInfo& group, const fusion_space::Tili
                            in.kind == fusion_space::KernelTemplate::kAttention ? 1.0 : 0.0,
                            in.kind == fusion_space::KernelTemplate::kConv ? 1.0 : 0.0,
                            in.kind == fusion_space::KernelTemplate::kPool ? 1.0 : 0.0,
+                           in.kind == fusion_space::KernelTemplate::kConvChain ? 1.0 : 0.0,
                            Log2(group.flops),
                            Log2(group.transcendentals),
                            Log2(group.output_elements),

@@ -25,8 +25,10 @@ namespace fusetune::cost_model {
 // not used to rank.
 // 2: GEMM work counts micro-kernel call costs; 3: the cache protocol is a feature;
 // 4: the convolution template (is_conv, its shape and tiling slots);
-// 5: the pooling template (is_pool, its shape and tiling slots).
-inline constexpr int kFeatureVersion = 5;
+// 5: the pooling template (is_pool, its shape and tiling slots);
+// 6: the conv-chain template (is_conv_chain, its shape and tiling slots, its
+// recomputed expand rows in the analytical compute).
+inline constexpr int kFeatureVersion = 6;
 
 // What the model knows of the machine, from its stored calibration
 // (target::CalibrationToJson), and of how candidates were measured there, so

@@ -26,8 +26,9 @@ struct OpMix {
     if (size > 1 && unfusible > 0) return false;
     if (norm_into_gemm > 0) return false;
     if (gemms > 3 || softmaxes > 1) return false;
-    // The conv template computes one Conv with an elementwise epilogue.
-    if (convs > 1 || (convs > 0 && (gemms + softmaxes + reductions + layer_norms) > 0))
+    // The conv template computes one Conv with an elementwise epilogue, the
+    // conv-chain template up to three (expand, depthwise, project).
+    if (convs > 3 || (convs > 0 && (gemms + softmaxes + reductions + layer_norms) > 0))
       return false;
     if (softmaxes == 1 && gemms > 2) return false;
     // The GEMM template reduces rows only in a LayerNorm epilogue, one per output.

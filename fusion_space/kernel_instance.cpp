@@ -27,6 +27,8 @@ const char* KernelTemplateName(KernelTemplate t) {
       return "conv";
     case KernelTemplate::kPool:
       return "pool";
+    case KernelTemplate::kConvChain:
+      return "conv_chain";
   }
   return "?";
 }
@@ -49,6 +51,7 @@ int KernelTemplateVersion(KernelTemplate t) {
     case KernelTemplate::kConv:
       return 2;  // 2: depthwise tiles hold oc_block channels (1 before)
     case KernelTemplate::kPool:
+    case KernelTemplate::kConvChain:
       return 1;
     case KernelTemplate::kElementwise:
     case KernelTemplate::kRowwise:
@@ -62,7 +65,7 @@ std::map<std::string, int> KernelTemplateVersions() {
   for (KernelTemplate t :
        {KernelTemplate::kReference, KernelTemplate::kElementwise, KernelTemplate::kRowwise,
         KernelTemplate::kGemm, KernelTemplate::kAttention, KernelTemplate::kConv,
-        KernelTemplate::kPool})
+        KernelTemplate::kPool, KernelTemplate::kConvChain})
     versions[KernelTemplateName(t)] = KernelTemplateVersion(t);
   return versions;
 }
@@ -159,6 +162,15 @@ void VisitDescriptorPointers(KernelInstance& k,
       visit_const(k.pool.x);
       visit_mutable(k.pool.y);
       return;
+    case KernelTemplate::kConvChain: {  // w_packed is set after binding, by the runtime
+      auto& d = k.conv_chain;
+      for (const float** p : {&d.x, &d.expand_w, &d.expand_bias, &d.dw_w, &d.dw_bias,
+                              &d.project_w, &d.project_bias})
+        if (*p) visit_const(*p);
+      visit_mutable(d.y);
+      VisitEpilogue(d.epilogue, visit_const);
+      return;
+    }
   }
 }
 

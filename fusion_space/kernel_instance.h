@@ -19,6 +19,7 @@
 #include "graph/graph.h"
 #include "kernels/attention.h"
 #include "kernels/conv.h"
+#include "kernels/conv_chain.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/pool.h"
@@ -26,10 +27,19 @@
 
 namespace fusetune::fusion_space {
 
-enum class KernelTemplate { kReference, kElementwise, kRowwise, kGemm, kAttention, kConv, kPool };
+enum class KernelTemplate {
+  kReference,
+  kElementwise,
+  kRowwise,
+  kGemm,
+  kAttention,
+  kConv,
+  kPool,
+  kConvChain
+};
 const char* KernelTemplateName(KernelTemplate t);
 std::optional<KernelTemplate> KernelTemplateFromName(const std::string& name);
-inline constexpr int kNumKernelTemplates = 7;
+inline constexpr int kNumKernelTemplates = 8;
 // The version of each template's implementation. Bump it when a change alters
 // what a tiling of the template measures (code, defaults, thread split):
 // tuning records of an older version then go stale and are never a best plan.
@@ -63,6 +73,7 @@ struct KernelInstance {
   kernels::AttentionDesc attention;
   kernels::ConvDesc conv;
   kernels::PoolDesc pool;
+  kernels::ConvChainDesc conv_chain;
   std::string summary;  // one line for reports: "GEMM 16x32x32 +bias +GELU(erf)"
 
   // Adds a slot and returns the pointer that stands for it in a descriptor.

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "fusion_space/match_conv.h"
+#include "fusion_space/match_conv_chain.h"
 #include "fusion_space/match_gemm.h"
 #include "fusion_space/match_pool.h"
 #include "fusion_space/match_tile.h"
@@ -62,6 +63,8 @@ GroupMatch MatchGroup(const graph::Graph& g, const Dataflow& flow, std::span<con
   FusionDecision d = FusionDecision::Forbid("no template");
   if (group.size() == 1 && IsPoolOp(g.nodes[group[0]])) {
     d = MatchPoolInstance(g, flow, group, &m.instance);
+  } else if (convs > 1) {
+    d = MatchConvChainInstance(g, flow, group, &m.instance);
   } else if (convs > 0) {
     d = MatchConvInstance(g, flow, group, &m.instance);
   } else if (matmuls == 0) {

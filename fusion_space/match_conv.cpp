@@ -11,12 +11,7 @@
 
 namespace fusetune::fusion_space {
 
-namespace {
-
-using kernels::EpilogueKind;
-using kernels::EpilogueOp;
-
-kernels::ConvShape ShapeOf(const graph::ConvGeometry& c) {
+kernels::ConvShape ConvShapeOf(const graph::ConvGeometry& c) {
   kernels::ConvShape s;
   s.batch = c.batch;
   s.in_channels = c.in_channels;
@@ -36,6 +31,11 @@ kernels::ConvShape ShapeOf(const graph::ConvGeometry& c) {
   s.groups = c.groups;
   return s;
 }
+
+namespace {
+
+using kernels::EpilogueKind;
+using kernels::EpilogueOp;
 
 // The one value downstream of `y` inside the group that is read outside it.
 FusionDecision LeavingValue(const graph::Graph& g, const Dataflow& flow,
@@ -108,7 +108,7 @@ FusionDecision MatchConvInstance(const graph::Graph& g, const Dataflow& flow,
   k->nodes.assign(group.begin(), group.end());
   std::sort(k->nodes.begin(), k->nodes.end());
   kernels::ConvDesc& d = k->conv;
-  d.shape = ShapeOf(*geometry);
+  d.shape = ConvShapeOf(*geometry);
   d.x = k->AddSlot(node.inputs[0]);
   d.w = k->AddSlot(node.inputs[1]);
   if (node.inputs.size() > 2 && node.inputs[2] != graph::kNoValue)

@@ -13,8 +13,12 @@
 
 #include "fusion_space/dataflow.h"
 #include "fusion_space/kernel_instance.h"
+#include "graph/conv_geometry.h"
 
 namespace fusetune::fusion_space {
+
+// A node's resolved geometry as the kernels' shape (shared with the conv-chain matcher).
+kernels::ConvShape ConvShapeOf(const graph::ConvGeometry& geometry);
 
 FusionDecision MatchConvInstance(const graph::Graph& graph, const Dataflow& flow,
                                  std::span<const int32_t> group, KernelInstance* instance);

@@ -30,6 +30,8 @@ KernelTemplate TilingTemplate(const Tiling& t) {
       return KernelTemplate::kConv;
     case 6:
       return KernelTemplate::kPool;
+    case 7:
+      return KernelTemplate::kConvChain;
     default:
       return KernelTemplate::kReference;
   }
@@ -42,6 +44,7 @@ std::string TilingToString(const Tiling& t) {
   if (auto* x = std::get_if<kernels::AttentionTiling>(&t)) return x->ToString();
   if (auto* x = std::get_if<kernels::ConvTiling>(&t)) return x->ToString();
   if (auto* x = std::get_if<kernels::PoolTiling>(&t)) return x->ToString();
+  if (auto* x = std::get_if<kernels::ConvChainTiling>(&t)) return x->ToString();
   return "-";
 }
 
@@ -116,6 +119,19 @@ const ConvLists& ConvListsOf(const kernels::ConvShape& s) {
   return last->second;
 }
 
+// A conv chain's expanded-channel blocks: for every micro-tile's mr, its
+// multiples growing by about 1.5x up to the expanded channels rounded up to
+// mr (a block must hold whole micro-tiles of the expand GEMM).
+std::vector<int64_t> ChainBlocks(int64_t expanded) {
+  std::set<int64_t> v;
+  for (auto [mr, nr] : MicroShapes()) {
+    const int64_t cap = (expanded + mr - 1) / mr * mr;
+    for (int64_t x = mr; x < cap; x = std::max(x + mr, (x * 3 / 2) / mr * mr)) v.insert(x);
+    v.insert(cap);
+  }
+  return {v.begin(), v.end()};
+}
+
 std::vector<int64_t> Range(int64_t n) {
   std::vector<int64_t> v(n);
   for (int64_t i = 0; i < n; ++i) v[i] = i;
@@ -170,6 +186,13 @@ TilingSpace::TilingSpace(const KernelInstance& k, const kernels::KernelConfig& c
                  {"oc_block", lists.oc},
                  {"pixel_block", lists.px},
                  {"k_block", lists.k},
+                 {"micro", Range(MicroShapes().size())}};
+      break;
+    }
+    case KernelTemplate::kConvChain: {
+      const kernels::ConvChainDesc& d = k.conv_chain;
+      params_ = {{"rows", BlockSizes(d.depthwise.out_h, 1, 1)},
+                 {"e_block", ChainBlocks(d.depthwise.in_channels)},
                  {"micro", Range(MicroShapes().size())}};
       break;
     }
@@ -230,6 +253,9 @@ Tiling TilingSpace::At(const std::vector<int>& c) const {
     }
     case KernelTemplate::kPool:
       return kernels::PoolTiling{v(0), v(1)};
+    case KernelTemplate::kConvChain:
+      return kernels::ConvChainTiling{v(0), v(1), MicroShapes()[v(2)].first,
+                                      MicroShapes()[v(2)].second};
   }
   return std::monostate{};
 }
@@ -253,6 +279,8 @@ std::vector<int64_t> TilingValues(const Tiling& t) {
     values = {static_cast<int>(x->algorithm), x->oc_block, x->pixel_block, x->k_block,
               MicroIndex(x->mr, x->nr)};
   if (auto* x = std::get_if<kernels::PoolTiling>(&t)) values = {x->channel_block, x->row_block};
+  if (auto* x = std::get_if<kernels::ConvChainTiling>(&t))
+    values = {x->rows, x->e_block, MicroIndex(x->mr, x->nr)};
   return values;
 }
 
@@ -310,6 +338,17 @@ bool ConvTilingCanonical(const kernels::ConvShape& s, const kernels::ConvTiling&
   return FirstOfItsKind(lists.px, t.pixel_block, [&](int64_t v) {
     const int64_t rows = (std::max<int64_t>(1, v / s.out_w) + m - 1) / m * m;
     return std::min(rows, all_rows);
+  });
+}
+
+// A block of expanded channels at or past their count (rounded up to mr)
+// runs the same schedule: only the smallest such block that holds whole
+// micro-tiles is a point of the space.
+bool ConvChainTilingCanonical(const kernels::ConvChainDesc& d, const kernels::ConvChainTiling& t) {
+  if (t.mr < 1 || t.e_block % t.mr != 0) return true;  // the kernel's check explains
+  const int64_t whole = (d.depthwise.in_channels + t.mr - 1) / t.mr * t.mr;
+  return FirstOfItsKind(ChainBlocks(d.depthwise.in_channels), t.e_block, [&](int64_t v) {
+    return v % t.mr != 0 ? -v : std::min(v, whole);
   });
 }
 
@@ -373,6 +412,15 @@ bool TilingRulesHold(const KernelInstance& k, const kernels::KernelConfig& confi
   if (auto* x = std::get_if<kernels::PoolTiling>(&t)) {
     if constexpr (!loud) return kernels::PoolTilingFits(k.pool, *x, config);
     return kernel_status(kernels::ValidatePool(k.pool, *x, config));
+  }
+  if (auto* x = std::get_if<kernels::ConvChainTiling>(&t)) {
+    if (!ConvChainTilingCanonical(k.conv_chain, *x))
+      return broken([&] {
+        return fmt::format("e_block {} covers the expanded channels as a smaller block does",
+                           x->e_block);
+      });
+    if constexpr (!loud) return kernels::ConvChainTilingFits(k.conv_chain, *x, config);
+    return kernel_status(kernels::ValidateConvChain(k.conv_chain, *x, config));
   }
   return true;
 }
@@ -440,6 +488,19 @@ kernels::ConvTiling DefaultConvTiling(const kernels::ConvShape& s) {
   }
   return t;
 }
+
+// Bands of about 784 output positions (the blocks that ran fastest on
+// MobileNetV2's shapes), at most half the rows so both threads get a band;
+// blocks of 48 expanded channels.
+kernels::ConvChainTiling DefaultConvChainTiling(const kernels::ConvChainDesc& d) {
+  const kernels::ConvShape& s = d.depthwise;
+  kernels::ConvChainTiling t;
+  t.rows = std::clamp<int64_t>(784 / s.out_w, 1, std::max<int64_t>(1, (s.out_h + 1) / 2));
+  t.e_block = 48;
+  t.mr = MicroShapes()[0].first;
+  t.nr = MicroShapes()[0].second;
+  return t;
+}
 }  // namespace
 
 Tiling TilingSpace::Default() const {
@@ -464,6 +525,9 @@ Tiling TilingSpace::Default() const {
       break;
     case KernelTemplate::kPool:
       preferred = kernels::PoolTiling{};
+      break;
+    case KernelTemplate::kConvChain:
+      preferred = DefaultConvChainTiling(instance_.conv_chain);
       break;
   }
   if (ChoiceOf(preferred) && TilingFits(instance_, config_, preferred)) return preferred;
@@ -591,6 +655,8 @@ json TilingToJson(const Tiling& t) {
             {"nr", x->nr}};
   if (auto* x = std::get_if<kernels::PoolTiling>(&t))
     return {{"channel_block", x->channel_block}, {"row_block", x->row_block}};
+  if (auto* x = std::get_if<kernels::ConvChainTiling>(&t))
+    return {{"rows", x->rows}, {"e_block", x->e_block}, {"mr", x->mr}, {"nr", x->nr}};
   return json::object();
 }
 
@@ -669,6 +735,15 @@ FusionDecision TilingFromFields(KernelTemplate kind, const TilingFields& fields,
       *out = t;
       return FusionDecision::Allow();
     }
+    case KernelTemplate::kConvChain: {
+      kernels::ConvChainTiling t;
+      FT_RETURN_IF_DECISION(Field(fields, "rows", &t.rows));
+      FT_RETURN_IF_DECISION(Field(fields, "e_block", &t.e_block));
+      FT_RETURN_IF_DECISION(Field(fields, "mr", &t.mr));
+      FT_RETURN_IF_DECISION(Field(fields, "nr", &t.nr));
+      *out = t;
+      return FusionDecision::Allow();
+    }
   }
   return FusionDecision::Forbid("unknown template");
 }
@@ -709,6 +784,8 @@ kernels::TilingEstimate EstimateTiling(const KernelInstance& instance, const Til
     return kernels::EstimateConv(instance.conv, *t, threads);
   if (const auto* t = std::get_if<kernels::PoolTiling>(&tiling))
     return kernels::EstimatePool(instance.pool, *t, threads);
+  if (const auto* t = std::get_if<kernels::ConvChainTiling>(&tiling))
+    return kernels::EstimateConvChain(instance.conv_chain, *t, threads);
   return {};
 }
 

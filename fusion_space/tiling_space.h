@@ -23,7 +23,7 @@ namespace fusetune::fusion_space {
 
 using Tiling = std::variant<std::monostate, kernels::ElementwiseTiling, kernels::RowwiseTiling,
                             kernels::GemmTiling, kernels::AttentionTiling, kernels::ConvTiling,
-                            kernels::PoolTiling>;
+                            kernels::PoolTiling, kernels::ConvChainTiling>;
 
 KernelTemplate TilingTemplate(const Tiling& tiling);
 std::string TilingToString(const Tiling& tiling);

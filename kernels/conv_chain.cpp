@@ -291,9 +291,9 @@ Status ValidateConvChain(const ConvChainDesc& d, const ConvChainTiling& t,
                          const KernelConfig& config) {
   FT_RETURN_IF_ERROR(ValidateConvChainDesc(d));
   if (t.rows < 1 || t.e_block < 1 || t.mr < 1 || t.nr < 1 || t.e_block % t.mr != 0)
-    return Error(ErrorCode::kInvalidArgument,
-                 "tiling: rows and e_block must be positive, e_block a multiple of mr: " +
-                     t.ToString());
+    return Error(
+        ErrorCode::kInvalidArgument,
+        "tiling: rows and e_block must be positive, e_block a multiple of mr: " + t.ToString());
   return CheckMicroTileAndBuffer(t.mr, t.nr, ConvChainLocalBytes(d, t), config,
                                  [&] { return t.ToString(); });
 }

@@ -48,15 +48,15 @@ struct ConvChainDesc {
   // The depthwise stage: in_channels == out_channels == groups == E, X's
   // height and width, the output's height and width.
   ConvShape depthwise;
-  int64_t in_channels = 0;   // C: X's channels (E without an expand)
-  int64_t out_channels = 0;  // C': Y's channels
-  bool expand = true;        // false: X is the depthwise stage's input
-  const float* x = nullptr;  // [batch, C, in_h, in_w]
-  const float* expand_w = nullptr;     // [E, C] (a 1x1 conv's [E, C, 1, 1])
-  const float* expand_bias = nullptr;  // [E], optional
-  const float* dw_w = nullptr;         // [E, 1, kernel_h, kernel_w]
-  const float* dw_bias = nullptr;      // [E], optional
-  const float* project_w = nullptr;    // [C', E]
+  int64_t in_channels = 0;              // C: X's channels (E without an expand)
+  int64_t out_channels = 0;             // C': Y's channels
+  bool expand = true;                   // false: X is the depthwise stage's input
+  const float* x = nullptr;             // [batch, C, in_h, in_w]
+  const float* expand_w = nullptr;      // [E, C] (a 1x1 conv's [E, C, 1, 1])
+  const float* expand_bias = nullptr;   // [E], optional
+  const float* dw_w = nullptr;          // [E, 1, kernel_h, kernel_w]
+  const float* dw_bias = nullptr;       // [E], optional
+  const float* project_w = nullptr;     // [C', E]
   const float* project_bias = nullptr;  // [C'], optional
   // Pointwise activations after the expand and after the depthwise stage:
   // ops that read no operand (ReLU, Clip, SiLU, HardSwish, scales).
@@ -71,9 +71,9 @@ struct ConvChainDesc {
 };
 
 struct ConvChainTiling {
-  int64_t rows = 4;      // output rows per tile
-  int64_t e_block = 32;  // expanded channels per step (a multiple of mr)
-  int mr = 8, nr = 32;   // the micro-tile of the expand and project GEMMs
+  int64_t rows = 4;              // output rows per tile
+  int64_t e_block = 32;          // expanded channels per step (a multiple of mr)
+  int mr = 8, nr = 32;           // the micro-tile of the expand and project GEMMs
   std::string ToString() const;  // "rows=4 e=32 micro=8x32"
   bool operator==(const ConvChainTiling&) const = default;
 };

@@ -19,7 +19,6 @@ std::vector<int64_t> DepthwiseTapOffsets(const ConvShape& s, const BandGeometry&
 // (consecutive rows, leading dimension s.out_w), each output the bias plus
 // the kernel_h x kernel_w taps of `w` over `band` (BandOf(s, rows) layout).
 void DepthwiseChannel(const ConvShape& s, const BandGeometry& g, const float* band,
-                      const int64_t* offsets, const float* w, float bias, int64_t rows,
-                      float* out);
+                      const int64_t* offsets, const float* w, float bias, int64_t rows, float* out);
 
 }  // namespace fusetune::kernels::conv_detail

@@ -187,15 +187,20 @@ void KernelProgram::PrePackWeights(const graph::Graph& graph,
     const graph::ValueId v = step.instance.slots[slot].value;
     if (v != graph::kNoValue && !graph.value(v).is_constant()) continue;  // an activation
     const int output = static_cast<int>(o);
-    PackedWeight w{output};
-    w.floats = static_cast<size_t>(kernels::PrePackedBFloats(bound.gemm, output, tiling));
-    w.data = {
-        static_cast<float*>(std::aligned_alloc(64, (w.floats * sizeof(float) + 63) / 64 * 64)),
-        FreeFloats};
+    PackedWeight w =
+        NewPackedWeight(output, kernels::PrePackedBFloats(bound.gemm, output, tiling));
     if (!w.data) continue;  // no memory to spare: the kernel packs from B as before
     kernels::PrePackB(bound.gemm, output, tiling, w.data.get());
     step.packed_b.push_back(std::move(w));
   }
+}
+
+KernelProgram::PackedWeight KernelProgram::NewPackedWeight(int output, int64_t floats) {
+  PackedWeight w{output};
+  w.floats = static_cast<size_t>(floats);
+  w.data = {static_cast<float*>(std::aligned_alloc(64, (w.floats * sizeof(float) + 63) / 64 * 64)),
+            FreeFloats};
+  return w;
 }
 
 void KernelProgram::PrePackConvWeights(const graph::Graph& graph,
@@ -207,13 +212,31 @@ void KernelProgram::PrePackConvWeights(const graph::Graph& graph,
   const graph::ValueId v = step.instance.slots[slot].value;
   if (v != graph::kNoValue && !graph.value(v).is_constant())
     return;  // weights computed at run time
-  PackedWeight w{0};
-  w.floats = static_cast<size_t>(kernels::PrePackedConvWeightFloats(bound.conv, tiling));
-  if (w.floats == 0) return;  // the algorithm reads W as it is
-  w.data = {static_cast<float*>(std::aligned_alloc(64, (w.floats * sizeof(float) + 63) / 64 * 64)),
-            FreeFloats};
+  const int64_t floats = kernels::PrePackedConvWeightFloats(bound.conv, tiling);
+  if (floats == 0) return;  // the algorithm reads W as it is
+  PackedWeight w = NewPackedWeight(0, floats);
   if (!w.data) return;  // no memory to spare: the kernel reads W as it is
   kernels::PrePackConvWeights(bound.conv, tiling, w.data.get());
+  step.packed_b.push_back(std::move(w));
+}
+
+void KernelProgram::PrePackConvChainWeights(const graph::Graph& graph,
+                                            const fusion_space::KernelInstance& bound,
+                                            Step& step) {
+  step.prepared = true;
+  const kernels::ConvChainDesc& d = step.instance.conv_chain;  // slot pointers: which values
+  for (const float* w : {d.expand_w, d.project_w}) {
+    const int slot = fusion_space::SlotIndex(w);
+    if (w == nullptr || slot < 0) continue;
+    const graph::ValueId v = step.instance.slots[slot].value;
+    if (v != graph::kNoValue && !graph.value(v).is_constant())
+      return;  // weights computed at run time: the kernel packs them on every run
+  }
+  const auto& tiling = std::get<kernels::ConvChainTiling>(step.tiling);
+  PackedWeight w =
+      NewPackedWeight(0, kernels::PrePackedConvChainWeightFloats(bound.conv_chain, tiling));
+  if (!w.data) return;  // no memory to spare: the kernel packs them on every run
+  kernels::PrePackConvChainWeights(bound.conv_chain, tiling, w.data.get());
   step.packed_b.push_back(std::move(w));
 }
 
@@ -260,6 +283,14 @@ Result<StepReport> KernelProgram::RunStep(Step& step, kernels::RunMode mode) {
         PrePackConvWeights(graph_, k, step);  // else RunConv reports what is wrong
       for (const PackedWeight& w : step.packed_b) k.conv.w_packed = w.data.get();
       stats = kernels::RunConv(k.conv, tiling, config_, mode);
+      break;
+    }
+    case fusion_space::KernelTemplate::kConvChain: {
+      const auto& tiling = std::get<kernels::ConvChainTiling>(step.tiling);
+      if (!step.prepared && kernels::ValidateConvChain(k.conv_chain, tiling, config_).ok())
+        PrePackConvChainWeights(graph_, k, step);  // else RunConvChain reports what is wrong
+      for (const PackedWeight& w : step.packed_b) k.conv_chain.w_packed = w.data.get();
+      stats = kernels::RunConvChain(k.conv_chain, tiling, config_, mode);
       break;
     }
     case fusion_space::KernelTemplate::kPool:

@@ -82,6 +82,11 @@ class KernelProgram {
   // The same for a convolution's constant W (Winograd: its transformed form).
   static void PrePackConvWeights(const graph::Graph& graph,
                                  const fusion_space::KernelInstance& bound, Step& step);
+  // The same for a conv chain's constant expand and project weights.
+  static void PrePackConvChainWeights(const graph::Graph& graph,
+                                      const fusion_space::KernelInstance& bound, Step& step);
+  // An aligned allocation for a packed weight (data null when there is no memory).
+  static PackedWeight NewPackedWeight(int output, int64_t floats);
   std::byte* Address(graph::ValueId v);
   graph::Tensor* FindOutput(graph::ValueId v);  // null unless a step writes v into outputs_
   Status RunReferenceStep(const Step& step, StepReport* report);

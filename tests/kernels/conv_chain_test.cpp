@@ -90,7 +90,8 @@ Problem MakeProblem(const Block& b, uint64_t seed = 3) {
   d.project_w = p.wp.data();
   d.project_bias = p.bp.data();
   if (b.residual)
-    d.epilogue.push_back(EpilogueOp::Residual(p.r.data(), project.pixels(), b.out * project.pixels()));
+    d.epilogue.push_back(
+        EpilogueOp::Residual(p.r.data(), project.pixels(), b.out * project.pixels()));
   d.y = p.y.data();
   return p;
 }
@@ -108,8 +109,10 @@ ConvChainTiling Tiling(int64_t rows, int64_t e_block, std::pair<int, int> micro 
   ConvChainTiling t;
   t.rows = rows;
   t.e_block = e_block;
-  if (micro.first > 0) std::tie(t.mr, t.nr) = micro;
-  else std::tie(t.mr, t.nr) = MicroTileShapes().front();
+  if (micro.first > 0)
+    std::tie(t.mr, t.nr) = micro;
+  else
+    std::tie(t.mr, t.nr) = MicroTileShapes().front();
   return t;
 }
 
@@ -131,10 +134,9 @@ double RunBlock(const Block& b, const ConvChainTiling& t, int threads = 2, bool 
 
 TEST(ConvChain, InvertedResidualsScaledDown) {
   const Block blocks[] = {
-      {1, 16, 20, 20, 96, 24, 3, 2, true, false},   // block 2: expand, stride 2
-      {1, 24, 14, 14, 144, 24, 3, 1, true, true},   // block 3: residual
-      {1, 32, 7, 7, 192, 64, 3, 2, true, false},
-      {1, 96, 9, 9, 576, 96, 3, 1, true, true},
+      {1, 16, 20, 20, 96, 24, 3, 2, true, false},  // block 2: expand, stride 2
+      {1, 24, 14, 14, 144, 24, 3, 1, true, true},  // block 3: residual
+      {1, 32, 7, 7, 192, 64, 3, 2, true, false},   {1, 96, 9, 9, 576, 96, 3, 1, true, true},
       {2, 8, 11, 13, 48, 16, 3, 1, true, true},     // batch, odd sizes
       {1, 32, 20, 20, 32, 16, 3, 1, false, false},  // block 1: depthwise -> pointwise
       {1, 12, 9, 31, 12, 20, 5, 2, false, false},   // 5x5, stride 2, no expand
@@ -144,7 +146,8 @@ TEST(ConvChain, InvertedResidualsScaledDown) {
     for (int64_t r : rows)
       for (int64_t eb : {16, 48})
         EXPECT_LT(RunBlock(b, Tiling(r, eb)), kTolerance)
-            << "c=" << b.c << " e=" << b.e << " out=" << b.out << " rows=" << r << " e_block=" << eb;
+            << "c=" << b.c << " e=" << b.e << " out=" << b.out << " rows=" << r
+            << " e_block=" << eb;
 }
 
 TEST(ConvChain, EveryMicroTileThreadsAndUnpackedWeights) {
