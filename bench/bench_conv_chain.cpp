@@ -192,16 +192,17 @@ std::pair<double, ConvChainTiling> Fused(const BlockShape& b, bool quick, int re
   std::pair<double, ConvChainTiling> best{1e9, {}};
   for (int64_t rows : {1, 2, 4, 7, 8, 14, 16})
     for (int64_t eb : {16, 32, 48, 64, 96, 144, 192})
-      for (auto [mr, nr] : MicroTileShapes()) {
-        if (quick && (mr != 8 || nr != 32)) continue;
-        const ConvChainTiling t{rows, eb, mr, nr};
-        if (!ConvChainTilingFits(d, t, config)) continue;
-        std::vector<float> packed(PrePackedConvChainWeightFloats(d, t));
-        PrePackConvChainWeights(d, t, packed.data());
-        d.w_packed = packed.data();
-        const double s = MedianSeconds([&] { (void)RunConvChain(d, t, config); }, reps);
-        if (s < best.first) best = {s, t};
-      }
+      for (auto [mr, nr] : MicroTileShapes())
+        for (bool split : {false, true}) {
+          if (quick && (mr != 8 || nr != 32)) continue;
+          const ConvChainTiling t{rows, eb, mr, nr, split};
+          if (!ConvChainTilingFits(d, t, config)) continue;
+          std::vector<float> packed(PrePackedConvChainWeightFloats(d, t));
+          PrePackConvChainWeights(d, t, packed.data());
+          d.w_packed = packed.data();
+          const double s = MedianSeconds([&] { (void)RunConvChain(d, t, config); }, reps);
+          if (s < best.first) best = {s, t};
+        }
   return best;
 }
 

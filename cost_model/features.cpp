@@ -197,6 +197,7 @@ void TemplateFeatures(const fusion_space::KernelInstance& in, const fusion_space
       params[2] = d.expand ? 1 : 0;
       params[3] = t.mr;
       params[4] = t.nr;
+      params[5] = t.split_expanded ? 1 : 0;
       params[6] = static_cast<double>(d.depthwise.stride_h * d.depthwise.stride_w);
       *mix = EpilogueMix(d.epilogue, EpilogueMix(d.dw_act, EpilogueMix(d.expand_act)));
       *outputs = 1;

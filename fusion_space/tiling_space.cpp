@@ -193,7 +193,8 @@ TilingSpace::TilingSpace(const KernelInstance& k, const kernels::KernelConfig& c
       const kernels::ConvChainDesc& d = k.conv_chain;
       params_ = {{"rows", BlockSizes(d.depthwise.out_h, 1, 1)},
                  {"e_block", ChainBlocks(d.depthwise.in_channels)},
-                 {"micro", Range(MicroShapes().size())}};
+                 {"micro", Range(MicroShapes().size())},
+                 {"split", {0, 1}}};
       break;
     }
     case KernelTemplate::kPool: {
@@ -255,7 +256,7 @@ Tiling TilingSpace::At(const std::vector<int>& c) const {
       return kernels::PoolTiling{v(0), v(1)};
     case KernelTemplate::kConvChain:
       return kernels::ConvChainTiling{v(0), v(1), MicroShapes()[v(2)].first,
-                                      MicroShapes()[v(2)].second};
+                                      MicroShapes()[v(2)].second, v(3) != 0};
   }
   return std::monostate{};
 }
@@ -280,7 +281,7 @@ std::vector<int64_t> TilingValues(const Tiling& t) {
               MicroIndex(x->mr, x->nr)};
   if (auto* x = std::get_if<kernels::PoolTiling>(&t)) values = {x->channel_block, x->row_block};
   if (auto* x = std::get_if<kernels::ConvChainTiling>(&t))
-    values = {x->rows, x->e_block, MicroIndex(x->mr, x->nr)};
+    values = {x->rows, x->e_block, MicroIndex(x->mr, x->nr), x->split_expanded ? 1 : 0};
   return values;
 }
 
@@ -347,9 +348,8 @@ bool ConvTilingCanonical(const kernels::ConvShape& s, const kernels::ConvTiling&
 bool ConvChainTilingCanonical(const kernels::ConvChainDesc& d, const kernels::ConvChainTiling& t) {
   if (t.mr < 1 || t.e_block % t.mr != 0) return true;  // the kernel's check explains
   const int64_t whole = (d.depthwise.in_channels + t.mr - 1) / t.mr * t.mr;
-  return FirstOfItsKind(ChainBlocks(d.depthwise.in_channels), t.e_block, [&](int64_t v) {
-    return v % t.mr != 0 ? -v : std::min(v, whole);
-  });
+  return FirstOfItsKind(ChainBlocks(d.depthwise.in_channels), t.e_block,
+                        [&](int64_t v) { return v % t.mr != 0 ? -v : std::min(v, whole); });
 }
 
 // The rules of a tiling on an instance, in order: its template's, then the
@@ -656,7 +656,11 @@ json TilingToJson(const Tiling& t) {
   if (auto* x = std::get_if<kernels::PoolTiling>(&t))
     return {{"channel_block", x->channel_block}, {"row_block", x->row_block}};
   if (auto* x = std::get_if<kernels::ConvChainTiling>(&t))
-    return {{"rows", x->rows}, {"e_block", x->e_block}, {"mr", x->mr}, {"nr", x->nr}};
+    return {{"rows", x->rows},
+            {"e_block", x->e_block},
+            {"mr", x->mr},
+            {"nr", x->nr},
+            {"split_expanded", x->split_expanded}};
   return json::object();
 }
 
@@ -741,6 +745,9 @@ FusionDecision TilingFromFields(KernelTemplate kind, const TilingFields& fields,
       FT_RETURN_IF_DECISION(Field(fields, "e_block", &t.e_block));
       FT_RETURN_IF_DECISION(Field(fields, "mr", &t.mr));
       FT_RETURN_IF_DECISION(Field(fields, "nr", &t.nr));
+      // Absent in the first records of the template, which all ran unsplit.
+      if (FindField(fields, "split_expanded") != nullptr)
+        FT_RETURN_IF_DECISION(Field(fields, "split_expanded", &t.split_expanded));
       *out = t;
       return FusionDecision::Allow();
     }

@@ -18,7 +18,8 @@ using conv_detail::ConvTile;
 using conv_detail::ConvTileWalk;
 
 std::string ConvChainTiling::ToString() const {
-  return fmt::format("rows={} e={} micro={}x{}", rows, e_block, mr, nr);
+  return fmt::format("rows={} e={} micro={}x{}{}", rows, e_block, mr, nr,
+                     split_expanded ? " split=e" : "");
 }
 
 namespace {
@@ -77,14 +78,34 @@ int64_t ExpandPackedFloats(const ConvChainDesc& d, const ConvChainTiling& t) {
   return d.expand ? RoundUp(Expanded(d), t.mr) * d.in_channels : 0;
 }
 
-// Floats of weights and biases a tile reads from global memory.
-int64_t WeightFloats(const ConvChainDesc& d) {
-  const int64_t e = Expanded(d);
+// Floats of weights and biases a tile reads from global memory for `e`
+// expanded channels.
+int64_t WeightFloats(const ConvChainDesc& d, int64_t e) {
   int64_t n = e * Taps(d) + d.out_channels * e;
   if (d.expand) n += e * d.in_channels;
   if (d.expand && d.expand_bias) n += e;
   if (d.dw_bias) n += e;
   return n;  // the project's bias is counted by FinishConvTile
+}
+
+// The e_block blocks a thread runs: all, or its share when split.
+struct BlockRange {
+  int64_t begin = 0, end = 0;  // in blocks
+};
+
+int64_t Blocks(const ConvChainDesc& d, const ConvChainTiling& t) {
+  return (Expanded(d) + t.e_block - 1) / t.e_block;
+}
+
+BlockRange BlocksOf(const ConvChainDesc& d, const ConvChainTiling& t, int thread, int threads) {
+  const int64_t n = Blocks(d, t);
+  if (!t.split_expanded) return {0, n};
+  return {n * thread / threads, n * (thread + 1) / threads};
+}
+
+// Expanded channels in blocks [r.begin, r.end).
+int64_t ChannelsIn(const ConvChainDesc& d, const ConvChainTiling& t, BlockRange r) {
+  return std::min(Expanded(d), r.end * t.e_block) - std::min(Expanded(d), r.begin * t.e_block);
 }
 
 // The input rows a tile's band covers inside X: [r0, r1).
@@ -165,28 +186,48 @@ class TileRunner {
     if (mode == RunMode::kCopyOnly) std::fill(acc_, acc_ + l_.out_rows * l_.out_ld, 0.0f);
   }
 
+  // The whole chain for one tile: every block, bias, epilogue, copy out.
   void Run(const ConvTile& tile, KernelStats* stats) {
-    const int64_t oh0 = tile.p0 / s_.out_w;
-    const int64_t rows = tile.ps / s_.out_w;
-    const BandGeometry g = conv_detail::BandOf(s_, rows);
-    const BandRows b = RowsOf(s_, g, oh0);
+    Accumulate(tile, {0, Blocks(d_, t_)}, stats);
+    conv_detail::FinishConvTile(out_view_, tile, acc_, l_.out_ld, mode_, stats);
+  }
+
+  // Blocks `r` of one tile, their partial project sums written to
+  // `partial` (Y's layout) for the second pass.
+  void RunPartial(const ConvTile& tile, BlockRange r, float* partial, KernelStats* stats) {
+    Accumulate(tile, r, stats);
+    if (r.begin == r.end && mode_ != RunMode::kCopyOnly)
+      std::fill(acc_, acc_ + l_.out_rows * l_.out_ld, 0.0f);  // no blocks: a zero partial
+    if (mode_ == RunMode::kComputeOnly) return;
+    const int64_t pixels = s_.out_h * s_.out_w;
+    float* out = partial + tile.image * d_.out_channels * pixels + tile.p0;
+    for (int64_t c = 0; c < d_.out_channels; ++c)
+      std::memcpy(out + c * pixels, acc_ + c * l_.out_ld, static_cast<size_t>(tile.ps) * 4);
+    stats->bytes_local_to_global += 4 * d_.out_channels * tile.ps;
+  }
+
+ private:
+  // The project's sums over blocks `r` of one tile into acc_.
+  void Accumulate(const ConvTile& tile, BlockRange r, KernelStats* stats) {
+    if (r.begin == r.end) return;
+    const BandGeometry g = conv_detail::BandOf(s_, tile.ps / s_.out_w);
+    const BandRows b = RowsOf(s_, g, tile.p0 / s_.out_w);
     if (mode_ != RunMode::kComputeOnly) {
-      stats->bytes_global_to_local += 4 * WeightFloats(d_);
+      stats->bytes_global_to_local += 4 * WeightFloats(d_, ChannelsIn(d_, t_, r));
       if (d_.expand) stats->bytes_global_to_local += 4 * PackXBand(tile.image, b);
     }
-    for (int64_t e0 = 0; e0 < Expanded(d_); e0 += t_.e_block) {
+    for (int64_t block = r.begin; block < r.end; ++block) {
+      const int64_t e0 = block * t_.e_block;
       const int64_t eb = std::min(t_.e_block, Expanded(d_) - e0);
       if (d_.expand && mode_ != RunMode::kCopyOnly) Expand(tile.image, e0, eb, b);
       for (int64_t e = 0; e < eb; ++e)
         stats->bytes_global_to_local += 4 * Depthwise(tile, e0 + e, e, eb, g, b);
       if (mode_ != RunMode::kCopyOnly)
         MicroGemm(mk_, d_.out_channels, tile.ps, eb, project_w_ + e0, Expanded(d_), dw_panels_,
-                  acc_, l_.out_ld, e0 > 0);
+                  acc_, l_.out_ld, block > r.begin);
     }
-    conv_detail::FinishConvTile(out_view_, tile, acc_, l_.out_ld, mode_, stats);
   }
 
- private:
   // X's rows [r0, r1) of every input channel into B panels; returns the floats read.
   int64_t PackXBand(int64_t image, const BandRows& b) {
     const int64_t n = (b.r1 - b.r0) * s_.in_w;
@@ -337,6 +378,72 @@ void PrePackConvChainWeights(const ConvChainDesc& d, const ConvChainTiling& t, f
   std::copy(d.project_w, d.project_w + d.out_channels * e, dst + expand);
 }
 
+namespace {
+
+// The second pass of a split run: the tiles dealt to threads as usual, each
+// the sum of every thread's partial (in thread order), then the bias, the
+// epilogue and the copy out.
+KernelStats FinishSplit(const ConvChainDesc& d, const ConvChainTiling& t,
+                        const std::vector<float>& partials, const KernelConfig& config,
+                        RunMode mode) {
+  const ConvTileWalk walk = WalkOf(d, t);
+  const Layout l = LayoutOf(d, t);
+  ConvDesc out_view;
+  out_view.shape = OutShape(d);
+  out_view.y = d.y;
+  out_view.bias = d.project_bias;
+  out_view.epilogue = d.epilogue;
+  const int64_t pixels = d.depthwise.pixels();
+  const int64_t size = d.depthwise.batch * d.out_channels * pixels;
+  return RunThreadShares(config.threads, [&](int thread) {
+    LocalBuffer local(static_cast<size_t>(RegionBytes(l.out_rows * l.out_ld)));
+    float* acc = local.Take(l.out_rows * l.out_ld);
+    std::fill(acc, acc + l.out_rows * l.out_ld, 0.0f);
+    KernelStats stats;
+    int64_t begin = 0, end = 0;
+    walk.ShareOf(thread, config.threads, &begin, &end);
+    for (int64_t i = begin; i < end; ++i) {
+      const ConvTile tile = walk.At(i);
+      if (mode != RunMode::kComputeOnly) {
+        const float* at = partials.data() + tile.image * d.out_channels * pixels + tile.p0;
+        for (int64_t c = 0; c < d.out_channels; ++c) {
+          float* row = acc + c * l.out_ld;
+          const float* src = at + c * pixels;
+          std::copy(src, src + tile.ps, row);
+          for (int p = 1; p < config.threads; ++p)
+            for (int64_t j = 0; j < tile.ps; ++j) row[j] += src[p * size + j];
+        }
+        stats.bytes_global_to_local += 4 * config.threads * d.out_channels * tile.ps;
+      }
+      conv_detail::FinishConvTile(out_view, tile, acc, l.out_ld, mode, &stats);
+    }
+    StreamFence();  // this thread's streamed rows are visible before the join
+    return stats;
+  });
+}
+
+KernelStats RunSplit(const ConvChainDesc& d, const ConvChainTiling& t, const float* packed,
+                     const KernelConfig& config, RunMode mode) {
+  const ConvTileWalk walk = WalkOf(d, t);
+  const int64_t size = d.depthwise.batch * d.out_channels * d.depthwise.pixels();
+  std::vector<float> partials(static_cast<size_t>(size * config.threads));
+  KernelStats first = RunThreadShares(config.threads, [&](int thread) {
+    TileRunner runner(d, t, packed, mode);
+    KernelStats stats;
+    const BlockRange r = BlocksOf(d, t, thread, config.threads);
+    for (int64_t i = 0; i < walk.size(); ++i)
+      runner.RunPartial(walk.At(i), r, partials.data() + thread * size, &stats);
+    return stats;
+  });
+  const KernelStats second = FinishSplit(d, t, partials, config, mode);
+  const double busy = first.busy_seconds + second.busy_seconds;
+  first += second;
+  first.busy_seconds = busy;
+  return first;
+}
+
+}  // namespace
+
 Result<KernelStats> RunConvChain(const ConvChainDesc& d, const ConvChainTiling& t,
                                  const KernelConfig& config, RunMode mode) {
   FT_RETURN_IF_ERROR(ValidateConvChain(d, t, config));
@@ -347,6 +454,7 @@ Result<KernelStats> RunConvChain(const ConvChainDesc& d, const ConvChainTiling& 
     PrePackConvChainWeights(d, t, own.data());
     packed = own.data();
   }
+  if (t.split_expanded) return RunSplit(d, t, packed, config, mode);
   const ConvTileWalk walk = WalkOf(d, t);
   return RunThreadShares(config.threads, [&](int thread) {
     TileRunner runner(d, t, packed, mode);
@@ -359,30 +467,62 @@ Result<KernelStats> RunConvChain(const ConvChainDesc& d, const ConvChainTiling& 
   });
 }
 
+namespace {
+
+// One tile's figures for the estimate: what a thread running blocks `r`
+// of it reads and computes (its output or partial counted by the caller).
+struct TileFigures {
+  double bytes_in = 0, work = 0;
+};
+
+TileFigures FiguresOf(const ConvChainDesc& d, const ConvChainTiling& t, const ConvTile& c,
+                      BlockRange r) {
+  const ConvShape& s = d.depthwise;
+  const int64_t e = ChannelsIn(d, t, r);
+  TileFigures f;
+  if (e == 0) return f;
+  const BandGeometry g = conv_detail::BandOf(s, c.ps / s.out_w);
+  const BandRows b = RowsOf(s, g, c.p0 / s.out_w);
+  const int64_t in_pix = (b.r1 - b.r0) * s.in_w;
+  f.bytes_in = 4.0 * WeightFloats(d, e);
+  f.bytes_in +=
+      d.expand ? 4.0 * d.in_channels * in_pix : 4.0 * e * conv_detail::BandReadFloats(s, b.ih0, g);
+  const double expand = d.expand ? static_cast<double>(in_pix) * e * d.in_channels : 0;
+  f.work = expand + static_cast<double>(c.ps) * e * (Taps(d) + d.out_channels);
+  return f;
+}
+
+// What FinishConvTile reads and writes for a tile (bias, epilogue, output).
+double FinishBytesIn(const ConvChainDesc& d, const ConvTile& c) {
+  return (d.project_bias ? 4.0 * d.out_channels : 0) +
+         conv_detail::EpilogueReadBytes(d.epilogue, d.out_channels, c.ps);
+}
+
+}  // namespace
+
 TilingEstimate EstimateConvChain(const ConvChainDesc& d, const ConvChainTiling& t, int threads) {
   const ConvShape& s = d.depthwise;
   const ConvTileWalk walk = WalkOf(d, t);
   const Layout l = LayoutOf(d, t);
-  const int64_t e = Expanded(d);
   TilingEstimate est;
   est.local_bytes = LocalBytesOf(d, t, l);
   double total = 0, busiest = 0;
   for (int th = 0; th < threads; ++th) {
-    int64_t begin = 0, end = 0;
-    walk.ShareOf(th, threads, &begin, &end);
+    int64_t begin = 0, end = walk.size();
+    if (!t.split_expanded) walk.ShareOf(th, threads, &begin, &end);
+    const BlockRange r = BlocksOf(d, t, th, threads);
     double work = 0;
     for (int64_t i = begin; i < end; ++i) {
       const ConvTile c = walk.At(i);
-      const BandGeometry g = conv_detail::BandOf(s, c.ps / s.out_w);
-      const BandRows b = RowsOf(s, g, c.p0 / s.out_w);
-      const int64_t in_pix = (b.r1 - b.r0) * s.in_w;
-      est.bytes_in += 4.0 * WeightFloats(d) + (d.project_bias ? 4.0 * d.out_channels : 0);
-      est.bytes_in += d.expand ? 4.0 * d.in_channels * in_pix
-                               : 4.0 * e * conv_detail::BandReadFloats(s, b.ih0, g);
-      est.bytes_in += conv_detail::EpilogueReadBytes(d.epilogue, d.out_channels, c.ps);
-      est.bytes_out += 4.0 * d.out_channels * c.ps;
-      const double expand = d.expand ? static_cast<double>(in_pix) * e * d.in_channels : 0;
-      work += expand + static_cast<double>(c.ps) * e * (Taps(d) + d.out_channels);
+      const TileFigures f = FiguresOf(d, t, c, r);
+      est.bytes_in += f.bytes_in;
+      work += f.work;
+      // A split run writes each thread's partial and reads them all back.
+      const double out = 4.0 * d.out_channels * c.ps;
+      est.bytes_out += out;
+      if (t.split_expanded) est.bytes_in += out;
+      if (!t.split_expanded || th == 0) est.bytes_in += FinishBytesIn(d, c);
+      if (t.split_expanded && th == 0) est.bytes_out += out;
     }
     est.max_thread_tiles = std::max(est.max_thread_tiles, end - begin);
     busiest = std::max(busiest, work);
@@ -390,7 +530,8 @@ TilingEstimate EstimateConvChain(const ConvChainDesc& d, const ConvChainTiling& 
   }
   est.tiles = walk.size();
   est.max_thread_work = total > 0 ? busiest / total : 1;
-  est.steps = est.max_thread_tiles * ((e + t.e_block - 1) / t.e_block);
+  const BlockRange first = BlocksOf(d, t, 0, threads);
+  est.steps = est.max_thread_tiles * std::max<int64_t>(1, first.end - first.begin);
   // Columns of the micro-tiles and rows of the project's padded to mr.
   const double cols = static_cast<double>(l.rows * s.out_w);
   est.lane_utilisation = cols / static_cast<double>(l.out_ld) *

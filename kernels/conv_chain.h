@@ -71,10 +71,17 @@ struct ConvChainDesc {
 };
 
 struct ConvChainTiling {
-  int64_t rows = 4;              // output rows per tile
-  int64_t e_block = 32;          // expanded channels per step (a multiple of mr)
-  int mr = 8, nr = 32;           // the micro-tile of the expand and project GEMMs
-  std::string ToString() const;  // "rows=4 e=32 micro=8x32"
+  int64_t rows = 4;      // output rows per tile
+  int64_t e_block = 32;  // expanded channels per step (a multiple of mr)
+  int mr = 8, nr = 32;   // the micro-tile of the expand and project GEMMs
+  // false: the threads share the bands. true: every thread runs every band
+  // over its share of the e_block blocks and writes its partial project
+  // sums to memory; a second pass adds them in thread order (runs stay
+  // deterministic), then the bias and epilogue, and copies out. For small
+  // images, whose few bands would leave a thread idle or recompute most of
+  // the expand; the partial sums are traffic the estimate counts.
+  bool split_expanded = false;
+  std::string ToString() const;  // "rows=4 e=32 micro=8x32", + " split=e" when split
   bool operator==(const ConvChainTiling&) const = default;
 };
 

@@ -145,7 +145,9 @@ TEST_F(MatchConvChainTest, TilingSpaceIsLegalRoundTripsAndHasALegalDefault) {
   const auto& t = std::get<kernels::ConvChainTiling>(all.front());
   kernels::ConvChainTiling past = t;
   past.e_block = 96;
-  if (past.e_block % past.mr == 0) EXPECT_FALSE(space.Check(past).allowed());
+  if (past.e_block % past.mr == 0) {
+    EXPECT_FALSE(space.Check(past).allowed());
+  }
   Tiling bad;
   EXPECT_FALSE(
       TilingFromJson(KernelTemplate::kConvChain, nlohmann::json{{"rows", 2}}, &bad).allowed());

@@ -105,10 +105,12 @@ double MaxRelError(const Problem& p) {
   return err / scale;
 }
 
-ConvChainTiling Tiling(int64_t rows, int64_t e_block, std::pair<int, int> micro = {0, 0}) {
+ConvChainTiling Tiling(int64_t rows, int64_t e_block, std::pair<int, int> micro = {0, 0},
+                       bool split = false) {
   ConvChainTiling t;
   t.rows = rows;
   t.e_block = e_block;
+  t.split_expanded = split;
   if (micro.first > 0)
     std::tie(t.mr, t.nr) = micro;
   else
@@ -145,9 +147,10 @@ TEST(ConvChain, InvertedResidualsScaledDown) {
   for (const Block& b : blocks)
     for (int64_t r : rows)
       for (int64_t eb : {16, 48})
-        EXPECT_LT(RunBlock(b, Tiling(r, eb)), kTolerance)
-            << "c=" << b.c << " e=" << b.e << " out=" << b.out << " rows=" << r
-            << " e_block=" << eb;
+        for (bool split : {false, true})
+          EXPECT_LT(RunBlock(b, Tiling(r, eb, {0, 0}, split)), kTolerance)
+              << "c=" << b.c << " e=" << b.e << " out=" << b.out << " rows=" << r
+              << " e_block=" << eb << " split=" << split;
 }
 
 TEST(ConvChain, EveryMicroTileThreadsAndUnpackedWeights) {
@@ -155,17 +158,19 @@ TEST(ConvChain, EveryMicroTileThreadsAndUnpackedWeights) {
   for (auto [mr, nr] : MicroTileShapes()) {
     const int64_t eb = static_cast<int64_t>(mr) * 3;  // 72 is not a multiple of every block
     for (int threads : {1, 2, 3})
-      EXPECT_LT(RunBlock(b, Tiling(2, eb, {mr, nr}), threads), kTolerance)
-          << mr << "x" << nr << " threads " << threads;
+      for (bool split : {false, true})
+        EXPECT_LT(RunBlock(b, Tiling(2, eb, {mr, nr}, split), threads), kTolerance)
+            << mr << "x" << nr << " threads " << threads << " split " << split;
     EXPECT_LT(RunBlock(b, Tiling(4, eb, {mr, nr}), 2, /*prepack=*/false), kTolerance);
   }
 }
 
 TEST(ConvChain, RunModesCountAlikeAndTheEstimateMatches) {
-  for (bool expand : {true, false}) {
+  for (int variant = 0; variant < 4; ++variant) {
+    const bool expand = variant % 2 == 0, split = variant >= 2;
     Block b{1, 16, 12, 12, 48, 24, 3, 2, expand, true};
     if (!expand) b.e = b.c;
-    const ConvChainTiling t = Tiling(2, 16);
+    const ConvChainTiling t = Tiling(2, 16, {0, 0}, split);
     Problem p = MakeProblem(b);
     KernelConfig config;
     const Result<KernelStats> full = RunConvChain(p.d, t, config, RunMode::kFull);
