@@ -6,15 +6,17 @@
 // memory. Both sides are timed in the same run, 2 threads, pre-packed
 // weights, median of repeated runs on warm caches. Needs only ft_kernels.
 //
-//   bench_conv_chain [--quick]
+//   bench_conv_chain [--quick] [BLOCK]   (BLOCK: a name's first word, "b15")
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <vector>
 
+#include "bench/conv_shapes.h"
 #include "kernels/conv.h"
 #include "kernels/conv_chain.h"
 #include "kernels/microkernel.h"
@@ -60,16 +62,7 @@ double MedianSeconds(const std::function<void()>& run, int reps) {
 }
 
 ConvShape Shape(int64_t c, int64_t size, int64_t out, int64_t k, int64_t stride, int64_t groups) {
-  ConvShape s;
-  s.in_channels = c;
-  s.in_h = s.in_w = size;
-  s.out_channels = out;
-  s.kernel_h = s.kernel_w = k;
-  s.stride_h = s.stride_w = stride;
-  s.pad_top = s.pad_left = k / 2;
-  s.groups = groups;
-  s.out_h = s.out_w = (size + 2 * (k / 2) - k) / stride + 1;
-  return s;
+  return bench::SquareConvShape(c, size, out, k, stride, groups);
 }
 
 std::vector<float> Filled(int64_t n, float v) { return std::vector<float>(n, v); }
@@ -211,12 +204,20 @@ std::pair<double, ConvChainTiling> Fused(const BlockShape& b, bool quick, int re
 
 int main(int argc, char** argv) {
   using namespace fusetune::bench;
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  std::string only;  // a block name's prefix ("b15"): that block alone
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0)
+      quick = true;
+    else
+      only = argv[i];
+  }
   const int reps = quick ? 7 : 15;
   fmt::print("{:<26} {:>10} {:>10} {:>7}  {}\n", "block", "unfused_ms", "fused_ms", "ratio",
              "fused tiling");
   double total_unfused = 0, total_fused = 0;
   for (const BlockShape& b : kBlocks) {
+    if (!only.empty() && std::string(b.name).rfind(only + " ", 0) != 0) continue;
     const double u = Unfused(b, quick, reps);
     const auto [f, t] = Fused(b, quick, reps);
     total_unfused += u;

@@ -16,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include "bench/conv_shapes.h"
 #include "kernels/conv.h"
 
 #if defined(__AVX512F__)
@@ -30,17 +31,8 @@ using kernels::ConvDesc;
 using kernels::ConvShape;
 using kernels::ConvTiling;
 
-ConvShape Shape(int64_t c, int64_t hw, int64_t oc, int64_t k, int64_t stride, int64_t groups) {
-  ConvShape s;
-  s.in_channels = c;
-  s.in_h = s.in_w = hw;
-  s.out_channels = oc;
-  s.kernel_h = s.kernel_w = k;
-  s.stride_h = s.stride_w = stride;
-  s.pad_top = s.pad_left = k / 2;
-  s.groups = groups;
-  s.out_h = s.out_w = (hw + 2 * (k / 2) - k) / stride + 1;
-  return s;
+ConvShape Shape(int64_t c, int64_t size, int64_t out, int64_t k, int64_t stride, int64_t groups) {
+  return bench::SquareConvShape(c, size, out, k, stride, groups);
 }
 
 std::vector<float> Random(int64_t n) {

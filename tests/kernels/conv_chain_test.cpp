@@ -174,14 +174,9 @@ TEST(ConvChain, RunModesCountAlikeAndTheEstimateMatches) {
     Problem p = MakeProblem(b);
     KernelConfig config;
     const Result<KernelStats> full = RunConvChain(p.d, t, config, RunMode::kFull);
-    const Result<KernelStats> copy = RunConvChain(p.d, t, config, RunMode::kCopyOnly);
-    const Result<KernelStats> compute = RunConvChain(p.d, t, config, RunMode::kComputeOnly);
-    ASSERT_TRUE(full.ok() && copy.ok() && compute.ok());
-    EXPECT_EQ(copy->bytes_global_to_local, full->bytes_global_to_local);
-    EXPECT_EQ(copy->bytes_local_to_global, full->bytes_local_to_global);
-    EXPECT_EQ(compute->bytes_global_to_local, 0);
-    EXPECT_EQ(compute->bytes_local_to_global, 0);
-    EXPECT_EQ(compute->tiles, full->tiles);
+    testing::ExpectModeCountsAlike(full, RunConvChain(p.d, t, config, RunMode::kCopyOnly),
+                                   RunConvChain(p.d, t, config, RunMode::kComputeOnly));
+    ASSERT_TRUE(full.ok());
     const TilingEstimate e = EstimateConvChain(p.d, t, config.threads);
     EXPECT_DOUBLE_EQ(e.bytes_in, static_cast<double>(full->bytes_global_to_local));
     EXPECT_DOUBLE_EQ(e.bytes_out, static_cast<double>(full->bytes_local_to_global));

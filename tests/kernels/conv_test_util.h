@@ -137,7 +137,18 @@ inline ConvRun RunAgainstReference(const ConvShape& shape, const ConvTiling& til
 }
 
 // Copy-only runs count what full runs count and leave the arithmetic out;
-// compute-only runs copy nothing (ones everywhere: no data dependence).
+// compute-only runs copy nothing but compute every tile.
+inline void ExpectModeCountsAlike(const Result<KernelStats>& full, const Result<KernelStats>& copy,
+                                  const Result<KernelStats>& compute) {
+  ASSERT_TRUE(full.ok() && copy.ok() && compute.ok());
+  EXPECT_EQ(copy->bytes_global_to_local, full->bytes_global_to_local);
+  EXPECT_EQ(copy->bytes_local_to_global, full->bytes_local_to_global);
+  EXPECT_EQ(compute->bytes_global_to_local, 0);
+  EXPECT_EQ(compute->bytes_local_to_global, 0);
+  EXPECT_EQ(compute->tiles, full->tiles);
+}
+
+// ExpectModeCountsAlike on one conv (ones everywhere: no data dependence).
 inline void ExpectRunModesCountAlike(const ConvShape& s, const ConvTiling& t) {
   std::vector<float> x(s.batch * s.in_channels * s.in_h * s.in_w, 1.0f);
   std::vector<float> w(s.out_channels * s.in_per_group() * s.kernel_h * s.kernel_w, 1.0f);
@@ -149,15 +160,9 @@ inline void ExpectRunModesCountAlike(const ConvShape& s, const ConvTiling& t) {
   d.bias = b.data();
   d.y = y.data();
   KernelConfig config;
-  const Result<KernelStats> full = RunConv(d, t, config, RunMode::kFull);
-  const Result<KernelStats> copy = RunConv(d, t, config, RunMode::kCopyOnly);
-  const Result<KernelStats> compute = RunConv(d, t, config, RunMode::kComputeOnly);
-  ASSERT_TRUE(full.ok() && copy.ok() && compute.ok());
-  EXPECT_EQ(copy->bytes_global_to_local, full->bytes_global_to_local);
-  EXPECT_EQ(copy->bytes_local_to_global, full->bytes_local_to_global);
-  EXPECT_EQ(compute->bytes_global_to_local, 0);
-  EXPECT_EQ(compute->bytes_local_to_global, 0);
-  EXPECT_EQ(compute->tiles, full->tiles);
+  ExpectModeCountsAlike(RunConv(d, t, config, RunMode::kFull),
+                        RunConv(d, t, config, RunMode::kCopyOnly),
+                        RunConv(d, t, config, RunMode::kComputeOnly));
 }
 
 }  // namespace fusetune::kernels::testing
