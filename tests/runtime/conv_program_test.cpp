@@ -208,5 +208,87 @@ TEST(ConvProgram, LoweredBatchNormsRunInFusedKernels) {
   }
 }
 
+// The ends of CNNs with their global pool fused into the last conv:
+// ResNet's Conv -> residual Add -> Relu -> GlobalAveragePool -> Flatten ->
+// Gemm, MobileNetV2's Conv -> Clip -> GlobalAveragePool, a 3x3 conv with
+// GlobalMaxPool (Winograd applies), a depthwise conv and a 1-D conv pooled.
+constexpr const char* kPooledEnds = R"(graph ends opset 17 {
+  input x: f32[2, 16, 7, 7]
+  input s: f32[1, 6, 19]
+  const w1: f32[16, 16, 3, 3]
+  const b1: f32[16]
+  const w2: f32[40, 16, 1, 1]
+  const b2: f32[40]
+  const w3: f32[24, 16, 3, 3]
+  const w4: f32[16, 1, 3, 3]
+  const w5: f32[12, 6, 3]
+  const fc: f32[16, 10]
+  const fb: f32[10]
+  const zero: f32[] = [0]
+  const six: f32[] = [6]
+  c1 = Conv(x, w1, b1) {pads=[1, 1, 1, 1]}
+  a1 = Add(c1, x)
+  r1 = Relu(a1)
+  p1 = GlobalAveragePool(r1)
+  f1 = Flatten(p1) {axis=1}
+  y1 = Gemm(f1, fc, fb)
+  c2 = Conv(r1, w2, b2)
+  k2 = Clip(c2, zero, six)
+  p2 = GlobalAveragePool(k2)
+  c3 = Conv(x, w3) {pads=[1, 1, 1, 1]}
+  p3 = GlobalMaxPool(c3)
+  c4 = Conv(x, w4) {group=16, pads=[1, 1, 1, 1]}
+  r4 = Relu(c4)
+  p4 = GlobalAveragePool(r4)
+  c5 = Conv(s, w5) {pads=[1, 1]}
+  p5 = GlobalMaxPool(c5)
+  output y1
+  output p2
+  output p3
+  output p4
+  output p5
+})";
+
+TEST(ConvProgram, GlobalPoolsFusedIntoConvsInEveryPlan) {
+  graph::Graph g = testing::Parse(kPooledEnds);
+  kernels::KernelConfig config;
+  config.local_buffer_bytes = 256 * 1024;
+  fusion_space::FusionSpace space(g, config);
+  const graph::TensorMap feeds = graph::RandomFeeds(g, 6);
+  auto want = graph::RunReference(g, feeds);
+  ASSERT_TRUE(want.ok()) << want.error().message();
+  const fusion_space::Plan greedy = space.Greedy();
+  auto pooled_convs = [&](const fusion_space::Plan& plan) {
+    int n = 0;
+    for (const fusion_space::PlanGroup& group : plan.groups) {
+      const fusion_space::KernelInstance& k = space.Match(group.nodes).instance;
+      n += k.kind == fusion_space::KernelTemplate::kConv &&
+           k.conv.global_pool != kernels::ConvGlobalPool::kNone;
+    }
+    return n;
+  };
+  // r1 is read by c2 too, so its pool stays a pool kernel; the other four fuse.
+  EXPECT_EQ(pooled_convs(greedy), 4) << Describe(space, greedy);
+  Rng rng(41);
+  int pooled = 0;
+  for (int i = -2; i < 40; ++i) {
+    const fusion_space::Plan plan = i == -2   ? space.Unfused()
+                                    : i == -1 ? greedy
+                                              : space.Random(rng);
+    pooled += pooled_convs(plan);
+    auto exe = KernelProgram::Compile(space, plan);
+    ASSERT_TRUE(exe.ok()) << exe.error().message();
+    for (int run = 0; run < 2; ++run) {  // the second run uses the pre-packed weights
+      auto got = (*exe)->Run(feeds);
+      ASSERT_TRUE(got.ok()) << got.error().message();
+      for (const auto& [name, w] : want->outputs)
+        EXPECT_LE(testing::ScaledError(got->at(name), w), kTolerance)
+            << fmt::format("plan {} run {} output {}: {}", i, run, name, Describe(space, plan));
+    }
+    if (::testing::Test::HasFailure()) return;
+  }
+  EXPECT_GT(pooled, 40);  // random plans drew pooled convs with random tilings
+}
+
 }  // namespace
 }  // namespace fusetune::runtime
