@@ -49,7 +49,8 @@ Result<int> FoldBatchNorm(Graph& graph);
 // fixed point, so that no BN it could still fold is lowered instead.
 Result<int> LowerBatchNorm(Graph& graph);
 
-// The standard pipeline, run to a fixed point: what import-time users want.
+// The standard pipeline, run to a fixed point, then LowerBatchNorm (and the
+// pipeline again if it lowered any): what import-time users want.
 Status RunStandardPasses(Graph& graph);
 
 }  // namespace fusetune::graph
