@@ -4,15 +4,21 @@
 // copy-only and compute-only parts: per call the best and median wall time
 // over 200 calls, the best busy time (the longest thread, without the
 // launch), the process CPU time, GB/s of the compulsory bytes (input and
-// output once) and the counted traffic over them. No google-benchmark: it
+// output once) and the counted traffic over them. Then ResNet-50's last
+// conv (1x1, 512 -> 2048 at 7x7, bias, residual Add, ReLU) with its
+// GlobalAveragePool fused (ConvDesc::global_pool: only the pooled values
+// are written) against the same conv writing its output and the pool
+// kernel after it, the best of a few tilings each. No google-benchmark: it
 // builds with ft_kernels alone.
-//   build/bench/bench_pool
+//   build/bench/bench_pool [--conv-only]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <vector>
 
+#include "kernels/conv.h"
 #include "kernels/estimate.h"
 #include "kernels/pool.h"
 
@@ -61,7 +67,93 @@ void Bench(const char* name, PoolDesc d, const std::vector<PoolTiling>& tilings,
   }
 }
 
-int main() {
+// Best and median wall time of `run` over `reps` calls.
+template <typename F>
+std::pair<double, double> Time(int reps, F&& run) {
+  std::vector<double> wall;
+  for (int r = 0; r < reps; ++r) {
+    const auto a = std::chrono::steady_clock::now();
+    run();
+    wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+  }
+  std::sort(wall.begin(), wall.end());
+  return {wall[0], wall[reps / 2]};
+}
+
+void BenchConvPool(int threads) {
+  ConvShape s;
+  s.in_channels = 512;
+  s.in_h = s.in_w = s.out_h = s.out_w = 7;
+  s.out_channels = 2048;
+  std::vector<float> x(512 * 49), w(2048 * 512), b(2048), r(2048 * 49), y(2048 * 49), pooled(2048),
+      packed;
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 97) * 0.01f - 0.4f;
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(i % 89) * 0.001f - 0.04f;
+  for (size_t i = 0; i < r.size(); ++i) r[i] = float(i % 13) * 0.1f - 0.5f;
+  ConvDesc conv;
+  conv.shape = s;
+  conv.x = x.data();
+  conv.w = w.data();
+  conv.bias = b.data();
+  conv.y = y.data();
+  conv.epilogue = {EpilogueOp::Residual(r.data(), 49, 2048 * 49),
+                   EpilogueOp::Act(EpilogueKind::kRelu)};
+  ConvDesc fused = conv;
+  fused.y = pooled.data();
+  fused.global_pool = ConvGlobalPool::kAverage;
+  PoolDesc gap;
+  gap.kind = PoolKind::kGlobalAverage;
+  gap.channels = 2048;
+  gap.in_h = gap.in_w = 7;
+  gap.x = y.data();
+  gap.y = pooled.data();
+  KernelConfig config;
+  config.threads = threads;
+  const int reps = 300;
+  double best_fused = 1e9, best_unfused = 1e9;
+  for (int64_t oc : {64, 128, 256})
+    for (int64_t k : {128, 256, 512}) {
+      ConvTiling t;
+      t.oc_block = oc;
+      t.pixel_block = 64;
+      t.k_block = k;
+      if (!ConvTilingFits(conv, t, config) || !ConvTilingFits(fused, t, config)) continue;
+      packed.assign(PrePackedConvWeightFloats(conv, t), 0.0f);
+      PrePackConvWeights(conv, t, packed.data());
+      conv.w_packed = fused.w_packed = packed.data();
+      const auto f = Time(reps, [&] { (void)RunConv(fused, t, config); });
+      double best_pool = 1e9;
+      for (int64_t cb : {64, 256, 1024})
+        best_pool = std::min(best_pool, Time(reps, [&] {
+                                          (void)RunPool(gap, PoolTiling{cb, 1}, config);
+                                        }).first);
+      const auto c = Time(reps, [&] { (void)RunConv(conv, t, config); });
+      const auto u = Time(reps, [&] {
+        (void)RunConv(conv, t, config);
+        (void)RunPool(gap, PoolTiling{256, 1}, config);
+      });
+      const KernelStats fs = *RunConv(fused, t, config);
+      const KernelStats cs = *RunConv(conv, t, config);
+      std::printf(
+          "resnet50 last conv+gap t%d %-40s fused best %6.1f us median %6.1f us | conv %6.1f us "
+          "(median %6.1f) + gap alone %5.1f us | conv then gap best %6.1f us median %6.1f us | "
+          "conv out bytes fused %lld unfused %lld\n",
+          threads, t.ToString().c_str(), f.first * 1e6, f.second * 1e6, c.first * 1e6,
+          c.second * 1e6, best_pool * 1e6, u.first * 1e6, u.second * 1e6,
+          static_cast<long long>(fs.bytes_local_to_global),
+          static_cast<long long>(cs.bytes_local_to_global));
+      best_fused = std::min(best_fused, f.first);
+      best_unfused = std::min(best_unfused, u.first);
+    }
+  std::printf("resnet50 last conv+gap t%d best fused %.1f us, best conv then gap %.1f us (%.3fx)\n",
+              threads, best_fused * 1e6, best_unfused * 1e6, best_unfused / best_fused);
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--conv-only") == 0) {
+    for (int threads : {1, 2}) BenchConvPool(threads);
+    return 0;
+  }
   PoolDesc stem;
   stem.kind = PoolKind::kMax;
   stem.channels = 64;
@@ -87,4 +179,5 @@ int main() {
     Bench("maxpool 1x64x112x112 s2", stem, stem_tilings, threads);
     Bench("gap 1x2048x7x7", gap, gap_tilings, threads);
   }
+  for (int threads : {1, 2}) BenchConvPool(threads);
 }

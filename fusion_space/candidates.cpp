@@ -6,6 +6,7 @@
 #include "fusion_space/layer_shift.h"
 #include "fusion_space/match.h"
 #include "fusion_space/match_memo.h"
+#include "fusion_space/match_pool.h"
 
 namespace fusetune::fusion_space {
 
@@ -19,6 +20,7 @@ bool IsGemmOp(const graph::Node& node) {
 // template could still implement it or one of its supersets.
 struct OpMix {
   int gemms = 0, convs = 0, softmaxes = 0, reductions = 0, layer_norms = 0, unfusible = 0;
+  int global_pools = 0;  // GlobalAveragePool/GlobalMaxPool: the end of a conv kernel
   // LayerNorm -> GEMM edges inside the set: a norm before a GEMM would be
   // its prologue, which no matcher takes, so no superset is legal either.
   int norm_into_gemm = 0;
@@ -29,6 +31,10 @@ struct OpMix {
     // The conv template computes one Conv with an elementwise epilogue, the
     // conv-chain template up to three (expand, depthwise, project).
     if (convs > 3 || (convs > 0 && (gemms + softmaxes + reductions + layer_norms) > 0))
+      return false;
+    // ... and may end with one global pool.
+    if (global_pools > 1 ||
+        (global_pools > 0 && (gemms + softmaxes + reductions + layer_norms) > 0))
       return false;
     if (softmaxes == 1 && gemms > 2) return false;
     // The GEMM template reduces rows only in a LayerNorm epilogue, one per output.
@@ -42,6 +48,7 @@ struct OpMix {
 // enumeration adds and removes each node many times.
 struct NodeMix {
   int8_t gemm = 0, conv = 0, softmax = 0, reduction = 0, layer_norm = 0, unfusible = 0;
+  int8_t global_pool = 0;
 };
 
 NodeMix ClassifyNode(const graph::Node& node) {
@@ -57,7 +64,8 @@ NodeMix ClassifyNode(const graph::Node& node) {
     m.layer_norm = 1;
   else if (op.rfind("Reduce", 0) == 0)
     m.reduction = 1;
-  m.unfusible = IsFusibleOp(node) ? 0 : 1;
+  m.global_pool = IsGlobalPoolOp(node) ? 1 : 0;
+  m.unfusible = IsFusibleOp(node) || m.global_pool ? 0 : 1;
   return m;
 }
 
@@ -68,6 +76,7 @@ void AddNodeToMix(const NodeMix& node, OpMix* mix, int sign) {
   mix->layer_norms += sign * node.layer_norm;
   mix->reductions += sign * node.reduction;
   mix->unfusible += sign * node.unfusible;
+  mix->global_pools += sign * node.global_pool;
 }
 
 class Enumerator {

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "fusion_space/match_epilogue.h"
+#include "fusion_space/match_pool.h"
 #include "fusion_space/match_util.h"
 #include "graph/conv_geometry.h"
 
@@ -62,6 +63,35 @@ FusionDecision LeavingValue(const graph::Graph& g, const Dataflow& flow,
   return FusionDecision::Allow();
 }
 
+// A pooled conv's tiles hold whole output planes (kernels/conv.h): beyond
+// 1024 positions (32x32) a plane of 16 channels outgrows the local buffers
+// of the targets modelled once the input band or im2col panel is added, so
+// larger maps keep the pool as a kernel of its own. CNNs pool 7x7 maps.
+constexpr int64_t kMaxPooledPositions = 1024;
+
+// The global pool `pool` ends the chain whose result `leaving` is: it reads
+// that value, which nothing else reads (only the pooled values leave).
+FusionDecision CheckGlobalPool(const graph::Graph& g, const Dataflow& flow,
+                               const std::vector<char>& inside, int32_t pool,
+                               graph::ValueId leaving, const kernels::ConvShape& shape) {
+  const graph::Node& node = g.nodes[pool];
+  if (node.inputs.empty() || node.inputs[0] != leaving)
+    return FusionDecision::Forbid(
+        fmt::format("node {} ({}) does not read the end of the Conv's chain", pool, node.op_type));
+  if (flow.LeavesGroup(leaving, inside))
+    return FusionDecision::Forbid(fmt::format(
+        "the value node {} ({}) pools is read outside the group too; a pooled conv writes only "
+        "the pooled values",
+        pool, node.op_type));
+  if (node.outputs.size() != 1 || g.type(node.outputs[0]).dtype != graph::DataType::kFloat32)
+    return FusionDecision::Forbid(fmt::format("node {} ({}) is not f32", pool, node.op_type));
+  if (shape.pixels() > kMaxPooledPositions)
+    return FusionDecision::Forbid(fmt::format(
+        "node {} ({}) pools {} positions per plane; a pooled conv tile holds at most {}", pool,
+        node.op_type, shape.pixels(), kMaxPooledPositions));
+  return FusionDecision::Allow();
+}
+
 // A per-channel add first in the chain of a Conv without a bias (PyTorch
 // exports of a folded BN, some converters) is the conv's bias.
 void AdoptChannelBias(kernels::ConvDesc* d) {
@@ -80,9 +110,16 @@ FusionDecision MatchConvInstance(const graph::Graph& g, const Dataflow& flow,
                                  std::span<const int32_t> group, KernelInstance* k) {
   FT_RETURN_IF_DECISION(flow.CheckConvex(group));
   std::vector<char> inside(g.nodes.size(), 0);
-  int32_t conv = -1;
+  int32_t conv = -1, pool = -1;
   for (int32_t n : group) {
     inside[n] = 1;
+    if (IsGlobalPoolOp(g.nodes[n])) {
+      if (pool >= 0)
+        return FusionDecision::Forbid(fmt::format(
+            "nodes {} and {} are both global pools; a conv kernel ends with one", pool, n));
+      pool = n;
+      continue;
+    }
     if (g.nodes[n].op_type != "Conv") continue;
     if (conv >= 0)
       return FusionDecision::Forbid(fmt::format(
@@ -100,8 +137,15 @@ FusionDecision MatchConvInstance(const graph::Graph& g, const Dataflow& flow,
   if (!geometry.ok())
     return FusionDecision::Forbid(
         fmt::format("node {} (Conv): {}", conv, geometry.error().message()));
+  // The chain ends at the pool's input: walk it as if the pool were outside.
   graph::ValueId leaving = graph::kNoValue;
+  if (pool >= 0) inside[pool] = 0;
   FT_RETURN_IF_DECISION(LeavingValue(g, flow, inside, y, &leaving));
+  if (pool >= 0) {
+    inside[pool] = 1;
+    FT_RETURN_IF_DECISION(CheckGlobalPool(g, flow, inside, pool, leaving, ConvShapeOf(*geometry)));
+    inside[pool] = 0;
+  }
 
   *k = KernelInstance{};
   k->kind = KernelTemplate::kConv;
@@ -118,6 +162,7 @@ FusionDecision MatchConvInstance(const graph::Graph& g, const Dataflow& flow,
   FT_RETURN_IF_DECISION(builder.Build(leaving, &d.epilogue));
   std::set<int32_t> covered(builder.visited());
   covered.insert(conv);
+  if (pool >= 0) covered.insert(pool);
   if (covered.size() != group.size())
     return FusionDecision::Forbid(
         "the group holds nodes that are neither the Conv nor on its epilogue chain");
@@ -125,11 +170,19 @@ FusionDecision MatchConvInstance(const graph::Graph& g, const Dataflow& flow,
     if (kernels::IsRowNorm(op.kind))
       return FusionDecision::Forbid("a row norm after a Conv does not fit a conv tile");
   AdoptChannelBias(&d);
+  if (pool >= 0) {
+    // Y is the pooled [N, C, 1, 1]: the pool's output leaves instead.
+    inside[pool] = 1;
+    leaving = g.nodes[pool].outputs[0];
+    d.global_pool = g.nodes[pool].op_type == "GlobalMaxPool" ? kernels::ConvGlobalPool::kMax
+                                                             : kernels::ConvGlobalPool::kAverage;
+  }
   d.y = k->AddSlot(leaving);
   k->outputs = {leaving};
   k->inputs = GroupInputs(g, k->nodes, inside);
-  k->summary = fmt::format("conv {}{}{}", d.shape.ToString(), d.bias ? " +bias" : "",
-                           EpilogueSummary(d.epilogue));
+  k->summary = fmt::format(
+      "conv {}{}{}{}", d.shape.ToString(), d.bias ? " +bias" : "", EpilogueSummary(d.epilogue),
+      pool >= 0 ? std::string(" +") + kernels::ConvGlobalPoolName(d.global_pool) + "_pool" : "");
   return FusionDecision::Allow();
 }
 

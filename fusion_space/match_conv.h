@@ -6,7 +6,10 @@
 // Add of a per-channel constant right after a Conv without one, becomes the
 // template's bias. A BatchNormalization after a Conv is folded into its
 // weights by graph/'s FoldBatchNorm before matching, so exports with and
-// without BN nodes give the same groups.
+// without BN nodes give the same groups. A GlobalAveragePool or
+// GlobalMaxPool reading the chain's end (and nothing else reading it) may
+// end the group: the kernel then writes only the pooled [N, C, 1, 1]
+// (ConvDesc::global_pool) for output planes of up to 1024 positions.
 #pragma once
 
 #include <span>

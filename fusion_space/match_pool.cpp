@@ -47,6 +47,11 @@ bool IsPoolOp(const graph::Node& node) {
           node.op_type == "GlobalMaxPool" || node.op_type == "GlobalAveragePool");
 }
 
+bool IsGlobalPoolOp(const graph::Node& node) {
+  return node.domain.empty() &&
+         (node.op_type == "GlobalMaxPool" || node.op_type == "GlobalAveragePool");
+}
+
 FusionDecision MatchPoolInstance(const graph::Graph& g, const Dataflow& flow,
                                  std::span<const int32_t> group, KernelInstance* k) {
   (void)flow;  // one node: nothing to check for convexity

@@ -1,8 +1,10 @@
 // Matching a single pool node to the pooling template of kernels/ (pool.h):
 // MaxPool (without its Indices output), AveragePool, GlobalMaxPool and
 // GlobalAveragePool on f32, 1-D or 2-D windows (global pools: any rank, the
-// plane flattened). Pools are not fused with other nodes: a group of more
-// than one node never reaches this matcher (IsFusibleOp leaves pools out).
+// plane flattened). Pools are not fused with other nodes here: a group of
+// more than one node never reaches this matcher (IsFusibleOp leaves pools
+// out); a global pool after a Conv's chain joins the conv kernel instead
+// (match_conv.h).
 #pragma once
 
 #include <span>
@@ -13,6 +15,8 @@
 namespace fusetune::fusion_space {
 
 bool IsPoolOp(const graph::Node& node);
+// GlobalAveragePool or GlobalMaxPool: the pools a conv kernel can end with.
+bool IsGlobalPoolOp(const graph::Node& node);
 FusionDecision MatchPoolInstance(const graph::Graph& graph, const Dataflow& flow,
                                  std::span<const int32_t> group, KernelInstance* instance);
 

@@ -245,7 +245,9 @@ Result<int> PretransposeGemmWeights(Graph& graph) {
   return rewritten;
 }
 
-Status RunStandardPasses(Graph& graph) {
+namespace {
+
+Status RunToFixedPoint(Graph& graph) {
   for (int round = 0; round < 8; ++round) {
     FT_ASSIGN_OR_RETURN(int transposed, PretransposeGemmWeights(graph));
     FT_ASSIGN_OR_RETURN(int folded, FoldConstants(graph));
@@ -256,6 +258,18 @@ Status RunStandardPasses(Graph& graph) {
     FT_ASSIGN_OR_RETURN(int dce, EliminateDeadCode(graph));
     if (transposed + folded + bn + ids + canon + cse + dce == 0) break;
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status RunStandardPasses(Graph& graph) {
+  FT_RETURN_IF_ERROR(RunToFixedPoint(graph));
+  // BNs left after folding reached its fixed point (a fold can become legal
+  // only after a later pass, e.g. DCE removing the Conv output's other use)
+  // become Mul and Add; the passes then run again over the new nodes.
+  FT_ASSIGN_OR_RETURN(const int lowered, LowerBatchNorm(graph));
+  if (lowered) FT_RETURN_IF_ERROR(RunToFixedPoint(graph));
   return graph.Validate();
 }
 

@@ -37,10 +37,20 @@ Result<int> PretransposeGemmWeights(Graph& graph);
 // and produces the BN's output; the BN disappears. The same for a Gemm with
 // a constant B and a per-column (or scalar) C, and for a 2-D MatMul with a
 // constant weight, whose BN becomes the Add of the folded bias. Other BNs
-// stay as they are (they run as elementwise ops).
+// stay as they are (LowerBatchNorm rewrites them).
 Result<int> FoldBatchNorm(Graph& graph);
 
-// The standard pipeline, run to a fixed point: what import-time users want.
+// An inference-mode BatchNormalization with constant scale, B, mean and var
+// on an f32 input [N, C, ...] becomes Mul(x, a) -> Add(., c) by constants
+// shaped [C, 1, ..., 1], a = scale / sqrt(var + eps), c = B - mean * a
+// (computed in double, rounded once), so that it runs as (and fuses into)
+// an elementwise kernel. BNs with non-constant parameters stay BNs (the
+// reference kernel runs them). Run it after FoldBatchNorm has reached its
+// fixed point, so that no BN it could still fold is lowered instead.
+Result<int> LowerBatchNorm(Graph& graph);
+
+// The standard pipeline, run to a fixed point, then LowerBatchNorm (and the
+// pipeline again if it lowered any): what import-time users want.
 Status RunStandardPasses(Graph& graph);
 
 }  // namespace fusetune::graph

@@ -7,8 +7,21 @@
 
 #include "kernels/conv_algorithm.h"
 #include "kernels/estimate.h"
+#include "kernels/row_simd.h"
 
 namespace fusetune::kernels {
+
+const char* ConvGlobalPoolName(ConvGlobalPool pool) {
+  switch (pool) {
+    case ConvGlobalPool::kNone:
+      return "none";
+    case ConvGlobalPool::kAverage:
+      return "global_average";
+    case ConvGlobalPool::kMax:
+      return "global_max";
+  }
+  return "none";
+}
 
 namespace {
 constexpr const char* kAlgorithmNames[kNumConvAlgorithms] = {"im2col_gemm", "direct", "winograd2",
@@ -148,6 +161,14 @@ void ConvTileWalk::ShareOf(int thread, int threads, int64_t* begin, int64_t* end
   *end = n * (thread + 1) / threads;
 }
 
+ConvTileWalk AlgorithmWalk(const ConvShape& s, const ConvTiling& t) {
+  const int64_t m = t.algorithm == ConvAlgorithm::kWinograd2   ? 2
+                    : t.algorithm == ConvAlgorithm::kWinograd4 ? 4
+                                                               : 1;
+  return ConvTileWalk(s, t.oc_block, t.pixel_block, t.algorithm != ConvAlgorithm::kIm2colGemm, m,
+                      t.algorithm == ConvAlgorithm::kDepthwise);
+}
+
 double EpilogueReadBytes(const std::vector<EpilogueOp>& ops, int64_t rows, int64_t cols) {
   double bytes = 0;
   for (const EpilogueOp& op : ops)
@@ -155,6 +176,39 @@ double EpilogueReadBytes(const std::vector<EpilogueOp>& ops, int64_t rows, int64
       bytes += 4.0 * cols * (op.row_stride == 0 ? 1 : rows);
   return bytes;
 }
+
+namespace {
+
+// The sum of a row in 16 lanes and a fixed order: vectorised and the same
+// on every run.
+float RowSum(const float* row, int64_t n) {
+  float lanes[16] = {};
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int l = 0; l < 16; ++l) lanes[l] += row[j + l];
+  for (int l = 0; j < n; ++j, ++l) lanes[l] += row[j];
+  float sum = 0;
+  for (float v : lanes) sum += v;
+  return sum;
+}
+
+// A tile holding all of its image's positions (CheckConv): each row's
+// pooled value goes to the row's first float, then the ocs values to Y.
+void PoolTileOut(const ConvDesc& d, const ConvTile& t, float* acc, int64_t ld, RunMode mode,
+                 KernelStats* stats) {
+  if (mode != RunMode::kCopyOnly)
+    for (int64_t r = 0; r < t.ocs; ++r) {
+      float* row = acc + r * ld;
+      row[0] = d.global_pool == ConvGlobalPool::kMax ? RowMax(row, t.ps)
+                                                     : RowSum(row, t.ps) / static_cast<float>(t.ps);
+    }
+  if (mode == RunMode::kComputeOnly) return;
+  float* out = d.y + t.image * d.shape.out_channels + t.oc0;
+  for (int64_t r = 0; r < t.ocs; ++r) out[r] = acc[r * ld];
+  stats->bytes_local_to_global += static_cast<int64_t>(sizeof(float)) * t.ocs;
+}
+
+}  // namespace
 
 void FinishConvTile(const ConvDesc& d, const ConvTile& t, float* acc, int64_t ld, RunMode mode,
                     KernelStats* stats) {
@@ -170,7 +224,10 @@ void FinishConvTile(const ConvDesc& d, const ConvTile& t, float* acc, int64_t ld
       }
   }
   const int64_t read = ApplyEpilogue(d.epilogue, acc, ld, t.ocs, t.ps, t.image, t.oc0, t.p0, mode);
-  if (mode != RunMode::kComputeOnly) {
+  if (d.global_pool != ConvGlobalPool::kNone) {
+    if (mode != RunMode::kComputeOnly) stats->bytes_global_to_local += read;
+    PoolTileOut(d, t, acc, ld, mode, stats);
+  } else if (mode != RunMode::kComputeOnly) {
     stats->bytes_global_to_local += read;
     float* out = d.y + (t.image * s.out_channels + t.oc0) * s.pixels() + t.p0;
     for (int64_t r = 0; r < t.ocs; ++r) StreamOut(out + r * s.pixels(), acc + r * ld, t.ps);
@@ -210,6 +267,12 @@ Status CheckConv(const ConvDesc& d, const ConvTiling& t, const KernelConfig& con
                        " needs whole rows, which a conv tile does not hold");
   const ConvAlgorithmOps& ops = OpsOf(t.algorithm);
   FT_RETURN_IF_ERROR(ops.check_tiling(d, t));
+  if (d.global_pool != ConvGlobalPool::kNone &&
+      conv_detail::AlgorithmWalk(d.shape, t).position_blocks() != 1)
+    return Error(ErrorCode::kInvalidArgument,
+                 fmt::format("tiling.pixel_block: a conv with a global pool needs all {} "
+                             "positions of an image in one tile; {} cuts them",
+                             d.shape.pixels(), t.ToString()));
   const int64_t need = ops.local_bytes(d, t);
   if (need > static_cast<int64_t>(config.local_buffer_bytes))
     return Error(ErrorCode::kInvalidArgument,
@@ -248,7 +311,11 @@ Result<KernelStats> RunConv(const ConvDesc& desc, const ConvTiling& tiling,
 }
 
 TilingEstimate EstimateConv(const ConvDesc& desc, const ConvTiling& tiling, int threads) {
-  return OpsOf(tiling.algorithm).estimate(desc, tiling, threads);
+  TilingEstimate e = OpsOf(tiling.algorithm).estimate(desc, tiling, threads);
+  // A pooled conv's tiles hold whole images and write one value per channel.
+  if (desc.global_pool != ConvGlobalPool::kNone)
+    e.bytes_out = 4.0 * static_cast<double>(desc.shape.batch * desc.shape.out_channels);
+  return e;
 }
 
 }  // namespace fusetune::kernels

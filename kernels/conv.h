@@ -31,6 +31,20 @@
 // Y's shape is EpilogueOp::Residual(r, out_h * out_w, out_channels * out_h *
 // out_w). Output tiles are dealt to threads round-robin in (image, channel
 // block, position block) order, so runs are deterministic.
+//
+// A global pool after the epilogue (ConvDesc::global_pool: a CNN's
+// Conv -> ... -> GlobalAveragePool or GlobalMaxPool) makes Y the pooled
+// [batch, out_channels] (an ONNX [N, C, 1, 1]): each tile's rows are reduced
+// over their positions in the local buffer and only the pooled values are
+// written, so the conv's full output never reaches global memory. A pooled
+// conv's tiling must hold all positions of an image in one tile (one
+// position block; ValidateConv says so otherwise): each pooled value is
+// then one row's reduction, written once by the thread that owns the tile,
+// with no partial sums to combine across threads (no scratch array, no
+// second pass, no order of additions that depends on the thread split), so
+// runs stay deterministic. The pools that end CNNs follow small maps (7x7
+// in ResNet and MobileNet), where a tile holds whole images anyway and the
+// channel blocks give the threads their work.
 #pragma once
 
 #include <optional>
@@ -42,6 +56,10 @@
 #include "kernels/traffic.h"
 
 namespace fusetune::kernels {
+
+// The optional reduction of each (image, channel) plane after the epilogue.
+enum class ConvGlobalPool { kNone, kAverage, kMax };
+const char* ConvGlobalPoolName(ConvGlobalPool pool);  // "none", "global_average", "global_max"
 
 enum class ConvAlgorithm { kIm2colGemm, kDirect, kWinograd2, kWinograd4, kDepthwise };
 inline constexpr int kNumConvAlgorithms = 5;
@@ -76,8 +94,12 @@ struct ConvDesc {
   // (constant weights, packed once when a program is prepared; Winograd's
   // transformed weights). `w` stays the source of truth.
   const float* w_packed = nullptr;
-  float* y = nullptr;  // [batch, out_channels, out_h, out_w], contiguous
+  // [batch, out_channels, out_h, out_w], contiguous; [batch, out_channels]
+  // with a global pool.
+  float* y = nullptr;
+  // Epilogue operands (residuals) have the unpooled output's shape.
   std::vector<EpilogueOp> epilogue;
+  ConvGlobalPool global_pool = ConvGlobalPool::kNone;
 };
 
 struct ConvTiling {

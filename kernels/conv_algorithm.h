@@ -55,6 +55,7 @@ class ConvTileWalk {
   // The tiles [begin, end) of `thread`: contiguous, as even as possible.
   void ShareOf(int thread, int threads, int64_t* begin, int64_t* end) const;
   int64_t rows_per_block() const { return rows_per_block_; }  // whole_rows only
+  int64_t position_blocks() const { return pos_blocks_; }     // per image
 
  private:
   ConvShape shape_;
@@ -62,10 +63,16 @@ class ConvTileWalk {
   int64_t images_, pos_blocks_, oc_blocks_, oc_blocks_per_group_;
 };
 
+// The tile walk `algorithm` runs (its position blocks; channel blocks as
+// ConvTileWalk cuts them for a grouped conv).
+ConvTileWalk AlgorithmWalk(const ConvShape& shape, const ConvTiling& tiling);
+
 // Finishes a computed tile held as ocs rows of ps floats (leading dimension
 // ld) in the local buffer: adds the bias, runs the epilogue and copies the
-// rows out to Y. Counts the bias, epilogue reads and the copy out in `stats`.
-// kComputeOnly skips the copies (and reads), kCopyOnly the arithmetic.
+// rows out to Y, or with a global pool reduces each row (the tile holds all
+// of the image's positions) and writes the ocs pooled values. Counts the
+// bias, epilogue reads and the copy out in `stats`. kComputeOnly skips the
+// copies (and reads), kCopyOnly the arithmetic. May overwrite the tile.
 void FinishConvTile(const ConvDesc& desc, const ConvTile& tile, float* acc, int64_t ld,
                     RunMode mode, KernelStats* stats);
 

@@ -224,3 +224,155 @@ TEST(MatchConvModels, ExportsWithAndWithoutBatchNormGiveTheSamePlan) {
 
 }  // namespace
 }  // namespace fusetune::fusion_space
+
+namespace fusetune::fusion_space {
+namespace {
+
+// The ends of CNNs: ResNet's Conv -> residual Add -> Relu ->
+// GlobalAveragePool -> Flatten -> Gemm, MobileNetV2's Conv -> Clip ->
+// GlobalAveragePool, a GlobalMaxPool of a 40x40 map (too many positions for
+// a pooled tile) and one whose pooled value is also a graph output.
+constexpr const char* kEnds = R"(graph ends opset 17 {
+  input x: f32[2, 16, 7, 7]
+  input big: f32[1, 4, 40, 40]
+  const w1: f32[16, 16, 3, 3]
+  const w2: f32[24, 16, 1, 1]
+  const w3: f32[8, 4, 3, 3]
+  const fc: f32[16, 10]
+  const zero: f32[] = [0]
+  const six: f32[] = [6]
+  c1 = Conv(x, w1) {pads=[1, 1, 1, 1]}
+  a1 = Add(c1, x)
+  r1 = Relu(a1)
+  p1 = GlobalAveragePool(r1)
+  f1 = Flatten(p1) {axis=1}
+  y1 = Gemm(f1, fc)
+  c2 = Conv(x, w2)
+  k2 = Clip(c2, zero, six)
+  p2 = GlobalAveragePool(k2)
+  c3 = Conv(big, w3) {pads=[1, 1, 1, 1]}
+  p3 = GlobalMaxPool(c3)
+  c4 = Conv(x, w2)
+  r4 = Relu(c4)
+  p4 = GlobalMaxPool(r4)
+  output y1
+  output p2
+  output p3
+  output p4
+  output r4
+})";
+
+enum : int32_t {
+  kEC1,
+  kEA1,
+  kER1,
+  kEP1,
+  kEF1,
+  kEY1,
+  kEC2,
+  kEK2,
+  kEP2,
+  kEC3,
+  kEP3,
+  kEC4,
+  kER4,
+  kEP4
+};
+
+class MatchConvPoolTest : public ::testing::Test {
+ protected:
+  MatchConvPoolTest() : g_(testing::Parse(kEnds)), flow_(g_) {}
+  GroupMatch Match(std::vector<int32_t> nodes) { return MatchGroup(g_, flow_, nodes); }
+  graph::Graph g_;
+  Dataflow flow_;
+};
+
+TEST_F(MatchConvPoolTest, ResNetEndIsOnePooledConvKernel) {
+  GroupMatch m = Match({kEC1, kEA1, kER1, kEP1});
+  ASSERT_TRUE(m.decision.allowed()) << m.decision.reason();
+  const KernelInstance& k = m.instance;
+  EXPECT_EQ(k.kind, KernelTemplate::kConv);
+  EXPECT_EQ(k.conv.global_pool, kernels::ConvGlobalPool::kAverage);
+  ASSERT_EQ(k.conv.epilogue.size(), 2u);
+  EXPECT_EQ(k.conv.epilogue[0].kind, EpilogueKind::kResidualAdd);
+  EXPECT_EQ(k.conv.epilogue[0].batch_stride, 16 * 49);  // the residual keeps the conv's shape
+  EXPECT_EQ(k.conv.epilogue[1].kind, EpilogueKind::kRelu);
+  // Only the pooled [2, 16, 1, 1] leaves, through Y's slot.
+  ASSERT_EQ(k.outputs.size(), 1u);
+  EXPECT_EQ(k.outputs[0], g_.nodes[kEP1].outputs[0]);
+  EXPECT_EQ(k.slots[SlotIndex(k.conv.y)].value, g_.nodes[kEP1].outputs[0]);
+  EXPECT_EQ(k.summary,
+            "conv 2x16x7x7 -> 16 k3x3 s1 p1 d1 g1 +residual_add +relu +global_average_pool");
+}
+
+TEST_F(MatchConvPoolTest, MobileNetEndAndGlobalMaxPool) {
+  GroupMatch m = Match({kEC2, kEK2, kEP2});
+  ASSERT_TRUE(m.decision.allowed()) << m.decision.reason();
+  EXPECT_EQ(m.instance.conv.global_pool, kernels::ConvGlobalPool::kAverage);
+  ASSERT_EQ(m.instance.conv.epilogue.size(), 1u);
+  EXPECT_EQ(m.instance.conv.epilogue[0].kind, EpilogueKind::kClip);
+  // The pool may read the conv's output itself.
+  graph::Graph g = testing::Parse(R"(graph g opset 17 { input x: f32[1, 8, 5, 5]
+    const w: f32[16, 8, 3, 3]  c = Conv(x, w)  p = GlobalMaxPool(c)  output p })");
+  Dataflow flow(g);
+  m = MatchGroup(g, flow, std::vector<int32_t>{0, 1});
+  ASSERT_TRUE(m.decision.allowed()) << m.decision.reason();
+  EXPECT_EQ(m.instance.conv.global_pool, kernels::ConvGlobalPool::kMax);
+  EXPECT_TRUE(m.instance.conv.epilogue.empty());
+}
+
+TEST_F(MatchConvPoolTest, RefusalsSayWhy) {
+  auto reason = [&](std::vector<int32_t> nodes) {
+    GroupMatch m = Match(nodes);
+    EXPECT_FALSE(m.decision.allowed());
+    return m.decision.reason();
+  };
+  std::string why = reason({kER1, kEP1});
+  EXPECT_NE(why.find("only into the Conv"), std::string::npos) << why;
+  why = reason({kEC4, kER4, kEP4});  // r4 is a graph output too
+  EXPECT_NE(why.find("read outside the group"), std::string::npos) << why;
+  why = reason({kEC3, kEP3});  // a 40x40 map
+  EXPECT_NE(why.find("1600 positions"), std::string::npos) << why;
+  why = reason({kEC1, kEA1, kER1, kEP1, kEF1});
+  EXPECT_NE(why.find("no fused kernel"), std::string::npos) << why;  // Flatten
+  why = reason({kEC1, kEA1, kEP1});                                  // the pool skips the Relu
+  EXPECT_FALSE(why.empty());
+  // Alone, the pools stay pool kernels.
+  EXPECT_EQ(Match({kEP1}).instance.kind, KernelTemplate::kPool);
+}
+
+// Every point of a pooled conv's tiling space holds all positions of an
+// image in one tile; every algorithm that applies has points.
+TEST_F(MatchConvPoolTest, TilingSpaceHoldsWholeImages) {
+  const kernels::KernelConfig config = testing::SmallKernelConfig();
+  GroupMatch m = Match({kEC1, kEA1, kER1, kEP1});
+  ASSERT_TRUE(m.decision.allowed());
+  TilingSpace space(m.instance, config);
+  std::set<kernels::ConvAlgorithm> algorithms;
+  for (const Tiling& t : space.Enumerate()) {
+    const auto& c = std::get<kernels::ConvTiling>(t);
+    algorithms.insert(c.algorithm);
+    EXPECT_TRUE(kernels::ValidateConv(m.instance.conv, c, config).ok());
+  }
+  EXPECT_EQ(algorithms.size(), 4u);  // im2col, direct, both Winograds (not depthwise)
+  EXPECT_TRUE(space.Check(space.Default()).allowed());
+  kernels::ConvTiling cut = std::get<kernels::ConvTiling>(space.Default());
+  cut.algorithm = kernels::ConvAlgorithm::kDirect;
+  cut.pixel_block = 16;  // two rows of 7
+  EXPECT_FALSE(space.Check(cut).allowed());
+}
+
+// The candidates hold the pooled groups, and the greedy plan takes them.
+TEST_F(MatchConvPoolTest, GreedyPlanFusesThePools) {
+  FusionSpace space(g_, testing::SmallKernelConfig());
+  int pooled = 0;
+  for (const PlanGroup& group : space.Greedy().groups) {
+    const KernelInstance& k = space.Match(group.nodes).instance;
+    pooled +=
+        k.kind == KernelTemplate::kConv && k.conv.global_pool != kernels::ConvGlobalPool::kNone;
+  }
+  EXPECT_EQ(pooled, 2);  // ResNet's and MobileNet's ends
+}
+
+}  // namespace
+}  // namespace fusetune::fusion_space

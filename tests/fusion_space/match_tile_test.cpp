@@ -6,7 +6,9 @@
 #include <numeric>
 
 #include "common/rng.h"
+#include "fusion_space/match.h"
 #include "fusion_space/match_tile.h"
+#include "graph/passes.h"
 #include "kernels/rowwise.h"
 #include "tests/graph/test_util.h"
 
@@ -104,6 +106,40 @@ TEST(MatchTile, ForbiddenGroupsSayWhy) {
   EXPECT_NE(reason({4, 6, 7}).find("reduction axis differs"), std::string::npos)
       << reason({4, 6, 7});
   EXPECT_NE(reason({1, 3}).find("not convex"), std::string::npos) << reason({1, 3});
+}
+
+// A BatchNormalization after a pool or a Relu (1-D and 2-D) is lowered by
+// the standard passes to Mul and Add by per-channel constants, which join
+// the Relus around them in one elementwise kernel.
+TEST(MatchTile, LoweredBatchNormJoinsAnElementwiseKernel) {
+  graph::Graph g = testing::Parse(R"(graph g opset 17 {
+    input x: f32[2, 4, 8, 8]  input t: f32[2, 4, 11]
+    const s: f32[4] = [1, 2, 0.5, 1.5]  const b: f32[4]  const m: f32[4]
+    const v: f32[4] = [1, 4, 0.5, 2]
+    p = MaxPool(x) {kernel_shape=[2, 2], strides=[2, 2]}
+    n = BatchNormalization(p, s, b, m, v)
+    y = Relu(n)
+    u = Relu(t)
+    n1 = BatchNormalization(u, s, b, m, v)
+    z = Relu(n1)
+    output y  output z })");
+  ASSERT_TRUE(graph::RunStandardPasses(g).ok());
+  std::vector<int32_t> image, signal;  // the nodes after the pool, and the 1-D chain
+  for (int32_t i = 0; i < static_cast<int32_t>(g.nodes.size()); ++i) {
+    const std::string& op = g.nodes[i].op_type;
+    ASSERT_NE(op, "BatchNormalization");
+    if (op == "MaxPool") continue;
+    (g.type(g.nodes[i].outputs[0]).rank() == 4 ? image : signal).push_back(i);
+  }
+  ASSERT_EQ(image.size(), 3u);   // Mul, Add, Relu
+  ASSERT_EQ(signal.size(), 4u);  // Relu, Mul, Add, Relu
+  Dataflow flow(g);
+  for (const auto& group : {image, signal}) {
+    const GroupMatch m = MatchGroup(g, flow, group);
+    ASSERT_TRUE(m.decision.allowed()) << m.decision.reason();
+    EXPECT_EQ(m.instance.kind, KernelTemplate::kElementwise) << m.instance.summary;
+    EXPECT_EQ(m.instance.outputs.size(), 1u);
+  }
 }
 
 }  // namespace

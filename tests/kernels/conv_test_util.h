@@ -136,6 +136,72 @@ inline ConvRun RunAgainstReference(const ConvShape& shape, const ConvTiling& til
   return run;
 }
 
+// Runs `tiling` with a global pool after a bias (and optionally a residual
+// and ReLU) on random data and compares the pooled [batch, out_channels]
+// with ReferenceConv's planes pooled in double. The error is relative to
+// the unpooled output's largest magnitude, the scale the algorithms'
+// tolerances are stated in (an average of rounding errors is no larger).
+inline ConvRun RunPooledAgainstReference(const ConvShape& s, const ConvTiling& tiling,
+                                         ConvGlobalPool pool, bool residual_relu = false,
+                                         int threads = 2, bool prepack = true, uint64_t seed = 5) {
+  Rng rng(seed);
+  auto random = [&](int64_t n) {
+    std::vector<float> v(n);
+    for (float& f : v) f = static_cast<float>(rng.Normal());
+    return v;
+  };
+  std::vector<float> x = random(s.batch * s.in_channels * s.in_h * s.in_w);
+  std::vector<float> w = random(s.out_channels * s.in_per_group() * s.kernel_h * s.kernel_w);
+  std::vector<float> b = random(s.out_channels);
+  std::vector<float> r =
+      residual_relu ? random(s.batch * s.out_channels * s.pixels()) : std::vector<float>{};
+  std::vector<double> full = ReferenceConv(s, x, w, b);
+  if (residual_relu)
+    for (size_t i = 0; i < full.size(); ++i) full[i] = std::max(0.0, full[i] + r[i]);
+  std::vector<float> y(s.batch * s.out_channels, -1.0f);
+  ConvDesc d;
+  d.shape = s;
+  d.x = x.data();
+  d.w = w.data();
+  d.bias = b.data();
+  d.y = y.data();
+  d.global_pool = pool;
+  if (residual_relu) {
+    d.epilogue.push_back(EpilogueOp::Residual(r.data(), s.pixels(), s.out_channels * s.pixels()));
+    d.epilogue.push_back(EpilogueOp::Act(EpilogueKind::kRelu));
+  }
+  std::vector<float> packed;
+  if (prepack && PrePackedConvWeightFloats(d, tiling) > 0) {
+    packed.resize(PrePackedConvWeightFloats(d, tiling));
+    PrePackConvWeights(d, tiling, packed.data());
+    d.w_packed = packed.data();
+  }
+  KernelConfig config;
+  config.threads = threads;
+  config.local_buffer_bytes = 1 << 20;
+  ConvRun run;
+  Result<KernelStats> stats = RunConv(d, tiling, config);
+  EXPECT_TRUE(stats.ok()) << (stats.ok() ? "" : stats.error().message()) << " on " << s.ToString()
+                          << " " << tiling.ToString();
+  if (!stats.ok()) {
+    run.max_rel_error = 1e9;
+    return run;
+  }
+  run.stats = *stats;
+  double err = 0, scale = 1e-6;
+  for (double v : full) scale = std::max(scale, std::abs(v));
+  for (int64_t plane = 0; plane < s.batch * s.out_channels; ++plane) {
+    const double* p = full.data() + plane * s.pixels();
+    double want = pool == ConvGlobalPool::kMax ? p[0] : 0.0;
+    for (int64_t i = 0; i < s.pixels(); ++i)
+      want = pool == ConvGlobalPool::kMax ? std::max(want, p[i]) : want + p[i];
+    if (pool != ConvGlobalPool::kMax) want /= static_cast<double>(s.pixels());
+    err = std::max(err, std::abs(double(y[plane]) - want));
+  }
+  run.max_rel_error = err / scale;
+  return run;
+}
+
 // Copy-only runs count what full runs count and leave the arithmetic out;
 // compute-only runs copy nothing but compute every tile.
 inline void ExpectModeCountsAlike(const Result<KernelStats>& full, const Result<KernelStats>& copy,
@@ -149,7 +215,8 @@ inline void ExpectModeCountsAlike(const Result<KernelStats>& full, const Result<
 }
 
 // ExpectModeCountsAlike on one conv (ones everywhere: no data dependence).
-inline void ExpectRunModesCountAlike(const ConvShape& s, const ConvTiling& t) {
+inline void ExpectRunModesCountAlike(const ConvShape& s, const ConvTiling& t,
+                                     ConvGlobalPool pool = ConvGlobalPool::kNone) {
   std::vector<float> x(s.batch * s.in_channels * s.in_h * s.in_w, 1.0f);
   std::vector<float> w(s.out_channels * s.in_per_group() * s.kernel_h * s.kernel_w, 1.0f);
   std::vector<float> b(s.out_channels, 1.0f), y(s.batch * s.out_channels * s.pixels());
@@ -159,6 +226,7 @@ inline void ExpectRunModesCountAlike(const ConvShape& s, const ConvTiling& t) {
   d.w = w.data();
   d.bias = b.data();
   d.y = y.data();
+  d.global_pool = pool;
   KernelConfig config;
   ExpectModeCountsAlike(RunConv(d, t, config, RunMode::kFull),
                         RunConv(d, t, config, RunMode::kCopyOnly),

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "fusion_space/space.h"
+#include "graph/passes.h"
 #include "graph/reference_executor.h"
 #include "runtime/executor.h"
 #include "tests/graph/test_util.h"
@@ -132,7 +133,9 @@ TEST(ConvProgram, PoolsRunAsPoolKernelsInEveryPlan) {
   EXPECT_EQ(pool_groups, 7) << Describe(space, greedy);
   Rng rng(37);
   for (int i = -2; i < 30; ++i) {
-    const fusion_space::Plan plan = i == -2 ? space.Unfused() : i == -1 ? greedy : space.Random(rng);
+    const fusion_space::Plan plan = i == -2   ? space.Unfused()
+                                    : i == -1 ? greedy
+                                              : space.Random(rng);
     auto exe = KernelProgram::Compile(space, plan);
     ASSERT_TRUE(exe.ok()) << exe.error().message();
     auto got = (*exe)->Run(feeds);
@@ -142,6 +145,149 @@ TEST(ConvProgram, PoolsRunAsPoolKernelsInEveryPlan) {
           << fmt::format("plan {} output {}: {}", i, name, Describe(space, plan));
     if (::testing::Test::HasFailure()) return;
   }
+}
+
+// BatchNormalizations that no conv absorbs (after a max pool, after a
+// residual Add, on a 1-D signal) run lowered to Mul and Add: elementwise
+// work in fused kernels, never a reference kernel, in every plan.
+constexpr const char* kBnCnn = R"(graph bncnn opset 17 {
+  input x: f32[1, 3, 16, 16]
+  input t: f32[2, 4, 11]
+  const w0: f32[8, 3, 3, 3]
+  const b0: f32[8]
+  const w1: f32[8, 8, 3, 3]
+  const s8: f32[8] = [1, 2, 0.5, 1.5, 0.8, 1.2, 0.9, 1.1]
+  const h8: f32[8]
+  const m8: f32[8]
+  const v8: f32[8] = [1, 4, 0.5, 2, 0.7, 1.3, 0.6, 1.8]
+  const s4: f32[4] = [0.5, 1, 1.5, 2]
+  const h4: f32[4]
+  const m4: f32[4]
+  const v4: f32[4] = [2, 0.5, 1, 3]
+  c0 = Conv(x, w0, b0) {pads=[1, 1, 1, 1]}
+  r0 = Relu(c0)
+  p0 = MaxPool(r0) {kernel_shape=[2, 2], strides=[2, 2]}
+  n0 = BatchNormalization(p0, s8, h8, m8, v8)
+  r1 = Relu(n0)
+  c1 = Conv(r1, w1) {pads=[1, 1, 1, 1]}
+  a1 = Add(c1, p0)
+  n1 = BatchNormalization(a1, s8, h8, m8, v8) {epsilon=1e-3}
+  y = Relu(n1)
+  u = Relu(t)
+  n2 = BatchNormalization(u, s4, h4, m4, v4)
+  output y
+  output n2
+})";
+
+TEST(ConvProgram, LoweredBatchNormsRunInFusedKernels) {
+  graph::Graph g = testing::Parse(kBnCnn);
+  const graph::TensorMap feeds = graph::RandomFeeds(g, 8);
+  auto want = graph::RunReference(g, feeds);  // with the BatchNormalization nodes
+  ASSERT_TRUE(want.ok()) << want.error().message();
+  ASSERT_TRUE(graph::RunStandardPasses(g).ok());
+  for (const graph::Node& node : g.nodes) ASSERT_NE(node.op_type, "BatchNormalization");
+  kernels::KernelConfig config;
+  config.local_buffer_bytes = 256 * 1024;
+  fusion_space::FusionSpace space(g, config);
+  Rng rng(11);
+  for (int i = -2; i < 20; ++i) {
+    const fusion_space::Plan plan = i == -2   ? space.Unfused()
+                                    : i == -1 ? space.Greedy()
+                                              : space.Random(rng);
+    for (const fusion_space::PlanGroup& group : plan.groups)
+      EXPECT_NE(space.Match(group.nodes).instance.kind, fusion_space::KernelTemplate::kReference)
+          << fmt::format("plan {}: {}", i, Describe(space, plan));
+    auto exe = KernelProgram::Compile(space, plan);
+    ASSERT_TRUE(exe.ok()) << exe.error().message();
+    auto got = (*exe)->Run(feeds);
+    ASSERT_TRUE(got.ok()) << got.error().message();
+    for (const auto& [name, w] : want->outputs)
+      EXPECT_LE(testing::ScaledError(got->at(name), w), kTolerance)
+          << fmt::format("plan {} output {}: {}", i, name, Describe(space, plan));
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+// The ends of CNNs with their global pool fused into the last conv:
+// ResNet's Conv -> residual Add -> Relu -> GlobalAveragePool -> Flatten ->
+// Gemm, MobileNetV2's Conv -> Clip -> GlobalAveragePool, a 3x3 conv with
+// GlobalMaxPool (Winograd applies), a depthwise conv and a 1-D conv pooled.
+constexpr const char* kPooledEnds = R"(graph ends opset 17 {
+  input x: f32[2, 16, 7, 7]
+  input s: f32[1, 6, 19]
+  const w1: f32[16, 16, 3, 3]
+  const b1: f32[16]
+  const w2: f32[40, 16, 1, 1]
+  const b2: f32[40]
+  const w3: f32[24, 16, 3, 3]
+  const w4: f32[16, 1, 3, 3]
+  const w5: f32[12, 6, 3]
+  const fc: f32[16, 10]
+  const fb: f32[10]
+  const zero: f32[] = [0]
+  const six: f32[] = [6]
+  c1 = Conv(x, w1, b1) {pads=[1, 1, 1, 1]}
+  a1 = Add(c1, x)
+  r1 = Relu(a1)
+  p1 = GlobalAveragePool(r1)
+  f1 = Flatten(p1) {axis=1}
+  y1 = Gemm(f1, fc, fb)
+  c2 = Conv(r1, w2, b2)
+  k2 = Clip(c2, zero, six)
+  p2 = GlobalAveragePool(k2)
+  c3 = Conv(x, w3) {pads=[1, 1, 1, 1]}
+  p3 = GlobalMaxPool(c3)
+  c4 = Conv(x, w4) {group=16, pads=[1, 1, 1, 1]}
+  r4 = Relu(c4)
+  p4 = GlobalAveragePool(r4)
+  c5 = Conv(s, w5) {pads=[1, 1]}
+  p5 = GlobalMaxPool(c5)
+  output y1
+  output p2
+  output p3
+  output p4
+  output p5
+})";
+
+TEST(ConvProgram, GlobalPoolsFusedIntoConvsInEveryPlan) {
+  graph::Graph g = testing::Parse(kPooledEnds);
+  kernels::KernelConfig config;
+  config.local_buffer_bytes = 256 * 1024;
+  fusion_space::FusionSpace space(g, config);
+  const graph::TensorMap feeds = graph::RandomFeeds(g, 6);
+  auto want = graph::RunReference(g, feeds);
+  ASSERT_TRUE(want.ok()) << want.error().message();
+  const fusion_space::Plan greedy = space.Greedy();
+  auto pooled_convs = [&](const fusion_space::Plan& plan) {
+    int n = 0;
+    for (const fusion_space::PlanGroup& group : plan.groups) {
+      const fusion_space::KernelInstance& k = space.Match(group.nodes).instance;
+      n += k.kind == fusion_space::KernelTemplate::kConv &&
+           k.conv.global_pool != kernels::ConvGlobalPool::kNone;
+    }
+    return n;
+  };
+  // r1 is read by c2 too, so its pool stays a pool kernel; the other four fuse.
+  EXPECT_EQ(pooled_convs(greedy), 4) << Describe(space, greedy);
+  Rng rng(41);
+  int pooled = 0;
+  for (int i = -2; i < 40; ++i) {
+    const fusion_space::Plan plan = i == -2   ? space.Unfused()
+                                    : i == -1 ? greedy
+                                              : space.Random(rng);
+    pooled += pooled_convs(plan);
+    auto exe = KernelProgram::Compile(space, plan);
+    ASSERT_TRUE(exe.ok()) << exe.error().message();
+    for (int run = 0; run < 2; ++run) {  // the second run uses the pre-packed weights
+      auto got = (*exe)->Run(feeds);
+      ASSERT_TRUE(got.ok()) << got.error().message();
+      for (const auto& [name, w] : want->outputs)
+        EXPECT_LE(testing::ScaledError(got->at(name), w), kTolerance)
+            << fmt::format("plan {} run {} output {}: {}", i, run, name, Describe(space, plan));
+    }
+    if (::testing::Test::HasFailure()) return;
+  }
+  EXPECT_GT(pooled, 40);  // random plans drew pooled convs with random tilings
 }
 
 }  // namespace
