@@ -51,8 +51,9 @@ int KernelTemplateVersion(KernelTemplate t) {
     case KernelTemplate::kConv:
       return 2;  // 2: depthwise tiles hold oc_block channels (1 before)
     case KernelTemplate::kPool:
-    case KernelTemplate::kConvChain:
       return 1;
+    case KernelTemplate::kConvChain:
+      return 2;  // 2: the depthwise activation once per block, panels packed by vectors
     case KernelTemplate::kElementwise:
     case KernelTemplate::kRowwise:
       return 2;  // 2: Pow by a constant exponent strength-reduced (tile_program.cpp)
