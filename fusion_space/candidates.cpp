@@ -32,8 +32,9 @@ struct OpMix {
     // conv-chain template up to three (expand, depthwise, project).
     if (convs > 3 || (convs > 0 && (gemms + softmaxes + reductions + layer_norms) > 0))
       return false;
-    // ... and may end with one global pool.
-    if (global_pools > 1 ||
+    // ... and may end with one global pool (the conv template; a conv chain
+    // writes its whole output).
+    if (global_pools > 1 || (global_pools > 0 && convs > 1) ||
         (global_pools > 0 && (gemms + softmaxes + reductions + layer_norms) > 0))
       return false;
     if (softmaxes == 1 && gemms > 2) return false;

@@ -92,18 +92,6 @@ FusionDecision CheckGlobalPool(const graph::Graph& g, const Dataflow& flow,
   return FusionDecision::Allow();
 }
 
-// A per-channel add first in the chain of a Conv without a bias (PyTorch
-// exports of a folded BN, some converters) is the conv's bias.
-void AdoptChannelBias(kernels::ConvDesc* d) {
-  if (d->bias != nullptr || d->epilogue.empty()) return;
-  const EpilogueOp& op = d->epilogue.front();
-  if (op.kind != EpilogueKind::kResidualAdd || op.batch_stride != 0 || op.row_stride != 1 ||
-      op.col_stride != 0)
-    return;
-  d->bias = op.data;
-  d->epilogue.erase(d->epilogue.begin());
-}
-
 }  // namespace
 
 FusionDecision MatchConvInstance(const graph::Graph& g, const Dataflow& flow,
@@ -169,7 +157,7 @@ FusionDecision MatchConvInstance(const graph::Graph& g, const Dataflow& flow,
   for (const EpilogueOp& op : d.epilogue)
     if (kernels::IsRowNorm(op.kind))
       return FusionDecision::Forbid("a row norm after a Conv does not fit a conv tile");
-  AdoptChannelBias(&d);
+  AdoptChannelBias(&d.epilogue, &d.bias);
   if (pool >= 0) {
     // Y is the pooled [N, C, 1, 1]: the pool's output leaves instead.
     inside[pool] = 1;

@@ -63,12 +63,18 @@ FusionDecision CheckRoles(const std::vector<ChainConv>& convs) {
   return FusionDecision::Allow();
 }
 
-// The activations between one conv's output and the next conv's input.
+// The activations between conv `from`'s output and conv `to`'s input; a
+// per-channel add first (a conv without its bias) becomes *bias.
 FusionDecision StageActivations(const graph::Graph& g, const std::vector<char>& inside,
-                                graph::ValueId from, graph::ValueId to, KernelInstance* k,
-                                std::vector<kernels::EpilogueOp>* ops, std::set<int32_t>* covered) {
-  EpilogueBuilder builder(g, inside, from, EpilogueFrame{1, 1}, k);
-  FT_RETURN_IF_DECISION(builder.Build(to, ops));
+                                int32_t from, int32_t to, KernelInstance* k,
+                                std::vector<kernels::EpilogueOp>* ops, const float** bias,
+                                std::set<int32_t>* covered) {
+  EpilogueBuilder builder(g, inside, g.nodes[from].outputs[0], EpilogueFrame{1, 1}, k);
+  if (FusionDecision d = builder.Build(g.nodes[to].inputs[0], ops); !d)
+    return FusionDecision::Forbid(
+        fmt::format("node {} (Conv) does not read node {} (Conv) through activations: {}", to, from,
+                    d.reason()));
+  AdoptChannelBias(ops, bias);
   for (const kernels::EpilogueOp& op : *ops)
     if (op.reads_memory() || kernels::IsRowNorm(op.kind))
       return FusionDecision::Forbid(fmt::format(
@@ -130,7 +136,8 @@ FusionDecision MatchConvChainInstance(const graph::Graph& g, const Dataflow& flo
   FT_RETURN_IF_DECISION(LeavingValue(g, flow, group, inside, &leaving));
 
   const bool expand = convs.size() == 3;
-  const graph::Node& dw = g.nodes[convs[convs.size() - 2].node];
+  const int32_t dw_node = convs[convs.size() - 2].node;
+  const graph::Node& dw = g.nodes[dw_node];
   const graph::Node& project = g.nodes[convs.back().node];
   const graph::ValueId y = project.outputs[0];
   if (g.type(leaving).dims != g.type(y).dims)
@@ -152,19 +159,20 @@ FusionDecision MatchConvChainInstance(const graph::Graph& g, const Dataflow& flo
     d.x = k->AddSlot(e.inputs[0]);
     d.expand_w = k->AddSlot(e.inputs[1]);
     d.expand_bias = OptionalSlot(e, 2, k);
-    FT_RETURN_IF_DECISION(
-        StageActivations(g, inside, e.outputs[0], dw.inputs[0], k, &d.expand_act, &covered));
+    FT_RETURN_IF_DECISION(StageActivations(g, inside, convs[0].node, dw_node, k, &d.expand_act,
+                                           &d.expand_bias, &covered));
   } else {
     d.x = k->AddSlot(dw.inputs[0]);
   }
   d.dw_w = k->AddSlot(dw.inputs[1]);
   d.dw_bias = OptionalSlot(dw, 2, k);
   FT_RETURN_IF_DECISION(
-      StageActivations(g, inside, dw.outputs[0], project.inputs[0], k, &d.dw_act, &covered));
+      StageActivations(g, inside, dw_node, convs.back().node, k, &d.dw_act, &d.dw_bias, &covered));
   d.project_w = k->AddSlot(project.inputs[1]);
   d.project_bias = OptionalSlot(project, 2, k);
   EpilogueBuilder builder(g, inside, y, EpilogueFrame{1, 1}, k);
   FT_RETURN_IF_DECISION(builder.Build(leaving, &d.epilogue));
+  AdoptChannelBias(&d.epilogue, &d.project_bias);
   covered.insert(builder.visited().begin(), builder.visited().end());
   if (covered.size() != group.size())
     return FusionDecision::Forbid(

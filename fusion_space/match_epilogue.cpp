@@ -120,6 +120,13 @@ class EpilogueBuilder::Walker {
   FusionDecision Chain(graph::ValueId e, std::vector<EpilogueOp>* ops) {
     if (e == c_) return FusionDecision::Allow();
     const int32_t p = g_.value(e).producer;
+    // Every matcher calls this with an end downstream of the result; a chain
+    // that runs out of the group instead does not reach the result at all.
+    if (p < 0 || !inside_[p])
+      return FusionDecision::Forbid(
+          fmt::format("value {} is not computed from the result inside "
+                      "the group",
+                      g_.value(e).name));
     const graph::Node& node = g_.nodes[p];
     visited_.insert(p);
     if (node.op_type == "Identity") return Chain(node.inputs[0], ops);
@@ -357,6 +364,16 @@ FusionDecision EpilogueBuilder::Build(graph::ValueId end, std::vector<EpilogueOp
 }
 
 const std::set<int32_t>& EpilogueBuilder::visited() const { return walker_->visited(); }
+
+void AdoptChannelBias(std::vector<EpilogueOp>* ops, const float** bias) {
+  if (*bias != nullptr || ops->empty()) return;
+  const EpilogueOp& op = ops->front();
+  if (op.kind != EpilogueKind::kResidualAdd || op.batch_stride != 0 || op.row_stride != 1 ||
+      op.col_stride != 0)
+    return;
+  *bias = op.data;
+  ops->erase(ops->begin());
+}
 
 std::string EpilogueSummary(const std::vector<EpilogueOp>& ops) {
   std::string s;

@@ -41,6 +41,11 @@ class EpilogueBuilder {
   std::unique_ptr<Walker> walker_;
 };
 
+// A per-channel add first in a conv's chain, when the conv has no bias
+// (PyTorch exports of a folded BN, some converters), becomes *bias: taken
+// out of `ops`. Nothing changes when *bias is set or the first op is another.
+void AdoptChannelBias(std::vector<kernels::EpilogueOp>* ops, const float** bias);
+
 // " +bias_add +relu": an epilogue for one-line summaries.
 std::string EpilogueSummary(const std::vector<kernels::EpilogueOp>& ops);
 

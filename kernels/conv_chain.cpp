@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -71,7 +72,11 @@ int64_t RegionBytes(int64_t floats) { return RoundUp(4 * floats, 64); }
 int64_t LocalBytesOf(const ConvChainDesc& d, const ConvChainTiling& t, const Layout& l) {
   int64_t bytes = RegionBytes(l.band.floats()) + RegionBytes(l.out_ld) +
                   RegionBytes(t.e_block * l.out_ld) + RegionBytes(l.out_rows * l.out_ld);
-  if (d.expand) bytes += RegionBytes(d.in_channels * l.x_ld) + RegionBytes(t.e_block * l.x_ld);
+  // A block's weights: the depthwise filters and the project's columns (and rows of the expand).
+  bytes += RegionBytes(t.e_block * Taps(d)) + RegionBytes(l.out_rows * t.e_block);
+  if (d.expand)
+    bytes += RegionBytes(d.in_channels * l.x_ld) + RegionBytes(t.e_block * l.x_ld) +
+             RegionBytes(t.e_block * d.in_channels);
   return bytes;
 }
 
@@ -82,13 +87,13 @@ int64_t ExpandPackedFloats(const ConvChainDesc& d, const ConvChainTiling& t) {
   return d.expand ? RoundUp(Expanded(d), t.mr) * d.in_channels : 0;
 }
 
-// Floats of weights and biases a tile reads from global memory for `e`
-// expanded channels.
-int64_t WeightFloats(const ConvChainDesc& d, int64_t e) {
-  int64_t n = e * Taps(d) + d.out_channels * e;
-  if (d.expand) n += e * d.in_channels;
-  if (d.expand && d.expand_bias) n += e;
-  if (d.dw_bias) n += e;
+// Floats of weights and biases a tile copies for a block of `eb` expanded
+// channels: the pre-packed rows with their zero padding to mr, as copied.
+int64_t BlockWeightFloats(const ConvChainDesc& d, const ConvChainTiling& t, int64_t eb) {
+  int64_t n = eb * Taps(d) + RoundUp(d.out_channels, t.mr) * eb;
+  if (d.expand) n += RoundUp(eb, t.mr) * d.in_channels;
+  if (d.expand && d.expand_bias) n += eb;
+  if (d.dw_bias) n += eb;
   return n;  // the project's bias is counted by FinishConvTile
 }
 
@@ -110,6 +115,18 @@ BlockRange BlocksOf(const ConvChainDesc& d, const ConvChainTiling& t, int thread
 // Expanded channels in blocks [r.begin, r.end).
 int64_t ChannelsIn(const ConvChainDesc& d, const ConvChainTiling& t, BlockRange r) {
   return std::min(Expanded(d), r.end * t.e_block) - std::min(Expanded(d), r.begin * t.e_block);
+}
+
+int64_t BlockChannels(const ConvChainDesc& d, const ConvChainTiling& t, int64_t block) {
+  return ChannelsIn(d, t, {block, block + 1});
+}
+
+// BlockWeightFloats over the blocks of `r`.
+int64_t RangeWeightFloats(const ConvChainDesc& d, const ConvChainTiling& t, BlockRange r) {
+  int64_t n = 0;
+  for (int64_t block = r.begin; block < r.end; ++block)
+    n += BlockWeightFloats(d, t, BlockChannels(d, t, block));
+  return n;
 }
 
 // The input rows a tile's band covers inside X: [r0, r1).
@@ -193,15 +210,23 @@ class TileRunner {
     dw_out_ = local_.Take(l_.out_ld);
     dw_panels_ = local_.Take(t.e_block * l_.out_ld);
     acc_ = local_.Take(l_.out_rows * l_.out_ld);
+    block_dw_w_ = local_.Take(t.e_block * Taps(d));
+    block_project_w_ = local_.Take(l_.out_rows * t.e_block);
     if (d.expand) {
       x_panels_ = local_.Take(d.in_channels * l_.x_ld);
       expanded_ = local_.Take(t.e_block * l_.x_ld);
+      block_expand_w_ = local_.Take(t.e_block * d.in_channels);
     }
-    // Compute-only runs read whatever X's band holds: finite values, not
-    // stale NaNs or denormals; copy-only runs finish zeroed tiles.
+    // Compute-only runs read whatever X's band and the weights hold: finite
+    // values, not stale NaNs or denormals; copy-only runs finish zeroed tiles.
     if (mode == RunMode::kComputeOnly) {
-      if (d.expand) std::fill(x_panels_, x_panels_ + d.in_channels * l_.x_ld, 0.5f);
+      if (d.expand) {
+        std::fill(x_panels_, x_panels_ + d.in_channels * l_.x_ld, 0.5f);
+        std::fill(block_expand_w_, block_expand_w_ + t.e_block * d.in_channels, 0.01f);
+      }
       std::fill(band_, band_ + l_.band.floats(), 0.5f);
+      std::fill(block_dw_w_, block_dw_w_ + t.e_block * Taps(d), 0.1f);
+      std::fill(block_project_w_, block_project_w_ + l_.out_rows * t.e_block, 0.01f);
     }
     if (mode == RunMode::kCopyOnly) std::fill(acc_, acc_ + l_.out_rows * l_.out_ld, 0.0f);
   }
@@ -232,13 +257,15 @@ class TileRunner {
     if (r.begin == r.end) return;
     const BandGeometry g = conv_detail::BandOf(s_, tile.ps / s_.out_w);
     const BandRows b = RowsOf(s_, g, tile.p0 / s_.out_w);
-    if (mode_ != RunMode::kComputeOnly) {
-      stats->bytes_global_to_local += 4 * WeightFloats(d_, ChannelsIn(d_, t_, r));
-      if (d_.expand) stats->bytes_global_to_local += 4 * PackXBand(tile.image, b);
-    }
+    if (mode_ != RunMode::kComputeOnly && d_.expand)
+      stats->bytes_global_to_local += 4 * PackXBand(tile.image, b);
     for (int64_t block = r.begin; block < r.end; ++block) {
       const int64_t e0 = block * t_.e_block;
       const int64_t eb = std::min(t_.e_block, Expanded(d_) - e0);
+      if (mode_ != RunMode::kComputeOnly) {
+        CopyBlockWeights(e0, eb);
+        stats->bytes_global_to_local += 4 * BlockWeightFloats(d_, t_, eb);
+      }
       if (d_.expand && mode_ != RunMode::kCopyOnly) Expand(tile.image, e0, eb, b);
       for (int64_t e = 0; e < eb; ++e)
         stats->bytes_global_to_local += 4 * Depthwise(tile, e0 + e, e, eb, g, b);
@@ -248,9 +275,23 @@ class TileRunner {
         ApplyEpilogue(d_.dw_act, dw_panels_, 0, 1, PanelFloats(tile.ps, eb, t_.nr), tile.image, e0,
                       0);
       if (mode_ != RunMode::kCopyOnly)
-        MicroGemm(mk_, d_.out_channels, tile.ps, eb, project_w_ + e0, Expanded(d_), dw_panels_,
-                  acc_, l_.out_ld, block > r.begin);
+        MicroGemm(mk_, d_.out_channels, tile.ps, eb, block_project_w_, eb, dw_panels_, acc_,
+                  l_.out_ld, block > r.begin);
     }
+  }
+
+  // A block's weights into the local buffer: the expand's rows (padded to
+  // mr), the depthwise filters, the project's columns [e0, e0 + eb) of
+  // every (padded) output row, contiguous as the micro-kernels read them.
+  void CopyBlockWeights(int64_t e0, int64_t eb) {
+    const int64_t taps = Taps(d_);
+    std::memcpy(block_dw_w_, d_.dw_w + e0 * taps, static_cast<size_t>(eb * taps) * 4);
+    for (int64_t m = 0; m < l_.out_rows; ++m)
+      std::memcpy(block_project_w_ + m * eb, project_w_ + m * Expanded(d_) + e0,
+                  static_cast<size_t>(eb) * 4);
+    if (d_.expand)
+      std::memcpy(block_expand_w_, expand_w_ + e0 * d_.in_channels,
+                  static_cast<size_t>(RoundUp(eb, t_.mr) * d_.in_channels) * 4);
   }
 
   // X's rows [r0, r1) of every input channel into B panels; returns the floats read.
@@ -266,8 +307,8 @@ class TileRunner {
   // Expanded channels [e0, e0 + eb) of the band's rows, biased and activated.
   void Expand(int64_t image, int64_t e0, int64_t eb, const BandRows& b) {
     const int64_t n = (b.r1 - b.r0) * s_.in_w;
-    MicroGemm(mk_, eb, n, d_.in_channels, expand_w_ + e0 * d_.in_channels, d_.in_channels,
-              x_panels_, expanded_, l_.x_ld, false);
+    MicroGemm(mk_, eb, n, d_.in_channels, block_expand_w_, d_.in_channels, x_panels_, expanded_,
+              l_.x_ld, false);
     AddRowBias(d_.expand_bias ? d_.expand_bias + e0 : nullptr, eb, n, l_.x_ld, expanded_);
     ApplyEpilogue(d_.expand_act, expanded_, l_.x_ld, eb, n, image, e0, 0);
   }
@@ -289,7 +330,7 @@ class TileRunner {
     }
     if (mode_ == RunMode::kCopyOnly) return read;
     const int64_t rows = tile.ps / s_.out_w;
-    conv_detail::DepthwiseChannel(s_, g, band_, offsets_.data(), d_.dw_w + e * Taps(d_),
+    conv_detail::DepthwiseChannel(s_, g, band_, offsets_.data(), block_dw_w_ + slot * Taps(d_),
                                   d_.dw_bias ? d_.dw_bias[e] : 0.0f, rows, dw_out_);
     PackRowIntoPanels(dw_out_, tile.ps, slot, eb, t_.nr, dw_panels_);
     return read;
@@ -308,6 +349,7 @@ class TileRunner {
   ConvDesc out_view_;
   float *band_ = nullptr, *dw_out_ = nullptr, *dw_panels_ = nullptr, *acc_ = nullptr;
   float *x_panels_ = nullptr, *expanded_ = nullptr;
+  float *block_dw_w_ = nullptr, *block_project_w_ = nullptr, *block_expand_w_ = nullptr;
 };
 
 Status CheckActivations(const std::vector<EpilogueOp>& ops, const char* stage) {
@@ -407,9 +449,8 @@ namespace {
 // The second pass of a split run: the tiles dealt to threads as usual, each
 // the sum of every thread's partial (in thread order), then the bias, the
 // epilogue and the copy out.
-KernelStats FinishSplit(const ConvChainDesc& d, const ConvChainTiling& t,
-                        const std::vector<float>& partials, const KernelConfig& config,
-                        RunMode mode) {
+KernelStats FinishSplit(const ConvChainDesc& d, const ConvChainTiling& t, const float* partials,
+                        const KernelConfig& config, RunMode mode) {
   const ConvTileWalk walk = WalkOf(d, t);
   const Layout l = LayoutOf(d, t);
   ConvDesc out_view;
@@ -429,7 +470,7 @@ KernelStats FinishSplit(const ConvChainDesc& d, const ConvChainTiling& t,
     for (int64_t i = begin; i < end; ++i) {
       const ConvTile tile = walk.At(i);
       if (mode != RunMode::kComputeOnly) {
-        const float* at = partials.data() + tile.image * d.out_channels * pixels + tile.p0;
+        const float* at = partials + tile.image * d.out_channels * pixels + tile.p0;
         for (int64_t c = 0; c < d.out_channels; ++c) {
           float* row = acc + c * l.out_ld;
           const float* src = at + c * pixels;
@@ -438,6 +479,10 @@ KernelStats FinishSplit(const ConvChainDesc& d, const ConvChainTiling& t,
             for (int64_t j = 0; j < tile.ps; ++j) row[j] += src[p * size + j];
         }
         stats.bytes_global_to_local += 4 * config.threads * d.out_channels * tile.ps;
+      } else {
+        // Compute-only: the bias and epilogue run on a fresh tile each time,
+        // not on the last one's result (which a scale would drift to inf).
+        std::fill(acc, acc + l.out_rows * l.out_ld, 0.0f);
       }
       conv_detail::FinishConvTile(out_view, tile, acc, l.out_ld, mode, &stats);
     }
@@ -450,16 +495,17 @@ KernelStats RunSplit(const ConvChainDesc& d, const ConvChainTiling& t, const flo
                      const KernelConfig& config, RunMode mode) {
   const ConvTileWalk walk = WalkOf(d, t);
   const int64_t size = d.depthwise.batch * d.out_channels * d.depthwise.pixels();
-  std::vector<float> partials(static_cast<size_t>(size * config.threads));
+  // Every float is written by the first pass before the second reads it.
+  const std::unique_ptr<float[]> partials(new float[static_cast<size_t>(size * config.threads)]);
   KernelStats first = RunThreadShares(config.threads, [&](int thread) {
     TileRunner runner(d, t, packed, mode);
     KernelStats stats;
     const BlockRange r = BlocksOf(d, t, thread, config.threads);
     for (int64_t i = 0; i < walk.size(); ++i)
-      runner.RunPartial(walk.At(i), r, partials.data() + thread * size, &stats);
+      runner.RunPartial(walk.At(i), r, partials.get() + thread * size, &stats);
     return stats;
   });
-  const KernelStats second = FinishSplit(d, t, partials, config, mode);
+  const KernelStats second = FinishSplit(d, t, partials.get(), config, mode);
   const double busy = first.busy_seconds + second.busy_seconds;
   first += second;
   first.busy_seconds = busy;
@@ -508,7 +554,7 @@ TileFigures FiguresOf(const ConvChainDesc& d, const ConvChainTiling& t, const Co
   const BandGeometry g = conv_detail::BandOf(s, c.ps / s.out_w);
   const BandRows b = RowsOf(s, g, c.p0 / s.out_w);
   const int64_t in_pix = (b.r1 - b.r0) * s.in_w;
-  f.bytes_in = 4.0 * WeightFloats(d, e);
+  f.bytes_in = 4.0 * RangeWeightFloats(d, t, r);
   f.bytes_in +=
       d.expand ? 4.0 * d.in_channels * in_pix : 4.0 * e * conv_detail::BandReadFloats(s, b.ih0, g);
   const double expand = d.expand ? static_cast<double>(in_pix) * e * d.in_channels : 0;
@@ -554,8 +600,12 @@ TilingEstimate EstimateConvChain(const ConvChainDesc& d, const ConvChainTiling& 
   }
   est.tiles = walk.size();
   est.max_thread_work = total > 0 ? busiest / total : 1;
-  const BlockRange first = BlocksOf(d, t, 0, threads);
-  est.steps = est.max_thread_tiles * std::max<int64_t>(1, first.end - first.begin);
+  int64_t most_blocks = 1;
+  for (int th = 0; th < threads; ++th) {
+    const BlockRange r = BlocksOf(d, t, th, threads);
+    most_blocks = std::max(most_blocks, r.end - r.begin);
+  }
+  est.steps = est.max_thread_tiles * most_blocks;
   // Columns of the micro-tiles and rows of the project's padded to mr.
   const double cols = static_cast<double>(l.rows * s.out_w);
   est.lane_utilisation = cols / static_cast<double>(l.out_ld) *

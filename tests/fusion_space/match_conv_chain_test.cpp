@@ -124,6 +124,75 @@ TEST(MatchConvChain, AnIntermediateReadOutsideIsRefused) {
   EXPECT_NE(m.decision.reason().find("writes one value"), std::string::npos) << m.decision.reason();
 }
 
+// Convs that do not read each other through the group: refused with a
+// reason, not followed out of the group (this crashed the matcher).
+TEST(MatchConvChain, ConvsThatDoNotReadEachOtherAreRefused) {
+  const char* graphs[] = {R"(graph branches opset 17 {
+    input x: f32[1, 8, 6, 6]
+    const wa: f32[8, 8, 1, 1]
+    const wd: f32[8, 1, 3, 3]
+    const wp: f32[8, 8, 1, 1]
+    a = Conv(x, wa)
+    d = Conv(x, wd) {group=8, pads=[1, 1, 1, 1]}
+    p = Conv(d, wp)
+    s = Add(p, a)
+    output s
+  })",
+                          R"(graph siblings opset 17 {
+    input x: f32[1, 8, 6, 6]
+    const wd: f32[8, 1, 3, 3]
+    const wp: f32[8, 8, 1, 1]
+    d = Conv(x, wd) {group=8, pads=[1, 1, 1, 1]}
+    p = Conv(x, wp)
+    s = Add(p, d)
+    output s
+  })"};
+  for (const char* text : graphs) {
+    graph::Graph g = testing::Parse(text);
+    Dataflow flow(g);
+    std::vector<int32_t> nodes(g.nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) nodes[i] = static_cast<int32_t>(i);
+    GroupMatch m = MatchGroup(g, flow, nodes);
+    ASSERT_FALSE(m.decision.allowed()) << m.instance.summary;
+    EXPECT_NE(m.decision.reason().find("does not read"), std::string::npos) << m.decision.reason();
+  }
+}
+
+// Convs without biases, each followed by an Add of a per-channel constant
+// (some exporters' folded BN): the adds become the stages' biases.
+TEST(MatchConvChain, ChannelAddsAfterBiaslessConvsBecomeBiases) {
+  graph::Graph g = testing::Parse(R"(graph biasless opset 17 {
+    input x: f32[1, 8, 6, 6]
+    const we: f32[16, 8, 1, 1]
+    const be: f32[1, 16, 1, 1]
+    const wd: f32[16, 1, 3, 3]
+    const bd: f32[1, 16, 1, 1]
+    const wp: f32[8, 16, 1, 1]
+    const bp: f32[1, 8, 1, 1]
+    e = Conv(x, we)
+    ea = Add(e, be)
+    er = Relu(ea)
+    d = Conv(er, wd) {group=16, pads=[1, 1, 1, 1]}
+    da = Add(d, bd)
+    dr = Relu(da)
+    p = Conv(dr, wp)
+    pa = Add(p, bp)
+    output pa
+  })");
+  Dataflow flow(g);
+  const int32_t nodes[] = {0, 1, 2, 3, 4, 5, 6, 7};
+  GroupMatch m = MatchGroup(g, flow, nodes);
+  ASSERT_TRUE(m.decision.allowed()) << m.decision.reason();
+  const kernels::ConvChainDesc& d = m.instance.conv_chain;
+  EXPECT_NE(d.expand_bias, nullptr);
+  EXPECT_NE(d.dw_bias, nullptr);
+  EXPECT_NE(d.project_bias, nullptr);
+  ASSERT_EQ(d.expand_act.size(), 1u);
+  EXPECT_EQ(d.expand_act[0].kind, EpilogueKind::kRelu);
+  ASSERT_EQ(d.dw_act.size(), 1u);
+  EXPECT_TRUE(d.epilogue.empty());
+}
+
 TEST_F(MatchConvChainTest, TilingSpaceIsLegalRoundTripsAndHasALegalDefault) {
   GroupMatch m = Match({kE, kRe, kD, kRd, kP, kA});
   ASSERT_TRUE(m.decision.allowed());
