@@ -94,13 +94,26 @@ FusionDecision CheckGlobalPool(const graph::Graph& g, const Dataflow& flow,
 
 }  // namespace
 
-FusionDecision MatchConvInstance(const graph::Graph& g, const Dataflow& flow,
-                                 std::span<const int32_t> group, KernelInstance* k) {
-  FT_RETURN_IF_DECISION(flow.CheckConvex(group));
-  std::vector<char> inside(g.nodes.size(), 0);
+FusionDecision ResolveConvNode(const graph::Graph& g, int32_t n, kernels::ConvShape* shape) {
+  const graph::Node& node = g.nodes[n];
+  if (g.type(node.outputs[0]).dtype != graph::DataType::kFloat32 ||
+      g.type(node.inputs[0]).dtype != graph::DataType::kFloat32)
+    return FusionDecision::Forbid(fmt::format("node {} (Conv) is not f32", n));
+  Result<graph::ConvGeometry> geometry =
+      graph::ResolveConvGeometry(node, g.type(node.inputs[0]).dims, g.type(node.inputs[1]).dims);
+  if (!geometry.ok())
+    return FusionDecision::Forbid(fmt::format("node {} (Conv): {}", n, geometry.error().message()));
+  *shape = ConvShapeOf(*geometry);
+  return FusionDecision::Allow();
+}
+
+namespace {
+
+// The group's one Conv and, optionally, one global pool.
+FusionDecision FindConvAndPool(const graph::Graph& g, std::span<const int32_t> group,
+                               int32_t* conv_out, int32_t* pool_out) {
   int32_t conv = -1, pool = -1;
   for (int32_t n : group) {
-    inside[n] = 1;
     if (IsGlobalPoolOp(g.nodes[n])) {
       if (pool >= 0)
         return FusionDecision::Forbid(fmt::format(
@@ -115,32 +128,48 @@ FusionDecision MatchConvInstance(const graph::Graph& g, const Dataflow& flow,
     conv = n;
   }
   if (conv < 0) return FusionDecision::Forbid("the group has no Conv");
+  *conv_out = conv;
+  *pool_out = pool;
+  return FusionDecision::Allow();
+}
+
+// Where the epilogue chain from `y` ends: the value that leaves the group,
+// or with a pool, the pool's input (the chain is walked as if the pool were
+// outside, which `inside` says on return).
+FusionDecision EpilogueEnd(const graph::Graph& g, const Dataflow& flow, std::vector<char>& inside,
+                           graph::ValueId y, int32_t pool, const kernels::ConvShape& shape,
+                           graph::ValueId* end) {
+  if (pool < 0) return LeavingValue(g, flow, inside, y, end);
+  inside[pool] = 0;
+  FT_RETURN_IF_DECISION(LeavingValue(g, flow, inside, y, end));
+  inside[pool] = 1;
+  const FusionDecision d = CheckGlobalPool(g, flow, inside, pool, *end, shape);
+  inside[pool] = 0;
+  return d;
+}
+
+}  // namespace
+
+FusionDecision MatchConvInstance(const graph::Graph& g, const Dataflow& flow,
+                                 std::span<const int32_t> group, KernelInstance* k) {
+  FT_RETURN_IF_DECISION(flow.CheckConvex(group));
+  std::vector<char> inside(g.nodes.size(), 0);
+  for (int32_t n : group) inside[n] = 1;
+  int32_t conv = -1, pool = -1;
+  FT_RETURN_IF_DECISION(FindConvAndPool(g, group, &conv, &pool));
   const graph::Node& node = g.nodes[conv];
   const graph::ValueId y = node.outputs[0];
-  if (g.type(y).dtype != graph::DataType::kFloat32 ||
-      g.type(node.inputs[0]).dtype != graph::DataType::kFloat32)
-    return FusionDecision::Forbid(fmt::format("node {} (Conv) is not f32", conv));
-  Result<graph::ConvGeometry> geometry =
-      graph::ResolveConvGeometry(node, g.type(node.inputs[0]).dims, g.type(node.inputs[1]).dims);
-  if (!geometry.ok())
-    return FusionDecision::Forbid(
-        fmt::format("node {} (Conv): {}", conv, geometry.error().message()));
-  // The chain ends at the pool's input: walk it as if the pool were outside.
+  kernels::ConvShape shape;
+  FT_RETURN_IF_DECISION(ResolveConvNode(g, conv, &shape));
   graph::ValueId leaving = graph::kNoValue;
-  if (pool >= 0) inside[pool] = 0;
-  FT_RETURN_IF_DECISION(LeavingValue(g, flow, inside, y, &leaving));
-  if (pool >= 0) {
-    inside[pool] = 1;
-    FT_RETURN_IF_DECISION(CheckGlobalPool(g, flow, inside, pool, leaving, ConvShapeOf(*geometry)));
-    inside[pool] = 0;
-  }
+  FT_RETURN_IF_DECISION(EpilogueEnd(g, flow, inside, y, pool, shape, &leaving));
 
   *k = KernelInstance{};
   k->kind = KernelTemplate::kConv;
   k->nodes.assign(group.begin(), group.end());
   std::sort(k->nodes.begin(), k->nodes.end());
   kernels::ConvDesc& d = k->conv;
-  d.shape = ConvShapeOf(*geometry);
+  d.shape = shape;
   d.x = k->AddSlot(node.inputs[0]);
   d.w = k->AddSlot(node.inputs[1]);
   if (node.inputs.size() > 2 && node.inputs[2] != graph::kNoValue)

@@ -22,6 +22,9 @@ namespace fusetune::fusion_space {
 
 // A node's resolved geometry as the kernels' shape (shared with the conv-chain matcher).
 kernels::ConvShape ConvShapeOf(const graph::ConvGeometry& geometry);
+// Conv node `n` as the kernels see it: f32, a geometry shape inference
+// accepts; the refusal names the node.
+FusionDecision ResolveConvNode(const graph::Graph& graph, int32_t n, kernels::ConvShape* shape);
 
 FusionDecision MatchConvInstance(const graph::Graph& graph, const Dataflow& flow,
                                  std::span<const int32_t> group, KernelInstance* instance);

@@ -22,17 +22,8 @@ struct ChainConv {
 };
 
 FusionDecision Resolve(const graph::Graph& g, int32_t n, ChainConv* c) {
-  const graph::Node& node = g.nodes[n];
-  if (g.type(node.outputs[0]).dtype != graph::DataType::kFloat32 ||
-      g.type(node.inputs[0]).dtype != graph::DataType::kFloat32)
-    return FusionDecision::Forbid(fmt::format("node {} (Conv) is not f32", n));
-  Result<graph::ConvGeometry> geometry =
-      graph::ResolveConvGeometry(node, g.type(node.inputs[0]).dims, g.type(node.inputs[1]).dims);
-  if (!geometry.ok())
-    return FusionDecision::Forbid(fmt::format("node {} (Conv): {}", n, geometry.error().message()));
   c->node = n;
-  c->shape = ConvShapeOf(*geometry);
-  return FusionDecision::Allow();
+  return ResolveConvNode(g, n, &c->shape);
 }
 
 bool Pointwise(const kernels::ConvShape& s) {

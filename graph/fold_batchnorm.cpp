@@ -7,17 +7,11 @@
 
 #include <cmath>
 
+#include "graph/batchnorm_form.h"
 #include "graph/passes.h"
 
 namespace fusetune::graph {
 namespace {
-
-bool IsFloatConstant(const Graph& g, ValueId v) {
-  if (v == kNoValue || !g.value(v).is_constant()) return false;
-  const DataType dt = g.value(v).constant->dtype();
-  return dt == DataType::kFloat32 || dt == DataType::kFloat64 || dt == DataType::kFloat16 ||
-         dt == DataType::kBFloat16;
-}
 
 bool IsGraphOutput(const Graph& g, ValueId v) {
   for (ValueId o : g.outputs)
@@ -41,13 +35,7 @@ struct Host {
 
 // The inference-mode BN checks that do not depend on the producer.
 bool IsFoldableBn(const Graph& g, const ValueUses& uses, const Node& bn) {
-  if (bn.op_type != "BatchNormalization" || !bn.domain.empty() || bn.inputs.size() != 5)
-    return false;
-  for (size_t i = 1; i < bn.outputs.size(); ++i)
-    if (bn.outputs[i] != kNoValue) return false;  // training-mode outputs are read
-  const auto training = bn.attrs.GetInt("training_mode", 0);
-  const auto spatial = bn.attrs.GetInt("spatial", 1);
-  if (!training.ok() || *training != 0 || !spatial.ok() || *spatial != 1) return false;
+  if (!IsInferenceBatchNorm(bn)) return false;
   const ValueId x = bn.inputs[0];
   if (x == kNoValue || IsGraphOutput(g, x) || uses[x].size() != 1) return false;
   for (size_t i = 1; i < 5; ++i)

@@ -7,39 +7,25 @@
 // kernel. The Add produces the BN's output value, so names never change.
 #include <cmath>
 
+#include "graph/batchnorm_form.h"
 #include "graph/passes.h"
 
 namespace fusetune::graph {
 namespace {
-
-bool IsF32Constant(const Graph& g, ValueId v, int64_t numel) {
-  if (v == kNoValue || !g.value(v).is_constant()) return false;
-  const Tensor& t = *g.value(v).constant;
-  const DataType dt = t.dtype();
-  const bool is_float = dt == DataType::kFloat32 || dt == DataType::kFloat64 ||
-                        dt == DataType::kFloat16 || dt == DataType::kBFloat16;
-  return is_float && t.numel() == numel;
-}
 
 // The BNs this pass rewrites: inference form, per-channel (spatial) statistics
 // that are constants, and an f32 input of rank >= 2 with a known channel
 // count. Other dtypes stay BNs: in f16 the product would be rounded before
 // the Add, where the BN rounds once.
 bool IsLowerableBn(const Graph& g, const Node& bn) {
-  if (bn.op_type != "BatchNormalization" || !bn.domain.empty() || bn.inputs.size() != 5 ||
-      bn.outputs.empty() || bn.outputs[0] == kNoValue)
-    return false;
-  for (size_t i = 1; i < bn.outputs.size(); ++i)
-    if (bn.outputs[i] != kNoValue) return false;  // training-mode outputs are read
-  const auto training = bn.attrs.GetInt("training_mode", 0);
-  const auto spatial = bn.attrs.GetInt("spatial", 1);
-  if (!training.ok() || *training != 0 || !spatial.ok() || *spatial != 1) return false;
+  if (!IsInferenceBatchNorm(bn)) return false;
   const ValueId x = bn.inputs[0];
   if (x == kNoValue || g.type(x).dtype != DataType::kFloat32 || g.type(x).rank() < 2) return false;
   const int64_t c = g.type(x).dims[1];
   if (c <= 0) return false;
   for (size_t i = 1; i < 5; ++i)
-    if (!IsF32Constant(g, bn.inputs[i], c)) return false;
+    if (!IsFloatConstant(g, bn.inputs[i]) || g.value(bn.inputs[i]).constant->numel() != c)
+      return false;
   return true;
 }
 
