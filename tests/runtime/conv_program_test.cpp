@@ -1,11 +1,14 @@
-// CNN programs against the reference executor: convolution groups with
-// their epilogues (bias, residual, ReLU, ReLU6, HardSwish, SiLU), depthwise
-// and 1-D convs, pools and a classifier head, in the unfused, greedy and
+// CNN programs against the reference executor: convolution groups (and a
+// depthwise -> pointwise conv chain) with their epilogues (bias, residual,
+// ReLU, ReLU6, HardSwish, SiLU), depthwise and 1-D convs, pools and a
+// classifier head, in the unfused, greedy and
 // random plans, each tiling drawn from the conv tiling space (every
 // algorithm that applies); max, average and global pools (ceil_mode,
 // count_include_pad, 1-D) as pool kernels between them.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <functional>
 
 #include "fusion_space/space.h"
 #include "graph/passes.h"
@@ -61,6 +64,32 @@ std::string Describe(fusion_space::FusionSpace& space, const fusion_space::Plan&
   return s;
 }
 
+// Runs the unfused plan, `greedy` and `random_plans` random plans (from
+// `seed`), each twice (the second run on the pre-packed weights), against
+// the reference outputs; `visit` sees each plan first. Stops at the first failure.
+void ExpectPlansMatch(fusion_space::FusionSpace& space, const fusion_space::Plan& greedy,
+                      const graph::TensorMap& feeds, const graph::TensorMap& want, uint64_t seed,
+                      int random_plans,
+                      const std::function<void(const fusion_space::Plan&)>& visit = {}) {
+  Rng rng(seed);
+  for (int i = -2; i < random_plans; ++i) {
+    const fusion_space::Plan plan = i == -2   ? space.Unfused()
+                                    : i == -1 ? greedy
+                                              : space.Random(rng);
+    if (visit) visit(plan);
+    auto exe = KernelProgram::Compile(space, plan);
+    ASSERT_TRUE(exe.ok()) << exe.error().message();
+    for (int run = 0; run < 2; ++run) {
+      auto got = (*exe)->Run(feeds);
+      ASSERT_TRUE(got.ok()) << got.error().message();
+      for (const auto& [name, w] : want)
+        EXPECT_LE(testing::ScaledError(got->at(name), w), kTolerance)
+            << fmt::format("plan {} run {} output {}: {}", i, run, name, Describe(space, plan));
+    }
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
 TEST(ConvProgram, UnfusedGreedyAndRandomPlansMatchTheReference) {
   graph::Graph g = testing::Parse(kSmallCnn);
   kernels::KernelConfig config;
@@ -70,26 +99,18 @@ TEST(ConvProgram, UnfusedGreedyAndRandomPlansMatchTheReference) {
   auto want = graph::RunReference(g, feeds);
   ASSERT_TRUE(want.ok()) << want.error().message();
   const fusion_space::Plan greedy = space.Greedy();
-  int conv_groups = 0;
-  for (const fusion_space::PlanGroup& group : greedy.groups)
-    conv_groups += space.Match(group.nodes).instance.kind == fusion_space::KernelTemplate::kConv;
-  EXPECT_EQ(conv_groups, 5);
-  Rng rng(2026);
-  for (int i = -2; i < 40; ++i) {
-    const fusion_space::Plan plan = i == -2   ? space.Unfused()
-                                    : i == -1 ? greedy
-                                              : space.Random(rng);
-    auto exe = KernelProgram::Compile(space, plan);
-    ASSERT_TRUE(exe.ok()) << exe.error().message();
-    for (int run = 0; run < 2; ++run) {  // the second run uses the pre-packed weights
-      auto got = (*exe)->Run(feeds);
-      ASSERT_TRUE(got.ok()) << got.error().message();
-      for (const auto& [name, w] : want->outputs)
-        EXPECT_LE(testing::ScaledError(got->at(name), w), kTolerance)
-            << fmt::format("plan {} run {}: {}", i, run, Describe(space, plan));
-    }
-    if (::testing::Test::HasFailure()) return;
+  // Every conv runs in a conv kernel: c2 (depthwise) and c3 (pointwise) as one conv chain.
+  int convs = 0, chains = 0;
+  for (const fusion_space::PlanGroup& group : greedy.groups) {
+    const fusion_space::KernelTemplate kind = space.Match(group.nodes).instance.kind;
+    chains += kind == fusion_space::KernelTemplate::kConvChain;
+    if (kind == fusion_space::KernelTemplate::kConv ||
+        kind == fusion_space::KernelTemplate::kConvChain)
+      for (int32_t n : group.nodes) convs += g.nodes[n].op_type == "Conv";
   }
+  EXPECT_EQ(convs, 5) << Describe(space, greedy);
+  EXPECT_EQ(chains, 1) << Describe(space, greedy);
+  ExpectPlansMatch(space, greedy, feeds, want->outputs, 2026, 40);
 }
 
 // A stem (conv, ReLU, 3x3 stride-2 max pool), a residual conv on the pooled
@@ -131,20 +152,7 @@ TEST(ConvProgram, PoolsRunAsPoolKernelsInEveryPlan) {
   for (const fusion_space::PlanGroup& group : greedy.groups)
     pool_groups += space.Match(group.nodes).instance.kind == fusion_space::KernelTemplate::kPool;
   EXPECT_EQ(pool_groups, 7) << Describe(space, greedy);
-  Rng rng(37);
-  for (int i = -2; i < 30; ++i) {
-    const fusion_space::Plan plan = i == -2   ? space.Unfused()
-                                    : i == -1 ? greedy
-                                              : space.Random(rng);
-    auto exe = KernelProgram::Compile(space, plan);
-    ASSERT_TRUE(exe.ok()) << exe.error().message();
-    auto got = (*exe)->Run(feeds);
-    ASSERT_TRUE(got.ok()) << got.error().message();
-    for (const auto& [name, w] : want->outputs)
-      EXPECT_LE(testing::ScaledError(got->at(name), w), kTolerance)
-          << fmt::format("plan {} output {}: {}", i, name, Describe(space, plan));
-    if (::testing::Test::HasFailure()) return;
-  }
+  ExpectPlansMatch(space, greedy, feeds, want->outputs, 37, 30);
 }
 
 // BatchNormalizations that no conv absorbs (after a max pool, after a
@@ -189,23 +197,13 @@ TEST(ConvProgram, LoweredBatchNormsRunInFusedKernels) {
   kernels::KernelConfig config;
   config.local_buffer_bytes = 256 * 1024;
   fusion_space::FusionSpace space(g, config);
-  Rng rng(11);
-  for (int i = -2; i < 20; ++i) {
-    const fusion_space::Plan plan = i == -2   ? space.Unfused()
-                                    : i == -1 ? space.Greedy()
-                                              : space.Random(rng);
-    for (const fusion_space::PlanGroup& group : plan.groups)
-      EXPECT_NE(space.Match(group.nodes).instance.kind, fusion_space::KernelTemplate::kReference)
-          << fmt::format("plan {}: {}", i, Describe(space, plan));
-    auto exe = KernelProgram::Compile(space, plan);
-    ASSERT_TRUE(exe.ok()) << exe.error().message();
-    auto got = (*exe)->Run(feeds);
-    ASSERT_TRUE(got.ok()) << got.error().message();
-    for (const auto& [name, w] : want->outputs)
-      EXPECT_LE(testing::ScaledError(got->at(name), w), kTolerance)
-          << fmt::format("plan {} output {}: {}", i, name, Describe(space, plan));
-    if (::testing::Test::HasFailure()) return;
-  }
+  ExpectPlansMatch(space, space.Greedy(), feeds, want->outputs, 11, 20,
+                   [&](const fusion_space::Plan& plan) {
+                     for (const fusion_space::PlanGroup& group : plan.groups)
+                       EXPECT_NE(space.Match(group.nodes).instance.kind,
+                                 fusion_space::KernelTemplate::kReference)
+                           << Describe(space, plan);
+                   });
 }
 
 // The ends of CNNs with their global pool fused into the last conv:
@@ -269,24 +267,9 @@ TEST(ConvProgram, GlobalPoolsFusedIntoConvsInEveryPlan) {
   };
   // r1 is read by c2 too, so its pool stays a pool kernel; the other four fuse.
   EXPECT_EQ(pooled_convs(greedy), 4) << Describe(space, greedy);
-  Rng rng(41);
   int pooled = 0;
-  for (int i = -2; i < 40; ++i) {
-    const fusion_space::Plan plan = i == -2   ? space.Unfused()
-                                    : i == -1 ? greedy
-                                              : space.Random(rng);
-    pooled += pooled_convs(plan);
-    auto exe = KernelProgram::Compile(space, plan);
-    ASSERT_TRUE(exe.ok()) << exe.error().message();
-    for (int run = 0; run < 2; ++run) {  // the second run uses the pre-packed weights
-      auto got = (*exe)->Run(feeds);
-      ASSERT_TRUE(got.ok()) << got.error().message();
-      for (const auto& [name, w] : want->outputs)
-        EXPECT_LE(testing::ScaledError(got->at(name), w), kTolerance)
-            << fmt::format("plan {} run {} output {}: {}", i, run, name, Describe(space, plan));
-    }
-    if (::testing::Test::HasFailure()) return;
-  }
+  ExpectPlansMatch(space, greedy, feeds, want->outputs, 41, 40,
+                   [&](const fusion_space::Plan& plan) { pooled += pooled_convs(plan); });
   EXPECT_GT(pooled, 40);  // random plans drew pooled convs with random tilings
 }
 
