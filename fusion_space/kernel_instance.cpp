@@ -53,7 +53,8 @@ int KernelTemplateVersion(KernelTemplate t) {
     case KernelTemplate::kPool:
       return 1;
     case KernelTemplate::kConvChain:
-      return 2;  // 2: the depthwise activation once per block, panels packed by vectors
+      return 3;  // 2: the depthwise activation once per block, panels packed by vectors;
+                 // 3: each block's weights copied into the local buffer
     case KernelTemplate::kElementwise:
     case KernelTemplate::kRowwise:
       return 2;  // 2: Pow by a constant exponent strength-reduced (tile_program.cpp)
