@@ -105,8 +105,12 @@ def main():
         result["models"][m] = r
         rows.append((m, r))
     peak_text = f"{peak:.0f} GFLOP/s (calibrated)" if peak else "not calibrated (no database)"
-    tuned = (f"fusetune tuned {budget} per model (caches {caches})"
-             if any(r["fusetune"] for _, r in rows) else "ONNX Runtime and PyTorch only")
+    if not any(r["fusetune"] for _, r in rows):
+        tuned = "ONNX Runtime and PyTorch only"
+    elif budget == "0":
+        tuned = f"fusetune compiled from the database's plans, not tuned in this run (caches {caches})"
+    else:
+        tuned = f"fusetune tuned {budget} per model (caches {caches})"
     lines = [f"End to end, {result['date']}, {cpu}, 2 threads; {tuned}; "
              f"median of the alternated rounds' medians; FP32 FMA peak {peak_text}.", "",
              "| model | fusetune | % peak | unfused | greedy | ONNX Runtime 1.20.1 | PyTorch eager | "
