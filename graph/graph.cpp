@@ -233,13 +233,17 @@ Status Graph::TopologicalSort() {
   sorted.reserve(n);
   for (int32_t i : order) sorted.push_back(std::move(nodes[i]));
   nodes = std::move(sorted);
-  for (int32_t i = 0; i < n; ++i)
+  IndexProducers();
+  return Status::Ok();
+}
+
+void Graph::IndexProducers() {
+  for (int32_t i = 0; i < static_cast<int32_t>(nodes.size()); ++i)
     for (size_t k = 0; k < nodes[i].outputs.size(); ++k)
       if (nodes[i].outputs[k] != kNoValue) {
         values[nodes[i].outputs[k]].producer = i;
         values[nodes[i].outputs[k]].producer_output = static_cast<int32_t>(k);
       }
-  return Status::Ok();
 }
 
 Status Graph::Validate() const {

@@ -144,6 +144,9 @@ class Graph {
   void Compact(const std::vector<bool>& dead_nodes);
   // Reorders nodes topologically (stable), or returns an error naming a cycle.
   Status TopologicalSort();
+  // Sets every node output's producer and producer_output from the node
+  // list: after a pass put nodes in place of others.
+  void IndexProducers();
   // Checks the invariants listed at the top of this file.
   Status Validate() const;
 

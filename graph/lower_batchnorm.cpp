@@ -81,15 +81,9 @@ Result<int> LowerBatchNorm(Graph& graph) {
     }
   }
   graph.nodes = std::move(nodes);
-  // Each BN became two nodes in its place: the order stays topological, and
-  // the producers after it move down.
-  for (int32_t i = 0; i < static_cast<int32_t>(graph.nodes.size()); ++i)
-    for (size_t k = 0; k < graph.nodes[i].outputs.size(); ++k) {
-      const ValueId v = graph.nodes[i].outputs[k];
-      if (v == kNoValue) continue;
-      graph.value(v).producer = i;
-      graph.value(v).producer_output = static_cast<int32_t>(k);
-    }
+  // The new nodes stand where the old one stood: the order stays
+  // topological, and the producers after it move down.
+  graph.IndexProducers();
   return lowered;
 }
 

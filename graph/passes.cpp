@@ -252,11 +252,12 @@ Status RunToFixedPoint(Graph& graph) {
     FT_ASSIGN_OR_RETURN(int transposed, PretransposeGemmWeights(graph));
     FT_ASSIGN_OR_RETURN(int folded, FoldConstants(graph));
     FT_ASSIGN_OR_RETURN(int bn, FoldBatchNorm(graph));
+    FT_ASSIGN_OR_RETURN(int pools, ReduceToGlobalPool(graph));
     FT_ASSIGN_OR_RETURN(int ids, RemoveIdentities(graph));
     FT_ASSIGN_OR_RETURN(int canon, CanonicalizeTransposeReshape(graph));
     FT_ASSIGN_OR_RETURN(int cse, EliminateCommonSubexpressions(graph));
     FT_ASSIGN_OR_RETURN(int dce, EliminateDeadCode(graph));
-    if (transposed + folded + bn + ids + canon + cse + dce == 0) break;
+    if (transposed + folded + bn + pools + ids + canon + cse + dce == 0) break;
   }
   return Status::Ok();
 }

@@ -49,6 +49,12 @@ Result<int> FoldBatchNorm(Graph& graph);
 // fixed point, so that no BN it could still fold is lowered instead.
 Result<int> LowerBatchNorm(Graph& graph);
 
+// ReduceMean or ReduceMax of an f32 [N, C, spatial...] over exactly its
+// spatial axes becomes GlobalAveragePool or GlobalMaxPool (and a Flatten
+// from axis 1 when the reduction drops the axes): `x.mean((2, 3))` in a
+// PyTorch model then runs as a pool kernel or inside the conv before it.
+Result<int> ReduceToGlobalPool(Graph& graph);
+
 // The standard pipeline, run to a fixed point, then LowerBatchNorm (and the
 // pipeline again if it lowered any): what import-time users want.
 Status RunStandardPasses(Graph& graph);
