@@ -74,62 +74,77 @@ struct ConvRun {
   KernelStats stats;
 };
 
+// Random data for one conv (x, w, optional bias and residual) with its
+// descriptor: a bias, then (with residual_relu) the residual Add and ReLU.
+struct RandomConv {
+  std::vector<float> x, w, b, r, y, packed;
+  ConvDesc d;
+
+  RandomConv(const ConvShape& s, bool bias, bool residual_relu, uint64_t seed, int64_t y_floats) {
+    Rng rng(seed);
+    auto random = [&](int64_t n) {
+      std::vector<float> v(n);
+      for (float& f : v) f = static_cast<float>(rng.Normal());
+      return v;
+    };
+    x = random(s.batch * s.in_channels * s.in_h * s.in_w);
+    w = random(s.out_channels * s.in_per_group() * s.kernel_h * s.kernel_w);
+    if (bias) b = random(s.out_channels);
+    if (residual_relu) r = random(s.batch * s.out_channels * s.pixels());
+    y.assign(static_cast<size_t>(y_floats), -1.0f);
+    d.shape = s;
+    d.x = x.data();
+    d.w = w.data();
+    d.bias = bias ? b.data() : nullptr;
+    d.y = y.data();
+    if (residual_relu) {
+      d.epilogue.push_back(EpilogueOp::Residual(r.data(), s.pixels(), s.out_channels * s.pixels()));
+      d.epilogue.push_back(EpilogueOp::Act(EpilogueKind::kRelu));
+    }
+  }
+  // The unpooled result in double (ReferenceConv, then the epilogue).
+  std::vector<double> Want() const {
+    std::vector<double> want = ReferenceConv(d.shape, x, w, b);
+    if (!r.empty())
+      for (size_t i = 0; i < want.size(); ++i) want[i] = std::max(0.0, want[i] + r[i]);
+    return want;
+  }
+  void PrePack(const ConvTiling& tiling) {
+    const int64_t floats = PrePackedConvWeightFloats(d, tiling);
+    if (floats == 0) return;
+    packed.resize(static_cast<size_t>(floats));
+    PrePackConvWeights(d, tiling, packed.data());
+    d.w_packed = packed.data();
+  }
+  // Runs `tiling`; false (and a failed test) on a kernel error.
+  bool Run(const ConvTiling& tiling, int threads, size_t local_bytes, ConvRun* run) {
+    KernelConfig config;
+    config.threads = threads;
+    config.local_buffer_bytes = local_bytes;
+    Result<KernelStats> stats = RunConv(d, tiling, config);
+    EXPECT_TRUE(stats.ok()) << (stats.ok() ? "" : stats.error().message()) << " on "
+                            << d.shape.ToString() << " " << tiling.ToString();
+    run->max_rel_error = stats.ok() ? 0 : 1e9;
+    if (stats.ok()) run->stats = *stats;
+    return stats.ok();
+  }
+};
+
 // Runs `tiling` on random data of `shape` (bias, optional residual and ReLU
 // epilogue) and compares with ReferenceConv. Fails the test on a kernel error.
 inline ConvRun RunAgainstReference(const ConvShape& shape, const ConvTiling& tiling,
                                    bool bias = true, bool residual_relu = false,
                                    bool prepack = true, int threads = 2,
                                    size_t local_bytes = 1 << 20, uint64_t seed = 7) {
-  Rng rng(seed);
-  auto random = [&](int64_t n) {
-    std::vector<float> v(n);
-    for (float& f : v) f = static_cast<float>(rng.Normal());
-    return v;
-  };
   const ConvShape& s = shape;
-  std::vector<float> x = random(s.batch * s.in_channels * s.in_h * s.in_w);
-  std::vector<float> w = random(s.out_channels * s.in_per_group() * s.kernel_h * s.kernel_w);
-  std::vector<float> b = bias ? random(s.out_channels) : std::vector<float>{};
-  std::vector<float> r =
-      residual_relu ? random(s.batch * s.out_channels * s.pixels()) : std::vector<float>{};
-  std::vector<float> y(s.batch * s.out_channels * s.pixels(), -1.0f);
-  std::vector<double> want = ReferenceConv(s, x, w, b);
-  if (residual_relu)
-    for (size_t i = 0; i < want.size(); ++i) want[i] = std::max(0.0, want[i] + r[i]);
-
-  ConvDesc d;
-  d.shape = s;
-  d.x = x.data();
-  d.w = w.data();
-  d.bias = bias ? b.data() : nullptr;
-  d.y = y.data();
-  if (residual_relu) {
-    d.epilogue.push_back(EpilogueOp::Residual(r.data(), s.pixels(), s.out_channels * s.pixels()));
-    d.epilogue.push_back(EpilogueOp::Act(EpilogueKind::kRelu));
-  }
-  std::vector<float> packed;
-  if (prepack) {
-    packed.resize(std::max<int64_t>(1, PrePackedConvWeightFloats(d, tiling)));
-    if (PrePackedConvWeightFloats(d, tiling) > 0) {
-      PrePackConvWeights(d, tiling, packed.data());
-      d.w_packed = packed.data();
-    }
-  }
-  KernelConfig config;
-  config.threads = threads;
-  config.local_buffer_bytes = local_bytes;
+  RandomConv c(s, bias, residual_relu, seed, s.batch * s.out_channels * s.pixels());
+  const std::vector<double> want = c.Want();
+  if (prepack) c.PrePack(tiling);
   ConvRun run;
-  Result<KernelStats> stats = RunConv(d, tiling, config);
-  EXPECT_TRUE(stats.ok()) << (stats.ok() ? "" : stats.error().message()) << " on " << s.ToString()
-                          << " " << tiling.ToString();
-  if (!stats.ok()) {
-    run.max_rel_error = 1e9;
-    return run;
-  }
-  run.stats = *stats;
+  if (!c.Run(tiling, threads, local_bytes, &run)) return run;
   double err = 0, scale = 1e-6;
   for (size_t i = 0; i < want.size(); ++i) {
-    err = std::max(err, std::abs(double(y[i]) - want[i]));
+    err = std::max(err, std::abs(double(c.y[i]) - want[i]));
     scale = std::max(scale, std::abs(want[i]));
   }
   run.max_rel_error = err / scale;
@@ -144,50 +159,12 @@ inline ConvRun RunAgainstReference(const ConvShape& shape, const ConvTiling& til
 inline ConvRun RunPooledAgainstReference(const ConvShape& s, const ConvTiling& tiling,
                                          ConvGlobalPool pool, bool residual_relu = false,
                                          int threads = 2, bool prepack = true, uint64_t seed = 5) {
-  Rng rng(seed);
-  auto random = [&](int64_t n) {
-    std::vector<float> v(n);
-    for (float& f : v) f = static_cast<float>(rng.Normal());
-    return v;
-  };
-  std::vector<float> x = random(s.batch * s.in_channels * s.in_h * s.in_w);
-  std::vector<float> w = random(s.out_channels * s.in_per_group() * s.kernel_h * s.kernel_w);
-  std::vector<float> b = random(s.out_channels);
-  std::vector<float> r =
-      residual_relu ? random(s.batch * s.out_channels * s.pixels()) : std::vector<float>{};
-  std::vector<double> full = ReferenceConv(s, x, w, b);
-  if (residual_relu)
-    for (size_t i = 0; i < full.size(); ++i) full[i] = std::max(0.0, full[i] + r[i]);
-  std::vector<float> y(s.batch * s.out_channels, -1.0f);
-  ConvDesc d;
-  d.shape = s;
-  d.x = x.data();
-  d.w = w.data();
-  d.bias = b.data();
-  d.y = y.data();
-  d.global_pool = pool;
-  if (residual_relu) {
-    d.epilogue.push_back(EpilogueOp::Residual(r.data(), s.pixels(), s.out_channels * s.pixels()));
-    d.epilogue.push_back(EpilogueOp::Act(EpilogueKind::kRelu));
-  }
-  std::vector<float> packed;
-  if (prepack && PrePackedConvWeightFloats(d, tiling) > 0) {
-    packed.resize(PrePackedConvWeightFloats(d, tiling));
-    PrePackConvWeights(d, tiling, packed.data());
-    d.w_packed = packed.data();
-  }
-  KernelConfig config;
-  config.threads = threads;
-  config.local_buffer_bytes = 1 << 20;
+  RandomConv c(s, /*bias=*/true, residual_relu, seed, s.batch * s.out_channels);
+  c.d.global_pool = pool;
+  const std::vector<double> full = c.Want();
+  if (prepack) c.PrePack(tiling);
   ConvRun run;
-  Result<KernelStats> stats = RunConv(d, tiling, config);
-  EXPECT_TRUE(stats.ok()) << (stats.ok() ? "" : stats.error().message()) << " on " << s.ToString()
-                          << " " << tiling.ToString();
-  if (!stats.ok()) {
-    run.max_rel_error = 1e9;
-    return run;
-  }
-  run.stats = *stats;
+  if (!c.Run(tiling, threads, 1 << 20, &run)) return run;
   double err = 0, scale = 1e-6;
   for (double v : full) scale = std::max(scale, std::abs(v));
   for (int64_t plane = 0; plane < s.batch * s.out_channels; ++plane) {
@@ -196,7 +173,7 @@ inline ConvRun RunPooledAgainstReference(const ConvShape& s, const ConvTiling& t
     for (int64_t i = 0; i < s.pixels(); ++i)
       want = pool == ConvGlobalPool::kMax ? std::max(want, p[i]) : want + p[i];
     if (pool != ConvGlobalPool::kMax) want /= static_cast<double>(s.pixels());
-    err = std::max(err, std::abs(double(y[plane]) - want));
+    err = std::max(err, std::abs(double(c.y[plane]) - want));
   }
   run.max_rel_error = err / scale;
   return run;
