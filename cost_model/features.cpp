@@ -13,7 +13,8 @@ namespace {
 // Feature layout, in the order FeatureNames() lists them.
 const std::vector<std::string> kNames = {
     // template
-    "is_gemm", "is_rowwise", "is_elementwise", "is_attention", "is_conv", "is_pool", "is_conv_chain",
+    "is_gemm", "is_rowwise", "is_elementwise", "is_attention", "is_conv", "is_pool",
+    "is_conv_chain",
     // work
     "log_flops", "log_transcendentals", "log_output_elements", "log_compulsory_bytes",
     // analytical traffic of the tiling
@@ -202,6 +203,8 @@ void TemplateFeatures(const fusion_space::KernelInstance& in, const fusion_space
       params[5] = t.split_expanded ? 1 : 0;
       params[6] = static_cast<double>(d.depthwise.stride_h * d.depthwise.stride_w);
       *mix = EpilogueMix(d.epilogue, EpilogueMix(d.dw_act, EpilogueMix(d.expand_act)));
+      for (const float* bias : {d.expand_bias, d.dw_bias, d.project_bias})
+        if (bias) mix->operand += 1;  // as a conv's bias counts
       *outputs = 1;
       break;
     }

@@ -132,7 +132,11 @@ FusionDecision MatchConvChainInstance(const graph::Graph& g, const Dataflow& flo
   const graph::Node& project = g.nodes[convs.back().node];
   const graph::ValueId y = project.outputs[0];
   if (g.type(leaving).dims != g.type(y).dims)
-    return FusionDecision::Forbid("the chain after the project conv changes the shape");
+    return FusionDecision::Forbid(fmt::format(
+        "the group writes {} {}, the project conv (node {}) {}; a conv chain writes the project's "
+        "shape (no pool after it)",
+        g.value(leaving).name, graph::DimsToString(g.type(leaving).dims), convs.back().node,
+        graph::DimsToString(g.type(y).dims)));
 
   *k = KernelInstance{};
   k->kind = KernelTemplate::kConvChain;
