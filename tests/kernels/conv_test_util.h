@@ -69,6 +69,19 @@ inline ConvShape MakeShape(int64_t batch, int64_t ic, int64_t h, int64_t w, int6
   return s;
 }
 
+// A tiling of algorithm `a` with every block and the micro-tile given.
+inline ConvTiling Tiling(ConvAlgorithm a, int64_t oc, int64_t px, int64_t k, int mr = 8,
+                         int nr = 32) {
+  ConvTiling t;
+  t.algorithm = a;
+  t.oc_block = oc;
+  t.pixel_block = px;
+  t.k_block = k;
+  t.mr = mr;
+  t.nr = nr;
+  return t;
+}
+
 struct ConvRun {
   double max_rel_error = 0;  // max |got - want| / max(max |want|, 1e-6)
   KernelStats stats;

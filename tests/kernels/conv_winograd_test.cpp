@@ -16,17 +16,7 @@ namespace {
 
 using testing::MakeShape;
 using testing::RunAgainstReference;
-
-ConvTiling Tiling(ConvAlgorithm a, int64_t oc, int64_t px, int64_t k, int mr = 8, int nr = 32) {
-  ConvTiling t;
-  t.algorithm = a;
-  t.oc_block = oc;
-  t.pixel_block = px;
-  t.k_block = k;
-  t.mr = mr;
-  t.nr = nr;
-  return t;
-}
+using testing::Tiling;
 
 double ToleranceOf(ConvAlgorithm a) {
   return a == ConvAlgorithm::kWinograd4 ? kWinograd4Tolerance : kWinograd2Tolerance;
