@@ -8,7 +8,9 @@
 // conv (1x1, 512 -> 2048 at 7x7, bias, residual Add, ReLU) with its
 // GlobalAveragePool fused (ConvDesc::global_pool: only the pooled values
 // are written) against the same conv writing its output and the pool
-// kernel after it, the best of a few tilings each. No google-benchmark: it
+// kernel after it, the best of a few tilings each; and ResNet's stem conv
+// with its 3x3/2 MaxPool fused (ConvDesc::max_pool) against conv then pool
+// kernel, the best of a grid each. No google-benchmark: it
 // builds with ft_kernels alone.
 //   build/bench/bench_pool [--conv-only]
 #include <algorithm>
@@ -149,9 +151,84 @@ void BenchConvPool(int threads) {
               threads, best_fused * 1e6, best_unfused * 1e6, best_unfused / best_fused);
 }
 
+// ResNet's stem: conv 7x7/2 (3 -> 64 at 224x224), bias, ReLU, then the
+// 3x3/2 max pool, fused (ConvDesc::max_pool: only the 56x56 pooled map is
+// written; bands recompute their halo row) against the conv writing its
+// 112x112 output and the pool kernel after it. Each side is the best of a
+// grid of tilings (direct and im2col, channel blocks, bands of rows).
+void BenchStemPool(int threads) {
+  ConvShape s;
+  s.in_channels = 3;
+  s.in_h = s.in_w = 224;
+  s.out_channels = 64;
+  s.out_h = s.out_w = 112;
+  s.kernel_h = s.kernel_w = 7;
+  s.stride_h = s.stride_w = 2;
+  s.pad_top = s.pad_left = 3;
+  std::vector<float> x(3 * 224 * 224), w(64 * 3 * 49), b(64, 0.1f), y(64 * 112 * 112),
+      pooled(64 * 56 * 56), packed;
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 97) * 0.01f - 0.4f;
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(i % 89) * 0.001f - 0.04f;
+  ConvDesc conv;
+  conv.shape = s;
+  conv.x = x.data();
+  conv.w = w.data();
+  conv.bias = b.data();
+  conv.y = y.data();
+  conv.epilogue = {EpilogueOp::Act(EpilogueKind::kRelu)};
+  ConvDesc fused = conv;
+  fused.y = pooled.data();
+  fused.max_pool = ConvMaxPool{3, 3, 2, 2, 1, 1, 56, 56};
+  PoolDesc pool;
+  pool.kind = PoolKind::kMax;
+  pool.channels = 64;
+  pool.in_h = pool.in_w = 112;
+  pool.out_h = pool.out_w = 56;
+  pool.kernel_h = pool.kernel_w = 3;
+  pool.stride_h = pool.stride_w = 2;
+  pool.pad_top = pool.pad_left = pool.pad_bottom = pool.pad_right = 1;
+  pool.x = y.data();
+  pool.y = pooled.data();
+  KernelConfig config;
+  config.threads = threads;
+  const int reps = 40;
+  double best_fused = 1e9, best_conv = 1e9, best_pool = 1e9;
+  ConvTiling fused_at, conv_at;
+  for (PoolTiling pt : {PoolTiling{1, 28}, PoolTiling{1, 56}, PoolTiling{4, 28}, PoolTiling{16, 8}})
+    if (PoolTilingFits(pool, pt, config))
+      best_pool = std::min(best_pool, Time(reps, [&] { (void)RunPool(pool, pt, config); }).first);
+  for (ConvAlgorithm a : {ConvAlgorithm::kDirect, ConvAlgorithm::kIm2colGemm})
+    for (int64_t oc : {16, 32, 64})
+      for (int64_t rows : {3, 5, 9, 17, 33}) {
+        ConvTiling t;
+        t.algorithm = a;
+        t.oc_block = oc;
+        t.pixel_block = a == ConvAlgorithm::kIm2colGemm ? rows * 112 / 32 * 32 + 32 : rows * 112;
+        t.k_block = 160;
+        packed.assign(PrePackedConvWeightFloats(conv, t), 0.0f);
+        PrePackConvWeights(conv, t, packed.data());
+        conv.w_packed = fused.w_packed = packed.empty() ? nullptr : packed.data();
+        if (ConvTilingFits(fused, t, config)) {
+          const double f = Time(reps, [&] { (void)RunConv(fused, t, config); }).first;
+          if (f < best_fused) best_fused = f, fused_at = t;
+        }
+        if (ConvTilingFits(conv, t, config)) {
+          const double c = Time(reps, [&] { (void)RunConv(conv, t, config); }).first;
+          if (c < best_conv) best_conv = c, conv_at = t;
+        }
+      }
+  std::printf(
+      "resnet stem conv+maxpool t%d best fused %.1f us (%s) | conv %.1f us (%s) + pool %.1f us = "
+      "%.1f us (%.3fx)\n",
+      threads, best_fused * 1e6, fused_at.ToString().c_str(), best_conv * 1e6,
+      conv_at.ToString().c_str(), best_pool * 1e6, (best_conv + best_pool) * 1e6,
+      (best_conv + best_pool) / best_fused);
+}
+
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--conv-only") == 0) {
     for (int threads : {1, 2}) BenchConvPool(threads);
+    for (int threads : {1, 2}) BenchStemPool(threads);
     return 0;
   }
   PoolDesc stem;

@@ -163,8 +163,9 @@ void TemplateFeatures(const fusion_space::KernelInstance& in, const fusion_space
       params[6] = static_cast<double>(s.stride_h * s.stride_w);
       *mix = EpilogueMix(in.conv.epilogue);
       if (in.conv.bias) mix->operand += 1;
-      // A pooled conv reduces each tile's rows.
-      if (in.conv.global_pool != kernels::ConvGlobalPool::kNone) mix->reduction += 1;
+      // A pooled conv reduces each tile's rows (global) or windows (max).
+      if (in.conv.global_pool != kernels::ConvGlobalPool::kNone || in.conv.max_pool.active())
+        mix->reduction += 1;
       *outputs = 1;
       break;
     }

@@ -20,7 +20,7 @@ bool IsGemmOp(const graph::Node& node) {
 // template could still implement it or one of its supersets.
 struct OpMix {
   int gemms = 0, convs = 0, softmaxes = 0, reductions = 0, layer_norms = 0, unfusible = 0;
-  int global_pools = 0;  // GlobalAveragePool/GlobalMaxPool: the end of a conv kernel
+  int end_pools = 0;  // GlobalAveragePool/GlobalMaxPool/MaxPool: the end of a conv kernel
   // LayerNorm -> GEMM edges inside the set: a norm before a GEMM would be
   // its prologue, which no matcher takes, so no superset is legal either.
   int norm_into_gemm = 0;
@@ -32,10 +32,10 @@ struct OpMix {
     // conv-chain template up to three (expand, depthwise, project).
     if (convs > 3 || (convs > 0 && (gemms + softmaxes + reductions + layer_norms) > 0))
       return false;
-    // ... and may end with one global pool (the conv template; a conv chain
-    // writes its whole output).
-    if (global_pools > 1 || (global_pools > 0 && convs > 1) ||
-        (global_pools > 0 && (gemms + softmaxes + reductions + layer_norms) > 0))
+    // ... and may end with one pool, global or max (the conv template; a
+    // conv chain writes its whole output).
+    if (end_pools > 1 || (end_pools > 0 && convs > 1) ||
+        (end_pools > 0 && (gemms + softmaxes + reductions + layer_norms) > 0))
       return false;
     if (softmaxes == 1 && gemms > 2) return false;
     // The GEMM template reduces rows only in a LayerNorm epilogue, one per output.
@@ -49,7 +49,7 @@ struct OpMix {
 // enumeration adds and removes each node many times.
 struct NodeMix {
   int8_t gemm = 0, conv = 0, softmax = 0, reduction = 0, layer_norm = 0, unfusible = 0;
-  int8_t global_pool = 0;
+  int8_t end_pool = 0;
 };
 
 NodeMix ClassifyNode(const graph::Node& node) {
@@ -65,8 +65,8 @@ NodeMix ClassifyNode(const graph::Node& node) {
     m.layer_norm = 1;
   else if (op.rfind("Reduce", 0) == 0)
     m.reduction = 1;
-  m.global_pool = IsGlobalPoolOp(node) ? 1 : 0;
-  m.unfusible = IsFusibleOp(node) || m.global_pool ? 0 : 1;
+  m.end_pool = IsConvEndPoolOp(node) ? 1 : 0;
+  m.unfusible = IsFusibleOp(node) || m.end_pool ? 0 : 1;
   return m;
 }
 
@@ -77,7 +77,7 @@ void AddNodeToMix(const NodeMix& node, OpMix* mix, int sign) {
   mix->layer_norms += sign * node.layer_norm;
   mix->reductions += sign * node.reduction;
   mix->unfusible += sign * node.unfusible;
-  mix->global_pools += sign * node.global_pool;
+  mix->end_pools += sign * node.end_pool;
 }
 
 class Enumerator {

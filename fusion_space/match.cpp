@@ -16,11 +16,11 @@ namespace fusetune::fusion_space {
 
 bool IsFusibleOp(const graph::Node& node) {
   static const std::set<std::string> kOps = {
-      "Add",        "Sub",        "Mul",       "Div",       "Max",     "Min",
-      "Pow",        "Neg",        "Abs",       "Exp",       "Log",     "Sqrt",
-      "Reciprocal", "Tanh",       "Erf",       "Sigmoid",   "Relu",    "Identity",
-      "ReduceSum",  "ReduceMean", "ReduceMax", "ReduceMin", "Softmax", "LayerNormalization",
-      "MatMul",     "Gemm",       "Reshape",   "Transpose", "Where",   "Slice",
+      "Add",        "Sub",        "Mul",       "Div",       "Max",         "Min",
+      "Pow",        "Neg",        "Abs",       "Exp",       "Log",         "Sqrt",
+      "Reciprocal", "Tanh",       "Erf",       "Sigmoid",   "Relu",        "Identity",
+      "ReduceSum",  "ReduceMean", "ReduceMax", "ReduceMin", "Softmax",     "LayerNormalization",
+      "MatMul",     "Gemm",       "Reshape",   "Transpose", "Where",       "Slice",
       "Concat",     "Split",      "Conv",      "Clip",      "HardSigmoid", "HardSwish"};
   return node.domain.empty() && kOps.count(node.op_type) != 0;
 }
@@ -48,15 +48,15 @@ GroupMatch MatchGroup(const graph::Graph& g, const Dataflow& flow, std::span<con
     m.decision = FusionDecision::Forbid("the group is empty");
     return m;
   }
-  int matmuls = 0, softmaxes = 0, convs = 0, global_pools = 0;
+  int matmuls = 0, softmaxes = 0, convs = 0, end_pools = 0;
   for (int32_t n : group) {
     const std::string& op = g.nodes[n].op_type;
     matmuls += op == "MatMul" || op == "Gemm";
     softmaxes += op == "Softmax";
     convs += op == "Conv";
-    global_pools += IsGlobalPoolOp(g.nodes[n]);
-    // A global pool joins a group only at the end of a conv's chain (match_conv).
-    if (group.size() > 1 && !IsFusibleOp(g.nodes[n]) && !IsGlobalPoolOp(g.nodes[n])) {
+    end_pools += IsConvEndPoolOp(g.nodes[n]);
+    // A global pool or MaxPool joins a group only at the end of a conv's chain (match_conv).
+    if (group.size() > 1 && !IsFusibleOp(g.nodes[n]) && !IsConvEndPoolOp(g.nodes[n])) {
       m.decision = FusionDecision::Forbid(
           fmt::format("node {} ({}) has no fused kernel", n, g.nodes[n].op_type));
       return m;
@@ -69,8 +69,8 @@ GroupMatch MatchGroup(const graph::Graph& g, const Dataflow& flow, std::span<con
     d = MatchConvChainInstance(g, flow, group, &m.instance);
   } else if (convs > 0) {
     d = MatchConvInstance(g, flow, group, &m.instance);
-  } else if (global_pools > 0) {
-    d = FusionDecision::Forbid("a global pool fuses only into the Conv kernel before it");
+  } else if (end_pools > 0) {
+    d = FusionDecision::Forbid("a pool fuses only into the Conv kernel before it");
   } else if (matmuls == 0) {
     d = MatchTileInstance(g, flow, group, &m.instance);
   } else if (softmaxes == 0) {

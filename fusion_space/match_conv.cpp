@@ -69,11 +69,36 @@ FusionDecision LeavingValue(const graph::Graph& g, const Dataflow& flow,
 // larger maps keep the pool as a kernel of its own. CNNs pool 7x7 maps.
 constexpr int64_t kMaxPooledPositions = 1024;
 
-// The global pool `pool` ends the chain whose result `leaving` is: it reads
-// that value, which nothing else reads (only the pooled values leave).
-FusionDecision CheckGlobalPool(const graph::Graph& g, const Dataflow& flow,
-                               const std::vector<char>& inside, int32_t pool,
-                               graph::ValueId leaving, const kernels::ConvShape& shape) {
+// A MaxPool ending a conv kernel: one output (no Indices), dilation 1, a
+// window the conv kernel's tiles can hold (kernels::ConvMaxPool).
+FusionDecision ResolveMaxPool(const graph::Graph& g, int32_t pool, const kernels::ConvShape& shape,
+                              kernels::ConvMaxPool* out) {
+  const graph::Node& node = g.nodes[pool];
+  int outputs = 0;
+  for (graph::ValueId v : node.outputs) outputs += v != graph::kNoValue;
+  if (outputs != 1)
+    return FusionDecision::Forbid(
+        fmt::format("node {} (MaxPool) has an Indices output; a pooled conv writes values", pool));
+  Result<graph::PoolGeometry> p = graph::ResolvePoolGeometry(node, g.type(node.inputs[0]).dims);
+  if (!p.ok())
+    return FusionDecision::Forbid(fmt::format("node {} (MaxPool): {}", pool, p.error().message()));
+  if (p->dilation_h != 1 || p->dilation_w != 1)
+    return FusionDecision::Forbid(
+        fmt::format("node {} (MaxPool) has dilations; a pooled conv's window has none", pool));
+  if (p->in_h != shape.out_h || p->in_w != shape.out_w)
+    return FusionDecision::Forbid(
+        fmt::format("node {} (MaxPool) pools {}x{}, the conv writes {}x{}", pool, p->in_h, p->in_w,
+                    shape.out_h, shape.out_w));
+  *out = kernels::ConvMaxPool{p->kernel_h, p->kernel_w, p->stride_h, p->stride_w,
+                              p->pad_top,  p->pad_left, p->out_h,    p->out_w};
+  return FusionDecision::Allow();
+}
+
+// The pool `pool` ends the chain whose result `leaving` is: it reads that
+// value, which nothing else reads (only the pooled values leave).
+FusionDecision CheckEndPool(const graph::Graph& g, const Dataflow& flow,
+                            const std::vector<char>& inside, int32_t pool, graph::ValueId leaving,
+                            const kernels::ConvShape& shape) {
   const graph::Node& node = g.nodes[pool];
   if (node.inputs.empty() || node.inputs[0] != leaving)
     return FusionDecision::Forbid(
@@ -83,9 +108,10 @@ FusionDecision CheckGlobalPool(const graph::Graph& g, const Dataflow& flow,
         "the value node {} ({}) pools is read outside the group too; a pooled conv writes only "
         "the pooled values",
         pool, node.op_type));
-  if (node.outputs.size() != 1 || g.type(node.outputs[0]).dtype != graph::DataType::kFloat32)
+  if (node.outputs.empty() || node.outputs[0] == graph::kNoValue ||
+      g.type(node.outputs[0]).dtype != graph::DataType::kFloat32)
     return FusionDecision::Forbid(fmt::format("node {} ({}) is not f32", pool, node.op_type));
-  if (shape.pixels() > kMaxPooledPositions)
+  if (IsGlobalPoolOp(node) && shape.pixels() > kMaxPooledPositions)
     return FusionDecision::Forbid(fmt::format(
         "node {} ({}) pools {} positions per plane; a pooled conv tile holds at most {}", pool,
         node.op_type, shape.pixels(), kMaxPooledPositions));
@@ -109,15 +135,15 @@ FusionDecision ResolveConvNode(const graph::Graph& g, int32_t n, kernels::ConvSh
 
 namespace {
 
-// The group's one Conv and, optionally, one global pool.
+// The group's one Conv and, optionally, one pool that ends it.
 FusionDecision FindConvAndPool(const graph::Graph& g, std::span<const int32_t> group,
                                int32_t* conv_out, int32_t* pool_out) {
   int32_t conv = -1, pool = -1;
   for (int32_t n : group) {
-    if (IsGlobalPoolOp(g.nodes[n])) {
+    if (IsConvEndPoolOp(g.nodes[n])) {
       if (pool >= 0)
-        return FusionDecision::Forbid(fmt::format(
-            "nodes {} and {} are both global pools; a conv kernel ends with one", pool, n));
+        return FusionDecision::Forbid(
+            fmt::format("nodes {} and {} are both pools; a conv kernel ends with one", pool, n));
       pool = n;
       continue;
     }
@@ -143,9 +169,16 @@ FusionDecision EpilogueEnd(const graph::Graph& g, const Dataflow& flow, std::vec
   inside[pool] = 0;
   FT_RETURN_IF_DECISION(LeavingValue(g, flow, inside, y, end));
   inside[pool] = 1;
-  const FusionDecision d = CheckGlobalPool(g, flow, inside, pool, *end, shape);
+  const FusionDecision d = CheckEndPool(g, flow, inside, pool, *end, shape);
   inside[pool] = 0;
   return d;
+}
+
+std::string PoolSummary(const kernels::ConvDesc& d) {
+  if (d.max_pool.active()) return " +" + d.max_pool.ToString();
+  if (d.global_pool != kernels::ConvGlobalPool::kNone)
+    return std::string(" +") + kernels::ConvGlobalPoolName(d.global_pool) + "_pool";
+  return "";
 }
 
 }  // namespace
@@ -188,18 +221,20 @@ FusionDecision MatchConvInstance(const graph::Graph& g, const Dataflow& flow,
       return FusionDecision::Forbid("a row norm after a Conv does not fit a conv tile");
   AdoptChannelBias(&d.epilogue, &d.bias);
   if (pool >= 0) {
-    // Y is the pooled [N, C, 1, 1]: the pool's output leaves instead.
+    // Y is the pooled [N, C, 1, 1] or [N, C, PH, PW]: the pool's output leaves instead.
     inside[pool] = 1;
     leaving = g.nodes[pool].outputs[0];
-    d.global_pool = g.nodes[pool].op_type == "GlobalMaxPool" ? kernels::ConvGlobalPool::kMax
-                                                             : kernels::ConvGlobalPool::kAverage;
+    if (g.nodes[pool].op_type == "MaxPool")
+      FT_RETURN_IF_DECISION(ResolveMaxPool(g, pool, shape, &d.max_pool));
+    else
+      d.global_pool = g.nodes[pool].op_type == "GlobalMaxPool" ? kernels::ConvGlobalPool::kMax
+                                                               : kernels::ConvGlobalPool::kAverage;
   }
   d.y = k->AddSlot(leaving);
   k->outputs = {leaving};
   k->inputs = GroupInputs(g, k->nodes, inside);
-  k->summary = fmt::format(
-      "conv {}{}{}{}", d.shape.ToString(), d.bias ? " +bias" : "", EpilogueSummary(d.epilogue),
-      pool >= 0 ? std::string(" +") + kernels::ConvGlobalPoolName(d.global_pool) + "_pool" : "");
+  k->summary = fmt::format("conv {}{}{}{}", d.shape.ToString(), d.bias ? " +bias" : "",
+                           EpilogueSummary(d.epilogue), PoolSummary(d));
   return FusionDecision::Allow();
 }
 

@@ -9,7 +9,10 @@
 // without BN nodes give the same groups. A GlobalAveragePool or
 // GlobalMaxPool reading the chain's end (and nothing else reading it) may
 // end the group: the kernel then writes only the pooled [N, C, 1, 1]
-// (ConvDesc::global_pool) for output planes of up to 1024 positions.
+// (ConvDesc::global_pool) for output planes of up to 1024 positions. A
+// MaxPool there (no Indices output, no dilations: ResNet's stem pool) is
+// computed on the conv's tiles the same way, writing only the pooled
+// planes (ConvDesc::max_pool).
 #pragma once
 
 #include <span>

@@ -52,6 +52,10 @@ bool IsGlobalPoolOp(const graph::Node& node) {
          (node.op_type == "GlobalMaxPool" || node.op_type == "GlobalAveragePool");
 }
 
+bool IsConvEndPoolOp(const graph::Node& node) {
+  return IsGlobalPoolOp(node) || (node.domain.empty() && node.op_type == "MaxPool");
+}
+
 FusionDecision MatchPoolInstance(const graph::Graph& g, const Dataflow& flow,
                                  std::span<const int32_t> group, KernelInstance* k) {
   (void)flow;  // one node: nothing to check for convexity

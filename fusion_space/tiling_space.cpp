@@ -474,9 +474,16 @@ Tiling TilingSpace::Sample(Rng& rng) const {
 
 namespace {
 // What a rule-based compiler runs: depthwise convolutions on their own
-// kernel, 1x1 convolutions as GEMMs, the rest direct.
-kernels::ConvTiling DefaultConvTiling(const kernels::ConvShape& s) {
+// kernel, 1x1 convolutions as GEMMs, the rest direct. A max-pooled conv's
+// bands hold 8 pooled rows, so that the recomputed halo rows are a few
+// percent of its work rather than half of it.
+kernels::ConvTiling DefaultConvTiling(const kernels::ConvDesc& d) {
+  const kernels::ConvShape& s = d.shape;
   kernels::ConvTiling t;
+  if (d.max_pool.active()) {
+    const kernels::ConvMaxPool& p = d.max_pool;
+    t.pixel_block = std::min(s.out_h, 7 * p.stride_h + p.kernel_h) * s.out_w;
+  }
   if (kernels::ConvAlgorithmApplies(s, kernels::ConvAlgorithm::kDepthwise).ok())
     t.algorithm = kernels::ConvAlgorithm::kDepthwise;
   else if (s.kernel_h * s.kernel_w > 1 &&
@@ -521,7 +528,7 @@ Tiling TilingSpace::Default() const {
       preferred = kernels::AttentionTiling{};
       break;
     case KernelTemplate::kConv:
-      preferred = DefaultConvTiling(instance_.conv.shape);
+      preferred = DefaultConvTiling(instance_.conv);
       break;
     case KernelTemplate::kPool:
       preferred = kernels::PoolTiling{};

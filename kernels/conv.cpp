@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
+#include <vector>
 
 #include "kernels/conv_algorithm.h"
 #include "kernels/estimate.h"
@@ -78,6 +80,11 @@ std::string ConvShape::ToString() const {
                      out_channels, kernel_h, kernel_w, stride_h, pad_top, dilation_h, groups);
 }
 
+std::string ConvMaxPool::ToString() const {
+  return fmt::format("max_pool k{}x{} s{}x{} p{},{} -> {}x{}", kernel_h, kernel_w, stride_h,
+                     stride_w, pad_top, pad_left, out_h, out_w);
+}
+
 std::string ConvTiling::ToString() const {
   return fmt::format("{} oc={} px={} k={} micro={}x{}", ConvAlgorithmName(algorithm), oc_block,
                      pixel_block, k_block, mr, nr);
@@ -124,18 +131,31 @@ const ConvAlgorithmOps& OpsOf(ConvAlgorithm algorithm) {
 }
 
 ConvTileWalk::ConvTileWalk(const ConvShape& s, int64_t oc_block, int64_t pixel_block,
-                           bool whole_rows, int64_t row_multiple, bool across_groups)
-    : shape_(s), oc_block_(oc_block), pos_block_(pixel_block), images_(s.batch) {
+                           bool whole_rows, int64_t row_multiple, bool across_groups,
+                           const ConvMaxPool& pool)
+    : shape_(s), pool_(pool), oc_block_(oc_block), pos_block_(pixel_block), images_(s.batch) {
   if (across_groups) {  // blocks of channels as if there were one group
     shape_.groups = 1;
     shape_.in_channels = s.in_per_group();
   }
-  if (whole_rows) {
+  if (whole_rows || pool.active()) {
     rows_per_block_ = std::max<int64_t>(1, pixel_block / s.out_w);
     rows_per_block_ = (rows_per_block_ + row_multiple - 1) / row_multiple * row_multiple;
     pos_block_ = rows_per_block_ * s.out_w;
   }
   pos_blocks_ = (s.pixels() + pos_block_ - 1) / pos_block_;
+  if (pool.active()) {
+    // The pooled rows whose windows fit in a band: all of them when the band
+    // holds the image, none when it holds no window (CheckConv refuses).
+    const int64_t rows = std::min(rows_per_block_, s.out_h);
+    pool_rows_per_block_ = rows >= s.out_h         ? pool.out_h
+                           : rows >= pool.kernel_h ? (rows - pool.kernel_h) / pool.stride_h + 1
+                                                   : 0;
+    pool_rows_per_block_ = std::min(pool_rows_per_block_, pool.out_h);
+    pos_blocks_ = pool_rows_per_block_ > 0
+                      ? (pool.out_h + pool_rows_per_block_ - 1) / pool_rows_per_block_
+                      : 0;
+  }
   oc_blocks_per_group_ = (shape_.out_per_group() + oc_block_ - 1) / oc_block_;
   oc_blocks_ = oc_blocks_per_group_ * shape_.groups;
 }
@@ -150,6 +170,17 @@ ConvTile ConvTileWalk::At(int64_t index) const {
   const int64_t in_group = (ocb % oc_blocks_per_group_) * oc_block_;
   t.oc0 = group * shape_.out_per_group() + in_group;
   t.ocs = std::min(oc_block_, shape_.out_per_group() - in_group);
+  if (pool_.active()) {
+    // The conv rows the band's windows read, padding rows excluded.
+    t.pool_row0 = pb * pool_rows_per_block_;
+    t.pool_rows = std::min(pool_rows_per_block_, pool_.out_h - t.pool_row0);
+    const int64_t first = std::max<int64_t>(0, t.pool_row0 * pool_.stride_h - pool_.pad_top);
+    const int64_t last = std::min(shape_.out_h, (t.pool_row0 + t.pool_rows - 1) * pool_.stride_h -
+                                                    pool_.pad_top + pool_.kernel_h);
+    t.p0 = first * shape_.out_w;
+    t.ps = (last - first) * shape_.out_w;
+    return t;
+  }
   t.p0 = pb * pos_block_;
   t.ps = std::min(pos_block_, shape_.pixels() - t.p0);
   return t;
@@ -161,12 +192,12 @@ void ConvTileWalk::ShareOf(int thread, int threads, int64_t* begin, int64_t* end
   *end = n * (thread + 1) / threads;
 }
 
-ConvTileWalk AlgorithmWalk(const ConvShape& s, const ConvTiling& t) {
+ConvTileWalk AlgorithmWalk(const ConvDesc& d, const ConvTiling& t) {
   const int64_t m = t.algorithm == ConvAlgorithm::kWinograd2   ? 2
                     : t.algorithm == ConvAlgorithm::kWinograd4 ? 4
                                                                : 1;
-  return ConvTileWalk(s, t.oc_block, t.pixel_block, t.algorithm != ConvAlgorithm::kIm2colGemm, m,
-                      t.algorithm == ConvAlgorithm::kDepthwise);
+  return ConvTileWalk(d.shape, t.oc_block, t.pixel_block, t.algorithm != ConvAlgorithm::kIm2colGemm,
+                      m, t.algorithm == ConvAlgorithm::kDepthwise, d.max_pool);
 }
 
 double EpilogueReadBytes(const std::vector<EpilogueOp>& ops, int64_t rows, int64_t cols) {
@@ -208,6 +239,75 @@ void PoolTileOut(const ConvDesc& d, const ConvTile& t, float* acc, int64_t ld, R
   stats->bytes_local_to_global += static_cast<int64_t>(sizeof(float)) * t.ocs;
 }
 
+// One pooled row from the column-wise max of its window's rows, `padded`
+// holding that max with pad_left -inf values before it and enough after:
+// each window's max along it. S and K as constants (ResNet's 3x3/2, 2x2/2)
+// let the compiler vectorise the strided reads; 0 reads them at run time.
+template <int S, int K>
+void PoolColumns(const float* padded, int64_t out_w, int64_t stride, int64_t kernel, float* dst) {
+  const int64_t s = S > 0 ? S : stride, k = K > 0 ? K : kernel;
+  for (int64_t pw = 0; pw < out_w; ++pw) {
+    const float* window = padded + pw * s;
+    float m = window[0];
+    for (int64_t j = 1; j < k; ++j) m = window[j] > m ? window[j] : m;
+    dst[pw] = m;
+  }
+}
+
+void PoolColumnsOf(const ConvMaxPool& p, const float* padded, float* dst) {
+  if (p.stride_w == 2 && p.kernel_w == 3)
+    PoolColumns<2, 3>(padded, p.out_w, 2, 3, dst);
+  else if (p.stride_w == 2 && p.kernel_w == 2)
+    PoolColumns<2, 2>(padded, p.out_w, 2, 2, dst);
+  else
+    PoolColumns<0, 0>(padded, p.out_w, p.stride_w, p.kernel_w, dst);
+}
+
+// The padded row PoolColumns reads: -inf, then out_w columns, then -inf up
+// to the last window's end.
+int64_t PaddedPoolRow(const ConvShape& s, const ConvMaxPool& p) {
+  return std::max(p.pad_left + s.out_w, (p.out_w - 1) * p.stride_w + p.kernel_w);
+}
+
+// A max-pooled tile: for each channel row and each of the tile's pooled
+// rows, the column-wise max of the window's conv rows (padding rows
+// skipped) into a padded row, then each window's max along it; the pooled
+// row goes to Y.
+void MaxPoolTileOut(const ConvDesc& d, const ConvTile& t, const float* acc, int64_t ld,
+                    RunMode mode, KernelStats* stats) {
+  const ConvShape& s = d.shape;
+  const ConvMaxPool& p = d.max_pool;
+  const int64_t first = t.p0 / s.out_w, last = first + t.ps / s.out_w;
+  // Staging for one pooled row (CheckConv counts it in the local buffer).
+  thread_local std::vector<float> padded, pooled;
+  padded.assign(static_cast<size_t>(PaddedPoolRow(s, p)), -std::numeric_limits<float>::infinity());
+  pooled.resize(static_cast<size_t>(p.out_w));
+  float* vertical = padded.data() + p.pad_left;
+  const int64_t plane = p.out_h * p.out_w;
+  for (int64_t r = 0; r < t.ocs; ++r) {
+    const float* rows = acc + r * ld - first * s.out_w;  // rows[oh * out_w + ow]
+    float* out = d.y + (t.image * s.out_channels + t.oc0 + r) * plane + t.pool_row0 * p.out_w;
+    for (int64_t j = 0; j < t.pool_rows; ++j) {
+      if (mode != RunMode::kCopyOnly) {
+        const int64_t top = (t.pool_row0 + j) * p.stride_h - p.pad_top;
+        const int64_t lo = std::max(top, first), hi = std::min(top + p.kernel_h, last);
+        std::copy(rows + lo * s.out_w, rows + (lo + 1) * s.out_w, vertical);
+        for (int64_t oh = lo + 1; oh < hi; ++oh) {
+          const float* row = rows + oh * s.out_w;
+          for (int64_t ow = 0; ow < s.out_w; ++ow)
+            vertical[ow] = row[ow] > vertical[ow] ? row[ow] : vertical[ow];
+        }
+        PoolColumnsOf(p, padded.data(), pooled.data());
+      }
+      if (mode != RunMode::kComputeOnly)
+        std::memcpy(out + j * p.out_w, pooled.data(), sizeof(float) * p.out_w);
+    }
+  }
+  if (mode != RunMode::kComputeOnly)
+    stats->bytes_local_to_global +=
+        static_cast<int64_t>(sizeof(float)) * t.ocs * t.pool_rows * p.out_w;
+}
+
 }  // namespace
 
 void FinishConvTile(const ConvDesc& d, const ConvTile& t, float* acc, int64_t ld, RunMode mode,
@@ -227,6 +327,9 @@ void FinishConvTile(const ConvDesc& d, const ConvTile& t, float* acc, int64_t ld
   if (d.global_pool != ConvGlobalPool::kNone) {
     if (mode != RunMode::kComputeOnly) stats->bytes_global_to_local += read;
     PoolTileOut(d, t, acc, ld, mode, stats);
+  } else if (d.max_pool.active()) {
+    if (mode != RunMode::kComputeOnly) stats->bytes_global_to_local += read;
+    MaxPoolTileOut(d, t, acc, ld, mode, stats);
   } else if (mode != RunMode::kComputeOnly) {
     stats->bytes_global_to_local += read;
     float* out = d.y + (t.image * s.out_channels + t.oc0) * s.pixels() + t.p0;
@@ -245,11 +348,55 @@ Status ConvAlgorithmApplies(const ConvShape& shape, ConvAlgorithm algorithm) {
   return OpsOf(algorithm).applies(shape);
 }
 
+namespace {
+
+// The window must fit the conv's output: pads smaller than the window, every
+// window holding a conv position, out sizes from the window arithmetic.
+Status ValidateMaxPool(const ConvShape& s, const ConvMaxPool& p) {
+  auto bad = [&](const std::string& what) {
+    return Error(ErrorCode::kInvalidArgument,
+                 fmt::format("conv max pool: {}: {} after {}", what, p.ToString(), s.ToString()));
+  };
+  if (p.kernel_w < 1 || p.stride_h < 1 || p.stride_w < 1 || p.out_h < 1 || p.out_w < 1)
+    return bad("window, strides and out sizes must be positive");
+  if (p.pad_top < 0 || p.pad_left < 0 || p.pad_top >= p.kernel_h || p.pad_left >= p.kernel_w)
+    return bad("pads must be smaller than the window");
+  if ((p.out_h - 1) * p.stride_h - p.pad_top >= s.out_h ||
+      (p.out_w - 1) * p.stride_w - p.pad_left >= s.out_w)
+    return bad("the last window starts past the conv's output");
+  return Status::Ok();
+}
+
+Status CheckMaxPool(const ConvDesc& d, const ConvTiling& t) {
+  if (!d.max_pool.active()) return Status::Ok();
+  if (d.global_pool != ConvGlobalPool::kNone)
+    return Error(ErrorCode::kInvalidArgument, "conv: a global pool and a max pool both set");
+  FT_RETURN_IF_ERROR(ValidateMaxPool(d.shape, d.max_pool));
+  const int64_t rows = std::min(d.max_pool.kernel_h, d.shape.out_h);
+  if (t.pixel_block < rows * d.shape.out_w)
+    return Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("tiling.pixel_block: a conv with a max pool needs tiles of at least "
+                    "{} whole rows of {} ({} positions); {} has {}",
+                    rows, d.shape.out_w, rows * d.shape.out_w, t.ToString(), t.pixel_block));
+  return Status::Ok();
+}
+
+// MaxPoolTileOut's pooled-row staging.
+int64_t MaxPoolStagingBytes(const ConvDesc& d) {
+  if (!d.max_pool.active()) return 0;
+  return static_cast<int64_t>(sizeof(float)) *
+         (conv_detail::PaddedPoolRow(d.shape, d.max_pool) + d.max_pool.out_w);
+}
+
+}  // namespace
+
 int64_t ConvLocalBytes(const ConvDesc& desc, const ConvTiling& tiling) {
-  return OpsOf(tiling.algorithm).local_bytes(desc, tiling);
+  return OpsOf(tiling.algorithm).local_bytes(desc, tiling) + MaxPoolStagingBytes(desc);
 }
 
 namespace {
+
 Status CheckConv(const ConvDesc& d, const ConvTiling& t, const KernelConfig& config) {
   FT_RETURN_IF_ERROR(ValidateConvShape(d.shape));
   if (d.x == nullptr || d.w == nullptr || d.y == nullptr)
@@ -267,13 +414,14 @@ Status CheckConv(const ConvDesc& d, const ConvTiling& t, const KernelConfig& con
                        " needs whole rows, which a conv tile does not hold");
   const ConvAlgorithmOps& ops = OpsOf(t.algorithm);
   FT_RETURN_IF_ERROR(ops.check_tiling(d, t));
+  FT_RETURN_IF_ERROR(CheckMaxPool(d, t));
   if (d.global_pool != ConvGlobalPool::kNone &&
-      conv_detail::AlgorithmWalk(d.shape, t).position_blocks() != 1)
+      conv_detail::AlgorithmWalk(d, t).position_blocks() != 1)
     return Error(ErrorCode::kInvalidArgument,
                  fmt::format("tiling.pixel_block: a conv with a global pool needs all {} "
                              "positions of an image in one tile; {} cuts them",
                              d.shape.pixels(), t.ToString()));
-  const int64_t need = ops.local_bytes(d, t);
+  const int64_t need = ConvLocalBytes(d, t);
   if (need > static_cast<int64_t>(config.local_buffer_bytes))
     return Error(ErrorCode::kInvalidArgument,
                  fmt::format("tiling {} needs {} bytes of local buffer, the target has {}",
@@ -315,6 +463,12 @@ TilingEstimate EstimateConv(const ConvDesc& desc, const ConvTiling& tiling, int 
   // A pooled conv's tiles hold whole images and write one value per channel.
   if (desc.global_pool != ConvGlobalPool::kNone)
     e.bytes_out = 4.0 * static_cast<double>(desc.shape.batch * desc.shape.out_channels);
+  // A max-pooled one writes the pooled planes; its tiles' overlap is in the
+  // walk the algorithm's estimate follows.
+  e.local_bytes = ConvLocalBytes(desc, tiling);
+  if (desc.max_pool.active())
+    e.bytes_out = 4.0 * static_cast<double>(desc.shape.batch * desc.shape.out_channels *
+                                            desc.max_pool.out_h * desc.max_pool.out_w);
   return e;
 }
 

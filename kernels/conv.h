@@ -45,6 +45,16 @@
 // runs stay deterministic. The pools that end CNNs follow small maps (7x7
 // in ResNet and MobileNet), where a tile holds whole images anyway and the
 // channel blocks give the threads their work.
+//
+// A windowed max pool after the epilogue (ConvDesc::max_pool: ResNet's stem,
+// Conv -> ReLU -> MaxPool 3x3/2) makes Y the pooled [batch, out_channels,
+// pool.out_h, pool.out_w]. A tile is then the conv rows one band of pooled
+// rows reads: the tiling's pixel_block still sizes a tile in conv positions
+// (whole conv rows, every algorithm), and each tile computes the pooled rows
+// whose windows fit in it. Neighbouring bands share their halo rows
+// (kernel_h - stride_h of them), which both compute: the conv's output
+// never reaches global memory, at the price of that recomputation. A band
+// must hold at least kernel_h conv rows (ValidateConv says so otherwise).
 #pragma once
 
 #include <optional>
@@ -85,6 +95,19 @@ struct ConvShape {
   bool operator==(const ConvShape&) const = default;
 };
 
+// The window of a max pool computed on a conv's tiles (dilation 1; ONNX's
+// ceil_mode and auto_pad already resolved into out_h, out_w and the pads, as
+// graph/conv_geometry.h does). kernel_h == 0: no pool.
+struct ConvMaxPool {
+  int64_t kernel_h = 0, kernel_w = 0;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_top = 0, pad_left = 0;
+  int64_t out_h = 0, out_w = 0;
+  bool active() const { return kernel_h > 0; }
+  std::string ToString() const;  // "max_pool k3x3 s2 p1 -> 56x56"
+  bool operator==(const ConvMaxPool&) const = default;
+};
+
 struct ConvDesc {
   ConvShape shape;
   const float* x = nullptr;     // [batch, in_channels, in_h, in_w], contiguous
@@ -95,11 +118,13 @@ struct ConvDesc {
   // transformed weights). `w` stays the source of truth.
   const float* w_packed = nullptr;
   // [batch, out_channels, out_h, out_w], contiguous; [batch, out_channels]
-  // with a global pool.
+  // with a global pool, [batch, out_channels, pool.out_h, pool.out_w] with a
+  // max pool.
   float* y = nullptr;
   // Epilogue operands (residuals) have the unpooled output's shape.
   std::vector<EpilogueOp> epilogue;
   ConvGlobalPool global_pool = ConvGlobalPool::kNone;
+  ConvMaxPool max_pool;  // at most one of global_pool and max_pool
 };
 
 struct ConvTiling {

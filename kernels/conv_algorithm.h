@@ -33,9 +33,17 @@ const ConvAlgorithmOps& DepthwiseOps();
 const ConvAlgorithmOps& OpsOf(ConvAlgorithm algorithm);
 
 // One output tile: image `image`, output channels [oc0, oc0 + ocs), output
-// positions [p0, p0 + ps) of that image (flattened oh * out_w + ow).
+// positions [p0, p0 + ps) of that image (flattened oh * out_w + ow). With a
+// max pool (ConvDesc::max_pool), the pooled rows [pool_row0, pool_row0 +
+// pool_rows) that the tile's conv rows are the windows of.
 struct ConvTile {
   int64_t image = 0, oc0 = 0, ocs = 0, p0 = 0, ps = 0;
+  int64_t pool_row0 = 0, pool_rows = 0;
+  // Whether `other` reads the same input band (a max pool's bands can start
+  // at the same row and differ in length).
+  bool SameBand(const ConvTile& other) const {
+    return image == other.image && p0 == other.p0 && ps == other.ps;
+  }
 };
 
 // The output tiles of a tiling in (image, position block, channel block)
@@ -44,33 +52,44 @@ struct ConvTile {
 // group's out_per_group channels into blocks). `whole_rows` (direct,
 // Winograd, depthwise) makes position blocks whole output rows:
 // max(1, pixel_block / out_w) rows, rounded up to a multiple of `row_multiple`.
+// An active `pool` makes every walk one of whole rows whose position blocks
+// are bands of pooled rows: each tile the conv rows its pooled rows read,
+// at most rows_per_block() of them, so that neighbouring tiles overlap by
+// the windows' halo.
 class ConvTileWalk {
  public:
   // `across_groups` (depthwise: one channel per group) cuts all
   // out_channels into blocks regardless of groups.
   ConvTileWalk(const ConvShape& shape, int64_t oc_block, int64_t pixel_block, bool whole_rows,
-               int64_t row_multiple = 1, bool across_groups = false);
+               int64_t row_multiple = 1, bool across_groups = false,
+               const ConvMaxPool& pool = ConvMaxPool{});
   int64_t size() const { return images_ * pos_blocks_ * oc_blocks_; }
   ConvTile At(int64_t index) const;
   // The tiles [begin, end) of `thread`: contiguous, as even as possible.
   void ShareOf(int thread, int threads, int64_t* begin, int64_t* end) const;
   int64_t rows_per_block() const { return rows_per_block_; }  // whole_rows only
   int64_t position_blocks() const { return pos_blocks_; }     // per image
+  // Pooled rows per tile (max pool only): 0 when rows_per_block() rows
+  // hold no whole window.
+  int64_t pooled_rows_per_block() const { return pool_rows_per_block_; }
 
  private:
   ConvShape shape_;
-  int64_t oc_block_, pos_block_, rows_per_block_ = 0;
+  ConvMaxPool pool_;
+  int64_t oc_block_, pos_block_, rows_per_block_ = 0, pool_rows_per_block_ = 0;
   int64_t images_, pos_blocks_, oc_blocks_, oc_blocks_per_group_;
 };
 
-// The tile walk `algorithm` runs (its position blocks; channel blocks as
-// ConvTileWalk cuts them for a grouped conv).
-ConvTileWalk AlgorithmWalk(const ConvShape& shape, const ConvTiling& tiling);
+// The tile walk `tiling.algorithm` runs on `desc` (its position blocks, a
+// max pool's bands; channel blocks as ConvTileWalk cuts them for a grouped
+// conv). Every algorithm walks this one.
+ConvTileWalk AlgorithmWalk(const ConvDesc& desc, const ConvTiling& tiling);
 
 // Finishes a computed tile held as ocs rows of ps floats (leading dimension
 // ld) in the local buffer: adds the bias, runs the epilogue and copies the
 // rows out to Y, or with a global pool reduces each row (the tile holds all
-// of the image's positions) and writes the ocs pooled values. Counts the
+// of the image's positions) and writes the ocs pooled values, or with a max
+// pool writes the tile's pooled rows. Counts the
 // bias, epilogue reads and the copy out in `stats`. kComputeOnly skips the
 // copies (and reads), kCopyOnly the arithmetic. May overwrite the tile.
 void FinishConvTile(const ConvDesc& desc, const ConvTile& tile, float* acc, int64_t ld,

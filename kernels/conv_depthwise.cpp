@@ -28,10 +28,7 @@ Status DepthwiseApplies(const ConvShape& s) {
 // Any positive blocks work: a band is whole rows, channels are independent.
 Status DepthwiseCheckTiling(const ConvDesc&, const ConvTiling&) { return Status::Ok(); }
 
-ConvTileWalk WalkOf(const ConvDesc& d, const ConvTiling& t) {
-  return ConvTileWalk(d.shape, t.oc_block, t.pixel_block, /*whole_rows=*/true,
-                      /*row_multiple=*/1, /*across_groups=*/true);
-}
+ConvTileWalk WalkOf(const ConvDesc& d, const ConvTiling& t) { return AlgorithmWalk(d, t); }
 
 struct Layout {
   int64_t band_rows = 0;  // output rows per tile

@@ -47,9 +47,7 @@ Status DirectCheckTiling(const ConvDesc&, const ConvTiling& t) {
   return Status::Ok();
 }
 
-ConvTileWalk WalkOf(const ConvDesc& d, const ConvTiling& t) {
-  return ConvTileWalk(d.shape, t.oc_block, t.pixel_block, /*whole_rows=*/true);
-}
+ConvTileWalk WalkOf(const ConvDesc& d, const ConvTiling& t) { return AlgorithmWalk(d, t); }
 
 struct Layout {
   int64_t band_rows = 0;  // output rows per tile
@@ -290,8 +288,7 @@ std::vector<int64_t> TapOffsets(const ConvShape& s, const BandGeometry& g) {
 
 bool SharesBand(const ConvShape& s, const Layout& l, bool has_previous, const ConvTile& previous,
                 const ConvTile& tile) {
-  return has_previous && l.ks >= s.in_channels && previous.image == tile.image &&
-         previous.p0 == tile.p0;
+  return has_previous && l.ks >= s.in_channels && previous.SameBand(tile);
 }
 
 KernelStats DirectRunShare(const ConvDesc& d, const ConvTiling& t, const KernelConfig& config,

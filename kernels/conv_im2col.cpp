@@ -58,18 +58,19 @@ template <typename F>
 void ForEachStep(const ConvShape& s, const Geometry& g, const ConvTileWalk& walk, int64_t begin,
                  int64_t end, F&& visit) {
   const bool one_slice = g.kc >= g.k;
-  int64_t a_key[2] = {-1, -1}, b_key[3] = {-1, -1, -1};
+  int64_t a_key[2] = {-1, -1}, b_key[4] = {-1, -1, -1, -1};
   for (int64_t i = begin; i < end; ++i) {
     const ConvTile tile = walk.At(i);
     const int64_t group = tile.oc0 / s.out_per_group();
     for (int64_t k0 = 0; k0 < g.k; k0 += g.kc) {
       Step step{tile, group, k0, std::min(g.kc, g.k - k0), true, true, k0 + g.kc >= g.k};
       if (one_slice) {
-        const int64_t a_now[2] = {tile.oc0, tile.ocs}, b_now[3] = {tile.image, tile.p0, group};
+        const int64_t a_now[2] = {tile.oc0, tile.ocs};
+        const int64_t b_now[4] = {tile.image, tile.p0, tile.ps, group};
         step.pack_a = !std::equal(a_now, a_now + 2, a_key);
-        step.pack_b = !std::equal(b_now, b_now + 3, b_key);
+        step.pack_b = !std::equal(b_now, b_now + 4, b_key);
         std::copy(a_now, a_now + 2, a_key);
-        std::copy(b_now, b_now + 3, b_key);
+        std::copy(b_now, b_now + 4, b_key);
       }
       visit(step);
     }
@@ -401,7 +402,7 @@ class Runner {
   }
 
   KernelStats Run(int thread, int threads) {
-    const ConvTileWalk walk(s_, t_.oc_block, t_.pixel_block, /*whole_rows=*/false);
+    const ConvTileWalk walk = AlgorithmWalk(d_, t_);
     int64_t begin = 0, end = 0;
     walk.ShareOf(thread, threads, &begin, &end);
     std::vector<Step> steps;
@@ -574,7 +575,7 @@ constexpr double kCallSteps = 4, kAccumulateSteps = 8;
 TilingEstimate Estimate(const ConvDesc& d, const ConvTiling& t, int threads) {
   const ConvShape& s = d.shape;
   const Geometry g = GeometryOf(s, t);
-  const ConvTileWalk walk(s, t.oc_block, t.pixel_block, /*whole_rows=*/false);
+  const ConvTileWalk walk = AlgorithmWalk(d, t);
   TilingEstimate e;
   e.local_bytes = LocalBytes(d, t);
   std::vector<double> work(threads, 0);

@@ -173,7 +173,7 @@ struct Geometry {
     nr = t.nr;
     tw = CeilDiv(s.out_w, m);
     uw = tw + 1;
-    rows_pb = ConvTileWalk(s, t.oc_block, t.pixel_block, true, m).rows_per_block();
+    rows_pb = AlgorithmWalk(d, t).rows_per_block();
     rows_pb = std::min(rows_pb, RoundUp(s.out_h, m));
     tpad_max = RoundUp(rows_pb / m * tw, nr);
     kb = std::min(t.k_block, s.in_channels);
@@ -400,7 +400,7 @@ class Runner {
   }
 
   KernelStats Run(int thread, int threads) {
-    ConvTileWalk walk(s_, t_.oc_block, t_.pixel_block, true, g_.m);
+    const ConvTileWalk walk = AlgorithmWalk(d_, t_);
     int64_t begin, end;
     walk.ShareOf(thread, threads, &begin, &end);
     for (int64_t i = begin; i < end; ++i) RunTile(walk.At(i));
@@ -413,9 +413,9 @@ class Runner {
     const int64_t th = CeilDiv(rows, g_.m), tiles = th * g_.tw, tpad = RoundUp(tiles, g_.nr);
     // One slice holds every input channel: V stays valid for the band's next
     // channel block (tiles walk channel blocks innermost).
-    const bool keep_v = g_.kb >= s_.in_channels && tile.image == v_image_ && tile.p0 == v_p0_;
-    v_image_ = tile.image;
-    v_p0_ = tile.p0;
+    const bool keep_v = g_.kb >= s_.in_channels && has_v_ && tile.SameBand(v_band_);
+    has_v_ = true;
+    v_band_ = tile;
     for (int64_t ic0 = 0, slice = 0; ic0 < s_.in_channels; ic0 += g_.kb, ++slice) {
       const int64_t kbh = std::min(g_.kb, s_.in_channels - ic0);
       if (mode_ != RunMode::kComputeOnly && !keep_v) CopyBand(tile.image, ic0, kbh, oh0, th);
@@ -610,9 +610,10 @@ class Runner {
   const MicroKernel* mk_;
   LocalBuffer local_;
   float *band_, *v_, *u_, *m_, *out_;
-  int64_t u_oc0_ = -1, u_ic0_ = -1;   // the channels and slice U holds
-  int64_t v_image_ = -1, v_p0_ = -1;  // the band V holds (single-slice runs)
-  std::vector<LaneChunk> chunks_;     // TransformInput's vectors of tiles
+  int64_t u_oc0_ = -1, u_ic0_ = -1;  // the channels and slice U holds
+  bool has_v_ = false;
+  ConvTile v_band_;                // the band V holds (single-slice runs)
+  std::vector<LaneChunk> chunks_;  // TransformInput's vectors of tiles
   KernelStats stats_;
 };
 
@@ -633,23 +634,25 @@ TilingEstimate Estimate(const ConvDesc& d, const ConvTiling& t, int threads) {
   const Geometry g(d, t);
   TilingEstimate e;
   e.local_bytes = LocalBytes(d, t);
-  ConvTileWalk walk(s, t.oc_block, t.pixel_block, true, g.m);
+  const ConvTileWalk walk = AlgorithmWalk(d, t);
   const int64_t slices = CeilDiv(s.in_channels, g.kb);
   double total = 0, busiest = 0;
   for (int th_i = 0; th_i < threads; ++th_i) {
     int64_t begin, end;
     walk.ShareOf(th_i, threads, &begin, &end);
-    int64_t u_oc0 = -1, u_ic0 = -1, v_image = -1, v_p0 = -1;
+    int64_t u_oc0 = -1, u_ic0 = -1;
+    bool has_v = false;
+    ConvTile v_band;
     double work = 0;
     for (int64_t i = begin; i < end; ++i) {
       const ConvTile tile = walk.At(i);
       const int64_t rows = RowsOf(s, tile), th = CeilDiv(rows, g.m);
       const int64_t tpad = RoundUp(th * g.tw, g.nr);
-      if (slices > 1 || tile.image != v_image || tile.p0 != v_p0)
+      if (slices > 1 || !has_v || !tile.SameBand(v_band))
         e.bytes_in +=
             4.0 * s.in_channels * InputFloatsPerChannel(s, g, tile.p0 / s.out_w, th * g.m);
-      v_image = tile.image;
-      v_p0 = tile.p0;
+      has_v = true;
+      v_band = tile;
       for (int64_t ic0 = 0; ic0 < s.in_channels; ic0 += g.kb) {
         const int64_t kbh = std::min(g.kb, s.in_channels - ic0);
         if (tile.oc0 != u_oc0 || ic0 != u_ic0)

@@ -93,10 +93,15 @@ TEST_F(MatchPoolTest, GlobalPoolsFlattenThePlane) {
   EXPECT_EQ(m.instance.pool.in_w, 6);
 }
 
-TEST_F(MatchPoolTest, PoolsAreNotFused) {
+// A pool fuses only as the end of a conv kernel (match_conv.h).
+TEST_F(MatchPoolTest, PoolsAreNotFusedWithoutAConv) {
   GroupMatch m = Match({kM, kR});
   EXPECT_FALSE(m.decision.allowed());
-  EXPECT_NE(m.decision.reason().find("MaxPool"), std::string::npos) << m.decision.reason();
+  EXPECT_NE(m.decision.reason().find("only into the Conv"), std::string::npos)
+      << m.decision.reason();
+  m = Match({kR, kA});
+  EXPECT_FALSE(m.decision.allowed());
+  EXPECT_NE(m.decision.reason().find("AveragePool"), std::string::npos) << m.decision.reason();
 }
 
 TEST_F(MatchPoolTest, TilingSpaceIsLegalAndRoundTrips) {

@@ -113,9 +113,10 @@ TEST(ConvProgram, UnfusedGreedyAndRandomPlansMatchTheReference) {
   ExpectPlansMatch(space, greedy, feeds, want->outputs, 2026, 40);
 }
 
-// A stem (conv, ReLU, 3x3 stride-2 max pool), a residual conv on the pooled
-// map, average pools with ceil_mode and count_include_pad, a ceil_mode max
-// pool, a global max pool, and 1-D max and average pools.
+// A stem (conv, ReLU, 3x3 stride-2 max pool: one max-pooled conv kernel in
+// the greedy plan, and in the random plans that draw it), a residual conv on
+// the pooled map, average pools with ceil_mode and count_include_pad, a
+// ceil_mode max pool, a global max pool, and 1-D max and average pools.
 constexpr const char* kPoolCnn = R"(graph poolcnn opset 17 {
   input x: f32[2, 3, 23, 23]
   input t: f32[2, 5, 17]
@@ -148,11 +149,25 @@ TEST(ConvProgram, PoolsRunAsPoolKernelsInEveryPlan) {
   auto want = graph::RunReference(g, feeds);
   ASSERT_TRUE(want.ok()) << want.error().message();
   const fusion_space::Plan greedy = space.Greedy();
-  int pool_groups = 0;
-  for (const fusion_space::PlanGroup& group : greedy.groups)
-    pool_groups += space.Match(group.nodes).instance.kind == fusion_space::KernelTemplate::kPool;
-  EXPECT_EQ(pool_groups, 7) << Describe(space, greedy);
-  ExpectPlansMatch(space, greedy, feeds, want->outputs, 37, 30);
+  auto count = [&](const fusion_space::Plan& plan, int* pool_kernels, int* max_pooled_convs) {
+    for (const fusion_space::PlanGroup& group : plan.groups) {
+      const fusion_space::KernelInstance& k = space.Match(group.nodes).instance;
+      *pool_kernels += k.kind == fusion_space::KernelTemplate::kPool;
+      *max_pooled_convs +=
+          k.kind == fusion_space::KernelTemplate::kConv && k.conv.max_pool.active();
+    }
+  };
+  int pool_kernels = 0, max_pooled = 0;
+  count(greedy, &pool_kernels, &max_pooled);
+  EXPECT_EQ(pool_kernels, 6) << Describe(space, greedy);
+  EXPECT_EQ(max_pooled, 1) << Describe(space, greedy);  // the stem
+  max_pooled = 0;
+  ExpectPlansMatch(space, greedy, feeds, want->outputs, 37, 30,
+                   [&](const fusion_space::Plan& plan) {
+                     int pools = 0;
+                     count(plan, &pools, &max_pooled);
+                   });
+  EXPECT_GT(max_pooled, 5);  // random plans drew the stem's pooled conv
 }
 
 // BatchNormalizations that no conv absorbs (after a max pool, after a
