@@ -1,5 +1,5 @@
 // onednn_conv [--peak GFLOPS] [--runs N] [--threads T] [--algorithm direct|auto]
-//             [--only resnet50|mobilenet_v2] [--json FILE]
+//             [--only resnet50|mobilenet_v2] [--json FILE] [--fusetune]
 //
 // The peer figures of issue 37, point 6: oneDNN's FP32 forward-inference
 // convolution on every distinct layer shape of torchvision's ResNet-50 and
@@ -18,6 +18,15 @@
 // whole network. 3x3 stride-1 layers are also tried with oneDNN's Winograd
 // algorithm, where this build and CPU have one.
 //
+// --fusetune times fusetune's convolution template on every layer in the
+// same run (bench/fusetune_conv_layer.h: each algorithm at the best of a
+// grid of tilings, the same post-ops) and prints it against oneDNN's best
+// (direct or Winograd), the FMA peak, and for depthwise layers the
+// bandwidth of the cache level their data fits in: the figures of issue 37,
+// point 6, from one process and one machine state. OpenMP's threads are
+// made to sleep between oneDNN's calls (OMP_WAIT_POLICY=PASSIVE, set by
+// re-executing the program) so that they do not spin against fusetune's.
+//
 // Threads: oneDNN here runs on OpenMP; the program sets its thread count.
 // The peak is --peak, or measured in-process (measure/roofline.h) when absent:
 // the larger of the T-thread figure and T x the 1-thread one, as assemble.py
@@ -25,6 +34,7 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -37,6 +47,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bench/fusetune_conv_layer.h"
 #include "measure/roofline.h"
 
 namespace {
@@ -251,6 +262,7 @@ std::optional<Timing> TimeLayer(const Layer& l, algorithm algo, int runs, const 
 struct Options {
   double peak = 0;  // GFLOP/s; 0: measure
   int runs = 50, threads = 2;
+  bool fusetune = false;
   algorithm algo = algorithm::convolution_direct;
   std::string only, json;
 };
@@ -268,6 +280,8 @@ bool Parse(int argc, char** argv, Options* o) {
     } else if (a == "--only" && has_value) {
       o->only = argv[++i];
       if (o->only != "resnet50" && o->only != "mobilenet_v2") return false;
+    } else if (a == "--fusetune") {
+      o->fusetune = true;
     } else if (a == "--json" && has_value) {
       o->json = argv[++i];
     } else if (a == "--algorithm" && has_value) {
@@ -302,9 +316,8 @@ void PrintHeader(const Options& o, bool measured_peak) {
 }
 
 // The Winograd row of a 3x3 stride-1 layer, against its direct time.
-std::string WinogradRow(const Layer& l, const Timing& direct, const Options& o,
-                        const dnnl::engine& eng, dnnl::stream& s, nlohmann::json* row) {
-  const auto w = TimeLayer(l, algorithm::convolution_winograd, o.runs, eng, s);
+std::string WinogradRow(const Layer& l, const Timing& direct, const std::optional<Timing>& w,
+                        nlohmann::json* row) {
   if (!w) {
     (*row)["winograd"] = nullptr;
     return fmt::format("| {} | {} | none in this oneDNN build for this CPU | - | - | - |", l.net,
@@ -316,6 +329,77 @@ std::string WinogradRow(const Layer& l, const Timing& direct, const Options& o,
                      w->best_ms, gflops, direct.best_ms / w->best_ms);
 }
 
+// fusetune's side of a layer (--fusetune): every algorithm's best time, the
+// best of them against oneDNN's best (direct, or Winograd where faster).
+// `totals` gets fusetune's sums, `onednn_best` oneDNN's best per layer.
+std::string FusetuneRow(const Layer& l, const Timing& direct, const std::optional<Timing>& winograd,
+                        const Options& o, std::vector<NetTotal>* totals,
+                        std::vector<NetTotal>* onednn_best, nlohmann::json* row) {
+  using fusetune::bench::LayerPost;
+  const LayerPost post = l.post == Post::kNone    ? LayerPost::kNone
+                         : l.post == Post::kRelu  ? LayerPost::kRelu
+                         : l.post == Post::kRelu6 ? LayerPost::kRelu6
+                         : l.post == Post::kSum   ? LayerPost::kSum
+                                                  : LayerPost::kSumRelu;
+  const auto timings = fusetune::bench::TimeFusetuneLayer(
+      {l.cin, l.cout, l.hw, l.k, l.stride, l.groups, post}, o.threads, o.runs);
+  const double onednn = winograd ? std::min(direct.best_ms, winograd->best_ms) : direct.best_ms;
+  std::string per_algorithm;
+  const fusetune::bench::AlgorithmTiming* best = nullptr;
+  for (const auto& t : timings) {
+    per_algorithm += fmt::format("{}{} {:.3f}", per_algorithm.empty() ? "" : ", ",
+                                 fusetune::kernels::ConvAlgorithmName(t.algorithm), t.best_ms);
+    if (!best || t.best_ms < best->best_ms) best = &t;
+    (*row)["fusetune"][fusetune::kernels::ConvAlgorithmName(t.algorithm)] = {
+        {"best_ms", t.best_ms}, {"median_ms", t.median_ms}, {"tiling", t.tiling.ToString()}};
+  }
+  if (!best) return fmt::format("| {} | {} | no tiling fits |", l.net, l.name);
+  for (auto [sums, ms] : {std::pair{totals, best->best_ms}, std::pair{onednn_best, onednn}}) {
+    if (sums->empty() || sums->back().net != l.net) sums->push_back({l.net});
+    sums->back().ms += l.count * ms;
+    sums->back().flops += l.count * l.flops();
+    sums->back().convs += l.count;
+  }
+  const double gflops = l.flops() / (best->best_ms * 1e6), gbps = l.bytes() / (best->best_ms * 1e6);
+  return fmt::format("| {} | {} | {} | {:.3f}{} | {} | {} | {:.3f} | {:.2f}x | {:.0f}% | {:.0f} |",
+                     l.net, l.name, ShapeText(l), onednn,
+                     winograd && winograd->best_ms < direct.best_ms ? " (wino)" : "", per_algorithm,
+                     best->tiling.ToString(), best->best_ms, onednn / best->best_ms,
+                     100 * gflops / o.peak, gbps);
+}
+
+void PrintFusetune(const std::vector<std::string>& rows, const std::vector<NetTotal>& ours,
+                   const std::vector<NetTotal>& onednn_direct,
+                   const std::vector<NetTotal>& onednn_best, const Options& o) {
+  const double l3 = fusetune::measure::MeasureBandwidth(fusetune::measure::StreamKind::kCopy,
+                                                        o.threads, size_t{4} << 20, 16);
+  const double dram =
+      fusetune::measure::MeasureBandwidth(fusetune::measure::StreamKind::kCopy, o.threads);
+  fmt::print(
+      "\nfusetune's convolution template, same layers and post-ops, best tiling of a grid per "
+      "algorithm (ms, best of {} runs); speed-up over oneDNN's best (direct, or Winograd where "
+      "faster); % FMA peak of the direct definition's FLOPs; GB/s of the bytes the layer must "
+      "move (copy bandwidth measured now: {:.0f} GB/s at 4 MiB, {:.0f} GB/s at 256 MiB)\n\n"
+      "| net | layer | shape | oneDNN best ms | fusetune per algorithm ms | best tiling | "
+      "fusetune ms | vs oneDNN | % FMA peak | GB/s |\n|---|---|---|---|---|---|---|---|---|---|\n",
+      o.runs, l3, dram);
+  for (const std::string& row : rows) fmt::print("{}\n", row);
+  fmt::print("\n");
+  auto sum_of = [](const std::vector<NetTotal>& totals, const std::string& net) {
+    for (const NetTotal& t : totals)
+      if (t.net == net) return t.ms;
+    return 0.0;
+  };
+  for (const NetTotal& t : ours) {
+    const double direct = sum_of(onednn_direct, t.net), best = sum_of(onednn_best, t.net);
+    fmt::print(
+        "{}: fusetune {:.2f} ms summed over {} convolutions (each layer's best algorithm); "
+        "oneDNN direct {:.2f} ms ({:.2f}x), oneDNN with Winograd where faster {:.2f} ms "
+        "({:.2f}x)\n",
+        t.net, t.ms, t.convs, direct, direct / t.ms, best, best / t.ms);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -323,8 +407,17 @@ int main(int argc, char** argv) {
   if (!Parse(argc, argv, &o)) {
     fmt::print(stderr,
                "usage: onednn_conv [--peak GFLOPS] [--runs N] [--threads T] "
-               "[--algorithm direct|auto] [--only resnet50|mobilenet_v2] [--json FILE]\n");
+               "[--algorithm direct|auto] [--only resnet50|mobilenet_v2] [--json FILE] "
+               "[--fusetune]\n");
     return 2;
+  }
+  // libgomp reads its wait policy when it loads, before main: set it and
+  // start again, so that idle OpenMP threads sleep while fusetune runs.
+  if (o.fusetune && std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    execv("/proc/self/exe", argv);
+    fmt::print(stderr, "onednn_conv: could not re-execute itself with OMP_WAIT_POLICY set\n");
+    return 1;
   }
   omp_set_num_threads(o.threads);
   const bool measured_peak = o.peak <= 0;
@@ -335,8 +428,8 @@ int main(int argc, char** argv) {
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream s(eng);
   nlohmann::json json{{"threads", o.threads}, {"runs", o.runs}, {"peak_gflops", o.peak}};
-  std::vector<NetTotal> totals;
-  std::vector<std::string> winograd_rows;
+  std::vector<NetTotal> totals, fusetune_totals, onednn_best_totals;
+  std::vector<std::string> winograd_rows, fusetune_rows;
   for (const auto* net : {&ResNet50(), &MobileNetV2()}) {
     for (const Layer& l : *net) {
       if (!o.only.empty() && o.only != l.net) continue;
@@ -363,8 +456,14 @@ int main(int argc, char** argv) {
                          {"median_ms", t->median_ms},
                          {"flops", l.flops()},
                          {"bytes", l.bytes()}};
-      if (l.k == 3 && l.stride == 1 && l.groups == 1)
-        winograd_rows.push_back(WinogradRow(l, *t, o, eng, s, &row));
+      std::optional<Timing> winograd;
+      if (l.k == 3 && l.stride == 1 && l.groups == 1) {
+        winograd = TimeLayer(l, algorithm::convolution_winograd, o.runs, eng, s);
+        winograd_rows.push_back(WinogradRow(l, *t, winograd, &row));
+      }
+      if (o.fusetune)
+        fusetune_rows.push_back(
+            FusetuneRow(l, *t, winograd, o, &fusetune_totals, &onednn_best_totals, &row));
       json["layers"].push_back(row);
     }
   }
@@ -384,6 +483,7 @@ int main(int argc, char** argv) {
         "direct |\n|---|---|---|---|---|---|\n");
     for (const std::string& row : winograd_rows) fmt::print("{}\n", row);
   }
+  if (o.fusetune) PrintFusetune(fusetune_rows, fusetune_totals, totals, onednn_best_totals, o);
   if (!o.json.empty()) std::ofstream(o.json) << json.dump(1) << "\n";
   return 0;
 }
