@@ -90,12 +90,12 @@ std::pair<double, double> Time(const ConvDesc& d, const ConvTiling& t,
 // The grid one algorithm is searched over on `s`.
 std::vector<ConvTiling> Grid(const ConvShape& s, ConvAlgorithm a) {
   std::vector<std::pair<int, int>> micro = {{8, 32}};
-  if (kernels::ConvAlgorithmUsesMicroTile(a)) micro = {{8, 32}, {14, 16}, {6, 32}};
+  if (kernels::ConvAlgorithmUsesMicroTile(a)) micro = {{8, 32}, {7, 32}, {14, 16}, {6, 32}};
   std::vector<ConvTiling> grid;
   for (auto [mr, nr] : micro)
     for (int64_t oc : {16, 32, 64, 128, 256, 512})
       for (int64_t px : {64, 128, 256, 512, 1024, 2048})
-        for (int64_t kb : {64, 256, 1024}) {
+        for (int64_t kb : {32, 64, 256, 1024}) {
           ConvTiling t;
           t.algorithm = a;
           t.mr = mr;
@@ -107,7 +107,7 @@ std::vector<ConvTiling> Grid(const ConvShape& s, ConvAlgorithm a) {
           if (oc > 16 && oc / 2 >= s.out_per_group() && a != ConvAlgorithm::kDepthwise) continue;
           if (oc > 16 && oc / 2 >= s.out_channels) continue;
           if (px > 64 && px / 2 >= s.pixels()) continue;
-          if (kb > 64 && kb / 4 >= s.in_per_group() * s.kernel_h * s.kernel_w) continue;
+          if (kb > 32 && kb / 4 >= s.in_per_group() * s.kernel_h * s.kernel_w) continue;
           grid.push_back(t);
         }
   return grid;

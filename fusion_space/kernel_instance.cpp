@@ -49,7 +49,8 @@ int KernelTemplateVersion(KernelTemplate t) {
     case KernelTemplate::kGemm:
       return 4;  // 3: constant B pre-packed per tiling; 4: its panels carried by the micro-kernels
     case KernelTemplate::kConv:
-      return 2;  // 2: depthwise tiles hold oc_block channels (1 before)
+      return 3;  // 2: depthwise tiles hold oc_block channels (1 before);
+                 // 3: Winograd's GEMMs take tiles as rows and channels as columns
     case KernelTemplate::kPool:
       return 1;
     case KernelTemplate::kConvChain:
@@ -166,8 +167,8 @@ void VisitDescriptorPointers(KernelInstance& k,
       return;
     case KernelTemplate::kConvChain: {  // w_packed is set after binding, by the runtime
       auto& d = k.conv_chain;
-      for (const float** p : {&d.x, &d.expand_w, &d.expand_bias, &d.dw_w, &d.dw_bias,
-                              &d.project_w, &d.project_bias})
+      for (const float** p :
+           {&d.x, &d.expand_w, &d.expand_bias, &d.dw_w, &d.dw_bias, &d.project_w, &d.project_bias})
         if (*p) visit_const(*p);
       visit_mutable(d.y);
       VisitEpilogue(d.epilogue, visit_const);

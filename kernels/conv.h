@@ -17,7 +17,8 @@
 //   kWinograd4   F(4x4,3x3): 3x3, stride 1, dilation 1, groups == 1. Input
 //                tiles are transformed in the local buffer, multiplied by
 //                the pre-transformed weights (packed at compile time) as
-//                (alpha x alpha) batched GEMMs, and transformed back. Less
+//                (alpha x alpha) batched GEMMs (tiles x input channels times
+//                input channels x output channels), and transformed back. Less
 //                exact than the direct forms: tolerances in conv_winograd.h.
 //   kDepthwise   groups == in_channels == out_channels: each channel with its
 //                own kh x kw filter, vectorised over output columns.

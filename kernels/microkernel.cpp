@@ -171,6 +171,7 @@ const std::vector<MicroKernel>& Portable() {
       FT_MICRO("portable", (PortableKernel<14, 16>), 14, 16),
       FT_MICRO("portable", (PortableKernel<6, 16>), 6, 16),
       FT_MICRO("portable", (PortableKernel<4, 24>), 4, 24),
+      FT_MICRO("portable", (PortableKernel<7, 32>), 7, 32),
   };
   return k;
 }
@@ -182,6 +183,8 @@ const std::vector<MicroKernel>& Best() {
       list.push_back(FT_MICRO_AVX512(8, 2));
       list.push_back(FT_MICRO_AVX512(6, 2));
       list.push_back(FT_MICRO_AVX512(14, 1));
+      // 7 rows: a 14x14 map's 7 x 7 Winograd tiles (conv_winograd.cpp) in whole slivers.
+      list.push_back(FT_MICRO_AVX512(7, 2));
     }
     if (HasAvx2()) {
       list.push_back(FT_MICRO("avx2", (Avx2Kernel<6, 2>), 6, 16));
