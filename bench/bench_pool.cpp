@@ -82,22 +82,36 @@ std::pair<double, double> Time(int reps, F&& run) {
   return {wall[0], wall[reps / 2]};
 }
 
+// A conv's data (fixed patterns, no RNG) and its descriptor with a bias and
+// no epilogue, shared by the fused-pool comparisons below.
+struct ConvData {
+  std::vector<float> x, w, b, y;
+  ConvDesc conv;
+  explicit ConvData(const ConvShape& s)
+      : x(s.in_channels * s.in_h * s.in_w),
+        w(s.out_channels * s.in_channels * s.kernel_h * s.kernel_w),
+        b(s.out_channels, 0.1f),
+        y(s.out_channels * s.pixels()) {
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 97) * 0.01f - 0.4f;
+    for (size_t i = 0; i < w.size(); ++i) w[i] = float(i % 89) * 0.001f - 0.04f;
+    conv.shape = s;
+    conv.x = x.data();
+    conv.w = w.data();
+    conv.bias = b.data();
+    conv.y = y.data();
+  }
+};
+
 void BenchConvPool(int threads) {
   ConvShape s;
   s.in_channels = 512;
   s.in_h = s.in_w = s.out_h = s.out_w = 7;
   s.out_channels = 2048;
-  std::vector<float> x(512 * 49), w(2048 * 512), b(2048), r(2048 * 49), y(2048 * 49), pooled(2048),
-      packed;
-  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 97) * 0.01f - 0.4f;
-  for (size_t i = 0; i < w.size(); ++i) w[i] = float(i % 89) * 0.001f - 0.04f;
+  ConvData data(s);
+  std::vector<float> r(2048 * 49), pooled(2048), packed;
   for (size_t i = 0; i < r.size(); ++i) r[i] = float(i % 13) * 0.1f - 0.5f;
-  ConvDesc conv;
-  conv.shape = s;
-  conv.x = x.data();
-  conv.w = w.data();
-  conv.bias = b.data();
-  conv.y = y.data();
+  std::vector<float>& y = data.y;
+  ConvDesc& conv = data.conv;
   conv.epilogue = {EpilogueOp::Residual(r.data(), 49, 2048 * 49),
                    EpilogueOp::Act(EpilogueKind::kRelu)};
   ConvDesc fused = conv;
@@ -165,16 +179,10 @@ void BenchStemPool(int threads) {
   s.kernel_h = s.kernel_w = 7;
   s.stride_h = s.stride_w = 2;
   s.pad_top = s.pad_left = 3;
-  std::vector<float> x(3 * 224 * 224), w(64 * 3 * 49), b(64, 0.1f), y(64 * 112 * 112),
-      pooled(64 * 56 * 56), packed;
-  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 97) * 0.01f - 0.4f;
-  for (size_t i = 0; i < w.size(); ++i) w[i] = float(i % 89) * 0.001f - 0.04f;
-  ConvDesc conv;
-  conv.shape = s;
-  conv.x = x.data();
-  conv.w = w.data();
-  conv.bias = b.data();
-  conv.y = y.data();
+  ConvData data(s);
+  std::vector<float> pooled(64 * 56 * 56), packed;
+  std::vector<float>& y = data.y;
+  ConvDesc& conv = data.conv;
   conv.epilogue = {EpilogueOp::Act(EpilogueKind::kRelu)};
   ConvDesc fused = conv;
   fused.y = pooled.data();

@@ -5,6 +5,7 @@
 #include <random>
 #include <utility>
 
+#include "bench/conv_shapes.h"
 #include "kernels/microkernel.h"
 
 namespace fusetune::bench {
@@ -18,16 +19,7 @@ using kernels::EpilogueKind;
 using kernels::EpilogueOp;
 
 ConvShape ShapeOf(const LayerSpec& l) {
-  ConvShape s;
-  s.in_channels = l.cin;
-  s.in_h = s.in_w = l.hw;
-  s.out_channels = l.cout;
-  s.kernel_h = s.kernel_w = l.k;
-  s.stride_h = s.stride_w = l.stride;
-  s.pad_top = s.pad_left = l.k / 2;
-  s.groups = l.groups;
-  s.out_h = s.out_w = (l.hw + 2 * (l.k / 2) - l.k) / l.stride + 1;
-  return s;
+  return SquareConvShape(l.cin, l.hw, l.cout, l.k, l.stride, l.groups);
 }
 
 std::vector<float> Random(size_t n, uint32_t seed) {
