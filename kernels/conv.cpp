@@ -86,8 +86,12 @@ std::string ConvMaxPool::ToString() const {
 }
 
 std::string ConvTiling::ToString() const {
-  return fmt::format("{} oc={} px={} k={} micro={}x{}", ConvAlgorithmName(algorithm), oc_block,
-                     pixel_block, k_block, mr, nr);
+  std::string text = fmt::format("{} oc={} px={} k={} micro={}x{}", ConvAlgorithmName(algorithm),
+                                 oc_block, pixel_block, k_block, mr, nr);
+  // NCHW, the layout of every record before layouts were searched, unsaid.
+  if (in_layout != ActivationLayout::kNCHW || out_layout != ActivationLayout::kNCHW)
+    text += fmt::format(" {}->{}", ActivationLayoutName(in_layout), ActivationLayoutName(out_layout));
+  return text;
 }
 
 Status ValidateConvShape(const ConvShape& s) {
@@ -263,6 +267,73 @@ void PoolColumnsOf(const ConvMaxPool& p, const float* padded, float* dst) {
     PoolColumns<0, 0>(padded, p.out_w, p.stride_w, p.kernel_w, dst);
 }
 
+// n floats of one channel to a plane whose positions lie `stride` apart.
+void WritePlaneRun(float* dst, int64_t stride, const float* src, int64_t n) {
+  if (stride == 1) {
+    std::memcpy(dst, src, sizeof(float) * n);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) dst[i * stride] = src[i];
+}
+
+// The tile's rows to Y in `layout`: NCHW rows stream out whole; in NHWC and
+// NCHW16c a position's channels are neighbours, so the rows interleave.
+void WriteTileRows(const ConvDesc& d, const ConvTile& t, const float* acc, int64_t ld,
+                   ActivationLayout layout) {
+  const ConvShape& s = d.shape;
+  const ActivationDims dims{s.batch, s.out_channels, s.out_h, s.out_w};
+  if (layout == ActivationLayout::kNCHW) {
+    float* out = d.y + (t.image * s.out_channels + t.oc0) * s.pixels() + t.p0;
+    for (int64_t r = 0; r < t.ocs; ++r) StreamOut(out + r * s.pixels(), acc + r * ld, t.ps);
+    return;
+  }
+  for (int64_t r = 0; r < t.ocs; ++r) {
+    const PlaneView view = ChannelPlane(layout, dims, t.image, t.oc0 + r);
+    WritePlaneRun(d.y + view.offset + t.p0 * view.pixel_stride, view.pixel_stride, acc + r * ld,
+                  t.ps);
+  }
+}
+
+// An epilogue operand of Y's shape (a residual, a tensor multiplied by) lies
+// in Y's layout: its strides are rewritten for rows [row0, row0 + rows) of
+// the tile, which NCHW16c keeps within one block of 16 channels.
+std::vector<EpilogueOp> EpilogueInLayout(const std::vector<EpilogueOp>& ops, const ConvShape& s,
+                                         ActivationLayout layout, int64_t block) {
+  std::vector<EpilogueOp> out = ops;
+  for (EpilogueOp& op : out) {
+    if (!op.reads_memory() || op.row_stride != s.pixels() || op.col_stride != 1) continue;
+    if (layout == ActivationLayout::kNHWC) {
+      op.row_stride = 1;
+      op.col_stride = s.out_channels;
+    } else if (layout == ActivationLayout::kNCHWc) {
+      // Channel c of block b at b*16*HW + (c - 16b) + p*16: rows one apart,
+      // the block's offset folded into the base.
+      op.data += block * kLayoutChannelBlock * (s.pixels() - 1);
+      op.row_stride = 1;
+      op.col_stride = kLayoutChannelBlock;
+    }
+  }
+  return out;
+}
+
+int64_t ApplyConvEpilogue(const ConvDesc& d, const ConvTile& t, float* acc, int64_t ld,
+                          ActivationLayout layout, RunMode mode) {
+  if (layout == ActivationLayout::kNCHW)
+    return ApplyEpilogue(d.epilogue, acc, ld, t.ocs, t.ps, t.image, t.oc0, t.p0, mode);
+  if (layout == ActivationLayout::kNHWC)
+    return ApplyEpilogue(EpilogueInLayout(d.epilogue, d.shape, layout, 0), acc, ld, t.ocs, t.ps,
+                         t.image, t.oc0, t.p0, mode);
+  int64_t read = 0;
+  for (int64_t r = 0; r < t.ocs;) {
+    const int64_t c = t.oc0 + r, block = c / kLayoutChannelBlock;
+    const int64_t rows = std::min(t.ocs - r, (block + 1) * kLayoutChannelBlock - c);
+    read += ApplyEpilogue(EpilogueInLayout(d.epilogue, d.shape, layout, block), acc + r * ld, ld,
+                          rows, t.ps, t.image, c, t.p0, mode);
+    r += rows;
+  }
+  return read;
+}
+
 // The padded row PoolColumns reads: -inf, then out_w columns, then -inf up
 // to the last window's end.
 int64_t PaddedPoolRow(const ConvShape& s, const ConvMaxPool& p) {
@@ -274,7 +345,7 @@ int64_t PaddedPoolRow(const ConvShape& s, const ConvMaxPool& p) {
 // skipped) into a padded row, then each window's max along it; the pooled
 // row goes to Y.
 void MaxPoolTileOut(const ConvDesc& d, const ConvTile& t, const float* acc, int64_t ld,
-                    RunMode mode, KernelStats* stats) {
+                    ActivationLayout layout, RunMode mode, KernelStats* stats) {
   const ConvShape& s = d.shape;
   const ConvMaxPool& p = d.max_pool;
   const int64_t first = t.p0 / s.out_w, last = first + t.ps / s.out_w;
@@ -283,10 +354,11 @@ void MaxPoolTileOut(const ConvDesc& d, const ConvTile& t, const float* acc, int6
   padded.assign(static_cast<size_t>(PaddedPoolRow(s, p)), -std::numeric_limits<float>::infinity());
   pooled.resize(static_cast<size_t>(p.out_w));
   float* vertical = padded.data() + p.pad_left;
-  const int64_t plane = p.out_h * p.out_w;
+  const ActivationDims pooled_dims{s.batch, s.out_channels, p.out_h, p.out_w};
   for (int64_t r = 0; r < t.ocs; ++r) {
     const float* rows = acc + r * ld - first * s.out_w;  // rows[oh * out_w + ow]
-    float* out = d.y + (t.image * s.out_channels + t.oc0 + r) * plane + t.pool_row0 * p.out_w;
+    const PlaneView view = ChannelPlane(layout, pooled_dims, t.image, t.oc0 + r);
+    float* out = d.y + view.offset + t.pool_row0 * p.out_w * view.pixel_stride;
     for (int64_t j = 0; j < t.pool_rows; ++j) {
       if (mode != RunMode::kCopyOnly) {
         const int64_t top = (t.pool_row0 + j) * p.stride_h - p.pad_top;
@@ -300,7 +372,8 @@ void MaxPoolTileOut(const ConvDesc& d, const ConvTile& t, const float* acc, int6
         PoolColumnsOf(p, padded.data(), pooled.data());
       }
       if (mode != RunMode::kComputeOnly)
-        std::memcpy(out + j * p.out_w, pooled.data(), sizeof(float) * p.out_w);
+        WritePlaneRun(out + j * p.out_w * view.pixel_stride, view.pixel_stride, pooled.data(),
+                      p.out_w);
     }
   }
   if (mode != RunMode::kComputeOnly)
@@ -310,9 +383,8 @@ void MaxPoolTileOut(const ConvDesc& d, const ConvTile& t, const float* acc, int6
 
 }  // namespace
 
-void FinishConvTile(const ConvDesc& d, const ConvTile& t, float* acc, int64_t ld, RunMode mode,
-                    KernelStats* stats) {
-  const ConvShape& s = d.shape;
+void FinishConvTile(const ConvDesc& d, const ConvTile& t, float* acc, int64_t ld,
+                    ActivationLayout y_layout, RunMode mode, KernelStats* stats) {
   if (d.bias != nullptr) {
     if (mode != RunMode::kComputeOnly)
       stats->bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * t.ocs;
@@ -323,17 +395,16 @@ void FinishConvTile(const ConvDesc& d, const ConvTile& t, float* acc, int64_t ld
         for (int64_t c = 0; c < t.ps; ++c) row[c] += b;
       }
   }
-  const int64_t read = ApplyEpilogue(d.epilogue, acc, ld, t.ocs, t.ps, t.image, t.oc0, t.p0, mode);
+  const int64_t read = ApplyConvEpilogue(d, t, acc, ld, y_layout, mode);
   if (d.global_pool != ConvGlobalPool::kNone) {
     if (mode != RunMode::kComputeOnly) stats->bytes_global_to_local += read;
     PoolTileOut(d, t, acc, ld, mode, stats);
   } else if (d.max_pool.active()) {
     if (mode != RunMode::kComputeOnly) stats->bytes_global_to_local += read;
-    MaxPoolTileOut(d, t, acc, ld, mode, stats);
+    MaxPoolTileOut(d, t, acc, ld, y_layout, mode, stats);
   } else if (mode != RunMode::kComputeOnly) {
     stats->bytes_global_to_local += read;
-    float* out = d.y + (t.image * s.out_channels + t.oc0) * s.pixels() + t.p0;
-    for (int64_t r = 0; r < t.ocs; ++r) StreamOut(out + r * s.pixels(), acc + r * ld, t.ps);
+    WriteTileRows(d, t, acc, ld, y_layout);
     stats->bytes_local_to_global += static_cast<int64_t>(sizeof(float)) * t.ocs * t.ps;
   }
   stats->tiles += 1;
@@ -382,6 +453,25 @@ Status CheckMaxPool(const ConvDesc& d, const ConvTiling& t) {
   return Status::Ok();
 }
 
+// Layouts (conv.h): every algorithm but im2col reads X in any layout (their
+// bands gather a channel plane's rows at any stride; im2col's gather plan
+// is one of NCHW offsets); a global pool writes [N, C], which has no layout.
+Status CheckLayouts(const ConvDesc& d, const ConvTiling& t) {
+  auto forbid = [&](const std::string& why) {
+    return Error(ErrorCode::kInvalidArgument, fmt::format("tiling {}: {}", t.ToString(), why));
+  };
+  if (Status s = LayoutApplies(t.in_layout, d.shape.in_channels); !s.ok())
+    return forbid("in_layout: " + s.error().message());
+  if (Status s = LayoutApplies(t.out_layout, d.shape.out_channels); !s.ok())
+    return forbid("out_layout: " + s.error().message());
+  if (t.in_layout != ActivationLayout::kNCHW && t.algorithm == ConvAlgorithm::kIm2colGemm)
+    return forbid(fmt::format("in_layout: {} reads NCHW input only",
+                              ConvAlgorithmName(t.algorithm)));
+  if (t.out_layout != ActivationLayout::kNCHW && d.global_pool != ConvGlobalPool::kNone)
+    return forbid("out_layout: a global pool's [N, C] output is NCHW");
+  return Status::Ok();
+}
+
 // MaxPoolTileOut's pooled-row staging.
 int64_t MaxPoolStagingBytes(const ConvDesc& d) {
   if (!d.max_pool.active()) return 0;
@@ -414,6 +504,7 @@ Status CheckConv(const ConvDesc& d, const ConvTiling& t, const KernelConfig& con
                        " needs whole rows, which a conv tile does not hold");
   const ConvAlgorithmOps& ops = OpsOf(t.algorithm);
   FT_RETURN_IF_ERROR(ops.check_tiling(d, t));
+  FT_RETURN_IF_ERROR(CheckLayouts(d, t));
   FT_RETURN_IF_ERROR(CheckMaxPool(d, t));
   if (d.global_pool != ConvGlobalPool::kNone &&
       conv_detail::AlgorithmWalk(d, t).position_blocks() != 1)

@@ -1,5 +1,7 @@
-// Convolution with fusion: Y = epilogue(conv(X, W) + bias), NCHW in and out,
-// 1-D convolutions as 2-D ones of height 1, grouped and depthwise included.
+// Convolution with fusion: Y = epilogue(conv(X, W) + bias), NCHW in and out
+// unless the tiling says otherwise (ConvTiling::in_layout, out_layout: NHWC
+// or NCHW16c), 1-D convolutions as 2-D ones of height 1, grouped and
+// depthwise included.
 // One template, several algorithms (the tiling chooses, the tuner searches):
 //
 //   kIm2colGemm  implicit GEMM: per group, Y[oc, pixel] = W[oc, (ic,kh,kw)] x
@@ -64,6 +66,7 @@
 
 #include "common/status.h"
 #include "kernels/epilogue.h"
+#include "kernels/layout.h"
 #include "kernels/traffic.h"
 
 namespace fusetune::kernels {
@@ -134,6 +137,12 @@ struct ConvTiling {
   int64_t pixel_block = 256;  // output positions per tile (Winograd: rounded to whole tiles)
   int64_t k_block = 256;      // reduction slice: im2col rows (ic*kh*kw), else input channels
   int mr = 8, nr = 32;        // the GEMM micro-tile (im2col and Winograd)
+  // How X and Y lie in memory (kernels/layout.h), and with them the
+  // residuals the epilogue reads (Y's layout). Every algorithm but im2col
+  // reads any input layout (im2col: NCHW); every one writes any output
+  // layout, but a global pool's [N, C] output is NCHW.
+  ActivationLayout in_layout = ActivationLayout::kNCHW;
+  ActivationLayout out_layout = ActivationLayout::kNCHW;
   std::string ToString() const;
   bool operator==(const ConvTiling&) const = default;
 };

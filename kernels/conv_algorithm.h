@@ -92,8 +92,9 @@ ConvTileWalk AlgorithmWalk(const ConvDesc& desc, const ConvTiling& tiling);
 // pool writes the tile's pooled rows. Counts the
 // bias, epilogue reads and the copy out in `stats`. kComputeOnly skips the
 // copies (and reads), kCopyOnly the arithmetic. May overwrite the tile.
+// Y and the epilogue's operands of Y's shape lie in `y_layout`.
 void FinishConvTile(const ConvDesc& desc, const ConvTile& tile, float* acc, int64_t ld,
-                    RunMode mode, KernelStats* stats);
+                    ActivationLayout y_layout, RunMode mode, KernelStats* stats);
 
 // The bytes ApplyEpilogue reads from global memory for a rows x cols tile:
 // what an estimate adds for a tile's epilogue operands.

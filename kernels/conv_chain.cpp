@@ -234,7 +234,8 @@ class TileRunner {
   // The whole chain for one tile: every block, bias, epilogue, copy out.
   void Run(const ConvTile& tile, KernelStats* stats) {
     Accumulate(tile, {0, Blocks(d_, t_)}, stats);
-    conv_detail::FinishConvTile(out_view_, tile, acc_, l_.out_ld, mode_, stats);
+    conv_detail::FinishConvTile(out_view_, tile, acc_, l_.out_ld, ActivationLayout::kNCHW, mode_,
+                                 stats);
   }
 
   // Blocks `r` of one tile, their partial project sums written to
@@ -484,7 +485,8 @@ KernelStats FinishSplit(const ConvChainDesc& d, const ConvChainTiling& t, const 
         // not on the last one's result (which a scale would drift to inf).
         std::fill(acc, acc + l.out_rows * l.out_ld, 0.0f);
       }
-      conv_detail::FinishConvTile(out_view, tile, acc, l.out_ld, mode, &stats);
+      conv_detail::FinishConvTile(out_view, tile, acc, l.out_ld, ActivationLayout::kNCHW, mode,
+                                   &stats);
     }
     StreamFence();  // this thread's streamed rows are visible before the join
     return stats;

@@ -237,7 +237,6 @@ KernelStats DepthwiseRunShare(const ConvDesc& d, const ConvTiling& t, const Kern
   if (mode == RunMode::kCopyOnly) std::fill(tile, tile + ocb * l.tile_ld, 0.0f);
   const std::vector<int64_t> offsets = DepthwiseTapOffsets(s, l.band);
   const int64_t taps = s.kernel_h * s.kernel_w;
-  const int64_t plane = s.in_h * s.in_w;
   ConvDesc unbiased = d;
   unbiased.bias = nullptr;
   KernelStats stats;
@@ -252,7 +251,7 @@ KernelStats DepthwiseRunShare(const ConvDesc& d, const ConvTiling& t, const Kern
     if (mode != RunMode::kComputeOnly) {
       int64_t read = 0;
       for (int64_t c = 0; c < tile_at.ocs; ++c)
-        read += CopyBand(s, d.x + (tile_at.image * s.in_channels + tile_at.oc0 + c) * plane, ih0, g,
+        read += CopyBand(s, d.x, InputPlane(d, t, tile_at.image, tile_at.oc0 + c), ih0, g,
                          band + c * l.band.floats());
       stats.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * read;
     }
@@ -262,7 +261,7 @@ KernelStats DepthwiseRunShare(const ConvDesc& d, const ConvTiling& t, const Kern
     if (mode != RunMode::kCopyOnly)
       ComputeTile(s, l, band, d.w + tile_at.oc0 * taps, d.bias ? d.bias + tile_at.oc0 : nullptr,
                   offsets, tile_at.ocs, rows, tile);
-    FinishConvTile(unbiased, tile_at, tile, l.tile_ld, mode, &stats);
+    FinishConvTile(unbiased, tile_at, tile, l.tile_ld, t.out_layout, mode, &stats);
   }
   return stats;
 }

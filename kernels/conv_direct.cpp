@@ -312,7 +312,6 @@ KernelStats DirectRunShare(const ConvDesc& d, const ConvTiling& t, const KernelC
   if (mode == RunMode::kCopyOnly)
     std::fill(out, out + std::min(t.oc_block, s.out_channels) * l.tile_ld, 0.0f);
   const std::vector<int64_t> tap_off = TapOffsets(s, l.band);
-  const int64_t plane = s.in_h * s.in_w;
   KernelStats stats;
   int64_t begin = 0, end = 0;
   walk.ShareOf(thread, config.threads, &begin, &end);
@@ -342,15 +341,15 @@ KernelStats DirectRunShare(const ConvDesc& d, const ConvTiling& t, const KernelC
       if (mode != RunMode::kComputeOnly && !reuse) {
         int64_t read = 0;
         for (int64_t ic = 0; ic < ics; ++ic)
-          read += CopyBand(s, d.x + (c.image * s.in_channels + ic0 + ic) * plane,
-                           BandFirstRow(s, oh0), g, band + ic * l.band.floats());
+          read += CopyBand(s, d.x, InputPlane(d, t, c.image, ic0 + ic), BandFirstRow(s, oh0), g,
+                           band + ic * l.band.floats());
         stats.bytes_global_to_local += 4 * read;
       }
       if (mode != RunMode::kCopyOnly)
         ComputeSlice(s, l, band, tap_off, w, w_vstride, vectors, rows, ics, ic0 > 0, acc);
     }
     if (mode != RunMode::kCopyOnly) Unblock(acc, c.ocs, c.ps, l.tile_ld, out);
-    FinishConvTile(d, c, out, l.tile_ld, mode, &stats);
+    FinishConvTile(d, c, out, l.tile_ld, t.out_layout, mode, &stats);
   }
   return stats;
 }

@@ -1,6 +1,7 @@
 #include "kernels/conv_rows.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "kernels/simd_math.h"
 
@@ -91,6 +92,34 @@ int64_t CopyBand(const ConvShape& s, const float* plane, int64_t ih0, const Band
       continue;
     }
     CopyRow(s, plane + ih * s.in_w, in_cols, g, pad_value, row);
+    ++rows_read;
+  }
+  return rows_read * in_cols;
+}
+
+const float* PlaneRow(const ConvShape& s, const float* x, const PlaneView& view, int64_t ih,
+                      float* scratch) {
+  const float* row = x + view.offset + ih * s.in_w * view.pixel_stride;
+  if (view.pixel_stride == 1) return row;
+  for (int64_t iw = 0; iw < s.in_w; ++iw) scratch[iw] = row[iw * view.pixel_stride];
+  return scratch;
+}
+
+int64_t CopyBand(const ConvShape& s, const float* x, const PlaneView& view, int64_t ih0,
+                 const BandGeometry& g, float* dst, float pad_value) {
+  if (view.pixel_stride == 1) return CopyBand(s, x + view.offset, ih0, g, dst, pad_value);
+  const int64_t in_cols = InCols(s, g);
+  thread_local std::vector<float> gathered;
+  gathered.resize(static_cast<size_t>(s.in_w));
+  int64_t rows_read = 0;
+  for (int64_t r = 0; r < g.rows; ++r) {
+    const int64_t ih = ih0 + r;
+    float* row = dst + r * g.row_floats;
+    if (ih < 0 || ih >= s.in_h) {
+      std::fill(row, row + g.row_floats, pad_value);
+      continue;
+    }
+    CopyRow(s, PlaneRow(s, x, view, ih, gathered.data()), in_cols, g, pad_value, row);
     ++rows_read;
   }
   return rows_read * in_cols;

@@ -38,6 +38,20 @@ inline int64_t TapOffset(const ConvShape& s, const BandGeometry& g, int64_t kh, 
 // KernelStats counts.
 int64_t CopyBand(const ConvShape& s, const float* plane, int64_t ih0, const BandGeometry& g,
                  float* dst, float pad_value = 0.0f);
+// CopyBand from channel plane `view` of X in any layout (kernels/layout.h):
+// rows whose positions lie apart are gathered first.
+int64_t CopyBand(const ConvShape& s, const float* x, const PlaneView& view, int64_t ih0,
+                 const BandGeometry& g, float* dst, float pad_value = 0.0f);
+// Input row ih of channel plane `view` as contiguous floats: in X itself
+// when the layout is NCHW, else gathered into `scratch` (in_w floats).
+const float* PlaneRow(const ConvShape& s, const float* x, const PlaneView& view, int64_t ih,
+                      float* scratch);
+// Channel c of image `image` of X, in the tiling's input layout.
+inline PlaneView InputPlane(const ConvDesc& d, const ConvTiling& t, int64_t image, int64_t c) {
+  const ConvShape& s = d.shape;
+  return ChannelPlane(t.in_layout, {s.batch, s.in_channels, s.in_h, s.in_w}, image, c);
+}
+
 // What CopyBand returns, without copying (the estimates).
 int64_t BandReadFloats(const ConvShape& s, int64_t ih0, const BandGeometry& g);
 

@@ -37,6 +37,7 @@
 #endif
 
 #include "kernels/conv_algorithm.h"
+#include "kernels/conv_rows.h"
 #include "kernels/conv_winograd.h"
 #include "kernels/microkernel.h"
 
@@ -372,6 +373,7 @@ class Runner {
     u_ = local_.Take(g_.u_floats);
     m_ = local_.Take(g_.m_floats);
     out_ = local_.Take(g_.out_floats);
+    row_.resize(static_cast<size_t>(s_.in_w));  // a gathered row of a non-NCHW X
     // Compute-only runs never copy: ordinary values keep the arithmetic representative.
     if (mode == RunMode::kComputeOnly) {
       std::fill(band_, band_ + g_.band_floats, 0.5f);
@@ -416,7 +418,7 @@ class Runner {
       else
         TransformOutput<2>(tile, rows, th);
     }
-    FinishConvTile(d_, tile, out_, tile.ps, mode_, &stats_);
+    FinishConvTile(d_, tile, out_, tile.ps, t_.out_layout, mode_, &stats_);
   }
 
   // One input row into its m column phases (dst[p * uw + u] = column u * m + p - pad_left).
@@ -449,7 +451,7 @@ class Runner {
     const int64_t rows_in = th * m + 2, cols = g_.uw * m;
     int64_t copied = 0;
     for (int64_t c = 0; c < kbh; ++c) {
-      const float* plane = d_.x + (image * s_.in_channels + ic0 + c) * s_.in_h * s_.in_w;
+      const PlaneView plane = InputPlane(d_, t_, image, ic0 + c);
       for (int64_t r = 0; r < rows_in; ++r) {
         float* dst = band_ + (c * g_.rows_in + r) * g_.band_row;
         const int64_t ih = oh0 + r - s_.pad_top;
@@ -457,7 +459,7 @@ class Runner {
           std::fill(dst, dst + g_.band_row, 0.0f);
           continue;
         }
-        SplitRow(plane + ih * s_.in_w, dst);
+        SplitRow(PlaneRow(s_, d_.x, plane, ih, row_.data()), dst);
         copied += std::max<int64_t>(0, std::min(cols - s_.pad_left, s_.in_w));
       }
     }
@@ -647,6 +649,7 @@ class Runner {
   const MicroKernel* mk_;
   LocalBuffer local_;
   float *band_, *v_, *u_, *m_, *out_;
+  std::vector<float> row_;
   int64_t u_oc0_ = -1, u_ic0_ = -1;  // the channels and slice U holds
   bool has_v_ = false;
   ConvTile v_band_;                // the band V holds (single-slice runs)

@@ -1,0 +1,161 @@
+#include "kernels/layout.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace fusetune::kernels {
+
+const char* ActivationLayoutName(ActivationLayout layout) {
+  switch (layout) {
+    case ActivationLayout::kNCHW:
+      return "nchw";
+    case ActivationLayout::kNHWC:
+      return "nhwc";
+    case ActivationLayout::kNCHWc:
+      return "nchw16c";
+  }
+  return "?";
+}
+
+std::optional<ActivationLayout> ActivationLayoutFromName(const std::string& name) {
+  for (int i = 0; i < kNumActivationLayouts; ++i) {
+    const auto layout = static_cast<ActivationLayout>(i);
+    if (name == ActivationLayoutName(layout)) return layout;
+  }
+  return std::nullopt;
+}
+
+Status LayoutApplies(ActivationLayout layout, int64_t channels) {
+  if (layout == ActivationLayout::kNCHWc && channels % kLayoutChannelBlock != 0)
+    return Error(ErrorCode::kInvalidArgument,
+                 fmt::format("layout {}: {} channels are not a multiple of {}",
+                             ActivationLayoutName(layout), channels, kLayoutChannelBlock));
+  return Status::Ok();
+}
+
+PlaneView ChannelPlane(ActivationLayout layout, const ActivationDims& d, int64_t n, int64_t c) {
+  const int64_t image = n * d.channels * d.plane();
+  switch (layout) {
+    case ActivationLayout::kNCHW:
+      return {image + c * d.plane(), 1};
+    case ActivationLayout::kNHWC:
+      return {image + c, d.channels};
+    case ActivationLayout::kNCHWc: {
+      const int64_t block = c / kLayoutChannelBlock, lane = c % kLayoutChannelBlock;
+      return {image + block * kLayoutChannelBlock * d.plane() + lane, kLayoutChannelBlock};
+    }
+  }
+  return {};
+}
+
+std::string LayoutTransformDesc::ToString() const {
+  return fmt::format("layout {} -> {} {}x{}x{}x{}", ActivationLayoutName(from),
+                     ActivationLayoutName(to), dims.batch, dims.channels, dims.height, dims.width);
+}
+
+namespace {
+
+constexpr int64_t kTileChannels = kLayoutChannelBlock;
+constexpr int64_t kTilePositions = 1024;
+
+struct TransformTile {
+  int64_t image, c0, cs, p0, ps;
+};
+
+struct TransformWalk {
+  int64_t channel_blocks, position_blocks;
+  int64_t size(const ActivationDims& d) const { return d.batch * channel_blocks * position_blocks; }
+  // Positions innermost: a thread's consecutive tiles read neighbouring memory.
+  TransformTile At(const ActivationDims& d, int64_t i) const {
+    const int64_t pb = i % position_blocks, cb = (i / position_blocks) % channel_blocks;
+    const int64_t image = i / (position_blocks * channel_blocks);
+    const int64_t c0 = cb * kTileChannels, p0 = pb * kTilePositions;
+    return {image, c0, std::min(kTileChannels, d.channels - c0), p0,
+            std::min(kTilePositions, d.plane() - p0)};
+  }
+};
+
+TransformWalk WalkOf(const ActivationDims& d) {
+  return {(d.channels + kTileChannels - 1) / kTileChannels,
+          (d.plane() + kTilePositions - 1) / kTilePositions};
+}
+
+// Channel rows of a tile [c][p] from X, or to Y: a plane with unit stride
+// is a block copy, else a strided gather or scatter (cache lines shared by
+// the tile's neighbouring channels stay in L1 between rows).
+void CopyIn(const LayoutTransformDesc& d, const TransformTile& t, float* tile) {
+  for (int64_t c = 0; c < t.cs; ++c) {
+    const PlaneView v = ChannelPlane(d.from, d.dims, t.image, t.c0 + c);
+    const float* src = d.x + v.offset + t.p0 * v.pixel_stride;
+    float* row = tile + c * kTilePositions;
+    if (v.pixel_stride == 1) {
+      std::memcpy(row, src, sizeof(float) * t.ps);
+    } else {
+      for (int64_t p = 0; p < t.ps; ++p) row[p] = src[p * v.pixel_stride];
+    }
+  }
+}
+
+void CopyOut(const LayoutTransformDesc& d, const TransformTile& t, const float* tile) {
+  for (int64_t c = 0; c < t.cs; ++c) {
+    const PlaneView v = ChannelPlane(d.to, d.dims, t.image, t.c0 + c);
+    float* dst = d.y + v.offset + t.p0 * v.pixel_stride;
+    const float* row = tile + c * kTilePositions;
+    if (v.pixel_stride == 1) {
+      std::memcpy(dst, row, sizeof(float) * t.ps);
+    } else {
+      for (int64_t p = 0; p < t.ps; ++p) dst[p * v.pixel_stride] = row[p];
+    }
+  }
+}
+
+}  // namespace
+
+Status ValidateLayoutTransform(const LayoutTransformDesc& d, const KernelConfig& config) {
+  auto bad = [&](const std::string& what) {
+    return Error(ErrorCode::kInvalidArgument, fmt::format("{}: {}", d.ToString(), what));
+  };
+  if (d.dims.batch < 1 || d.dims.channels < 1 || d.dims.height < 1 || d.dims.width < 1)
+    return bad("batch, channels, height and width must be positive");
+  if (d.x == nullptr || d.y == nullptr) return bad("x and y must be set");
+  if (d.x == d.y) return bad("x and y must not be the same buffer");
+  FT_RETURN_IF_ERROR(LayoutApplies(d.from, d.dims.channels));
+  FT_RETURN_IF_ERROR(LayoutApplies(d.to, d.dims.channels));
+  if (config.threads < 1) return bad("config.threads must be positive");
+  if (config.local_buffer_bytes < sizeof(float) * kTileChannels * kTilePositions)
+    return bad(fmt::format("a tile needs {} bytes of local buffer, the target has {}",
+                           sizeof(float) * kTileChannels * kTilePositions,
+                           config.local_buffer_bytes));
+  return Status::Ok();
+}
+
+Result<KernelStats> RunLayoutTransform(const LayoutTransformDesc& d, const KernelConfig& config,
+                                       RunMode mode) {
+  FT_RETURN_IF_ERROR(ValidateLayoutTransform(d, config));
+  const TransformWalk walk = WalkOf(d.dims);
+  const int64_t tiles = walk.size(d.dims);
+  return RunThreadShares(config.threads, [&](int thread) {
+    LocalBuffer local(config.local_buffer_bytes);
+    float* tile = local.Take(kTileChannels * kTilePositions);
+    KernelStats stats;
+    for (int64_t i = tiles * thread / config.threads; i < tiles * (thread + 1) / config.threads;
+         ++i) {
+      const TransformTile t = walk.At(d.dims, i);
+      const int64_t bytes = static_cast<int64_t>(sizeof(float)) * t.cs * t.ps;
+      // A transform is all copies: compute-only runs have nothing to do.
+      if (mode != RunMode::kComputeOnly) {
+        CopyIn(d, t, tile);
+        CopyOut(d, t, tile);
+        stats.bytes_global_to_local += bytes;
+        stats.bytes_local_to_global += bytes;
+      }
+      stats.tiles += 1;
+    }
+    return stats;
+  });
+}
+
+}  // namespace fusetune::kernels

@@ -1,0 +1,212 @@
+// Activation layouts (kernels/layout.h): the transform kernel against the
+// layouts' index arithmetic, and the convolution template reading X and
+// writing Y (with the residual its epilogue adds) in NHWC and NCHW16c,
+// every algorithm that reads each layout, against the double reference
+// conv; what cannot be held in a layout, or read by an algorithm, is refused.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/conv.h"
+#include "kernels/conv_winograd.h"
+#include "kernels/layout.h"
+#include "tests/kernels/conv_test_util.h"
+
+namespace fusetune::kernels {
+namespace {
+
+using testing::MakeShape;
+using testing::Tiling;
+
+constexpr ActivationLayout kLayouts[] = {ActivationLayout::kNCHW, ActivationLayout::kNHWC,
+                                         ActivationLayout::kNCHWc};
+
+// `nchw` rearranged into `layout` by the index arithmetic alone.
+std::vector<float> ToLayout(const std::vector<float>& nchw, const ActivationDims& d,
+                            ActivationLayout layout) {
+  std::vector<float> out(nchw.size());
+  for (int64_t n = 0; n < d.batch; ++n)
+    for (int64_t c = 0; c < d.channels; ++c)
+      for (int64_t h = 0; h < d.height; ++h)
+        for (int64_t w = 0; w < d.width; ++w)
+          out[ElementIndex(layout, d, n, c, h, w)] =
+              nchw[((n * d.channels + c) * d.height + h) * d.width + w];
+  return out;
+}
+
+std::vector<float> FromLayout(const std::vector<float>& data, const ActivationDims& d,
+                              ActivationLayout layout) {
+  std::vector<float> nchw(data.size());
+  for (int64_t n = 0; n < d.batch; ++n)
+    for (int64_t c = 0; c < d.channels; ++c)
+      for (int64_t h = 0; h < d.height; ++h)
+        for (int64_t w = 0; w < d.width; ++w)
+          nchw[((n * d.channels + c) * d.height + h) * d.width + w] =
+              data[ElementIndex(layout, d, n, c, h, w)];
+  return nchw;
+}
+
+std::vector<float> Iota(int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(i);
+  return v;
+}
+
+TEST(LayoutNames, RoundTrip) {
+  for (ActivationLayout l : kLayouts)
+    EXPECT_EQ(ActivationLayoutFromName(ActivationLayoutName(l)), l);
+  EXPECT_FALSE(ActivationLayoutFromName("nchw8c").has_value());
+}
+
+TEST(LayoutTransform, EveryPairMatchesTheIndexArithmetic) {
+  // 2 images, a plane of 1100 positions (two position blocks), 48 channels.
+  const ActivationDims d{2, 48, 25, 44};
+  const std::vector<float> nchw = Iota(d.elements());
+  for (ActivationLayout from : kLayouts)
+    for (ActivationLayout to : kLayouts) {
+      const std::vector<float> x = ToLayout(nchw, d, from);
+      std::vector<float> y(x.size(), -1.0f);
+      for (int threads : {1, 2}) {
+        const Result<KernelStats> stats = RunLayoutTransform(
+            {d, from, to, x.data(), y.data()}, KernelConfig{1 << 20, threads});
+        ASSERT_TRUE(stats.ok()) << stats.error().message();
+        EXPECT_EQ(y, ToLayout(nchw, d, to))
+            << ActivationLayoutName(from) << " -> " << ActivationLayoutName(to);
+        EXPECT_EQ(stats->bytes_global_to_local, 4 * d.elements());
+        EXPECT_EQ(stats->bytes_local_to_global, 4 * d.elements());
+      }
+    }
+}
+
+TEST(LayoutTransform, RefusesWhatALayoutCannotHold) {
+  const ActivationDims d{1, 24, 4, 4};  // 24 channels: not whole blocks of 16
+  std::vector<float> x(d.elements()), y(d.elements());
+  const Result<KernelStats> blocked = RunLayoutTransform(
+      {d, ActivationLayout::kNCHW, ActivationLayout::kNCHWc, x.data(), y.data()}, KernelConfig{});
+  ASSERT_FALSE(blocked.ok());
+  EXPECT_NE(blocked.error().message().find("not a multiple of 16"), std::string::npos);
+  EXPECT_TRUE(RunLayoutTransform(
+                  {d, ActivationLayout::kNCHW, ActivationLayout::kNHWC, x.data(), y.data()},
+                  KernelConfig{})
+                  .ok());
+  EXPECT_FALSE(RunLayoutTransform(
+                   {d, ActivationLayout::kNCHW, ActivationLayout::kNHWC, x.data(), x.data()},
+                   KernelConfig{})
+                   .ok());
+}
+
+double ToleranceOf(ConvAlgorithm a) {
+  if (a == ConvAlgorithm::kWinograd4) return kWinograd4Tolerance;
+  if (a == ConvAlgorithm::kWinograd2) return kWinograd2Tolerance;
+  return 1e-5;
+}
+
+// Runs `t` on `c` with X, the residual and Y in the tiling's layouts and
+// returns the largest error of Y (back in NCHW) against the reference.
+double RunInLayouts(testing::RandomConv& c, const ConvTiling& t, int threads) {
+  const ConvShape& s = c.d.shape;
+  const ActivationDims in{s.batch, s.in_channels, s.in_h, s.in_w};
+  const ActivationDims out{s.batch, s.out_channels, s.out_h, s.out_w};
+  const std::vector<double> want = c.Want();
+  const std::vector<float> x = ToLayout(c.x, in, t.in_layout);
+  const std::vector<float> r = c.r.empty() ? c.r : ToLayout(c.r, out, t.out_layout);
+  ConvDesc d = c.d;
+  d.x = x.data();
+  for (EpilogueOp& op : d.epilogue)
+    if (op.kind == EpilogueKind::kResidualAdd) op.data = r.data();
+  testing::ConvRun run;
+  c.d = d;
+  if (!c.Run(t, threads, 1 << 20, &run)) return 1e9;
+  const std::vector<float> y = FromLayout(c.y, out, t.out_layout);
+  double err = 0, scale = 1e-6;
+  for (size_t i = 0; i < want.size(); ++i) {
+    err = std::max(err, std::abs(double(y[i]) - want[i]));
+    scale = std::max(scale, std::abs(want[i]));
+  }
+  return err / scale;
+}
+
+struct LayoutCase {
+  ConvShape shape;
+  std::vector<ConvAlgorithm> algorithms;
+};
+
+std::vector<LayoutCase> LayoutCases() {
+  using A = ConvAlgorithm;
+  return {
+      // 3x3 stride 1: every algorithm; 2 images.
+      {MakeShape(2, 32, 10, 9, 48, 3, 1, 1),
+       {A::kIm2colGemm, A::kDirect, A::kWinograd2, A::kWinograd4}},
+      // stride 2, a 1x1 conv, and depthwise.
+      {MakeShape(1, 16, 13, 11, 32, 3, 2, 1), {A::kIm2colGemm, A::kDirect}},
+      {MakeShape(1, 32, 7, 7, 64, 1), {A::kIm2colGemm, A::kDirect}},
+      {MakeShape(1, 32, 12, 12, 32, 3, 1, 1, 1, 32), {A::kDepthwise}},
+  };
+}
+
+TEST(ConvLayouts, EveryAlgorithmReadsAndWritesEachLayout) {
+  for (const LayoutCase& lc : LayoutCases())
+    for (ConvAlgorithm a : lc.algorithms)
+      for (ActivationLayout in : kLayouts)
+        for (ActivationLayout out : kLayouts) {
+          if (a == ConvAlgorithm::kIm2colGemm && in != ActivationLayout::kNCHW) continue;
+          // 24 output channels a block (direct's are vectors of 16): tiles
+          // that straddle NCHW16c's blocks.
+          for (int64_t oc_block : {int64_t{16}, int64_t{a == ConvAlgorithm::kDirect ? 48 : 24}}) {
+            const int64_t nr = a == ConvAlgorithm::kIm2colGemm ? 32 : 1;
+            ConvTiling t = Tiling(a, oc_block, 2 * lc.shape.out_w * nr, 16);
+            t.in_layout = in;
+            t.out_layout = out;
+            testing::RandomConv c(lc.shape, true, /*residual_relu=*/true, 11,
+                                  lc.shape.batch * lc.shape.out_channels * lc.shape.pixels());
+            for (int threads : {1, 2})
+              EXPECT_LE(RunInLayouts(c, t, threads), ToleranceOf(a))
+                  << lc.shape.ToString() << " " << t.ToString() << " threads " << threads;
+          }
+        }
+}
+
+TEST(ConvLayouts, AMaxPooledConvWritesItsPooledPlanesInTheLayout) {
+  const ConvShape s = MakeShape(1, 16, 14, 14, 32, 3, 1, 1);
+  const ConvMaxPool pool{3, 3, 2, 2, 1, 1, 7, 7};
+  const ActivationDims pooled{1, 32, 7, 7};
+  for (ActivationLayout out : kLayouts) {
+    testing::RandomConv nchw(s, true, false, 3, pooled.elements());
+    nchw.d.max_pool = pool;
+    testing::RandomConv laid(s, true, false, 3, pooled.elements());
+    laid.d.max_pool = pool;
+    ConvTiling t = Tiling(ConvAlgorithm::kDirect, 16, 5 * s.out_w, 16);
+    testing::ConvRun run;
+    ASSERT_TRUE(nchw.Run(t, 2, 1 << 20, &run));
+    t.out_layout = out;
+    ASSERT_TRUE(laid.Run(t, 2, 1 << 20, &run));
+    EXPECT_EQ(FromLayout(laid.y, pooled, out), nchw.y) << ActivationLayoutName(out);
+  }
+}
+
+TEST(ConvLayouts, RefusesLayoutsItCannotHoldOrRead) {
+  const ConvShape s = MakeShape(1, 24, 8, 8, 32, 3, 1, 1);
+  testing::RandomConv c(s, true, false, 1, s.out_channels * s.pixels());
+  const KernelConfig config;
+  auto refusal = [&](ConvTiling t, ActivationLayout in, ActivationLayout out) {
+    t.in_layout = in;
+    t.out_layout = out;
+    const Status st = ValidateConv(c.d, t, config);
+    return st.ok() ? std::string() : st.error().message();
+  };
+  const ConvTiling direct = Tiling(ConvAlgorithm::kDirect, 16, 64, 16);
+  EXPECT_NE(refusal(direct, ActivationLayout::kNCHWc, ActivationLayout::kNCHW).find("in_layout"),
+            std::string::npos);  // 24 input channels
+  EXPECT_EQ(refusal(direct, ActivationLayout::kNHWC, ActivationLayout::kNCHWc), "");
+  const ConvTiling im2col = Tiling(ConvAlgorithm::kIm2colGemm, 16, 64, 16);
+  EXPECT_NE(refusal(im2col, ActivationLayout::kNHWC, ActivationLayout::kNCHW)
+                .find("im2col_gemm reads NCHW input only"),
+            std::string::npos);
+  c.d.global_pool = ConvGlobalPool::kAverage;
+  EXPECT_NE(refusal(direct, ActivationLayout::kNCHW, ActivationLayout::kNHWC).find("global pool"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace fusetune::kernels
