@@ -186,7 +186,9 @@ TilingSpace::TilingSpace(const KernelInstance& k, const kernels::KernelConfig& c
                  {"oc_block", lists.oc},
                  {"pixel_block", lists.px},
                  {"k_block", lists.k},
-                 {"micro", Range(MicroShapes().size())}};
+                 {"micro", Range(MicroShapes().size())},
+                 {"in_layout", Range(kernels::kNumActivationLayouts)},
+                 {"out_layout", Range(kernels::kNumActivationLayouts)}};
       break;
     }
     case KernelTemplate::kConvChain: {
@@ -250,6 +252,8 @@ Tiling TilingSpace::At(const std::vector<int>& c) const {
       t.k_block = v(3);
       t.mr = MicroShapes()[v(4)].first;
       t.nr = MicroShapes()[v(4)].second;
+      t.in_layout = static_cast<kernels::ActivationLayout>(v(5));
+      t.out_layout = static_cast<kernels::ActivationLayout>(v(6));
       return t;
     }
     case KernelTemplate::kPool:
@@ -277,8 +281,13 @@ std::vector<int64_t> TilingValues(const Tiling& t) {
   if (auto* x = std::get_if<kernels::AttentionTiling>(&t))
     values = {x->br, x->bc, MicroIndex(x->mr, x->nr)};
   if (auto* x = std::get_if<kernels::ConvTiling>(&t))
-    values = {static_cast<int>(x->algorithm), x->oc_block, x->pixel_block, x->k_block,
-              MicroIndex(x->mr, x->nr)};
+    values = {static_cast<int>(x->algorithm),
+              x->oc_block,
+              x->pixel_block,
+              x->k_block,
+              MicroIndex(x->mr, x->nr),
+              static_cast<int>(x->in_layout),
+              static_cast<int>(x->out_layout)};
   if (auto* x = std::get_if<kernels::PoolTiling>(&t)) values = {x->channel_block, x->row_block};
   if (auto* x = std::get_if<kernels::ConvChainTiling>(&t))
     values = {x->rows, x->e_block, MicroIndex(x->mr, x->nr), x->split_expanded ? 1 : 0};
@@ -636,6 +645,20 @@ std::string TextField(const TilingFields& fields, const char* name) {
   return text != nullptr ? *text : std::string();
 }
 
+// An activation layout by name; absent is NCHW (records from before layouts
+// were a dimension).
+FusionDecision LayoutField(const TilingFields& fields, const char* name,
+                           kernels::ActivationLayout* out) {
+  if (FindField(fields, name) == nullptr) return FusionDecision::Allow();
+  const std::string text = TextField(fields, name);
+  const std::optional<kernels::ActivationLayout> layout = kernels::ActivationLayoutFromName(text);
+  if (!layout)
+    return FusionDecision::Forbid(
+        fmt::format("tiling.{} \"{}\" is not a layout (nchw, nhwc, nchw16c)", name, text));
+  *out = *layout;
+  return FusionDecision::Allow();
+}
+
 }  // namespace
 
 json TilingToJson(const Tiling& t) {
@@ -659,7 +682,9 @@ json TilingToJson(const Tiling& t) {
             {"pixel_block", x->pixel_block},
             {"k_block", x->k_block},
             {"mr", x->mr},
-            {"nr", x->nr}};
+            {"nr", x->nr},
+            {"in_layout", kernels::ActivationLayoutName(x->in_layout)},
+            {"out_layout", kernels::ActivationLayoutName(x->out_layout)}};
   if (auto* x = std::get_if<kernels::PoolTiling>(&t))
     return {{"channel_block", x->channel_block}, {"row_block", x->row_block}};
   if (auto* x = std::get_if<kernels::ConvChainTiling>(&t))
@@ -736,6 +761,9 @@ FusionDecision TilingFromFields(KernelTemplate kind, const TilingFields& fields,
       FT_RETURN_IF_DECISION(Field(fields, "k_block", &t.k_block));
       FT_RETURN_IF_DECISION(Field(fields, "mr", &t.mr));
       FT_RETURN_IF_DECISION(Field(fields, "nr", &t.nr));
+      // Absent in the records from before layouts were searched: NCHW.
+      FT_RETURN_IF_DECISION(LayoutField(fields, "in_layout", &t.in_layout));
+      FT_RETURN_IF_DECISION(LayoutField(fields, "out_layout", &t.out_layout));
       *out = t;
       return FusionDecision::Allow();
     }

@@ -31,19 +31,40 @@ Result<std::unique_ptr<KernelProgram>> KernelProgram::Compile(fusion_space::Fusi
   if (!valid) return Error(ErrorCode::kInvalidArgument, "invalid plan: " + valid.reason());
   const graph::Graph& g = space.graph();
   std::unique_ptr<KernelProgram> exe(new KernelProgram(g, space.config()));
-  exe->steps_.reserve(plan.groups.size());
+  std::vector<LayoutStep> groups;
+  groups.reserve(plan.groups.size());
   for (const fusion_space::PlanGroup& group : plan.groups)
-    exe->steps_.push_back({space.Match(group.nodes).instance, group.tiling, false, {}});
+    groups.push_back({space.Match(group.nodes).instance, group.tiling, std::nullopt, {}});
+  FT_ASSIGN_OR_RETURN(PlacedLayouts placed, PlaceLayouts(g, std::move(groups)));
+  exe->copy_bytes_ = std::move(placed.copy_bytes);
+  exe->layout_transforms_ = placed.transforms;
+  exe->steps_.reserve(placed.steps.size());
+  for (LayoutStep& s : placed.steps) {
+    exe->steps_.push_back(
+        {std::move(s.instance), std::move(s.tiling), false, {}, s.transform, std::move(s.renamed)});
+  }
 
-  // Lifetimes of the values the steps write, by value id.
+  // Lifetimes of the values the steps write, by value id (the layout plan's
+  // copies after the graph's values).
   const int64_t steps = static_cast<int64_t>(exe->steps_.size());
-  std::vector<BufferLifetime> life(g.values.size(), BufferLifetime{graph::kNoValue, 0, -1, -1});
+  const size_t values = g.values.size();
+  auto bytes = [&](graph::ValueId v) {
+    return static_cast<size_t>(v) < values ? static_cast<int64_t>(g.type(v).nbytes())
+                                           : exe->copy_bytes_[static_cast<size_t>(v) - values];
+  };
+  std::vector<BufferLifetime> life(values + exe->copy_bytes_.size(),
+                                   BufferLifetime{graph::kNoValue, 0, -1, -1});
   for (int64_t s = 0; s < steps; ++s) {
-    const fusion_space::KernelInstance& k = exe->steps_[s].instance;
-    for (graph::ValueId v : k.inputs)
+    const Step& step = exe->steps_[s];
+    std::vector<graph::ValueId> reads = step.instance.inputs, writes = step.instance.outputs;
+    if (step.transform) {
+      reads = {step.transform->from_value};
+      writes = {step.transform->to_value};
+    }
+    for (auto [value, copy] : step.renamed) reads.push_back(copy);
+    for (graph::ValueId v : reads)
       if (life[v].value != graph::kNoValue) life[v].last_step = s;
-    for (graph::ValueId v : k.outputs)
-      life[v] = {v, static_cast<int64_t>(g.type(v).nbytes()), s, s};
+    for (graph::ValueId v : writes) life[v] = {v, bytes(v), s, s};
   }
   // Graph outputs live in the tensors a run returns, not in the arena.
   for (graph::ValueId v : g.outputs)
@@ -149,8 +170,11 @@ Status KernelProgram::RunReferenceStep(const Step& step, StepReport* report) {
     if (graph_.value(v).is_constant() || graph_.value(v).is_input) {
       inputs.push_back(feeds_[v]);
     } else {
+      graph::ValueId held = v;  // a copy in NCHW when v's writer wrote another layout
+      for (auto [value, copy] : step.renamed)
+        if (value == v) held = copy;
       graph::Tensor t(graph_.type(v).dtype, graph_.type(v).dims);
-      std::memcpy(t.raw(), Address(v), t.nbytes());
+      std::memcpy(t.raw(), Address(held), t.nbytes());
       inputs.push_back(std::move(t));
     }
     report->stats.bytes_global_to_local += static_cast<int64_t>(graph_.type(v).nbytes());
@@ -240,8 +264,29 @@ void KernelProgram::PrePackConvChainWeights(const graph::Graph& graph,
   step.packed_b.push_back(std::move(w));
 }
 
+Result<kernels::KernelStats> KernelProgram::RunTransformStep(const Step& step,
+                                                             kernels::RunMode mode) {
+  const LayoutTransformStep& t = *step.transform;
+  kernels::LayoutTransformDesc d{t.dims, t.from, t.to,
+                                 reinterpret_cast<const float*>(Address(t.from_value)),
+                                 reinterpret_cast<float*>(Address(t.to_value))};
+  return kernels::RunLayoutTransform(d, config_, mode);
+}
+
 Result<StepReport> KernelProgram::RunStep(Step& step, kernels::RunMode mode) {
   StepReport report;
+  if (step.transform) {
+    const LayoutTransformStep& t = *step.transform;
+    report.kernel = fmt::format("layout {} -> {}", kernels::ActivationLayoutName(t.from),
+                                kernels::ActivationLayoutName(t.to));
+    report.layout_transform = true;
+    const auto start = std::chrono::steady_clock::now();
+    Result<kernels::KernelStats> stats = RunTransformStep(step, mode);
+    if (!stats.ok()) return stats.error().WithContext(report.kernel);
+    report.stats = *stats;
+    report.seconds = Since(start);
+    return report;
+  }
   report.kernel = step.instance.summary;
   report.tiling = fusion_space::TilingToString(step.tiling);
   const auto start = std::chrono::steady_clock::now();

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,12 +17,14 @@
 #include "fusion_space/space.h"
 #include "graph/reference_executor.h"
 #include "runtime/buffer_plan.h"
+#include "runtime/layout_plan.h"
 
 namespace fusetune::runtime {
 
 struct StepReport {
   std::string kernel;  // the instance summary
   std::string tiling;
+  bool layout_transform = false;  // a transform the program placed (layout_plan.h)
   kernels::KernelStats stats;  // reference steps: bytes of their inputs and outputs
   double seconds = 0;
 };
@@ -56,6 +59,8 @@ class KernelProgram {
   int64_t packed_weight_bytes() const;
   const graph::Graph& graph() const { return graph_; }
   int64_t num_steps() const { return static_cast<int64_t>(steps_.size()); }
+  // Layout transforms the program placed between its steps (layout_plan.h).
+  int64_t layout_transforms() const { return layout_transforms_; }
 
  private:
   // A GEMM output's constant B in the panel layout of the step's tiling, or
@@ -70,6 +75,8 @@ class KernelProgram {
     fusion_space::Tiling tiling;
     bool prepared = false;  // packed_b built (first run)
     std::vector<PackedWeight> packed_b;
+    std::optional<LayoutTransformStep> transform;  // set: a layout transform
+    std::vector<std::pair<graph::ValueId, graph::ValueId>> renamed;  // reference reads moved
   };
   KernelProgram(const graph::Graph& graph, kernels::KernelConfig config)
       : graph_(graph), config_(config) {}
@@ -90,10 +97,13 @@ class KernelProgram {
   std::byte* Address(graph::ValueId v);
   graph::Tensor* FindOutput(graph::ValueId v);  // null unless a step writes v into outputs_
   Status RunReferenceStep(const Step& step, StepReport* report);
+  Result<kernels::KernelStats> RunTransformStep(const Step& step, kernels::RunMode mode);
 
   const graph::Graph& graph_;
   kernels::KernelConfig config_;
   std::vector<Step> steps_;
+  std::vector<int64_t> copy_bytes_;  // values the layout plan added, after the graph's
+  int64_t layout_transforms_ = 0;
   BufferPlan buffers_;
   std::unique_ptr<std::byte, void (*)(std::byte*)> arena_{nullptr, nullptr};
   std::vector<graph::Tensor> feeds_;  // by ValueId, while running
