@@ -72,6 +72,19 @@ struct RunSamples {
   kernels::KernelStats stats;
 };
 
+// A group measured alone: its edge transforms out of the run's time and
+// traffic (MeasureOptions::time_layout_transforms).
+void SubtractLayoutTransforms(runtime::RunReport* report) {
+  for (const runtime::StepReport& step : report->steps) {
+    if (!step.layout_transform) continue;
+    report->seconds -= step.seconds;
+    report->total.busy_seconds -= step.stats.busy_seconds;
+    report->total.bytes_global_to_local -= step.stats.bytes_global_to_local;
+    report->total.bytes_local_to_global -= step.stats.bytes_local_to_global;
+    report->total.tiles -= step.stats.tiles;
+  }
+}
+
 // Runs in `mode` until the options' minimum count and time are reached.
 Result<RunSamples> Repeat(runtime::KernelProgram& exe, const graph::TensorMap& feeds,
                           const MeasureOptions& options, const MeasureHooks& hooks,
@@ -83,6 +96,7 @@ Result<RunSamples> Repeat(runtime::KernelProgram& exe, const graph::TensorMap& f
     if (options.flush_caches) FlushCaches(exe, feeds);
     runtime::RunReport report;
     FT_ASSIGN_OR_RETURN(samples.outputs, exe.Run(feeds, &report, mode));
+    if (!options.time_layout_transforms) SubtractLayoutTransforms(&report);
     samples.wall.push_back(report.seconds);
     samples.busy.push_back(report.total.busy_seconds);
     samples.overhead.push_back(std::max(0.0, report.seconds - report.total.busy_seconds));
@@ -189,7 +203,7 @@ MeasureResult MeasureProgram(runtime::KernelProgram& exe, const ReferenceData& r
   r.status = MeasureStatus::kOk;
   r.threads = options.threads;
   r.caches_flushed = options.flush_caches;
-  r.launches = exe.num_steps();
+  r.launches = exe.num_steps() - (options.time_layout_transforms ? 0 : exe.layout_transforms());
   r.run_seconds = warmup_seconds + full->total;
   r.time = Summarize(full->wall);
   r.busy = Summarize(full->busy);

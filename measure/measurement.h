@@ -36,6 +36,11 @@ struct MeasureOptions {
   // Copy-only and compute-only runs for the overlap efficiency.
   bool measure_overlap = true;
   bool verify = true;
+  // False for a group measured alone (Measurer sets it from the candidate):
+  // the layout transforms its program places at its edges, which vanish
+  // between groups that agree (runtime/layout_plan.h), run and are verified
+  // but are not timed or counted. A whole plan times every transform.
+  bool time_layout_transforms = true;
   double tolerance = 1e-4;      // of the largest magnitude of each output
   double timeout_seconds = 60;  // per candidate, graph loading included
   // The roofline the fraction is taken against; zero leaves it unknown.

@@ -76,6 +76,7 @@ nlohmann::json OptionsToJson(const MeasureOptions& o) {
           {"flush_caches", o.flush_caches},
           {"measure_overlap", o.measure_overlap},
           {"verify", o.verify},
+          {"time_layout_transforms", o.time_layout_transforms},
           {"tolerance", o.tolerance},
           {"timeout_seconds", o.timeout_seconds},
           {"peak_gflops", o.peak_gflops},
@@ -95,6 +96,7 @@ Result<MeasureOptions> OptionsFromJson(const nlohmann::json& j) {
     o.flush_caches = j.at("flush_caches").get<bool>();
     o.measure_overlap = j.at("measure_overlap").get<bool>();
     o.verify = j.at("verify").get<bool>();
+    o.time_layout_transforms = j.value("time_layout_transforms", true);  // absent before layouts
     o.tolerance = j.at("tolerance").get<double>();
     o.timeout_seconds = j.at("timeout_seconds").get<double>();
     o.peak_gflops = j.at("peak_gflops").get<double>();

@@ -54,12 +54,12 @@ Result<Candidate> GroupCandidate(std::shared_ptr<const graph::Graph> group_graph
   if (!valid)
     return Error(ErrorCode::kInvalidArgument, "not a measurable group: " + valid.reason());
   return Candidate{std::move(group_graph), fusion_space::PlanToJson(group_space, plan),
-                   std::move(label)};
+                   std::move(label), /*group=*/true};
 }
 
 Candidate PlanCandidate(std::shared_ptr<const graph::Graph> graph, fusion_space::FusionSpace& space,
                         const fusion_space::Plan& plan, std::string label) {
-  return Candidate{std::move(graph), fusion_space::PlanToJson(space, plan), std::move(label)};
+  return Candidate{std::move(graph), fusion_space::PlanToJson(space, plan), std::move(label), false};
 }
 
 std::string DefaultWorkerPath() {
@@ -162,8 +162,11 @@ MeasureResult Measurer::Measure(const Candidate& candidate, const MeasureOptions
     if (Status started = StartWorker(); !started.ok())
       return MeasureResult::Failure(MeasureStatus::kFailed, started.error().ToString());
   auto id = SendGraph(candidate.graph);
-  nlohmann::json request{
-      {"graph", id.ok() ? *id : 0}, {"plan", candidate.plan}, {"options", OptionsToJson(options)}};
+  MeasureOptions run_options = options;
+  if (candidate.group) run_options.time_layout_transforms = false;
+  nlohmann::json request{{"graph", id.ok() ? *id : 0},
+                         {"plan", candidate.plan},
+                         {"options", OptionsToJson(run_options)}};
   Result<Frame> reply = Error(ErrorCode::kIo, "not sent");
   if (id.ok() && WriteFrame(fd_, FrameKind::kMeasure, request.dump()).ok())
     reply = ReadFrame(fd_, static_cast<int64_t>(options.timeout_seconds * 1e3));

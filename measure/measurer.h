@@ -26,6 +26,9 @@ struct Candidate {
   std::shared_ptr<const graph::Graph> graph;  // candidates of one graph share the pointer
   nlohmann::json plan;                        // a plan file's JSON for `graph` (plan_json.h)
   std::string label;                          // for progress lines and errors
+  // A group graph's one-group plan (GroupCandidate): its edge layout
+  // transforms are not timed (MeasureOptions::time_layout_transforms).
+  bool group = false;
 };
 
 // A fused group as a graph of its own (graph/subgraph.h), to measure its

@@ -10,6 +10,7 @@
 #include "measure/measurement.h"
 #include "target/target.h"
 #include "tests/fusion_space/model_util.h"
+#include "tests/graph/test_util.h"
 
 namespace fusetune::measure {
 namespace {
@@ -172,6 +173,44 @@ TEST(CacheProtocolOf, FollowsTheFlushOption) {
   EXPECT_EQ(CacheProtocolOf(options), target::CacheProtocol::kFlushed);
   options.flush_caches = false;
   EXPECT_EQ(CacheProtocolOf(options), target::CacheProtocol::kWarm);
+}
+
+}  // namespace
+}  // namespace fusetune::measure
+
+namespace fusetune::measure {
+namespace {
+
+// A conv group in NCHW16c measured alone: the transforms its program places
+// at the edges run and are verified either way, and are left out of the
+// traffic (and time) only when time_layout_transforms is off.
+TEST(MeasureLayouts, AGroupMeasuredAloneLeavesItsEdgeTransformsOut) {
+  graph::Graph g = fusetune::testing::Parse(R"(graph one opset 17 {
+    input x: f32[1, 16, 10, 10]
+    const w: f32[32, 16, 3, 3]
+    c = Conv(x, w) {pads=[1, 1, 1, 1]}
+    y = Relu(c)
+    output y
+  })");
+  fusion_space::FusionSpace space(g, kernels::KernelConfig{});
+  fusion_space::Plan plan = space.Greedy();
+  ASSERT_EQ(plan.groups.size(), 1u);
+  auto& t = std::get<kernels::ConvTiling>(plan.groups[0].tiling);
+  t.algorithm = kernels::ConvAlgorithm::kDirect;
+  t.oc_block = 16;
+  t.in_layout = t.out_layout = kernels::ActivationLayout::kNCHWc;
+  MeasureOptions timed = QuickOptions(), untimed = QuickOptions();
+  untimed.time_layout_transforms = false;
+  const MeasureResult all = MeasurePlanInProcess(g, space, plan, timed);
+  const MeasureResult group = MeasurePlanInProcess(g, space, plan, untimed);
+  ASSERT_EQ(all.status, MeasureStatus::kOk) << all.error;
+  ASSERT_EQ(group.status, MeasureStatus::kOk) << group.error;
+  const int64_t x_bytes = 4 * 16 * 100, y_bytes = 4 * 32 * 100;  // one transform each
+  EXPECT_EQ(all.bytes_in - group.bytes_in, x_bytes + y_bytes);
+  EXPECT_EQ(all.bytes_out - group.bytes_out, x_bytes + y_bytes);
+  auto back = OptionsFromJson(OptionsToJson(untimed));
+  ASSERT_TRUE(back.ok());
+  EXPECT_FALSE(back->time_layout_transforms);
 }
 
 }  // namespace
