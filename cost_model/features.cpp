@@ -28,6 +28,8 @@ const std::vector<std::string> kNames = {
     "log_shape_0", "log_shape_1", "log_shape_2", "log_shape_3", "shape_4",
     // tiling parameters (template-specific slots)
     "tiling_0", "tiling_1", "tiling_2", "tiling_3", "tiling_4", "tiling_5", "tiling_6",
+    // activation layouts a conv reads and writes (kernels/layout.h; 0 = NCHW)
+    "layout_in", "layout_out",
     // op mix of prologue and epilogue (or the tile program)
     "ops_operand", "ops_activation", "ops_reduction", "ops_total", "outputs",
     // target
@@ -273,6 +275,11 @@ AnalyticalParts ExtractFeatures(const GroupInfo& group, const fusion_space::Tili
   double shape[5] = {}, params[7] = {}, outputs = 0;
   OpMix mix;
   TemplateFeatures(in, tiling, shape, params, &mix, &outputs);
+  double layouts[2] = {};
+  if (const auto* conv = std::get_if<kernels::ConvTiling>(&tiling)) {
+    layouts[0] = static_cast<double>(conv->in_layout);
+    layouts[1] = static_cast<double>(conv->out_layout);
+  }
 
   AnalyticalParts parts;
   parts.traffic_bytes = e.bytes_in + e.bytes_out;
@@ -322,6 +329,8 @@ AnalyticalParts ExtractFeatures(const GroupInfo& group, const fusion_space::Tili
                            params[4],
                            params[5],
                            params[6],
+                           layouts[0],
+                           layouts[1],
                            mix.operand,
                            mix.activation,
                            mix.reduction,

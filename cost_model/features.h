@@ -27,8 +27,9 @@ namespace fusetune::cost_model {
 // 4: the convolution template (is_conv, its shape and tiling slots);
 // 5: the pooling template (is_pool, its shape and tiling slots);
 // 6: the conv-chain template (is_conv_chain, its shape and tiling slots, its
-// recomputed expand rows in the analytical compute).
-inline constexpr int kFeatureVersion = 6;
+// recomputed expand rows in the analytical compute);
+// 7: a conv's input and output activation layouts (layout_in, layout_out).
+inline constexpr int kFeatureVersion = 7;
 
 // What the model knows of the machine, from its stored calibration
 // (target::CalibrationToJson), and of how candidates were measured there, so

@@ -222,4 +222,12 @@ void TaskSearch::Reopen() {
   converged_ = exhausted();
 }
 
+std::optional<std::pair<fusion_space::Tiling, double>> TaskSearch::BestMeasured(
+    const std::function<bool(const fusion_space::Tiling&)>& keep) const {
+  std::optional<std::pair<fusion_space::Tiling, double>> best;
+  for (const auto& [tiling, seconds] : measured_ok_)
+    if (keep(tiling) && (!best || seconds < best->second)) best.emplace(tiling, seconds);
+  return best;
+}
+
 }  // namespace fusetune::search

@@ -14,6 +14,7 @@
 // `min_gain`.
 #pragma once
 
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -79,6 +80,9 @@ class TaskSearch {
   int64_t measured() const { return static_cast<int64_t>(measured_.size()); }
   std::optional<double> best_seconds() const { return best_seconds_; }
   const std::optional<fusion_space::Tiling>& best_tiling() const { return best_tiling_; }
+  // The fastest measured tiling that `keep` accepts, with its seconds.
+  std::optional<std::pair<fusion_space::Tiling, double>> BestMeasured(
+      const std::function<bool(const fusion_space::Tiling&)>& keep) const;
   // Relative improvement of the best time over the last round (1 before any).
   double recent_gain() const { return recent_gain_; }
   // The model's best predicted tiling of the last round (or the default).

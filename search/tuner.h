@@ -157,7 +157,9 @@ class Tuner {
   Status MeasureTunedPlan();
   bool ReopenConverged(std::vector<TaskStanding>* standing);
   // `predicted`, when given, receives the partition's cost (sum of its groups').
-  fusion_space::Plan TunedPlan(double* predicted = nullptr);
+  // `nchw_only`: each group's best tiling in NCHW (conv layouts), so that
+  // the plan places no layout transform.
+  fusion_space::Plan TunedPlan(double* predicted = nullptr, bool nchw_only = false);
   double AnalyticalScale() const;
   double PredictedSeconds(int task, double scale) const;
   void UpdateModel();

@@ -110,9 +110,29 @@ double Tuner::PredictedSeconds(int task, double scale) const {
   return scale * AnalyticalSeconds(s.group(), s.predicted_best(), context_.target_features);
 }
 
+namespace {
+
+bool InNchw(const fusion_space::Tiling& tiling) {
+  const auto* t = std::get_if<kernels::ConvTiling>(&tiling);
+  return t == nullptr || (t->in_layout == kernels::ActivationLayout::kNCHW &&
+                          t->out_layout == kernels::ActivationLayout::kNCHW);
+}
+
+// A task's best measured tiling and seconds, in NCHW when asked (falling
+// back to any layout when no NCHW tiling was measured).
+std::optional<std::pair<fusion_space::Tiling, double>> BestOf(const TaskSearch& s,
+                                                              bool nchw_only) {
+  if (nchw_only)
+    if (auto best = s.BestMeasured(InNchw)) return best;
+  if (s.best_tiling() && s.best_seconds()) return std::make_pair(*s.best_tiling(), *s.best_seconds());
+  return std::nullopt;
+}
+
+}  // namespace
+
 // The exact minimum-cost partition over the best known group costs, each
 // group with its best measured tiling (else the predicted best).
-fusion_space::Plan Tuner::TunedPlan(double* predicted) {
+fusion_space::Plan Tuner::TunedPlan(double* predicted, bool nchw_only) {
   const auto& groups = space_.candidates().groups;
   fusion_space::PartitionObjective objective;
   objective.group_cost.resize(groups.size());
@@ -121,8 +141,8 @@ fusion_space::Plan Tuner::TunedPlan(double* predicted) {
   for (size_t i = 0; i < groups.size(); ++i) {
     auto it = task_by_key_.find(groups[i].key.ToString());
     if (it != task_by_key_.end()) {
-      const TaskSearch& s = *searches_[it->second];
-      objective.group_cost[i] = s.best_seconds().value_or(PredictedSeconds(it->second, scale));
+      const auto best = BestOf(*searches_[it->second], nchw_only);
+      objective.group_cost[i] = best ? best->second : PredictedSeconds(it->second, scale);
       task_of_nodes[groups[i].nodes] = it->second;
       continue;
     }
@@ -144,7 +164,8 @@ fusion_space::Plan Tuner::TunedPlan(double* predicted) {
     if (it == task_of_nodes.end()) continue;
     in_plan_[it->second] = true;
     const TaskSearch& s = *searches_[it->second];
-    g.tiling = s.best_tiling().value_or(s.predicted_best());
+    const auto best = BestOf(s, nchw_only);
+    g.tiling = best ? best->first : s.predicted_best();
   }
   return space_.Validate(plan) ? plan : defaults;
 }
@@ -156,7 +177,16 @@ Status Tuner::MeasureTunedPlan() {
   ++plans_->tuned_count;
   double predicted = 0;
   const fusion_space::Plan plan = TunedPlan(&predicted);
-  return MeasurePlan(plan, "tuned",
+  FT_RETURN_IF_ERROR(MeasurePlan(
+      plan, "tuned", predicted > 0 ? std::optional<double>(predicted) : std::nullopt));
+  // The partition adds up group times measured alone, without the layout
+  // transforms between groups that disagree: the same partition in NCHW
+  // throughout is measured too, and the faster plan wins.
+  const bool any_layout = std::any_of(plan.groups.begin(), plan.groups.end(),
+                                      [](const fusion_space::PlanGroup& g) { return !InNchw(g.tiling); });
+  if (!any_layout || StopReason() == "interrupted") return Status::Ok();
+  const fusion_space::Plan nchw = TunedPlan(&predicted, /*nchw_only=*/true);
+  return MeasurePlan(nchw, "tuned",
                      predicted > 0 ? std::optional<double>(predicted) : std::nullopt);
 }
 
