@@ -12,27 +12,42 @@ namespace {
 // another algorithm is almost always among the first few dozen.
 constexpr int kRecordsRead = 256;
 
+// "nchw16c -> nhwc": the layouts a conv reads X in and writes Y in.
+std::string LayoutsText(const kernels::ConvTiling& t) {
+  return fmt::format("{} -> {}", kernels::ActivationLayoutName(t.in_layout),
+                     kernels::ActivationLayoutName(t.out_layout));
+}
+
+// " (+18%)": how much slower `seconds` ran than the plan's choice.
+std::string Slower(double seconds, std::optional<double> mine) {
+  if (!mine || *mine <= 0) return "";
+  return fmt::format(" ({:+.0f}%)", 100 * (seconds / *mine - 1));
+}
+
 Result<std::string> RunnerUp(TuningIndex& index, const std::string& workload_key,
                              const fusion_space::KernelInstance& instance,
                              const fusion_space::TilingSpace& tilings,
                              const kernels::ConvTiling& mine, std::optional<double> mine_seconds) {
-  // Kernels take and give NCHW at group boundaries; layouts inside a tile
-  // are the algorithm's (kernels/conv.h).
-  std::string text =
-      fmt::format("algorithm {} (layout NCHW)", kernels::ConvAlgorithmName(mine.algorithm));
+  std::string text = fmt::format("algorithm {}, layout {}",
+                                 kernels::ConvAlgorithmName(mine.algorithm), LayoutsText(mine));
   FT_ASSIGN_OR_RETURN(const std::vector<db::Record> records,
                       index.TopRecords(workload_key, kRecordsRead));
+  std::optional<std::string> algorithm, layout;
   for (const db::Record& r : records) {
     const auto tiling = TilingFromRecordPlan(r.plan, instance.kind, tilings);
     const auto* other = tiling ? std::get_if<kernels::ConvTiling>(&*tiling) : nullptr;
-    if (other == nullptr || other->algorithm == mine.algorithm) continue;
-    text += fmt::format("; runner-up {} {:.3f} ms", kernels::ConvAlgorithmName(other->algorithm),
-                        r.seconds * 1e3);
-    if (mine_seconds && *mine_seconds > 0)
-      text += fmt::format(" ({:+.0f}%)", 100 * (r.seconds / *mine_seconds - 1));
-    return text;
+    if (other == nullptr) continue;
+    if (!algorithm && other->algorithm != mine.algorithm)
+      algorithm = fmt::format("runner-up algorithm {} {:.3f} ms{}",
+                              kernels::ConvAlgorithmName(other->algorithm), r.seconds * 1e3,
+                              Slower(r.seconds, mine_seconds));
+    if (!layout && LayoutsText(*other) != LayoutsText(mine))
+      layout = fmt::format("runner-up layout {} {:.3f} ms{}", LayoutsText(*other), r.seconds * 1e3,
+                           Slower(r.seconds, mine_seconds));
+    if (algorithm && layout) break;
   }
-  return text + "; no other algorithm measured";
+  text += "; " + algorithm.value_or("no other algorithm measured");
+  return text + "; " + layout.value_or("no other layout measured");
 }
 
 // A conv chain's nodes cut where each Conv starts: every conv with the
@@ -48,13 +63,13 @@ std::vector<std::vector<int32_t>> UnfusedConvGroups(const graph::Graph& g,
   return groups;
 }
 
-// "fused conv chain (layout NCHW); unfused 0.212 ms (+15%): conv im2col_gemm,
+// "fused conv chain (layout nchw -> nchw); unfused 0.212 ms (+15%): conv im2col_gemm,
 // conv depthwise, conv im2col_gemm" from the fastest record of each conv
 // with its activations as a group of its own.
 Result<std::string> ChainAgainstUnfused(fusion_space::FusionSpace& space, TuningIndex& index,
                                         const std::vector<int32_t>& nodes,
                                         std::optional<double> mine_seconds) {
-  std::string text = "fused conv chain (layout NCHW)", parts;
+  std::string text = "fused conv chain (layout nchw -> nchw)", parts;
   double unfused = 0;
   for (const std::vector<int32_t>& group : UnfusedConvGroups(space.graph(), nodes)) {
     const fusion_space::GroupMatch& m = space.Match(group);

@@ -12,11 +12,13 @@
 
 namespace fusetune::compiler {
 
-// Appends to each conv group's choice.detail "algorithm winograd4 (layout
-// NCHW); runner-up im2col_gemm 0.412 ms (+18%)" or "...; no other algorithm
-// measured"; to each conv chain's "fused conv chain (layout NCHW); unfused
-// 0.212 ms (+15%) as im2col_gemm, depthwise, im2col_gemm", the sum of the
-// fastest records of its convs as groups of their own.
+// Appends to each conv group's choice.detail "algorithm winograd4, layout
+// nchw -> nchw16c; runner-up algorithm im2col_gemm 0.412 ms (+18%);
+// runner-up layout nchw -> nchw 0.371 ms (+6%)" ("no other algorithm
+// measured", "no other layout measured" where none was); to each conv
+// chain's "fused conv chain (layout nchw -> nchw); unfused 0.212 ms (+15%)
+// as im2col_gemm, depthwise, im2col_gemm", the sum of the fastest records of
+// its convs as groups of their own.
 Status ExplainAlgorithmChoices(fusion_space::FusionSpace& space, TuningIndex& index,
                                CompiledPlan* plan);
 

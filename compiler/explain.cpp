@@ -8,6 +8,7 @@
 #include <set>
 
 #include "fusion_space/plan_json.h"
+#include "runtime/layout_plan.h"
 
 namespace fusetune::compiler {
 
@@ -89,6 +90,20 @@ std::vector<std::string> BoundaryReasons(
 
 }  // namespace
 
+namespace {
+
+// Where the plan's activations change layout (runtime/layout_plan.h).
+std::string LayoutsLine(fusion_space::FusionSpace& space, const CompiledPlan& plan) {
+  std::vector<runtime::LayoutStep> steps;
+  for (const fusion_space::PlanGroup& g : plan.plan.groups)
+    steps.push_back({space.Match(g.nodes).instance, g.tiling, std::nullopt, {}});
+  auto placed = runtime::PlaceLayouts(space.graph(), std::move(steps));
+  return placed.ok() ? runtime::DescribeTransforms(space.graph(), *placed)
+                     : placed.error().message();
+}
+
+}  // namespace
+
 std::string ExplainPlan(fusion_space::FusionSpace& space, const CompiledPlan& plan,
                         bool per_group) {
   std::string out;
@@ -103,6 +118,7 @@ std::string ExplainPlan(fusion_space::FusionSpace& space, const CompiledPlan& pl
                      plan.unfused_bytes > 0 ? 100 * (1 - plan.bytes / plan.unfused_bytes) : 0.0);
   out += fmt::format("memory      peak live intermediates {}\n",
                      Mib(static_cast<double>(plan.peak_bytes)));
+  out += fmt::format("layouts     {}\n", LayoutsLine(space, plan));
   std::string sources;
   for (PlanSource s : {PlanSource::kWholeModel, PlanSource::kExact, PlanSource::kShapeBucket,
                        PlanSource::kCostModel, PlanSource::kDefault}) {

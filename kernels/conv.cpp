@@ -90,7 +90,8 @@ std::string ConvTiling::ToString() const {
                                  oc_block, pixel_block, k_block, mr, nr);
   // NCHW, the layout of every record before layouts were searched, unsaid.
   if (in_layout != ActivationLayout::kNCHW || out_layout != ActivationLayout::kNCHW)
-    text += fmt::format(" {}->{}", ActivationLayoutName(in_layout), ActivationLayoutName(out_layout));
+    text +=
+        fmt::format(" {}->{}", ActivationLayoutName(in_layout), ActivationLayoutName(out_layout));
   return text;
 }
 
@@ -465,8 +466,8 @@ Status CheckLayouts(const ConvDesc& d, const ConvTiling& t) {
   if (Status s = LayoutApplies(t.out_layout, d.shape.out_channels); !s.ok())
     return forbid("out_layout: " + s.error().message());
   if (t.in_layout != ActivationLayout::kNCHW && t.algorithm == ConvAlgorithm::kIm2colGemm)
-    return forbid(fmt::format("in_layout: {} reads NCHW input only",
-                              ConvAlgorithmName(t.algorithm)));
+    return forbid(
+        fmt::format("in_layout: {} reads NCHW input only", ConvAlgorithmName(t.algorithm)));
   if (t.out_layout != ActivationLayout::kNCHW && d.global_pool != ConvGlobalPool::kNone)
     return forbid("out_layout: a global pool's [N, C] output is NCHW");
   return Status::Ok();

@@ -235,7 +235,7 @@ class TileRunner {
   void Run(const ConvTile& tile, KernelStats* stats) {
     Accumulate(tile, {0, Blocks(d_, t_)}, stats);
     conv_detail::FinishConvTile(out_view_, tile, acc_, l_.out_ld, ActivationLayout::kNCHW, mode_,
-                                 stats);
+                                stats);
   }
 
   // Blocks `r` of one tile, their partial project sums written to
@@ -486,7 +486,7 @@ KernelStats FinishSplit(const ConvChainDesc& d, const ConvChainTiling& t, const 
         std::fill(acc, acc + l.out_rows * l.out_ld, 0.0f);
       }
       conv_detail::FinishConvTile(out_view, tile, acc, l.out_ld, ActivationLayout::kNCHW, mode,
-                                   &stats);
+                                  &stats);
     }
     StreamFence();  // this thread's streamed rows are visible before the join
     return stats;

@@ -424,8 +424,7 @@ class Runner {
       } else if (mode_ != RunMode::kCopyOnly) {
         Compute(step, b_[cur], nullptr);
       }
-      if (step.last)
-        FinishConvTile(d_, step.tile, c_, g_.nc_pad, t_.out_layout, mode_, &stats_);
+      if (step.last) FinishConvTile(d_, step.tile, c_, g_.nc_pad, t_.out_layout, mode_, &stats_);
       if (ready) cur ^= 1;
     }
     return stats_;

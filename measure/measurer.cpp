@@ -59,7 +59,8 @@ Result<Candidate> GroupCandidate(std::shared_ptr<const graph::Graph> group_graph
 
 Candidate PlanCandidate(std::shared_ptr<const graph::Graph> graph, fusion_space::FusionSpace& space,
                         const fusion_space::Plan& plan, std::string label) {
-  return Candidate{std::move(graph), fusion_space::PlanToJson(space, plan), std::move(label), false};
+  return Candidate{std::move(graph), fusion_space::PlanToJson(space, plan), std::move(label),
+                   false};
 }
 
 std::string DefaultWorkerPath() {

@@ -211,8 +211,7 @@ void KernelProgram::PrePackWeights(const graph::Graph& graph,
     const graph::ValueId v = step.instance.slots[slot].value;
     if (v != graph::kNoValue && !graph.value(v).is_constant()) continue;  // an activation
     const int output = static_cast<int>(o);
-    PackedWeight w =
-        NewPackedWeight(output, kernels::PrePackedBFloats(bound.gemm, output, tiling));
+    PackedWeight w = NewPackedWeight(output, kernels::PrePackedBFloats(bound.gemm, output, tiling));
     if (!w.data) continue;  // no memory to spare: the kernel packs from B as before
     kernels::PrePackB(bound.gemm, output, tiling, w.data.get());
     step.packed_b.push_back(std::move(w));
@@ -245,8 +244,7 @@ void KernelProgram::PrePackConvWeights(const graph::Graph& graph,
 }
 
 void KernelProgram::PrePackConvChainWeights(const graph::Graph& graph,
-                                            const fusion_space::KernelInstance& bound,
-                                            Step& step) {
+                                            const fusion_space::KernelInstance& bound, Step& step) {
   step.prepared = true;
   const kernels::ConvChainDesc& d = step.instance.conv_chain;  // slot pointers: which values
   for (const float* w : {d.expand_w, d.project_w}) {

@@ -25,7 +25,7 @@ struct StepReport {
   std::string kernel;  // the instance summary
   std::string tiling;
   bool layout_transform = false;  // a transform the program placed (layout_plan.h)
-  kernels::KernelStats stats;  // reference steps: bytes of their inputs and outputs
+  kernels::KernelStats stats;     // reference steps: bytes of their inputs and outputs
   double seconds = 0;
 };
 
@@ -75,7 +75,7 @@ class KernelProgram {
     fusion_space::Tiling tiling;
     bool prepared = false;  // packed_b built (first run)
     std::vector<PackedWeight> packed_b;
-    std::optional<LayoutTransformStep> transform;  // set: a layout transform
+    std::optional<LayoutTransformStep> transform;                    // set: a layout transform
     std::vector<std::pair<graph::ValueId, graph::ValueId>> renamed;  // reference reads moved
   };
   KernelProgram(const graph::Graph& graph, kernels::KernelConfig config)

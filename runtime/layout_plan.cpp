@@ -9,8 +9,8 @@ namespace fusetune::runtime {
 
 using kernels::ActivationLayout;
 
-std::vector<std::pair<int, ActivationLayout>> SlotLayouts(
-    const fusion_space::KernelInstance& k, const fusion_space::Tiling& tiling) {
+std::vector<std::pair<int, ActivationLayout>> SlotLayouts(const fusion_space::KernelInstance& k,
+                                                          const fusion_space::Tiling& tiling) {
   std::vector<std::pair<int, ActivationLayout>> out;
   const auto* t = std::get_if<kernels::ConvTiling>(&tiling);
   if (k.kind != fusion_space::KernelTemplate::kConv || t == nullptr) return out;
@@ -50,9 +50,8 @@ class Placer {
 
   int64_t Bytes(graph::ValueId v) const {
     const size_t n = g_.values.size();
-    return v < static_cast<graph::ValueId>(n)
-               ? static_cast<int64_t>(g_.type(v).nbytes())
-               : out_.copy_bytes[static_cast<size_t>(v) - n];
+    return v < static_cast<graph::ValueId>(n) ? static_cast<int64_t>(g_.type(v).nbytes())
+                                              : out_.copy_bytes[static_cast<size_t>(v) - n];
   }
 
   // [N, C, spatial...] as N, C, H (all but the last spatial extent), W.
@@ -87,7 +86,7 @@ class Placer {
     FT_RETURN_IF_ERROR(kernels::LayoutApplies(from_layout, dims.channels));
     FT_RETURN_IF_ERROR(kernels::LayoutApplies(to_layout, dims.channels));
     ++out_.transforms;
-    return LayoutTransformStep{from, to, dims, from_layout, to_layout};
+    return LayoutTransformStep{from, to, Original(from), dims, from_layout, to_layout};
   }
 
   // The value holding `v` in `layout`: v itself, or a copy made now.
@@ -116,10 +115,10 @@ class Placer {
       const ActivationLayout layout = want(static_cast<int>(slot));
       if (HeldIn(s.value) == layout) continue;
       if (layout != ActivationLayout::kNCHW && s.offset != 0)
-        return Error(ErrorCode::kInvalidArgument,
-                     fmt::format("invalid plan: {} reads a view of '{}' in {}", k.summary,
-                                 g_.value(Original(s.value)).name,
-                                 kernels::ActivationLayoutName(layout)));
+        return Error(
+            ErrorCode::kInvalidArgument,
+            fmt::format("invalid plan: {} reads a view of '{}' in {}", k.summary,
+                        g_.value(Original(s.value)).name, kernels::ActivationLayoutName(layout)));
       FT_ASSIGN_OR_RETURN(const graph::ValueId copy, In(s.value, layout));
       if (std::find(k.inputs.begin(), k.inputs.end(), copy) == k.inputs.end())
         k.inputs.push_back(copy);
@@ -188,6 +187,19 @@ class Placer {
 };
 
 }  // namespace
+
+std::string DescribeTransforms(const graph::Graph& graph, const PlacedLayouts& placed) {
+  if (placed.transforms == 0) return "nchw throughout";
+  std::string list;
+  for (const LayoutStep& s : placed.steps)
+    if (s.transform)
+      list += fmt::format("{}'{}' {} -> {}", list.empty() ? "" : ", ",
+                          graph.value(s.transform->value).name,
+                          kernels::ActivationLayoutName(s.transform->from),
+                          kernels::ActivationLayoutName(s.transform->to));
+  return fmt::format("{} transform{}: {}", placed.transforms, placed.transforms == 1 ? "" : "s",
+                     list);
+}
 
 Result<PlacedLayouts> PlaceLayouts(const graph::Graph& graph, std::vector<LayoutStep> steps) {
   return Placer(graph).Place(std::move(steps));

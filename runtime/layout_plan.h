@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -25,6 +26,7 @@ namespace fusetune::runtime {
 
 struct LayoutTransformStep {
   graph::ValueId from_value = graph::kNoValue, to_value = graph::kNoValue;
+  graph::ValueId value = graph::kNoValue;  // the graph's value both hold
   kernels::ActivationDims dims;
   kernels::ActivationLayout from = kernels::ActivationLayout::kNCHW;
   kernels::ActivationLayout to = kernels::ActivationLayout::kNCHW;
@@ -45,6 +47,9 @@ struct PlacedLayouts {
   std::vector<int64_t> copy_bytes;
   int64_t transforms = 0;
 };
+
+// "3 transforms: 'x' nchw -> nchw16c, ..." or "nchw throughout", for explanations.
+std::string DescribeTransforms(const graph::Graph& graph, const PlacedLayouts& placed);
 
 // Errors (an invalid plan): a layout for a value that is not an activation
 // [N, C, ...], a view into a value read in another layout, one operand slot

@@ -14,8 +14,8 @@
 // `min_gain`.
 #pragma once
 
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>

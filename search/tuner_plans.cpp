@@ -120,11 +120,11 @@ bool InNchw(const fusion_space::Tiling& tiling) {
 
 // A task's best measured tiling and seconds, in NCHW when asked (falling
 // back to any layout when no NCHW tiling was measured).
-std::optional<std::pair<fusion_space::Tiling, double>> BestOf(const TaskSearch& s,
-                                                              bool nchw_only) {
+std::optional<std::pair<fusion_space::Tiling, double>> BestOf(const TaskSearch& s, bool nchw_only) {
   if (nchw_only)
     if (auto best = s.BestMeasured(InNchw)) return best;
-  if (s.best_tiling() && s.best_seconds()) return std::make_pair(*s.best_tiling(), *s.best_seconds());
+  if (s.best_tiling() && s.best_seconds())
+    return std::make_pair(*s.best_tiling(), *s.best_seconds());
   return std::nullopt;
 }
 
@@ -177,13 +177,14 @@ Status Tuner::MeasureTunedPlan() {
   ++plans_->tuned_count;
   double predicted = 0;
   const fusion_space::Plan plan = TunedPlan(&predicted);
-  FT_RETURN_IF_ERROR(MeasurePlan(
-      plan, "tuned", predicted > 0 ? std::optional<double>(predicted) : std::nullopt));
+  FT_RETURN_IF_ERROR(
+      MeasurePlan(plan, "tuned", predicted > 0 ? std::optional<double>(predicted) : std::nullopt));
   // The partition adds up group times measured alone, without the layout
   // transforms between groups that disagree: the same partition in NCHW
   // throughout is measured too, and the faster plan wins.
-  const bool any_layout = std::any_of(plan.groups.begin(), plan.groups.end(),
-                                      [](const fusion_space::PlanGroup& g) { return !InNchw(g.tiling); });
+  const bool any_layout =
+      std::any_of(plan.groups.begin(), plan.groups.end(),
+                  [](const fusion_space::PlanGroup& g) { return !InNchw(g.tiling); });
   if (!any_layout || StopReason() == "interrupted") return Status::Ok();
   const fusion_space::Plan nchw = TunedPlan(&predicted, /*nchw_only=*/true);
   return MeasurePlan(nchw, "tuned",

@@ -408,5 +408,49 @@ TEST(Compiler, TheFusedGraphHasOneCustomNodePerFusedKernelAndExports) {
   EXPECT_TRUE(graph::ExportOnnxBytes(*fused).ok());
 }
 
+// --explain on a conv: the algorithm and layouts the plan runs, the fastest
+// record of another algorithm and of other layouts, and how much slower.
+TEST(Compiler, ExplainingAConvNamesItsAlgorithmLayoutsAndRunnersUp) {
+  Fixture f(R"(graph g { input x: f32[1, 16, 12, 12]  const w: f32[32, 16, 3, 3]
+    c = Conv(x, w) {pads=[1, 1, 1, 1]}  y = Relu(c)  output y })");
+  const auto tasks = search::ExtractTasks(f.graph, *f.space);
+  const search::Task* conv = nullptr;
+  for (const search::Task& t : tasks)
+    if (t.kind == fusion_space::KernelTemplate::kConv && t.nodes.size() == 2) conv = &t;
+  ASSERT_NE(conv, nullptr);
+  auto find = [&](kernels::ConvAlgorithm a, kernels::ActivationLayout layout) {
+    for (const fusion_space::Tiling& t : conv->tilings().Enumerate()) {
+      const auto& c = std::get<kernels::ConvTiling>(t);
+      if (c.algorithm == a && c.in_layout == layout && c.out_layout == layout) return t;
+    }
+    ADD_FAILURE() << "no tiling";
+    return conv->tilings().Default();
+  };
+  using A = kernels::ConvAlgorithm;
+  using L = kernels::ActivationLayout;
+  AddGroupRecord(*f.db, *conv, find(A::kDirect, L::kNCHWc), 10e-6);
+  AddGroupRecord(*f.db, *conv, find(A::kDirect, L::kNCHW), 11e-6);
+  AddGroupRecord(*f.db, *conv, find(A::kWinograd4, L::kNCHWc), 12e-6);
+  CompileOptions options;
+  options.explain_alternatives = true;
+  auto index = f.Index();
+  auto plan = CompileGraph(*f.space, *index, options);
+  ASSERT_TRUE(plan.ok()) << plan.error().ToString();
+  std::string detail;
+  for (const GroupDecision& d : plan->groups)
+    if (d.kind == fusion_space::KernelTemplate::kConv) detail = d.choice.detail;
+  EXPECT_NE(detail.find("algorithm direct, layout nchw16c -> nchw16c"), std::string::npos)
+      << detail;
+  EXPECT_NE(detail.find("runner-up algorithm winograd4 0.012 ms (+20%)"), std::string::npos)
+      << detail;
+  EXPECT_NE(detail.find("runner-up layout nchw -> nchw 0.011 ms (+10%)"), std::string::npos)
+      << detail;
+  // The graph's input and output are NCHW: the plan transforms both.
+  const std::string text = ExplainPlan(*f.space, *plan, true);
+  EXPECT_NE(text.find("layouts     2 transforms: 'x' nchw -> nchw16c, 'y' nchw16c -> nchw"),
+            std::string::npos)
+      << text;
+}
+
 }  // namespace
 }  // namespace fusetune::compiler

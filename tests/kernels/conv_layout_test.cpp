@@ -68,8 +68,8 @@ TEST(LayoutTransform, EveryPairMatchesTheIndexArithmetic) {
       const std::vector<float> x = ToLayout(nchw, d, from);
       std::vector<float> y(x.size(), -1.0f);
       for (int threads : {1, 2}) {
-        const Result<KernelStats> stats = RunLayoutTransform(
-            {d, from, to, x.data(), y.data()}, KernelConfig{1 << 20, threads});
+        const Result<KernelStats> stats =
+            RunLayoutTransform({d, from, to, x.data(), y.data()}, KernelConfig{1 << 20, threads});
         ASSERT_TRUE(stats.ok()) << stats.error().message();
         EXPECT_EQ(y, ToLayout(nchw, d, to))
             << ActivationLayoutName(from) << " -> " << ActivationLayoutName(to);
@@ -86,14 +86,14 @@ TEST(LayoutTransform, RefusesWhatALayoutCannotHold) {
       {d, ActivationLayout::kNCHW, ActivationLayout::kNCHWc, x.data(), y.data()}, KernelConfig{});
   ASSERT_FALSE(blocked.ok());
   EXPECT_NE(blocked.error().message().find("not a multiple of 16"), std::string::npos);
-  EXPECT_TRUE(RunLayoutTransform(
-                  {d, ActivationLayout::kNCHW, ActivationLayout::kNHWC, x.data(), y.data()},
-                  KernelConfig{})
-                  .ok());
-  EXPECT_FALSE(RunLayoutTransform(
-                   {d, ActivationLayout::kNCHW, ActivationLayout::kNHWC, x.data(), x.data()},
-                   KernelConfig{})
-                   .ok());
+  EXPECT_TRUE(
+      RunLayoutTransform({d, ActivationLayout::kNCHW, ActivationLayout::kNHWC, x.data(), y.data()},
+                         KernelConfig{})
+          .ok());
+  EXPECT_FALSE(
+      RunLayoutTransform({d, ActivationLayout::kNCHW, ActivationLayout::kNHWC, x.data(), x.data()},
+                         KernelConfig{})
+          .ok());
 }
 
 double ToleranceOf(ConvAlgorithm a) {

@@ -109,9 +109,9 @@ TEST_F(LayoutPlanTest, NchwEverywherePlacesNoTransform) {
 TEST_F(LayoutPlanTest, AgreeingConvsShareTheirLayout) {
   // x into NCHW16c once; c0 -> c1 (and c1's residual r0) -> c2 in NCHW16c;
   // the pool reads r1 in NCHW (one transform); c2 (an output) back to NCHW.
-  EXPECT_EQ(
-      RunAgainstReference(WithLayouts({{kBlocked, kBlocked}, {kBlocked, kBlocked}, {kBlocked, kBlocked}})),
-      3);
+  EXPECT_EQ(RunAgainstReference(
+                WithLayouts({{kBlocked, kBlocked}, {kBlocked, kBlocked}, {kBlocked, kBlocked}})),
+            3);
 }
 
 TEST_F(LayoutPlanTest, DisagreeingNeighboursGetATransformEach) {
