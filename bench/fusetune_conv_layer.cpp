@@ -80,7 +80,7 @@ std::pair<double, double> Time(const ConvDesc& d, const ConvTiling& t,
 }
 
 // The grid one algorithm is searched over on `s`.
-std::vector<ConvTiling> Grid(const ConvShape& s, ConvAlgorithm a) {
+std::vector<ConvTiling> Grid(const ConvShape& s, ConvAlgorithm a, bool layouts) {
   std::vector<std::pair<int, int>> micro = {{8, 32}};
   if (kernels::ConvAlgorithmUsesMicroTile(a)) micro = {{8, 32}, {7, 32}, {14, 16}, {6, 32}};
   std::vector<ConvTiling> grid;
@@ -100,14 +100,20 @@ std::vector<ConvTiling> Grid(const ConvShape& s, ConvAlgorithm a) {
           if (oc > 16 && oc / 2 >= s.out_channels) continue;
           if (px > 64 && px / 2 >= s.pixels()) continue;
           if (kb > 32 && kb / 4 >= s.in_per_group() * s.kernel_h * s.kernel_w) continue;
-          grid.push_back(t);
+          for (int in = 0; in < (layouts ? kernels::kNumActivationLayouts : 1); ++in)
+            for (int out = 0; out < (layouts ? kernels::kNumActivationLayouts : 1); ++out) {
+              t.in_layout = static_cast<kernels::ActivationLayout>(in);
+              t.out_layout = static_cast<kernels::ActivationLayout>(out);
+              grid.push_back(t);
+            }
         }
   return grid;
 }
 
 }  // namespace
 
-std::vector<AlgorithmTiming> TimeFusetuneLayer(const LayerSpec& layer, int threads, int runs) {
+std::vector<AlgorithmTiming> TimeFusetuneLayer(const LayerSpec& layer, int threads, int runs,
+                                               bool layouts) {
   LayerData data(layer);
   kernels::KernelConfig config;
   config.threads = threads;
@@ -118,7 +124,7 @@ std::vector<AlgorithmTiming> TimeFusetuneLayer(const LayerSpec& layer, int threa
     AlgorithmTiming best;
     best.algorithm = a;
     best.best_ms = 1e30;
-    for (const ConvTiling& t : Grid(data.d.shape, a)) {
+    for (const ConvTiling& t : Grid(data.d.shape, a, layouts)) {
       data.d.w_packed = nullptr;
       if (!kernels::ConvTilingFits(data.d, t, config)) continue;
       data.PrePack(t);

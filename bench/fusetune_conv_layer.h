@@ -29,7 +29,9 @@ struct AlgorithmTiming {
 };
 
 // One entry per algorithm that applies to the layer and has a legal tiling,
-// in ConvAlgorithm order.
-std::vector<AlgorithmTiming> TimeFusetuneLayer(const LayerSpec& layer, int threads, int runs);
+// in ConvAlgorithm order. `layouts`: the grid also runs each tiling in
+// every input and output layout the algorithm takes (else NCHW only).
+std::vector<AlgorithmTiming> TimeFusetuneLayer(const LayerSpec& layer, int threads, int runs,
+                                               bool layouts = false);
 
 }  // namespace fusetune::bench

@@ -1,5 +1,5 @@
 // onednn_conv [--peak GFLOPS] [--runs N] [--threads T] [--algorithm direct|auto]
-//             [--only resnet50|mobilenet_v2] [--json FILE] [--fusetune]
+//             [--only resnet50|mobilenet_v2] [--json FILE] [--fusetune [--layouts]]
 //
 // The peer figures of issue 37, point 6: oneDNN's FP32 forward-inference
 // convolution on every distinct layer shape of torchvision's ResNet-50 and
@@ -26,6 +26,9 @@
 // point 6, from one process and one machine state. OpenMP's threads are
 // made to sleep between oneDNN's calls (OMP_WAIT_POLICY=PASSIVE, set by
 // re-executing the program) so that they do not spin against fusetune's.
+// --layouts adds every activation layout pair the template can read and
+// write (NCHW, NHWC, NCHW16c; kernels/layout.h) to fusetune's grid: what a
+// layer gains from a layout, before the transforms a plan may need.
 //
 // Threads: oneDNN here runs on OpenMP; the program sets its thread count.
 // The peak is --peak, or measured in-process (measure/roofline.h) when absent:
@@ -262,7 +265,7 @@ std::optional<Timing> TimeLayer(const Layer& l, algorithm algo, int runs, const 
 struct Options {
   double peak = 0;  // GFLOP/s; 0: measure
   int runs = 50, threads = 2;
-  bool fusetune = false;
+  bool fusetune = false, layouts = false;
   algorithm algo = algorithm::convolution_direct;
   std::string only, json;
 };
@@ -282,6 +285,8 @@ bool Parse(int argc, char** argv, Options* o) {
       if (o->only != "resnet50" && o->only != "mobilenet_v2") return false;
     } else if (a == "--fusetune") {
       o->fusetune = true;
+    } else if (a == "--layouts") {
+      o->layouts = true;
     } else if (a == "--json" && has_value) {
       o->json = argv[++i];
     } else if (a == "--algorithm" && has_value) {
@@ -342,7 +347,7 @@ std::string FusetuneRow(const Layer& l, const Timing& direct, const std::optiona
                          : l.post == Post::kSum   ? LayerPost::kSum
                                                   : LayerPost::kSumRelu;
   const auto timings = fusetune::bench::TimeFusetuneLayer(
-      {l.cin, l.cout, l.hw, l.k, l.stride, l.groups, post}, o.threads, o.runs);
+      {l.cin, l.cout, l.hw, l.k, l.stride, l.groups, post}, o.threads, o.runs, o.layouts);
   const double onednn = winograd ? std::min(direct.best_ms, winograd->best_ms) : direct.best_ms;
   std::string per_algorithm;
   const fusetune::bench::AlgorithmTiming* best = nullptr;

@@ -25,8 +25,11 @@ Status DepthwiseApplies(const ConvShape& s) {
   return Status::Ok();
 }
 
-// Any positive blocks work: a band is whole rows, channels are independent.
-Status DepthwiseCheckTiling(const ConvDesc&, const ConvTiling&) { return Status::Ok(); }
+// Any positive blocks work: a band is whole rows, channels are independent
+// (on NCHW16c, whole blocks of 16).
+Status DepthwiseCheckTiling(const ConvDesc& d, const ConvTiling& t) {
+  return DepthwiseBlocked(t) ? BlockedDepthwiseCheck(d, t) : Status::Ok();
+}
 
 ConvTileWalk WalkOf(const ConvDesc& d, const ConvTiling& t) { return AlgorithmWalk(d, t); }
 
@@ -47,6 +50,7 @@ Layout LayoutOf(const ConvDesc& d, const ConvTiling& t) {
 int64_t RoundUp64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 
 int64_t DepthwiseLocalBytes(const ConvDesc& d, const ConvTiling& t) {
+  if (DepthwiseBlocked(t)) return BlockedDepthwiseLocalBytes(d, t);
   const Layout l = LayoutOf(d, t);
   const int64_t ocs = std::min(t.oc_block, d.shape.out_channels);
   return RoundUp64(4 * ocs * l.band.floats()) + RoundUp64(4 * ocs * l.tile_ld);
@@ -222,6 +226,7 @@ void ComputeTile(const ConvShape& s, const Layout& l, const float* band, const f
 
 KernelStats DepthwiseRunShare(const ConvDesc& d, const ConvTiling& t, const KernelConfig& config,
                               RunMode mode, int thread) {
+  if (DepthwiseBlocked(t)) return BlockedDepthwiseRunShare(d, t, config, mode, thread);
   const ConvShape& s = d.shape;
   const ConvTileWalk walk = WalkOf(d, t);
   const Layout l = LayoutOf(d, t);
@@ -294,7 +299,12 @@ TilingEstimate DepthwiseEstimate(const ConvDesc& d, const ConvTiling& t, int thr
   e.tiles = walk.size();
   e.max_thread_work = total > 0 ? busiest / total : 1;
   e.steps = e.max_thread_tiles;
-  e.lane_utilisation = static_cast<double>(s.out_w) / static_cast<double>((s.out_w + 15) / 16 * 16);
+  // NCHW vectorises along a row (lanes past its end wasted), NCHW16c across
+  // channels (every lane used).
+  e.lane_utilisation =
+      DepthwiseBlocked(t)
+          ? 1.0
+          : static_cast<double>(s.out_w) / static_cast<double>((s.out_w + 15) / 16 * 16);
   return e;
 }
 

@@ -21,4 +21,12 @@ std::vector<int64_t> DepthwiseTapOffsets(const ConvShape& s, const BandGeometry&
 void DepthwiseChannel(const ConvShape& s, const BandGeometry& g, const float* band,
                       const int64_t* offsets, const float* w, float bias, int64_t rows, float* out);
 
+// kDepthwise on NCHW16c in and out (conv_depthwise_blocked.cpp): 16
+// channels a vector, whatever the map's width.
+bool DepthwiseBlocked(const ConvTiling& t);
+Status BlockedDepthwiseCheck(const ConvDesc& d, const ConvTiling& t);
+int64_t BlockedDepthwiseLocalBytes(const ConvDesc& d, const ConvTiling& t);
+KernelStats BlockedDepthwiseRunShare(const ConvDesc& d, const ConvTiling& t,
+                                     const KernelConfig& config, RunMode mode, int thread);
+
 }  // namespace fusetune::kernels::conv_detail

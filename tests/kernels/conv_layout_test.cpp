@@ -142,6 +142,12 @@ std::vector<LayoutCase> LayoutCases() {
       {MakeShape(1, 16, 13, 11, 32, 3, 2, 1), {A::kIm2colGemm, A::kDirect}},
       {MakeShape(1, 32, 7, 7, 64, 1), {A::kIm2colGemm, A::kDirect}},
       {MakeShape(1, 32, 12, 12, 32, 3, 1, 1, 1, 32), {A::kDepthwise}},
+      // Depthwise on NCHW16c's own path: 7x7 (fewer columns than a vector),
+      // stride 2 on an odd width, dilation 2, 5x5, two images.
+      {MakeShape(1, 48, 7, 7, 48, 3, 1, 1, 1, 48), {A::kDepthwise}},
+      {MakeShape(1, 32, 15, 13, 32, 3, 2, 1, 1, 32), {A::kDepthwise}},
+      {MakeShape(2, 16, 11, 9, 16, 3, 1, 2, 2, 16), {A::kDepthwise}},
+      {MakeShape(1, 64, 10, 10, 64, 5, 1, 2, 1, 64), {A::kDepthwise}},
   };
 }
 
@@ -151,9 +157,14 @@ TEST(ConvLayouts, EveryAlgorithmReadsAndWritesEachLayout) {
       for (ActivationLayout in : kLayouts)
         for (ActivationLayout out : kLayouts) {
           if (a == ConvAlgorithm::kIm2colGemm && in != ActivationLayout::kNCHW) continue;
-          // 24 output channels a block (direct's are vectors of 16): tiles
-          // that straddle NCHW16c's blocks.
-          for (int64_t oc_block : {int64_t{16}, int64_t{a == ConvAlgorithm::kDirect ? 48 : 24}}) {
+          // 24 output channels a block: tiles that straddle NCHW16c's
+          // blocks (direct's blocks are vectors of 16, and depthwise on
+          // NCHW16c takes whole blocks of 16).
+          const bool whole_blocks =
+              a == ConvAlgorithm::kDirect ||
+              (a == ConvAlgorithm::kDepthwise && in == ActivationLayout::kNCHWc &&
+               out == ActivationLayout::kNCHWc);
+          for (int64_t oc_block : {int64_t{16}, int64_t{whole_blocks ? 48 : 24}}) {
             const int64_t nr = a == ConvAlgorithm::kIm2colGemm ? 32 : 1;
             ConvTiling t = Tiling(a, oc_block, 2 * lc.shape.out_w * nr, 16);
             t.in_layout = in;
@@ -206,6 +217,32 @@ TEST(ConvLayouts, RefusesLayoutsItCannotHoldOrRead) {
   c.d.global_pool = ConvGlobalPool::kAverage;
   EXPECT_NE(refusal(direct, ActivationLayout::kNCHW, ActivationLayout::kNHWC).find("global pool"),
             std::string::npos);
+}
+
+// Depthwise on NCHW16c runs its own path (conv_depthwise_blocked.cpp): its
+// counted traffic equals the NCHW path's for the same tiles (the same band
+// rows, bias, residual and output), its run modes count alike, and it takes
+// only whole blocks of 16 channels and no max pool.
+TEST(ConvLayouts, BlockedDepthwiseCountsAndRefusals) {
+  const ConvShape s = MakeShape(1, 64, 14, 14, 64, 3, 2, 1, 1, 64);
+  ConvTiling blocked = Tiling(ConvAlgorithm::kDepthwise, 32, 3 * s.out_w, 16);
+  blocked.in_layout = blocked.out_layout = ActivationLayout::kNCHWc;
+  const ConvTiling nchw = Tiling(ConvAlgorithm::kDepthwise, 32, 3 * s.out_w, 16);
+  testing::RandomConv c(s, true, /*residual_relu=*/true, 9, s.out_channels * s.pixels());
+  testing::ConvRun a, b;
+  ASSERT_TRUE(c.Run(blocked, 2, 1 << 20, &a));
+  ASSERT_TRUE(c.Run(nchw, 2, 1 << 20, &b));
+  EXPECT_EQ(a.stats.bytes_global_to_local, b.stats.bytes_global_to_local);
+  EXPECT_EQ(a.stats.bytes_local_to_global, b.stats.bytes_local_to_global);
+  const KernelConfig config{1 << 20, 2};
+  testing::ExpectModeCountsAlike(RunConv(c.d, blocked, config, RunMode::kFull),
+                                 RunConv(c.d, blocked, config, RunMode::kCopyOnly),
+                                 RunConv(c.d, blocked, config, RunMode::kComputeOnly));
+  ConvTiling odd = blocked;
+  odd.oc_block = 24;
+  EXPECT_FALSE(ValidateConv(c.d, odd, config).ok());
+  c.d.max_pool = ConvMaxPool{3, 3, 2, 2, 1, 1, 4, 4};
+  EXPECT_FALSE(ValidateConv(c.d, blocked, config).ok());
 }
 
 }  // namespace
