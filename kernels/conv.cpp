@@ -288,10 +288,19 @@ void WriteTileRows(const ConvDesc& d, const ConvTile& t, const float* acc, int64
     for (int64_t r = 0; r < t.ocs; ++r) StreamOut(out + r * s.pixels(), acc + r * ld, t.ps);
     return;
   }
-  for (int64_t r = 0; r < t.ocs; ++r) {
-    const PlaneView view = ChannelPlane(layout, dims, t.image, t.oc0 + r);
-    WritePlaneRun(d.y + view.offset + t.p0 * view.pixel_stride, view.pixel_stride, acc + r * ld,
-                  t.ps);
+  for (int64_t r = 0; r < t.ocs;) {
+    const int64_t c = t.oc0 + r;
+    const PlaneView view = ChannelPlane(layout, dims, t.image, c);
+    float* out = d.y + view.offset + t.p0 * view.pixel_stride;
+    // A whole NCHW16c block of the tile's rows: 16x16 transposes.
+    if (layout == ActivationLayout::kNCHWc && c % kLayoutChannelBlock == 0 &&
+        r + kLayoutChannelBlock <= t.ocs) {
+      RowsToBlocked(acc + r * ld, ld, t.ps, out);
+      r += kLayoutChannelBlock;
+      continue;
+    }
+    WritePlaneRun(out, view.pixel_stride, acc + r * ld, t.ps);
+    ++r;
   }
 }
 
@@ -454,9 +463,18 @@ Status CheckMaxPool(const ConvDesc& d, const ConvTiling& t) {
   return Status::Ok();
 }
 
-// Layouts (conv.h): every algorithm but im2col reads X in any layout (their
-// bands gather a channel plane's rows at any stride; im2col's gather plan
-// is one of NCHW offsets); a global pool writes [N, C], which has no layout.
+// im2col's gather plan is one of NCHW offsets; a 1x1 stride-1 conv's B is X
+// itself, which it also gathers from NCHW16c (whole blocks of 16 channels).
+bool Im2colReadsBlocked(const ConvShape& s, const ConvTiling& t) {
+  const int64_t k = s.in_channels;
+  return t.in_layout == ActivationLayout::kNCHWc && s.kernel_h == 1 && s.kernel_w == 1 &&
+         s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 && s.pad_left == 0 && s.groups == 1 &&
+         (t.k_block % kLayoutChannelBlock == 0 || t.k_block >= k);
+}
+
+// Layouts (conv.h): every algorithm reads X in any layout (their bands
+// gather a channel plane's rows at any stride), but im2col (above); a
+// global pool writes [N, C], which has no layout.
 Status CheckLayouts(const ConvDesc& d, const ConvTiling& t) {
   auto forbid = [&](const std::string& why) {
     return Error(ErrorCode::kInvalidArgument, fmt::format("tiling {}: {}", t.ToString(), why));
@@ -465,9 +483,11 @@ Status CheckLayouts(const ConvDesc& d, const ConvTiling& t) {
     return forbid("in_layout: " + s.error().message());
   if (Status s = LayoutApplies(t.out_layout, d.shape.out_channels); !s.ok())
     return forbid("out_layout: " + s.error().message());
-  if (t.in_layout != ActivationLayout::kNCHW && t.algorithm == ConvAlgorithm::kIm2colGemm)
+  if (t.in_layout != ActivationLayout::kNCHW && t.algorithm == ConvAlgorithm::kIm2colGemm &&
+      !Im2colReadsBlocked(d.shape, t))
     return forbid(
-        fmt::format("in_layout: {} reads NCHW input only", ConvAlgorithmName(t.algorithm)));
+        "in_layout: im2col_gemm reads NCHW input, or NCHW16c for a 1x1 stride-1 unpadded conv "
+        "of one group sliced in whole blocks of 16 channels");
   if (t.out_layout != ActivationLayout::kNCHW && d.global_pool != ConvGlobalPool::kNone)
     return forbid("out_layout: a global pool's [N, C] output is NCHW");
   return Status::Ok();

@@ -254,10 +254,8 @@ KernelStats DepthwiseRunShare(const ConvDesc& d, const ConvTiling& t, const Kern
     const BandGeometry g = BandOf(s, rows);
     const int64_t ih0 = BandFirstRow(s, oh0);
     if (mode != RunMode::kComputeOnly) {
-      int64_t read = 0;
-      for (int64_t c = 0; c < tile_at.ocs; ++c)
-        read += CopyBand(s, d.x, InputPlane(d, t, tile_at.image, tile_at.oc0 + c), ih0, g,
-                         band + c * l.band.floats());
+      const int64_t read = CopyBands(s, d.x, t.in_layout, tile_at.image, tile_at.oc0, tile_at.ocs,
+                                     ih0, g, band, l.band.floats());
       stats.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * read;
     }
     // The bias starts the sums (no pass of its own); its read is counted here.
@@ -301,10 +299,9 @@ TilingEstimate DepthwiseEstimate(const ConvDesc& d, const ConvTiling& t, int thr
   e.steps = e.max_thread_tiles;
   // NCHW vectorises along a row (lanes past its end wasted), NCHW16c across
   // channels (every lane used).
-  e.lane_utilisation =
-      DepthwiseBlocked(t)
-          ? 1.0
-          : static_cast<double>(s.out_w) / static_cast<double>((s.out_w + 15) / 16 * 16);
+  e.lane_utilisation = DepthwiseBlocked(t) ? 1.0
+                                           : static_cast<double>(s.out_w) /
+                                                 static_cast<double>((s.out_w + 15) / 16 * 16);
   return e;
 }
 

@@ -339,11 +339,9 @@ KernelStats DirectRunShare(const ConvDesc& d, const ConvTiling& t, const KernelC
         w = d.w_packed + c.oc0 / kLanes * w_vstride + ic0 * l.taps * kLanes;
       }
       if (mode != RunMode::kComputeOnly && !reuse) {
-        int64_t read = 0;
-        for (int64_t ic = 0; ic < ics; ++ic)
-          read += CopyBand(s, d.x, InputPlane(d, t, c.image, ic0 + ic), BandFirstRow(s, oh0), g,
-                           band + ic * l.band.floats());
-        stats.bytes_global_to_local += 4 * read;
+        stats.bytes_global_to_local +=
+            4 * CopyBands(s, d.x, t.in_layout, c.image, ic0, ics, BandFirstRow(s, oh0), g, band,
+                          l.band.floats());
       }
       if (mode != RunMode::kCopyOnly)
         ComputeSlice(s, l, band, tap_off, w, w_vstride, vectors, rows, ics, ic0 > 0, acc);

@@ -386,7 +386,9 @@ class Runner {
         mode_(mode),
         mk_(FindMicroKernel(t.mr, t.nr)),
         avx512_(HasAvx512()),
-        gather_kernel_(d.shape.stride_w == 1 ? FindGatherKernel(t.mr, t.nr) : nullptr),
+        gather_kernel_(d.shape.stride_w == 1 && t.in_layout == ActivationLayout::kNCHW
+                           ? FindGatherKernel(t.mr, t.nr)
+                           : nullptr),
         local_(static_cast<size_t>(Im2colGemmOps().local_bytes(d, t))) {
     a_ = local_.Take(g_.a_floats());
     b_[0] = local_.Take(g_.b_floats());
@@ -445,6 +447,7 @@ class Runner {
   // B rows [k0, k0 + depth) of the tile's position block, from the input
   // channels of the tile's group, into slivers [depth][nr].
   void GatherB(const Step& st, float* b) {
+    if (t_.in_layout == ActivationLayout::kNCHWc) return GatherBlocked(st, b);
     const ConvTile& tile = st.tile;
     if (plan_.p0 != tile.p0 || plan_.ps != tile.ps) BuildPlan(s_, t_.nr, tile.p0, tile.ps, &plan_);
     const int64_t khw = s_.kernel_h * s_.kernel_w, plane = s_.in_h * s_.in_w;
@@ -464,6 +467,32 @@ class Runner {
       }
     }
     stats_.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * st.depth * tile.ps;
+  }
+
+  // A 1x1 stride-1 unpadded conv on NCHW16c X (CheckLayouts): B's rows are
+  // X's channels, so 16 of them at 16 positions are one 16x16 transpose
+  // into the slivers; the last sliver's lanes past the tile are zeros.
+  void GatherBlocked(const Step& st, float* b) {
+    const ConvTile& tile = st.tile;
+    const int64_t nr = t_.nr, depth = st.depth;
+    const ActivationDims dims{s_.batch, s_.in_channels, s_.in_h, s_.in_w};
+    for (int64_t kb = 0; kb < depth; kb += kLayoutChannelBlock) {
+      const float* block =
+          d_.x + ChannelPlane(ActivationLayout::kNCHWc, dims, tile.image, st.k0 + kb).offset;
+      for (int64_t p = 0; p < tile.ps;) {
+        const int64_t lane = p % nr;
+        const int64_t n = std::min({kLayoutChannelBlock, nr - lane, tile.ps - p});
+        BlockedToRows(block + (tile.p0 + p) * kLayoutChannelBlock, n,
+                      b + (p / nr) * depth * nr + kb * nr + lane, nr);
+        p += n;
+      }
+    }
+    if (const int64_t tail = tile.ps % nr; tail != 0) {
+      float* last = b + (tile.ps / nr) * depth * nr;
+      for (int64_t k = 0; k < depth; ++k)
+        std::fill(last + k * nr + tail, last + (k + 1) * nr, 0.0f);
+    }
+    stats_.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * depth * tile.ps;
   }
 
   // The same gather as GatherB (stride 1, AVX-512), to be carried by Compute.

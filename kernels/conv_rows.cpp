@@ -125,6 +125,40 @@ int64_t CopyBand(const ConvShape& s, const float* x, const PlaneView& view, int6
   return rows_read * in_cols;
 }
 
+int64_t CopyBands(const ConvShape& s, const float* x, ActivationLayout layout, int64_t image,
+                  int64_t c0, int64_t count, int64_t ih0, const BandGeometry& g, float* dst,
+                  int64_t dst_stride, float pad_value) {
+  const ActivationDims dims{s.batch, s.in_channels, s.in_h, s.in_w};
+  int64_t read = 0, c = 0;
+  if (layout == ActivationLayout::kNCHWc) {
+    const int64_t in_cols = InCols(s, g);
+    thread_local std::vector<float> rows;
+    rows.resize(static_cast<size_t>(kLayoutChannelBlock * s.in_w));
+    for (; c0 % kLayoutChannelBlock == 0 && c + kLayoutChannelBlock <= count;
+         c += kLayoutChannelBlock, c0 += kLayoutChannelBlock) {
+      const float* block = x + ChannelPlane(layout, dims, image, c0).offset;
+      for (int64_t r = 0; r < g.rows; ++r) {
+        const int64_t ih = ih0 + r;
+        const bool inside = ih >= 0 && ih < s.in_h;
+        if (inside)
+          BlockedToRows(block + ih * s.in_w * kLayoutChannelBlock, s.in_w, rows.data(), s.in_w);
+        for (int64_t i = 0; i < kLayoutChannelBlock; ++i) {
+          float* row = dst + (c + i) * dst_stride + r * g.row_floats;
+          if (inside)
+            CopyRow(s, rows.data() + i * s.in_w, in_cols, g, pad_value, row);
+          else
+            std::fill(row, row + g.row_floats, pad_value);
+        }
+        if (inside) read += kLayoutChannelBlock * in_cols;
+      }
+    }
+  }
+  for (; c < count; ++c, ++c0)
+    read += CopyBand(s, x, ChannelPlane(layout, dims, image, c0), ih0, g, dst + c * dst_stride,
+                     pad_value);
+  return read;
+}
+
 int64_t BandReadFloats(const ConvShape& s, int64_t ih0, const BandGeometry& g) {
   const int64_t rows =
       std::max<int64_t>(0, std::min(s.in_h, ih0 + g.rows) - std::max<int64_t>(0, ih0));

@@ -42,6 +42,13 @@ int64_t CopyBand(const ConvShape& s, const float* plane, int64_t ih0, const Band
 // rows whose positions lie apart are gathered first.
 int64_t CopyBand(const ConvShape& s, const float* x, const PlaneView& view, int64_t ih0,
                  const BandGeometry& g, float* dst, float pad_value = 0.0f);
+// CopyBand for `count` consecutive channels from c0 of image `image`, X in
+// `layout`, channel i's band at dst + i * dst_stride. Whole NCHW16c blocks
+// are read a row of 16 channels at a time (one transpose), not a channel
+// at a time. Returns the floats read from X.
+int64_t CopyBands(const ConvShape& s, const float* x, ActivationLayout layout, int64_t image,
+                  int64_t c0, int64_t count, int64_t ih0, const BandGeometry& g, float* dst,
+                  int64_t dst_stride, float pad_value = 0.0f);
 // Input row ih of channel plane `view` as contiguous floats: in X itself
 // when the layout is NCHW, else gathered into `scratch` (in_w floats).
 const float* PlaneRow(const ConvShape& s, const float* x, const PlaneView& view, int64_t ih,

@@ -6,6 +6,10 @@
 
 #include <fmt/format.h>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace fusetune::kernels {
 
 const char* ActivationLayoutName(ActivationLayout layout) {
@@ -51,6 +55,79 @@ PlaneView ChannelPlane(ActivationLayout layout, const ActivationDims& d, int64_t
   return {};
 }
 
+namespace {
+
+#if defined(__AVX512F__)
+// r[i] = row i of a 16x16 block becomes r[i] = column i.
+void Transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  auto lo = [](__m512 a, __m512 b) {
+    return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+  };
+  auto hi = [](__m512 a, __m512 b) {
+    return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+  };
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i] = lo(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 1] = hi(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 2] = lo(t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = hi(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j) {
+      t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + j + 4], 0x88);
+      t[8 * i + j + 4] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + j + 4], 0xdd);
+    }
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+    r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
+  }
+}
+
+__mmask16 FirstLanes(int64_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
+}
+#endif
+
+}  // namespace
+
+void RowsToBlocked(const float* rows, int64_t ld, int64_t n, float* dst) {
+  int64_t p = 0;
+#if defined(__AVX512F__)
+  for (; p < n; p += 16) {
+    const __mmask16 m = FirstLanes(n - p);
+    __m512 r[16];
+    for (int i = 0; i < 16; ++i) r[i] = _mm512_maskz_loadu_ps(m, rows + i * ld + p);
+    Transpose16(r);
+    for (int64_t j = 0; j < std::min<int64_t>(16, n - p); ++j)
+      _mm512_storeu_ps(dst + (p + j) * 16, r[j]);
+  }
+#endif
+  for (; p < n; ++p)
+    for (int64_t i = 0; i < 16; ++i) dst[p * 16 + i] = rows[i * ld + p];
+}
+
+void BlockedToRows(const float* src, int64_t n, float* rows, int64_t ld) {
+  int64_t p = 0;
+#if defined(__AVX512F__)
+  for (; p < n; p += 16) {
+    const int64_t count = std::min<int64_t>(16, n - p);
+    __m512 r[16];
+    for (int64_t j = 0; j < 16; ++j)
+      r[j] = j < count ? _mm512_loadu_ps(src + (p + j) * 16) : _mm512_setzero_ps();
+    Transpose16(r);
+    const __mmask16 m = FirstLanes(count);
+    for (int i = 0; i < 16; ++i) _mm512_mask_storeu_ps(rows + i * ld + p, m, r[i]);
+  }
+#endif
+  for (; p < n; ++p)
+    for (int64_t i = 0; i < 16; ++i) rows[i * ld + p] = src[p * 16 + i];
+}
+
 std::string LayoutTransformDesc::ToString() const {
   return fmt::format("layout {} -> {} {}x{}x{}x{}", ActivationLayoutName(from),
                      ActivationLayoutName(to), dims.batch, dims.channels, dims.height, dims.width);
@@ -87,6 +164,10 @@ TransformWalk WalkOf(const ActivationDims& d) {
 // is a block copy, else a strided gather or scatter (cache lines shared by
 // the tile's neighbouring channels stay in L1 between rows).
 void CopyIn(const LayoutTransformDesc& d, const TransformTile& t, float* tile) {
+  if (d.from == ActivationLayout::kNCHWc) {  // tiles are whole blocks of 16
+    const PlaneView v = ChannelPlane(d.from, d.dims, t.image, t.c0);
+    return BlockedToRows(d.x + v.offset + t.p0 * v.pixel_stride, t.ps, tile, kTilePositions);
+  }
   for (int64_t c = 0; c < t.cs; ++c) {
     const PlaneView v = ChannelPlane(d.from, d.dims, t.image, t.c0 + c);
     const float* src = d.x + v.offset + t.p0 * v.pixel_stride;
@@ -100,6 +181,10 @@ void CopyIn(const LayoutTransformDesc& d, const TransformTile& t, float* tile) {
 }
 
 void CopyOut(const LayoutTransformDesc& d, const TransformTile& t, const float* tile) {
+  if (d.to == ActivationLayout::kNCHWc) {
+    const PlaneView v = ChannelPlane(d.to, d.dims, t.image, t.c0);
+    return RowsToBlocked(tile, kTilePositions, t.ps, d.y + v.offset + t.p0 * v.pixel_stride);
+  }
   for (int64_t c = 0; c < t.cs; ++c) {
     const PlaneView v = ChannelPlane(d.to, d.dims, t.image, t.c0 + c);
     float* dst = d.y + v.offset + t.p0 * v.pixel_stride;

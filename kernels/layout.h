@@ -55,6 +55,12 @@ inline int64_t ElementIndex(ActivationLayout layout, const ActivationDims& dims,
   return v.offset + (h * dims.width + w) * v.pixel_stride;
 }
 
+// 16 channel rows of n positions (row i at rows + i * ld) to the NCHW16c
+// order [n][16] (dst + p * 16 + i), and back: the 16x16 transposes (in
+// registers with AVX-512) every copy into or out of NCHW16c is made of.
+void RowsToBlocked(const float* rows, int64_t ld, int64_t n, float* dst);
+void BlockedToRows(const float* src, int64_t n, float* rows, int64_t ld);
+
 // Y = X rearranged from `from` to `to`. Tiles of one image, 16 channels by
 // up to 1024 positions, are copied into the local buffer as [channel]
 // [position] and copied out in the new order; both copies are counted.

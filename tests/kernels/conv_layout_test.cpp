@@ -59,6 +59,21 @@ TEST(LayoutNames, RoundTrip) {
   EXPECT_FALSE(ActivationLayoutFromName("nchw8c").has_value());
 }
 
+TEST(LayoutTransform, BlockTransposesOfEveryLength) {
+  for (int64_t n : {1, 7, 15, 16, 17, 33, 49}) {
+    const int64_t ld = n + 5;
+    const std::vector<float> rows = Iota(16 * ld);
+    std::vector<float> blocked(n * 16, -1.0f), back(16 * ld, -1.0f);
+    RowsToBlocked(rows.data(), ld, n, blocked.data());
+    for (int64_t p = 0; p < n; ++p)
+      for (int64_t i = 0; i < 16; ++i) ASSERT_EQ(blocked[p * 16 + i], rows[i * ld + p]) << n;
+    BlockedToRows(blocked.data(), n, back.data(), ld);
+    for (int64_t i = 0; i < 16; ++i)
+      for (int64_t p = 0; p < ld; ++p)  // the gap past n untouched
+        ASSERT_EQ(back[i * ld + p], p < n ? rows[i * ld + p] : -1.0f) << n;
+  }
+}
+
 TEST(LayoutTransform, EveryPairMatchesTheIndexArithmetic) {
   // 2 images, a plane of 1100 positions (two position blocks), 48 channels.
   const ActivationDims d{2, 48, 25, 44};
@@ -156,7 +171,11 @@ TEST(ConvLayouts, EveryAlgorithmReadsAndWritesEachLayout) {
     for (ConvAlgorithm a : lc.algorithms)
       for (ActivationLayout in : kLayouts)
         for (ActivationLayout out : kLayouts) {
-          if (a == ConvAlgorithm::kIm2colGemm && in != ActivationLayout::kNCHW) continue;
+          // im2col reads NCHW16c only for a 1x1 stride-1 unpadded conv.
+          const bool pointwise = lc.shape.kernel_h == 1 && lc.shape.stride_h == 1;
+          if (a == ConvAlgorithm::kIm2colGemm && in != ActivationLayout::kNCHW &&
+              !(pointwise && in == ActivationLayout::kNCHWc))
+            continue;
           // 24 output channels a block: tiles that straddle NCHW16c's
           // blocks (direct's blocks are vectors of 16, and depthwise on
           // NCHW16c takes whole blocks of 16).
@@ -212,7 +231,7 @@ TEST(ConvLayouts, RefusesLayoutsItCannotHoldOrRead) {
   EXPECT_EQ(refusal(direct, ActivationLayout::kNHWC, ActivationLayout::kNCHWc), "");
   const ConvTiling im2col = Tiling(ConvAlgorithm::kIm2colGemm, 16, 64, 16);
   EXPECT_NE(refusal(im2col, ActivationLayout::kNHWC, ActivationLayout::kNCHW)
-                .find("im2col_gemm reads NCHW input only"),
+                .find("im2col_gemm reads NCHW input, or NCHW16c for a 1x1"),
             std::string::npos);
   c.d.global_pool = ConvGlobalPool::kAverage;
   EXPECT_NE(refusal(direct, ActivationLayout::kNCHW, ActivationLayout::kNHWC).find("global pool"),
