@@ -80,6 +80,9 @@ class TaskSearch {
   int64_t measured() const { return static_cast<int64_t>(measured_.size()); }
   std::optional<double> best_seconds() const { return best_seconds_; }
   const std::optional<fusion_space::Tiling>& best_tiling() const { return best_tiling_; }
+  const std::vector<std::pair<fusion_space::Tiling, double>>& measured_ok() const {
+    return measured_ok_;
+  }
   // The fastest measured tiling that `keep` accepts, with its seconds.
   std::optional<std::pair<fusion_space::Tiling, double>> BestMeasured(
       const std::function<bool(const fusion_space::Tiling&)>& keep) const;

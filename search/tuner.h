@@ -160,6 +160,9 @@ class Tuner {
   // `nchw_only`: each group's best tiling in NCHW (conv layouts), so that
   // the plan places no layout transform.
   fusion_space::Plan TunedPlan(double* predicted = nullptr, bool nchw_only = false);
+  // `plan` with each conv group's layouts chosen across its neighbours
+  // (layout_choice.h) among its measured tilings.
+  fusion_space::Plan HarmonizedPlan(const fusion_space::Plan& plan) const;
   double AnalyticalScale() const;
   double PredictedSeconds(int task, double scale) const;
   void UpdateModel();

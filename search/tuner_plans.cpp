@@ -10,6 +10,7 @@
 #include "fusion_space/partition.h"
 #include "fusion_space/plan_json.h"
 #include "graph/workload_key.h"
+#include "search/layout_choice.h"
 
 namespace fusetune::search {
 
@@ -177,18 +178,38 @@ Status Tuner::MeasureTunedPlan() {
   ++plans_->tuned_count;
   double predicted = 0;
   const fusion_space::Plan plan = TunedPlan(&predicted);
-  FT_RETURN_IF_ERROR(
-      MeasurePlan(plan, "tuned", predicted > 0 ? std::optional<double>(predicted) : std::nullopt));
+  const std::optional<double> expected =
+      predicted > 0 ? std::optional<double>(predicted) : std::nullopt;
+  FT_RETURN_IF_ERROR(MeasurePlan(plan, "tuned", expected));
   // The partition adds up group times measured alone, without the layout
-  // transforms between groups that disagree: the same partition in NCHW
-  // throughout is measured too, and the faster plan wins.
-  const bool any_layout =
-      std::any_of(plan.groups.begin(), plan.groups.end(),
-                  [](const fusion_space::PlanGroup& g) { return !InNchw(g.tiling); });
-  if (!any_layout || StopReason() == "interrupted") return Status::Ok();
-  const fusion_space::Plan nchw = TunedPlan(&predicted, /*nchw_only=*/true);
-  return MeasurePlan(nchw, "tuned",
-                     predicted > 0 ? std::optional<double>(predicted) : std::nullopt);
+  // transforms between groups that disagree: the same partition with the
+  // layouts chosen across its groups (layout_choice.h), and in NCHW
+  // throughout, are measured too, and the fastest plan wins.
+  auto any_layout = [](const fusion_space::Plan& p) {
+    return std::any_of(p.groups.begin(), p.groups.end(),
+                       [](const fusion_space::PlanGroup& g) { return !InNchw(g.tiling); });
+  };
+  if (!any_layout(plan) || StopReason() == "interrupted") return Status::Ok();
+  const fusion_space::Plan harmonized = HarmonizedPlan(plan);
+  if (fusion_space::PlanToJson(space_, harmonized) != fusion_space::PlanToJson(space_, plan) &&
+      any_layout(harmonized))
+    FT_RETURN_IF_ERROR(MeasurePlan(harmonized, "tuned", expected));
+  if (StopReason() == "interrupted") return Status::Ok();
+  return MeasurePlan(TunedPlan(&predicted, /*nchw_only=*/true), "tuned", expected);
+}
+
+fusion_space::Plan Tuner::HarmonizedPlan(const fusion_space::Plan& plan) const {
+  TransformCost cost;
+  cost.launch_seconds = context_.target_features.launch_us * 1e-6;
+  cost.seconds_per_byte = 1 / (context_.target_features.l2_gbps * 1e9);
+  return HarmonizeLayouts(
+      space_, plan,
+      [&](const fusion_space::PlanGroup& g) {
+        auto it = task_by_key_.find(space_.Key(g.nodes).ToString());
+        return it == task_by_key_.end() ? std::vector<std::pair<fusion_space::Tiling, double>>{}
+                                        : searches_[it->second]->measured_ok();
+      },
+      cost);
 }
 
 TuneSummary Tuner::Summary() const {

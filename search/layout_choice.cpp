@@ -1,0 +1,100 @@
+#include "search/layout_choice.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace fusetune::search {
+
+namespace {
+
+using kernels::ActivationLayout;
+
+// The values a conv group reads in its tiling's layouts: X (in_layout) and
+// the operands of Y's shape (out_layout, runtime/layout_plan.cpp); Y.
+struct ConvValues {
+  graph::ValueId x = graph::kNoValue, y = graph::kNoValue;
+  std::vector<graph::ValueId> residuals;
+};
+
+graph::ValueId SlotValue(const fusion_space::KernelInstance& k, const float* p) {
+  const int slot = fusion_space::SlotIndex(p);
+  return slot < 0 ? graph::kNoValue : k.slots[static_cast<size_t>(slot)].value;
+}
+
+ConvValues ValuesOf(const fusion_space::KernelInstance& k) {
+  ConvValues v;
+  v.x = SlotValue(k, k.conv.x);
+  v.y = SlotValue(k, k.conv.y);
+  for (const kernels::EpilogueOp& op : k.conv.epilogue)
+    if (op.reads_memory() && op.row_stride == k.conv.shape.pixels() && op.col_stride == 1)
+      v.residuals.push_back(SlotValue(k, op.data));
+  return v;
+}
+
+bool IsConv(const fusion_space::KernelInstance& k) {
+  return k.kind == fusion_space::KernelTemplate::kConv;
+}
+
+// Values some reader needs in NCHW: graph outputs, and whatever a group
+// reads other than a conv's X and residuals.
+std::set<graph::ValueId> NeededInNchw(const graph::Graph& g,
+                                      const std::vector<fusion_space::KernelInstance>& groups) {
+  std::set<graph::ValueId> nchw(g.outputs.begin(), g.outputs.end());
+  for (const fusion_space::KernelInstance& k : groups) {
+    std::set<graph::ValueId> laid_out;
+    if (IsConv(k)) {
+      const ConvValues v = ValuesOf(k);
+      laid_out.insert(v.x);
+      laid_out.insert(v.residuals.begin(), v.residuals.end());
+    }
+    for (graph::ValueId v : k.inputs)
+      if (!laid_out.count(v)) nchw.insert(v);
+  }
+  return nchw;
+}
+
+}  // namespace
+
+fusion_space::Plan HarmonizeLayouts(fusion_space::FusionSpace& space, fusion_space::Plan plan,
+                                    const MeasuredTilings& measured, const TransformCost& cost) {
+  const graph::Graph& g = space.graph();
+  std::vector<fusion_space::KernelInstance> instances;
+  for (const fusion_space::PlanGroup& group : plan.groups)
+    instances.push_back(space.Match(group.nodes).instance);
+  const std::set<graph::ValueId> nchw = NeededInNchw(g, instances);
+  std::map<graph::ValueId, ActivationLayout> held;  // values written in another layout
+  auto held_in = [&](graph::ValueId v) {
+    auto it = held.find(v);
+    return it == held.end() ? ActivationLayout::kNCHW : it->second;
+  };
+  auto bytes = [&](graph::ValueId v) { return static_cast<double>(g.type(v).nbytes()); };
+  for (size_t i = 0; i < plan.groups.size(); ++i) {
+    const fusion_space::KernelInstance& k = instances[i];
+    if (!IsConv(k)) continue;
+    const ConvValues v = ValuesOf(k);
+    double best = 0;
+    bool found = false;
+    for (const auto& [tiling, seconds] : measured(plan.groups[i])) {
+      const auto* t = std::get_if<kernels::ConvTiling>(&tiling);
+      if (t == nullptr) continue;
+      double total = seconds;
+      if (v.x != graph::kNoValue && t->in_layout != held_in(v.x)) total += cost.Of(bytes(v.x));
+      for (graph::ValueId r : v.residuals)
+        if (r != graph::kNoValue && t->out_layout != held_in(r)) total += cost.Of(bytes(r));
+      if (v.y != graph::kNoValue && t->out_layout != ActivationLayout::kNCHW && nchw.count(v.y))
+        total += cost.Of(bytes(v.y));
+      if (!found || total < best) {
+        best = total;
+        found = true;
+        plan.groups[i].tiling = tiling;
+      }
+    }
+    if (const auto* t = std::get_if<kernels::ConvTiling>(&plan.groups[i].tiling);
+        t != nullptr && v.y != graph::kNoValue && t->out_layout != ActivationLayout::kNCHW)
+      held[v.y] = t->out_layout;
+  }
+  return plan;
+}
+
+}  // namespace fusetune::search

@@ -1,0 +1,110 @@
+// HarmonizeLayouts (search/layout_choice.h): conv groups take the measured
+// tiling whose time plus the transforms it causes is least, readers adapting
+// to their producers' layouts; the result is a valid plan that runs.
+#include <gtest/gtest.h>
+
+#include "fusion_space/space.h"
+#include "fusion_space/tiling_space.h"
+#include "runtime/executor.h"
+#include "search/layout_choice.h"
+#include "tests/graph/test_util.h"
+
+namespace fusetune::search {
+namespace {
+
+using kernels::ActivationLayout;
+constexpr auto kNCHW = ActivationLayout::kNCHW;
+constexpr auto kBlocked = ActivationLayout::kNCHWc;
+
+// c0 -> c1 (r0 its input and residual) -> c2 (a graph output); r1 also read
+// by a max pool, which reads NCHW only.
+constexpr const char* kCnn = R"(graph layouts opset 17 {
+  input x: f32[1, 16, 12, 12]
+  const w0: f32[32, 16, 3, 3]
+  const w1: f32[32, 32, 3, 3]
+  const w2: f32[32, 32, 1, 1]
+  c0 = Conv(x, w0) {pads=[1, 1, 1, 1]}
+  r0 = Relu(c0)
+  c1 = Conv(r0, w1) {pads=[1, 1, 1, 1]}
+  a1 = Add(c1, r0)
+  r1 = Relu(a1)
+  c2 = Conv(r1, w2)
+  p = MaxPool(r1) {kernel_shape=[2, 2], strides=[2, 2]}
+  output c2
+  output p
+})";
+
+fusion_space::Tiling Direct(const fusion_space::TilingSpace& tilings, ActivationLayout in,
+                            ActivationLayout out) {
+  for (const fusion_space::Tiling& t : tilings.Enumerate()) {
+    const auto& c = std::get<kernels::ConvTiling>(t);
+    if (c.algorithm == kernels::ConvAlgorithm::kDirect && c.in_layout == in && c.out_layout == out)
+      return t;
+  }
+  ADD_FAILURE() << "no direct tiling";
+  return tilings.Default();
+}
+
+ActivationLayout In(const fusion_space::Tiling& t) {
+  return std::get<kernels::ConvTiling>(t).in_layout;
+}
+ActivationLayout Out(const fusion_space::Tiling& t) {
+  return std::get<kernels::ConvTiling>(t).out_layout;
+}
+
+TEST(HarmonizeLayouts, ReadersAdaptToTheirProducersAndTransformsAreCounted) {
+  graph::Graph g = fusetune::testing::Parse(kCnn);
+  kernels::KernelConfig config;
+  config.local_buffer_bytes = 256 * 1024;
+  fusion_space::FusionSpace space(g, config);
+  const fusion_space::Plan greedy = space.Greedy();
+  // Times per conv group (in plan order), in microseconds.
+  std::vector<std::vector<std::pair<fusion_space::Tiling, double>>> measured;
+  std::vector<size_t> conv_groups;
+  for (size_t i = 0; i < greedy.groups.size(); ++i) {
+    const fusion_space::KernelInstance k = space.Match(greedy.groups[i].nodes).instance;
+    if (k.kind != fusion_space::KernelTemplate::kConv) continue;
+    const fusion_space::TilingSpace tilings(k, config);
+    const size_t n = conv_groups.size();
+    conv_groups.push_back(i);
+    if (n == 0)  // c0: NCHW16c out is faster
+      measured.push_back(
+          {{Direct(tilings, kNCHW, kNCHW), 11e-6}, {Direct(tilings, kNCHW, kBlocked), 10e-6}});
+    if (n == 1)  // c1: all NCHW a little slower than NCHW16c through
+      measured.push_back(
+          {{Direct(tilings, kNCHW, kNCHW), 10.5e-6}, {Direct(tilings, kBlocked, kBlocked), 10e-6}});
+    if (n == 2)  // c2: writes an output; NCHW16c throughout fastest alone
+      measured.push_back({{Direct(tilings, kNCHW, kNCHW), 6e-6},
+                          {Direct(tilings, kBlocked, kNCHW), 5.5e-6},
+                          {Direct(tilings, kBlocked, kBlocked), 5e-6}});
+  }
+  ASSERT_EQ(conv_groups.size(), 3u);
+  auto measured_of = [&](const fusion_space::PlanGroup& group) {
+    for (size_t n = 0; n < conv_groups.size(); ++n)
+      if (greedy.groups[conv_groups[n]].nodes == group.nodes) return measured[n];
+    return std::vector<std::pair<fusion_space::Tiling, double>>{};
+  };
+  TransformCost cost;
+  cost.launch_seconds = 1e-6;
+  cost.seconds_per_byte = 0;
+  const fusion_space::Plan plan = HarmonizeLayouts(space, greedy, measured_of, cost);
+  // c0 writes NCHW16c (r0 is read by c1 alone, as X and residual); c1 reads
+  // it as it is and writes r1 in NCHW16c although the pool needs NCHW (10 +
+  // 1 < 10.5 + 2); c2 reads r1 in NCHW16c and writes its output in NCHW.
+  const auto& c0 = plan.groups[conv_groups[0]].tiling;
+  const auto& c1 = plan.groups[conv_groups[1]].tiling;
+  const auto& c2 = plan.groups[conv_groups[2]].tiling;
+  EXPECT_EQ(Out(c0), kBlocked);
+  EXPECT_EQ(In(c1), kBlocked);
+  EXPECT_EQ(Out(c1), kBlocked);
+  EXPECT_EQ(In(c2), kBlocked);
+  EXPECT_EQ(Out(c2), kNCHW);
+  auto exe = runtime::KernelProgram::Compile(space, plan);
+  ASSERT_TRUE(exe.ok()) << exe.error().message();
+  // x into NCHW16c is not c0's choice to make (it reads NCHW); r1 for the
+  // pool: one transform.
+  EXPECT_EQ((*exe)->layout_transforms(), 1);
+}
+
+}  // namespace
+}  // namespace fusetune::search
