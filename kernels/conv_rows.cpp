@@ -78,10 +78,11 @@ void CopyRow(const ConvShape& s, const float* src, int64_t in_cols, const BandGe
     }
 }
 
-}  // namespace
-
-int64_t CopyBand(const ConvShape& s, const float* plane, int64_t ih0, const BandGeometry& g,
-                 float* dst, float pad_value) {
+// The band's rows, each input row as RowOf gives it (contiguous floats),
+// padding rows filled. Returns the floats read from X.
+template <typename RowOf>
+int64_t CopyBandRows(const ConvShape& s, int64_t ih0, const BandGeometry& g, float* dst,
+                     float pad_value, RowOf&& row_of) {
   const int64_t in_cols = InCols(s, g);
   int64_t rows_read = 0;
   for (int64_t r = 0; r < g.rows; ++r) {
@@ -91,10 +92,17 @@ int64_t CopyBand(const ConvShape& s, const float* plane, int64_t ih0, const Band
       std::fill(row, row + g.row_floats, pad_value);
       continue;
     }
-    CopyRow(s, plane + ih * s.in_w, in_cols, g, pad_value, row);
+    CopyRow(s, row_of(ih), in_cols, g, pad_value, row);
     ++rows_read;
   }
   return rows_read * in_cols;
+}
+
+}  // namespace
+
+int64_t CopyBand(const ConvShape& s, const float* plane, int64_t ih0, const BandGeometry& g,
+                 float* dst, float pad_value) {
+  return CopyBandRows(s, ih0, g, dst, pad_value, [&](int64_t ih) { return plane + ih * s.in_w; });
 }
 
 const float* PlaneRow(const ConvShape& s, const float* x, const PlaneView& view, int64_t ih,
@@ -108,21 +116,10 @@ const float* PlaneRow(const ConvShape& s, const float* x, const PlaneView& view,
 int64_t CopyBand(const ConvShape& s, const float* x, const PlaneView& view, int64_t ih0,
                  const BandGeometry& g, float* dst, float pad_value) {
   if (view.pixel_stride == 1) return CopyBand(s, x + view.offset, ih0, g, dst, pad_value);
-  const int64_t in_cols = InCols(s, g);
   thread_local std::vector<float> gathered;
   gathered.resize(static_cast<size_t>(s.in_w));
-  int64_t rows_read = 0;
-  for (int64_t r = 0; r < g.rows; ++r) {
-    const int64_t ih = ih0 + r;
-    float* row = dst + r * g.row_floats;
-    if (ih < 0 || ih >= s.in_h) {
-      std::fill(row, row + g.row_floats, pad_value);
-      continue;
-    }
-    CopyRow(s, PlaneRow(s, x, view, ih, gathered.data()), in_cols, g, pad_value, row);
-    ++rows_read;
-  }
-  return rows_read * in_cols;
+  return CopyBandRows(s, ih0, g, dst, pad_value,
+                      [&](int64_t ih) { return PlaneRow(s, x, view, ih, gathered.data()); });
 }
 
 int64_t CopyBands(const ConvShape& s, const float* x, ActivationLayout layout, int64_t image,
