@@ -52,8 +52,8 @@ def count_rounds(out, m, contender):
 
 def model_row(out, m):
     # fusetune and ONNX Runtime alternate over the rounds: each is the
-    # median of its rounds' medians. Every round on file counts (a rerun
-    # with more rounds than the first leaves them all).
+    # median of its rounds' medians. The run scripts remove a model's
+    # earlier rounds before measuring it, so the rounds on file are one run's.
     ft_rounds, ort_rounds = count_rounds(out, m, "fusetune"), count_rounds(out, m, "ort")
     rounds = min(ft_rounds, ort_rounds) if ft_rounds else ort_rounds
     if rounds == 0:

@@ -65,6 +65,9 @@ for m in $models; do
     "$fusetune" tune "$out/$m.onnx" --db "$out/cnn.db" --time "$budget" $warm --json \
       >"$out/$m.tune.json" 2>"$out/$m.tune.log"
   fi
+  # This run's rounds only: a round left by an earlier run (of other code,
+  # or more rounds) would be assembled with them.
+  rm -f "$out/$m".fusetune.[0-9]*.json "$out/$m".ort.[0-9]*.json
   for r in $(seq "$rounds"); do
     if [ "$with_fusetune" = 1 ]; then
       "$fusetune" run "$out/$m.onnx" --db "$out/cnn.db" $warm --input "$in" --output-dir "$out/$m.out" \

@@ -53,6 +53,8 @@ for m in $models; do
     "$fusetune" tune "$out/$m.onnx" --db "$out/e2e.db" --time "$budget" $warm --json >"$out/$m.tune.json" 2>"$out/$m.tune.log"
   fi
   in="x=$out/$m.in.x.npy"
+  # This run's rounds only (see run_cnn_e2e.sh).
+  rm -f "$out/$m".fusetune.[0-9]*.json "$out/$m".ort.[0-9]*.json
   for r in $(seq "$rounds"); do
     "$fusetune" run "$out/$m.onnx" --db "$out/e2e.db" $warm --input "$in" --output-dir "$out/$m.out" \
       --bench "$runs" --json >"$out/$m.fusetune.$r.json"
