@@ -10,6 +10,7 @@
 
 #include "compiler/algorithm_choice.h"
 #include "compiler/choices.h"
+#include "compiler/plan_layouts.h"
 #include "compiler/remembered.h"
 #include "fusion_space/partition.h"
 #include "fusion_space/plan_json.h"
@@ -281,15 +282,17 @@ Result<CompiledPlan> CompileFromIndex(fusion_space::FusionSpace& space, TuningIn
                     Bytes(static_cast<double>(space.PeakIntermediateBytes(space.Unfused()))),
                     Bytes(static_cast<double>(space.PeakIntermediateBytes(space.Greedy())))));
   std::map<std::vector<int32_t>, int32_t> candidate_of;
+  std::map<std::vector<int32_t>, GroupChoice> choice_of;
   for (int32_t c : partition.groups) {
     candidate_of[groups[c].nodes] = c;
+    choice_of[groups[c].nodes] = chosen.choices[c];
     out.plan.groups.push_back({groups[c].nodes, chosen.choices[c].tiling});
   }
   space.Order(&out.plan);
-  for (const fusion_space::PlanGroup& g : out.plan.groups) {
-    const int32_t c = candidate_of.at(g.nodes);
-    out.groups.push_back(Decide(space, traffic, g, c, chosen.choices[c]));
-  }
+  FT_RETURN_IF_ERROR(ChooseRecordedLayouts(space, index, &out.plan, &choice_of));
+  for (const fusion_space::PlanGroup& g : out.plan.groups)
+    out.groups.push_back(
+        Decide(space, traffic, g, candidate_of.at(g.nodes), choice_of.at(g.nodes)));
   out.predicted_seconds = partition.cost;
   out.partition += fmt::format(
       "minimum-cost partition over {} candidate groups ({}{})", groups.size(),

@@ -189,7 +189,7 @@ class Placer {
 }  // namespace
 
 std::string DescribeTransforms(const graph::Graph& graph, const PlacedLayouts& placed) {
-  if (placed.transforms == 0) return "nchw throughout";
+  if (placed.transforms == 0) return "no transforms";
   std::string list;
   for (const LayoutStep& s : placed.steps)
     if (s.transform)

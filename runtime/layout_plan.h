@@ -48,7 +48,7 @@ struct PlacedLayouts {
   int64_t transforms = 0;
 };
 
-// "3 transforms: 'x' nchw -> nchw16c, ..." or "nchw throughout", for explanations.
+// "3 transforms: 'x' nchw -> nchw16c, ..." or "no transforms", for explanations.
 std::string DescribeTransforms(const graph::Graph& graph, const PlacedLayouts& placed);
 
 // Errors (an invalid plan): a layout for a value that is not an activation

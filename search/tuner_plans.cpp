@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <numeric>
 
+#include "fusion_space/layout_choice.h"
 #include "fusion_space/partition.h"
 #include "fusion_space/plan_json.h"
 #include "graph/workload_key.h"
-#include "search/layout_choice.h"
 
 namespace fusetune::search {
 
@@ -199,10 +199,10 @@ Status Tuner::MeasureTunedPlan() {
 }
 
 fusion_space::Plan Tuner::HarmonizedPlan(const fusion_space::Plan& plan) const {
-  TransformCost cost;
+  fusion_space::TransformCost cost;
   cost.launch_seconds = context_.target_features.launch_us * 1e-6;
   cost.seconds_per_byte = 1 / (context_.target_features.l2_gbps * 1e9);
-  return HarmonizeLayouts(
+  return fusion_space::HarmonizeLayouts(
       space_, plan,
       [&](const fusion_space::PlanGroup& g) {
         auto it = task_by_key_.find(space_.Key(g.nodes).ToString());

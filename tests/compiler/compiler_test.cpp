@@ -14,6 +14,7 @@
 #include "compiler/explain.h"
 #include "compiler/fused_export.h"
 #include "compiler/model.h"
+#include "compiler/plan_layouts.h"
 #include "fusion_space/plan_json.h"
 #include "graph/onnx_io.h"
 #include "graph/workload_key.h"
@@ -450,6 +451,58 @@ TEST(Compiler, ExplainingAConvNamesItsAlgorithmLayoutsAndRunnersUp) {
   EXPECT_NE(text.find("layouts     2 transforms: 'x' nchw -> nchw16c, 'y' nchw16c -> nchw"),
             std::string::npos)
       << text;
+}
+
+// A plan from group records takes its conv layouts across groups: c0 was
+// fastest alone writing NCHW16c and c1 reading NCHW, which would need a
+// transform between them; c1's recorded NCHW16c reader costs less than
+// that transform.
+TEST(Compiler, GroupRecordsTakeTheirLayoutsWithTheirNeighbours) {
+  Fixture f(R"(graph g { input x: f32[1, 16, 8, 8]  const w0: f32[32, 16, 3, 3]
+    const w1: f32[32, 32, 1, 1]
+    c0 = Conv(x, w0) {pads=[1, 1, 1, 1]}  r0 = Relu(c0)  c1 = Conv(r0, w1)  output c1 })");
+  const auto tasks = search::ExtractTasks(f.graph, *f.space);
+  using A = kernels::ConvAlgorithm;
+  using L = kernels::ActivationLayout;
+  auto find = [](const search::Task& task, L in, L out) {
+    for (const fusion_space::Tiling& t : task.tilings().Enumerate()) {
+      const auto& c = std::get<kernels::ConvTiling>(t);
+      if (c.algorithm == A::kDirect && c.in_layout == in && c.out_layout == out) return t;
+    }
+    ADD_FAILURE() << "no tiling";
+    return task.tilings().Default();
+  };
+  const fusion_space::Plan greedy = f.space->Greedy();
+  ASSERT_EQ(greedy.groups.size(), 2u);
+  std::map<std::vector<int32_t>, GroupChoice> choices;
+  fusion_space::Plan plan = greedy;
+  for (size_t i = 0; i < 2; ++i) {
+    const search::Task* task = nullptr;
+    for (const search::Task& t : tasks)
+      if (t.nodes == greedy.groups[i].nodes) task = &t;
+    ASSERT_NE(task, nullptr);
+    const auto fast = i == 0 ? find(*task, L::kNCHW, L::kNCHWc) : find(*task, L::kNCHW, L::kNCHW);
+    const auto other = i == 0 ? find(*task, L::kNCHW, L::kNCHW) : find(*task, L::kNCHWc, L::kNCHW);
+    AddGroupRecord(*f.db, *task, fast, 10e-6);
+    AddGroupRecord(*f.db, *task, other, 10.2e-6);
+    GroupChoice c;
+    c.source = PlanSource::kExact;
+    c.tiling = fast;
+    c.cost = 10e-6;
+    c.measured_seconds = 10e-6;
+    choices[greedy.groups[i].nodes] = c;
+    plan.groups[i].tiling = fast;
+  }
+  auto index = f.Index();
+  ASSERT_TRUE(ChooseRecordedLayouts(*f.space, *index, &plan, &choices).ok());
+  const auto& c0 = std::get<kernels::ConvTiling>(plan.groups[0].tiling);
+  const auto& c1 = std::get<kernels::ConvTiling>(plan.groups[1].tiling);
+  EXPECT_EQ(c0.out_layout, L::kNCHWc);
+  EXPECT_EQ(c1.in_layout, L::kNCHWc);  // reads what c0 wrote
+  const GroupChoice& changed = choices.at(plan.groups[1].nodes);
+  EXPECT_DOUBLE_EQ(*changed.measured_seconds, 10.2e-6);
+  EXPECT_NE(changed.detail.find("layouts chosen with its neighbours"), std::string::npos);
+  EXPECT_TRUE(f.space->Validate(plan).allowed());
 }
 
 }  // namespace

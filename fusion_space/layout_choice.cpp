@@ -1,10 +1,10 @@
-#include "search/layout_choice.h"
+#include "fusion_space/layout_choice.h"
 
 #include <algorithm>
 #include <map>
 #include <set>
 
-namespace fusetune::search {
+namespace fusetune::fusion_space {
 
 namespace {
 
@@ -17,12 +17,12 @@ struct ConvValues {
   std::vector<graph::ValueId> residuals;
 };
 
-graph::ValueId SlotValue(const fusion_space::KernelInstance& k, const float* p) {
-  const int slot = fusion_space::SlotIndex(p);
+graph::ValueId SlotValue(const KernelInstance& k, const float* p) {
+  const int slot = SlotIndex(p);
   return slot < 0 ? graph::kNoValue : k.slots[static_cast<size_t>(slot)].value;
 }
 
-ConvValues ValuesOf(const fusion_space::KernelInstance& k) {
+ConvValues ValuesOf(const KernelInstance& k) {
   ConvValues v;
   v.x = SlotValue(k, k.conv.x);
   v.y = SlotValue(k, k.conv.y);
@@ -32,16 +32,14 @@ ConvValues ValuesOf(const fusion_space::KernelInstance& k) {
   return v;
 }
 
-bool IsConv(const fusion_space::KernelInstance& k) {
-  return k.kind == fusion_space::KernelTemplate::kConv;
-}
+bool IsConv(const KernelInstance& k) { return k.kind == KernelTemplate::kConv; }
 
 // Values some reader needs in NCHW: graph outputs, and whatever a group
 // reads other than a conv's X and residuals.
 std::set<graph::ValueId> NeededInNchw(const graph::Graph& g,
-                                      const std::vector<fusion_space::KernelInstance>& groups) {
+                                      const std::vector<KernelInstance>& groups) {
   std::set<graph::ValueId> nchw(g.outputs.begin(), g.outputs.end());
-  for (const fusion_space::KernelInstance& k : groups) {
+  for (const KernelInstance& k : groups) {
     std::set<graph::ValueId> laid_out;
     if (IsConv(k)) {
       const ConvValues v = ValuesOf(k);
@@ -56,12 +54,11 @@ std::set<graph::ValueId> NeededInNchw(const graph::Graph& g,
 
 }  // namespace
 
-fusion_space::Plan HarmonizeLayouts(fusion_space::FusionSpace& space, fusion_space::Plan plan,
-                                    const MeasuredTilings& measured, const TransformCost& cost) {
+Plan HarmonizeLayouts(FusionSpace& space, Plan plan, const MeasuredTilings& measured,
+                      const TransformCost& cost) {
   const graph::Graph& g = space.graph();
-  std::vector<fusion_space::KernelInstance> instances;
-  for (const fusion_space::PlanGroup& group : plan.groups)
-    instances.push_back(space.Match(group.nodes).instance);
+  std::vector<KernelInstance> instances;
+  for (const PlanGroup& group : plan.groups) instances.push_back(space.Match(group.nodes).instance);
   const std::set<graph::ValueId> nchw = NeededInNchw(g, instances);
   std::map<graph::ValueId, ActivationLayout> held;  // values written in another layout
   auto held_in = [&](graph::ValueId v) {
@@ -70,7 +67,7 @@ fusion_space::Plan HarmonizeLayouts(fusion_space::FusionSpace& space, fusion_spa
   };
   auto bytes = [&](graph::ValueId v) { return static_cast<double>(g.type(v).nbytes()); };
   for (size_t i = 0; i < plan.groups.size(); ++i) {
-    const fusion_space::KernelInstance& k = instances[i];
+    const KernelInstance& k = instances[i];
     if (!IsConv(k)) continue;
     const ConvValues v = ValuesOf(k);
     double best = 0;
@@ -97,4 +94,4 @@ fusion_space::Plan HarmonizeLayouts(fusion_space::FusionSpace& space, fusion_spa
   return plan;
 }
 
-}  // namespace fusetune::search
+}  // namespace fusetune::fusion_space

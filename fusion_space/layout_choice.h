@@ -1,6 +1,7 @@
-// Internal to the tuner (tuner_plans.cpp): activation layouts chosen across
-// a plan's groups. Each group's tilings were measured alone, with the
-// transforms at its edges left out (measure/measurement.h), so the best of
+// Activation layouts chosen across a plan's groups, for the tuner's tuned
+// plans (search/tuner_plans.cpp) and the compiler's plans from group
+// records. Each group's tilings were measured alone, with the transforms at
+// its edges left out (measure/measurement.h), so the best of
 // each group may disagree with its neighbours' on a layout, and the program
 // then places a transform between them (runtime/layout_plan.h). Walking the
 // groups in plan order, each conv group takes the measured tiling whose
@@ -17,7 +18,7 @@
 
 #include "fusion_space/space.h"
 
-namespace fusetune::search {
+namespace fusetune::fusion_space {
 
 // What a transform of `bytes` costs: a launch and a read and a write of it.
 struct TransformCost {
@@ -27,10 +28,9 @@ struct TransformCost {
 };
 
 // The measured (tiling, seconds) of a plan group: empty keeps its tiling.
-using MeasuredTilings = std::function<std::vector<std::pair<fusion_space::Tiling, double>>(
-    const fusion_space::PlanGroup&)>;
+using MeasuredTilings = std::function<std::vector<std::pair<Tiling, double>>(const PlanGroup&)>;
 
-fusion_space::Plan HarmonizeLayouts(fusion_space::FusionSpace& space, fusion_space::Plan plan,
-                                    const MeasuredTilings& measured, const TransformCost& cost);
+Plan HarmonizeLayouts(FusionSpace& space, Plan plan, const MeasuredTilings& measured,
+                      const TransformCost& cost);
 
-}  // namespace fusetune::search
+}  // namespace fusetune::fusion_space
