@@ -469,6 +469,7 @@ bool Im2colReadsBlocked(const ConvShape& s, const ConvTiling& t) {
   const int64_t k = s.in_channels;
   return t.in_layout == ActivationLayout::kNCHWc && s.kernel_h == 1 && s.kernel_w == 1 &&
          s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 && s.pad_left == 0 && s.groups == 1 &&
+         s.out_h == s.in_h && s.out_w == s.in_w &&  // positions are X's, none cropped
          (t.k_block % kLayoutChannelBlock == 0 || t.k_block >= k);
 }
 

@@ -19,6 +19,12 @@ double Since(std::chrono::steady_clock::time_point start) {
 }
 
 void FreeArena(std::byte* p) { std::free(p); }
+
+// A graph constant: not a value computed at run time, nor a layout copy
+// (runtime/layout_plan.h numbers those after the graph's values).
+bool IsConstant(const graph::Graph& graph, graph::ValueId v) {
+  return static_cast<size_t>(v) < graph.values.size() && graph.value(v).is_constant();
+}
 void FreeFloats(float* p) { std::free(p); }
 
 }  // namespace
@@ -209,7 +215,7 @@ void KernelProgram::PrePackWeights(const graph::Graph& graph,
     const int slot = fusion_space::SlotIndex(d.outputs[o].b);
     if (slot < 0 || (d.batch > 1 && d.outputs[o].b_batch_stride != 0)) continue;
     const graph::ValueId v = step.instance.slots[slot].value;
-    if (v != graph::kNoValue && !graph.value(v).is_constant()) continue;  // an activation
+    if (v != graph::kNoValue && !IsConstant(graph, v)) continue;  // an activation
     const int output = static_cast<int>(o);
     PackedWeight w = NewPackedWeight(output, kernels::PrePackedBFloats(bound.gemm, output, tiling));
     if (!w.data) continue;  // no memory to spare: the kernel packs from B as before
@@ -233,8 +239,7 @@ void KernelProgram::PrePackConvWeights(const graph::Graph& graph,
   const int slot = fusion_space::SlotIndex(step.instance.conv.w);
   if (slot < 0) return;
   const graph::ValueId v = step.instance.slots[slot].value;
-  if (v != graph::kNoValue && !graph.value(v).is_constant())
-    return;  // weights computed at run time
+  if (v != graph::kNoValue && !IsConstant(graph, v)) return;  // weights computed at run time
   const int64_t floats = kernels::PrePackedConvWeightFloats(bound.conv, tiling);
   if (floats == 0) return;  // the algorithm reads W as it is
   PackedWeight w = NewPackedWeight(0, floats);
@@ -251,7 +256,7 @@ void KernelProgram::PrePackConvChainWeights(const graph::Graph& graph,
     const int slot = fusion_space::SlotIndex(w);
     if (w == nullptr || slot < 0) continue;
     const graph::ValueId v = step.instance.slots[slot].value;
-    if (v != graph::kNoValue && !graph.value(v).is_constant())
+    if (v != graph::kNoValue && !IsConstant(graph, v))
       return;  // weights computed at run time: the kernel packs them on every run
   }
   const auto& tiling = std::get<kernels::ConvChainTiling>(step.tiling);

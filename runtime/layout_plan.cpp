@@ -113,6 +113,7 @@ class Placer {
       fusion_space::OperandSlot& s = k.slots[slot];
       if (s.value == graph::kNoValue || Writes(k, s.value)) continue;
       const ActivationLayout layout = want(static_cast<int>(slot));
+      if (layout != ActivationLayout::kNCHW) FT_RETURN_IF_ERROR(CheckLaidOut(k, s.value));
       if (HeldIn(s.value) == layout) continue;
       if (layout != ActivationLayout::kNCHW && s.offset != 0)
         return Error(
@@ -131,6 +132,24 @@ class Placer {
         step.renamed.emplace_back(v, copy);
       }
     return CheckOneLayoutPerSlot(k, wanted);
+  }
+
+  // A conv operand read in another layout is its X or an operand of Y's
+  // whole shape [N, C, ...]: a broadcast one ([C, H, W]) has no such layout.
+  Status CheckLaidOut(const fusion_space::KernelInstance& k, graph::ValueId v) const {
+    const kernels::ConvShape& s = k.conv.shape;
+    const graph::TensorType& type = g_.type(Original(v));
+    const int64_t numel = type.numel();
+    const bool x = numel == s.batch * s.in_channels * s.in_h * s.in_w;
+    const bool y = numel == s.batch * s.out_channels * s.out_h * s.out_w;
+    if (type.dims.size() >= 3 && type.dims[0] == s.batch && (x || y) &&
+        (type.dims[1] == s.in_channels || type.dims[1] == s.out_channels))
+      return Status::Ok();
+    return Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("invalid plan: {} reads '{}' {} in a layout, which only an "
+                    "activation of its input's or output's shape has",
+                    k.summary, g_.value(Original(v)).name, graph::DimsToString(type.dims)));
   }
 
   static bool Writes(const fusion_space::KernelInstance& k, graph::ValueId v) {

@@ -195,7 +195,12 @@ Status Tuner::MeasureTunedPlan() {
       any_layout(harmonized))
     FT_RETURN_IF_ERROR(MeasurePlan(harmonized, "tuned", expected));
   if (StopReason() == "interrupted") return Status::Ok();
-  return MeasurePlan(TunedPlan(&predicted, /*nchw_only=*/true), "tuned", expected);
+  // TunedPlan marks its groups' tasks as in the plan (the scheduler favours
+  // them): the partition's own groups stay marked, not the NCHW variant's.
+  const std::vector<bool> in_plan = in_plan_;
+  const fusion_space::Plan nchw = TunedPlan(&predicted, /*nchw_only=*/true);
+  in_plan_ = in_plan;
+  return MeasurePlan(nchw, "tuned", expected);
 }
 
 fusion_space::Plan Tuner::HarmonizedPlan(const fusion_space::Plan& plan) const {

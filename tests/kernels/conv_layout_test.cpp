@@ -233,6 +233,16 @@ TEST(ConvLayouts, RefusesLayoutsItCannotHoldOrRead) {
   EXPECT_NE(refusal(im2col, ActivationLayout::kNHWC, ActivationLayout::kNCHW)
                 .find("im2col_gemm reads NCHW input, or NCHW16c for a 1x1"),
             std::string::npos);
+  // im2col reads NCHW16c for a 1x1 conv whose positions are X's, not for
+  // one that crops them (out 7x7 of an 8x8 input).
+  ConvShape crop = MakeShape(1, 16, 8, 8, 16, 1);
+  testing::RandomConv pointwise(crop, true, false, 1, 16 * 64);
+  const ConvTiling gemm = Tiling(ConvAlgorithm::kIm2colGemm, 16, 64, 16);
+  ConvTiling blocked_in = gemm;
+  blocked_in.in_layout = ActivationLayout::kNCHWc;
+  EXPECT_TRUE(ValidateConv(pointwise.d, blocked_in, config).ok());
+  pointwise.d.shape.out_h = pointwise.d.shape.out_w = 7;
+  EXPECT_FALSE(ValidateConv(pointwise.d, blocked_in, config).ok());
   c.d.global_pool = ConvGlobalPool::kAverage;
   EXPECT_NE(refusal(direct, ActivationLayout::kNCHW, ActivationLayout::kNHWC).find("global pool"),
             std::string::npos);
