@@ -131,7 +131,7 @@ class Placer {
         FT_ASSIGN_OR_RETURN(const graph::ValueId copy, In(v, ActivationLayout::kNCHW));
         step.renamed.emplace_back(v, copy);
       }
-    return CheckOneLayoutPerSlot(k, wanted);
+    return Status::Ok();
   }
 
   // A conv operand read in another layout is its X or an operand of Y's
@@ -154,18 +154,6 @@ class Placer {
 
   static bool Writes(const fusion_space::KernelInstance& k, graph::ValueId v) {
     return std::find(k.outputs.begin(), k.outputs.end(), v) != k.outputs.end();
-  }
-
-  Status CheckOneLayoutPerSlot(const fusion_space::KernelInstance& k,
-                               const std::vector<std::pair<int, ActivationLayout>>& wanted) const {
-    for (auto [slot, layout] : wanted)
-      for (auto [other, other_layout] : wanted)
-        if (slot == other && layout != other_layout)
-          return Error(ErrorCode::kInvalidArgument,
-                       fmt::format("invalid plan: {} reads one operand in both {} and {}",
-                                   k.summary, kernels::ActivationLayoutName(layout),
-                                   kernels::ActivationLayoutName(other_layout)));
-    return Status::Ok();
   }
 
   bool IsGraphOutput(graph::ValueId v) const {

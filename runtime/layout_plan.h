@@ -52,8 +52,8 @@ struct PlacedLayouts {
 std::string DescribeTransforms(const graph::Graph& graph, const PlacedLayouts& placed);
 
 // Errors (an invalid plan): a layout for a value that is not an activation
-// [N, C, ...], a view into a value read in another layout, one operand slot
-// wanted in two layouts.
+// [N, C, ...] or not of the conv's input or output shape, a view into a value
+// read in another layout.
 Result<PlacedLayouts> PlaceLayouts(const graph::Graph& graph, std::vector<LayoutStep> steps);
 
 // The layouts a template step reads and writes its slots in: (slot, layout)
