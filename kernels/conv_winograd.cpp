@@ -386,12 +386,28 @@ class Runner {
     const ConvTileWalk walk = AlgorithmWalk(d_, t_);
     int64_t begin, end;
     walk.ShareOf(thread, threads, &begin, &end);
-    for (int64_t i = begin; i < end; ++i) RunTile(walk.At(i));
+    for (int64_t i = begin; i < end; ++i) {
+      const ConvTile next = i + 1 < end ? walk.At(i + 1) : ConvTile{};
+      RunTile(walk.At(i), i + 1 < end ? &next : nullptr);
+    }
     return stats_;
   }
 
  private:
-  void RunTile(const ConvTile& tile) {
+  // The weight panels a step multiplies by: U of channels [oc0, oc0 + ocs), slice ic0.
+  struct WeightSlice {
+    int64_t oc0 = -1, ocs = 0, ic0 = -1, kbh = 0;
+  };
+
+  // The step after slice ic0 of `tile`: its next slice, else the next tile's first.
+  WeightSlice NextWeights(const ConvTile& tile, int64_t ic0, const ConvTile* next) const {
+    if (ic0 + g_.kb < s_.in_channels)
+      return {tile.oc0, tile.ocs, ic0 + g_.kb, std::min(g_.kb, s_.in_channels - ic0 - g_.kb)};
+    if (next == nullptr) return {};
+    return {next->oc0, next->ocs, 0, std::min(g_.kb, s_.in_channels)};
+  }
+
+  void RunTile(const ConvTile& tile, const ConvTile* next) {
     const int64_t rows = RowsOf(s_, tile), oh0 = tile.p0 / s_.out_w;
     const int64_t th = CeilDiv(rows, g_.m), tiles = th * g_.tw, tpad = RoundUp(tiles, g_.mr);
     // One slice holds every input channel: V stays valid for the band's next
@@ -410,7 +426,7 @@ class Runner {
         else
           TransformInput<2>(kbh, tiles, tpad);
       }
-      Multiply(tile, kbh, tpad, slice > 0);
+      Multiply(tile, kbh, tpad, slice > 0, NextWeights(tile, ic0, next));
     }
     if (mode_ != RunMode::kCopyOnly) {
       if (g_.m == 4)
@@ -592,14 +608,49 @@ class Runner {
 
   // alpha^2 GEMMs of the slice: M[pt] (+)= V[pt] x U[pt], each weight panel
   // kept in L1 across the band's tile slivers.
-  void Multiply(const ConvTile& tile, int64_t kbh, int64_t tpad, bool accumulate) {
+  // With pre-packed weights, the next step's U panels (`next`, when they
+  // differ from these) move in while these compute, as a DMA engine would
+  // overlap them: point pt - 1's, whose products are done, carried by point
+  // pt's micro-kernel calls, an equal share each; the last point's after the
+  // loop. (On 256x14x14 F(4x4) the plain copy of U was a fifth of the run.)
+  void Multiply(const ConvTile& tile, int64_t kbh, int64_t tpad, bool accumulate,
+                const WeightSlice& next) {
     const int64_t ustride = g_.ustride, vstride = g_.vstride, mstride = g_.mstride,
                   ocs_pad = RoundUp(tile.ocs, g_.nr);
-    for (int pt = 0; pt < g_.points; ++pt)
+    const bool ahead = mode_ == RunMode::kFull && d_.w_packed != nullptr && next.oc0 >= 0 &&
+                       (next.oc0 != u_oc0_ || next.ic0 != u_ic0_);
+    const float* src = ahead ? d_.w_packed + g_.PackedBlock(next.oc0 / g_.oc_step, next.ic0 / g_.kb)
+                             : nullptr;
+    const int64_t point_floats = ahead ? CeilDiv(next.ocs, g_.nr) * g_.nr * next.kbh : 0;
+    const int64_t calls = (ocs_pad / g_.nr) * (tpad / g_.mr);
+    const int64_t share = RoundUp(CeilDiv(point_floats, std::max<int64_t>(calls, 1)), kLanes);
+    for (int pt = 0; pt < g_.points; ++pt) {
+      int64_t copied = 0;
       for (int64_t p = 0; p < ocs_pad; p += g_.nr)
-        for (int64_t q = 0; q < tpad; q += g_.mr)
-          mk_->fn(kbh, v_ + pt * vstride + q * kbh, u_ + pt * ustride + p * kbh,
-                  m_ + pt * mstride + q * g_.ocb + p, g_.ocb, accumulate);
+        for (int64_t q = 0; q < tpad; q += g_.mr) {
+          const float* v = v_ + pt * vstride + q * kbh;
+          const float* u = u_ + pt * ustride + p * kbh;
+          float* m = m_ + pt * mstride + q * g_.ocb + p;
+          const int64_t n = pt > 0 ? std::min(share, point_floats - copied) : 0;
+          if (n <= 0) {
+            mk_->fn(kbh, v, u, m, g_.ocb, accumulate);
+            continue;
+          }
+          const int64_t at = (pt - 1) * ustride + copied;
+          mk_->fn_copy(kbh, v, u, m, g_.ocb, accumulate, src + at, u_ + at, n);
+          copied += n;
+        }
+      if (pt > 0 && copied < point_floats)
+        std::memcpy(u_ + (pt - 1) * ustride + copied, src + (pt - 1) * ustride + copied,
+                    sizeof(float) * (point_floats - copied));
+    }
+    if (!ahead) return;
+    const int64_t last = (g_.points - 1) * ustride;
+    std::memcpy(u_ + last, src + last, sizeof(float) * point_floats);
+    u_oc0_ = next.oc0;
+    u_ic0_ = next.ic0;
+    stats_.bytes_global_to_local +=
+        static_cast<int64_t>(sizeof(float)) * g_.points * next.ocs * next.kbh;
   }
 
   // Y = A^T M A into the output tile, 16 output channels per vector, each

@@ -144,6 +144,19 @@ void RowsThenCopy(int64_t kc, const float* a, int64_t lda, const float* bp, floa
   kernel(kc, a, lda, 1, bp, c, ldc, accumulate);
   if (copy_floats > 0) std::memcpy(copy_dst, copy_src, copy_floats * sizeof(float));
 }
+template <typename K, K kernel, int MR>
+void PackedThenCopy(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,
+                    bool accumulate, const float* copy_src, float* copy_dst, int64_t copy_floats) {
+  kernel(kc, ap, 1, MR, bp, c, ldc, accumulate);
+  if (copy_floats > 0) std::memcpy(copy_dst, copy_src, copy_floats * sizeof(float));
+}
+template <int MR, int NV>
+__attribute__((target("avx512f,fma"))) void Avx512PackedCopy(int64_t kc, const float* ap,
+                                                             const float* bp, float* c, int64_t ldc,
+                                                             bool accumulate, const float* copy_src,
+                                                             float* copy_dst, int64_t copy_floats) {
+  Avx512Core<MR, NV, true>(kc, ap, 1, MR, bp, c, ldc, accumulate, copy_src, copy_dst, copy_floats);
+}
 template <int MR, int NV>
 __attribute__((target("avx512f,fma"))) void Avx512RowsCopy(int64_t kc, const float* a, int64_t lda,
                                                            const float* bp, float* c, int64_t ldc,
@@ -153,12 +166,15 @@ __attribute__((target("avx512f,fma"))) void Avx512RowsCopy(int64_t kc, const flo
 }
 using Generic = void (*)(int64_t, const float*, int64_t, int64_t, const float*, float*, int64_t,
                          bool);
-#define FT_MICRO(isa, fn, mr, nr) \
-  MicroKernel { mr, nr, isa, Packed<Generic, fn, mr>, Rows<Generic, fn>, RowsThenCopy<Generic, fn> }
-#define FT_MICRO_AVX512(mr, nv)                                       \
-  MicroKernel {                                                       \
-    mr, nv * 16, "avx512", Packed<Generic, Avx512Kernel<mr, nv>, mr>, \
-        Rows<Generic, Avx512Kernel<mr, nv>>, Avx512RowsCopy<mr, nv>   \
+#define FT_MICRO(isa, fn, mr, nr)                                                             \
+  MicroKernel {                                                                               \
+    mr, nr, isa, Packed<Generic, fn, mr>, Rows<Generic, fn>, RowsThenCopy<Generic, fn>,       \
+        PackedThenCopy<Generic, fn, mr>                                                       \
+  }
+#define FT_MICRO_AVX512(mr, nv)                                                            \
+  MicroKernel {                                                                            \
+    mr, nv * 16, "avx512", Packed<Generic, Avx512Kernel<mr, nv>, mr>,                      \
+        Rows<Generic, Avx512Kernel<mr, nv>>, Avx512RowsCopy<mr, nv>, Avx512PackedCopy<mr, nv> \
   }
 
 bool HasAvx512() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"); }

@@ -33,6 +33,12 @@ using MicroKernelRowsCopyFn = void (*)(int64_t kc, const float* a, int64_t lda, 
                                        float* c, int64_t ldc, bool accumulate,
                                        const float* copy_src, float* copy_dst, int64_t copy_floats);
 
+// fn (packed A) carrying a copy the same way: Winograd's next weight panels
+// move into the local buffer while this slice's transform-domain GEMMs run.
+using MicroKernelCopyFn = void (*)(int64_t kc, const float* ap, const float* bp, float* c,
+                                   int64_t ldc, bool accumulate, const float* copy_src,
+                                   float* copy_dst, int64_t copy_floats);
+
 struct MicroKernel {
   int mr;
   int nr;
@@ -40,6 +46,7 @@ struct MicroKernel {
   MicroKernelFn fn;
   MicroKernelRowsFn fn_rows;
   MicroKernelRowsCopyFn fn_rows_copy;
+  MicroKernelCopyFn fn_copy;
 };
 
 // The supported micro-tile shapes, best first for this machine.

@@ -205,6 +205,18 @@ TEST(Gemm, CopyCarryingMicroKernelsComputeAndCopyExactly) {
         EXPECT_EQ(got, want) << mk->isa << " " << mr << "x" << nr << " copying " << floats;
         for (int64_t i = 0; i < floats; ++i) ASSERT_EQ(dst[i], src[i + 1]) << i << " of " << floats;
         EXPECT_EQ(dst[floats], -7.0f) << "wrote past the copy";
+        // The packed-A entry (Winograd's weight panels): A as kc x mr slivers.
+        std::vector<float> ap(kc * mr);
+        for (int64_t p = 0; p < kc; ++p)
+          for (int i = 0; i < mr; ++i) ap[p * mr + i] = a[i * lda + p];
+        std::vector<float> packed_want(mr * nr, 1.0f), packed_got(packed_want);
+        std::vector<float> packed_dst(floats + 1, -7.0f);
+        mk->fn(kc, ap.data(), bp, packed_want.data(), nr, true);
+        mk->fn_copy(kc, ap.data(), bp, packed_got.data(), nr, true, src.data() + 1,
+                    packed_dst.data(), floats);
+        EXPECT_EQ(packed_got, packed_want) << mk->isa << " packed " << mr << "x" << nr;
+        for (int64_t i = 0; i < floats; ++i) ASSERT_EQ(packed_dst[i], src[i + 1]) << i;
+        EXPECT_EQ(packed_dst[floats], -7.0f) << "packed: wrote past the copy";
       }
     }
 }
