@@ -1,6 +1,7 @@
 #include "kernels/conv_rows.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "kernels/simd_math.h"
@@ -100,8 +101,24 @@ int64_t CopyBandRows(const ConvShape& s, int64_t ih0, const BandGeometry& g, flo
 
 }  // namespace
 
+namespace {
+
+// Whether the band is X's rows as they lie: whole input rows, stride 1, no
+// padding column and no padding row (a 1x1 stride-1 unpadded conv, or a
+// valid one whose band stays inside the map).
+bool BandIsContiguous(const ConvShape& s, int64_t ih0, const BandGeometry& g) {
+  return s.stride_w == 1 && s.pad_left == 0 && g.row_floats == s.in_w && ih0 >= 0 &&
+         ih0 + g.rows <= s.in_h;
+}
+
+}  // namespace
+
 int64_t CopyBand(const ConvShape& s, const float* plane, int64_t ih0, const BandGeometry& g,
                  float* dst, float pad_value) {
+  if (BandIsContiguous(s, ih0, g)) {  // one run: narrow rows cost a call each otherwise
+    std::memcpy(dst, plane + ih0 * s.in_w, sizeof(float) * g.floats());
+    return g.floats();
+  }
   return CopyBandRows(s, ih0, g, dst, pad_value, [&](int64_t ih) { return plane + ih * s.in_w; });
 }
 
@@ -126,6 +143,14 @@ int64_t CopyBands(const ConvShape& s, const float* x, ActivationLayout layout, i
                   int64_t c0, int64_t count, int64_t ih0, const BandGeometry& g, float* dst,
                   int64_t dst_stride, float pad_value) {
   const ActivationDims dims{s.batch, s.in_channels, s.in_h, s.in_w};
+  // Whole NCHW planes laid out in the band as in X (a 1x1 conv's band of
+  // the whole map): every channel in one copy.
+  if (layout == ActivationLayout::kNCHW && ih0 == 0 && g.rows == s.in_h &&
+      dst_stride == g.floats() && BandIsContiguous(s, ih0, g)) {
+    std::memcpy(dst, x + ChannelPlane(layout, dims, image, c0).offset,
+                sizeof(float) * count * g.floats());
+    return count * g.floats();
+  }
   int64_t read = 0, c = 0;
   if (layout == ActivationLayout::kNCHWc) {
     const int64_t in_cols = InCols(s, g);
