@@ -49,8 +49,10 @@ int KernelTemplateVersion(KernelTemplate t) {
     case KernelTemplate::kGemm:
       return 4;  // 3: constant B pre-packed per tiling; 4: its panels carried by the micro-kernels
     case KernelTemplate::kConv:
-      return 3;  // 2: depthwise tiles hold oc_block channels (1 before);
-                 // 3: Winograd's GEMMs take tiles as rows and channels as columns
+      return 4;  // 2: depthwise tiles hold oc_block channels (1 before);
+                 // 3: Winograd's GEMMs take tiles as rows and channels as columns;
+                 // 4: Winograd's next weight panels carried by the micro-kernels,
+                 //    bands that are X's rows copied as one run
     case KernelTemplate::kPool:
       return 1;
     case KernelTemplate::kConvChain:
