@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include <CLI/CLI.hpp>
@@ -25,6 +26,28 @@ struct RetrainArgs {
   std::string form = "auto";
   bool json = false;
 };
+
+// The figures on the validation rows tuning jobs measured, with the regret
+// of trusting each model's top 1 and top 8 (what the search pays).
+void PrintTuningScores(const cost_model::RetrainReport& r) {
+  const bool any = std::any_of(r.scores.begin(), r.scores.end(),
+                               [](const cost_model::ModelScore& s) { return s.tuning.has_value(); });
+  if (!any) {
+    fmt::print("\nno validation sample was measured by a tuning job (all from `collect`)\n");
+    return;
+  }
+  fmt::print("\non the {} validation samples tuning jobs measured{}:\n", r.valid_tuning_samples,
+             r.splits > 1 ? " (per split)" : "");
+  fmt::print("{:<22} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9} {:>9}\n", "model", "spearman",
+             "pairwise", "top-1", "top-5", "regret@1", "regret@8", "workloads");
+  for (const auto& s : r.scores) {
+    if (!s.tuning) continue;
+    const auto& m = *s.tuning;
+    fmt::print("{:<22} {:>9.3f} {:>9.3f} {:>7.3f} {:>7.3f} {:>8.1f}% {:>8.1f}% {:>9}\n", s.model,
+               m.spearman, m.pairwise, m.top1, m.top5, m.regret1 * 100, m.regret8 * 100,
+               m.workloads);
+  }
+}
 
 void PrintScores(const cost_model::RetrainReport& r) {
   fmt::print(
@@ -55,6 +78,7 @@ void PrintScores(const cost_model::RetrainReport& r) {
     if (s.split_spearman.size() > 1)
       fmt::print("{:<22} Spearman per split: {:.3f}\n", "", fmt::join(s.split_spearman, " "));
   }
+  PrintTuningScores(r);
   fmt::print("\nchosen form: {} (top-1 {:.3f}, Spearman {:.3f}); {:.1f} s\n", r.chosen_form,
              r.chosen.top1, r.chosen.spearman, r.seconds);
 }

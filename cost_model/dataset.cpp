@@ -63,6 +63,20 @@ Dataset Dataset::Subset(const std::vector<int>& workloads) const {
   return out;
 }
 
+std::vector<int64_t> Dataset::TuningRows() const {
+  std::vector<int64_t> rows;
+  for (int64_t i = 0; i < size(); ++i)
+    if (y[i].tuning) rows.push_back(i);
+  return rows;
+}
+
+Dataset Dataset::Rows(const std::vector<int64_t>& rows) const {
+  Dataset out;
+  out.workload_keys = workload_keys;
+  for (int64_t i : rows) out.Add(*this, i);
+  return out;
+}
+
 void Dataset::Add(const Dataset& other, int64_t row) {
   x.values.insert(x.values.end(), other.x.row(row), other.x.row(row) + NumFeatures());
   x.parts.push_back(other.x.parts[row]);
@@ -134,10 +148,13 @@ Result<Dataset> LoadDataset(db::Database& database, const DatasetOptions& option
     sample.traffic_bytes = static_cast<double>(m.bytes_in + m.bytes_out);
     sample.overhead = m.overhead_seconds;
     sample.eta = m.overlap;
+    sample.tuning = r.job_id != 0;
     if (auto seen = candidate_row.find(candidate); seen != candidate_row.end()) {
       ++s.merged_repeats;
       Sample& kept = data.y[seen->second];
+      const bool tuning = kept.tuning || sample.tuning;  // a candidate some job measured
       if (sample.seconds < kept.seconds) kept = sample;
+      kept.tuning = tuning;
       return true;
     }
     candidate_row.emplace(candidate, data.size());

@@ -18,6 +18,10 @@ struct Sample {
   int workload = 0;  // index into Dataset::workload_keys
   double seconds = 0, traffic_bytes = 0, overhead = 0;
   double eta = -1;  // -1: not measured
+  // Measured by a tuning job (the record has a job id), not by `collect`'s
+  // sampling: the candidates a search concentrates near the optimum, where
+  // ranking is hardest and matters most.
+  bool tuning = false;
 };
 
 struct Dataset {
@@ -28,6 +32,10 @@ struct Dataset {
   // The samples of the given workloads, grouped by workload (ranking needs
   // each workload's rows contiguous).
   Dataset Subset(const std::vector<int>& workloads) const;
+  // The indices of the rows a tuning job measured, in row order.
+  std::vector<int64_t> TuningRows() const;
+  // The given rows (in the order given: row order keeps workloads contiguous).
+  Dataset Rows(const std::vector<int64_t>& rows) const;
   void Add(const Dataset& other, int64_t row);
 };
 

@@ -50,7 +50,9 @@ double PairwiseAccuracy(const std::vector<double>& predicted, const std::vector<
   return total > 0 ? static_cast<double>(right) / static_cast<double>(total) : 1;
 }
 
-double TopK(const std::vector<double>& predicted, const std::vector<double>& measured, size_t k) {
+// The best measured time among the k best-predicted candidates.
+double BestOfTopK(const std::vector<double>& predicted, const std::vector<double>& measured,
+                  size_t k) {
   std::vector<size_t> order(predicted.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
@@ -58,7 +60,16 @@ double TopK(const std::vector<double>& predicted, const std::vector<double>& mea
   double best_picked = INFINITY;
   for (size_t i = 0; i < std::min(k, order.size()); ++i)
     best_picked = std::min(best_picked, measured[order[i]]);
-  return *std::min_element(measured.begin(), measured.end()) / best_picked;
+  return best_picked;
+}
+
+double TopK(const std::vector<double>& predicted, const std::vector<double>& measured, size_t k) {
+  return *std::min_element(measured.begin(), measured.end()) / BestOfTopK(predicted, measured, k);
+}
+
+double Regret(const std::vector<double>& predicted, const std::vector<double>& measured, size_t k) {
+  return BestOfTopK(predicted, measured, k) / *std::min_element(measured.begin(), measured.end()) -
+         1;
 }
 
 double Median(std::vector<double> v) {
@@ -88,6 +99,8 @@ RankingMetrics Rank(const Dataset& data, const std::vector<double>& predicted) {
     m.pairwise += PairwiseAccuracy(p, y);
     m.top1 += TopK(p, y, 1);
     m.top5 += TopK(p, y, 5);
+    m.regret1 += Regret(p, y, 1);
+    m.regret8 += Regret(p, y, 8);
     ++m.workloads;
   }
   if (m.workloads > 0) {
@@ -96,6 +109,8 @@ RankingMetrics Rank(const Dataset& data, const std::vector<double>& predicted) {
     m.pairwise /= n;
     m.top1 /= n;
     m.top5 /= n;
+    m.regret1 /= n;
+    m.regret8 /= n;
   }
   return m;
 }
@@ -112,6 +127,8 @@ nlohmann::json MetricsToJson(const RankingMetrics& m) {
           {"pairwise_accuracy", m.pairwise},
           {"top1", m.top1},
           {"top5", m.top5},
+          {"regret1", m.regret1},
+          {"regret8", m.regret8},
           {"workloads", m.workloads},
           {"samples", m.samples},
           {"traffic_error", m.traffic_error},
@@ -151,6 +168,8 @@ RankingMetrics EvaluateRandom(const Dataset& data, int draws, uint64_t seed) {
     sum.pairwise += m.pairwise / draws;
     sum.top1 += m.top1 / draws;
     sum.top5 += m.top5 / draws;
+    sum.regret1 += m.regret1 / draws;
+    sum.regret8 += m.regret8 / draws;
     sum.workloads = m.workloads;
     sum.samples = m.samples;
   }

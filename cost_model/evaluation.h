@@ -3,6 +3,9 @@
 //   pairwise   share of candidate pairs (different measured times) ordered right
 //   top1, top5 TenSet's top-k score: a workload's best measured time over the
 //              best measured time among the model's k best-predicted candidates
+//   regret1, regret8  what the search loses by trusting the model: the best
+//              measured time among its k best-predicted candidates over the
+//              workload's best, minus 1 (0.05: 5% slower than the best)
 // and, per head, the median relative error of its predictions.
 #pragma once
 
@@ -17,7 +20,7 @@
 namespace fusetune::cost_model {
 
 struct RankingMetrics {
-  double spearman = 0, pairwise = 0, top1 = 0, top5 = 0;
+  double spearman = 0, pairwise = 0, top1 = 0, top5 = 0, regret1 = 0, regret8 = 0;
   int workloads = 0;
   int64_t samples = 0;
   // Median |predicted / measured - 1| of each head; eta: median |difference|.

@@ -15,7 +15,19 @@ namespace {
 
 struct Prepared {
   Dataset train, valid;
+  std::vector<int64_t> valid_tuning_rows;  // valid's rows a tuning job measured
+  Dataset valid_tuning;                    // those rows
 };
+
+// A model's figures on the validation rows and on their tuning-job rows.
+ModelScore Score(std::string model, const Prepared& p, const std::vector<Prediction>& predicted) {
+  ModelScore score{std::move(model), Evaluate(p.valid, predicted), {}, std::nullopt};
+  if (p.valid_tuning.size() == 0) return score;
+  std::vector<Prediction> tuning;
+  for (int64_t row : p.valid_tuning_rows) tuning.push_back(predicted[row]);
+  score.tuning = Evaluate(p.valid_tuning, tuning);
+  return score;
+}
 
 Result<Dataset> Load(db::Database& database, const RetrainOptions& o, RetrainReport* report) {
   DatasetOptions d;
@@ -32,11 +44,14 @@ Result<Dataset> Load(db::Database& database, const RetrainOptions& o, RetrainRep
 
 Result<Prepared> Prepare(const Dataset& all, const RetrainOptions& o, RetrainReport* report) {
   const Split split = SplitByWorkload(all, o.valid_fraction, o.seed);
-  Prepared p{all.Subset(split.train), all.Subset(split.valid)};
+  Prepared p{all.Subset(split.train), all.Subset(split.valid), {}, {}};
+  p.valid_tuning_rows = p.valid.TuningRows();
+  p.valid_tuning = p.valid.Rows(p.valid_tuning_rows);
   report->train_workloads = static_cast<int>(split.train.size());
   report->valid_workloads = static_cast<int>(split.valid.size());
   report->train_samples = p.train.size();
   report->valid_samples = p.valid.size();
+  report->valid_tuning_samples = p.valid_tuning.size();
   if (p.train.size() < 10)
     return Error(ErrorCode::kInvalidArgument,
                  fmt::format("{} training samples: at least 10 are needed", p.train.size()));
@@ -54,10 +69,14 @@ Result<std::unique_ptr<CostModel>> TrainForms(const Prepared& p, const RetrainOp
     FT_ASSIGN_OR_RETURN(auto model, TrainXgboostModel(p.train, x, [&](int done, int total) {
                           if (o.progress) o.progress("training " + form, done, total);
                         }));
-    RankingMetrics m = Evaluate(p.valid, model->Predict(p.valid.x));
+    ModelScore score = Score("xgboost/" + form, p, model->Predict(p.valid.x));
     // A pairwise score orders candidates; it is not a time to compare.
-    if (form == "pairwise") m.time_error = NAN;
-    report->scores.push_back({"xgboost/" + form, m, {}});
+    if (form == "pairwise") {
+      score.metrics.time_error = NAN;
+      if (score.tuning) score.tuning->time_error = NAN;
+    }
+    const RankingMetrics m = score.metrics;
+    report->scores.push_back(std::move(score));
     if (!best || m.BetterThan(report->chosen)) {
       best = std::move(model);
       report->chosen = m;
@@ -72,14 +91,16 @@ void AddBaselines(db::Database& database, const Prepared& p, const RetrainOption
   if (auto active = database.ActiveModel(kXgboostModelName); active.ok() && active->has_value()) {
     auto model = LoadCostModel((*active)->name, (*active)->blob);
     if (model.ok()) {
-      report->active = Evaluate(p.valid, (*model)->Predict(p.valid.x));
-      report->scores.push_back(
-          {fmt::format("active model #{}", (*active)->id), *report->active, {}});
+      ModelScore score =
+          Score(fmt::format("active model #{}", (*active)->id), p, (*model)->Predict(p.valid.x));
+      report->active = score.metrics;
+      report->scores.push_back(std::move(score));
     }
   }
-  report->scores.push_back(
-      {"analytical", Evaluate(p.valid, MakeAnalyticalModel()->Predict(p.valid.x)), {}});
-  report->scores.push_back({"random", EvaluateRandom(p.valid, 20, o.seed), {}});
+  report->scores.push_back(Score("analytical", p, MakeAnalyticalModel()->Predict(p.valid.x)));
+  ModelScore random{"random", EvaluateRandom(p.valid, 20, o.seed), {}, std::nullopt};
+  if (p.valid_tuning.size() > 0) random.tuning = EvaluateRandom(p.valid_tuning, 20, o.seed);
+  report->scores.push_back(std::move(random));
 }
 
 // Splits the samples, trains every form, scores the baselines.
@@ -102,6 +123,8 @@ void AddToMean(RankingMetrics* sum, const RankingMetrics& m, int count) {
   mean(&sum->pairwise, m.pairwise);
   mean(&sum->top1, m.top1);
   mean(&sum->top5, m.top5);
+  mean(&sum->regret1, m.regret1);
+  mean(&sum->regret8, m.regret8);
   mean(&sum->traffic_error, m.traffic_error);
   mean(&sum->overhead_error, m.overhead_error);
   mean(&sum->eta_error, m.eta_error);
@@ -115,6 +138,7 @@ void AddToMean(RankingMetrics* sum, const RankingMetrics& m, int count) {
 Result<RetrainReport> EvaluateOverSplits(db::Database& database, const RetrainOptions& o) {
   RetrainReport mean;
   FT_ASSIGN_OR_RETURN(const Dataset all, Load(database, o, &mean));
+  std::vector<int> tuning_splits;  // per score: splits that had tuning figures
   for (int k = 0; k < o.splits; ++k) {
     RetrainOptions one = o;
     one.seed = o.seed + static_cast<uint64_t>(k);
@@ -129,23 +153,40 @@ Result<RetrainReport> EvaluateOverSplits(db::Database& database, const RetrainOp
     if (k == 0) {
       mean = r;
       for (ModelScore& s : mean.scores) s.split_spearman = {s.metrics.spearman};
+      for (const ModelScore& s : mean.scores) tuning_splits.push_back(s.tuning ? 1 : 0);
       continue;
     }
     FT_CHECK(r.scores.size() == mean.scores.size(), "splits scored different models");
     for (size_t i = 0; i < r.scores.size(); ++i) {
-      AddToMean(&mean.scores[i].metrics, r.scores[i].metrics, k);
-      mean.scores[i].split_spearman.push_back(r.scores[i].metrics.spearman);
+      ModelScore& into = mean.scores[i];
+      AddToMean(&into.metrics, r.scores[i].metrics, k);
+      into.split_spearman.push_back(r.scores[i].metrics.spearman);
+      // Tuning figures: the mean over the splits whose validation has tuning rows.
+      if (!r.scores[i].tuning) continue;
+      if (!into.tuning) {
+        into.tuning = r.scores[i].tuning;
+        tuning_splits[i] = 1;
+        continue;
+      }
+      AddToMean(&*into.tuning, *r.scores[i].tuning, tuning_splits[i]++);
     }
     mean.train_samples += r.train_samples;
     mean.valid_samples += r.valid_samples;
+    mean.valid_tuning_samples += r.valid_tuning_samples;
   }
   mean.splits = o.splits;
   // Workload and sample counts: summed over splits above, per split here.
   mean.train_samples /= o.splits;
   mean.valid_samples /= o.splits;
-  for (ModelScore& s : mean.scores) {
+  mean.valid_tuning_samples /= o.splits;
+  for (size_t i = 0; i < mean.scores.size(); ++i) {
+    ModelScore& s = mean.scores[i];
     s.metrics.workloads /= o.splits;
     s.metrics.samples /= o.splits;
+    if (s.tuning) {
+      s.tuning->workloads /= tuning_splits[i];
+      s.tuning->samples /= tuning_splits[i];
+    }
   }
   mean.chosen_form.clear();  // the first split's choice: chosen again on the means
   for (const ModelScore& s : mean.scores) {
@@ -200,6 +241,7 @@ nlohmann::json RetrainReportToJson(const RetrainReport& r) {
   nlohmann::json scores = nlohmann::json::array();
   for (const ModelScore& s : r.scores) {
     nlohmann::json score{{"model", s.model}, {"metrics", MetricsToJson(s.metrics)}};
+    if (s.tuning) score["tuning"] = MetricsToJson(*s.tuning);
     if (s.split_spearman.size() > 1) score["split_spearman"] = s.split_spearman;
     scores.push_back(score);
   }
@@ -211,6 +253,7 @@ nlohmann::json RetrainReportToJson(const RetrainReport& r) {
                    {"valid_workloads", r.valid_workloads},
                    {"train_samples", r.train_samples},
                    {"valid_samples", r.valid_samples},
+                   {"valid_tuning_samples", r.valid_tuning_samples},
                    {"splits", r.splits},
                    {"scores", scores},
                    {"chosen_form", r.chosen_form},

@@ -6,7 +6,10 @@
 // active model on the same validation workloads, store it with its metrics
 // and activate it when it is better (or when forced).
 // EvaluateModels: the same split, every form against the active model, the
-// analytical model and a random ranking, nothing stored. With several splits
+// analytical model and a random ranking, nothing stored. Every figure comes
+// twice: on all the validation workloads' rows, and on those a tuning job
+// measured (what the search ranks: candidates near the optimum, where the
+// times of `collect`'s random samples spread much wider). With several splits
 // (seeds seed, seed + 1, ...) each model's figures are the mean over them:
 // one split of a few dozen workloads moves Spearman by +-0.015.
 #pragma once
@@ -41,12 +44,16 @@ struct ModelScore {
   std::string model;       // "xgboost/corrected", "analytical", "random", "active (#id)"
   RankingMetrics metrics;  // the mean over splits
   std::vector<double> split_spearman;  // per split, when more than one
+  // The same on the validation workloads' tuning-job rows (Sample::tuning),
+  // when they have any: the candidates the search measured.
+  std::optional<RankingMetrics> tuning;
 };
 
 struct RetrainReport {
   DatasetSummary data;
   int train_workloads = 0, valid_workloads = 0;
   int64_t train_samples = 0, valid_samples = 0;  // per split
+  int64_t valid_tuning_samples = 0;              // of valid_samples, measured by tuning jobs
   int splits = 1;
   std::vector<ModelScore> scores;  // every form, then the baselines
   std::string chosen_form;

@@ -1,5 +1,6 @@
 // cost_model/: features (memoised equal to fresh), datasets from records
-// (repeats merged), evaluation over several splits, the XGBoost heads on
+// (repeats merged, tuning jobs' rows told apart), evaluation over several
+// splits and the regret of trusting a model's top k, the XGBoost heads on
 // synthetic data of known structure, serialization round trips, the
 // analytical model's ranking, and errors for unusable training sets.
 #include <gtest/gtest.h>
@@ -354,6 +355,81 @@ TEST(Training, EvaluationOverSplitsIsTheMeanOfEachSplit) {
   }
   o.splits = 0;
   EXPECT_FALSE(EvaluateModels(*db, o).ok());
+}
+
+TEST(Evaluation, RegretIsWhatTrustingTheModelsTopKCosts) {
+  // One workload of four candidates measured at 1, 2, 4 and 8.
+  Dataset data;
+  data.workload_keys = {"w"};
+  for (double seconds : {4.0, 1.0, 8.0, 2.0}) data.y.push_back(Sample{0, seconds, 0, 0, -1, true});
+  auto predicted = [](std::vector<double> seconds) {
+    std::vector<Prediction> p(seconds.size());
+    for (size_t i = 0; i < seconds.size(); ++i) p[i].seconds = seconds[i];
+    return p;
+  };
+  const RankingMetrics right = Evaluate(data, predicted({3, 1, 4, 2}));
+  EXPECT_EQ(right.regret1, 0);
+  EXPECT_EQ(right.regret8, 0);
+  EXPECT_EQ(right.top1, 1);
+  // Predicted best: the candidate measured at 8 (regret 7x); the top 8 hold all four.
+  const RankingMetrics wrong = Evaluate(data, predicted({2, 4, 1, 3}));
+  EXPECT_DOUBLE_EQ(wrong.regret1, 7);
+  EXPECT_EQ(wrong.regret8, 0);
+  EXPECT_DOUBLE_EQ(wrong.top1, 1.0 / 8);
+}
+
+TEST(Training, TuningJobRecordsAreScoredApart) {
+  // `collect`'s samples (no job) and a tuning job's records of the same
+  // workloads: every model is scored on all the validation rows and, apart,
+  // on those the job measured.
+  Groups g = LoadGroups("encoder_postln_op13");
+  auto db = DatabaseWithTasks(g);
+  auto job = db->CreateJob({});
+  ASSERT_TRUE(job.ok()) << job.error().message();
+  Rng rng(8);
+  std::vector<db::Record> records;
+  int64_t tuning_records = 0;
+  for (const search::Task& t : g.tasks) {
+    const GroupInfo info = InfoOf(t);
+    for (int i = 0; i < 8; ++i) {
+      const fusion_space::Tiling tiling = t.tilings().Sample(rng);
+      FeatureMatrix x;
+      x.Add(info, tiling, TargetFeatures{});
+      const AnalyticalParts& a = x.parts.front();
+      db::Record r = RecordOf(t, tiling, (a.memory + a.compute) * (1 + 0.2 * rng.Uniform()));
+      if (i % 2 == 1) {
+        r.job_id = *job;
+        ++tuning_records;
+      }
+      records.push_back(r);
+    }
+  }
+  ASSERT_TRUE(db->CommitRecords(records).ok());
+  auto data = LoadDataset(*db, {}, nullptr);
+  ASSERT_TRUE(data.ok()) << data.error().message();
+  const std::vector<int64_t> rows = data->TuningRows();
+  EXPECT_GT(rows.size(), 0u);
+  EXPECT_LE(static_cast<int64_t>(rows.size()), tuning_records);  // repeats merge
+  for (int64_t row : rows) EXPECT_TRUE(data->y[row].tuning);
+  RetrainOptions o;
+  o.forms = {"direct"};
+  o.xgboost.rounds = 20;
+  o.xgboost.ensemble = 1;
+  o.valid_fraction = 0.5;
+  auto report = EvaluateModels(*db, o);
+  ASSERT_TRUE(report.ok()) << report.error().message();
+  EXPECT_GT(report->valid_tuning_samples, 0);
+  EXPECT_LT(report->valid_tuning_samples, report->valid_samples);
+  for (const ModelScore& s : report->scores) {
+    ASSERT_TRUE(s.tuning.has_value()) << s.model;
+    EXPECT_EQ(s.tuning->samples, report->valid_tuning_samples) << s.model;
+    EXPECT_GE(s.tuning->regret1, s.tuning->regret8) << s.model;
+    EXPECT_GE(s.tuning->regret8, 0) << s.model;
+    EXPECT_LE(s.tuning->top1, 1 + 1e-12) << s.model;
+  }
+  const nlohmann::json j = RetrainReportToJson(*report);
+  EXPECT_TRUE(j["scores"][0].contains("tuning"));
+  EXPECT_EQ(j["valid_tuning_samples"], report->valid_tuning_samples);
 }
 
 TEST(AnalyticalModel, PrefersTheTilingThatMovesLessData) {
