@@ -37,16 +37,24 @@ void PrintTuningScores(const cost_model::RetrainReport& r) {
     return;
   }
   fmt::print("\non the {} validation samples tuning jobs measured{}:\n", r.valid_tuning_samples,
-             r.splits > 1 ? " (per split)" : "");
+             r.splits > 1 ? fmt::format(" (per split; the mean over the {} of {} splits that had "
+                                        "them)",
+                                        r.tuning_splits, r.splits)
+                          : "");
   fmt::print("{:<22} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9} {:>9}\n", "model", "spearman",
              "pairwise", "top-1", "top-5", "regret@1", "regret@8", "workloads");
   for (const auto& s : r.scores) {
     if (!s.tuning) continue;
     const auto& m = *s.tuning;
-    fmt::print("{:<22} {:>9.3f} {:>9.3f} {:>7.3f} {:>7.3f} {:>8.1f}% {:>8.1f}% {:>9}\n", s.model,
-               m.spearman, m.pairwise, m.top1, m.top5, m.regret1 * 100, m.regret8 * 100,
-               m.workloads);
+    const std::string regret8 =
+        m.regret8_workloads > 0 ? fmt::format("{:.1f}%", m.regret8 * 100) : "-";
+    fmt::print("{:<22} {:>9.3f} {:>9.3f} {:>7.3f} {:>7.3f} {:>8.1f}% {:>9} {:>9}\n", s.model,
+               m.spearman, m.pairwise, m.top1, m.top5, m.regret1 * 100, regret8,
+               fmt::format("{} ({})", m.workloads, m.regret8_workloads));
   }
+  fmt::print("(regret@k: the best measured time among a model's k best-predicted candidates over "
+             "the workload's best; regret@8 over the workloads in parentheses, those with more "
+             "than 8 candidates)\n");
 }
 
 void PrintScores(const cost_model::RetrainReport& r) {

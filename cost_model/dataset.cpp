@@ -148,7 +148,9 @@ Result<Dataset> LoadDataset(db::Database& database, const DatasetOptions& option
     sample.traffic_bytes = static_cast<double>(m.bytes_in + m.bytes_out);
     sample.overhead = m.overhead_seconds;
     sample.eta = m.overlap;
-    sample.tuning = r.job_id != 0;
+    // A job's id does not survive `db merge` or an export (the job is the
+    // other database's), the search's note on why it measured does.
+    sample.tuning = r.job_id != 0 || metrics->search.has_value();
     if (auto seen = candidate_row.find(candidate); seen != candidate_row.end()) {
       ++s.merged_repeats;
       Sample& kept = data.y[seen->second];

@@ -18,9 +18,10 @@ struct Sample {
   int workload = 0;  // index into Dataset::workload_keys
   double seconds = 0, traffic_bytes = 0, overhead = 0;
   double eta = -1;  // -1: not measured
-  // Measured by a tuning job (the record has a job id), not by `collect`'s
-  // sampling: the candidates a search concentrates near the optimum, where
-  // ranking is hardest and matters most.
+  // Measured by a tuning job (the record has a job id or the search's note),
+  // not by `collect`'s sampling: the candidates a search proposes, mostly
+  // near the optimum (with its epsilon-random picks), where ranking is
+  // hardest and matters most.
   bool tuning = false;
 };
 

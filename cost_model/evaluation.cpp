@@ -100,7 +100,10 @@ RankingMetrics Rank(const Dataset& data, const std::vector<double>& predicted) {
     m.top1 += TopK(p, y, 1);
     m.top5 += TopK(p, y, 5);
     m.regret1 += Regret(p, y, 1);
-    m.regret8 += Regret(p, y, 8);
+    if (rows.size() > 8) {
+      m.regret8 += Regret(p, y, 8);
+      ++m.regret8_workloads;
+    }
     ++m.workloads;
   }
   if (m.workloads > 0) {
@@ -110,8 +113,8 @@ RankingMetrics Rank(const Dataset& data, const std::vector<double>& predicted) {
     m.top1 /= n;
     m.top5 /= n;
     m.regret1 /= n;
-    m.regret8 /= n;
   }
+  if (m.regret8_workloads > 0) m.regret8 /= m.regret8_workloads;
   return m;
 }
 
@@ -129,6 +132,7 @@ nlohmann::json MetricsToJson(const RankingMetrics& m) {
           {"top5", m.top5},
           {"regret1", m.regret1},
           {"regret8", m.regret8},
+          {"regret8_workloads", m.regret8_workloads},
           {"workloads", m.workloads},
           {"samples", m.samples},
           {"traffic_error", m.traffic_error},
@@ -171,6 +175,7 @@ RankingMetrics EvaluateRandom(const Dataset& data, int draws, uint64_t seed) {
     sum.regret1 += m.regret1 / draws;
     sum.regret8 += m.regret8 / draws;
     sum.workloads = m.workloads;
+    sum.regret8_workloads = m.regret8_workloads;
     sum.samples = m.samples;
   }
   return sum;

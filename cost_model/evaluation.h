@@ -5,7 +5,9 @@
 //              best measured time among the model's k best-predicted candidates
 //   regret1, regret8  what the search loses by trusting the model: the best
 //              measured time among its k best-predicted candidates over the
-//              workload's best, minus 1 (0.05: 5% slower than the best)
+//              workload's best, minus 1 (0.05: 5% slower than the best);
+//              regret8 over the workloads with more than 8 candidates only
+//              (with fewer the top 8 hold the best by construction)
 // and, per head, the median relative error of its predictions.
 #pragma once
 
@@ -22,6 +24,7 @@ namespace fusetune::cost_model {
 struct RankingMetrics {
   double spearman = 0, pairwise = 0, top1 = 0, top5 = 0, regret1 = 0, regret8 = 0;
   int workloads = 0;
+  int regret8_workloads = 0;  // of `workloads`, those with more than 8 candidates
   int64_t samples = 0;
   // Median |predicted / measured - 1| of each head; eta: median |difference|.
   double traffic_error = 0, overhead_error = 0, eta_error = 0, time_error = 0;

@@ -25,7 +25,8 @@ ModelScore Score(std::string model, const Prepared& p, const std::vector<Predict
   if (p.valid_tuning.size() == 0) return score;
   std::vector<Prediction> tuning;
   for (int64_t row : p.valid_tuning_rows) tuning.push_back(predicted[row]);
-  score.tuning = Evaluate(p.valid_tuning, tuning);
+  const RankingMetrics m = Evaluate(p.valid_tuning, tuning);
+  if (m.workloads > 0) score.tuning = m;  // else no workload had two such rows
   return score;
 }
 
@@ -99,7 +100,10 @@ void AddBaselines(db::Database& database, const Prepared& p, const RetrainOption
   }
   report->scores.push_back(Score("analytical", p, MakeAnalyticalModel()->Predict(p.valid.x)));
   ModelScore random{"random", EvaluateRandom(p.valid, 20, o.seed), {}, std::nullopt};
-  if (p.valid_tuning.size() > 0) random.tuning = EvaluateRandom(p.valid_tuning, 20, o.seed);
+  if (p.valid_tuning.size() > 0) {
+    const RankingMetrics m = EvaluateRandom(p.valid_tuning, 20, o.seed);
+    if (m.workloads > 0) random.tuning = m;
+  }
   report->scores.push_back(std::move(random));
 }
 
@@ -125,6 +129,7 @@ void AddToMean(RankingMetrics* sum, const RankingMetrics& m, int count) {
   mean(&sum->top5, m.top5);
   mean(&sum->regret1, m.regret1);
   mean(&sum->regret8, m.regret8);
+  sum->regret8_workloads += m.regret8_workloads;
   mean(&sum->traffic_error, m.traffic_error);
   mean(&sum->overhead_error, m.overhead_error);
   mean(&sum->eta_error, m.eta_error);
@@ -154,6 +159,7 @@ Result<RetrainReport> EvaluateOverSplits(db::Database& database, const RetrainOp
       mean = r;
       for (ModelScore& s : mean.scores) s.split_spearman = {s.metrics.spearman};
       for (const ModelScore& s : mean.scores) tuning_splits.push_back(s.tuning ? 1 : 0);
+      mean.tuning_splits = r.valid_tuning_samples > 0;
       continue;
     }
     FT_CHECK(r.scores.size() == mean.scores.size(), "splits scored different models");
@@ -173,18 +179,21 @@ Result<RetrainReport> EvaluateOverSplits(db::Database& database, const RetrainOp
     mean.train_samples += r.train_samples;
     mean.valid_samples += r.valid_samples;
     mean.valid_tuning_samples += r.valid_tuning_samples;
+    mean.tuning_splits += r.valid_tuning_samples > 0;
   }
   mean.splits = o.splits;
   // Workload and sample counts: summed over splits above, per split here.
   mean.train_samples /= o.splits;
   mean.valid_samples /= o.splits;
-  mean.valid_tuning_samples /= o.splits;
+  if (mean.tuning_splits > 0) mean.valid_tuning_samples /= mean.tuning_splits;
   for (size_t i = 0; i < mean.scores.size(); ++i) {
     ModelScore& s = mean.scores[i];
     s.metrics.workloads /= o.splits;
+    s.metrics.regret8_workloads /= o.splits;
     s.metrics.samples /= o.splits;
     if (s.tuning) {
       s.tuning->workloads /= tuning_splits[i];
+      s.tuning->regret8_workloads /= tuning_splits[i];
       s.tuning->samples /= tuning_splits[i];
     }
   }
@@ -254,6 +263,7 @@ nlohmann::json RetrainReportToJson(const RetrainReport& r) {
                    {"train_samples", r.train_samples},
                    {"valid_samples", r.valid_samples},
                    {"valid_tuning_samples", r.valid_tuning_samples},
+                   {"tuning_splits", r.tuning_splits},
                    {"splits", r.splits},
                    {"scores", scores},
                    {"chosen_form", r.chosen_form},

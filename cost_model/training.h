@@ -53,7 +53,8 @@ struct RetrainReport {
   DatasetSummary data;
   int train_workloads = 0, valid_workloads = 0;
   int64_t train_samples = 0, valid_samples = 0;  // per split
-  int64_t valid_tuning_samples = 0;              // of valid_samples, measured by tuning jobs
+  int64_t valid_tuning_samples = 0;  // of valid_samples, measured by tuning jobs (per such split)
+  int tuning_splits = 0;             // splits whose validation had tuning rows
   int splits = 1;
   std::vector<ModelScore> scores;  // every form, then the baselines
   std::string chosen_form;
