@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/conv.h"
@@ -31,7 +32,15 @@ struct AlgorithmTiming {
 // One entry per algorithm that applies to the layer and has a legal tiling,
 // in ConvAlgorithm order. `layouts`: the grid also runs each tiling in
 // every input and output layout the algorithm takes (else NCHW only).
+// `cold_weights`: the best tiling's timed runs each start with the caches
+// evicted and the activations touched again (EvictCachesKeeping), as a
+// layer meets them inside a model whose weights exceed the last-level
+// cache; the grid itself is searched warm.
 std::vector<AlgorithmTiming> TimeFusetuneLayer(const LayerSpec& layer, int threads, int runs,
-                                               bool layouts = false);
+                                               bool layouts = false, bool cold_weights = false);
+
+// Writes 64 MiB of scratch (more than this machine's last-level cache), then
+// reads `keep` regions back in: weights cold, activations warm.
+void EvictCachesKeeping(const std::vector<std::pair<const void*, size_t>>& keep);
 
 }  // namespace fusetune::bench

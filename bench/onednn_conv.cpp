@@ -1,5 +1,6 @@
 // onednn_conv [--peak GFLOPS] [--runs N] [--threads T] [--algorithm direct|auto]
 //             [--only resnet50|mobilenet_v2] [--json FILE] [--fusetune [--layouts]]
+//             [--cold-weights]
 //
 // The peer figures of issue 37, point 6: oneDNN's FP32 forward-inference
 // convolution on every distinct layer shape of torchvision's ResNet-50 and
@@ -29,6 +30,10 @@
 // --layouts adds every activation layout pair the template can read and
 // write (NCHW, NHWC, NCHW16c; kernels/layout.h) to fusetune's grid: what a
 // layer gains from a layout, before the transforms a plan may need.
+// --cold-weights times every timed run (oneDNN's and fusetune's best
+// tilings; fusetune's grid is still searched warm) after evicting the caches
+// and reading the activations back: a layer as it runs inside a model whose
+// weights (pre-packed, Winograd-transformed) exceed the last-level cache.
 //
 // Threads: oneDNN here runs on OpenMP; the program sets its thread count.
 // The peak is --peak, or measured in-process (measure/roofline.h) when absent:
@@ -218,7 +223,7 @@ struct Timing {
 // Builds the primitive for `l` with algorithm `algo` and times `runs`
 // executions; nullopt when oneDNN has no implementation (e.g. Winograd).
 std::optional<Timing> TimeLayer(const Layer& l, algorithm algo, int runs, const dnnl::engine& eng,
-                                dnnl::stream& s) {
+                                dnnl::stream& s, bool cold_weights) {
   const memory::dim oh = l.out_hw();
   const memory::dims src_dims{1, l.cin, l.hw, l.hw}, dst_dims{1, l.cout, oh, oh};
   const bool grouped = l.groups > 1;
@@ -249,7 +254,11 @@ std::optional<Timing> TimeLayer(const Layer& l, algorithm algo, int runs, const 
   const std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, dst}};
   std::vector<double> ms;
+  const std::vector<std::pair<const void*, size_t>> activations = {
+      {src.get_data_handle(), src.get_desc().get_size()},
+      {dst.get_data_handle(), dst.get_desc().get_size()}};
   for (int i = -3; i < runs; ++i) {  // three warm-up runs
+    if (cold_weights) fusetune::bench::EvictCachesKeeping(activations);
     const auto start = std::chrono::steady_clock::now();
     conv.execute(s, args);
     s.wait();
@@ -265,7 +274,7 @@ std::optional<Timing> TimeLayer(const Layer& l, algorithm algo, int runs, const 
 struct Options {
   double peak = 0;  // GFLOP/s; 0: measure
   int runs = 50, threads = 2;
-  bool fusetune = false, layouts = false;
+  bool fusetune = false, layouts = false, cold_weights = false;
   algorithm algo = algorithm::convolution_direct;
   std::string only, json;
 };
@@ -287,6 +296,8 @@ bool Parse(int argc, char** argv, Options* o) {
       o->fusetune = true;
     } else if (a == "--layouts") {
       o->layouts = true;
+    } else if (a == "--cold-weights") {
+      o->cold_weights = true;
     } else if (a == "--json" && has_value) {
       o->json = argv[++i];
     } else if (a == "--algorithm" && has_value) {
@@ -309,9 +320,11 @@ struct NetTotal {
 void PrintHeader(const Options& o, bool measured_peak) {
   const dnnl::version_t* v = dnnl::version();
   fmt::print(
-      "oneDNN {}.{}.{}, {} threads, best and median of {} runs (warm caches), {}; FP32 FMA peak "
+      "oneDNN {}.{}.{}, {} threads, best and median of {} runs ({}), {}; FP32 FMA peak "
       "{:.0f} GFLOP/s ({})\n\n",
       v->major, v->minor, v->patch, o.threads, o.runs,
+      o.cold_weights ? "caches evicted before each run, activations read back: weights cold"
+                     : "warm caches",
       o.algo == algorithm::convolution_auto ? "convolution_auto" : "convolution_direct", o.peak,
       measured_peak ? "measured in-process" : "--peak");
   fmt::print(
@@ -347,7 +360,8 @@ std::string FusetuneRow(const Layer& l, const Timing& direct, const std::optiona
                          : l.post == Post::kSum   ? LayerPost::kSum
                                                   : LayerPost::kSumRelu;
   const auto timings = fusetune::bench::TimeFusetuneLayer(
-      {l.cin, l.cout, l.hw, l.k, l.stride, l.groups, post}, o.threads, o.runs, o.layouts);
+      {l.cin, l.cout, l.hw, l.k, l.stride, l.groups, post}, o.threads, o.runs, o.layouts,
+      o.cold_weights);
   const double onednn = winograd ? std::min(direct.best_ms, winograd->best_ms) : direct.best_ms;
   std::string per_algorithm;
   const fusetune::bench::AlgorithmTiming* best = nullptr;
@@ -413,7 +427,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr,
                "usage: onednn_conv [--peak GFLOPS] [--runs N] [--threads T] "
                "[--algorithm direct|auto] [--only resnet50|mobilenet_v2] [--json FILE] "
-               "[--fusetune]\n");
+               "[--fusetune [--layouts]] [--cold-weights]\n");
     return 2;
   }
   // libgomp reads its wait policy when it loads, before main: set it and
@@ -432,13 +446,16 @@ int main(int argc, char** argv) {
   PrintHeader(o, measured_peak);
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream s(eng);
-  nlohmann::json json{{"threads", o.threads}, {"runs", o.runs}, {"peak_gflops", o.peak}};
+  nlohmann::json json{{"threads", o.threads},
+                      {"runs", o.runs},
+                      {"peak_gflops", o.peak},
+                      {"caches", o.cold_weights ? "cold_weights" : "warm"}};
   std::vector<NetTotal> totals, fusetune_totals, onednn_best_totals;
   std::vector<std::string> winograd_rows, fusetune_rows;
   for (const auto* net : {&ResNet50(), &MobileNetV2()}) {
     for (const Layer& l : *net) {
       if (!o.only.empty() && o.only != l.net) continue;
-      const auto t = TimeLayer(l, o.algo, o.runs, eng, s);
+      const auto t = TimeLayer(l, o.algo, o.runs, eng, s, o.cold_weights);
       if (!t) {
         fmt::print(stderr, "onednn_conv: no oneDNN implementation for {} {}\n", l.net, l.name);
         return 1;
@@ -463,7 +480,7 @@ int main(int argc, char** argv) {
                          {"bytes", l.bytes()}};
       std::optional<Timing> winograd;
       if (l.k == 3 && l.stride == 1 && l.groups == 1) {
-        winograd = TimeLayer(l, algorithm::convolution_winograd, o.runs, eng, s);
+        winograd = TimeLayer(l, algorithm::convolution_winograd, o.runs, eng, s, o.cold_weights);
         winograd_rows.push_back(WinogradRow(l, *t, winograd, &row));
       }
       if (o.fusetune)
