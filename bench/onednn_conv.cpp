@@ -359,9 +359,9 @@ std::string FusetuneRow(const Layer& l, const Timing& direct, const std::optiona
                          : l.post == Post::kRelu6 ? LayerPost::kRelu6
                          : l.post == Post::kSum   ? LayerPost::kSum
                                                   : LayerPost::kSumRelu;
-  const auto timings = fusetune::bench::TimeFusetuneLayer(
-      {l.cin, l.cout, l.hw, l.k, l.stride, l.groups, post}, o.threads, o.runs, o.layouts,
-      o.cold_weights);
+  const auto timings =
+      fusetune::bench::TimeFusetuneLayer({l.cin, l.cout, l.hw, l.k, l.stride, l.groups, post},
+                                         o.threads, o.runs, o.layouts, o.cold_weights);
   const double onednn = winograd ? std::min(direct.best_ms, winograd->best_ms) : direct.best_ms;
   std::string per_algorithm;
   const fusetune::bench::AlgorithmTiming* best = nullptr;

@@ -30,8 +30,9 @@ struct RetrainArgs {
 // The figures on the validation rows tuning jobs measured, with the regret
 // of trusting each model's top 1 and top 8 (what the search pays).
 void PrintTuningScores(const cost_model::RetrainReport& r) {
-  const bool any = std::any_of(r.scores.begin(), r.scores.end(),
-                               [](const cost_model::ModelScore& s) { return s.tuning.has_value(); });
+  const bool any =
+      std::any_of(r.scores.begin(), r.scores.end(),
+                  [](const cost_model::ModelScore& s) { return s.tuning.has_value(); });
   if (!any) {
     fmt::print("\nno validation sample was measured by a tuning job (all from `collect`)\n");
     return;
@@ -41,8 +42,8 @@ void PrintTuningScores(const cost_model::RetrainReport& r) {
                                         "them)",
                                         r.tuning_splits, r.splits)
                           : "");
-  fmt::print("{:<22} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9} {:>9}\n", "model", "spearman",
-             "pairwise", "top-1", "top-5", "regret@1", "regret@8", "workloads");
+  fmt::print("{:<22} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9} {:>9}\n", "model", "spearman", "pairwise",
+             "top-1", "top-5", "regret@1", "regret@8", "workloads");
   for (const auto& s : r.scores) {
     if (!s.tuning) continue;
     const auto& m = *s.tuning;
@@ -52,9 +53,10 @@ void PrintTuningScores(const cost_model::RetrainReport& r) {
                m.spearman, m.pairwise, m.top1, m.top5, m.regret1 * 100, regret8,
                fmt::format("{} ({})", m.workloads, m.regret8_workloads));
   }
-  fmt::print("(regret@k: the best measured time among a model's k best-predicted candidates over "
-             "the workload's best; regret@8 over the workloads in parentheses, those with more "
-             "than 8 candidates)\n");
+  fmt::print(
+      "(regret@k: the best measured time among a model's k best-predicted candidates over "
+      "the workload's best; regret@8 over the workloads in parentheses, those with more "
+      "than 8 candidates)\n");
 }
 
 void PrintScores(const cost_model::RetrainReport& r) {

@@ -36,9 +36,8 @@ Status ChooseRecordedLayouts(fusion_space::FusionSpace& space, TuningIndex& inde
         recorded[g.nodes].push_back({*tiling, r.seconds, r.id});
   }
   if (recorded.empty()) return Status::Ok();
-  fusion_space::TransformCost cost;
-  cost.launch_seconds = index.features().launch_us * 1e-6;
-  cost.seconds_per_byte = 1 / (index.features().l2_gbps * 1e9);
+  const auto cost =
+      fusion_space::TransformCost::OfTarget(index.features().launch_us, index.features().l2_gbps);
   const fusion_space::Plan chosen = fusion_space::HarmonizeLayouts(
       space, *plan,
       [&](const fusion_space::PlanGroup& g) {

@@ -25,6 +25,10 @@ struct TransformCost {
   double launch_seconds = 3e-6;
   double seconds_per_byte = 1 / 100e9;
   double Of(double bytes) const { return launch_seconds + 2 * bytes * seconds_per_byte; }
+  // From a target's calibration: a kernel launch, and a copy at L2 bandwidth.
+  static TransformCost OfTarget(double launch_us, double l2_gbps) {
+    return {launch_us * 1e-6, 1 / (l2_gbps * 1e9)};
+  }
 };
 
 // The measured (tiling, seconds) of a plan group: empty keeps its tiling.

@@ -619,8 +619,8 @@ class Runner {
                   ocs_pad = RoundUp(tile.ocs, g_.nr);
     const bool ahead = mode_ == RunMode::kFull && d_.w_packed != nullptr && next.oc0 >= 0 &&
                        (next.oc0 != u_oc0_ || next.ic0 != u_ic0_);
-    const float* src = ahead ? d_.w_packed + g_.PackedBlock(next.oc0 / g_.oc_step, next.ic0 / g_.kb)
-                             : nullptr;
+    const float* src =
+        ahead ? d_.w_packed + g_.PackedBlock(next.oc0 / g_.oc_step, next.ic0 / g_.kb) : nullptr;
     const int64_t point_floats = ahead ? CeilDiv(next.ocs, g_.nr) * g_.nr * next.kbh : 0;
     const int64_t calls = (ocs_pad / g_.nr) * (tpad / g_.mr);
     const int64_t share = RoundUp(CeilDiv(point_floats, std::max<int64_t>(calls, 1)), kLanes);
@@ -638,11 +638,8 @@ class Runner {
           }
           const int64_t at = (pt - 1) * ustride + copied;
           mk_->fn_copy(kbh, v, u, m, g_.ocb, accumulate, src + at, u_ + at, n);
-          copied += n;
+          copied += n;  // calls x share >= point_floats: the point is whole after its calls
         }
-      if (pt > 0 && copied < point_floats)
-        std::memcpy(u_ + (pt - 1) * ustride + copied, src + (pt - 1) * ustride + copied,
-                    sizeof(float) * (point_floats - copied));
     }
     if (!ahead) return;
     const int64_t last = (g_.points - 1) * ustride;

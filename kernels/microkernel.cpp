@@ -166,14 +166,14 @@ __attribute__((target("avx512f,fma"))) void Avx512RowsCopy(int64_t kc, const flo
 }
 using Generic = void (*)(int64_t, const float*, int64_t, int64_t, const float*, float*, int64_t,
                          bool);
-#define FT_MICRO(isa, fn, mr, nr)                                                             \
-  MicroKernel {                                                                               \
-    mr, nr, isa, Packed<Generic, fn, mr>, Rows<Generic, fn>, RowsThenCopy<Generic, fn>,       \
-        PackedThenCopy<Generic, fn, mr>                                                       \
+#define FT_MICRO(isa, fn, mr, nr)                                                       \
+  MicroKernel {                                                                         \
+    mr, nr, isa, Packed<Generic, fn, mr>, Rows<Generic, fn>, RowsThenCopy<Generic, fn>, \
+        PackedThenCopy<Generic, fn, mr>                                                 \
   }
-#define FT_MICRO_AVX512(mr, nv)                                                            \
-  MicroKernel {                                                                            \
-    mr, nv * 16, "avx512", Packed<Generic, Avx512Kernel<mr, nv>, mr>,                      \
+#define FT_MICRO_AVX512(mr, nv)                                                               \
+  MicroKernel {                                                                               \
+    mr, nv * 16, "avx512", Packed<Generic, Avx512Kernel<mr, nv>, mr>,                         \
         Rows<Generic, Avx512Kernel<mr, nv>>, Avx512RowsCopy<mr, nv>, Avx512PackedCopy<mr, nv> \
   }
 

@@ -25,6 +25,7 @@ void FreeArena(std::byte* p) { std::free(p); }
 bool IsConstant(const graph::Graph& graph, graph::ValueId v) {
   return static_cast<size_t>(v) < graph.values.size() && graph.value(v).is_constant();
 }
+
 void FreeFloats(float* p) { std::free(p); }
 
 }  // namespace

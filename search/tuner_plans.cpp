@@ -204,9 +204,8 @@ Status Tuner::MeasureTunedPlan() {
 }
 
 fusion_space::Plan Tuner::HarmonizedPlan(const fusion_space::Plan& plan) const {
-  fusion_space::TransformCost cost;
-  cost.launch_seconds = context_.target_features.launch_us * 1e-6;
-  cost.seconds_per_byte = 1 / (context_.target_features.l2_gbps * 1e9);
+  const auto cost = fusion_space::TransformCost::OfTarget(context_.target_features.launch_us,
+                                                          context_.target_features.l2_gbps);
   return fusion_space::HarmonizeLayouts(
       space_, plan,
       [&](const fusion_space::PlanGroup& g) {

@@ -6,6 +6,7 @@
 #include "fusion_space/layout_choice.h"
 #include "fusion_space/space.h"
 #include "fusion_space/tiling_space.h"
+#include "tests/fusion_space/model_util.h"
 #include "tests/graph/test_util.h"
 
 namespace fusetune::fusion_space {
@@ -14,24 +15,6 @@ namespace {
 using kernels::ActivationLayout;
 constexpr auto kNCHW = ActivationLayout::kNCHW;
 constexpr auto kBlocked = ActivationLayout::kNCHWc;
-
-// c0 -> c1 (r0 its input and residual) -> c2 (a graph output); r1 also read
-// by a max pool, which reads NCHW only.
-constexpr const char* kCnn = R"(graph layouts opset 17 {
-  input x: f32[1, 16, 12, 12]
-  const w0: f32[32, 16, 3, 3]
-  const w1: f32[32, 32, 3, 3]
-  const w2: f32[32, 32, 1, 1]
-  c0 = Conv(x, w0) {pads=[1, 1, 1, 1]}
-  r0 = Relu(c0)
-  c1 = Conv(r0, w1) {pads=[1, 1, 1, 1]}
-  a1 = Add(c1, r0)
-  r1 = Relu(a1)
-  c2 = Conv(r1, w2)
-  p = MaxPool(r1) {kernel_shape=[2, 2], strides=[2, 2]}
-  output c2
-  output p
-})";
 
 Tiling Direct(const TilingSpace& tilings, ActivationLayout in, ActivationLayout out) {
   for (const Tiling& t : tilings.Enumerate()) {
@@ -47,7 +30,7 @@ ActivationLayout In(const Tiling& t) { return std::get<kernels::ConvTiling>(t).i
 ActivationLayout Out(const Tiling& t) { return std::get<kernels::ConvTiling>(t).out_layout; }
 
 TEST(HarmonizeLayouts, ReadersAdaptToTheirProducersAndTransformsAreCounted) {
-  graph::Graph g = fusetune::testing::Parse(kCnn);
+  graph::Graph g = fusetune::testing::Parse(fusetune::testing::kLayoutCnn);
   kernels::KernelConfig config;
   config.local_buffer_bytes = 256 * 1024;
   FusionSpace space(g, config);

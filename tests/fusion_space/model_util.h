@@ -32,6 +32,27 @@ inline kernels::KernelConfig SmallKernelConfig() {
   return c;
 }
 
+// Three convs (a residual in the second), a max pool reading the second's
+// output (pools read NCHW only), the third's output and the pool's the
+// graph's outputs: where activation layouts agree and where they must not
+// (fusion_space's layout choice, runtime's layout plan).
+inline constexpr const char* kLayoutCnn = R"(graph layouts opset 17 {
+  input x: f32[1, 16, 12, 12]
+  const w0: f32[32, 16, 3, 3]
+  const b0: f32[32]
+  const w1: f32[32, 32, 3, 3]
+  const w2: f32[32, 32, 1, 1]
+  c0 = Conv(x, w0, b0) {pads=[1, 1, 1, 1]}
+  r0 = Relu(c0)
+  c1 = Conv(r0, w1) {pads=[1, 1, 1, 1]}
+  a1 = Add(c1, r0)
+  r1 = Relu(a1)
+  c2 = Conv(r1, w2)
+  p = MaxPool(r1) {kernel_shape=[2, 2], strides=[2, 2]}
+  output c2
+  output p
+})";
+
 inline const std::vector<std::string>& AllTestModels() {
   static const std::vector<std::string> kModels = {"mlp",
                                                    "encoder_postln_op13",

@@ -11,6 +11,7 @@
 #include "fusion_space/tiling_space.h"
 #include "graph/reference_executor.h"
 #include "runtime/executor.h"
+#include "tests/fusion_space/model_util.h"
 #include "tests/graph/test_util.h"
 
 namespace fusetune::runtime {
@@ -18,29 +19,12 @@ namespace {
 
 using kernels::ActivationLayout;
 
-// Three convs (a residual in the second), a max pool reading the second's
-// output, the third's output and the pool's the graph's outputs.
-constexpr const char* kLayoutCnn = R"(graph layouts opset 17 {
-  input x: f32[1, 16, 12, 12]
-  const w0: f32[32, 16, 3, 3]
-  const b0: f32[32]
-  const w1: f32[32, 32, 3, 3]
-  const w2: f32[32, 32, 1, 1]
-  c0 = Conv(x, w0, b0) {pads=[1, 1, 1, 1]}
-  r0 = Relu(c0)
-  c1 = Conv(r0, w1) {pads=[1, 1, 1, 1]}
-  a1 = Add(c1, r0)
-  r1 = Relu(a1)
-  c2 = Conv(r1, w2)
-  p = MaxPool(r1) {kernel_shape=[2, 2], strides=[2, 2]}
-  output c2
-  output p
-})";
-
 class LayoutPlanTest : public ::testing::Test {
  protected:
   LayoutPlanTest()
-      : g_(testing::Parse(kLayoutCnn)), space_(g_, Config()), feeds_(graph::RandomFeeds(g_, 5)) {
+      : g_(testing::Parse(testing::kLayoutCnn)),
+        space_(g_, Config()),
+        feeds_(graph::RandomFeeds(g_, 5)) {
     auto want = graph::RunReference(g_, feeds_);
     EXPECT_TRUE(want.ok());
     if (want.ok()) want_ = want->outputs;
