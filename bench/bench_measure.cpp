@@ -70,7 +70,7 @@ measure::MeasureOptions Options() {
   o.peak_gflops = measure::MeasureFmaPeak(2);
   o.dram_gbps = measure::MeasureBandwidth(measure::StreamKind::kRead, 2);
   if (const char* s = std::getenv("FT_MIN_SECONDS")) o.min_seconds = std::atof(s);
-  if (std::getenv("FT_WARM")) o.flush_caches = false;
+  if (std::getenv("FT_WARM")) o.caches = target::CacheProtocol::kWarm;
   if (const char* t = std::getenv("FT_THREADS")) o.threads = std::atoi(t);
   return o;
 }

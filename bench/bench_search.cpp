@@ -282,9 +282,9 @@ int main(int argc, char** argv) {
   for (const bool flush : {true, false}) {
     search::TaskSearch search(*big.task, {}, 1);
     auto options = Options(target);
-    options.flush_caches = flush;
+    options.caches = flush ? target::CacheProtocol::kFlushed : target::CacheProtocol::kWarm;
     cost_model::TargetFeatures protocol_target = target;
-    protocol_target.warm_caches = !flush;
+    protocol_target.warm_weights = protocol_target.warm_activations = !flush;
     const auto start = std::chrono::steady_clock::now();
     int trials = 0;
     double found = INFINITY;

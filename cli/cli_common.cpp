@@ -72,6 +72,29 @@ std::string Scaled(double n, double base, const char* const* units, int count,
 }
 }  // namespace
 
+void AddCachesOptions(CLI::App* cmd, CachesArgs* args, bool measures) {
+  const std::map<std::string, target::CacheProtocol> names = {
+      {"flushed", target::CacheProtocol::kFlushed},
+      {"warm", target::CacheProtocol::kWarm},
+      {"cold-weights", target::CacheProtocol::kColdWeights}};
+  CLI::Option* caches =
+      cmd->add_option(
+             "--caches", args->caches,
+             measures ? "How each run finds the caches: flushed (every tensor evicted: weights and "
+                        "activations from DRAM), warm (as the previous run left them: a loop over "
+                        "one model whose weights fit the last-level cache) or cold-weights "
+                        "(weights evicted, activations warm: a group inside a model whose weights "
+                        "do not fit it). Each has its own target key in the database"
+                      : "Use the plans tuned under this cache protocol (`tune --caches`): "
+                        "flushed, warm or cold-weights")
+          ->transform(CLI::CheckedTransformer(names, CLI::ignore_case))
+          ->default_str("flushed");
+  cmd->add_flag_callback(
+         "--warm", [args] { args->caches = target::CacheProtocol::kWarm; },
+         "Shorthand for --caches warm")
+      ->excludes(caches);
+}
+
 void PrintCalibrating() { fmt::print(stderr, "calibrating this machine (once per database)...\n"); }
 
 Result<std::string> EnsureTarget(db::Database& database, int threads, target::CacheProtocol caches,

@@ -65,6 +65,15 @@ Result<fusion_space::Plan> LoadPlanArg(fusion_space::FusionSpace& space, const s
 // saying so on stderr when it calibrates). `calibration` receives it.
 Result<std::string> EnsureTarget(db::Database& database, int threads, target::CacheProtocol caches,
                                  nlohmann::json* calibration = nullptr);
+// --caches flushed|warm|cold-weights and its shorthand --warm, on the
+// commands that measure (tune, measure) or read what was measured under a
+// protocol (compile, run): target::CacheProtocol.
+struct CachesArgs {
+  target::CacheProtocol caches = target::CacheProtocol::kFlushed;
+};
+// `measures`: the help says how the command measures, not which records it reads.
+void AddCachesOptions(CLI::App* cmd, CachesArgs* args, bool measures);
+
 // "calibrating this machine (once per database)..." on stderr.
 void PrintCalibrating();
 

@@ -22,10 +22,20 @@ struct MeasureArgs {
   ModelOptions model_options;
   std::string plan;
   measure::MeasureOptions options;
-  bool warm = false, no_verify = false, no_overlap = false, no_roofline = false;
+  CachesArgs caches;
+  bool no_verify = false, no_overlap = false, no_roofline = false;
   bool groups = false, json = false;
   std::string db;  // read this machine's calibration from here when stored
 };
+
+const char* CachesDescription(target::CacheProtocol caches) {
+  switch (caches) {
+    case target::CacheProtocol::kFlushed: return "flushed before each run";
+    case target::CacheProtocol::kWarm: return "kept warm";
+    case target::CacheProtocol::kColdWeights: return "weights flushed before each run";
+  }
+  return "";
+}
 
 // The roofline from this machine's stored calibration, when there is one.
 bool RooflineFromDb(const std::string& path, measure::MeasureOptions* o) {
@@ -82,7 +92,7 @@ int Measure(MeasureArgs& args) {
   if (!measurer.ok()) return ReportError(measurer.error());
 
   measure::MeasureOptions& o = args.options;
-  o.flush_caches = !args.warm;
+  o.caches = args.caches.caches;
   o.verify = !args.no_verify;
   o.measure_overlap = !args.no_overlap;
   if (!args.no_roofline && !(!args.db.empty() && RooflineFromDb(args.db, &o))) {
@@ -121,7 +131,7 @@ int Measure(MeasureArgs& args) {
     return exit_code;
   }
   fmt::print("measured {} with plan {}: {} threads, caches {}\n", args.model, args.plan, o.threads,
-             o.flush_caches ? "flushed before each run" : "kept warm");
+             CachesDescription(o.caches));
   PrintResult(results[0]);
   for (size_t i = 1; i < results.size(); ++i) {
     fmt::print("group {}: {}\n", i, candidates[i].label);
@@ -153,7 +163,7 @@ void AddMeasureCommand(CLI::App& app, std::function<void(int)> set_result) {
       ->capture_default_str()
       ->check(CLI::Range(0.1, 86400.0));
   cmd->add_option("--seed", o.input_seed, "Seed of the generated inputs")->capture_default_str();
-  cmd->add_flag("--warm", args->warm, "Keep caches warm between runs (default: flush them)");
+  AddCachesOptions(cmd, &args->caches, /*measures=*/true);
   cmd->add_flag("--no-verify", args->no_verify, "Skip the comparison with the reference executor");
   cmd->add_flag("--no-overlap", args->no_overlap, "Skip the copy-only and compute-only runs");
   cmd->add_flag("--no-roofline", args->no_roofline, "Skip measuring peak FMA and DRAM bandwidth");

@@ -26,7 +26,7 @@ struct TuneArgs {
   int64_t trials = 0;
   std::string time;
   bool until_converged = false, resume = false, json = false;
-  bool warm = false;  // measure with caches kept warm (target::CacheProtocol)
+  CachesArgs caches;  // how runs find the caches (target::CacheProtocol)
   search::TunerOptions tuner;
   std::string save_plan;
 };
@@ -65,7 +65,7 @@ Result<search::TuningJobOptions> JobOptions(const TuneArgs& args) {
   options.tuner.max_trials = args.trials;
   options.until_converged = args.until_converged;
   options.resume = args.resume;
-  options.caches = target::CacheProtocolFor(args.warm);
+  options.caches = args.caches.caches;
   return options;
 }
 
@@ -155,10 +155,7 @@ void AddTuneCommand(CLI::App& app, std::function<void(int)> set_result) {
   cmd->add_option("--threads", args->tuner.measure.threads, "Threads per kernel")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
-  cmd->add_flag("--warm", args->warm,
-                "Measure with caches kept warm between runs (a loop over one model whose weights "
-                "fit the last-level cache) instead of flushed; records go under this machine's "
-                "warm target key, which `compile --warm` and `run --warm` read");
+  AddCachesOptions(cmd, &args->caches, /*measures=*/true);
   cmd->add_option("--save-plan", args->save_plan, "Write the best whole plan to this plan file");
   cmd->add_flag("--json", args->json, "Print the summary as JSON");
   cmd->callback([args, set_result] { set_result(Tune(*args)); });

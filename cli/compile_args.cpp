@@ -15,8 +15,7 @@ void AddCompileOptions(CLI::App* cmd, CompileArgs* args) {
   cmd->add_flag("--no-remember", args->no_remember,
                 "Choose the plan from the records again, even if a compile of this model "
                 "remembered one, and do not remember this one");
-  cmd->add_flag("--warm", args->warm,
-                "Use the plans tuned with caches kept warm (`tune --warm`) instead of flushed");
+  AddCachesOptions(cmd, &args->caches_args, /*measures=*/false);
 }
 
 Result<int64_t> ParseBytes(const std::string& text, const char* flag) {

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/status.h"
+#include "cli/cli_common.h"
 #include "compiler/model.h"
 
 namespace fusetune::cli {
@@ -17,11 +18,11 @@ struct CompileArgs {
   std::string max_memory;  // "64MiB"; empty: no limit
   bool no_whole_model = false;
   bool no_remember = false;  // neither take nor store a remembered compile
-  bool warm = false;         // the plans tuned with `tune --warm`
-  target::CacheProtocol caches() const { return target::CacheProtocolFor(warm); }
+  CachesArgs caches_args;  // the plans tuned with `tune --caches`
+  target::CacheProtocol caches() const { return caches_args.caches; }
 };
 
-// --max-memory, --no-whole-model, --no-remember and --warm; --db is the
+// --max-memory, --no-whole-model, --no-remember and --caches; --db is the
 // caller's (required or not).
 void AddCompileOptions(CLI::App* cmd, CompileArgs* args);
 

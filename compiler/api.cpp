@@ -20,6 +20,15 @@ namespace fusetune {
 
 namespace {
 
+target::CacheProtocol ProtocolOf(Caches caches) {
+  switch (caches) {
+    case Caches::kFlushed: return target::CacheProtocol::kFlushed;
+    case Caches::kWarm: return target::CacheProtocol::kWarm;
+    case Caches::kColdWeights: return target::CacheProtocol::kColdWeights;
+  }
+  return target::CacheProtocol::kFlushed;
+}
+
 double MsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
       .count();
@@ -121,7 +130,7 @@ class CompilerImpl final : public Compiler {
     }
     FT_ASSIGN_OR_RETURN(database_, compiler::OpenTuningDatabase(options_.database));
     FT_ASSIGN_OR_RETURN(index_, compiler::LoadIndexForThisMachine(
-                                    *database_, target::CacheProtocolFor(options_.warm_caches)));
+                                    *database_, ProtocolOf(options_.caches)));
     index_->PreloadInBackground(options_.database);  // while the first model imports
     return Status::Ok();
   }
@@ -203,7 +212,7 @@ Result<search::TuningJobOptions> JobOptions(const TuneOptions& options) {
   job.tuner.measure.threads = options.threads;
   job.until_converged = options.until_converged;
   job.resume = options.resume;
-  job.caches = target::CacheProtocolFor(options.warm_caches);
+  job.caches = ProtocolOf(options.caches);
   job.worker_path = options.worker.empty() ? WorkerPath() : options.worker;
   return job;
 }

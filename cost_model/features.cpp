@@ -33,7 +33,8 @@ const std::vector<std::string> kNames = {
     // op mix of prologue and epilogue (or the tile program)
     "ops_operand", "ops_activation", "ops_reduction", "ops_total", "outputs",
     // target
-    "log_peak_gflops", "log_dram_gbps", "log_l2_gbps", "launch_us", "threads", "warm_caches",
+    "log_peak_gflops", "log_dram_gbps", "log_l2_gbps", "launch_us", "threads", "warm_weights",
+    "warm_activations",
     // analytical time parts (seconds, log2)
     "log_compute_s", "log_memory_s", "log_overhead_s", "log_analytical_s"};
 
@@ -234,7 +235,8 @@ double ArithmeticFactor(const fusion_space::KernelInstance& in, const fusion_spa
 TargetFeatures TargetFeaturesFromCalibration(const nlohmann::json& c,
                                              target::CacheProtocol caches) {
   TargetFeatures t;
-  t.warm_caches = caches == target::CacheProtocol::kWarm;
+  t.warm_weights = caches == target::CacheProtocol::kWarm;
+  t.warm_activations = caches != target::CacheProtocol::kFlushed;
   if (!c.is_object()) return t;
   auto positive = [&](const char* key, double fallback) {
     const double v = c.value(key, 0.0);
@@ -341,7 +343,8 @@ AnalyticalParts ExtractFeatures(const GroupInfo& group, const fusion_space::Tili
                            Log2(target.l2_gbps),
                            target.launch_us,
                            static_cast<double>(target.threads),
-                           target.warm_caches ? 1.0 : 0.0,
+                           target.warm_weights ? 1.0 : 0.0,
+                           target.warm_activations ? 1.0 : 0.0,
                            LogSeconds(parts.compute),
                            LogSeconds(parts.memory),
                            LogSeconds(parts.overhead),

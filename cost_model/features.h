@@ -28,19 +28,24 @@ namespace fusetune::cost_model {
 // 5: the pooling template (is_pool, its shape and tiling slots);
 // 6: the conv-chain template (is_conv_chain, its shape and tiling slots, its
 // recomputed expand rows in the analytical compute);
-// 7: a conv's input and output activation layouts (layout_in, layout_out).
-inline constexpr int kFeatureVersion = 7;
+// 7: a conv's input and output activation layouts (layout_in, layout_out);
+// 8: the cache protocol as two features, warm weights and warm activations
+// (cold weights with warm activations is the third protocol).
+inline constexpr int kFeatureVersion = 8;
 
 // What the model knows of the machine, from its stored calibration
 // (target::CalibrationToJson), and of how candidates were measured there, so
-// that one model can serve several targets and both cache protocols: warm and
-// flushed times of one tiling differ, and without the protocol as a feature
-// a model trained on both would see one candidate with two times.
+// that one model can serve several targets and every cache protocol: warm,
+// cold-weights and flushed times of one tiling differ, and without the
+// protocol as features a model trained on several would see one candidate
+// with several times.
 struct TargetFeatures {
   double peak_gflops = 400, dram_gbps = 40, l2_gbps = 250, launch_us = 3;
   double local_buffer_bytes = 1 << 20;
   int threads = 2;
-  bool warm_caches = false;  // target::CacheProtocol::kWarm
+  // What each run finds in the caches (target::CacheProtocol): flushed
+  // neither, cold-weights the activations, warm both.
+  bool warm_weights = false, warm_activations = false;
 };
 // Missing fields keep the defaults above.
 TargetFeatures TargetFeaturesFromCalibration(const nlohmann::json& calibration,

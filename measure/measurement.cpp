@@ -50,9 +50,18 @@ void FlushRegion(const std::byte* data, size_t bytes) {
     FlushLines(begin, end);
 }
 
-void FlushCaches(const runtime::KernelProgram& exe, const graph::TensorMap& feeds) {
-  exe.VisitMemory(FlushRegion);
-  for (const auto& [name, t] : feeds) FlushRegion(t.raw(), t.nbytes());
+// What `caches` evicts before a run: everything, the weights only, or nothing.
+void FlushCaches(const runtime::KernelProgram& exe, const graph::TensorMap& feeds,
+                 target::CacheProtocol caches) {
+  using Scope = runtime::KernelProgram::MemoryScope;
+  switch (caches) {
+    case target::CacheProtocol::kWarm: return;
+    case target::CacheProtocol::kColdWeights: exe.VisitMemory(FlushRegion, Scope::kWeights); break;
+    case target::CacheProtocol::kFlushed:
+      exe.VisitMemory(FlushRegion, Scope::kAll);
+      for (const auto& [name, t] : feeds) FlushRegion(t.raw(), t.nbytes());
+      break;
+  }
   _mm_mfence();
 }
 
@@ -93,7 +102,7 @@ Result<RunSamples> Repeat(runtime::KernelProgram& exe, const graph::TensorMap& f
   for (int i = 0; i < options.max_repeats; ++i) {
     if (i >= options.min_repeats && samples.total >= options.min_seconds) break;
     if (hooks.before_run) hooks.before_run(exe.graph());
-    if (options.flush_caches) FlushCaches(exe, feeds);
+    FlushCaches(exe, feeds, options.caches);
     runtime::RunReport report;
     FT_ASSIGN_OR_RETURN(samples.outputs, exe.Run(feeds, &report, mode));
     if (!options.time_layout_transforms) SubtractLayoutTransforms(&report);
@@ -111,7 +120,7 @@ double Median(std::vector<double> v) { return Summarize(std::move(v)).median; }
 }  // namespace
 
 target::CacheProtocol CacheProtocolOf(const MeasureOptions& o) {
-  return target::CacheProtocolFor(!o.flush_caches);
+  return o.caches;
 }
 
 double CompareOutputs(const graph::TensorMap& got, const graph::TensorMap& want,
@@ -202,7 +211,7 @@ MeasureResult MeasureProgram(runtime::KernelProgram& exe, const ReferenceData& r
   MeasureResult r;
   r.status = MeasureStatus::kOk;
   r.threads = options.threads;
-  r.caches_flushed = options.flush_caches;
+  r.caches_flushed = options.caches == target::CacheProtocol::kFlushed;
   r.launches = exe.num_steps() - (options.time_layout_transforms ? 0 : exe.layout_transforms());
   r.run_seconds = warmup_seconds + full->total;
   r.time = Summarize(full->wall);

@@ -17,6 +17,7 @@
 #include "measure/result.h"
 #include "runtime/executor.h"
 #include "target/target.h"
+#include "target/target.h"
 
 namespace fusetune::measure {
 
@@ -30,9 +31,10 @@ struct MeasureOptions {
   int min_repeats = 5;
   double min_seconds = 0.02;
   int max_repeats = 200;
-  // Evict every tensor the plan touches from the caches before each repeat,
-  // so that what a kernel reads from global memory comes from DRAM.
-  bool flush_caches = true;
+  // What is evicted from the caches before each repeat (target.h): every
+  // tensor the plan touches (so that what a kernel reads from global memory
+  // comes from DRAM), only its weights, or nothing.
+  target::CacheProtocol caches = target::CacheProtocol::kFlushed;
   // Copy-only and compute-only runs for the overlap efficiency.
   bool measure_overlap = true;
   bool verify = true;

@@ -73,7 +73,7 @@ nlohmann::json OptionsToJson(const MeasureOptions& o) {
           {"min_repeats", o.min_repeats},
           {"min_seconds", o.min_seconds},
           {"max_repeats", o.max_repeats},
-          {"flush_caches", o.flush_caches},
+          {"caches", target::CacheProtocolName(o.caches)},
           {"measure_overlap", o.measure_overlap},
           {"verify", o.verify},
           {"time_layout_transforms", o.time_layout_transforms},
@@ -93,7 +93,11 @@ Result<MeasureOptions> OptionsFromJson(const nlohmann::json& j) {
     o.min_repeats = j.at("min_repeats").get<int>();
     o.min_seconds = j.at("min_seconds").get<double>();
     o.max_repeats = j.at("max_repeats").get<int>();
-    o.flush_caches = j.at("flush_caches").get<bool>();
+    const auto caches = target::CacheProtocolFromName(j.at("caches").get<std::string>());
+    if (!caches)
+      return Error(ErrorCode::kParse, fmt::format("measure options: unknown caches protocol {}",
+                                                  j.at("caches").dump()));
+    o.caches = *caches;
     o.measure_overlap = j.at("measure_overlap").get<bool>();
     o.verify = j.at("verify").get<bool>();
     o.time_layout_transforms = j.value("time_layout_transforms", true);  // absent before layouts

@@ -104,8 +104,9 @@ std::byte* KernelProgram::Address(graph::ValueId v) {
   return feeds_[v].raw();  // a graph input or a constant
 }
 
-void KernelProgram::VisitMemory(const std::function<void(const std::byte*, size_t)>& visit) const {
-  visit(arena_.get(), static_cast<size_t>(buffers_.arena_bytes));
+void KernelProgram::VisitMemory(const std::function<void(const std::byte*, size_t)>& visit,
+                                MemoryScope scope) const {
+  if (scope == MemoryScope::kAll) visit(arena_.get(), static_cast<size_t>(buffers_.arena_bytes));
   for (const graph::Value& v : graph_.values)
     if (v.is_constant()) visit(v.constant->raw(), v.constant->nbytes());
   for (const Step& step : steps_) {

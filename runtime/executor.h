@@ -49,10 +49,14 @@ class KernelProgram {
                                kernels::RunMode mode = kernels::RunMode::kFull);
 
   // Every block of memory a run reads or writes besides the feeds and the
-  // kernels' local buffers: the arena, the graph's constants, and tensors
-  // the kernel instances own (folded operands). Measurement flushes these
-  // from the caches so that a run's global-memory traffic is real.
-  void VisitMemory(const std::function<void(const std::byte*, size_t)>& visit) const;
+  // kernels' local buffers: the arena, the graph's constants, tensors the
+  // kernel instances own (folded operands) and pre-packed weights; with
+  // kWeights, only those that hold constants (not the arena). Measurement
+  // flushes these from the caches so that a run's global-memory traffic is
+  // real (target::CacheProtocol).
+  enum class MemoryScope { kAll, kWeights };
+  void VisitMemory(const std::function<void(const std::byte*, size_t)>& visit,
+                   MemoryScope scope = MemoryScope::kAll) const;
 
   const BufferPlan& buffers() const { return buffers_; }
   // Bytes of pre-packed weights the runs so far have built (0 before the first).

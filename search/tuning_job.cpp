@@ -53,13 +53,19 @@ Status TuningJob::FindJobToResume() {
         ErrorCode::kNotFound,
         "--resume: no unfinished job of this model in the database (start one without --resume)");
   const auto spec = nlohmann::json::parse(resumed_->spec, nullptr, false);
-  const bool job_warm = spec.is_object() && spec.value("caches", "flushed") == "warm";
-  if (options_.caches == target::CacheProtocol::kWarm && !job_warm)
+  const std::string job_caches = spec.is_object() ? spec.value("caches", "flushed") : "flushed";
+  const auto job_protocol = target::CacheProtocolFromName(job_caches);
+  if (!job_protocol)
+    return Error(ErrorCode::kCorrupt, fmt::format("job {} names an unknown cache protocol '{}'",
+                                                  resumed_->id, job_caches));
+  // The default (flushed) resumes a job of any protocol; another protocol
+  // must be the job's.
+  if (options_.caches != target::CacheProtocol::kFlushed && options_.caches != *job_protocol)
     return Error(ErrorCode::kInvalidArgument,
-                 fmt::format("--warm: job {} measures with caches flushed; resume it without "
-                             "--warm, or start a new job",
-                             resumed_->id));
-  options_.caches = target::CacheProtocolFor(job_warm);
+                 fmt::format("--caches {}: job {} measures with caches {}; resume it without "
+                             "--caches, or start a new job",
+                             target::CacheProtocolName(options_.caches), resumed_->id, job_caches));
+  options_.caches = *job_protocol;
   return Status::Ok();
 }
 
@@ -67,7 +73,7 @@ Status TuningJob::FindJobToResume() {
 // model's features use.
 Status TuningJob::TakeTarget(TunerContext* context) {
   measure::MeasureOptions& measure = options_.tuner.measure;
-  measure.flush_caches = options_.caches == target::CacheProtocol::kFlushed;
+  measure.caches = options_.caches;
   FT_ASSIGN_OR_RETURN(JobTarget target, EnsureTarget(database_, measure.threads, options_.caches,
                                                      callbacks_.calibrating));
   target_ = target.key;

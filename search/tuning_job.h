@@ -51,13 +51,14 @@ struct TuningJobOptions {
   // Budget (max_trials, max_seconds; neither: until converged), seed, round
   // sizes and the measurement (threads, min_seconds). The job sets what
   // depends on the database: trials_before and seconds_before of a resumed
-  // job, the calibrated roofs, flush_caches from `caches`, and
+  // job, the calibrated roofs, the measurement's `caches`, and
   // stop_when_converged.
   TunerOptions tuner;
   bool until_converged = false;  // with a budget: whichever comes first
   bool resume = false;           // continue this graph's latest unfinished job
-  // Measurements with caches flushed or kept warm: their own target key. A
-  // resumed job keeps its own (asking a flushed job for warm is an error).
+  // How measurements treat the caches (target.h): each protocol has its own
+  // target key. A resumed job keeps its own (asking a job for another
+  // protocol than its own is an error; the default takes the job's).
   target::CacheProtocol caches = target::CacheProtocol::kFlushed;
   std::string worker_path;  // fusetune-worker; empty: measure::DefaultWorkerPath()
   MeasureFn measure;        // a stand-in for the worker (tests); empty: the worker

@@ -161,24 +161,47 @@ uint64_t TargetFingerprint::hash() const {
 std::string TargetFingerprint::HashString() const { return HashToHex(hash()); }
 
 const char* CacheProtocolName(CacheProtocol caches) {
-  return caches == CacheProtocol::kWarm ? "warm" : "flushed";
+  switch (caches) {
+    case CacheProtocol::kFlushed: return "flushed";
+    case CacheProtocol::kWarm: return "warm";
+    case CacheProtocol::kColdWeights: return "cold-weights";
+  }
+  return "flushed";
+}
+
+std::optional<CacheProtocol> CacheProtocolFromName(std::string_view name) {
+  for (CacheProtocol p : {CacheProtocol::kFlushed, CacheProtocol::kWarm, CacheProtocol::kColdWeights})
+    if (name == CacheProtocolName(p)) return p;
+  return std::nullopt;
 }
 
 namespace {
-constexpr const char* kWarmSuffix = "-warm";
+
+// Flushed keeps the bare hash, so databases from before the protocols
+// existed (all flushed) stay valid.
+const char* KeySuffix(CacheProtocol caches) {
+  switch (caches) {
+    case CacheProtocol::kFlushed: return "";
+    case CacheProtocol::kWarm: return "-warm";
+    case CacheProtocol::kColdWeights: return "-coldw";
+  }
+  return "";
+}
+
+bool EndsWith(const std::string& s, std::string_view suffix) {
+  return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 }  // namespace
 
 std::string TargetKey(const TargetFingerprint& f, CacheProtocol caches) {
-  // Flushed keeps the bare hash, so databases from before the protocol
-  // existed (all flushed) stay valid.
-  return caches == CacheProtocol::kWarm ? f.HashString() + kWarmSuffix : f.HashString();
+  return f.HashString() + KeySuffix(caches);
 }
 
 CacheProtocol CacheProtocolOfTargetKey(const std::string& target_key) {
-  const size_t n = std::strlen(kWarmSuffix);
-  const bool warm =
-      target_key.size() > n && target_key.compare(target_key.size() - n, n, kWarmSuffix) == 0;
-  return CacheProtocolFor(warm);
+  for (CacheProtocol p : {CacheProtocol::kWarm, CacheProtocol::kColdWeights})
+    if (EndsWith(target_key, KeySuffix(p))) return p;
+  return CacheProtocol::kFlushed;
 }
 
 namespace {
@@ -211,10 +234,8 @@ bool TargetFingerprint::Has(std::string_view flag) const {
 std::string ThisMachineKey(CacheProtocol caches) { return TargetKey(DetectTarget(), caches); }
 
 std::string FlushedKeyOf(const std::string& target_key) {
-  const size_t n = std::strlen(kWarmSuffix);
-  if (CacheProtocolOfTargetKey(target_key) == CacheProtocol::kWarm)
-    return target_key.substr(0, target_key.size() - n);
-  return target_key;
+  const size_t n = std::strlen(KeySuffix(CacheProtocolOfTargetKey(target_key)));
+  return target_key.substr(0, target_key.size() - n);
 }
 
 nlohmann::json FingerprintToJson(const TargetFingerprint& f) {

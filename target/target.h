@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,29 +38,33 @@ const std::vector<std::string>& KnownIsaFlags();
 TargetFingerprint DetectTarget();  // read once per process
 
 // How a measurement treats the caches. Flushed: every tensor is evicted
-// before each run, so weights come from DRAM (the default: a deployment that
-// runs many models or layers between two runs of this one). Warm: the caches
-// are left as the previous run left them, as in a loop over one model whose
-// weights fit the last-level cache. The two rank tilings differently, so
-// their records live under different target keys and are never compared.
-enum class CacheProtocol { kFlushed, kWarm };
-const char* CacheProtocolName(CacheProtocol caches);  // "flushed", "warm"
-// The protocol a `--warm` flag (or `warm_caches` option) asks for.
-inline CacheProtocol CacheProtocolFor(bool warm) {
-  return warm ? CacheProtocol::kWarm : CacheProtocol::kFlushed;
-}
+// before each run, so weights and activations come from DRAM (the default: a
+// deployment that runs many models or layers between two runs of this one).
+// Warm: the caches are left as the previous run left them, as in a loop over
+// one model whose weights fit the last-level cache. Cold weights: constants
+// and pre-packed weights are evicted, activations are left warm, as a group
+// sees them inside a model whose weights do not fit the last-level cache
+// (ResNet-50's 102 MB): its input was just written by the group before it,
+// its weights were last read a whole model ago. The three rank tilings and
+// algorithms differently (a group measured warm keeps megabytes of weights
+// in L3 that stream from DRAM in the model), so their records live under
+// different target keys and are never compared.
+enum class CacheProtocol { kFlushed, kWarm, kColdWeights };
+const char* CacheProtocolName(CacheProtocol caches);  // "flushed", "warm", "cold-weights"
+// The protocol of a name CacheProtocolName gives; nullopt for any other text.
+std::optional<CacheProtocol> CacheProtocolFromName(std::string_view name);
 
 // The target key records are stored and looked up under: the fingerprint's
-// hash for flushed caches, with "-warm" appended for warm ones. The only
-// place the rule is written.
+// hash for flushed caches, with "-warm" or "-coldw" appended for the other
+// protocols. The only place the rule is written.
 std::string TargetKey(const TargetFingerprint& f, CacheProtocol caches);
 // TargetKey(DetectTarget(), caches): the key of the machine this process runs on.
 std::string ThisMachineKey(CacheProtocol caches);
-// The protocol a stored target key was measured under (its "-warm" suffix).
+// The protocol a stored target key was measured under (its suffix).
 CacheProtocol CacheProtocolOfTargetKey(const std::string& target_key);
-// The flushed key of the same machine (a warm key without its suffix): the
-// calibration of a machine does not depend on the protocol, so a warm key
-// without one reads the flushed key's.
+// The flushed key of the same machine (a key without its protocol's suffix):
+// the calibration of a machine does not depend on the protocol, so a key of
+// another protocol without one reads the flushed key's.
 std::string FlushedKeyOf(const std::string& target_key);
 
 nlohmann::json FingerprintToJson(const TargetFingerprint& f);

@@ -17,7 +17,10 @@
 #   ROUNDS=3     rounds of fusetune and ONNX Runtime, alternated
 #   TUNE=1       0: measure what the database holds, without tuning
 #   FUSETUNE=1   0: ONNX Runtime and PyTorch only (no fusetune build needed)
-#   CACHES=warm  how the tuner measures: warm or flushed (see run_e2e.sh)
+#   CACHES=warm  how the tuner measures: warm, cold-weights (weights evicted
+#                before each run, activations warm: ResNet-50's weights do not
+#                fit the last-level cache, so a group measured warm flatters
+#                the algorithms that read more of them) or flushed
 #   MODELS="resnet18 resnet18_bn resnet50 resnet50_bn mobilenet_v2 mobilenet_v2_bn"
 #   BUILD=build  the fusetune build folder
 # Once BN is folded into the convs (issue 37, point 2) both exports of a
@@ -35,9 +38,8 @@ tune=${TUNE:-1}
 with_fusetune=${FUSETUNE:-1}
 caches=${CACHES:-warm}
 case $caches in
-  warm) warm=--warm ;;
-  flushed) warm= ;;
-  *) echo "run_cnn_e2e: CACHES is warm or flushed" >&2; exit 2 ;;
+  warm|flushed|cold-weights) warm="--caches $caches" ;;
+  *) echo "run_cnn_e2e: CACHES is warm, cold-weights or flushed" >&2; exit 2 ;;
 esac
 models=${MODELS:-resnet18 resnet18_bn resnet50 resnet50_bn mobilenet_v2 mobilenet_v2_bn}
 fusetune=$root/${BUILD:-build}/cli/fusetune

@@ -15,7 +15,9 @@
 #   TUNE=1       0: measure what the database holds, without tuning
 #   CACHES=warm  how the tuner measures: warm (`tune --warm`, compiled with
 #                `run --warm`), as every contender here runs one model in a
-#                loop with its weights in the last-level cache; or flushed
+#                loop with its weights in the last-level cache; cold-weights
+#                (`--caches cold-weights`: weights evicted, activations warm);
+#                or flushed
 #   MODELS="bert_layer gpt2_block llama_block mlp_e2e"
 #   BUILD=build  the fusetune build folder
 # Needs `scripts/setup.sh --bench` (node/npm: onnxruntime-node is installed
@@ -30,9 +32,8 @@ rounds=${ROUNDS:-3}
 tune=${TUNE:-1}
 caches=${CACHES:-warm}
 case $caches in
-  warm) warm=--warm ;;
-  flushed) warm= ;;
-  *) echo "run_e2e: CACHES is warm or flushed" >&2; exit 2 ;;
+  warm|flushed|cold-weights) warm="--caches $caches" ;;
+  *) echo "run_e2e: CACHES is warm, cold-weights or flushed" >&2; exit 2 ;;
 esac
 models=${MODELS:-bert_layer gpt2_block llama_block mlp_e2e}
 fusetune=$root/${BUILD:-build}/cli/fusetune

@@ -56,6 +56,13 @@ struct Array {
 };
 using ArrayMap = std::map<std::string, Array>;
 
+// How a tuning run finds the caches, and so which records a compile reads:
+// flushed (every tensor evicted before each run: weights and activations
+// from DRAM), warm (as the previous run left them: a loop over one model
+// whose weights fit the last-level cache) or cold weights (weights evicted,
+// activations warm: a group inside a model whose weights do not fit it).
+enum class Caches { kFlushed, kWarm, kColdWeights };
+
 struct CompileOptions {
   std::string database;                 // tuning database path; empty: no database (greedy plan)
   std::map<std::string, int64_t> dims;  // values of symbolic input dimensions
@@ -68,10 +75,8 @@ struct CompileOptions {
   // must be writable for that; a compile that cannot store it says why in
   // CompileReport::remembered and does not fail).
   bool remember_plans = true;
-  // Use the plans tuned with caches kept warm (`fusetune tune --warm`: a loop
-  // over one model whose weights fit the last-level cache) instead of the
-  // default, flushed before each run.
-  bool warm_caches = false;
+  // Use the plans tuned under this cache protocol (`fusetune tune --caches`).
+  Caches caches = Caches::kFlushed;
 };
 
 // Where one kernel's plan came from.
@@ -151,9 +156,9 @@ struct TuneOptions {
   bool resume = false;
   uint64_t seed = 1;
   int threads = 2;  // threads per kernel, 1 to 256
-  // Measure with caches kept warm (`fusetune tune --warm`), for
-  // CompileOptions::warm_caches.
-  bool warm_caches = false;
+  // How each measured run finds the caches (`fusetune tune --caches`), for
+  // CompileOptions::caches.
+  Caches caches = Caches::kFlushed;
   // The measurement worker; empty: $FUSETUNE_WORKER, else fusetune-worker
   // next to the program, else the one installed with this library.
   std::string worker;

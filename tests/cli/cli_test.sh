@@ -296,6 +296,20 @@ targets = {k for (k,) in db.execute("select distinct t.fingerprint from records 
 assert len(targets) == 1 and next(iter(targets)).endswith("-warm"), targets
 PY
 expect_error 2 "caches flushed" -- $FUSETUNE tune "$DATA/encoder_postln_op13.onnx" --db "$TMP/int.db" --resume --warm --trials 1
+# tune --caches cold-weights: records under the machine's "-coldw" key, read by compile --caches cold-weights
+$FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/coldw.db" --caches cold-weights --trials 12 --min-time 0 --json >/dev/null 2>&1 || fail "tune --caches cold-weights"
+$FUSETUNE compile "$DATA/mlp.onnx" --db "$TMP/coldw.db" --caches cold-weights --json >"$TMP/coldw_compile.json" || fail "compile --caches cold-weights"
+/usr/bin/python3 - "$TMP" <<'PY' || fail "cold-weights records under their own key"
+import json, sqlite3, sys
+tmp = sys.argv[1]
+sources = json.load(open(f"{tmp}/coldw_compile.json"))["sources"]
+assert "whole-model" in sources or "exact" in sources, sources
+db = sqlite3.connect(f"{tmp}/coldw.db")
+targets = {k for (k,) in db.execute("select distinct t.fingerprint from records r join targets t on r.target_id = t.id")}
+assert len(targets) == 1 and next(iter(targets)).endswith("-coldw"), targets
+PY
+expect_error 2 "lukewarm" -- $FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/coldw.db" --caches lukewarm --trials 1
+expect_error 2 "excludes" -- $FUSETUNE compile "$DATA/mlp.onnx" --db "$TMP/coldw.db" --caches warm --warm
 expect_error 2 "no such tuning database" -- $FUSETUNE compile "$M.onnx" --db "$TMP/missing.db"
 # The database is opened before the model is imported: a wrong --db is
 # what is reported, even with a model that would not load either.

@@ -263,15 +263,25 @@ TEST(Features, TheCacheProtocolIsAFeatureAndNothingElseMoves) {
   const fusion_space::Tiling tiling = t.tilings().Default();
   const TargetFeatures flushed = TargetFeaturesFromCalibration({}, target::CacheProtocol::kFlushed);
   const TargetFeatures warm = TargetFeaturesFromCalibration({}, target::CacheProtocol::kWarm);
-  EXPECT_FALSE(flushed.warm_caches);
-  EXPECT_TRUE(warm.warm_caches);
-  std::vector<float> a(NumFeatures()), b(NumFeatures());
+  const TargetFeatures cold_weights =
+      TargetFeaturesFromCalibration({}, target::CacheProtocol::kColdWeights);
+  EXPECT_FALSE(flushed.warm_weights || flushed.warm_activations);
+  EXPECT_TRUE(warm.warm_weights && warm.warm_activations);
+  EXPECT_TRUE(!cold_weights.warm_weights && cold_weights.warm_activations);
+  std::vector<float> a(NumFeatures()), b(NumFeatures()), c(NumFeatures());
   ExtractFeatures(info, tiling, flushed, a.data());
   ExtractFeatures(info, tiling, warm, b.data());
+  ExtractFeatures(info, tiling, cold_weights, c.data());
   const auto& names = FeatureNames();
-  const size_t slot = std::find(names.begin(), names.end(), "warm_caches") - names.begin();
-  ASSERT_LT(slot, names.size());
-  for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(a[i] != b[i], i == slot) << names[i];
+  const size_t weights = std::find(names.begin(), names.end(), "warm_weights") - names.begin();
+  const size_t activations =
+      std::find(names.begin(), names.end(), "warm_activations") - names.begin();
+  ASSERT_LT(weights, names.size());
+  ASSERT_LT(activations, names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(a[i] != b[i], i == weights || i == activations) << names[i];
+    EXPECT_EQ(a[i] != c[i], i == activations) << names[i];
+  }
 }
 
 TEST(Dataset, WarmAndFlushedRecordsOfOneTilingAreTwoSamplesTheProtocolTellsApart) {
@@ -292,7 +302,7 @@ TEST(Dataset, WarmAndFlushedRecordsOfOneTilingAreTwoSamplesTheProtocolTellsApart
   ASSERT_TRUE(data.ok()) << data.error().message();
   ASSERT_EQ(data->size(), 2);
   const auto& names = FeatureNames();
-  const size_t slot = std::find(names.begin(), names.end(), "warm_caches") - names.begin();
+  const size_t slot = std::find(names.begin(), names.end(), "warm_weights") - names.begin();
   std::map<float, double> seconds_by_protocol;
   for (int64_t i = 0; i < data->size(); ++i)
     seconds_by_protocol[data->x.row(i)[slot]] = data->y[i].seconds;

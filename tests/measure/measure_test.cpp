@@ -157,7 +157,7 @@ TEST(Metrics, WarmCachesAreRecordedAndOverlapCanBeSkipped) {
   graph::Graph g = testing::LoadTestModel("mlp");
   fusion_space::FusionSpace space(g, kernels::KernelConfig{});
   MeasureOptions o = QuickOptions();
-  o.flush_caches = false;
+  o.caches = target::CacheProtocol::kWarm;
   o.measure_overlap = false;
   o.threads = 2;
   const MeasureResult r = MeasurePlanInProcess(g, space, space.Greedy(), o);
@@ -168,11 +168,41 @@ TEST(Metrics, WarmCachesAreRecordedAndOverlapCanBeSkipped) {
 }
 
 // A measurement's options say which cache protocol its records are keyed under.
-TEST(CacheProtocolOf, FollowsTheFlushOption) {
+TEST(CacheProtocolOf, FollowsTheCachesOption) {
   MeasureOptions options;
   EXPECT_EQ(CacheProtocolOf(options), target::CacheProtocol::kFlushed);
-  options.flush_caches = false;
-  EXPECT_EQ(CacheProtocolOf(options), target::CacheProtocol::kWarm);
+  options.caches = target::CacheProtocol::kColdWeights;
+  EXPECT_EQ(CacheProtocolOf(options), target::CacheProtocol::kColdWeights);
+}
+
+// The worker pipe carries the protocol by name, and refuses one it does not know.
+TEST(MeasureOptionsJson, TheCacheProtocolRoundTrips) {
+  for (auto p : {target::CacheProtocol::kFlushed, target::CacheProtocol::kWarm,
+                 target::CacheProtocol::kColdWeights}) {
+    MeasureOptions o;
+    o.caches = p;
+    auto back = OptionsFromJson(OptionsToJson(o));
+    ASSERT_TRUE(back.ok()) << back.error().message();
+    EXPECT_EQ(back->caches, p);
+  }
+  nlohmann::json j = OptionsToJson(MeasureOptions{});
+  j["caches"] = "lukewarm";
+  auto bad = OptionsFromJson(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("lukewarm"), std::string::npos);
+}
+
+// Cold weights: a measured run under it is neither flushed nor warm in its
+// record, and gives the reference's numbers.
+TEST(Metrics, ColdWeightsMeasuresAndIsNotRecordedAsFlushed) {
+  graph::Graph g = testing::LoadTestModel("mlp");
+  fusion_space::FusionSpace space(g, kernels::KernelConfig{});
+  MeasureOptions o = QuickOptions();
+  o.caches = target::CacheProtocol::kColdWeights;
+  const MeasureResult r = MeasurePlanInProcess(g, space, space.Greedy(), o);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_FALSE(r.caches_flushed);
+  EXPECT_LT(r.max_error, o.tolerance);
 }
 
 }  // namespace

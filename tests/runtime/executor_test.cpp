@@ -211,6 +211,27 @@ TEST(Executor, ConstantWeightsArePrePackedOnTheFirstRun) {
   EXPECT_EQ(first.total.bytes_global_to_local, second.total.bytes_global_to_local);
 }
 
+// The weights scope (the cold-weights cache protocol flushes it) is the
+// graph's constants and the pre-packed weights: everything but the arena.
+TEST(Executor, TheWeightsScopeIsEverythingButTheArena) {
+  graph::Graph g = testing::LoadTestModel("mlp");
+  fusion_space::FusionSpace space(g, kernels::KernelConfig{});
+  auto exe = KernelProgram::Compile(space, space.Greedy());
+  ASSERT_TRUE(exe.ok());
+  ASSERT_TRUE((*exe)->Run(graph::RandomFeeds(g, 4)).ok());  // packs the weights
+  auto bytes_of = [&](KernelProgram::MemoryScope scope) {
+    size_t bytes = 0;
+    (*exe)->VisitMemory([&](const std::byte*, size_t n) { bytes += n; }, scope);
+    return static_cast<int64_t>(bytes);
+  };
+  int64_t constants = 0;
+  for (const graph::Value& v : g.values)
+    if (v.is_constant()) constants += v.constant->nbytes();
+  const int64_t weights = bytes_of(KernelProgram::MemoryScope::kWeights);
+  EXPECT_GE(weights, constants + (*exe)->packed_weight_bytes());
+  EXPECT_EQ(bytes_of(KernelProgram::MemoryScope::kAll), weights + (*exe)->buffers().arena_bytes);
+}
+
 TEST(Executor, FusedPlanNeedsLessMemoryAndTraffic) {
   graph::Graph g = testing::LoadTestModel("encoder_postln_op13");
   fusion_space::FusionSpace space(g, kernels::KernelConfig{});

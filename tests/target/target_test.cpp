@@ -48,22 +48,28 @@ TEST(DetectTarget, ModelNameIsPresentAndStable) {
 }
 
 // Flushed records keep the bare fingerprint hash (databases from before the
-// cache protocol existed stay valid); warm ones get a key of their own.
+// cache protocol existed stay valid); warm and cold-weights ones get keys of
+// their own.
 TEST(TargetKey, SeparatesTheCacheProtocols) {
   const TargetFingerprint target = DetectTarget();
   EXPECT_EQ(TargetKey(target, CacheProtocol::kFlushed), target.HashString());
   EXPECT_EQ(TargetKey(target, CacheProtocol::kWarm), target.HashString() + "-warm");
+  EXPECT_EQ(TargetKey(target, CacheProtocol::kColdWeights), target.HashString() + "-coldw");
   EXPECT_STREQ(CacheProtocolName(CacheProtocol::kWarm), "warm");
-  EXPECT_EQ(CacheProtocolFor(true), CacheProtocol::kWarm);
-  EXPECT_EQ(CacheProtocolFor(false), CacheProtocol::kFlushed);
-  // The key says which protocol its records were measured under.
-  for (CacheProtocol p : {CacheProtocol::kFlushed, CacheProtocol::kWarm})
+  EXPECT_STREQ(CacheProtocolName(CacheProtocol::kColdWeights), "cold-weights");
+  EXPECT_FALSE(CacheProtocolFromName("cold").has_value());
+  EXPECT_FALSE(CacheProtocolFromName("").has_value());
+  // The key says which protocol its records were measured under, the name
+  // reads back, and each protocol's key leads to the same calibration.
+  for (CacheProtocol p : {CacheProtocol::kFlushed, CacheProtocol::kWarm, CacheProtocol::kColdWeights}) {
     EXPECT_EQ(CacheProtocolOfTargetKey(TargetKey(target, p)), p);
+    EXPECT_EQ(CacheProtocolFromName(CacheProtocolName(p)), p);
+    EXPECT_EQ(ThisMachineKey(p), TargetKey(target, p));
+    EXPECT_EQ(FlushedKeyOf(TargetKey(target, p)), target.HashString());
+  }
   EXPECT_EQ(CacheProtocolOfTargetKey("-warm"), CacheProtocol::kFlushed);  // no fingerprint
+  EXPECT_EQ(CacheProtocolOfTargetKey("-coldw"), CacheProtocol::kFlushed);
   EXPECT_EQ(CacheProtocolOfTargetKey("target"), CacheProtocol::kFlushed);
-  EXPECT_EQ(ThisMachineKey(CacheProtocol::kWarm), TargetKey(target, CacheProtocol::kWarm));
-  EXPECT_EQ(FlushedKeyOf(TargetKey(target, CacheProtocol::kWarm)), target.HashString());
-  EXPECT_EQ(FlushedKeyOf(target.HashString()), target.HashString());
 }
 
 TEST(TargetFingerprint, CacheSizesAreThoseOfOneCoreAndItsSharedLevel) {
