@@ -89,8 +89,11 @@ Result<Curves> ReadCurves(db::Database& database, const db::JobEntry& job,
     if (note) {
       const double p = note->predicted_seconds;
       const std::string& model = note->model;
+      // Predictions the model clamped to its training data's range are a
+      // series of their own: beyond that range it does not know.
       if (p > 0 && model.find("pairwise") == std::string::npos)
-        c.predicted[model].points.push_back({p * 1e3, r.seconds * 1e3});
+        c.predicted[note->out_of_range ? model + " (clamped)" : model].points.push_back(
+            {p * 1e3, r.seconds * 1e3});
     }
     return true;
   }));

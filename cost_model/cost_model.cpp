@@ -25,6 +25,7 @@ std::string Prediction::ToString() const {
   else if (seconds != composed)
     s += fmt::format("; ranks by {:.4g}", seconds);  // a direct head or a pairwise score
   if (uncertainty > 0) s += fmt::format(" (+-{:.2f} log2)", uncertainty);
+  if (out_of_range) s += "; clamped to the training data's range";
   return s;
 }
 

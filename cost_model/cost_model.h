@@ -24,6 +24,10 @@ struct FeatureMatrix {
            const TargetFeatures& target);
 };
 
+// How far beyond its training data's fastest and slowest times a learned
+// model's prediction is believed (Prediction::out_of_range).
+inline constexpr double kSupportMargin = 4;
+
 struct Prediction {
   // What ranks candidates: predicted seconds (lower is better). For the
   // pairwise-ranking form a score on the same scale, comparable within a
@@ -34,6 +38,10 @@ struct Prediction {
   double composed = 0;
   double correction = 1;   // factor the direct head applies to `composed` (1: none)
   double uncertainty = 0;  // spread of the ensemble, in log2 seconds
+  // The model's seconds fell outside what its training data supports (a
+  // factor kSupportMargin beyond the fastest and slowest time it was trained
+  // on) and `seconds` was clamped to that range.
+  bool out_of_range = false;
   std::string ToString() const;
 };
 
@@ -54,6 +62,11 @@ std::unique_ptr<CostModel> MakeAnalyticalModel();
 // it by the measured/analytical ratio of measured groups to cost partitions.
 double AnalyticalSeconds(const GroupInfo& group, const fusion_space::Tiling& tiling,
                          const TargetFeatures& target);
+
+// Scores unrelated to speed (a hash of the candidate's features and `seed`):
+// the search without a cost model, for measuring what the model saves
+// (search::TunerOptions::guided).
+std::unique_ptr<CostModel> MakeUnguidedModel(uint64_t seed);
 
 // A model from the database's store (ModelEntry name and blob).
 Result<std::unique_ptr<CostModel>> LoadCostModel(const std::string& name, const std::string& blob);

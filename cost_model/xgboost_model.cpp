@@ -69,6 +69,13 @@ class XgboostModel final : public CostModel {
   std::string name() const override { return "xgboost"; }
   std::string form() const override { return form_; }
   std::map<std::string, Head>& heads() { return heads_; }
+  // The fastest and slowest training times (0, 0: unknown, as in models
+  // stored before the range was kept): predictions are clamped to them,
+  // kSupportMargin wide.
+  void set_seconds_range(double fastest, double slowest) {
+    fastest_ = fastest;
+    slowest_ = slowest;
+  }
 
   std::vector<Prediction> Predict(const FeatureMatrix& x) const override {
     std::vector<Prediction> out(x.rows());
@@ -88,6 +95,7 @@ class XgboostModel final : public CostModel {
   std::string Serialize() const override {
     nlohmann::json j{
         {"format", "fusetune-xgboost"}, {"feature_version", kFeatureVersion}, {"form", form_}};
+    if (slowest_ > 0) j["seconds_range"] = {fastest_, slowest_};
     for (const auto& [name, head] : heads_)
       for (const Booster& b : head.members) {
         bst_ulong len = 0;
@@ -136,11 +144,22 @@ class XgboostModel final : public CostModel {
       p->seconds = std::exp2(-head("pairwise", 0.0, &spread));
     }
     p->uncertainty = spread;
+    Clamp(p);
+  }
+
+  // A pairwise score is not in seconds; every other form is.
+  void Clamp(Prediction* p) const {
+    if (slowest_ <= 0 || form_ == "pairwise") return;
+    const double lo = fastest_ / kSupportMargin, hi = slowest_ * kSupportMargin;
+    if (p->seconds >= lo && p->seconds <= hi) return;
+    p->seconds = std::clamp(p->seconds, lo, hi);
+    p->out_of_range = true;
   }
 
   std::string form_;
   int threads_;
   std::map<std::string, Head> heads_;
+  double fastest_ = 0, slowest_ = 0;
 };
 
 // Label of each head for one sample; NaN leaves the sample out of that head.
@@ -172,6 +191,22 @@ std::map<std::string, std::string> HeadParams(const std::string& head, const Xgb
   return p;
 }
 
+// Where a head's trees start from: the mean label. libxgboost 1.7 starts
+// every regression at 0.5 otherwise, which for a head in log2 seconds is
+// 1.4 s: a head that an online update's time budget cut to a tree or two
+// (Tuner::UpdateModel, 10 s) then predicted overheads of 0.1-0.5 s for
+// groups that run in 10 us, and the composed and corrected forms added
+// them to every candidate (issue 38: candidates measured at 0.01 ms,
+// predicted at 100-195 ms). From the mean, a short head predicts about the
+// average, and each tree refines it.
+double BaseScore(const std::string& head, const std::vector<float>& labels) {
+  double sum = 0;
+  for (float v : labels) sum += v;
+  const double mean = labels.empty() ? 0.0 : sum / static_cast<double>(labels.size());
+  // reg:logistic needs a base in (0, 1).
+  return head == "eta" ? std::clamp(mean, 0.01, 0.99) : mean;
+}
+
 // Trains one booster on the rows whose label is not NaN.
 Result<Booster> TrainHead(const std::string& head, const Dataset& data,
                           const std::vector<float>& labels, const XgboostOptions& o, int member,
@@ -195,7 +230,9 @@ Result<Booster> TrainHead(const std::string& head, const Dataset& data,
   FT_XGB(XGDMatrixSetFloatInfo(m.get(), "label", y.data(), y.size()), "setting labels");
   if (head == "pairwise")
     FT_XGB(XGDMatrixSetUIntInfo(m.get(), "group", groups.data(), groups.size()), "setting groups");
-  FT_ASSIGN_OR_RETURN(Booster b, NewBooster(m.get(), HeadParams(head, o, member)));
+  std::map<std::string, std::string> params = HeadParams(head, o, member);
+  if (head != "pairwise") params["base_score"] = fmt::format("{}", BaseScore(head, y));
+  FT_ASSIGN_OR_RETURN(Booster b, NewBooster(m.get(), params));
   for (int round = 0; round < o.rounds; ++round) {
     FT_XGB(XGBoosterUpdateOneIter(b.get(), round, m.get()), "training " + head);
     if (!tick()) break;
@@ -221,6 +258,13 @@ Result<std::unique_ptr<CostModel>> TrainXgboostModel(
     return Error(ErrorCode::kInvalidArgument,
                  fmt::format("{} training samples: at least 2 are needed", train.size()));
   auto model = std::make_unique<XgboostModel>(o.form, o.threads);
+  double fastest = INFINITY, slowest = 0;
+  for (const Sample& s : train.y)
+    if (s.seconds > 0) {
+      fastest = std::min(fastest, s.seconds);
+      slowest = std::max(slowest, s.seconds);
+    }
+  if (slowest > 0) model->set_seconds_range(fastest, slowest);
   const std::vector<std::string> heads = HeadsOf(o.form);
   const int ranking_members = std::max(1, o.ensemble);
   const int total = o.rounds * (static_cast<int>(heads.size()) - 1 + ranking_members);
@@ -271,6 +315,10 @@ Result<std::unique_ptr<CostModel>> LoadXgboostModel(const std::string& blob) {
                  fmt::format("the stored model uses feature version {}, this build {}",
                              j.value("feature_version", 0), kFeatureVersion));
   auto model = std::make_unique<XgboostModel>(j.value("form", "corrected"), 2);
+  if (const auto range = j.find("seconds_range"); range != j.end() && range->is_array() &&
+                                                  range->size() == 2 && (*range)[0].is_number() &&
+                                                  (*range)[1].is_number())
+    model->set_seconds_range((*range)[0].get<double>(), (*range)[1].get<double>());
   if (!j.contains("heads") || !j["heads"].is_object())
     return Error(ErrorCode::kInvalidArgument, "the stored model has no heads");
   for (const auto& [name, members] : j["heads"].items())

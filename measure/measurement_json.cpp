@@ -46,10 +46,12 @@ nlohmann::json NoteToJson(const SearchNote& n) {
     if (n.remeasure) j["remeasure"] = true;
     return j;
   }
-  return {{"predicted_seconds", n.predicted_seconds},
-          {"model", n.model},
-          {"random", n.random},
-          {"suggested", n.suggested}};
+  nlohmann::json j{{"predicted_seconds", n.predicted_seconds},
+                   {"model", n.model},
+                   {"random", n.random},
+                   {"suggested", n.suggested}};
+  if (n.out_of_range) j["out_of_range"] = true;
+  return j;
 }
 
 SearchNote NoteFromJson(const nlohmann::json& j) {
@@ -60,6 +62,7 @@ SearchNote NoteFromJson(const nlohmann::json& j) {
   n.model = j.value("model", "");
   n.random = j.value("random", false);
   n.suggested = j.value("suggested", false);
+  n.out_of_range = j.value("out_of_range", false);
   return n;
 }
 

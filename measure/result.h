@@ -98,6 +98,7 @@ struct SearchNote {
   double predicted_seconds = 0;            // the model's prediction for the tiling
   std::string model;                       // name/form of the model that predicted it
   bool random = false, suggested = false;  // how the tiling was proposed
+  bool out_of_range = false;  // the prediction was clamped to the model's training range
 
   bool operator==(const SearchNote&) const = default;
 };

@@ -203,7 +203,26 @@ std::vector<Proposal> TaskSearch::Propose(int count, const cost_model::CostModel
       if (static_cast<int>(out.size()) >= count) break;
       if (fresh(t)) out.push_back({t, 0, true});
     }
+  MarkOutOfRange(model, target, &out);
   return out;
+}
+
+// Which of the round's ranked proposals the model predicted beyond what its
+// training data supports: their notes say so, and `report` shows them apart.
+void TaskSearch::MarkOutOfRange(const cost_model::CostModel& model,
+                                const cost_model::TargetFeatures& target,
+                                std::vector<Proposal>* proposals) const {
+  cost_model::FeatureMatrix x;
+  std::vector<Proposal*> ranked;
+  for (Proposal& p : *proposals)
+    if (p.predicted_seconds > 0) {
+      x.Add(group_, p.tiling, target);
+      ranked.push_back(&p);
+    }
+  if (ranked.empty()) return;
+  const std::vector<cost_model::Prediction> predicted = model.Predict(x);
+  for (size_t i = 0; i < ranked.size() && i < predicted.size(); ++i)
+    ranked[i]->out_of_range = predicted[i].out_of_range;
 }
 
 void TaskSearch::EndRound() {

@@ -47,6 +47,9 @@ struct Proposal {
   double predicted_seconds = 0;  // the model's ranking value (0 for random picks and suggestions)
   bool random = false;
   bool suggested = false;  // another task's best tiling
+  // The model's prediction was clamped to what its training data supports
+  // (cost_model::Prediction::out_of_range).
+  bool out_of_range = false;
 };
 
 class TaskSearch {
@@ -96,6 +99,8 @@ class TaskSearch {
   std::vector<fusion_space::Tiling> Evolve(const cost_model::CostModel& model,
                                            const cost_model::TargetFeatures& target,
                                            std::vector<double>* ranked_scores);
+  void MarkOutOfRange(const cost_model::CostModel& model, const cost_model::TargetFeatures& target,
+                      std::vector<Proposal>* proposals) const;
   std::vector<double> Score(const std::vector<fusion_space::Tiling>& tilings,
                             const cost_model::CostModel& model,
                             const cost_model::TargetFeatures& target) const;

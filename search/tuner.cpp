@@ -35,9 +35,12 @@ Tuner::Tuner(std::shared_ptr<const graph::Graph> graph, fusion_space::FusionSpac
       measure_(std::move(measure)),
       callbacks_(std::move(callbacks)),
       graph_key_(GraphWorkloadKey(*graph_)),
-      model_(cost_model::MakeAnalyticalModel()),
+      model_(options.guided ? cost_model::MakeAnalyticalModel()
+                            : cost_model::MakeUnguidedModel(options.seed)),
       plans_(std::make_unique<PlanState>()),
       start_(std::chrono::steady_clock::now()) {
+  // Residuals correct a model's ranking; random scores have none to correct.
+  if (!options_.guided) options_.evolution.correct_residuals = false;
   task_results_.resize(tasks_.size());
   in_plan_.assign(tasks_.size(), true);
   for (size_t t = 0; t < tasks_.size(); ++t) {
@@ -75,7 +78,9 @@ std::vector<fusion_space::Tiling> Tuner::SiblingBests(int task) const {
   return bests;
 }
 
-void Tuner::SetModel(std::unique_ptr<cost_model::CostModel> model) { model_ = std::move(model); }
+void Tuner::SetModel(std::unique_ptr<cost_model::CostModel> model) {
+  if (options_.guided) model_ = std::move(model);
+}
 
 void Tuner::SetHistory(cost_model::Dataset history) {
   history_ = std::move(history);
@@ -166,6 +171,7 @@ Status Tuner::MeasureTiling(int task, const Proposal& proposal) {
     search_info.model = model_->name() + "/" + model_->form();
     search_info.random = proposal.random;
     search_info.suggested = proposal.suggested;
+    search_info.out_of_range = proposal.out_of_range;
     record = MakeRecord(t, *candidate, result, context_.target, context_.job_id, search_info);
     FT_RETURN_IF_ERROR(callbacks_.commit(record));
   }
@@ -207,7 +213,8 @@ Status Tuner::RunRound(int task) {
 // Retrains the XGBoost model on every sample so far, bounded in time; keeps
 // the current model when training fails (too few samples, one workload).
 void Tuner::UpdateModel() {
-  if (options_.model_update_every <= 0 || new_ok_ < options_.model_update_every) return;
+  if (!options_.guided || options_.model_update_every <= 0 || new_ok_ < options_.model_update_every)
+    return;
   if (!stop_reason_.empty()) return;
   new_ok_ = 0;
   if (history_.size() < 2 * options_.model_update_every) return;

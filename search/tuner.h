@@ -60,6 +60,11 @@ struct TunerOptions {
   // When every task has converged: stop, or (a trial or time budget left)
   // reopen the tasks whose spaces are not exhausted, with doubled patience.
   bool stop_when_converged = true;
+  // False: the search without a cost model (cost_model::MakeUnguidedModel):
+  // each round a random draw from the evolved candidates, no online model
+  // updates, no residual corrections; SetModel is ignored. What the model
+  // saves is measured against it (bench/search/model_ablation.sh).
+  bool guided = true;
   measure::MeasureOptions measure;
 };
 
@@ -127,7 +132,8 @@ class Tuner {
         TunerCallbacks callbacks);
   ~Tuner();
 
-  // The model that ranks until the first online update (default: analytical).
+  // The model that ranks until the first online update (default: analytical;
+  // ignored when the options are not `guided`).
   void SetModel(std::unique_ptr<cost_model::CostModel> model);
   void SetHistory(cost_model::Dataset history);
   // A record from the database: a task's tiling or a whole plan of this graph.

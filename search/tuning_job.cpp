@@ -66,6 +66,8 @@ Status TuningJob::FindJobToResume() {
                              "--caches, or start a new job",
                              target::CacheProtocolName(options_.caches), resumed_->id, job_caches));
   options_.caches = *job_protocol;
+  // A job searched without the model goes on without it.
+  if (spec.is_object() && !spec.value("guided", true)) options_.tuner.guided = false;
   return Status::Ok();
 }
 
@@ -104,6 +106,7 @@ Status TuningJob::OpenJobRow() {
                             {"seconds", options_.tuner.max_seconds},
                             {"until_converged", options_.until_converged},
                             {"seed", options_.tuner.seed},
+                            {"guided", options_.tuner.guided},
                             {"caches", target::CacheProtocolName(options_.caches)}};
   db::JobEntry job;
   job.spec = spec.dump();

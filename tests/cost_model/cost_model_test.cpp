@@ -188,6 +188,70 @@ TEST(XgboostModel, SaveLoadRoundTripPredictsIdentically) {
   }
 }
 
+// Issue 38's absurd predictions: an online update cut short by its time
+// budget left heads of a tree or two, which started from libxgboost's
+// default base of 0.5 (1.4 s in log2 seconds) and predicted overheads of
+// 0.1-0.5 s for 10-us groups. A head now starts from its labels' mean: one
+// round of every head predicts overheads and times of the data's order.
+TEST(XgboostModel, AHeadOfOneTreeStaysNearItsLabels) {
+  const Dataset data = Synthetic(30, 20, 3);
+  for (const char* form : {"composed", "corrected", "direct"}) {
+    XgboostOptions o;
+    o.form = form;
+    o.rounds = 1;
+    o.ensemble = 1;
+    auto model = TrainXgboostModel(data, o);
+    ASSERT_TRUE(model.ok()) << model.error().message();
+    for (const Prediction& p : (*model)->Predict(data.x)) {
+      EXPECT_LT(p.overhead, 1e-5) << form << ": the labels are 3-3.3 us";
+      EXPECT_GT(p.overhead, 1e-6) << form;
+      if (std::string(form) == "direct") {
+        EXPECT_FALSE(p.out_of_range) << p.ToString();
+      }
+    }
+  }
+}
+
+// Whatever a learned model's heads say, its seconds stay within
+// kSupportMargin of the times it was trained on, flagged when clamped, and
+// the stored model keeps the range.
+TEST(XgboostModel, PredictionsBeyondTheTrainingRangeAreClampedAndFlagged) {
+  const Dataset data = Synthetic(30, 20, 4);
+  XgboostOptions o;
+  o.form = "composed";
+  o.rounds = 40;
+  o.ensemble = 1;
+  // A narrow range: every training time at the median (or 0.1% above).
+  Dataset narrow = data;
+  std::vector<double> times;
+  for (const Sample& s : data.y) times.push_back(s.seconds);
+  std::sort(times.begin(), times.end());
+  const double median = times[times.size() / 2];
+  for (Sample& s : narrow.y) s.seconds = median * (1 + 0.001 * (s.seconds > median));
+  // Candidates far from the training data: analytical parts 1e6 times larger.
+  Dataset far = data;
+  for (AnalyticalParts& a : far.x.parts) {
+    a.compute *= 1e6;
+    a.memory *= 1e6;
+  }
+  auto composed = TrainXgboostModel(narrow, o);
+  ASSERT_TRUE(composed.ok()) << composed.error().message();
+  const auto predicted = (*composed)->Predict(far.x);
+  int clamped = 0;
+  for (const Prediction& p : predicted) {
+    EXPECT_LE(p.seconds, median * 1.001 * kSupportMargin * (1 + 1e-12));
+    clamped += p.out_of_range;
+  }
+  EXPECT_GT(clamped, 0);
+  auto loaded = LoadCostModel("xgboost", (*composed)->Serialize());
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message();
+  const auto again = (*loaded)->Predict(far.x);
+  for (size_t i = 0; i < predicted.size(); ++i) {
+    EXPECT_EQ(again[i].seconds, predicted[i].seconds);
+    EXPECT_EQ(again[i].out_of_range, predicted[i].out_of_range);
+  }
+}
+
 TEST(XgboostModel, UnusableInputsAreClearErrors) {
   Dataset empty;
   const XgboostOptions defaults;

@@ -13,6 +13,7 @@
 #include "common/rng.h"
 #include "fusion_space/plan_json.h"
 #include "graph/text_format.h"
+#include "measure/result.h"
 #include "search/tuner.h"
 #include "tests/fusion_space/model_util.h"
 
@@ -312,6 +313,34 @@ TEST(Tuner, SameSeedSamePlan) {
   ASSERT_EQ(a.committed.size(), b.committed.size());
   for (size_t i = 0; i < a.committed.size(); ++i)
     EXPECT_EQ(a.committed[i].plan, b.committed[i].plan);
+}
+
+// Without the model (tune --no-model): every proposal is ranked by the
+// unguided model, whatever model is set, the same seed gives the same
+// trials, and they are not the guided search's.
+TEST(Tuner, WithoutTheModelProposalsAreUnguidedAndRepeatable) {
+  TunerOptions unguided = Budget(120);
+  unguided.guided = false;
+  Job a(unguided), b(unguided), guided(Budget(120));
+  a.tuner->SetModel(cost_model::MakeAnalyticalModel());  // ignored
+  ASSERT_TRUE(a.tuner->Run().ok());
+  ASSERT_TRUE(b.tuner->Run().ok());
+  ASSERT_TRUE(guided.tuner->Run().ok());
+  EXPECT_EQ(a.tuner->Summary().trials, 120);
+  ASSERT_EQ(a.committed.size(), b.committed.size());
+  int notes = 0, same_as_guided = 0;
+  for (size_t i = 0; i < a.committed.size(); ++i) {
+    EXPECT_EQ(a.committed[i].plan, b.committed[i].plan);
+    const auto metrics = measure::MetricsFromText(a.committed[i].metrics);
+    if (metrics.ok() && metrics->search && metrics->search->plan_kind.empty()) {
+      ++notes;
+      EXPECT_EQ(metrics->search->model, "none/random");
+    }
+    if (i < guided.committed.size())
+      same_as_guided += a.committed[i].plan == guided.committed[i].plan;
+  }
+  EXPECT_GT(notes, 100);
+  EXPECT_LT(same_as_guided, static_cast<int>(a.committed.size()) / 2);
 }
 
 TEST(Tuner, ConvergenceEndsTheJobOnlyWhenAskedOtherwiseTheBudgetIsSpent) {
