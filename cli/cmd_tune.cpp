@@ -147,7 +147,7 @@ void AddTuneCommand(CLI::App& app, std::function<void(int)> set_result) {
   cmd->add_flag_callback(
       "--no-model", [args] { args->tuner.guided = false; },
       "Search without the cost model: each round a random draw from the evolved candidates, no "
-      "online updates (the baseline of bench/search/model_ablation.sh)");
+      "online updates (the baseline of bench/ablation/run_model_ablation.sh)");
   cmd->add_option("--model-update-every", args->tuner.model_update_every,
                   "New results between online cost-model updates (0: never)")
       ->capture_default_str()

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   cli::AddCollectCommand(app, set_result);
   cli::AddRetrainCommand(app, set_result);
   cli::AddEvaluateModelCommand(app, set_result);
+  cli::AddEvaluateTransferCommand(app, set_result);
   cli::AddTuneCommand(app, set_result);
   cli::AddReportCommand(app, set_result);
   cli::AddCompileCommand(app, set_result);

@@ -181,4 +181,32 @@ RankingMetrics EvaluateRandom(const Dataset& data, int draws, uint64_t seed) {
   return sum;
 }
 
+RowsAndTuning EvaluateWithTuning(const Dataset& data, const std::vector<Prediction>& predicted) {
+  RowsAndTuning scored{Evaluate(data, predicted), std::nullopt};
+  const std::vector<int64_t> rows = data.TuningRows();
+  if (rows.empty()) return scored;
+  std::vector<Prediction> tuning;
+  for (int64_t row : rows) tuning.push_back(predicted[row]);
+  const RankingMetrics m = Evaluate(data.Rows(rows), tuning);
+  if (m.workloads > 0) scored.tuning = m;  // else no workload had two such rows
+  return scored;
+}
+
+void AddToMean(RankingMetrics* mean, const RankingMetrics& m, int count) {
+  auto fold = [&](double* into, double v) { *into = (*into * count + v) / (count + 1); };
+  fold(&mean->spearman, m.spearman);
+  fold(&mean->pairwise, m.pairwise);
+  fold(&mean->top1, m.top1);
+  fold(&mean->top5, m.top5);
+  fold(&mean->regret1, m.regret1);
+  fold(&mean->regret8, m.regret8);
+  fold(&mean->traffic_error, m.traffic_error);
+  fold(&mean->overhead_error, m.overhead_error);
+  fold(&mean->eta_error, m.eta_error);
+  fold(&mean->time_error, m.time_error);
+  mean->regret8_workloads += m.regret8_workloads;
+  mean->workloads += m.workloads;
+  mean->samples += m.samples;
+}
+
 }  // namespace fusetune::cost_model

@@ -11,6 +11,7 @@
 // and, per head, the median relative error of its predictions.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,5 +39,17 @@ nlohmann::json MetricsToJson(const RankingMetrics& m);
 RankingMetrics Evaluate(const Dataset& data, const std::vector<Prediction>& predicted);
 // A random ranking's expected figures, averaged over `draws` shuffles.
 RankingMetrics EvaluateRandom(const Dataset& data, int draws, uint64_t seed);
+
+// The figures on every row and on the rows a tuning job measured (nullopt
+// when no workload has two such rows).
+struct RowsAndTuning {
+  RankingMetrics all;
+  std::optional<RankingMetrics> tuning;
+};
+RowsAndTuning EvaluateWithTuning(const Dataset& data, const std::vector<Prediction>& predicted);
+
+// Folds `m` into `mean`, the mean of `count` earlier figures (splits); counts
+// (workloads, samples) are summed, for the caller to divide.
+void AddToMean(RankingMetrics* mean, const RankingMetrics& m, int count);
 
 }  // namespace fusetune::cost_model

@@ -21,13 +21,8 @@ struct Prepared {
 
 // A model's figures on the validation rows and on their tuning-job rows.
 ModelScore Score(std::string model, const Prepared& p, const std::vector<Prediction>& predicted) {
-  ModelScore score{std::move(model), Evaluate(p.valid, predicted), {}, std::nullopt};
-  if (p.valid_tuning.size() == 0) return score;
-  std::vector<Prediction> tuning;
-  for (int64_t row : p.valid_tuning_rows) tuning.push_back(predicted[row]);
-  const RankingMetrics m = Evaluate(p.valid_tuning, tuning);
-  if (m.workloads > 0) score.tuning = m;  // else no workload had two such rows
-  return score;
+  RowsAndTuning scored = EvaluateWithTuning(p.valid, predicted);
+  return {std::move(model), scored.all, {}, scored.tuning};
 }
 
 Result<Dataset> Load(db::Database& database, const RetrainOptions& o, RetrainReport* report) {
@@ -118,24 +113,6 @@ Result<std::unique_ptr<CostModel>> TrainAndScore(db::Database& database, const D
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// Adds `m` to the running mean `sum` of `count` earlier splits.
-void AddToMean(RankingMetrics* sum, const RankingMetrics& m, int count) {
-  auto mean = [&](double* into, double v) { *into = (*into * count + v) / (count + 1); };
-  mean(&sum->spearman, m.spearman);
-  mean(&sum->pairwise, m.pairwise);
-  mean(&sum->top1, m.top1);
-  mean(&sum->top5, m.top5);
-  mean(&sum->regret1, m.regret1);
-  mean(&sum->regret8, m.regret8);
-  sum->regret8_workloads += m.regret8_workloads;
-  mean(&sum->traffic_error, m.traffic_error);
-  mean(&sum->overhead_error, m.overhead_error);
-  mean(&sum->eta_error, m.eta_error);
-  mean(&sum->time_error, m.time_error);
-  sum->workloads += m.workloads;
-  sum->samples += m.samples;
 }
 
 // The mean of every model's figures over `o.splits` splits; the chosen form is

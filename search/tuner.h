@@ -63,7 +63,7 @@ struct TunerOptions {
   // False: the search without a cost model (cost_model::MakeUnguidedModel):
   // each round a random draw from the evolved candidates, no online model
   // updates, no residual corrections; SetModel is ignored. What the model
-  // saves is measured against it (bench/search/model_ablation.sh).
+  // saves is measured against it (bench/ablation/run_model_ablation.sh).
   bool guided = true;
   measure::MeasureOptions measure;
 };

@@ -20,26 +20,10 @@
 #include "graph/text_format.h"
 #include "measure/measurer.h"
 #include "search/tasks.h"
-#include "tests/fusion_space/model_util.h"
+#include "tests/cost_model/records_util.h"
 
 namespace fusetune::cost_model {
 namespace {
-
-// Every task of a test model with a handful of its tilings.
-struct Groups {
-  graph::Graph graph;
-  std::unique_ptr<fusion_space::FusionSpace> space;
-  std::vector<search::Task> tasks;
-};
-
-Groups LoadGroups(const std::string& model) {
-  Groups g;
-  g.graph = testing::LoadTestModel(model);
-  kernels::KernelConfig config;
-  g.space = std::make_unique<fusion_space::FusionSpace>(g.graph, config);
-  g.tasks = search::ExtractTasks(g.graph, *g.space);
-  return g;
-}
 
 GroupInfo InfoOf(const search::Task& t) { return MakeGroupInfo(*t.graph, t.instance()); }
 
@@ -273,25 +257,6 @@ TEST(Training, EmptyAndTinyDatabasesAreClearErrors) {
   ASSERT_FALSE(empty.ok());
   EXPECT_NE(empty.error().message().find("at least 2"), std::string::npos)
       << empty.error().message();
-}
-
-// One ok record of `tiling` for task `t`, measured at `seconds`.
-db::Record RecordOf(const search::Task& t, const fusion_space::Tiling& tiling, double seconds) {
-  auto candidate = measure::GroupCandidate(t.graph, *t.space, tiling);
-  FT_CHECK(candidate.ok(), "tiling does not fit its task");
-  measure::MeasureResult result;
-  result.status = measure::MeasureStatus::kOk;
-  result.time.median = seconds;
-  result.bytes_in = 1000;
-  return search::MakeRecord(t, *candidate, result, "target", 0);
-}
-
-std::unique_ptr<db::Database> DatabaseWithTasks(const Groups& g) {
-  auto db = db::MakeSqliteDatabase(":memory:");
-  FT_CHECK(db.ok(), "in-memory database");
-  FT_CHECK((*db)->PutTarget({"target", "{}", "{}"}).ok(), "target");
-  for (const search::Task& t : g.tasks) FT_CHECK((*db)->PutWorkload(t.Workload()).ok(), "workload");
-  return std::move(*db);
 }
 
 TEST(Dataset, RepeatedMeasurementsOfACandidateAreOneSampleAtTheirFastest) {
