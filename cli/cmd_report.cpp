@@ -16,6 +16,7 @@
 #include "cli/roofline_plot.h"
 #include "cli/svg_plot.h"
 #include "cli/tune_summary.h"
+#include "cost_model/cost_model.h"
 #include "search/tuner.h"
 
 namespace fusetune::cli {
@@ -89,10 +90,10 @@ Result<Curves> ReadCurves(db::Database& database, const db::JobEntry& job,
     if (note) {
       const double p = note->predicted_seconds;
       const std::string& model = note->model;
-      // Predictions the model clamped to its training data's range are a
-      // series of their own: beyond that range it does not know.
-      if (p > 0 && model.find("pairwise") == std::string::npos)
-        c.predicted[note->out_of_range ? model + " (clamped)" : model].points.push_back(
+      // Predictions the model pulled in from beyond its training data's
+      // range are a series of their own: there it does not know.
+      if (p > 0 && cost_model::PredictsSeconds(model))
+        c.predicted[note->out_of_range ? model + " (beyond range)" : model].points.push_back(
             {p * 1e3, r.seconds * 1e3});
     }
     return true;

@@ -22,8 +22,7 @@ struct TransferArgs {
 };
 
 void PrintArm(const cost_model::TransferReport& r, const cost_model::TransferArm& a) {
-  const std::string gap =
-      &a == &r.arms.front() ? "" : fmt::format("{:+.3f}", r.SpearmanGap(a));
+  const std::string gap = &a == &r.arms.front() ? "" : fmt::format("{:+.3f}", r.SpearmanGap(a));
   fmt::print("{:<44} {:>8} {:>9.3f} {:>7} {:>7.3f} {:>7.3f} {:>8.1f}%", a.name, a.train_samples,
              a.metrics.spearman, gap, a.metrics.top1, a.metrics.top5, a.metrics.regret1 * 100);
   if (a.tuning)

@@ -146,8 +146,8 @@ void AddTuneCommand(CLI::App& app, std::function<void(int)> set_result) {
       ->check(CLI::Range(1, 1024));
   cmd->add_flag_callback(
       "--no-model", [args] { args->tuner.guided = false; },
-      "Search without the cost model: each round a random draw from the evolved candidates, no "
-      "online updates (the baseline of bench/ablation/run_model_ablation.sh)");
+      "Rank tilings without the cost model: each round a random draw from the evolved "
+      "candidates, no online updates (the baseline of bench/ablation/run_model_ablation.sh)");
   cmd->add_option("--model-update-every", args->tuner.model_update_every,
                   "New results between online cost-model updates (0: never)")
       ->capture_default_str()

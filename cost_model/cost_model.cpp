@@ -25,7 +25,7 @@ std::string Prediction::ToString() const {
   else if (seconds != composed)
     s += fmt::format("; ranks by {:.4g}", seconds);  // a direct head or a pairwise score
   if (uncertainty > 0) s += fmt::format(" (+-{:.2f} log2)", uncertainty);
-  if (out_of_range) s += "; clamped to the training data's range";
+  if (out_of_range) s += "; beyond the training data's range, compressed towards it";
   return s;
 }
 
@@ -69,6 +69,13 @@ Result<std::unique_ptr<CostModel>> LoadCostModel(const std::string& name, const 
   if (name == "analytical") return MakeAnalyticalModel();
   if (name == "xgboost") return LoadXgboostModel(blob);
   return Error(ErrorCode::kInvalidArgument, fmt::format("unknown cost model '{}'", name));
+}
+
+bool PredictsSeconds(const std::string& name_and_form) {
+  const size_t slash = name_and_form.find('/');
+  const std::string name = name_and_form.substr(0, slash);
+  const std::string form = slash == std::string::npos ? "" : name_and_form.substr(slash + 1);
+  return name != "none" && form != "pairwise";
 }
 
 }  // namespace fusetune::cost_model

@@ -27,6 +27,11 @@ struct FeatureMatrix {
 // How far beyond its training data's fastest and slowest times a learned
 // model's prediction is believed (Prediction::out_of_range).
 inline constexpr double kSupportMargin = 4;
+// Beyond that edge, the log2 distance from it is divided by this factor: a
+// prediction 1000x past the edge lands 2x past it. Compressed, not cut, so
+// that the candidates of a group slower than anything trained on (the
+// composed forms follow the analytical parts there) keep their order.
+inline constexpr double kBeyondRangeCompression = 10;
 
 struct Prediction {
   // What ranks candidates: predicted seconds (lower is better). For the
@@ -40,7 +45,8 @@ struct Prediction {
   double uncertainty = 0;  // spread of the ensemble, in log2 seconds
   // The model's seconds fell outside what its training data supports (a
   // factor kSupportMargin beyond the fastest and slowest time it was trained
-  // on) and `seconds` was clamped to that range.
+  // on) and `seconds` was pulled towards that range (kBeyondRangeCompression),
+  // keeping the order of such predictions.
   bool out_of_range = false;
   std::string ToString() const;
 };
@@ -70,5 +76,10 @@ std::unique_ptr<CostModel> MakeUnguidedModel(uint64_t seed);
 
 // A model from the database's store (ModelEntry name and blob).
 Result<std::unique_ptr<CostModel>> LoadCostModel(const std::string& name, const std::string& blob);
+
+// Whether a model's predictions are seconds, by the "name/form" a search
+// note records (measure::SearchNote::model): the pairwise form and the
+// unguided "none" model give scores that only order candidates.
+bool PredictsSeconds(const std::string& name_and_form);
 
 }  // namespace fusetune::cost_model

@@ -192,21 +192,33 @@ RowsAndTuning EvaluateWithTuning(const Dataset& data, const std::vector<Predicti
   return scored;
 }
 
-void AddToMean(RankingMetrics* mean, const RankingMetrics& m, int count) {
-  auto fold = [&](double* into, double v) { *into = (*into * count + v) / (count + 1); };
-  fold(&mean->spearman, m.spearman);
-  fold(&mean->pairwise, m.pairwise);
-  fold(&mean->top1, m.top1);
-  fold(&mean->top5, m.top5);
-  fold(&mean->regret1, m.regret1);
-  fold(&mean->regret8, m.regret8);
-  fold(&mean->traffic_error, m.traffic_error);
-  fold(&mean->overhead_error, m.overhead_error);
-  fold(&mean->eta_error, m.eta_error);
-  fold(&mean->time_error, m.time_error);
-  mean->regret8_workloads += m.regret8_workloads;
-  mean->workloads += m.workloads;
-  mean->samples += m.samples;
+void MetricsMean::Add(const RankingMetrics& m) {
+  if (m.workloads == 0) return;
+  auto fold = [&](double* into, double v) { *into = (*into * splits_ + v) / (splits_ + 1); };
+  fold(&sum_.spearman, m.spearman);
+  fold(&sum_.pairwise, m.pairwise);
+  fold(&sum_.top1, m.top1);
+  fold(&sum_.top5, m.top5);
+  fold(&sum_.regret1, m.regret1);
+  fold(&sum_.regret8, m.regret8);
+  fold(&sum_.traffic_error, m.traffic_error);
+  fold(&sum_.overhead_error, m.overhead_error);
+  fold(&sum_.eta_error, m.eta_error);
+  fold(&sum_.time_error, m.time_error);
+  sum_.regret8_workloads += m.regret8_workloads;
+  sum_.workloads += m.workloads;
+  sum_.samples += m.samples;
+  ++splits_;
+}
+
+RankingMetrics MetricsMean::Get() const {
+  RankingMetrics m = sum_;
+  if (splits_ > 1) {
+    m.workloads /= splits_;
+    m.regret8_workloads /= splits_;
+    m.samples /= splits_;
+  }
+  return m;
 }
 
 }  // namespace fusetune::cost_model

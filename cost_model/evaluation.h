@@ -48,8 +48,18 @@ struct RowsAndTuning {
 };
 RowsAndTuning EvaluateWithTuning(const Dataset& data, const std::vector<Prediction>& predicted);
 
-// Folds `m` into `mean`, the mean of `count` earlier figures (splits); counts
-// (workloads, samples) are summed, for the caller to divide.
-void AddToMean(RankingMetrics* mean, const RankingMetrics& m, int count);
+// The mean of one model's figures over workload splits. A split whose
+// figures cover no workload (no validation workload with two rows) is left
+// out; counts (workloads, samples) are per split.
+class MetricsMean {
+ public:
+  void Add(const RankingMetrics& m);
+  int splits() const { return splits_; }
+  RankingMetrics Get() const;
+
+ private:
+  RankingMetrics sum_;  // means of the rates, sums of the counts
+  int splits_ = 0;
+};
 
 }  // namespace fusetune::cost_model

@@ -120,7 +120,9 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 Result<RetrainReport> EvaluateOverSplits(db::Database& database, const RetrainOptions& o) {
   RetrainReport mean;
   FT_ASSIGN_OR_RETURN(const Dataset all, Load(database, o, &mean));
-  std::vector<int> tuning_splits;  // per score: splits that had tuning figures
+  // Per score: the means of its figures on all validation rows and on the
+  // tuning-job rows (over the splits that had them).
+  std::vector<MetricsMean> all_rows, tuning_rows;
   for (int k = 0; k < o.splits; ++k) {
     RetrainOptions one = o;
     one.seed = o.seed + static_cast<uint64_t>(k);
@@ -134,24 +136,17 @@ Result<RetrainReport> EvaluateOverSplits(db::Database& database, const RetrainOp
     if (!trained.ok()) return trained.error();
     if (k == 0) {
       mean = r;
-      for (ModelScore& s : mean.scores) s.split_spearman = {s.metrics.spearman};
-      for (const ModelScore& s : mean.scores) tuning_splits.push_back(s.tuning ? 1 : 0);
-      mean.tuning_splits = r.valid_tuning_samples > 0;
-      continue;
+      for (ModelScore& s : mean.scores) s.split_spearman.clear();
+      mean.train_samples = mean.valid_samples = mean.valid_tuning_samples = 0;
+      mean.tuning_splits = 0;
+      all_rows.resize(r.scores.size());
+      tuning_rows.resize(r.scores.size());
     }
     FT_CHECK(r.scores.size() == mean.scores.size(), "splits scored different models");
     for (size_t i = 0; i < r.scores.size(); ++i) {
-      ModelScore& into = mean.scores[i];
-      AddToMean(&into.metrics, r.scores[i].metrics, k);
-      into.split_spearman.push_back(r.scores[i].metrics.spearman);
-      // Tuning figures: the mean over the splits whose validation has tuning rows.
-      if (!r.scores[i].tuning) continue;
-      if (!into.tuning) {
-        into.tuning = r.scores[i].tuning;
-        tuning_splits[i] = 1;
-        continue;
-      }
-      AddToMean(&*into.tuning, *r.scores[i].tuning, tuning_splits[i]++);
+      all_rows[i].Add(r.scores[i].metrics);
+      mean.scores[i].split_spearman.push_back(r.scores[i].metrics.spearman);
+      if (r.scores[i].tuning) tuning_rows[i].Add(*r.scores[i].tuning);
     }
     mean.train_samples += r.train_samples;
     mean.valid_samples += r.valid_samples;
@@ -159,20 +154,15 @@ Result<RetrainReport> EvaluateOverSplits(db::Database& database, const RetrainOp
     mean.tuning_splits += r.valid_tuning_samples > 0;
   }
   mean.splits = o.splits;
-  // Workload and sample counts: summed over splits above, per split here.
+  // Sample counts: summed over splits above, per split here.
   mean.train_samples /= o.splits;
   mean.valid_samples /= o.splits;
   if (mean.tuning_splits > 0) mean.valid_tuning_samples /= mean.tuning_splits;
   for (size_t i = 0; i < mean.scores.size(); ++i) {
-    ModelScore& s = mean.scores[i];
-    s.metrics.workloads /= o.splits;
-    s.metrics.regret8_workloads /= o.splits;
-    s.metrics.samples /= o.splits;
-    if (s.tuning) {
-      s.tuning->workloads /= tuning_splits[i];
-      s.tuning->regret8_workloads /= tuning_splits[i];
-      s.tuning->samples /= tuning_splits[i];
-    }
+    mean.scores[i].metrics = all_rows[i].Get();
+    mean.scores[i].tuning = tuning_rows[i].splits() > 0
+                                ? std::optional<RankingMetrics>(tuning_rows[i].Get())
+                                : std::nullopt;
   }
   mean.chosen_form.clear();  // the first split's choice: chosen again on the means
   for (const ModelScore& s : mean.scores) {

@@ -49,12 +49,13 @@ std::vector<int64_t> RowsOf(const Dataset& data, const std::set<std::string>& ke
 }
 
 // A random share of `rows` (at least one), workload by workload.
-std::vector<int64_t> Sample(const Dataset& data, std::vector<int64_t> rows, double fraction,
-                            uint64_t seed) {
+std::vector<int64_t> ShareOf(const Dataset& data, std::vector<int64_t> rows, double fraction,
+                             uint64_t seed) {
   Rng rng(seed);
   for (size_t i = rows.size(); i > 1; --i) std::swap(rows[i - 1], rows[rng.Below(i)]);
+  // Two rows at least: a model needs two samples.
   const size_t keep =
-      std::clamp<size_t>(static_cast<size_t>(fraction * rows.size() + 0.5), 1, rows.size());
+      std::min(rows.size(), std::max<size_t>(2, static_cast<size_t>(fraction * rows.size() + 0.5)));
   rows.resize(keep);
   std::sort(rows.begin(), rows.end(), [&](int64_t a, int64_t b) {
     return std::pair(data.y[a].workload, a) < std::pair(data.y[b].workload, b);
@@ -63,9 +64,9 @@ std::vector<int64_t> Sample(const Dataset& data, std::vector<int64_t> rows, doub
 }
 
 struct SplitData {
-  Dataset valid;                      // the new target's unseen workloads
-  std::vector<int64_t> to_train;      // rows of the new target's training workloads
-  std::vector<int64_t> from_train;    // the old target's rows, validation workloads left out
+  Dataset valid;                    // the new target's unseen workloads
+  std::vector<int64_t> to_train;    // rows of the new target's training workloads
+  std::vector<int64_t> from_train;  // the old target's rows, validation workloads left out
   int train_workloads = 0, valid_workloads = 0;
 };
 
@@ -89,6 +90,7 @@ struct ArmSpec {
   std::string name;
   double fraction;  // of the new target's training rows; 0: none
   bool uses_from;
+  bool analytical = false;  // no training: the analytical model
 };
 
 std::vector<ArmSpec> Arms(const TransferOptions& o) {
@@ -98,11 +100,20 @@ std::vector<ArmSpec> Arms(const TransferOptions& o) {
     arms.push_back({fmt::format("{} of {}", Percent(f), o.to), f, false});
   }
   arms.push_back({o.from, 0.0, true});
+  arms.push_back({"analytical", 0.0, false, true});
   return arms;
+}
+
+TransferArm Scored(const ArmSpec& spec, int64_t train_samples, const Dataset& valid,
+                   const std::vector<Prediction>& predicted) {
+  const RowsAndTuning scored = EvaluateWithTuning(valid, predicted);
+  return {spec.name, spec.fraction, spec.uses_from, train_samples, scored.all, scored.tuning};
 }
 
 Result<TransferArm> TrainArm(const Dataset& from, const Dataset& to, const SplitData& split,
                              const ArmSpec& spec, const TransferOptions& o, uint64_t seed) {
+  if (spec.analytical)
+    return Scored(spec, 0, split.valid, MakeAnalyticalModel()->Predict(split.valid.x));
   TrainingSet train;
   if (spec.uses_from) train.Append(from, split.from_train, "from");
   if (spec.fraction >= 1.0) {
@@ -110,49 +121,16 @@ Result<TransferArm> TrainArm(const Dataset& from, const Dataset& to, const Split
   } else if (spec.fraction > 0) {
     // The same share for both arms of a fraction: one seed per (split, fraction).
     const uint64_t share_seed = ForkSeed(seed, static_cast<uint64_t>(spec.fraction * 1e6));
-    train.Append(to, Sample(to, split.to_train, spec.fraction, share_seed), "to");
+    train.Append(to, ShareOf(to, split.to_train, spec.fraction, share_seed), "to");
   }
   if (train.data().size() < 2)
-    return Error(ErrorCode::kInvalidArgument,
-                 fmt::format("arm '{}': {} training samples (at least 2)", spec.name,
-                             train.data().size()));
+    return Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("arm '{}': {} training samples (at least 2)", spec.name, train.data().size()));
   XgboostOptions x = o.xgboost;
   x.seed = seed;
   FT_ASSIGN_OR_RETURN(auto model, TrainXgboostModel(train.data(), x));
-  const RowsAndTuning scored = EvaluateWithTuning(split.valid, model->Predict(split.valid.x));
-  TransferArm arm;
-  arm.name = spec.name;
-  arm.fraction = spec.fraction;
-  arm.uses_from = spec.uses_from;
-  arm.train_samples = train.data().size();
-  arm.metrics = scored.all;
-  arm.tuning = scored.tuning;
-  return arm;
-}
-
-// Folds one split's arm into the running mean of `k` earlier splits.
-void Fold(TransferArm* mean, const TransferArm& one, int k, int* tuning_count) {
-  if (k == 0) {
-    *mean = one;
-    *tuning_count = one.tuning ? 1 : 0;
-    return;
-  }
-  AddToMean(&mean->metrics, one.metrics, k);
-  mean->train_samples += one.train_samples;
-  if (!one.tuning) return;
-  if (!mean->tuning) {
-    mean->tuning = one.tuning;
-  } else {
-    AddToMean(&*mean->tuning, *one.tuning, *tuning_count);
-  }
-  ++*tuning_count;
-}
-
-void DivideCounts(RankingMetrics* m, int n) {
-  if (n <= 1) return;
-  m->workloads /= n;
-  m->regret8_workloads /= n;
-  m->samples /= n;
+  return Scored(spec, train.data().size(), split.valid, model->Predict(split.valid.x));
 }
 
 Result<Dataset> LoadTarget(db::Database& database, const std::string& key,
@@ -203,8 +181,9 @@ Result<TransferReport> EvaluateTransfer(db::Database& database, const TransferOp
   report.to_samples = to.size();
   report.splits = o.splits;
   const std::vector<ArmSpec> specs = Arms(o);
-  report.arms.resize(specs.size());
-  std::vector<int> tuning_counts(specs.size(), 0);
+  // Per arm: the means over splits on all validation rows and on the tuning rows.
+  std::vector<MetricsMean> all_rows(specs.size()), tuning_rows(specs.size());
+  std::vector<int64_t> train_samples(specs.size(), 0);
   for (int k = 0; k < o.splits; ++k) {
     const uint64_t seed = o.seed + static_cast<uint64_t>(k);
     const SplitData split = SplitTargets(from, to, o.valid_fraction, seed);
@@ -216,17 +195,19 @@ Result<TransferReport> EvaluateTransfer(db::Database& database, const TransferOp
                    static_cast<int64_t>(k * specs.size() + a),
                    static_cast<int64_t>(o.splits * specs.size()));
       FT_ASSIGN_OR_RETURN(TransferArm arm, TrainArm(from, to, split, specs[a], o, seed));
-      Fold(&report.arms[a], arm, k, &tuning_counts[a]);
+      all_rows[a].Add(arm.metrics);
+      if (arm.tuning) tuning_rows[a].Add(*arm.tuning);
+      train_samples[a] += arm.train_samples;
     }
   }
-  for (size_t a = 0; a < report.arms.size(); ++a) {
-    TransferArm& arm = report.arms[a];
-    arm.train_samples /= o.splits;
-    DivideCounts(&arm.metrics, o.splits);
-    if (arm.tuning) DivideCounts(&*arm.tuning, tuning_counts[a]);
+  for (size_t a = 0; a < specs.size(); ++a) {
+    TransferArm arm{specs[a].name,      specs[a].fraction,
+                    specs[a].uses_from, train_samples[a] / o.splits,
+                    all_rows[a].Get(),  std::nullopt};
+    if (tuning_rows[a].splits() > 0) arm.tuning = tuning_rows[a].Get();
+    report.arms.push_back(std::move(arm));
   }
-  report.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }
 

@@ -36,14 +36,20 @@ struct TransferOptions {
   double valid_fraction = 0.3;
   uint64_t seed = 1;
   int splits = 1;
-  XgboostOptions xgboost;  // form "direct" unless set
+  // The form trained for every arm: direct, the form that ranked tuning-job
+  // records best (docs/COST_MODEL.md).
+  XgboostOptions xgboost = [] {
+    XgboostOptions x;
+    x.form = "direct";
+    return x;
+  }();
   // (stage, done, total): "loading <key>", "split k/n: <arm>".
   std::function<void(const std::string&, int64_t, int64_t)> progress;
 };
 
 struct TransferArm {
-  std::string name;       // "all of TO", "FROM + 5% of TO", ...
-  double fraction = 0;    // of the new target's training records used
+  std::string name;     // "all of TO", "FROM + 5% of TO", ...
+  double fraction = 0;  // of the new target's training records used
   bool uses_from = false;
   int64_t train_samples = 0;  // per split
   RankingMetrics metrics;
@@ -55,7 +61,9 @@ struct TransferReport {
   int64_t from_samples = 0, to_samples = 0;
   int train_workloads = 0, valid_workloads = 0;  // of the new target, per split
   int splits = 1;
-  std::vector<TransferArm> arms;  // all of TO first, then per fraction, FROM, analytical
+  // All of TO first, then per fraction (FROM + f of TO, f of TO), FROM, and
+  // the analytical model (no training: fraction 0, uses_from false).
+  std::vector<TransferArm> arms;
   double seconds = 0;
   // The Spearman of arm `with` minus that of "all of TO" on all validation rows.
   double SpearmanGap(const TransferArm& with) const;

@@ -147,12 +147,15 @@ class XgboostModel final : public CostModel {
     Clamp(p);
   }
 
+  // Beyond the range its training times support, a prediction is pulled
+  // towards the range's edge, in order, and flagged (kBeyondRangeCompression).
   // A pairwise score is not in seconds; every other form is.
   void Clamp(Prediction* p) const {
-    if (slowest_ <= 0 || form_ == "pairwise") return;
+    if (slowest_ <= 0 || form_ == "pairwise" || !(p->seconds > 0)) return;
     const double lo = fastest_ / kSupportMargin, hi = slowest_ * kSupportMargin;
     if (p->seconds >= lo && p->seconds <= hi) return;
-    p->seconds = std::clamp(p->seconds, lo, hi);
+    const double edge = p->seconds > hi ? hi : lo;
+    p->seconds = edge * std::exp2(std::log2(p->seconds / edge) / kBeyondRangeCompression);
     p->out_of_range = true;
   }
 
@@ -269,8 +272,14 @@ Result<std::unique_ptr<CostModel>> TrainXgboostModel(
   const int ranking_members = std::max(1, o.ensemble);
   const int total = o.rounds * (static_cast<int>(heads.size()) - 1 + ranking_members);
   int done = 0;
-  const auto start = std::chrono::steady_clock::now();
+  auto booster_start = std::chrono::steady_clock::now();
   bool stopped = false;
+  // Each booster has its own share of max_seconds (its rounds over all) and
+  // adds trees until that share is spent. Paced instead (stop once behind
+  // max_seconds * rounds done / total), every booster of a large history
+  // whose rounds took longer than the pace stopped after one tree, and a
+  // head of one tree predicts little more than its starting point (from
+  // the former 0.5 base score: overheads of 0.1-0.5 s; issue 38).
   auto tick = [&] {
     ++done;
     if (o.should_stop && o.should_stop()) {
@@ -278,9 +287,9 @@ Result<std::unique_ptr<CostModel>> TrainXgboostModel(
       return false;
     }
     if (progress && done % 10 == 0) progress(done, total);
-    return o.max_seconds <= 0 ||
-           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() <
-               o.max_seconds * (done + 1) / total;
+    const double spent =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - booster_start).count();
+    return o.max_seconds <= 0 || spent < o.max_seconds * o.rounds / total;
   };
   for (const std::string& head : heads) {
     // The composition the correction head corrects uses the heads trained so far.
@@ -296,6 +305,7 @@ Result<std::unique_ptr<CostModel>> TrainXgboostModel(
       continue;
     const bool ranking = head == "correction" || head == "direct" || head == "pairwise";
     for (int member = 0; member < (ranking ? ranking_members : 1); ++member) {
+      booster_start = std::chrono::steady_clock::now();
       FT_ASSIGN_OR_RETURN(Booster b, TrainHead(head, train, labels, o, member, tick));
       if (stopped) return Error(ErrorCode::kInvalidArgument, "training stopped");
       model->heads()[head].name = head;
@@ -315,10 +325,18 @@ Result<std::unique_ptr<CostModel>> LoadXgboostModel(const std::string& blob) {
                  fmt::format("the stored model uses feature version {}, this build {}",
                              j.value("feature_version", 0), kFeatureVersion));
   auto model = std::make_unique<XgboostModel>(j.value("form", "corrected"), 2);
-  if (const auto range = j.find("seconds_range"); range != j.end() && range->is_array() &&
-                                                  range->size() == 2 && (*range)[0].is_number() &&
-                                                  (*range)[1].is_number())
-    model->set_seconds_range((*range)[0].get<double>(), (*range)[1].get<double>());
+  if (const auto range = j.find("seconds_range"); range != j.end()) {
+    const bool pair = range->is_array() && range->size() == 2 && (*range)[0].is_number() &&
+                      (*range)[1].is_number();
+    const double fastest = pair ? (*range)[0].get<double>() : 0;
+    const double slowest = pair ? (*range)[1].get<double>() : 0;
+    if (!(fastest > 0 && fastest <= slowest))
+      return Error(
+          ErrorCode::kInvalidArgument,
+          fmt::format("the stored model's seconds_range is not two times, fastest first: {}",
+                      range->dump()));
+    model->set_seconds_range(fastest, slowest);
+  }
   if (!j.contains("heads") || !j["heads"].is_object())
     return Error(ErrorCode::kInvalidArgument, "the stored model has no heads");
   for (const auto& [name, members] : j["heads"].items())

@@ -209,6 +209,9 @@ std::vector<Proposal> TaskSearch::Propose(int count, const cost_model::CostModel
 
 // Which of the round's ranked proposals the model predicted beyond what its
 // training data supports: their notes say so, and `report` shows them apart.
+// Predicted again here (a round's few proposals: microseconds against the
+// milliseconds of measuring them) so that ranking keeps its plain scores;
+// the flag is the model's, `predicted_seconds` the search's ranked score.
 void TaskSearch::MarkOutOfRange(const cost_model::CostModel& model,
                                 const cost_model::TargetFeatures& target,
                                 std::vector<Proposal>* proposals) const {

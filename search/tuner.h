@@ -63,7 +63,10 @@ struct TunerOptions {
   // False: the search without a cost model (cost_model::MakeUnguidedModel):
   // each round a random draw from the evolved candidates, no online model
   // updates, no residual corrections; SetModel is ignored. What the model
-  // saves is measured against it (bench/ablation/run_model_ablation.sh).
+  // saves in ranking tilings is measured against it
+  // (bench/ablation/run_model_ablation.sh). Choosing partitions is the same
+  // in both: a group not measured yet is costed analytically
+  // (PredictedSeconds), a measured one by its best time.
   bool guided = true;
   measure::MeasureOptions measure;
 };

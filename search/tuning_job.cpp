@@ -66,8 +66,15 @@ Status TuningJob::FindJobToResume() {
                              "--caches, or start a new job",
                              target::CacheProtocolName(options_.caches), resumed_->id, job_caches));
   options_.caches = *job_protocol;
-  // A job searched without the model goes on without it.
-  if (spec.is_object() && !spec.value("guided", true)) options_.tuner.guided = false;
+  // A job goes on as it searched: with the cost model or without it (one
+  // job is one arm of issue 38's ablation, never both).
+  const bool job_guided = spec.is_object() ? spec.value("guided", true) : true;
+  if (!options_.tuner.guided && job_guided)
+    return Error(ErrorCode::kInvalidArgument,
+                 fmt::format("--no-model: job {} searches with the cost model; resume it without "
+                             "--no-model, or start a new job",
+                             resumed_->id));
+  options_.tuner.guided = job_guided;
   return Status::Ok();
 }
 

@@ -33,27 +33,28 @@ splits=${SPLITS:-5}
 fractions=()
 for f in ${FRACTIONS:-0.05}; do fractions+=(--fraction "$f"); done
 
-for arm in a b; do
-  db="$out/$arm.db"
-  rm -f "$db" "$db-wal" "$db-shm"
-  threads=2; [ "$arm" = b ] && threads=1
+tune_all() {  # DB THREADS
   for model in $models; do
     [ -f "$model" ] || { echo "run_transfer: no $model (build the tests: they generate testdata)" >&2; exit 2; }
-    echo "== target $arm ($threads threads): $(basename "$model"), $trials trials"
-    "$fusetune" tune "$model" --db "$db" --trials "$trials" --threads "$threads" \
-      >"$out/$arm.$(basename "$model" .onnx).log" 2>&1
+    echo "== $(basename "$1" .db), $2 threads: $(basename "$model"), $trials trials"
+    "$fusetune" tune "$model" --db "$1" --trials "$trials" --threads "$2" \
+      >"${1%.db}.$(basename "$model" .onnx).log" 2>&1
   done
-done
+}
 
-# B's records under their own key, as if measured on another machine.
-"$fusetune" db export --db "$out/b.db" -o "$out/b.jsonl" >/dev/null
+rm -f "$out"/{a,b,both}.db{,-wal,-shm}
+tune_all "$out/a.db" 2
 key_a=$(/usr/bin/python3 - "$out/a.db" <<'EOF'
 import sqlite3, sys
 print(sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True).execute(
-    "select key from targets").fetchone()[0])
+    "select fingerprint from targets").fetchone()[0])
 EOF
 )
 key_b="$key_a-t1"
+tune_all "$out/b.db" 1
+
+# B's records under their own key, as if measured on another machine.
+"$fusetune" db export --db "$out/b.db" -o "$out/b.jsonl" >/dev/null
 /usr/bin/python3 - "$out/b.jsonl" "$key_a" "$key_b" <<'EOF'
 import json, sys
 path, old, new = sys.argv[1:]
@@ -67,7 +68,6 @@ for line in open(path):
     lines.append(json.dumps(j))
 open(path, "w").write("\n".join(lines) + "\n")
 EOF
-rm -f "$out/both.db" "$out/both.db-wal" "$out/both.db-shm"
 cp "$out/a.db" "$out/both.db"
 "$fusetune" db import --db "$out/both.db" "$out/b.jsonl"
 "$fusetune" db stats --db "$out/both.db" | tee "$out/stats.txt"

@@ -2,15 +2,22 @@
 """Trials to within 5% of the best, with the cost model and without it.
 
 Arguments: NAME:SEED:ARM:DB for every tuning run (ARM is `model` or `none`),
-as run_model_ablation.sh writes them. For each group workload of a model, the
-reference is the fastest time any run of that model measured for it. A run
-"reaches" a group at the first trial of that group (counted in the order the
-records were measured: record ids) whose time is within WITHIN of the
-reference; only the groups every run of the model measured count (the
-partition search visits other groups in other runs); a run that never does counts every trial it spent on the group
-and the group is reported as not reached. A run's figure is the sum over its
-groups; the table gives, per model, the mean over seeds of each arm and the
-ratio none / model (how many times fewer trials the model needs).
+as run_model_ablation.sh writes them. Two figures per model:
+
+Groups. Only the groups every run of the model measured count (the
+partition search visits other groups in other runs). A group's reference is
+the fastest time any run measured for it; a run "reaches" the group at its
+first trial of the group (in measurement order: record ids) within WITHIN
+of the reference. A run that never does counts every trial it spent on the
+group, and the group is reported as not reached (so the figure is a lower
+bound). A run's figure is the sum over the groups.
+
+Whole plans. Group trials until the job measured a tuned whole plan within
+WITHIN of the fastest tuned plan any run of the model measured (and of the
+run's own final best).
+
+Per model: the mean over seeds of each arm and the ratio none / model (how
+many times fewer trials the model needs).
 """
 import argparse
 import collections
@@ -21,17 +28,55 @@ import statistics
 import sys
 
 
-def group_trials(db_path):
-    """{workload key: [seconds or None, ...]} in measurement order (job records only)."""
+def plan_kind(metrics):
+    """The search note's plan kind of a whole-plan record: tuned, greedy, unfused."""
+    try:
+        return json.loads(metrics).get("search", {}).get("plan_kind", "")
+    except (TypeError, ValueError):
+        return ""
+
+
+def job_records(db_path):
+    """[(workload kind, workload key, seconds or None, plan kind)] of the job's
+    records, in measurement order."""
     con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     rows = con.execute(
-        "select w.key, r.status, r.seconds from records r join workloads w on r.workload_id = w.id "
-        "where w.kind = 'group' and r.job_id is not null order by r.id").fetchall()
+        "select w.kind, w.key, r.status, r.seconds, r.metrics from records r "
+        "join workloads w on r.workload_id = w.id where r.job_id is not null order by r.id"
+    ).fetchall()
     con.close()
+    return [(kind, key, seconds if status == "ok" else None,
+             plan_kind(metrics) if kind == "graph" else "")
+            for kind, key, status, seconds, metrics in rows]
+
+
+def group_trials(records):
+    """{group workload key: [seconds or None, ...]} in measurement order."""
     trials = collections.defaultdict(list)
-    for key, status, seconds in rows:
-        trials[key].append(seconds if status == "ok" and seconds is not None else None)
+    for kind, key, seconds, _ in records:
+        if kind == "group":
+            trials[key].append(seconds)
     return trials
+
+
+def plan_trials(records):
+    """[(group trials measured before it, whole-plan seconds)] of the job's ok
+    tuned plans (the unfused and greedy baselines, the same in every run, left out)."""
+    plans, groups = [], 0
+    for kind, _, seconds, kind_of_plan in records:
+        if kind == "group":
+            groups += 1
+        elif seconds is not None and kind_of_plan not in ("unfused", "greedy"):
+            plans.append((groups, seconds))
+    return plans
+
+
+def plan_reach(plans, reference, within):
+    """Group trials until a whole plan within `within` of `reference` was measured, or None."""
+    for trials, seconds in plans:
+        if seconds <= reference * (1 + within):
+            return trials
+    return None
 
 
 def reach(times, reference, within):
@@ -40,6 +85,44 @@ def reach(times, reference, within):
         if t is not None and t <= reference * (1 + within):
             return i, True
     return len(times), False
+
+
+def PlanTable(runs, within, summary):
+    """Whole plans: group trials until the job measured a plan within `within`
+    of the best plan (any run of the model; and the run's own final best)."""
+    best = collections.defaultdict(lambda: math.inf)
+    for r in runs:
+        for _, seconds in r["plans"]:
+            best[r["model"]] = min(best[r["model"]], seconds)
+    for r in runs:
+        own = min((sec for _, sec in r["plans"]), default=math.inf)
+        r["plan_trials_to_within"] = plan_reach(r["plans"], best[r["model"]], within)
+        r["plan_trials_to_within_own_best"] = plan_reach(r["plans"], own, within)
+    print(f"\nWhole plans: group trials until the job measured a tuned plan within {within:.0%} "
+          "of the fastest tuned plan any run of the model measured (of its own final best in "
+          "brackets); mean over seeds, a run that never got there counted at its full budget "
+          "(marked +); the unfused and greedy baselines left out\n")
+    print("| model | seeds | with the model | without | without / with |")
+    print("|---|---|---|---|---|")
+    for name in dict.fromkeys(r["model"] for r in runs):
+        cells, means = {}, {}
+        for arm in ("model", "none"):
+            mine = [r for r in runs if r["model"] == name and r["arm"] == arm]
+            if not mine:
+                cells[arm], means[arm] = "-", None
+                continue
+            full = [r["plan_trials_to_within"] if r["plan_trials_to_within"] is not None
+                    else r["trials_spent"] for r in mine]
+            own = [r["plan_trials_to_within_own_best"] if r["plan_trials_to_within_own_best"]
+                   is not None else r["trials_spent"] for r in mine]
+            censored = any(r["plan_trials_to_within"] is None for r in mine)
+            means[arm] = statistics.mean(full)
+            cells[arm] = f"{means[arm]:.0f}{'+' if censored else ''} ({statistics.mean(own):.0f})"
+        ratio = means["none"] / means["model"] if means["model"] and means["none"] else None
+        print(f"| {name} | {len([r for r in runs if r['model'] == name and r['arm'] == 'model'])} | "
+              f"{cells['model']} | {cells['none']} | {'-' if ratio is None else f'{ratio:.2f}x'} |")
+        summary[name].update(plan_mean_trials_with_model=means["model"],
+                             plan_mean_trials_without=means["none"], plan_ratio=ratio)
 
 
 def main():
@@ -54,7 +137,9 @@ def main():
         name, seed, arm, db = spec.split(":", 3)
         if arm not in ("model", "none"):
             sys.exit(f"trials_to_within: arm '{arm}' in '{spec}' is neither model nor none")
-        runs.append({"model": name, "seed": int(seed), "arm": arm, "trials": group_trials(db)})
+        records = job_records(db)
+        runs.append({"model": name, "seed": int(seed), "arm": arm,
+                     "trials": group_trials(records), "plans": plan_trials(records)})
 
     # The groups every run of a model measured: a group only some runs
     # visited (a partition the others never tried) has no comparable count.
@@ -101,9 +186,11 @@ def main():
                          "mean_trials_without": mean["none"], "ratio": ratio,
                          "groups_not_reached_with_model": missed["model"],
                          "groups_not_reached_without": missed["none"]}
+    PlanTable(runs, args.within, summary)
     if args.json:
         for r in runs:
             del r["trials"]
+            del r["plans"]
         with open(args.json, "w") as f:
             json.dump({"within": args.within, "models": summary, "runs": runs}, f, indent=2)
 

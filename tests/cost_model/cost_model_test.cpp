@@ -25,6 +25,8 @@
 namespace fusetune::cost_model {
 namespace {
 
+using namespace test_records;  // NOLINT: the record-database helpers of these tests
+
 GroupInfo InfoOf(const search::Task& t) { return MakeGroupInfo(*t.graph, t.instance()); }
 
 TEST(Features, MemoisedEqualFreshAndAreFinite) {
@@ -196,10 +198,10 @@ TEST(XgboostModel, AHeadOfOneTreeStaysNearItsLabels) {
   }
 }
 
-// Whatever a learned model's heads say, its seconds stay within
-// kSupportMargin of the times it was trained on, flagged when clamped, and
-// the stored model keeps the range.
-TEST(XgboostModel, PredictionsBeyondTheTrainingRangeAreClampedAndFlagged) {
+// Whatever a learned model's heads say, its seconds stay near the times it
+// was trained on (pulled in beyond kSupportMargin, in order), flagged when
+// pulled, and the stored model keeps the range.
+TEST(XgboostModel, PredictionsBeyondTheTrainingRangeArePulledInInOrderAndFlagged) {
   const Dataset data = Synthetic(30, 20, 4);
   XgboostOptions o;
   o.form = "composed";
@@ -221,10 +223,18 @@ TEST(XgboostModel, PredictionsBeyondTheTrainingRangeAreClampedAndFlagged) {
   auto composed = TrainXgboostModel(narrow, o);
   ASSERT_TRUE(composed.ok()) << composed.error().message();
   const auto predicted = (*composed)->Predict(far.x);
+  // 1e6 beyond lands at most 2^(log2(1e6) / 10) = 4x beyond the edge, and
+  // in order: the composed form's seconds before the pull are `composed`.
+  const double edge = median * 1.001 * kSupportMargin;
   int clamped = 0;
-  for (const Prediction& p : predicted) {
-    EXPECT_LE(p.seconds, median * 1.001 * kSupportMargin * (1 + 1e-12));
+  for (size_t i = 0; i < predicted.size(); ++i) {
+    const Prediction& p = predicted[i];
+    EXPECT_LE(p.seconds, edge * 4.01);
     clamped += p.out_of_range;
+    for (size_t k = 0; k < i; ++k)
+      if (predicted[k].composed > p.composed) {
+        EXPECT_GE(predicted[k].seconds, p.seconds) << k << " vs " << i;
+      }
   }
   EXPECT_GT(clamped, 0);
   auto loaded = LoadCostModel("xgboost", (*composed)->Serialize());
@@ -234,6 +244,14 @@ TEST(XgboostModel, PredictionsBeyondTheTrainingRangeAreClampedAndFlagged) {
     EXPECT_EQ(again[i].seconds, predicted[i].seconds);
     EXPECT_EQ(again[i].out_of_range, predicted[i].out_of_range);
   }
+}
+
+TEST(CostModel, OnlyTimedFormsPredictSeconds) {
+  EXPECT_TRUE(PredictsSeconds("xgboost/corrected"));
+  EXPECT_TRUE(PredictsSeconds("analytical/composed"));
+  EXPECT_FALSE(PredictsSeconds("xgboost/pairwise"));
+  EXPECT_FALSE(PredictsSeconds("none/random"));
+  EXPECT_EQ(MakeUnguidedModel(1)->name() + "/" + MakeUnguidedModel(1)->form(), "none/random");
 }
 
 TEST(XgboostModel, UnusableInputsAreClearErrors) {

@@ -12,7 +12,7 @@
 #include "search/tasks.h"
 #include "tests/fusion_space/model_util.h"
 
-namespace fusetune::cost_model {
+namespace fusetune::cost_model::test_records {
 
 // Every task of a test model with a handful of its tilings.
 struct Groups {
@@ -31,7 +31,8 @@ inline Groups LoadGroups(const std::string& model) {
 }
 
 // One ok record of `tiling` for task `t`, measured at `seconds`.
-inline db::Record RecordOf(const search::Task& t, const fusion_space::Tiling& tiling, double seconds) {
+inline db::Record RecordOf(const search::Task& t, const fusion_space::Tiling& tiling,
+                           double seconds) {
   auto candidate = measure::GroupCandidate(t.graph, *t.space, tiling);
   FT_CHECK(candidate.ok(), "tiling does not fit its task");
   measure::MeasureResult result;
@@ -49,4 +50,4 @@ inline std::unique_ptr<db::Database> DatabaseWithTasks(const Groups& g) {
   return std::move(*db);
 }
 
-}  // namespace fusetune::cost_model
+}  // namespace fusetune::cost_model::test_records

@@ -14,12 +14,21 @@
 namespace fusetune::cost_model {
 namespace {
 
+using namespace test_records;  // NOLINT: the record-database helpers of these tests
+
 constexpr int kTilingsPerTask = 12;
 
 // Target "a" times each tiling at its analytical time (with 10% noise), "b"
 // at twice that (other noise): the same ranking, other seconds.
-std::unique_ptr<db::Database> TwoTargets(const Groups& g) {
+// With `from_a_job`, every record is a tuning job's.
+std::unique_ptr<db::Database> TwoTargets(const Groups& g, bool from_a_job = false) {
   auto db = DatabaseWithTasks(g);
+  int64_t job = 0;
+  if (from_a_job) {
+    auto created = db->CreateJob({});
+    FT_CHECK(created.ok(), "job");
+    job = *created;
+  }
   FT_CHECK(db->PutTarget({"a", "{}", "{}"}).ok(), "target a");
   FT_CHECK(db->PutTarget({"b", "{}", "{}"}).ok(), "target b");
   Rng rng(11);
@@ -38,6 +47,7 @@ std::unique_ptr<db::Database> TwoTargets(const Groups& g) {
       db::Record b = RecordOf(t, tiling, 2 * seconds * (1 + 0.1 * rng.Uniform()));
       a.target = "a";
       b.target = "b";
+      if (job) a.job_id = b.job_id = job;
       records.push_back(a);
       records.push_back(b);
     }
@@ -62,11 +72,13 @@ TEST(Transfer, ArmsTrainOnTheirRowsAndNeverOnValidationWorkloads) {
   auto db = TwoTargets(g);
   auto r = EvaluateTransfer(*db, Options());
   ASSERT_TRUE(r.ok()) << r.error().message();
-  ASSERT_EQ(r->arms.size(), 4u);
+  ASSERT_EQ(r->arms.size(), 5u);
   EXPECT_EQ(r->arms[0].name, "all of b");
   EXPECT_EQ(r->arms[1].name, "a + 25% of b");
   EXPECT_EQ(r->arms[2].name, "25% of b");
   EXPECT_EQ(r->arms[3].name, "a");
+  EXPECT_EQ(r->arms[4].name, "analytical");
+  EXPECT_EQ(r->arms[4].train_samples, 0);
   EXPECT_EQ(r->from_samples, r->to_samples);
   // Both targets measured the same tilings of every workload, so "a" without
   // the validation workloads has as many rows as b's training workloads.
@@ -79,6 +91,21 @@ TEST(Transfer, ArmsTrainOnTheirRowsAndNeverOnValidationWorkloads) {
   for (const TransferArm& arm : r->arms) {
     EXPECT_EQ(arm.metrics.workloads, r->valid_workloads) << arm.name;
     EXPECT_FALSE(arm.tuning.has_value()) << "no record came from a tuning job";
+  }
+}
+
+TEST(Transfer, TuningJobRowsAreScoredApartInEveryArm) {
+  Groups g = LoadGroups("encoder_postln_op13");
+  auto db = TwoTargets(g, true);
+  TransferOptions o = Options();
+  o.splits = 2;
+  auto r = EvaluateTransfer(*db, o);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  for (const TransferArm& arm : r->arms) {
+    ASSERT_TRUE(arm.tuning.has_value()) << arm.name;
+    // Every row is a job's: the two sets of figures are the same.
+    EXPECT_DOUBLE_EQ(arm.tuning->spearman, arm.metrics.spearman) << arm.name;
+    EXPECT_EQ(arm.tuning->workloads, arm.metrics.workloads) << arm.name;
   }
 }
 

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "common/hash.h"
+#include "measure/result.h"
 #include "search/job_target.h"
 #include "search/tuning_job.h"
 #include "target/calibration.h"
@@ -184,6 +185,42 @@ TEST_F(TuningJobTest, AResumedJobKeepsItsCacheProtocol) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(refused.error().message().find("caches flushed"), std::string::npos);
+}
+
+TEST_F(TuningJobTest, AResumedJobKeepsSearchingWithOrWithoutTheModel) {
+  auto guided = TuningJob::Open(*database_, graph_, Options(20), Callbacks([] { return true; }));
+  ASSERT_TRUE(guided.ok());
+  ASSERT_TRUE((*guided)->Run().ok());
+  TuningJobOptions unguided = Options(0);
+  unguided.resume = true;
+  unguided.tuner.guided = false;
+  auto refused = TuningJob::Open(*database_, graph_, unguided, Callbacks());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.error().message().find("--no-model"), std::string::npos);
+
+  // A job started without the model resumes without it, unasked.
+  TuningJobOptions first = Options(20);
+  first.tuner.guided = false;
+  first.model = "other.onnx";
+  auto job = TuningJob::Open(*database_, graph_, first, Callbacks([] { return true; }));
+  ASSERT_TRUE(job.ok());
+  ASSERT_TRUE((*job)->Run().ok());
+  TuningJobOptions again = Options(0);
+  again.model = "other.onnx";
+  again.resume = true;
+  auto resumed = TuningJob::Open(*database_, graph_, again, Callbacks());
+  ASSERT_TRUE(resumed.ok()) << resumed.error().message();
+  committed_.clear();
+  ASSERT_TRUE((*resumed)->Run().ok());
+  int unguided_notes = 0;
+  for (const db::Record& r : committed_) {
+    const auto metrics = measure::MetricsFromText(r.metrics);
+    if (!metrics.ok() || !metrics->search || !metrics->search->plan_kind.empty()) continue;
+    EXPECT_EQ(metrics->search->model, "none/random");
+    ++unguided_notes;
+  }
+  EXPECT_GT(unguided_notes, 0);
 }
 
 TEST_F(TuningJobTest, AWarmJobMeasuresUnderTheWarmKeyWithTheStoredCalibration) {
