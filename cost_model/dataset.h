@@ -23,6 +23,10 @@ struct Sample {
   // near the optimum (with its epsilon-random picks), where ranking is
   // hardest and matters most.
   bool tuning = false;
+  // How much the sample counts in training (XGBoost's instance weight; the
+  // pairwise form ignores it): 1 unless a caller balances two sources, as
+  // EvaluateTransfer balances a new target's few records against an old one's.
+  float weight = 1;
 };
 
 struct Dataset {

@@ -19,10 +19,13 @@ namespace {
 // objectives never compare one target's times with the other's.
 class TrainingSet {
  public:
-  // `rows` of `source`, which must keep each workload's rows together.
-  void Append(const Dataset& source, const std::vector<int64_t>& rows, const std::string& tag) {
+  // `rows` of `source`, which must keep each workload's rows together, each
+  // counting `weight` in training.
+  void Append(const Dataset& source, const std::vector<int64_t>& rows, const std::string& tag,
+              float weight = 1) {
     for (int64_t row : rows) {
       data_.Add(source, row);
+      data_.y.back().weight = weight;
       const std::string key = tag + "/" + source.workload_keys[source.y[row].workload];
       auto [it, added] = index_.emplace(key, static_cast<int>(data_.workload_keys.size()));
       if (added) data_.workload_keys.push_back(key);
@@ -121,7 +124,13 @@ Result<TransferArm> TrainArm(const Dataset& from, const Dataset& to, const Split
   } else if (spec.fraction > 0) {
     // The same share for both arms of a fraction: one seed per (split, fraction).
     const uint64_t share_seed = ForkSeed(seed, static_cast<uint64_t>(spec.fraction * 1e6));
-    train.Append(to, ShareOf(to, split.to_train, spec.fraction, share_seed), "to");
+    const std::vector<int64_t> share = ShareOf(to, split.to_train, spec.fraction, share_seed);
+    // Balanced, the new target's few rows weigh as much as the old target's.
+    const float weight = spec.uses_from && o.balance
+                             ? static_cast<float>(split.from_train.size()) /
+                                   static_cast<float>(std::max<size_t>(1, share.size()))
+                             : 1.0f;
+    train.Append(to, share, "to", std::max(1.0f, weight));
   }
   if (train.data().size() < 2)
     return Error(

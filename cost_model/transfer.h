@@ -34,6 +34,11 @@ struct TransferOptions {
   std::string from, to;                    // target keys (db stats lists them)
   std::vector<double> fractions = {0.05};  // of the new target's training records
   double valid_fraction = 0.3;
+  // Weight the new target's share so that it counts as much in training as
+  // all the old target's records (instance weights; the pairwise form
+  // ignores them). Off by default: it helped between 2 and 1 threads per
+  // kernel and hurt between flushed and warm caches (docs/COST_MODEL.md).
+  bool balance = false;
   uint64_t seed = 1;
   int splits = 1;
   // The form trained for every arm: direct, the form that ranked tuning-job

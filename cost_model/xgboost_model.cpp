@@ -215,13 +215,14 @@ Result<Booster> TrainHead(const std::string& head, const Dataset& data,
                           const std::vector<float>& labels, const XgboostOptions& o, int member,
                           const std::function<bool()>& tick) {
   std::vector<float> values;
-  std::vector<float> y;
+  std::vector<float> y, weights;
   std::vector<unsigned> groups;
   int last_workload = -1;
   for (int64_t i = 0; i < data.size(); ++i) {
     if (std::isnan(labels[i])) continue;
     values.insert(values.end(), data.x.row(i), data.x.row(i) + NumFeatures());
     y.push_back(labels[i]);
+    weights.push_back(data.y[i].weight);
     if (data.y[i].workload != last_workload) groups.push_back(0);
     ++groups.back();
     last_workload = data.y[i].workload;
@@ -233,6 +234,11 @@ Result<Booster> TrainHead(const std::string& head, const Dataset& data,
   FT_XGB(XGDMatrixSetFloatInfo(m.get(), "label", y.data(), y.size()), "setting labels");
   if (head == "pairwise")
     FT_XGB(XGDMatrixSetUIntInfo(m.get(), "group", groups.data(), groups.size()), "setting groups");
+  const bool weighted =
+      std::any_of(weights.begin(), weights.end(), [](float w) { return w != 1.0f; });
+  if (weighted && head != "pairwise")
+    FT_XGB(XGDMatrixSetFloatInfo(m.get(), "weight", weights.data(), weights.size()),
+           "setting weights");
   std::map<std::string, std::string> params = HeadParams(head, o, member);
   if (head != "pairwise") params["base_score"] = fmt::format("{}", BaseScore(head, y));
   FT_ASSIGN_OR_RETURN(Booster b, NewBooster(m.get(), params));

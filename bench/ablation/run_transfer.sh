@@ -7,9 +7,11 @@
 # (its own calibration: one thread's FMA peak and bandwidth; other splits,
 # other bests). B's database is exported, its target key renamed ("-t1"), and
 # imported into a copy of A's: the path of a database from another machine
-# (`db export` there, `db import` here). Then
-#   fusetune evaluate-transfer --from A --to B --fraction F ...
-# Writes OUT/transfer.txt and OUT/transfer.json.
+# (`db export` there, `db import` here). A third target, W: A's models
+# measured with warm caches (key "-warm"). Then, for A -> B, B -> A, A -> W
+# and W -> A,
+#   fusetune evaluate-transfer --from OLD --to NEW --fraction F ...
+# Writes OUT/transfer.txt and OUT/transfer.json (A -> B).
 #
 # Usage: bench/ablation/run_transfer.sh [OUT_DIR]   (default build/transfer)
 #   MODELS="..."       ONNX files tuned on both targets (default: the examples
@@ -33,12 +35,13 @@ splits=${SPLITS:-5}
 fractions=()
 for f in ${FRACTIONS:-0.05}; do fractions+=(--fraction "$f"); done
 
-tune_all() {  # DB THREADS
+tune_all() {  # DB THREADS [CACHES]
+  local caches=${3:-flushed}
   for model in $models; do
     [ -f "$model" ] || { echo "run_transfer: no $model (build the tests: they generate testdata)" >&2; exit 2; }
-    echo "== $(basename "$1" .db), $2 threads: $(basename "$model"), $trials trials"
-    "$fusetune" tune "$model" --db "$1" --trials "$trials" --threads "$2" \
-      >"${1%.db}.$(basename "$model" .onnx).log" 2>&1
+    echo "== $(basename "$1" .db), $2 threads, $caches caches: $(basename "$model"), $trials trials"
+    "$fusetune" tune "$model" --db "$1" --trials "$trials" --threads "$2" --caches "$caches" \
+      >"${1%.db}.$(basename "$model" .onnx).$caches.log" 2>&1
   done
 }
 
@@ -70,11 +73,16 @@ open(path, "w").write("\n".join(lines) + "\n")
 EOF
 cp "$out/a.db" "$out/both.db"
 "$fusetune" db import --db "$out/both.db" "$out/b.jsonl"
+# A third target on the same machine: A's models measured with warm caches
+# (its own key, "-warm").
+tune_all "$out/both.db" 2 warm
 "$fusetune" db stats --db "$out/both.db" | tee "$out/stats.txt"
 
-"$fusetune" evaluate-transfer --db "$out/both.db" --from "$key_a" --to "$key_b" \
-  "${fractions[@]}" --splits "$splits" | tee "$out/transfer.txt"
-"$fusetune" evaluate-transfer --db "$out/both.db" --from "$key_b" --to "$key_a" \
-  "${fractions[@]}" --splits "$splits" | tee -a "$out/transfer.txt"
+: >"$out/transfer.txt"
+for pair in "$key_a $key_b" "$key_b $key_a" "$key_a $key_a-warm" "$key_a-warm $key_a"; do
+  set -- $pair
+  "$fusetune" evaluate-transfer --db "$out/both.db" --from "$1" --to "$2" \
+    "${fractions[@]}" --splits "$splits" | tee -a "$out/transfer.txt"
+done
 "$fusetune" evaluate-transfer --db "$out/both.db" --from "$key_a" --to "$key_b" \
   "${fractions[@]}" --splits "$splits" --json >"$out/transfer.json"

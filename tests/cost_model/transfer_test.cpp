@@ -126,6 +126,24 @@ TEST(Transfer, ARankingThatCarriesOverRanksTheNewTargetAsWellAsItsOwnRecords) {
     EXPECT_EQ(again->arms[i].metrics.spearman, r->arms[i].metrics.spearman) << r->arms[i].name;
 }
 
+TEST(Transfer, BalancingWeighsOnlyTheArmsThatMixTheTwoTargets) {
+  Groups g = LoadGroups("encoder_postln_op13");
+  auto db = TwoTargets(g);
+  TransferOptions plain = Options(), balanced = Options();
+  balanced.balance = true;
+  auto p = EvaluateTransfer(*db, plain);
+  auto b = EvaluateTransfer(*db, balanced);
+  ASSERT_TRUE(p.ok() && b.ok());
+  ASSERT_EQ(p->arms.size(), b->arms.size());
+  for (size_t i = 0; i < p->arms.size(); ++i) {
+    EXPECT_EQ(p->arms[i].train_samples, b->arms[i].train_samples) << p->arms[i].name;
+    const bool mixes = p->arms[i].uses_from && p->arms[i].fraction > 0;
+    if (!mixes) {
+      EXPECT_EQ(p->arms[i].metrics.spearman, b->arms[i].metrics.spearman) << p->arms[i].name;
+    }
+  }
+}
+
 TEST(Transfer, BadTargetsAndSharesAreClearErrors) {
   Groups g = LoadGroups("encoder_postln_op13");
   auto db = TwoTargets(g);
