@@ -36,8 +36,9 @@ struct TransferOptions {
   double valid_fraction = 0.3;
   // Weight the new target's share so that it counts as much in training as
   // all the old target's records (instance weights; the pairwise form
-  // ignores them). Off by default: it helped between 2 and 1 threads per
-  // kernel and hurt between flushed and warm caches (docs/COST_MODEL.md).
+  // ignores them). Off by default: it helped in one direction of four
+  // (2 -> 1 threads per kernel), hurt or did nothing in the others
+  // (docs/COST_MODEL.md).
   bool balance = false;
   uint64_t seed = 1;
   int splits = 1;
