@@ -51,7 +51,7 @@ std::vector<int64_t> RowsOf(const Dataset& data, const std::set<std::string>& ke
   return rows;
 }
 
-// A random share of `rows` (at least one), workload by workload.
+// A random share of `rows` (at least two), workload by workload.
 std::vector<int64_t> ShareOf(const Dataset& data, std::vector<int64_t> rows, double fraction,
                              uint64_t seed) {
   Rng rng(seed);

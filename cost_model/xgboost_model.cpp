@@ -70,8 +70,8 @@ class XgboostModel final : public CostModel {
   std::string form() const override { return form_; }
   std::map<std::string, Head>& heads() { return heads_; }
   // The fastest and slowest training times (0, 0: unknown, as in models
-  // stored before the range was kept): predictions are clamped to them,
-  // kSupportMargin wide.
+  // stored before the range was kept): predictions beyond them,
+  // kSupportMargin wide, are pulled in (Clamp).
   void set_seconds_range(double fastest, double slowest) {
     fastest_ = fastest;
     slowest_ = slowest;
