@@ -139,6 +139,15 @@ void AddCommonOptions(CLI::App* cmd, RetrainArgs* args) {
   cmd->add_option("--max-depth", args->options.xgboost.max_depth, "Depth of each tree")
       ->capture_default_str()
       ->check(CLI::Range(1, 16));
+  cmd->add_option("--pair-samples", args->options.xgboost.pair_samples,
+                  "Pairwise form: partners drawn per candidate and round")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--tie-resolution", args->options.xgboost.tie_resolution,
+                  "Pairwise form: candidates of a workload measured closer than this (relative) "
+                  "count as tied")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--form", args->form, "Model form: auto, composed, corrected, direct, pairwise")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "composed", "corrected", "direct", "pairwise"}));

@@ -166,13 +166,17 @@ class XgboostModel final : public CostModel {
 };
 
 // Label of each head for one sample; NaN leaves the sample out of that head.
-double Label(const std::string& head, const Sample& s, const Prediction& composed) {
+double Label(const std::string& head, const Sample& s, const Prediction& composed,
+             double tie_resolution) {
   if (head == "traffic") return Log2Clamped(s.traffic_bytes);
   if (head == "overhead") return Log2Clamped(std::max(s.overhead, 1e-7));
   if (head == "eta") return s.eta >= 0 ? std::clamp(s.eta, 0.0, 1.0) : NAN;
   if (head == "correction") return Log2Clamped(s.seconds) - Log2Clamped(composed.composed);
   if (head == "direct") return Log2Clamped(s.seconds);
-  return -Log2Clamped(s.seconds);  // pairwise
+  // pairwise: a higher label ranks better; within tie_resolution, equal.
+  if (tie_resolution > 0)
+    return -std::round(Log2Clamped(s.seconds) / std::log2(1 + tie_resolution));
+  return -Log2Clamped(s.seconds);
 }
 
 std::map<std::string, std::string> HeadParams(const std::string& head, const XgboostOptions& o,
@@ -187,6 +191,7 @@ std::map<std::string, std::string> HeadParams(const std::string& head, const Xgb
       {"objective", head == "eta"        ? "reg:logistic"
                     : head == "pairwise" ? "rank:pairwise"
                                          : "reg:squarederror"}};
+  if (head == "pairwise") p["num_pairsample"] = std::to_string(std::max(1, o.pair_samples));
   if (member > 0) {  // ensemble members see different rows and columns
     p["subsample"] = "0.8";
     p["colsample_bytree"] = "0.8";
@@ -303,7 +308,7 @@ Result<std::unique_ptr<CostModel>> TrainXgboostModel(
     if (head == "correction") composed = model->Predict(train.x);
     std::vector<float> labels(train.size());
     for (int64_t i = 0; i < train.size(); ++i)
-      labels[i] = static_cast<float>(Label(head, train.y[i], composed[i]));
+      labels[i] = static_cast<float>(Label(head, train.y[i], composed[i], o.tie_resolution));
     // Overlap is measured only when a job asks for copy- and compute-only
     // runs; without it the composition uses the default eta.
     if (head == "eta" &&

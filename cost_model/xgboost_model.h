@@ -32,6 +32,11 @@ struct XgboostOptions {
   int ensemble = 3;
   int threads = 2;
   uint64_t seed = 1;
+  // The pairwise head: partners drawn per candidate and boosting round
+  // (libxgboost's num_pairsample), and the relative difference in measured
+  // time below which two candidates of a workload count as tied.
+  int pair_samples = 1;
+  double tie_resolution = 0;
   // Stops adding trees when spent (online updates during a job); 0: no limit.
   double max_seconds = 0;
   // Polled after every boosting round: true abandons training (Ctrl-C during
