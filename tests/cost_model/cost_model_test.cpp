@@ -155,6 +155,34 @@ TEST(XgboostModel, RecoversKnownStructureOnUnseenWorkloads) {
   }
 }
 
+// Candidates of a workload measured closer than the tie resolution are
+// one rank to the pairwise head: near the optimum a tuning job's
+// candidates differ by about what repeated runs do, and those pairs
+// would teach the ranking noise.
+TEST(XgboostModel, PairwiseTreatsCandidatesWithinTheTieResolutionAsTied) {
+  Dataset data = Synthetic(20, 10, 3);
+  Rng rng(12);
+  // 1.05^-200 s starts a 5% bucket; 1% above it stays inside.
+  const double bucket = std::pow(1.05, -200);
+  for (Sample& s : data.y) s.seconds = bucket * (1 + 0.01 * rng.Uniform());
+  auto distinct_scores = [&](double tie_resolution) {
+    XgboostOptions o;
+    o.form = "pairwise";
+    o.rounds = 20;
+    o.ensemble = 1;
+    o.pair_samples = 4;
+    o.tie_resolution = tie_resolution;
+    auto model = TrainXgboostModel(data, o);
+    EXPECT_TRUE(model.ok()) << model.error().message();
+    std::vector<double> scores;
+    for (const Prediction& p : (*model)->Predict(data.x)) scores.push_back(p.seconds);
+    std::sort(scores.begin(), scores.end());
+    return std::unique(scores.begin(), scores.end()) - scores.begin();
+  };
+  EXPECT_EQ(distinct_scores(0.05), 1);  // every pair tied: nothing to learn
+  EXPECT_GT(distinct_scores(0.0), 1);   // the 1% differences as ranks
+}
+
 TEST(XgboostModel, SaveLoadRoundTripPredictsIdentically) {
   const Dataset data = Synthetic(100, 30, 11);
   XgboostOptions o;
