@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -174,6 +175,7 @@ TEST(XgboostModel, PairwiseTreatsCandidatesWithinTheTieResolutionAsTied) {
     o.tie_resolution = tie_resolution;
     auto model = TrainXgboostModel(data, o);
     EXPECT_TRUE(model.ok()) << model.error().message();
+    if (!model.ok()) return std::ptrdiff_t{0};
     std::vector<double> scores;
     for (const Prediction& p : (*model)->Predict(data.x)) scores.push_back(p.seconds);
     std::sort(scores.begin(), scores.end());
