@@ -79,7 +79,7 @@ nlohmann::json BuildReport(const graph::Graph& g, const std::string& path, bool 
   return j;
 }
 
-void PrintReport(const nlohmann::json& j) {
+void PrintInspectReport(const nlohmann::json& j) {
   std::cout << fmt::format("model      {}  (opset {}, {} nodes)\n", j["model"].get<std::string>(),
                            j["opset"].get<int64_t>(), j["nodes"].get<int64_t>());
   for (const auto& v : j["inputs"])
@@ -159,7 +159,7 @@ void AddInspectCommand(CLI::App& app, std::function<void(int)> set_result) {
     if (args->json)
       PrintJson(report);
     else
-      PrintReport(report);
+      PrintInspectReport(report);
     set_result(kExitOk);
   });
 }

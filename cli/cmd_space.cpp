@@ -77,7 +77,7 @@ nlohmann::json BuildReport(fusion_space::FusionSpace& space, const SpaceArgs& ar
   return report;
 }
 
-void PrintReport(const nlohmann::json& r) {
+void PrintSpaceReport(const nlohmann::json& r) {
   const auto& c = r["candidates"];
   fmt::print("model        {}  ({} nodes)\n", r["model"].get<std::string>(), r["nodes"].get<int>());
   fmt::print(
@@ -149,7 +149,7 @@ int Run(const SpaceArgs& args) {
   if (args.json)
     PrintJson(report);
   else
-    PrintReport(report);
+    PrintSpaceReport(report);
   return kExitOk;
 }
 

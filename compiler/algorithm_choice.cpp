@@ -10,7 +10,7 @@ namespace {
 
 // Records read per workload: a tuned conv holds hundreds, and the fastest of
 // another algorithm is almost always among the first few dozen.
-constexpr int kRecordsRead = 256;
+constexpr int kAlgorithmRecordsRead = 256;
 
 // "nchw16c -> nhwc": the layouts a conv reads X in and writes Y in.
 std::string LayoutsText(const kernels::ConvTiling& t) {
@@ -31,7 +31,7 @@ Result<std::string> RunnerUp(TuningIndex& index, const std::string& workload_key
   std::string text = fmt::format("algorithm {}, layout {}",
                                  kernels::ConvAlgorithmName(mine.algorithm), LayoutsText(mine));
   FT_ASSIGN_OR_RETURN(const std::vector<db::Record> records,
-                      index.TopRecords(workload_key, kRecordsRead));
+                      index.TopRecords(workload_key, kAlgorithmRecordsRead));
   std::optional<std::string> algorithm, layout;
   for (const db::Record& r : records) {
     const auto tiling = TilingFromRecordPlan(r.plan, instance.kind, tilings);

@@ -277,10 +277,11 @@ Result<CompiledPlan> CompileFromIndex(fusion_space::FusionSpace& space, TuningIn
     return Error(
         ErrorCode::kInvalidArgument,
         fmt::format("no plan keeps the live intermediates within --max-memory {} "
-                    "(unfused peak {}, greedy peak {})",
+                    "(unfused peak {}, greedy peak {}, no plan under {}: the largest output)",
                     Bytes(static_cast<double>(*options.max_memory_bytes)),
                     Bytes(static_cast<double>(space.PeakIntermediateBytes(space.Unfused()))),
-                    Bytes(static_cast<double>(space.PeakIntermediateBytes(space.Greedy())))));
+                    Bytes(static_cast<double>(space.PeakIntermediateBytes(space.Greedy()))),
+                    Bytes(static_cast<double>(space.MinimumPeakIntermediateBytes()))));
   std::map<std::vector<int32_t>, int32_t> candidate_of;
   std::map<std::vector<int32_t>, GroupChoice> choice_of;
   for (int32_t c : partition.groups) {

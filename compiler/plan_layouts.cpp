@@ -9,7 +9,7 @@ namespace fusetune::compiler {
 namespace {
 
 // Records read per conv workload: its layouts' fastest are among the first.
-constexpr int kRecordsRead = 64;
+constexpr int kLayoutRecordsRead = 64;
 
 struct Recorded {
   fusion_space::Tiling tiling;
@@ -30,7 +30,7 @@ Status ChooseRecordedLayouts(fusion_space::FusionSpace& space, TuningIndex& inde
     if (kind != fusion_space::KernelTemplate::kConv || choice.source != PlanSource::kExact)
       continue;
     FT_ASSIGN_OR_RETURN(const std::vector<db::Record> records,
-                        index.TopRecords(space.Key(g.nodes).ToString(), kRecordsRead));
+                        index.TopRecords(space.Key(g.nodes).ToString(), kLayoutRecordsRead));
     for (const db::Record& r : records)
       if (auto tiling = TilingFromRecordPlan(r.plan, kind, space.Tilings(g.nodes)))
         recorded[g.nodes].push_back({*tiling, r.seconds, r.id});

@@ -146,6 +146,10 @@ PartitionChoice SelectMinCostPartition(FusionSpace& space, const PartitionObject
   CoverWalker walker(space.candidates());
   MinCostDp dp(walker, o);
   PartitionChoice out;
+  // Known infeasible: the branch and bound would spend its whole budget
+  // (seconds) finding no cover within the limit.
+  if (o.peak_memory_limit && *o.peak_memory_limit < space.MinimumPeakIntermediateBytes())
+    return out;
   dp.Best(Start(walker));
   BranchAndBound bb(space, walker, dp, o, &out);
   bb.Search(Start(walker), 0);

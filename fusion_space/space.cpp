@@ -405,4 +405,13 @@ int64_t FusionSpace::PeakIntermediateBytes(const Plan& plan) {
   return peak;
 }
 
+int64_t FusionSpace::MinimumPeakIntermediateBytes() const {
+  int64_t bound = 0;
+  for (const graph::Node& node : graph_.nodes)
+    for (graph::ValueId v : node.outputs)
+      if (flow_.is_graph_output(v))
+        bound = std::max(bound, static_cast<int64_t>(graph_.type(v).nbytes()));
+  return bound;
+}
+
 }  // namespace fusetune::fusion_space

@@ -86,6 +86,10 @@ class FusionSpace {
   double GroupTraffic(const std::vector<int32_t>& nodes);
   // Peak bytes of intermediate values live at once when run in kernel order.
   int64_t PeakIntermediateBytes(const Plan& plan);
+  // A lower bound on every plan's PeakIntermediateBytes: every plan writes
+  // each graph output a node produces, and keeps it to the end. A memory limit
+  // under it is known infeasible without searching partitions.
+  int64_t MinimumPeakIntermediateBytes() const;
 
  private:
   PlanGroup WithDefaultTiling(std::vector<int32_t> nodes);

@@ -11,8 +11,6 @@
 namespace fusetune::fusion_space {
 namespace {
 
-kernels::KernelConfig Config() { return testing::SmallKernelConfig(); }
-
 // Everything of two matches that the rest of the system reads: the decision,
 // the ids, and (through the analytical estimate of every tiling) the shapes
 // and strides of the descriptor.
@@ -34,7 +32,7 @@ void ExpectSameMatch(const GroupMatch& got, const GroupMatch& want, const std::s
   }
   ASSERT_EQ(a.owned.size(), b.owned.size()) << where;
   for (size_t i = 0; i < a.owned.size(); ++i) EXPECT_TRUE(*a.owned[i] == *b.owned[i]) << where;
-  const TilingSpace sa(a, Config()), sb(b, Config());
+  const TilingSpace sa(a, testing::SmallKernelConfig()), sb(b, testing::SmallKernelConfig());
   ASSERT_EQ(sa.size(), sb.size()) << where;
   const std::vector<Tiling> tilings = sa.Enumerate();
   for (size_t i = 0; i < tilings.size(); i += 1 + tilings.size() / 16) {
@@ -51,7 +49,7 @@ TEST(MatchMemo, TranslatedMatchesEqualMatchesFromScratch) {
   for (const std::string& model : testing::AllTestModels()) {
     SCOPED_TRACE(model);
     graph::Graph g = testing::LoadTestModel(model);
-    FusionSpace space(g, Config());
+    FusionSpace space(g, testing::SmallKernelConfig());
     MatchMemo memo(g, space.flow());
     for (const CandidateGroup& c : space.candidates().groups) {
       const GroupMatch want = MatchGroup(g, space.flow(), c.nodes);
@@ -77,7 +75,7 @@ TEST(MatchMemo, TranslatedMatchesEqualMatchesFromScratch) {
 // tiling once per structure) and have the same boundary traffic.
 TEST(MatchMemo, GroupsOfOneStructureAllowTheSameTilings) {
   const graph::Graph g = testing::LoadTestModel("encoder_3layer_op13");
-  FusionSpace space(g, Config());
+  FusionSpace space(g, testing::SmallKernelConfig());
   std::map<int32_t, std::vector<int32_t>> first_of;  // structure -> its first group
   size_t shared = 0;
   for (const CandidateGroup& c : space.candidates().groups) {
@@ -95,8 +93,8 @@ TEST(MatchMemo, GroupsOfOneStructureAllowTheSameTilings) {
       if (space.Match(nodes).instance.kind == a.kind)
         for (const Tiling& t : space.Tilings(nodes).Enumerate()) tilings.push_back(t);
     for (size_t i = 0; i < tilings.size(); i += 1 + tilings.size() / 64)
-      EXPECT_EQ(CheckTiling(a, Config(), tilings[i]).allowed(),
-                CheckTiling(m.instance, Config(), tilings[i]).allowed());
+      EXPECT_EQ(CheckTiling(a, testing::SmallKernelConfig(), tilings[i]).allowed(),
+                CheckTiling(m.instance, testing::SmallKernelConfig(), tilings[i]).allowed());
   }
   EXPECT_GT(shared, 50u) << "the three layers repeat their structures";
 }

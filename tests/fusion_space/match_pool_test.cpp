@@ -35,7 +35,7 @@ constexpr const char* kPools = R"(graph pools opset 17 {
   output gv
 })";
 
-enum : int32_t { kM, kR, kA, kG, kGm, kA1, kGv };
+enum : int32_t { kM, kR, kAvg, kG, kGm, kAvg1, kGv };
 
 class MatchPoolTest : public ::testing::Test {
  protected:
@@ -65,13 +65,13 @@ TEST_F(MatchPoolTest, MaxPoolIsAPoolKernel) {
 }
 
 TEST_F(MatchPoolTest, AveragePoolCeilModeAndIncludePad) {
-  GroupMatch m = Match({kA});
+  GroupMatch m = Match({kAvg});
   ASSERT_TRUE(m.decision.allowed()) << m.decision.reason();
   const kernels::PoolDesc& d = m.instance.pool;
   EXPECT_EQ(d.kind, PoolKind::kAverage);
   EXPECT_EQ(d.out_h, 4);  // ceil((8 - 2) / 2) + 1
   EXPECT_TRUE(d.count_include_pad);
-  m = Match({kA1});
+  m = Match({kAvg1});
   ASSERT_TRUE(m.decision.allowed()) << m.decision.reason();
   EXPECT_EQ(m.instance.pool.in_h, 1);  // 1-D as 2-D of height 1
   EXPECT_EQ(m.instance.pool.kernel_h, 1);
@@ -99,14 +99,14 @@ TEST_F(MatchPoolTest, PoolsAreNotFusedWithoutAConv) {
   EXPECT_FALSE(m.decision.allowed());
   EXPECT_NE(m.decision.reason().find("only into the Conv"), std::string::npos)
       << m.decision.reason();
-  m = Match({kR, kA});
+  m = Match({kR, kAvg});
   EXPECT_FALSE(m.decision.allowed());
   EXPECT_NE(m.decision.reason().find("AveragePool"), std::string::npos) << m.decision.reason();
 }
 
 TEST_F(MatchPoolTest, TilingSpaceIsLegalAndRoundTrips) {
   const kernels::KernelConfig config = testing::SmallKernelConfig();
-  for (int32_t node : {kM, kA, kG, kGm, kA1, kGv}) {
+  for (int32_t node : {kM, kAvg, kG, kGm, kAvg1, kGv}) {
     GroupMatch m = Match({node});
     ASSERT_TRUE(m.decision.allowed());
     TilingSpace space(m.instance, config);

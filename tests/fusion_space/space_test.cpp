@@ -337,6 +337,26 @@ TEST(Partition, ExactSelectionMatchesBruteForce) {
   }
 }
 
+// The lower bound on any plan's peak holds for every plan, and a limit under
+// it is answered without a search (it used to spend the whole budget).
+TEST(Partition, ALimitUnderTheLowerBoundIsInfeasibleAtOnce) {
+  graph::Graph g = testing::LoadTestModel("encoder_postln_op13");
+  FusionSpace space(g, Config());
+  const int64_t bound = space.MinimumPeakIntermediateBytes();
+  EXPECT_GT(bound, 0);
+  Rng rng(7);
+  for (const Plan& plan : {space.Unfused(), space.Greedy(), space.Random(rng), space.Random(rng)})
+    EXPECT_LE(bound, space.PeakIntermediateBytes(plan));
+  PartitionObjective o;
+  o.group_cost.assign(space.candidates().groups.size(), 1.0);
+  o.peak_memory_limit = bound - 1;
+  const PartitionChoice none = SelectMinCostPartition(space, o);
+  EXPECT_FALSE(none.found);
+  EXPECT_EQ(none.expansions, 0);
+  o.peak_memory_limit = space.PeakIntermediateBytes(space.Unfused());
+  EXPECT_TRUE(SelectMinCostPartition(space, o).found);
+}
+
 TEST(Partition, CountMatchesBruteForceOnSmallGraph) {
   graph::Graph g = testing::LoadTestModel("mlp");
   FusionSpace space(g, Config());

@@ -16,13 +16,6 @@
 namespace fusetune::graph {
 namespace {
 
-Tensor Uniform(Dims dims, double lo, double hi, std::mt19937& rng) {
-  std::uniform_real_distribution<double> dist(lo, hi);
-  Tensor t(DataType::kFloat32, dims);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(dist(rng));
-  return t;
-}
-
 struct ConvBnCase {
   int64_t c, m, group;
   bool bias;
@@ -38,24 +31,24 @@ Graph ConvBnRelu(const ConvBnCase& k, uint32_t seed) {
   TensorType xt;
   xt.dims = {2, k.c, 6, 6};
   const ValueId x = g.AddInput("x", xt);
-  const ValueId w = g.AddConstant("w", Uniform({k.m, k.c / k.group, 3, 3}, -1, 1, rng));
+  const ValueId w = g.AddConstant("w", testing::Uniform({k.m, k.c / k.group, 3, 3}, -1, 1, rng));
   Node conv{"Conv", "", "conv", {x, w}, {g.AddValue("conv_out")}, {}};
-  if (k.bias) conv.inputs.push_back(g.AddConstant("b", Uniform({k.m}, -0.5, 0.5, rng)));
+  if (k.bias) conv.inputs.push_back(g.AddConstant("b", testing::Uniform({k.m}, -0.5, 0.5, rng)));
   conv.attrs.Set("pads", std::vector<int64_t>{1, 1, 1, 1});
   conv.attrs.Set("group", k.group);
   const ValueId conv_out = conv.outputs[0];
   g.AddNode(std::move(conv));
-  const ValueId scale = g.AddConstant("scale", Uniform({k.m}, 0.5, 1.5, rng));
-  const ValueId shift = g.AddConstant("shift", Uniform({k.m}, -0.2, 0.2, rng));
+  const ValueId scale = g.AddConstant("scale", testing::Uniform({k.m}, 0.5, 1.5, rng));
+  const ValueId shift = g.AddConstant("shift", testing::Uniform({k.m}, -0.2, 0.2, rng));
   ValueId mean;
   if (k.const_stats) {
-    mean = g.AddConstant("mean", Uniform({k.m}, -0.5, 0.5, rng));
+    mean = g.AddConstant("mean", testing::Uniform({k.m}, -0.5, 0.5, rng));
   } else {
     TensorType mt;
     mt.dims = {k.m};
     mean = g.AddInput("mean", mt);
   }
-  const ValueId var = g.AddConstant("var", Uniform({k.m}, 0.5, 2, rng));
+  const ValueId var = g.AddConstant("var", testing::Uniform({k.m}, 0.5, 2, rng));
   Node bn{"BatchNormalization",   "", "bn", {conv_out, scale, shift, mean, var},
           {g.AddValue("bn_out")}, {}};
   bn.attrs.Set("epsilon", 1e-3f);
@@ -68,12 +61,6 @@ Graph ConvBnRelu(const ConvBnCase& k, uint32_t seed) {
   return g;
 }
 
-int Count(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const Node& node : g.nodes) n += node.op_type == op;
-  return n;
-}
-
 class FoldBatchNormCase : public ::testing::TestWithParam<ConvBnCase> {};
 
 TEST_P(FoldBatchNormCase, FoldedGraphMatchesTheUnfoldedOne) {
@@ -83,7 +70,7 @@ TEST_P(FoldBatchNormCase, FoldedGraphMatchesTheUnfoldedOne) {
   ASSERT_TRUE(folded.ok()) << folded.error().ToString();
   EXPECT_EQ(*folded, 1);
   ASSERT_TRUE(after.Validate().ok());
-  EXPECT_EQ(Count(after, "BatchNormalization"), 0);
+  EXPECT_EQ(testing::CountOps(after, "BatchNormalization"), 0);
   ASSERT_EQ(after.nodes.size(), 2u);
   EXPECT_EQ(after.nodes[0].op_type, "Conv");
   EXPECT_EQ(after.nodes[0].inputs.size(), 3u);  // gained or updated its bias
@@ -114,20 +101,20 @@ Graph ProductBn(const std::string& op, bool trans_b, bool with_c, uint32_t seed)
   TensorType xt;
   xt.dims = {5, 4};
   const ValueId x = g.AddInput("x", xt);
-  const ValueId w = g.AddConstant("w", Uniform(trans_b ? Dims{6, 4} : Dims{4, 6}, -1, 1, rng));
+  const ValueId w = g.AddConstant("w", testing::Uniform(trans_b ? Dims{6, 4} : Dims{4, 6}, -1, 1, rng));
   Node prod{op, "", "prod", {x, w}, {g.AddValue("prod_out")}, {}};
   if (op == "Gemm") {
     if (trans_b) prod.attrs.Set("transB", int64_t{1});
     prod.attrs.Set("alpha", 0.75f);
     prod.attrs.Set("beta", 1.5f);
-    if (with_c) prod.inputs.push_back(g.AddConstant("c", Uniform({1, 6}, -0.5, 0.5, rng)));
+    if (with_c) prod.inputs.push_back(g.AddConstant("c", testing::Uniform({1, 6}, -0.5, 0.5, rng)));
   }
   const ValueId prod_out = prod.outputs[0];
   g.AddNode(std::move(prod));
   std::vector<ValueId> stats;
   for (auto [name, lo, hi] : {std::tuple{"scale", 0.5, 1.5}, std::tuple{"shift", -0.2, 0.2},
                               std::tuple{"mean", -0.5, 0.5}, std::tuple{"var", 0.5, 2.0}})
-    stats.push_back(g.AddConstant(name, Uniform({6}, lo, hi, rng)));
+    stats.push_back(g.AddConstant(name, testing::Uniform({6}, lo, hi, rng)));
   g.AddNode({"BatchNormalization",
              "",
              "bn",
@@ -153,7 +140,7 @@ TEST(FoldBatchNorm, GemmAndMatMulFoldToo) {
     ASSERT_TRUE(folded.ok()) << folded.error().ToString();
     EXPECT_EQ(*folded, 1) << c.op;
     ASSERT_TRUE(after.Validate().ok());
-    EXPECT_EQ(Count(after, "BatchNormalization"), 0);
+    EXPECT_EQ(testing::CountOps(after, "BatchNormalization"), 0);
     EXPECT_EQ(after.nodes.back().op_type, c.last_op);
     EXPECT_EQ(after.value(after.outputs[0]).name, "y");
     const TensorMap feeds = RandomFeeds(before, 4);
@@ -167,9 +154,9 @@ TEST(FoldBatchNorm, GemmAndMatMulFoldToo) {
 TEST(FoldBatchNorm, StandardPassesLeaveNoBatchNormInConvBnRelu) {
   Graph g = ConvBnRelu({8, 8, 1, true}, 3);
   ASSERT_TRUE(RunStandardPasses(g).ok());
-  EXPECT_EQ(Count(g, "BatchNormalization"), 0);
-  EXPECT_EQ(Count(g, "Conv"), 1);
-  EXPECT_EQ(Count(g, "Relu"), 1);
+  EXPECT_EQ(testing::CountOps(g, "BatchNormalization"), 0);
+  EXPECT_EQ(testing::CountOps(g, "Conv"), 1);
+  EXPECT_EQ(testing::CountOps(g, "Relu"), 1);
   EXPECT_EQ(g.value(g.outputs[0]).name, "y");
 }
 
@@ -180,7 +167,7 @@ TEST(FoldBatchNorm, ConvOutputWithAnotherUseIsNotFolded) {
   auto folded = FoldBatchNorm(g);
   ASSERT_TRUE(folded.ok());
   EXPECT_EQ(*folded, 0);
-  EXPECT_EQ(Count(g, "BatchNormalization"), 1);
+  EXPECT_EQ(testing::CountOps(g, "BatchNormalization"), 1);
 }
 
 TEST(FoldBatchNorm, NonConstantStatisticsAreNotFolded) {
@@ -188,7 +175,7 @@ TEST(FoldBatchNorm, NonConstantStatisticsAreNotFolded) {
   k.const_stats = false;
   Graph g = ConvBnRelu(k, 5);
   ASSERT_TRUE(RunStandardPasses(g).ok());
-  EXPECT_EQ(Count(g, "BatchNormalization"), 1);
+  EXPECT_EQ(testing::CountOps(g, "BatchNormalization"), 1);
 }
 
 TEST(FoldBatchNorm, BatchNormNotAfterAConvIsNotFolded) {
@@ -201,10 +188,10 @@ TEST(FoldBatchNorm, BatchNormNotAfterAConvIsNotFolded) {
   auto folded = FoldBatchNorm(g);
   ASSERT_TRUE(folded.ok());
   EXPECT_EQ(*folded, 0);
-  EXPECT_EQ(Count(g, "BatchNormalization"), 1);
+  EXPECT_EQ(testing::CountOps(g, "BatchNormalization"), 1);
   // The standard passes lower it instead (lower_batchnorm_test.cpp).
   ASSERT_TRUE(RunStandardPasses(g).ok());
-  EXPECT_EQ(Count(g, "BatchNormalization"), 0);
+  EXPECT_EQ(testing::CountOps(g, "BatchNormalization"), 0);
 }
 
 // The PyTorch export that keeps BatchNormalization (training=PRESERVE) and
@@ -215,8 +202,8 @@ TEST(FoldBatchNorm, PyTorchExportsWithAndWithoutBatchNormAgree) {
   auto folded = ImportOnnxFile(testing::TestData("cnn_folded_op13.onnx"));
   ASSERT_TRUE(with_bn.ok()) << with_bn.error().ToString();
   ASSERT_TRUE(folded.ok()) << folded.error().ToString();
-  EXPECT_EQ(Count(*with_bn, "BatchNormalization"), 3);
-  EXPECT_EQ(Count(*folded, "BatchNormalization"), 0);
+  EXPECT_EQ(testing::CountOps(*with_bn, "BatchNormalization"), 3);
+  EXPECT_EQ(testing::CountOps(*folded, "BatchNormalization"), 0);
   ASSERT_TRUE(RunStandardPasses(*with_bn).ok());
   ASSERT_TRUE(RunStandardPasses(*folded).ok());
   ASSERT_EQ(with_bn->nodes.size(), folded->nodes.size());

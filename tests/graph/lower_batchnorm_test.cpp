@@ -16,19 +16,6 @@
 namespace fusetune::graph {
 namespace {
 
-Tensor Uniform(Dims dims, double lo, double hi, std::mt19937& rng) {
-  std::uniform_real_distribution<double> dist(lo, hi);
-  Tensor t(DataType::kFloat32, dims);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(dist(rng));
-  return t;
-}
-
-int Count(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const Node& node : g.nodes) n += node.op_type == op;
-  return n;
-}
-
 struct BnCase {
   std::string before;  // "Add", "Relu", "MaxPool" or "" (the BN reads x)
   Dims spatial;        // {} for (N, C) input
@@ -67,7 +54,7 @@ Graph OpThenBn(const BnCase& k, uint32_t seed) {
       mt.dims = {5};
       stats.push_back(g.AddInput(name, mt));
     } else {
-      stats.push_back(g.AddConstant(name, Uniform({5}, lo, hi, rng)));
+      stats.push_back(g.AddConstant(name, testing::Uniform({5}, lo, hi, rng)));
     }
   }
   Node bn{"BatchNormalization", "", "bn", {in, stats[0], stats[1], stats[2], stats[3]},
@@ -94,8 +81,8 @@ TEST_P(LowerBatchNormCase, LoweredGraphMatchesTheBatchNorm) {
   ASSERT_TRUE(lowered.ok()) << lowered.error().ToString();
   EXPECT_EQ(*lowered, 1);
   ASSERT_TRUE(after.Validate().ok());
-  EXPECT_EQ(Count(after, "BatchNormalization"), 0);
-  EXPECT_EQ(Count(after, "Mul"), 1);
+  EXPECT_EQ(testing::CountOps(after, "BatchNormalization"), 0);
+  EXPECT_EQ(testing::CountOps(after, "Mul"), 1);
   ASSERT_EQ(after.nodes.back().op_type, "Add");
   EXPECT_EQ(after.value(after.outputs[0]).name, "y");
   // The per-channel constants broadcast along axis 1 only.
@@ -111,7 +98,7 @@ TEST_P(LowerBatchNormCase, LoweredGraphMatchesTheBatchNorm) {
   // The standard passes end with the same lowering.
   Graph standard = before;
   ASSERT_TRUE(RunStandardPasses(standard).ok());
-  EXPECT_EQ(Count(standard, "BatchNormalization"), 0);
+  EXPECT_EQ(testing::CountOps(standard, "BatchNormalization"), 0);
   const TensorMap feeds = RandomFeeds(before, 9);
   EXPECT_LE(
       testing::ScaledError(testing::RunFirst(standard, feeds), testing::RunFirst(before, feeds)),
@@ -133,7 +120,7 @@ TEST(LowerBatchNorm, NonConstantStatisticsStay) {
   ASSERT_TRUE(lowered.ok());
   EXPECT_EQ(*lowered, 0);
   ASSERT_TRUE(RunStandardPasses(g).ok());
-  EXPECT_EQ(Count(g, "BatchNormalization"), 1);
+  EXPECT_EQ(testing::CountOps(g, "BatchNormalization"), 1);
 }
 
 // A BN after a Conv is folded, not lowered, even when the passes also lower.

@@ -13,12 +13,6 @@
 namespace fusetune::graph {
 namespace {
 
-int Count(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const Node& node : g.nodes) n += node.op_type == op;
-  return n;
-}
-
 struct ReduceCase {
   std::string text;  // the graph
   std::string pool;  // the pool it becomes, "" for none
@@ -36,9 +30,9 @@ TEST_P(ReduceToGlobalPoolCase, RewritesExactlyTheSpatialReductions) {
   ASSERT_TRUE(after.Validate().ok());
   EXPECT_EQ(*rewritten, c.pool.empty() ? 0 : 1);
   if (!c.pool.empty()) {
-    EXPECT_EQ(Count(after, c.pool), 1);
-    EXPECT_EQ(Count(after, "Flatten"), c.flatten ? 1 : 0);
-    EXPECT_EQ(Count(after, "ReduceMean") + Count(after, "ReduceMax"), 0);
+    EXPECT_EQ(testing::CountOps(after, c.pool), 1);
+    EXPECT_EQ(testing::CountOps(after, "Flatten"), c.flatten ? 1 : 0);
+    EXPECT_EQ(testing::CountOps(after, "ReduceMean") + testing::CountOps(after, "ReduceMax"), 0);
   }
   EXPECT_EQ(after.type(after.outputs[0]).dims, before.type(before.outputs[0]).dims);
   for (uint64_t seed = 1; seed <= 3; ++seed) {
@@ -107,8 +101,8 @@ TEST(ReduceToGlobalPool, StandardPassesPoolACnnHead) {
   })");
   const Graph before = g;
   ASSERT_TRUE(RunStandardPasses(g).ok());
-  EXPECT_EQ(Count(g, "GlobalAveragePool"), 1);
-  EXPECT_EQ(Count(g, "ReduceMean"), 0);
+  EXPECT_EQ(testing::CountOps(g, "GlobalAveragePool"), 1);
+  EXPECT_EQ(testing::CountOps(g, "ReduceMean"), 0);
   const TensorMap feeds = RandomFeeds(before, 4);
   EXPECT_LE(testing::ScaledError(testing::RunFirst(g, feeds), testing::RunFirst(before, feeds)),
             1e-6);

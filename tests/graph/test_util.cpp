@@ -60,4 +60,17 @@ std::string TestData(const std::string& file) {
   return std::string(FUSETUNE_TESTDATA_DIR) + "/" + file;
 }
 
+graph::Tensor Uniform(graph::Dims dims, double lo, double hi, std::mt19937& rng) {
+  std::uniform_real_distribution<double> dist(lo, hi);
+  graph::Tensor t(graph::DataType::kFloat32, dims);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(dist(rng));
+  return t;
+}
+
+int CountOps(const graph::Graph& g, const std::string& op_type) {
+  int n = 0;
+  for (const graph::Node& node : g.nodes) n += node.op_type == op_type;
+  return n;
+}
+
 }  // namespace fusetune::testing

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,10 @@ graph::Tensor RunFirst(const graph::Graph& graph, const graph::TensorMap& feeds)
 // max |a - b| / max(max |b|, tiny): the error relative to the reference's scale.
 double ScaledError(const graph::Tensor& a, const graph::Tensor& b);
 std::string TestData(const std::string& file);
+// A float tensor of uniform values in [lo, hi).
+graph::Tensor Uniform(graph::Dims dims, double lo, double hi, std::mt19937& rng);
+// How many of the graph's nodes have this op type.
+int CountOps(const graph::Graph& g, const std::string& op_type);
 
 }  // namespace fusetune::testing
 

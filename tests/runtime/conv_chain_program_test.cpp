@@ -14,7 +14,7 @@
 namespace fusetune::runtime {
 namespace {
 
-constexpr double kTolerance = 1e-4;
+constexpr double kChainProgramTolerance = 1e-4;
 
 constexpr const char* kMobileBlocks = R"(graph mobile opset 17 {
   input x: f32[1, 8, 14, 14]
@@ -87,7 +87,7 @@ TEST(ConvChainProgram, ChainsMatchTheReferenceAtManyTilings) {
       for (int run = 0; run < 2; ++run) {
         auto got = (*exe)->Run(feeds);
         ASSERT_TRUE(got.ok()) << got.error().message();
-        EXPECT_LE(testing::ScaledError(got->at("q"), want->outputs.at("q")), kTolerance)
+        EXPECT_LE(testing::ScaledError(got->at("q"), want->outputs.at("q")), kChainProgramTolerance)
             << m.instance.summary << " " << fusion_space::TilingToString(tilings[i]) << " run "
             << run;
       }

@@ -21,7 +21,7 @@ namespace {
 
 // Relative to the output's scale: Winograd F(4x4, 3x3) is the least exact
 // algorithm a random plan may draw (kernels/conv_winograd.h).
-constexpr double kTolerance = 1e-3;
+constexpr double kConvProgramTolerance = 1e-3;
 
 constexpr const char* kSmallCnn = R"(graph cnn opset 17 {
   input x: f32[1, 3, 20, 20]
@@ -83,7 +83,7 @@ void ExpectPlansMatch(fusion_space::FusionSpace& space, const fusion_space::Plan
       auto got = (*exe)->Run(feeds);
       ASSERT_TRUE(got.ok()) << got.error().message();
       for (const auto& [name, w] : want)
-        EXPECT_LE(testing::ScaledError(got->at(name), w), kTolerance)
+        EXPECT_LE(testing::ScaledError(got->at(name), w), kConvProgramTolerance)
             << fmt::format("plan {} run {} output {}: {}", i, run, name, Describe(space, plan));
     }
     if (::testing::Test::HasFailure()) return;

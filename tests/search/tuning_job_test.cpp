@@ -22,7 +22,7 @@ namespace {
 
 // A deterministic device: a time from the candidate's plan, and every plan
 // it was asked for, to check that nothing is measured twice.
-struct FakeDevice {
+struct HashTimedDevice {
   std::multiset<std::string> measured;
   measure::MeasureResult operator()(const measure::Candidate& c) {
     const std::string text = c.plan.dump();
@@ -96,7 +96,7 @@ class TuningJobTest : public ::testing::Test {
   std::filesystem::path path_;
   std::unique_ptr<db::Database> database_;
   std::shared_ptr<const graph::Graph> graph_;
-  FakeDevice device_;
+  HashTimedDevice device_;
   std::vector<db::Record> committed_;
   int calibrations_ = 0;
 };
@@ -249,7 +249,7 @@ TEST_F(TuningJobTest, SameSeedSameBestPlan) {
     auto other = db::MakeSqliteDatabase(other_path);
     ASSERT_TRUE(other.ok());
     ASSERT_TRUE((*other)->PutTarget(*database_->GetTarget((*a)->target()).value()).ok());
-    FakeDevice device;
+    HashTimedDevice device;
     TuningJobOptions options = Options(80);
     options.measure = [&](const measure::Candidate& c) { return device(c); };
     auto b = TuningJob::Open(**other, graph_, options, {});
