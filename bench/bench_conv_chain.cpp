@@ -134,7 +134,7 @@ double Unfused(const BlockShape& b, bool quick, int reps) {
     d.w = we.data();
     d.bias = bias.data();
     d.y = hidden.data();
-    d.epilogue = {EpilogueOp::Clip(0, 6)};
+    d.epilogue.push_back(EpilogueOp::Clip(0, 6));
     seconds += BestConv(d, GemmTilings(quick), reps);
   }
   ConvDesc d;
@@ -143,7 +143,7 @@ double Unfused(const BlockShape& b, bool quick, int reps) {
   d.w = wd.data();
   d.bias = bias.data();
   d.y = mid.data();
-  d.epilogue = {EpilogueOp::Clip(0, 6)};
+  d.epilogue.push_back(EpilogueOp::Clip(0, 6));
   seconds += BestConv(d, DepthwiseTilings(), reps);
   ConvDesc p;
   p.shape = Shape(e, dw.out_h, b.out, 1, 1, 1);
@@ -151,7 +151,8 @@ double Unfused(const BlockShape& b, bool quick, int reps) {
   p.w = wp.data();
   p.bias = bias.data();
   p.y = y.data();
-  if (b.residual) p.epilogue = {EpilogueOp::Residual(r.data(), dw.pixels(), b.out * dw.pixels())};
+  if (b.residual)
+    p.epilogue.push_back(EpilogueOp::Residual(r.data(), dw.pixels(), b.out * dw.pixels()));
   return seconds + BestConv(p, GemmTilings(quick), reps);
 }
 

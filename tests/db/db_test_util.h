@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "db/database.h"
 #include "fusion_space/kernel_instance.h"
@@ -16,14 +18,32 @@ namespace fusetune::db::testing {
 
 inline constexpr const char* kTarget = "00000000000000aa";
 
-// A database path in the temporary folder, unique to this process, with no
-// file (nor WAL or shared-memory file) left from an earlier run.
-inline std::string FreshDbPath(std::string name) {
+// The database file of test `name` in this process, and its WAL and
+// shared-memory files removed.
+inline std::string DbPathOf(std::string name) {
   std::replace(name.begin(), name.end(), '/', '_');
   const auto dir = std::filesystem::temp_directory_path() / "fusetune_db_test";
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / (name + "_" + std::to_string(::getpid()) + ".db")).string();
-  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+  return (dir / (name + "_" + std::to_string(::getpid()) + ".db")).string();
+}
+inline void RemoveDbFiles(const std::string& path) {
+  std::error_code ignored;
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix, ignored);
+}
+
+// A database path in the temporary folder, unique to this process, with no
+// file (nor WAL or shared-memory file) left from an earlier run. The files
+// are removed when the process exits normally.
+inline std::string FreshDbPath(const std::string& name) {
+  static std::vector<std::string>* const handed_out = [] {
+    std::atexit([] {
+      for (const std::string& p : *handed_out) RemoveDbFiles(p);
+    });
+    return new std::vector<std::string>;
+  }();
+  const std::string path = DbPathOf(name);
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  RemoveDbFiles(path);
+  handed_out->push_back(path);
   return path;
 }
 

@@ -101,7 +101,8 @@ Graph ProductBn(const std::string& op, bool trans_b, bool with_c, uint32_t seed)
   TensorType xt;
   xt.dims = {5, 4};
   const ValueId x = g.AddInput("x", xt);
-  const ValueId w = g.AddConstant("w", testing::Uniform(trans_b ? Dims{6, 4} : Dims{4, 6}, -1, 1, rng));
+  const ValueId w =
+      g.AddConstant("w", testing::Uniform(trans_b ? Dims{6, 4} : Dims{4, 6}, -1, 1, rng));
   Node prod{op, "", "prod", {x, w}, {g.AddValue("prod_out")}, {}};
   if (op == "Gemm") {
     if (trans_b) prod.attrs.Set("transB", int64_t{1});
