@@ -340,6 +340,14 @@ TEST(Partition, ExactSelectionMatchesBruteForce) {
 // The lower bound on any plan's peak holds for every plan, and a limit under
 // it is answered without a search (it used to spend the whole budget).
 TEST(Partition, ALimitUnderTheLowerBoundIsInfeasibleAtOnce) {
+  for (const char* model : {"llama_op17", "cnn_bn_op13"}) {
+    SCOPED_TRACE(model);
+    graph::Graph other = testing::LoadTestModel(model);
+    FusionSpace space(other, Config());
+    Rng rng(3);
+    for (const Plan& plan : {space.Unfused(), space.Greedy(), space.Random(rng), space.Random(rng)})
+      EXPECT_LE(space.MinimumPeakIntermediateBytes(), space.PeakIntermediateBytes(plan));
+  }
   graph::Graph g = testing::LoadTestModel("encoder_postln_op13");
   FusionSpace space(g, Config());
   const int64_t bound = space.MinimumPeakIntermediateBytes();
