@@ -308,6 +308,12 @@ db = sqlite3.connect(f"{tmp}/coldw.db")
 targets = {k for (k,) in db.execute("select distinct t.fingerprint from records r join targets t on r.target_id = t.id")}
 assert len(targets) == 1 and next(iter(targets)).endswith("-coldw"), targets
 PY
+# Looked up with the default protocol, the cold-weights plans are not used,
+# and a note says where they are.
+$FUSETUNE compile "$DATA/mlp.onnx" --db "$TMP/coldw.db" >/dev/null 2>"$TMP/coldw_default.err" || fail "compile a cold-weights database with the default --caches"
+grep -q "tuned with --caches cold-weights: pass that --caches" "$TMP/coldw_default.err" || fail "no note on the cold-weights plans: $(cat "$TMP/coldw_default.err")"
+$FUSETUNE compile "$DATA/mlp.onnx" --db "$TMP/coldw.db" --caches cold-weights >/dev/null 2>"$TMP/coldw_own.err" || fail "compile --caches cold-weights"
+if grep -q "pass that --caches" "$TMP/coldw_own.err"; then fail "the note on another protocol appears with the right one"; fi
 expect_error 2 "lukewarm" -- $FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/coldw.db" --caches lukewarm --trials 1
 expect_error 2 "excludes" -- $FUSETUNE compile "$DATA/mlp.onnx" --db "$TMP/coldw.db" --caches warm --warm
 expect_error 2 "no such tuning database" -- $FUSETUNE compile "$M.onnx" --db "$TMP/missing.db"
