@@ -127,6 +127,8 @@ double Unfused(const BlockShape& b, bool quick, int reps) {
   std::vector<float> we = Filled(e * b.c, 0.01f), wd = Filled(e * 9, 0.1f);
   std::vector<float> wp = Filled(b.out * e, 0.01f), bias = Filled(std::max(e, b.out), 0.1f);
   double seconds = 0;
+  // Epilogues are push_back'ed: GCC 12 takes `epilogue = {op}` here for a
+  // free of a non-heap pointer (-Wfree-nonheap-object, a false positive).
   if (b.expand) {
     ConvDesc d;
     d.shape = Shape(b.c, b.size, e, 1, 1, 1);

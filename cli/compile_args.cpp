@@ -9,30 +9,38 @@ namespace fusetune::cli {
 
 namespace {
 
-// Nothing was found for this machine under the lookup's cache protocol, but
-// the database holds this machine's plans under another: one stderr note
-// naming it. Without it, a database tuned with --caches cold-weights and
+// Nothing was found for this model's kernels under the lookup's cache
+// protocol, but some are tuned on this machine under another: one stderr
+// note naming it. Without it, a database tuned with --caches cold-weights and
 // looked up with the default compiled to untuned plans (ResNet-50: the
-// greedy plan, 1.4x slower) with nothing said but "55 default".
-void NoteOtherCacheProtocols(const compiler::CompiledPlan& plan, const CompileArgs& args,
+// greedy plan, 1.4x slower) with nothing said but "55 default". One record
+// lookup per kernel and protocol, and only when nothing was found.
+void NoteOtherCacheProtocols(compiler::CompiledModel& model, const CompileArgs& args,
                              db::Database& database) {
+  const compiler::CompiledPlan& plan = model.compiled();
   for (const compiler::GroupDecision& d : plan.groups)
-    if (d.choice.source == compiler::PlanSource::kExact ||
-        d.choice.source == compiler::PlanSource::kWholeModel)
+    if (d.choice.source != compiler::PlanSource::kDefault &&
+        d.choice.source != compiler::PlanSource::kCostModel)
       return;
   std::string found;
   for (target::CacheProtocol other : {target::CacheProtocol::kFlushed, target::CacheProtocol::kWarm,
                                       target::CacheProtocol::kColdWeights}) {
     if (other == args.caches()) continue;
-    auto best = database.BestPlans(target::ThisMachineKey(other));
-    if (!best.ok() || best->empty()) continue;
-    found += fmt::format("{}{} groups tuned with --caches {}", found.empty() ? "" : " and ",
-                         best->size(), target::CacheProtocolName(other));
+    const std::string target = target::ThisMachineKey(other);
+    int64_t tuned = 0;
+    for (const fusion_space::PlanGroup& g : plan.plan.groups) {
+      auto best = database.Best(model.space().Key(g.nodes).ToString(), target);
+      tuned += best.ok() && best->has_value();
+    }
+    if (tuned == 0) continue;
+    found +=
+        fmt::format("{}{} of its {} kernels tuned with --caches {}", found.empty() ? "" : " and ",
+                    tuned, plan.plan.groups.size(), target::CacheProtocolName(other));
   }
   if (found.empty()) return;
   fmt::print(stderr,
-             "fusetune: note: {} has no plans tuned on this machine with --caches {}, but {}: "
-             "pass that --caches to use them\n",
+             "fusetune: note: {} has nothing tuned for this model on this machine with --caches "
+             "{}, but {}: pass that --caches to use them\n",
              args.db, target::CacheProtocolName(args.caches()), found);
 }
 
@@ -103,7 +111,7 @@ Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(
   config.threads = threads;
   FT_ASSIGN_OR_RETURN(auto model, compiler::CompiledModel::Compile(std::move(graph), config,
                                                                    *source.index, options));
-  NoteOtherCacheProtocols(model->compiled(), args, *source.database);
+  NoteOtherCacheProtocols(*model, args, *source.database);
   const compiler::RememberNote said =
       compiler::RememberCompiledPlan(args.db, *model, source.index->target());
   if (note != nullptr) *note = said;

@@ -277,7 +277,7 @@ Result<CompiledPlan> CompileFromIndex(fusion_space::FusionSpace& space, TuningIn
     return Error(
         ErrorCode::kInvalidArgument,
         fmt::format("no plan keeps the live intermediates within --max-memory {} "
-                    "(unfused peak {}, greedy peak {}, no plan under {}: the largest output)",
+                    "(unfused peak {}, greedy peak {}, no plan under {}: the graph's outputs)",
                     Bytes(static_cast<double>(*options.max_memory_bytes)),
                     Bytes(static_cast<double>(space.PeakIntermediateBytes(space.Unfused()))),
                     Bytes(static_cast<double>(space.PeakIntermediateBytes(space.Greedy()))),

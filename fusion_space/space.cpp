@@ -408,9 +408,9 @@ int64_t FusionSpace::PeakIntermediateBytes(const Plan& plan) {
 int64_t FusionSpace::MinimumPeakIntermediateBytes() const {
   int64_t bound = 0;
   for (const graph::Node& node : graph_.nodes)
-    for (graph::ValueId v : node.outputs)
-      if (flow_.is_graph_output(v))
-        bound = std::max(bound, static_cast<int64_t>(graph_.type(v).nbytes()));
+    for (graph::ValueId v : node.outputs)  // an omitted optional output is kNoValue
+      if (v != graph::kNoValue && flow_.is_graph_output(v))
+        bound += static_cast<int64_t>(graph_.type(v).nbytes());
   return bound;
 }
 

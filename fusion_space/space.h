@@ -87,8 +87,9 @@ class FusionSpace {
   // Peak bytes of intermediate values live at once when run in kernel order.
   int64_t PeakIntermediateBytes(const Plan& plan);
   // A lower bound on every plan's PeakIntermediateBytes: every plan writes
-  // each graph output a node produces, and keeps it to the end. A memory limit
-  // under it is known infeasible without searching partitions.
+  // each graph output a node produces and keeps it to the end, so at the last
+  // step all of them are live. A memory limit under their sum is known
+  // infeasible without searching partitions.
   int64_t MinimumPeakIntermediateBytes() const;
 
  private:

@@ -18,8 +18,8 @@ namespace fusetune::db::testing {
 
 inline constexpr const char* kTarget = "00000000000000aa";
 
-// The database file of test `name` in this process, and its WAL and
-// shared-memory files removed.
+// The database file of test `name` in this process (its WAL and
+// shared-memory files are that path with "-wal" and "-shm").
 inline std::string DbPathOf(std::string name) {
   std::replace(name.begin(), name.end(), '/', '_');
   const auto dir = std::filesystem::temp_directory_path() / "fusetune_db_test";
@@ -32,10 +32,13 @@ inline void RemoveDbFiles(const std::string& path) {
 
 // A database path in the temporary folder, unique to this process, with no
 // file (nor WAL or shared-memory file) left from an earlier run. The files
-// are removed when the process exits normally.
+// are removed when the process exits normally (by the process that asked:
+// a forked child's exit leaves them to its parent).
 inline std::string FreshDbPath(const std::string& name) {
+  static const pid_t owner = ::getpid();
   static std::vector<std::string>* const handed_out = [] {
     std::atexit([] {
+      if (::getpid() != owner) return;
       for (const std::string& p : *handed_out) RemoveDbFiles(p);
     });
     return new std::vector<std::string>;

@@ -340,10 +340,10 @@ TEST(Partition, ExactSelectionMatchesBruteForce) {
 // The lower bound on any plan's peak holds for every plan, and a limit under
 // it is answered without a search (it used to spend the whole budget).
 TEST(Partition, ALimitUnderTheLowerBoundIsInfeasibleAtOnce) {
-  for (const char* model : {"llama_op17", "cnn_bn_op13"}) {
-    SCOPED_TRACE(model);
-    graph::Graph other = testing::LoadTestModel(model);
-    FusionSpace space(other, Config());
+  for (const char* name : {"llama_op17", "cnn_bn_op13"}) {
+    SCOPED_TRACE(name);
+    graph::Graph model = testing::LoadTestModel(name);
+    FusionSpace space(model, Config());
     Rng rng(3);
     for (const Plan& plan : {space.Unfused(), space.Greedy(), space.Random(rng), space.Random(rng)})
       EXPECT_LE(space.MinimumPeakIntermediateBytes(), space.PeakIntermediateBytes(plan));
@@ -363,6 +363,20 @@ TEST(Partition, ALimitUnderTheLowerBoundIsInfeasibleAtOnce) {
   EXPECT_EQ(none.expansions, 0);
   o.peak_memory_limit = space.PeakIntermediateBytes(space.Unfused());
   EXPECT_TRUE(SelectMinCostPartition(space, o).found);
+}
+
+// Two graph outputs, live together at the end: the bound is their sum. An
+// omitted optional output (LayerNormalization's mean) is no value at all.
+TEST(Partition, TheLowerBoundSumsTheGraphOutputsAndSkipsOmittedOnes) {
+  graph::Graph g = testing::Parse(R"(graph g opset 17 {
+    input x: f32[4, 8]  const s: f32[8] = [1, 1, 1, 1, 1, 1, 1, 1]  const b: f32[8] = [0, 0, 0, 0, 0, 0, 0, 0]
+    y, _, r = LayerNormalization(x, s, b) {epsilon=1e-5}
+    z = Relu(y)
+    output z
+    output r })");
+  FusionSpace space(g, Config());
+  EXPECT_EQ(space.MinimumPeakIntermediateBytes(), 4 * 8 * 4 + 4 * 4);
+  EXPECT_LE(space.MinimumPeakIntermediateBytes(), space.PeakIntermediateBytes(space.Unfused()));
 }
 
 TEST(Partition, CountMatchesBruteForceOnSmallGraph) {
