@@ -39,6 +39,61 @@ Result<std::map<std::string, std::string>> ParseAssignments(const std::vector<st
   return out;
 }
 
+namespace {
+
+// "V1,V2,...": integers as i64, else numbers as f32; nullopt when not a list.
+std::optional<graph::Tensor> ParseNumberList(const std::string& text) {
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  bool all_int = true;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    if (item.empty() || *end != '\0') return std::nullopt;
+    char* int_end = nullptr;
+    const long long i = std::strtoll(item.c_str(), &int_end, 10);
+    all_int = all_int && *int_end == '\0';
+    ints.push_back(i);
+    floats.push_back(static_cast<float>(v));
+    at = comma + 1;
+  }
+  const graph::Dims dims{static_cast<int64_t>(ints.size())};
+  if (all_int) return graph::Tensor::FromVector<int64_t>(graph::DataType::kInt64, dims, ints);
+  return graph::Tensor::FromVector<float>(graph::DataType::kFloat32, dims, floats);
+}
+
+Result<std::map<std::string, graph::Tensor>> ParseValues(const std::vector<std::string>& items) {
+  FT_ASSIGN_OR_RETURN(auto pairs, ParseAssignments(items, "--value/--input"));
+  std::map<std::string, graph::Tensor> values;
+  for (const auto& [name, text] : pairs) {
+    if (auto list = ParseNumberList(text)) {
+      values.emplace(name, std::move(*list));
+      continue;
+    }
+    auto t = graph::ReadNpy(text);
+    if (!t.ok()) return t.error().WithContext(fmt::format("the value of input '{}'", name));
+    values.emplace(name, std::move(*t));
+  }
+  return values;
+}
+
+}  // namespace
+
+void AddValueOption(CLI::App* cmd, ModelOptions* options) {
+  cmd->add_option("--value", options->values,
+                  "The value of a graph input that shapes depend on (Reshape's shape, Slice's "
+                  "starts... fed as an input): NAME=FILE.npy or NAME=V1,V2,... (repeatable)");
+}
+
+ModelOptions RunModelOptions(const RunIoArgs& io) {
+  ModelOptions options = io.model_options;
+  options.values.insert(options.values.end(), io.inputs.begin(), io.inputs.end());
+  return options;
+}
+
 Result<graph::Graph> LoadModel(const std::string& path, const ModelOptions& options) {
   graph::ImportOptions import;
   FT_ASSIGN_OR_RETURN(auto dims, ParseAssignments(options.dims, "--dim"));
@@ -50,6 +105,7 @@ Result<graph::Graph> LoadModel(const std::string& path, const ModelOptions& opti
                    fmt::format("--dim {}={}: the value must be a positive integer", name, value));
     import.dim_bindings[name] = v;
   }
+  FT_ASSIGN_OR_RETURN(import.input_values, ParseValues(options.values));
   FT_ASSIGN_OR_RETURN(graph::Graph graph, graph::ImportOnnxFile(path, import));
   if (!options.no_passes) {
     auto status = graph::RunStandardPasses(graph);
@@ -236,6 +292,7 @@ void AddRunIoOptions(CLI::App* cmd, RunIoArgs* io) {
   cmd->add_option("--output-dir", io->output_dir, "Write one NAME.npy per graph output here");
   cmd->add_option("--dim", io->model_options.dims,
                   "Bind a symbolic dimension: NAME=VALUE (repeatable)");
+  AddValueOption(cmd, &io->model_options);
 }
 
 void PrintOutputSummaries(const nlohmann::json& outputs) {

@@ -27,8 +27,14 @@ int ReportError(const Error& error);
 
 struct ModelOptions {
   std::vector<std::string> dims;  // "name=value" bindings of symbolic dimensions
+  // "NAME=FILE.npy" or "NAME=V1,V2,...": values of graph inputs that shapes
+  // depend on (Reshape's shape, Slice's starts... fed as inputs), bound
+  // when the model is loaded (graph/input_values.h)
+  std::vector<std::string> values;
   bool no_passes = false;
 };
+// --value NAME=FILE.npy|V1,V2,... (repeatable) into options->values.
+void AddValueOption(CLI::App* cmd, ModelOptions* options);
 
 // Imports an ONNX model and runs the standard graph passes.
 Result<graph::Graph> LoadModel(const std::string& path, const ModelOptions& options);
@@ -46,6 +52,9 @@ struct RunIoArgs {
   std::string output_dir;
 };
 void AddRunIoOptions(CLI::App* cmd, RunIoArgs* io);
+// The model options of a run: its --input files are values too, so that the
+// inputs that shapes depend on are bound to what the run feeds.
+ModelOptions RunModelOptions(const RunIoArgs& io);
 // One line per output summary from WriteOutputs.
 void PrintOutputSummaries(const nlohmann::json& outputs);
 

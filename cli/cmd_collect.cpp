@@ -83,6 +83,7 @@ void AddCollectCommand(CLI::App& app, std::function<void(int)> set_result) {
       "collect", "Measure sampled tilings of every tuning task of the models into the database");
   cmd->add_option("models", args->models, "ONNX models")->required()->check(CLI::ExistingFile);
   cmd->add_option("--dim", args->model_options.dims, "Bind a symbolic dimension: NAME=VALUE");
+  AddValueOption(cmd, &args->model_options);
   cmd->add_option("--db", args->db, "Tuning database")->capture_default_str();
   cmd->add_option("--per-task", args->sample.per_task, "Tilings per task (all when fewer)")
       ->capture_default_str()

@@ -110,6 +110,7 @@ void AddCompileCommand(CLI::App& app, std::function<void(int)> set_result) {
                   "Write the fused graph as ONNX: one ai.fusetune node per kernel");
   cmd->add_option("--dim", args->model_options.dims,
                   "Bind a symbolic dimension: NAME=VALUE (repeatable)");
+  AddValueOption(cmd, &args->model_options);
   cmd->add_option("--threads", args->threads, "Threads per kernel")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));

@@ -141,6 +141,7 @@ void AddInspectCommand(CLI::App& app, std::function<void(int)> set_result) {
   cmd->add_option("model", args->model, "ONNX model file")->required();
   cmd->add_option("--dim", args->model_options.dims,
                   "Bind a symbolic dimension: NAME=VALUE (repeatable)");
+  AddValueOption(cmd, &args->model_options);
   cmd->add_flag("--no-passes", args->model_options.no_passes, "Skip the graph passes after import");
   cmd->add_flag("--nodes", args->nodes, "Also list FLOPs and bytes per node");
   cmd->add_flag("--json", args->json, "Print the report as JSON");

@@ -148,6 +148,7 @@ void AddMeasureCommand(CLI::App& app, std::function<void(int)> set_result) {
       "measure", "Measure a plan in the worker process: time, traffic, overhead, overlap");
   cmd->add_option("model", args->model, "ONNX model")->required()->check(CLI::ExistingFile);
   cmd->add_option("--dim", args->model_options.dims, "Bind a symbolic dimension: NAME=VALUE");
+  AddValueOption(cmd, &args->model_options);
   cmd->add_option("--plan", args->plan, "Plan JSON file, or 'unfused' or 'greedy'")->required();
   measure::MeasureOptions& o = args->options;
   cmd->add_option("--threads", o.threads, "Threads per kernel")

@@ -94,7 +94,7 @@ int Run(const RunArgs& args) {
     if (!opened.ok()) return ReportError(opened.error());
     source = std::move(*opened);
   }
-  auto graph = LoadModel(args.io.model, args.io.model_options);
+  auto graph = LoadModel(args.io.model, RunModelOptions(args.io));
   if (!graph.ok()) return ReportError(graph.error());
   auto feeds = LoadFeeds(*graph, args.io.inputs, args.io.random_seed);
   if (!feeds.ok()) return ReportError(feeds.error());

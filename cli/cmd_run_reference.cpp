@@ -23,7 +23,7 @@ struct RunReferenceArgs {
 };
 
 int Run(const RunReferenceArgs& args) {
-  auto graph = LoadModel(args.io.model, args.io.model_options);
+  auto graph = LoadModel(args.io.model, RunModelOptions(args.io));
   if (!graph.ok()) return ReportError(graph.error());
   auto feeds = LoadFeeds(*graph, args.io.inputs, args.io.random_seed);
   if (!feeds.ok()) return ReportError(feeds.error());

@@ -162,6 +162,7 @@ void AddSpaceCommand(CLI::App& app, std::function<void(int)> set_result) {
   cmd->add_option("model", args->model, "ONNX model file")->required();
   cmd->add_option("--dim", args->model_options.dims,
                   "Bind a symbolic dimension: NAME=VALUE (repeatable)");
+  AddValueOption(cmd, &args->model_options);
   cmd->add_option("--max-group-size", args->max_group_size, "Largest group enumerated (1..16)")
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "Threads per kernel")

@@ -131,6 +131,7 @@ void AddTuneCommand(CLI::App& app, std::function<void(int)> set_result) {
       "tune", "Tune a model's fusion and tiling into the database (an overnight job)");
   cmd->add_option("model", args->model, "ONNX model")->required()->check(CLI::ExistingFile);
   cmd->add_option("--dim", args->model_options.dims, "Bind a symbolic dimension: NAME=VALUE");
+  AddValueOption(cmd, &args->model_options);
   cmd->add_option("--db", args->db, "Tuning database")->capture_default_str();
   cmd->add_option("--trials", args->trials, "Group measurements to spend")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));

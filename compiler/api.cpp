@@ -36,9 +36,14 @@ double MsSince(std::chrono::steady_clock::time_point start) {
 
 // The ONNX import and the standard graph passes, as `fusetune` runs them.
 Result<graph::Graph> ImportModel(const std::string& onnx_path,
-                                 const std::map<std::string, int64_t>& dims) {
+                                 const std::map<std::string, int64_t>& dims,
+                                 const std::map<std::string, std::vector<int64_t>>& values) {
   graph::ImportOptions import;
   import.dim_bindings = dims;
+  for (const auto& [name, v] : values)
+    import.input_values.emplace(
+        name, graph::Tensor::FromVector<int64_t>(graph::DataType::kInt64,
+                                                 {static_cast<int64_t>(v.size())}, v));
   FT_ASSIGN_OR_RETURN(graph::Graph graph, graph::ImportOnnxFile(onnx_path, import));
   if (auto passes = graph::RunStandardPasses(graph); !passes.ok())
     return passes.error().WithContext(onnx_path);
@@ -145,7 +150,7 @@ class CompilerImpl final : public Compiler {
  private:
   Result<std::unique_ptr<Executable>> CompileModel(const std::string& onnx_path) {
     const auto start = std::chrono::steady_clock::now();
-    FT_ASSIGN_OR_RETURN(graph::Graph graph, ImportModel(onnx_path, options_.dims));
+    FT_ASSIGN_OR_RETURN(graph::Graph graph, ImportModel(onnx_path, options_.dims, options_.values));
     const double import_ms = MsSince(start);
     compiler::CompileOptions options;
     options.max_memory_bytes = options_.max_memory_bytes;
@@ -261,7 +266,7 @@ TuneSummary MakeSummary(const search::TuningJobResult& result) {
 Result<TuneSummary> TuneModel(const std::string& onnx_path, const TuneOptions& options) {
   FT_ASSIGN_OR_RETURN(search::TuningJobOptions job_options, JobOptions(options));
   job_options.model = onnx_path;
-  FT_ASSIGN_OR_RETURN(graph::Graph graph, ImportModel(onnx_path, options.dims));
+  FT_ASSIGN_OR_RETURN(graph::Graph graph, ImportModel(onnx_path, options.dims, options.values));
   FT_ASSIGN_OR_RETURN(auto database, db::MakeSqliteDatabase(options.database));
   search::TuningJobCallbacks callbacks;
   if (options.progress)

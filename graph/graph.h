@@ -115,6 +115,10 @@ class Graph {
   std::vector<Node> nodes;
   std::vector<ValueId> inputs;
   std::vector<ValueId> outputs;
+  // Graph inputs whose value was bound when the model was loaded, because
+  // shapes depend on them (input_values.h): constants now (and maybe folded
+  // away), which a run may still feed, with the same value.
+  std::map<std::string, std::shared_ptr<const Tensor>> bound_inputs;
 
   ValueId AddValue(std::string value_name);
   ValueId AddInput(std::string value_name, TensorType type);

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "graph/input_values.h"
 #include "graph/shape_inference.h"
 
 namespace fusetune::graph {
@@ -334,7 +335,7 @@ Result<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& base_
   if (!status.ok()) return status.error().WithContext(origin);
   InferOptions infer;
   infer.fold_constants = options.fold_constants;
-  status = InferShapes(g, infer);
+  status = InferShapesBindingInputs(g, options.input_values, infer);
   if (!status.ok()) return status.error().WithContext(origin);
   return g;
 }

@@ -16,6 +16,11 @@ struct ImportOptions {
   // Values for symbolic input dimensions ("batch" -> 1). Unbound symbolic
   // dimensions are an error that names the input and the dimension.
   std::map<std::string, int64_t> dim_bindings;
+  // Values of graph inputs by name, for inputs that shapes depend on
+  // (Reshape's shape, Slice's starts... fed as graph inputs): those that
+  // inference needs become constants of the graph (input_values.h); the
+  // others are ignored, so a run may pass all of its inputs here.
+  std::map<std::string, Tensor> input_values;
   // Fold constants while inferring shapes (off only for tests of folding).
   bool fold_constants = true;
 };

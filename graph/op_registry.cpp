@@ -13,11 +13,13 @@ Error InferContext::Fail(ErrorCode code, const std::string& message) const {
 Result<const Tensor*> InferContext::RequireConstant(size_t i, const char* what) const {
   if (!has_input(i))
     return Fail(ErrorCode::kInvalidArgument, fmt::format("input {} ({}) is missing", i, what));
-  if (input_constants.size() <= i || input_constants[i] == nullptr)
+  if (input_constants.size() <= i || input_constants[i] == nullptr) {
+    missing_constant = static_cast<int64_t>(i);
     return Fail(ErrorCode::kUnsupported,
                 fmt::format("input {} ({}) must be a constant after shape folding; "
                             "fusetune needs static shapes",
                             i, what));
+  }
   return input_constants[i];
 }
 

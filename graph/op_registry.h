@@ -20,6 +20,9 @@ struct InferContext {
   int64_t opset = 17;
   std::vector<const TensorType*> input_types;  // nullptr for omitted inputs
   std::vector<const Tensor*> input_constants;  // nullptr when not constant
+  // The input RequireConstant last found without a value (-1: none), so that
+  // inference can say which value it needs (InferOptions::needed_value).
+  mutable int64_t missing_constant = -1;
 
   size_t num_inputs() const { return input_types.size(); }
   bool has_input(size_t i) const { return i < input_types.size() && input_types[i] != nullptr; }

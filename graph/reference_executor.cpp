@@ -24,6 +24,19 @@ Result<Tensor> AdaptFeed(const Value& input, const Tensor& feed) {
                            DataTypeName(input.type.dtype), DataTypeName(feed.dtype())));
 }
 
+// A feed of an input bound when the model was loaded must repeat the bound
+// value: the shapes were resolved with it.
+Status CheckBoundFeed(const std::string& name, const Tensor& bound, const Tensor& feed) {
+  if (feed.numel() == bound.numel() &&
+      feed.CastTo(bound.dtype()).BitwiseEquals(bound.Reshaped(feed.dims())))
+    return Status::Ok();
+  return Error(ErrorCode::kInvalidArgument,
+               fmt::format("input '{}' was bound to a value when the model was loaded (shapes "
+                           "depend on it); this run feeds another one: load the model again "
+                           "with the new value",
+                           name));
+}
+
 }  // namespace
 
 Result<std::vector<Tensor>> BindFeeds(const Graph& graph, const TensorMap& feeds) {
@@ -38,6 +51,10 @@ Result<std::vector<Tensor>> BindFeeds(const Graph& graph, const TensorMap& feeds
     FT_ASSIGN_OR_RETURN(values[v], AdaptFeed(input, it->second));
   }
   for (const auto& [name, tensor] : feeds) {
+    if (auto bound = graph.bound_inputs.find(name); bound != graph.bound_inputs.end()) {
+      FT_RETURN_IF_ERROR(CheckBoundFeed(name, *bound->second, tensor));
+      continue;
+    }
     auto id = graph.FindValue(name);
     if (!id || !graph.value(*id).is_input)
       return Error(ErrorCode::kNotFound, fmt::format("'{}' is not an input of the graph", name));

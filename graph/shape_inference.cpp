@@ -59,7 +59,7 @@ Status InferNode(Graph& graph, int32_t n, const InferOptions& options,
         fmt::format(
             "{}: has {} inputs, expects {} to {}", desc, num_in, schema->min_inputs,
             schema->max_inputs < 0 ? std::string("any") : std::to_string(schema->max_inputs)));
-  InferContext ctx{node, desc, graph.opset, {}, {}};
+  InferContext ctx{node, desc, graph.opset, {}, {}, -1};
   bool all_constant = true;
   for (int i = 0; i < num_in; ++i) {
     const ValueId v = node.inputs[i];
@@ -79,7 +79,13 @@ Status InferNode(Graph& graph, int32_t n, const InferOptions& options,
     ctx.input_constants.push_back(known[v].get());
     all_constant = all_constant && known[v] != nullptr;
   }
-  FT_ASSIGN_OR_RETURN(std::vector<TensorType> types, schema->infer(ctx));
+  auto inferred = schema->infer(ctx);
+  if (!inferred.ok()) {
+    if (ctx.missing_constant >= 0 && options.needed_value != nullptr)
+      *options.needed_value = node.inputs[ctx.missing_constant];
+    return inferred.error();
+  }
+  std::vector<TensorType> types = std::move(*inferred);
   if (types.size() < node.outputs.size())
     return Error(ErrorCode::kInternal, fmt::format("{}: inference gave too few outputs", desc));
   for (const TensorType& type : types) FT_RETURN_IF_ERROR(CheckRepresentable(type, desc));

@@ -14,6 +14,10 @@ struct InferOptions {
   bool fold_constants = true;
   // Largest tensor (bytes) that folding may create; bigger results stay as nodes.
   size_t max_folded_bytes = size_t{256} << 20;
+  // When inference stops because an op needs the value of a value that is
+  // not constant (Reshape's shape computed from a graph input), that value
+  // is written here (input_values.h binds the graph inputs it comes from).
+  ValueId* needed_value = nullptr;
 };
 
 // Errors name the node. Unsupported ops are reported by CheckSupportedOps.

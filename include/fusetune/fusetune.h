@@ -66,7 +66,12 @@ enum class Caches { kFlushed, kWarm, kColdWeights };
 struct CompileOptions {
   std::string database;                 // tuning database path; empty: no database (greedy plan)
   std::map<std::string, int64_t> dims;  // values of symbolic input dimensions
-  int threads = 2;                      // threads per kernel, 1 to 256
+  // Values of graph inputs that shapes depend on (Reshape's shape, Slice's
+  // starts... fed as inputs): bound at compile time, converted to the
+  // input's declared type. A model that needs one and lacks it fails to
+  // compile, naming the input.
+  std::map<std::string, std::vector<int64_t>> values;
+  int threads = 2;                          // threads per kernel, 1 to 256
   std::optional<int64_t> max_memory_bytes;  // limit on live intermediates
   bool use_whole_model_plans = true;
   // Take the plan an earlier compile of the same model chose from group
@@ -144,8 +149,9 @@ struct TuneProgress {
 };
 
 struct TuneOptions {
-  std::string database = "fusetune.db";  // created when missing
-  std::map<std::string, int64_t> dims;   // values of symbolic input dimensions
+  std::string database = "fusetune.db";                // created when missing
+  std::map<std::string, int64_t> dims;                 // values of symbolic input dimensions
+  std::map<std::string, std::vector<int64_t>> values;  // as CompileOptions::values
   // The budget (`fusetune tune --trials/--time`): spent in full. Neither:
   // until every group has converged, which `until_converged` also asks for
   // within a budget.

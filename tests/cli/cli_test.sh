@@ -165,6 +165,37 @@ expect_error 2 "" -- $FUSETUNE inspect
 expect_error 2 "" -- $FUSETUNE no-such-command
 $FUSETUNE inspect "$DATA/encoder_dynamic_op17.onnx" --dim batch=1 --dim seq=4 >/dev/null || fail "inspect with --dim"
 
+# A shape fed as a graph input (Reshape's shape): bound to the run's value,
+# from --input or --value, in the reference executor and the compiled run
+/usr/bin/python3 - "$TMP" <<'PY' || fail "writing the reshape-by-input model"
+import sys, numpy as np, onnx
+from onnx import helper, TensorProto
+d = sys.argv[1]
+g = helper.make_graph(
+    [helper.make_node("Reshape", ["x", "shape"], ["r"]), helper.make_node("Relu", ["r"], ["y"])],
+    "reshape_by_input",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6]),
+     helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), f"{d}/reshape.onnx")
+np.save(f"{d}/rx.npy", np.arange(-6, 6, dtype=np.float32).reshape(2, 6))
+np.save(f"{d}/rshape.npy", np.array([3, 4], dtype=np.int64))
+PY
+$FUSETUNE run-reference "$TMP/reshape.onnx" --input x="$TMP/rx.npy" --input shape="$TMP/rshape.npy" \
+  --output-dir "$TMP/rout" >/dev/null || fail "run-reference with a shape input"
+$FUSETUNE run "$TMP/reshape.onnx" --plan greedy --input x="$TMP/rx.npy" --value shape=3,4 --output-dir "$TMP/rrun" \
+  >/dev/null || fail "run with --value for a shape input"
+/usr/bin/python3 - "$TMP/rout/y.npy" "$TMP/rrun/y.npy" <<'PY' || fail "shape input: wrong outputs"
+import sys, numpy as np
+want = np.maximum(np.arange(-6, 6, dtype=np.float32).reshape(3, 4), 0)
+for f in sys.argv[1:]:
+    assert np.array_equal(np.load(f), want), f
+PY
+$FUSETUNE inspect "$TMP/reshape.onnx" --value shape=4,3 >/dev/null || fail "inspect --value"
+expect_error 2 "computed from graph input 'shape' \(i64\[2\]\).*--input shape=FILE.npy" -- $FUSETUNE inspect "$TMP/reshape.onnx"
+expect_error 2 "has shape \[3\]; the model declares i64\[2\]" -- $FUSETUNE inspect "$TMP/reshape.onnx" --value shape=1,3,4
+expect_error 2 "is not of the form NAME=VALUE" -- $FUSETUNE inspect "$TMP/reshape.onnx" --value shape
+
 fi  # basics
 
 if part training; then

@@ -9,7 +9,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <sstream>
 
 #include <onnx/onnx_pb.h>
@@ -40,6 +39,7 @@ Tensor ReadTensorProto(const fs::path& path, std::string* name) {
   EXPECT_TRUE(dtype.has_value()) << path << ": ONNX type " << p.data_type();
   Dims dims(p.dims().begin(), p.dims().end());
   Tensor t(*dtype, dims);
+  if (t.numel() == 0) return t;
   if (!p.raw_data().empty()) {
     EXPECT_EQ(p.raw_data().size(), t.nbytes()) << path;
     std::memcpy(t.raw(), p.raw_data().data(), std::min(p.raw_data().size(), t.nbytes()));
@@ -65,13 +65,13 @@ std::vector<fs::path> DataFiles(const fs::path& dir, const std::string& prefix) 
   return files;
 }
 
-// Imports a test's model. The tests of ops unchanged since opset 1 or 6
-// (GlobalAveragePool, GlobalMaxPool, HardSigmoid) declare that opset, below
-// the 7 that fusetune imports; their model is read as opset 7, the same op.
-// Integer inputs (Pad's pads, Resize's sizes) and the inputs a Resize reads
-// after X (roi, scales) become initializers: fusetune needs static shapes, so
-// they are constants of the model, as in an export. `feeds` gets the other
-// inputs of test_data_set_0.
+// Imports a test's model with the inputs of test_data_set_0 as the run's
+// values: those that carry shapes (Pad's pads, Resize's scales or sizes,
+// Reshape's shape...) are bound by import (graph/input_values.h), as a run
+// binds them; `feeds` gets every input. The tests of ops unchanged since
+// opset 1 or 6 (GlobalAveragePool, GlobalMaxPool, HardSigmoid) declare that
+// opset, below the 7 that fusetune imports; their model is read as opset
+// 7, the same op.
 Result<Graph> ImportNodeTest(const fs::path& dir, TensorMap* feeds) {
   onnx::ModelProto model;
   if (!model.ParseFromString(ReadAll(dir / "model.onnx")))
@@ -79,34 +79,16 @@ Result<Graph> ImportNodeTest(const fs::path& dir, TensorMap* feeds) {
   for (auto& imp : *model.mutable_opset_import())
     if ((imp.domain().empty() || imp.domain() == "ai.onnx") && imp.version() < 7)
       imp.set_version(7);
-  onnx::GraphProto* graph = model.mutable_graph();
-  std::set<std::string> shape_inputs;
-  for (const auto& node : graph->node())
-    if (node.op_type() == "Resize")
-      for (int i = 1; i < node.input_size(); ++i) shape_inputs.insert(node.input(i));
   const auto inputs = DataFiles(dir / "test_data_set_0", "input_");
-  std::vector<onnx::ValueInfoProto> kept;
-  for (int i = 0; i < graph->input_size(); ++i) {
-    const onnx::ValueInfoProto& info = graph->input(i);
-    if (static_cast<size_t>(i) >= inputs.size()) {
-      kept.push_back(info);
-      continue;
-    }
-    onnx::TensorProto p;
-    if (!p.ParseFromString(ReadAll(inputs[i])))
-      return Error(ErrorCode::kParse, inputs[i].string() + ": not a TensorProto");
-    if (p.data_type() == onnx::TensorProto_DataType_INT64 || shape_inputs.count(info.name())) {
-      p.set_name(info.name());
-      *graph->add_initializer() = p;
-    } else {
-      kept.push_back(info);
-      std::string name;
-      (*feeds)[info.name()] = ReadTensorProto(inputs[i], &name);
-    }
+  const onnx::GraphProto& graph = model.graph();
+  for (int i = 0; i < graph.input_size() && static_cast<size_t>(i) < inputs.size(); ++i) {
+    std::string name;
+    (*feeds)[graph.input(i).name()] = ReadTensorProto(inputs[i], &name);
   }
-  graph->clear_input();
-  for (const auto& info : kept) *graph->add_input() = info;
-  return ImportOnnxBytes(model.SerializeAsString(), dir.string(), (dir / "model.onnx").string());
+  ImportOptions options;
+  options.input_values = *feeds;
+  return ImportOnnxBytes(model.SerializeAsString(), dir.string(), (dir / "model.onnx").string(),
+                         options);
 }
 
 class OnnxBackendNode : public ::testing::TestWithParam<const char*> {};
@@ -182,6 +164,42 @@ INSTANTIATE_TEST_SUITE_P(
         "test_resize_upsample_sizes_nearest", "test_resize_upsample_sizes_nearest_ceil_half_pixel",
         "test_resize_upsample_sizes_nearest_floor_align_corners",
         "test_resize_upsample_sizes_nearest_round_prefer_ceil_asymmetric"));
+
+// The tests whose shape-carrying inputs (Reshape's shape, Slice's starts,
+// ends, axes and steps, Squeeze/Unsqueeze axes, Expand's and
+// ConstantOfShape's shape, Split's sizes, Trilu's k, Range's bounds, Tile's
+// repeats, ReduceSum's axes) are graph inputs: import binds them to the
+// values of test_data_set_0, as a run binds them (graph/input_values.h).
+INSTANTIATE_TEST_SUITE_P(
+    ShapeInputs, OnnxBackendNode,
+    ::testing::Values(
+        "test_blackmanwindow_expanded", "test_blackmanwindow_symmetric_expanded",
+        "test_constantofshape_float_ones", "test_constantofshape_int_shape_zero",
+        "test_constantofshape_int_zeros", "test_expand_dim_changed", "test_expand_dim_unchanged",
+        "test_hammingwindow_expanded", "test_hammingwindow_symmetric_expanded",
+        "test_hannwindow_expanded", "test_hannwindow_symmetric_expanded",
+        "test_range_float_type_positive_delta", "test_range_int32_type_negative_delta",
+        "test_reduce_sum_default_axes_keepdims_example",
+        "test_reduce_sum_default_axes_keepdims_random", "test_reduce_sum_do_not_keepdims_example",
+        "test_reduce_sum_do_not_keepdims_random", "test_reduce_sum_empty_axes_input_noop_example",
+        "test_reduce_sum_empty_axes_input_noop_random", "test_reduce_sum_keepdims_example",
+        "test_reduce_sum_keepdims_random", "test_reduce_sum_negative_axes_keepdims_example",
+        "test_reduce_sum_negative_axes_keepdims_random", "test_reshape_allowzero_reordered",
+        "test_reshape_extended_dims", "test_reshape_negative_dim",
+        "test_reshape_negative_extended_dims", "test_reshape_one_dim", "test_reshape_reduced_dims",
+        "test_reshape_reordered_all_dims", "test_reshape_reordered_last_dims",
+        "test_reshape_zero_and_negative_dim", "test_reshape_zero_dim", "test_slice",
+        "test_slice_default_axes", "test_slice_default_steps", "test_slice_end_out_of_bounds",
+        "test_slice_neg", "test_slice_neg_steps", "test_slice_negative_axes",
+        "test_slice_start_out_of_bounds", "test_split_variable_parts_1d",
+        "test_split_variable_parts_2d", "test_split_variable_parts_default_axis",
+        "test_split_zero_size_splits", "test_squeeze", "test_squeeze_negative_axes", "test_tile",
+        "test_tile_precomputed", "test_tril_neg", "test_tril_out_neg", "test_tril_out_pos",
+        "test_tril_pos", "test_tril_square_neg", "test_tril_zero", "test_triu_neg",
+        "test_triu_one_row", "test_triu_out_neg_out", "test_triu_out_pos", "test_triu_pos",
+        "test_triu_square_neg", "test_triu_zero", "test_unsqueeze_axis_0", "test_unsqueeze_axis_1",
+        "test_unsqueeze_axis_2", "test_unsqueeze_negative_axes", "test_unsqueeze_three_axes",
+        "test_unsqueeze_two_axes", "test_unsqueeze_unsorted_axes"));
 
 // The node tests of these ops that fusetune does not support yet: import
 // fails cleanly, naming the node, instead of running something else.
