@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/attention_decode.h"
 #include "kernels/fast_math.h"
 #include "kernels/microkernel.h"
 #include "kernels/row_simd.h"
@@ -317,6 +318,7 @@ class AttentionRunner {
 Result<KernelStats> RunAttention(const AttentionDesc& d, const AttentionTiling& t,
                                  const KernelConfig& config, RunMode mode) {
   FT_RETURN_IF_ERROR(ValidateAttention(d, t, config));
+  if (d.seq_q <= kDecodeMaxQueries) return RunAttentionDecode(d, t, config, mode);
   std::vector<QueryTile> tiles;
   for (int64_t b = 0; b < d.batch; ++b)
     for (int64_t h = 0; h < d.heads; ++h)

@@ -1,7 +1,10 @@
-// node ort_bench.js MODEL.onnx INPUT.npy RUNS: ONNX Runtime (onnxruntime-node,
-// CPU, 2 intra-op threads, all graph optimisations) on one f32 input; prints
-// {"median_ms", "p10_ms", "p90_ms", "min_ms", "max_rel_error"} against INPUT's
-// sibling NAME.out.y.npy when present. NODE_PATH must reach onnxruntime-node.
+// node ort_bench.js MODEL.onnx INPUTS RUNS: ONNX Runtime (onnxruntime-node,
+// CPU, 2 intra-op threads, all graph optimisations). INPUTS is one f32 .npy
+// (the model's first input) or NAME=FILE.npy pairs joined by commas (every
+// input; f32 or i64). Prints {"median_ms", "p10_ms", "p90_ms", "min_ms",
+// "max_rel_error"}: the error of the first output against the sibling
+// NAME.out.y.npy of the first input file, when present. NODE_PATH must reach
+// onnxruntime-node.
 const fs = require("fs");
 const ort = require("onnxruntime-node");
 
@@ -9,11 +12,13 @@ function readNpy(path) {
   const buf = fs.readFileSync(path);
   const headerLen = buf.readUInt16LE(8);
   const header = buf.toString("latin1", 10, 10 + headerLen);
-  if (!header.includes("'<f4'")) throw new Error(`${path}: only little-endian f32 .npy files`);
+  const i64 = header.includes("'<i8'");
+  if (!header.includes("'<f4'") && !i64)
+    throw new Error(`${path}: only little-endian f32 or i64 .npy files`);
   const shape = header.match(/\(([^)]*)\)/)[1].split(",").map((s) => s.trim()).filter((s) => s).map(Number);
   const start = 10 + headerLen;
-  const data = new Float32Array(buf.buffer.slice(buf.byteOffset + start, buf.byteOffset + buf.length));
-  return { shape, data };
+  const bytes = buf.buffer.slice(buf.byteOffset + start, buf.byteOffset + buf.length);
+  return { shape, data: i64 ? new BigInt64Array(bytes) : new Float32Array(bytes), type: i64 ? "int64" : "float32" };
 }
 
 async function main() {
@@ -25,8 +30,15 @@ async function main() {
     graphOptimizationLevel: "all",
     executionMode: "sequential",
   });
-  const x = readNpy(inputPath);
-  const feeds = { [session.inputNames[0]]: new ort.Tensor("float32", x.data, x.shape) };
+  const pairs = inputPath.includes("=")
+    ? inputPath.split(",").map((p) => p.split("="))
+    : [[session.inputNames[0], inputPath]];
+  const feeds = {};
+  for (const [name, file] of pairs) {
+    const t = readNpy(file);
+    feeds[name] = new ort.Tensor(t.type, t.data, t.shape);
+  }
+  const firstFile = pairs[0][1];
   let out = await session.run(feeds);
   for (let i = 0; i < 2; ++i) out = await session.run(feeds);
   const ms = [];
@@ -38,7 +50,7 @@ async function main() {
   ms.sort((a, b) => a - b);
   const at = (q) => ms[Math.floor(q * (ms.length - 1))];
   const result = { median_ms: at(0.5), p10_ms: at(0.1), p90_ms: at(0.9), min_ms: ms[0], runs };
-  const wantPath = inputPath.replace(/\.in\.[^.]+\.npy$/, ".out.y.npy");
+  const wantPath = firstFile.replace(/\.in\.[^.]+\.npy$/, ".out.y.npy");
   if (fs.existsSync(wantPath)) {
     const want = readNpy(wantPath).data;
     const got = out[session.outputNames[0]].data;

@@ -1,7 +1,7 @@
 // Fused attention against the reference executor's MatMul/Softmax/MatMul
 // chain: masks none, causal and additive; Q, K, V read from one packed QKV
 // tensor; random shapes (1, primes, non-multiples of the micro-tile) and
-// tilings with a fixed seed.
+// tilings with a fixed seed; the decode path (a few queries) the same way.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -10,6 +10,7 @@
 
 #include "common/rng.h"
 #include "kernels/attention.h"
+#include "kernels/attention_decode.h"
 #include "kernels/estimate.h"
 #include "kernels/microkernel.h"
 #include "tests/graph/test_util.h"
@@ -43,84 +44,75 @@ graph::Tensor Reference(const Case& c, const std::vector<float>& q, const std::v
   return r.ok() ? r->outputs.at("o") : graph::Tensor();
 }
 
-TEST(Attention, MatchesReferenceFromPackedQkv) {
-  Rng rng(31);
-  const int64_t seqs[] = {1, 5, 16, 31, 64, 97};
-  const int64_t dims[] = {1, 8, 13, 64};
-  for (int trial = 0; trial < 36; ++trial) {
-    Case c{rng.Between(1, 2),  rng.Between(1, 3),  seqs[rng.Below(6)],
-           seqs[rng.Below(6)], dims[rng.Below(4)], static_cast<MaskKind>(trial % 3)};
-    if (c.mask == MaskKind::kCausal) c.skv = std::max(c.skv, c.sq);  // every query sees a key
-    const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
-    // One packed tensor [B, S, 3, H, D] as a fused QKV projection writes it
-    // (seq_q == seq_kv there); otherwise separate [B, S, H, D] tensors.
-    const bool packed = c.sq == c.skv;
-    std::vector<float> qkv(c.b * c.skv * 3 * c.h * c.d), qs(c.b * c.sq * c.h * c.d);
-    for (float& x : qkv) x = static_cast<float>(rng.Normal());
-    for (float& x : qs) x = static_cast<float>(rng.Normal());
-    auto at = [&](int which, int64_t b, int64_t h, int64_t s, int64_t p) -> float& {
-      if (which == 0 && !packed) return qs[((b * c.sq + s) * c.h + h) * c.d + p];
-      return qkv[(((b * c.skv + s) * 3 + which) * c.h + h) * c.d + p];
-    };
-    std::vector<float> q(c.b * c.h * c.sq * c.d), k(c.b * c.h * c.skv * c.d), v(k.size());
-    for (int64_t b = 0; b < c.b; ++b)
-      for (int64_t h = 0; h < c.h; ++h)
-        for (int64_t p = 0; p < c.d; ++p) {
-          for (int64_t s = 0; s < c.sq; ++s)
-            q[((b * c.h + h) * c.sq + s) * c.d + p] = at(0, b, h, s, p);
-          for (int64_t s = 0; s < c.skv; ++s) {
-            k[((b * c.h + h) * c.skv + s) * c.d + p] = at(1, b, h, s, p);
-            v[((b * c.h + h) * c.skv + s) * c.d + p] = at(2, b, h, s, p);
-          }
-        }
-    std::vector<float> mask(c.h * c.sq * c.skv, 0.0f);
+// Runs case c with tiling t on `threads` threads (Q, K, V from one packed
+// QKV tensor when seq_q == seq_kv) and returns the largest absolute error
+// against the reference; `stats` gets the kernel's counts.
+double ErrorAgainstReference(Rng& rng, const Case& c, const AttentionTiling& t, int threads,
+                             KernelStats* stats) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+  // One packed tensor [B, S, 3, H, D] as a fused QKV projection writes it
+  // (seq_q == seq_kv there); otherwise separate [B, S, H, D] tensors.
+  const bool packed = c.sq == c.skv;
+  std::vector<float> qkv(c.b * c.skv * 3 * c.h * c.d), qs(c.b * c.sq * c.h * c.d);
+  for (float& x : qkv) x = static_cast<float>(rng.Normal());
+  for (float& x : qs) x = static_cast<float>(rng.Normal());
+  auto at = [&](int which, int64_t b, int64_t h, int64_t s, int64_t p) -> float& {
+    if (which == 0 && !packed) return qs[((b * c.sq + s) * c.h + h) * c.d + p];
+    return qkv[(((b * c.skv + s) * 3 + which) * c.h + h) * c.d + p];
+  };
+  std::vector<float> q(c.b * c.h * c.sq * c.d), k(c.b * c.h * c.skv * c.d), v(k.size());
+  for (int64_t b = 0; b < c.b; ++b)
     for (int64_t h = 0; h < c.h; ++h)
-      for (int64_t i = 0; i < c.sq; ++i)
-        for (int64_t j = 0; j < c.skv; ++j) {
-          float& m = mask[(h * c.sq + i) * c.skv + j];
-          if (c.mask == MaskKind::kCausal && j > i + c.skv - c.sq) m = -INFINITY;
-          if (c.mask == MaskKind::kAdditive) m = static_cast<float>(rng.Normal() * 2);
-        }
-    std::vector<float> o(c.b * c.sq * c.h * c.d, NAN);  // [B, S, H, D], as attention outputs are
-    AttentionDesc d;
-    d.batch = c.b;
-    d.heads = c.h;
-    d.seq_q = c.sq;
-    d.seq_kv = c.skv;
-    d.head_dim = d.value_dim = c.d;
-    const int64_t row = 3 * c.h * c.d;
-    const float* q_base = packed ? qkv.data() : qs.data();
-    d.q = {q_base, c.sq * (packed ? row : c.h * c.d), c.d, packed ? row : c.h * c.d, 1};
-    d.k = {qkv.data() + c.h * c.d, c.skv * row, c.d, row, 1};
-    d.v = {qkv.data() + 2 * c.h * c.d, c.skv * row, c.d, row, 1};
-    d.o = o.data();
-    d.o_batch = c.sq * c.h * c.d;
-    d.o_head = c.d;
-    d.o_row = c.h * c.d;
-    d.scale = scale;
-    d.mask = c.mask;
-    d.mask_data = {mask.data(), 0, c.sq * c.skv, c.skv, 1};
-    const auto shapes = MicroTileShapes();
-    AttentionTiling t;
-    std::tie(t.mr, t.nr) = shapes[rng.Below(shapes.size())];
-    t.br = rng.Between(1, 80);
-    t.bc = rng.Between(1, 80);
-    KernelConfig config;
-    config.threads = static_cast<int>(rng.Between(1, 3));
-    auto stats = RunAttention(d, t, config);
-    ASSERT_TRUE(stats.ok()) << stats.error().ToString();
-    const graph::Tensor want = Reference(c, q, k, v, mask, scale);
-    double err = 0;
-    for (int64_t b = 0; b < c.b; ++b)
-      for (int64_t h = 0; h < c.h; ++h)
+      for (int64_t p = 0; p < c.d; ++p) {
         for (int64_t s = 0; s < c.sq; ++s)
-          for (int64_t p = 0; p < c.d; ++p)
-            err = std::max(err, std::abs(double(o[((b * c.sq + s) * c.h + h) * c.d + p]) -
-                                         want.data<float>()[((b * c.h + h) * c.sq + s) * c.d + p]));
-    EXPECT_LE(err, 2e-5) << c.b << "x" << c.h << "x" << c.sq << "x" << c.skv << "x" << c.d << " "
-                         << MaskKindName(c.mask) << " " << t.ToString();
-    EXPECT_EQ(stats->bytes_local_to_global, 4 * c.b * c.h * c.sq * c.d);
-  }
+          q[((b * c.h + h) * c.sq + s) * c.d + p] = at(0, b, h, s, p);
+        for (int64_t s = 0; s < c.skv; ++s) {
+          k[((b * c.h + h) * c.skv + s) * c.d + p] = at(1, b, h, s, p);
+          v[((b * c.h + h) * c.skv + s) * c.d + p] = at(2, b, h, s, p);
+        }
+      }
+  std::vector<float> mask(c.h * c.sq * c.skv, 0.0f);
+  for (int64_t h = 0; h < c.h; ++h)
+    for (int64_t i = 0; i < c.sq; ++i)
+      for (int64_t j = 0; j < c.skv; ++j) {
+        float& m = mask[(h * c.sq + i) * c.skv + j];
+        if (c.mask == MaskKind::kCausal && j > i + c.skv - c.sq) m = -INFINITY;
+        if (c.mask == MaskKind::kAdditive) m = static_cast<float>(rng.Normal() * 2);
+      }
+  std::vector<float> o(c.b * c.sq * c.h * c.d, NAN);  // [B, S, H, D], as attention outputs are
+  AttentionDesc d;
+  d.batch = c.b;
+  d.heads = c.h;
+  d.seq_q = c.sq;
+  d.seq_kv = c.skv;
+  d.head_dim = d.value_dim = c.d;
+  const int64_t row = 3 * c.h * c.d;
+  const float* q_base = packed ? qkv.data() : qs.data();
+  d.q = {q_base, c.sq * (packed ? row : c.h * c.d), c.d, packed ? row : c.h * c.d, 1};
+  d.k = {qkv.data() + c.h * c.d, c.skv * row, c.d, row, 1};
+  d.v = {qkv.data() + 2 * c.h * c.d, c.skv * row, c.d, row, 1};
+  d.o = o.data();
+  d.o_batch = c.sq * c.h * c.d;
+  d.o_head = c.d;
+  d.o_row = c.h * c.d;
+  d.scale = scale;
+  d.mask = c.mask;
+  d.mask_data = {mask.data(), 0, c.sq * c.skv, c.skv, 1};
+  KernelConfig config;
+  config.threads = threads;
+  auto run = RunAttention(d, t, config);
+  EXPECT_TRUE(run.ok()) << run.error().ToString();
+  if (!run.ok()) return INFINITY;
+  *stats = *run;
+  const graph::Tensor want = Reference(c, q, k, v, mask, scale);
+  double err = 0;
+  for (int64_t b = 0; b < c.b; ++b)
+    for (int64_t h = 0; h < c.h; ++h)
+      for (int64_t s = 0; s < c.sq; ++s)
+        for (int64_t p = 0; p < c.d; ++p)
+          err = std::max(err, std::abs(double(o[((b * c.sq + s) * c.h + h) * c.d + p]) -
+                                       want.data<float>()[((b * c.h + h) * c.sq + s) * c.d + p]));
+  return err;
 }
 
 // Q, K, V and O as contiguous [heads][s][dim] arrays, no mask.
@@ -137,6 +129,84 @@ AttentionDesc ContiguousHeads(const float* q, const float* k, const float* v, fl
   d.o_head = s * dim;
   d.o_row = dim;
   return d;
+}
+
+TEST(Attention, MatchesReferenceFromPackedQkv) {
+  Rng rng(31);
+  const int64_t seqs[] = {1, 5, 16, 31, 64, 97};
+  const int64_t dims[] = {1, 8, 13, 64};
+  for (int trial = 0; trial < 36; ++trial) {
+    Case c{rng.Between(1, 2),  rng.Between(1, 3),  seqs[rng.Below(6)],
+           seqs[rng.Below(6)], dims[rng.Below(4)], static_cast<MaskKind>(trial % 3)};
+    if (c.mask == MaskKind::kCausal) c.skv = std::max(c.skv, c.sq);  // every query sees a key
+    const auto shapes = MicroTileShapes();
+    AttentionTiling t;
+    std::tie(t.mr, t.nr) = shapes[rng.Below(shapes.size())];
+    t.br = rng.Between(1, 80);
+    t.bc = rng.Between(1, 80);
+    const int threads = static_cast<int>(rng.Between(1, 3));
+    KernelStats stats;
+    EXPECT_LE(ErrorAgainstReference(rng, c, t, threads, &stats), 2e-5)
+        << c.b << "x" << c.h << "x" << c.sq << "x" << c.skv << "x" << c.d << " "
+        << MaskKindName(c.mask) << " " << t.ToString();
+    if (c.sq > kDecodeMaxQueries) {  // the decode path's key splits write partial rows too
+      EXPECT_EQ(stats.bytes_local_to_global, 4 * c.b * c.h * c.sq * c.d);
+    }
+  }
+}
+
+// Decode shapes (a few queries against many keys) take the decode path:
+// the same results, with the keys split across threads when there are
+// fewer (batch, head, query tile) items than threads.
+TEST(AttentionDecode, MatchesReferenceWithAndWithoutKeySplits) {
+  Rng rng(47);
+  const int64_t queries[] = {1, 2, 5, 8}, keys[] = {1, 7, 64, 300, 1000};
+  const int64_t dims[] = {1, 13, 64, 128};
+  for (int trial = 0; trial < 40; ++trial) {
+    Case c{1, rng.Between(1, 3), queries[rng.Below(4)], keys[rng.Below(5)], dims[rng.Below(4)],
+           static_cast<MaskKind>(trial % 3)};
+    if (c.mask == MaskKind::kCausal) c.skv = std::max(c.skv, c.sq);
+    AttentionTiling t;
+    t.br = rng.Between(1, 8);
+    t.bc = rng.Between(1, 128);
+    const int threads = static_cast<int>(rng.Between(1, 4));
+    KernelStats stats;
+    EXPECT_LE(ErrorAgainstReference(rng, c, t, threads, &stats), 2e-5)
+        << c.h << "x" << c.sq << "x" << c.skv << "x" << c.d << " " << MaskKindName(c.mask) << " "
+        << t.ToString() << " threads " << threads;
+  }
+}
+
+// One head, one query, two threads: the keys are split in two ranges, each
+// read once; the partial rows go out and come back for the combination.
+TEST(AttentionDecode, SplitKeysAreReadOnceAndTheSplitsCombine) {
+  const int64_t s = 256, dim = 32;
+  std::vector<float> q(dim), k(s * dim), v(s * dim), o(dim), o_one(dim);
+  for (int64_t i = 0; i < s * dim; ++i) {
+    k[i] = 0.01f * static_cast<float>(i % 17) - 0.08f;
+    v[i] = 0.02f * static_cast<float>(i % 11);
+  }
+  for (int64_t i = 0; i < dim; ++i) q[i] = 0.1f * static_cast<float>(i % 5);
+  AttentionDesc d = ContiguousHeads(q.data(), k.data(), v.data(), o.data(), 1, s, dim);
+  d.seq_q = 1;
+  d.q = {q.data(), 0, dim, dim, 1};
+  AttentionTiling t;
+  t.bc = 64;
+  KernelConfig two;
+  two.threads = 2;
+  EXPECT_EQ(DecodeKeySplits(d, t, 2), 2);
+  auto split = RunAttention(d, t, two);
+  ASSERT_TRUE(split.ok()) << split.error().ToString();
+  EXPECT_EQ(split->bytes_global_to_local, 4 * (2 * dim + 2 * s * dim + 2 * (dim + 2)));
+  EXPECT_EQ(split->bytes_local_to_global, 4 * (2 * (dim + 2) + dim));
+  KernelConfig one;
+  one.threads = 1;
+  d.o = o_one.data();
+  auto whole = RunAttention(d, t, one);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(whole->bytes_global_to_local, 4 * (dim + 2 * s * dim));
+  for (int64_t i = 0; i < dim; ++i) EXPECT_NEAR(o[i], o_one[i], 1e-6) << i;
+  EXPECT_LE(DecodeLocalBytes(d, t), AttentionLocalBytes(d, t));
 }
 
 // Tiles are dealt to threads by head: with one key block per head, each
