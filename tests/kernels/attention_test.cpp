@@ -163,7 +163,11 @@ TEST(AttentionDecode, MatchesReferenceWithAndWithoutKeySplits) {
   const int64_t queries[] = {1, 2, 5, 8}, keys[] = {1, 7, 64, 300, 1000};
   const int64_t dims[] = {1, 13, 64, 128};
   for (int trial = 0; trial < 40; ++trial) {
-    Case c{1, rng.Between(1, 3), queries[rng.Below(4)], keys[rng.Below(5)], dims[rng.Below(4)],
+    Case c{1,
+           rng.Between(1, 3),
+           queries[rng.Below(4)],
+           keys[rng.Below(5)],
+           dims[rng.Below(4)],
            static_cast<MaskKind>(trial % 3)};
     if (c.mask == MaskKind::kCausal) c.skv = std::max(c.skv, c.sq);
     AttentionTiling t;
