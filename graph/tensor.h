@@ -90,6 +90,8 @@ class Tensor {
 
   // Byte-exact equality of dtype, dims and data.
   bool BitwiseEquals(const Tensor& other) const;
+  // Whether another Tensor holds this one's buffer too (a copy shares it).
+  bool SharesBuffer() const { return buffer_.use_count() > 1; }
   friend bool operator==(const Tensor& a, const Tensor& b) { return a.BitwiseEquals(b); }
 
  private:

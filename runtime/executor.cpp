@@ -106,7 +106,10 @@ std::byte* KernelProgram::Address(graph::ValueId v) {
 
 void KernelProgram::VisitMemory(const std::function<void(const std::byte*, size_t)>& visit,
                                 MemoryScope scope) const {
-  if (scope == MemoryScope::kAll) visit(arena_.get(), static_cast<size_t>(buffers_.arena_bytes));
+  if (scope == MemoryScope::kAll) {
+    visit(arena_.get(), static_cast<size_t>(buffers_.arena_bytes));
+    for (const auto& [v, kept] : outputs_) visit(kept.raw(), kept.nbytes());  // the next run's
+  }
   for (const graph::Value& v : graph_.values)
     if (v.is_constant()) visit(v.constant->raw(), v.constant->nbytes());
   for (const Step& step : steps_) {
@@ -124,21 +127,28 @@ int64_t KernelProgram::packed_weight_bytes() const {
   return bytes;
 }
 
+void KernelProgram::AllocateOutputs() {
+  if (outputs_.size() != written_outputs_.size()) outputs_.clear();
+  for (size_t i = 0; i < written_outputs_.size(); ++i) {
+    const graph::ValueId v = written_outputs_[i];
+    if (i < outputs_.size() && !outputs_[i].second.SharesBuffer()) continue;  // kept: reuse
+    graph::Tensor fresh = graph::Tensor::Uninitialized(graph_.type(v).dtype, graph_.type(v).dims);
+    if (i < outputs_.size())
+      outputs_[i].second = std::move(fresh);
+    else
+      outputs_.emplace_back(v, std::move(fresh));
+  }
+}
+
 Result<graph::TensorMap> KernelProgram::Run(const graph::TensorMap& feeds, RunReport* report,
                                             kernels::RunMode mode) {
   FT_ASSIGN_OR_RETURN(feeds_, graph::BindFeeds(graph_, feeds));
   const auto start = std::chrono::steady_clock::now();
-  outputs_.clear();
-  for (graph::ValueId v : written_outputs_)
-    outputs_.emplace_back(v,
-                          graph::Tensor::Uninitialized(graph_.type(v).dtype, graph_.type(v).dims));
+  AllocateOutputs();
   RunReport local;
   for (Step& step : steps_) {
     auto r = RunStep(step, mode);
-    if (!r.ok()) {
-      outputs_.clear();
-      return r.error();
-    }
+    if (!r.ok()) return r.error();
     local.total += r->stats;
     local.steps.push_back(std::move(*r));
   }
@@ -154,7 +164,6 @@ Result<graph::TensorMap> KernelProgram::Run(const graph::TensorMap& feeds, RunRe
     outputs[graph_.value(v).name] = std::move(t);
   }
   local.seconds = Since(start);
-  outputs_.clear();
   feeds_.clear();
   if (report) *report = std::move(local);
   return outputs;

@@ -68,7 +68,7 @@ done
 import json, os, sys, statistics
 out = sys.argv[1]
 cal = json.load(open(f"{out}/calibrate.json"))
-read_gbs = cal["measurements"]["dram_read_gbs"] if "measurements" in cal else cal["dram_read_gbs"]
+read_gbs = cal["dram_read_gbps"]
 rows = {}
 for line in open(f"{out}/rounds.txt"):
     m, r, f, g, o = line.split()
@@ -88,7 +88,8 @@ for m, rs in rows.items():
                                ort_ms=o, gbs=gbs, rounds=rs)
     lines.append(f"| {m} | {past} | {(weights + cache) / 2**20:.1f} MiB | {f:.2f} ms | {g:.2f} ms | "
                  f"{o:.2f} ms | {o / f:.2f}x | {gbs:.1f} | {gbs / read_gbs:.0%} |")
-lines.append(f"\nDRAM read bandwidth (fusetune calibrate, same run): {read_gbs:.1f} GB/s")
+lines.append(f"\nDRAM read bandwidth (fusetune calibrate, after the rounds): {read_gbs:.1f} GB/s; "
+             "times are medians over the rounds of each contender's median")
 open(f"{out}/decode.md", "w").write("\n".join(lines) + "\n")
 json.dump(result, open(f"{out}/decode.json", "w"), indent=1)
 print("\n".join(lines))

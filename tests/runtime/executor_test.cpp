@@ -229,7 +229,36 @@ TEST(Executor, TheWeightsScopeIsEverythingButTheArena) {
     if (v.is_constant()) constants += v.constant->nbytes();
   const int64_t weights = bytes_of(KernelProgram::MemoryScope::kWeights);
   EXPECT_GE(weights, constants + (*exe)->packed_weight_bytes());
-  EXPECT_EQ(bytes_of(KernelProgram::MemoryScope::kAll), weights + (*exe)->buffers().arena_bytes);
+  int64_t outputs = 0;  // the outputs kept for the next run (the mlp's steps write y)
+  for (graph::ValueId v : g.outputs) outputs += static_cast<int64_t>(g.type(v).nbytes());
+  EXPECT_EQ(bytes_of(KernelProgram::MemoryScope::kAll),
+            weights + (*exe)->buffers().arena_bytes + outputs);
+}
+
+// A run writes its outputs into the previous run's tensors once the caller
+// has let go of them, and into fresh ones while the caller still holds them.
+TEST(Executor, OutputsAreReusedOnlyWhenTheCallerLetGoOfThem) {
+  graph::Graph g = testing::LoadTestModel("mlp");
+  fusion_space::FusionSpace space(g, kernels::KernelConfig{});
+  auto exe = KernelProgram::Compile(space, space.Greedy());
+  ASSERT_TRUE(exe.ok());
+  const std::string y = g.value(g.outputs[0]).name;
+  const graph::TensorMap a = graph::RandomFeeds(g, 4), b = graph::RandomFeeds(g, 5);
+  auto first = (*exe)->Run(a);
+  ASSERT_TRUE(first.ok());
+  const graph::Tensor held = first->at(y).Clone();
+  auto second = (*exe)->Run(b);  // `first` is still held: fresh tensors
+  ASSERT_TRUE(second.ok());
+  EXPECT_NE(first->at(y).raw(), second->at(y).raw());
+  EXPECT_TRUE(first->at(y).BitwiseEquals(held)) << "a held output was overwritten";
+  const std::byte* second_buffer = second->at(y).raw();
+  const graph::Tensor second_values = second->at(y).Clone();
+  first = graph::TensorMap{};
+  second = graph::TensorMap{};
+  auto third = (*exe)->Run(b);  // nothing held: the kept tensors are written again
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(third->at(y).raw(), second_buffer);
+  EXPECT_TRUE(third->at(y).BitwiseEquals(second_values));
 }
 
 TEST(Executor, FusedPlanNeedsLessMemoryAndTraffic) {
