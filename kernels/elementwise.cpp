@@ -4,6 +4,10 @@
 
 #include <fmt/format.h>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <cstring>
 
@@ -66,6 +70,14 @@ void ForEachRun(const std::vector<int64_t>& dims, const std::vector<int64_t>& st
   }
 }
 
+inline void PrefetchLine(const float* p) {
+#if defined(__AVX512F__)
+  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+#else
+  (void)p;
+#endif
+}
+
 // Gathers elements [begin, begin + count) of an operand into dst; returns
 // bytes read (a broadcast run reads one element).
 int64_t Gather(const std::vector<int64_t>& dims, const StridedOperand& op, int64_t begin,
@@ -76,6 +88,10 @@ int64_t Gather(const std::vector<int64_t>& dims, const StridedOperand& op, int64
     const float* src = op.data + offset;
     float* out = dst + at;
     if (stride == 1) {
+      // The next tile's elements of this run lie `count` further on when
+      // the run continues: fetched now, they arrive while this tile
+      // computes (hardware prefetchers stop at page boundaries).
+      for (int64_t line = 0; line < run; line += 16) PrefetchLine(src + count + line);
       std::memcpy(out, src, run * sizeof(float));
       bytes += run * static_cast<int64_t>(sizeof(float));
     } else if (stride == 0) {
