@@ -192,6 +192,23 @@ for f in sys.argv[1:]:
     assert np.array_equal(np.load(f), want), f
 PY
 $FUSETUNE inspect "$TMP/reshape.onnx" --value shape=4,3 >/dev/null || fail "inspect --value"
+
+# A decode step with a KV cache (one new token, 7 cached; the decode path of
+# attention, the cache concatenated): every output against PyTorch's
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+/usr/bin/python3 -W ignore "$ROOT/bench/decode/llama_decode.py" "$TMP" --d 64 --heads 4 --ff 128 \
+  --past 7 >/dev/null || fail "exporting the decode step"
+dec=(--input x="$TMP/decode.in.x.npy" --input past_k_0="$TMP/decode.in.past_k_0.npy"
+     --input past_v_0="$TMP/decode.in.past_v_0.npy")
+$FUSETUNE run "$TMP/decode.onnx" --plan greedy "${dec[@]}" --output-dir "$TMP/dec_out" >/dev/null \
+  || fail "run a decode step"
+/usr/bin/python3 - "$TMP" <<'PY' || fail "decode step: outputs differ from PyTorch"
+import sys, numpy as np
+d = sys.argv[1]
+for name in ("y", "present_k_0", "present_v_0"):
+    got, want = np.load(f"{d}/dec_out/{name}.npy"), np.load(f"{d}/decode.out.{name}.npy")
+    assert got.shape == want.shape and np.abs(got - want).max() <= 1e-4 * np.abs(want).max(), name
+PY
 expect_error 2 "computed from graph input 'shape' \(i64\[2\]\).*--input shape=FILE.npy" -- $FUSETUNE inspect "$TMP/reshape.onnx"
 expect_error 2 "has shape \[3\]; the model declares i64\[2\]" -- $FUSETUNE inspect "$TMP/reshape.onnx" --value shape=1,3,4
 expect_error 2 "is not of the form NAME=VALUE" -- $FUSETUNE inspect "$TMP/reshape.onnx" --value shape
