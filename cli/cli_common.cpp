@@ -88,6 +88,25 @@ void AddValueOption(CLI::App* cmd, ModelOptions* options) {
                   "starts... fed as an input): NAME=FILE.npy or NAME=V1,V2,... (repeatable)");
 }
 
+Result<std::vector<ModelOptions>> ExpandDimBuckets(const ModelOptions& options) {
+  FT_ASSIGN_OR_RETURN(auto dims, ParseAssignments(options.dims, "--dim"));
+  std::vector<ModelOptions> buckets{options};
+  for (ModelOptions& b : buckets) b.dims.clear();
+  for (const auto& [name, values] : dims) {
+    std::vector<ModelOptions> next;
+    for (const ModelOptions& b : buckets)
+      for (size_t at = 0; at <= values.size();) {
+        const size_t comma = std::min(values.find(',', at), values.size());
+        ModelOptions with = b;
+        with.dims.push_back(name + "=" + values.substr(at, comma - at));
+        next.push_back(std::move(with));
+        at = comma + 1;
+      }
+    buckets = std::move(next);
+  }
+  return buckets;
+}
+
 ModelOptions RunModelOptions(const RunIoArgs& io) {
   ModelOptions options = io.model_options;
   options.values.insert(options.values.end(), io.inputs.begin(), io.inputs.end());

@@ -35,6 +35,10 @@ struct ModelOptions {
 };
 // --value NAME=FILE.npy|V1,V2,... (repeatable) into options->values.
 void AddValueOption(CLI::App* cmd, ModelOptions* options);
+// Shape buckets: "seq=1,16,64" lists several values of a dimension; the
+// model options of every combination of the listed values, in order (the
+// last dimension's values vary fastest). Options without lists: themselves.
+Result<std::vector<ModelOptions>> ExpandDimBuckets(const ModelOptions& options);
 
 // Imports an ONNX model and runs the standard graph passes.
 Result<graph::Graph> LoadModel(const std::string& path, const ModelOptions& options);

@@ -4,8 +4,10 @@
 // after every round). Here: flags in, the progress line and Ctrl-C, the
 // summary out.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <fstream>
 #include <optional>
 
@@ -77,26 +79,19 @@ Status SavePlan(const search::TuneSummary& summary, const std::string& path) {
   return Status::Ok();
 }
 
-void PrintSummary(const TuneArgs& args, const search::TuningJobResult& result) {
-  if (args.json) {
-    nlohmann::json j = search::SummaryToJson(result.summary);
-    j["job"] = result.job_id;
-    j["db"] = args.db;
-    PrintJson(j);
-  } else {
-    fmt::print("job {} in {}\n{}", result.job_id, args.db, FormatTuneSummary(result.summary));
-    if (!args.save_plan.empty()) fmt::print("best plan written to {}\n", args.save_plan);
-  }
+nlohmann::json SummaryJson(const TuneArgs& args, const ModelOptions& bucket,
+                           const search::TuningJobResult& result) {
+  nlohmann::json j = search::SummaryToJson(result.summary);
+  j["job"] = result.job_id;
+  j["db"] = args.db;
+  j["dims"] = bucket.dims;
+  return j;
 }
 
-int Tune(const TuneArgs& args) {
-  auto options = JobOptions(args);
-  if (!options.ok()) return ReportError(options.error());
-  auto loaded = LoadModel(args.model, args.model_options);
-  if (!loaded.ok()) return ReportError(loaded.error());
-  auto opened = db::MakeSqliteDatabase(args.db);
-  if (!opened.ok()) return ReportError(opened.error());
-
+// One shape bucket's job (the model with `bucket`'s --dim values).
+Result<search::TuningJobResult> TuneBucket(const TuneArgs& args, const ModelOptions& bucket,
+                                           search::TuningJobOptions options, db::Database& db) {
+  FT_ASSIGN_OR_RETURN(graph::Graph graph, LoadModel(args.model, bucket));
   std::optional<ProgressLine> bar;  // titled with the task count, known once the job is open
   search::TuningJobCallbacks callbacks;
   callbacks.calibrating = PrintCalibrating;
@@ -104,22 +99,56 @@ int Tune(const TuneArgs& args) {
     if (bar) UpdateBar(*bar, p);
   };
   callbacks.should_stop = [] { return Interrupted(); };
-  auto job =
-      search::TuningJob::Open(**opened, std::make_shared<const graph::Graph>(std::move(*loaded)),
-                              std::move(*options), callbacks);
-  if (!job.ok()) return ReportError(job.error());
-  if ((*job)->resumed())
-    fmt::print(stderr, "resuming job {} after {} trials\n", (*job)->job_id(),
-               (*job)->trials_before());
-  bar.emplace(fmt::format("tuning {} tasks", (*job)->tasks()), !args.json);
-
-  CatchInterrupt();
-  auto result = (*job)->Run();
+  FT_ASSIGN_OR_RETURN(auto job, search::TuningJob::Open(
+                                    db, std::make_shared<const graph::Graph>(std::move(graph)),
+                                    std::move(options), callbacks));
+  if (job->resumed())
+    fmt::print(stderr, "resuming job {} after {} trials\n", job->job_id(), job->trials_before());
+  bar.emplace(fmt::format("tuning {} tasks", job->tasks()), !args.json);
+  auto result = job->Run();
   bar->Finish();
-  if (!result.ok()) return ReportError(result.error());
-  if (Status saved = SavePlan(result->summary, args.save_plan); !saved.ok())
-    return ReportError(saved.error());
-  PrintSummary(args, *result);
+  return result;
+}
+
+// The budget of one of `buckets` shape buckets: an equal share.
+void ShareBudget(search::TuningJobOptions& options, size_t buckets) {
+  if (buckets <= 1) return;
+  options.tuner.max_seconds /= static_cast<double>(buckets);
+  if (options.tuner.max_trials > 0)
+    options.tuner.max_trials =
+        std::max<int64_t>(1, options.tuner.max_trials / static_cast<int64_t>(buckets));
+}
+
+int Tune(const TuneArgs& args) {
+  auto options = JobOptions(args);
+  if (!options.ok()) return ReportError(options.error());
+  auto buckets = ExpandDimBuckets(args.model_options);
+  if (!buckets.ok()) return ReportError(buckets.error());
+  if (buckets->size() > 1 && !args.save_plan.empty())
+    return ReportError(Error(ErrorCode::kInvalidArgument,
+                             "--save-plan writes one plan: give one value per --dim"));
+  ShareBudget(*options, buckets->size());
+  auto opened = db::MakeSqliteDatabase(args.db);
+  if (!opened.ok()) return ReportError(opened.error());
+  CatchInterrupt();
+  nlohmann::json all = nlohmann::json::array();
+  for (size_t i = 0; i < buckets->size() && !Interrupted(); ++i) {
+    const ModelOptions& bucket = (*buckets)[i];
+    if (buckets->size() > 1)
+      fmt::print(stderr, "shape bucket {}/{}: --dim {}\n", i + 1, buckets->size(),
+                 fmt::join(bucket.dims, " --dim "));
+    auto result = TuneBucket(args, bucket, *options, **opened);
+    if (!result.ok()) return ReportError(result.error());
+    if (Status saved = SavePlan(result->summary, args.save_plan); !saved.ok())
+      return ReportError(saved.error());
+    if (args.json) {
+      all.push_back(SummaryJson(args, bucket, *result));
+      continue;
+    }
+    fmt::print("job {} in {}\n{}", result->job_id, args.db, FormatTuneSummary(result->summary));
+    if (!args.save_plan.empty()) fmt::print("best plan written to {}\n", args.save_plan);
+  }
+  if (args.json) PrintJson(all.size() == 1 ? all[0] : all);
   return Interrupted() ? kExitInterrupted : kExitOk;
 }
 
@@ -130,7 +159,9 @@ void AddTuneCommand(CLI::App& app, std::function<void(int)> set_result) {
   CLI::App* cmd = app.add_subcommand(
       "tune", "Tune a model's fusion and tiling into the database (an overnight job)");
   cmd->add_option("model", args->model, "ONNX model")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--dim", args->model_options.dims, "Bind a symbolic dimension: NAME=VALUE");
+  cmd->add_option("--dim", args->model_options.dims,
+                  "Bind a symbolic dimension: NAME=VALUE, or NAME=V1,V2,... to tune each value "
+                  "as a shape bucket (the budget shared equally)");
   AddValueOption(cmd, &args->model_options);
   cmd->add_option("--db", args->db, "Tuning database")->capture_default_str();
   cmd->add_option("--trials", args->trials, "Group measurements to spend")

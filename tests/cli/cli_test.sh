@@ -398,6 +398,11 @@ PY
   expect_error 2 "corrupt" -- $FUSETUNE db check --db "$TMP/damaged.db"
 done
 
+# Shape buckets: one job per listed value, the budget shared
+$FUSETUNE tune "$DATA/encoder_dynamic_op17.onnx" --db "$TMP/tune.db" --dim batch=1 --dim seq=4,8 \
+  --trials 8 --min-time 0 --json >"$TMP/buckets.json" 2>/dev/null || fail "tune with shape buckets"
+/usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert [b['dims'] for b in j] == [['batch=1', 'seq=4'], ['batch=1', 'seq=8']] and all(b['trials'] == 4 for b in j), j" "$TMP/buckets.json" || fail "tune with shape buckets: summaries"
+expect_error 2 "writes one plan" -- $FUSETUNE tune "$DATA/encoder_dynamic_op17.onnx" --db "$TMP/tune.db" --dim batch=1 --dim seq=4,8 --trials 8 --save-plan "$TMP/x.json"
 expect_error 2 "give a budget" -- $FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/tune.db"
 expect_error 2 "bad duration '8x'" -- $FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/tune.db" --time 8x
 expect_error 2 "no unfinished job" -- $FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/tune.db" --resume
