@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <iostream>
 
@@ -41,36 +42,45 @@ Result<std::map<std::string, std::string>> ParseAssignments(const std::vector<st
 
 namespace {
 
-// "V1,V2,...": integers as i64, else numbers as f32; nullopt when not a list.
-std::optional<graph::Tensor> ParseNumberList(const std::string& text) {
+// Whether `text` reads as a list of numbers rather than a file name.
+bool LooksLikeNumberList(const std::string& text) {
+  return !text.empty() && text.find_first_not_of("0123456789+-.,eE") == std::string::npos;
+}
+
+// "V1,V2,...": integers as i64, else numbers as f64 (converted exactly to
+// the input's type when bound, or refused).
+Result<graph::Tensor> ParseNumberList(const std::string& name, const std::string& text) {
   std::vector<int64_t> ints;
-  std::vector<float> floats;
+  std::vector<double> reals;
   bool all_int = true;
-  size_t at = 0;
-  while (at <= text.size()) {
+  for (size_t at = 0; at <= text.size();) {
     const size_t comma = std::min(text.find(',', at), text.size());
     const std::string item = text.substr(at, comma - at);
     char* end = nullptr;
+    errno = 0;
     const double v = std::strtod(item.c_str(), &end);
-    if (item.empty() || *end != '\0') return std::nullopt;
+    if (item.empty() || *end != '\0' || errno == ERANGE)
+      return Error(ErrorCode::kInvalidArgument,
+                   fmt::format("--value {}={}: '{}' is not a number", name, text, item));
     char* int_end = nullptr;
     const long long i = std::strtoll(item.c_str(), &int_end, 10);
-    all_int = all_int && *int_end == '\0';
+    all_int = all_int && *int_end == '\0' && errno != ERANGE;
     ints.push_back(i);
-    floats.push_back(static_cast<float>(v));
+    reals.push_back(v);
     at = comma + 1;
   }
   const graph::Dims dims{static_cast<int64_t>(ints.size())};
   if (all_int) return graph::Tensor::FromVector<int64_t>(graph::DataType::kInt64, dims, ints);
-  return graph::Tensor::FromVector<float>(graph::DataType::kFloat32, dims, floats);
+  return graph::Tensor::FromVector<double>(graph::DataType::kFloat64, dims, reals);
 }
 
 Result<std::map<std::string, graph::Tensor>> ParseValues(const std::vector<std::string>& items) {
   FT_ASSIGN_OR_RETURN(auto pairs, ParseAssignments(items, "--value/--input"));
   std::map<std::string, graph::Tensor> values;
   for (const auto& [name, text] : pairs) {
-    if (auto list = ParseNumberList(text)) {
-      values.emplace(name, std::move(*list));
+    if (LooksLikeNumberList(text)) {
+      FT_ASSIGN_OR_RETURN(graph::Tensor list, ParseNumberList(name, text));
+      values.emplace(name, std::move(list));
       continue;
     }
     auto t = graph::ReadNpy(text);

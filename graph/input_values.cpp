@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace fusetune::graph {
 
@@ -17,8 +18,10 @@ std::vector<ValueId> GraphInputsReaching(const Graph& graph, ValueId value) {
     const Value& val = graph.value(v);
     if (val.is_constant()) continue;
     if (val.is_input) inputs.push_back(v);
-    if (val.producer >= 0)
-      for (ValueId in : graph.nodes[val.producer].inputs) stack.push_back(in);
+    if (val.producer < 0) continue;
+    const Node& producer = graph.nodes[val.producer];
+    if (ReadsOnlyDims(producer.op_type)) continue;
+    for (ValueId in : producer.inputs) stack.push_back(in);
   }
   std::sort(inputs.begin(), inputs.end());
   return inputs;
@@ -32,8 +35,16 @@ Result<Tensor> AsDeclared(const Value& input, const Tensor& given) {
   const TensorType& want = input.type;
   Tensor t = given;
   if (t.dtype() != want.dtype) {
-    Tensor converted = t.CastTo(want.dtype);
-    if (!converted.CastTo(t.dtype()).BitwiseEquals(t))
+    // Floats to integers: whole values in range only (the cast of any
+    // other is undefined).
+    bool whole = true;
+    if (IsFloat(t.dtype()) && !IsFloat(want.dtype))
+      for (int64_t i = 0; i < t.numel() && whole; ++i) {
+        const double v = t.GetAsDouble(i);
+        whole = std::isfinite(v) && v == std::trunc(v) && std::abs(v) < 0x1p62;
+      }
+    Tensor converted = whole ? t.CastTo(want.dtype) : t;
+    if (!whole || !converted.CastTo(t.dtype()).BitwiseEquals(t))
       return Error(ErrorCode::kInvalidArgument,
                    fmt::format("the value of input '{}' is {} and does not convert exactly to "
                                "its declared {}",

@@ -31,7 +31,8 @@ Status InferShapesBindingInputs(Graph& graph, const std::map<std::string, Tensor
                                 const InferOptions& options = {},
                                 std::vector<std::string>* bound = nullptr);
 
-// The graph inputs (not constants) that `value` is computed from.
+// The graph inputs (not constants) whose values `value` is computed from
+// (through a Shape or Size only the dims count: the walk stops there).
 std::vector<ValueId> GraphInputsReaching(const Graph& graph, ValueId value);
 
 }  // namespace fusetune::graph

@@ -26,8 +26,6 @@ Status CheckSupportedOps(const Graph& graph) {
 
 namespace {
 
-bool FoldsWithoutConstantInputs(const std::string& op) { return op == "Shape" || op == "Size"; }
-
 // A shape whose bytes do not fit int64 (or with a negative dimension) is an
 // error where it appears: element counts and sizes downstream are int64
 // products (onnx_import_fuzz found them overflowing).
@@ -97,7 +95,7 @@ Status InferNode(Graph& graph, int32_t n, const InferOptions& options,
     out.has_type = true;
     out_bytes += types[i].nbytes();
   }
-  const bool foldable = all_constant || FoldsWithoutConstantInputs(node.op_type);
+  const bool foldable = all_constant || ReadsOnlyDims(node.op_type);
   if (!foldable || out_bytes > options.max_folded_bytes) return Status::Ok();
 
   KernelContext kctx{node, graph.opset, {}, {}};
@@ -130,6 +128,8 @@ Status InferNode(Graph& graph, int32_t n, const InferOptions& options,
 }
 
 }  // namespace
+
+bool ReadsOnlyDims(const std::string& op_type) { return op_type == "Shape" || op_type == "Size"; }
 
 Status InferShapes(Graph& graph, const InferOptions& options) {
   FT_RETURN_IF_ERROR(graph.TopologicalSort());

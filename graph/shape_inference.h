@@ -23,6 +23,10 @@ struct InferOptions {
 // Errors name the node. Unsupported ops are reported by CheckSupportedOps.
 Status InferShapes(Graph& graph, const InferOptions& options = {});
 
+// Ops whose output depends on their input's dims only (Shape, Size): they
+// fold with a non-constant input.
+bool ReadsOnlyDims(const std::string& op_type);
+
 // One error listing every unsupported op type and the first node using it.
 Status CheckSupportedOps(const Graph& graph);
 

@@ -10,7 +10,8 @@
 // read through strides, so head splits, K^T views and one packed QKV tensor
 // need no copies. Causal masking is aligned to the bottom-right corner
 // (query i sees keys j <= i + seq_kv - seq_q); key blocks entirely above the
-// diagonal are skipped.
+// diagonal are skipped. A query of at most 8 rows (a decode step) takes the
+// decode path instead (attention_decode.h).
 #pragma once
 
 #include <string>

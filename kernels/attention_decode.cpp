@@ -88,10 +88,12 @@ class DecodeRunner {
     o_ = local_.Take(rows_ * d.value_dim);
     m_ = local_.Take(rows_);
     sum_ = local_.Take(rows_);
+    if (d.mask == MaskKind::kAdditive) mask_ = local_.Take(rows_ * bc_);
     if (mode == RunMode::kComputeOnly) {  // never copied: ordinary values
       std::fill(q_, q_ + rows_ * d.head_dim, 0.05f);
       std::fill(k_, k_ + bc_ * d.head_dim, 0.05f);
       std::fill(v_, v_ + bc_ * d.value_dim, 0.5f);
+      if (mask_) std::fill(mask_, mask_ + rows_ * bc_, 0.0f);
     }
   }
 
@@ -135,15 +137,18 @@ class DecodeRunner {
                                             k.row, k.col, cols, d_.head_dim, k_);
     stats.bytes_global_to_local += CopyRows(v.data + it.b * v.batch + it.h * v.head + j0 * v.row,
                                             v.row, v.col, cols, d_.value_dim, v_);
-    if (d_.mask == MaskKind::kAdditive)
-      stats.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * it.rows * cols;
+    if (mask_) {
+      const AttentionView& mk = d_.mask_data;
+      stats.bytes_global_to_local +=
+          CopyRows(mk.data + it.b * mk.batch + it.h * mk.head + it.i0 * mk.row + j0 * mk.col,
+                   mk.row, mk.col, it.rows, cols, mask_);
+    }
   }
 
   // Scaled scores of the block, masked: -inf past the causal diagonal, the
-  // additive mask's values added (read straight from it: a few rows).
+  // additive mask's block (copied with K and V, `cols` apart) added.
   void Scores(const DecodeItem& it, int64_t j0, int64_t cols) {
     const int64_t offset = d_.seq_kv - d_.seq_q;
-    const AttentionView& mk = d_.mask_data;
     for (int64_t i = 0; i < it.rows; ++i) {
       float* s = s_ + i * bc_;
       const float* q = q_ + i * d_.head_dim;
@@ -151,10 +156,8 @@ class DecodeRunner {
       if (d_.mask == MaskKind::kCausal)
         for (int64_t j = std::max<int64_t>(0, it.i0 + i + offset + 1 - j0); j < cols; ++j)
           s[j] = -INFINITY;
-      if (d_.mask == MaskKind::kAdditive) {
-        const float* row = mk.data + it.b * mk.batch + it.h * mk.head + (it.i0 + i) * mk.row;
-        for (int64_t j = 0; j < cols; ++j) s[j] += row[(j0 + j) * mk.col];
-      }
+      if (mask_)
+        for (int64_t j = 0; j < cols; ++j) s[j] += mask_[i * cols + j];
     }
   }
 
@@ -181,7 +184,7 @@ class DecodeRunner {
   int64_t bc_, rows_;
   RunMode mode_;
   LocalBuffer local_;
-  float *q_, *k_, *v_, *s_, *o_, *m_, *sum_;
+  float *q_, *k_, *v_, *s_, *o_, *m_, *sum_, *mask_ = nullptr;
 };
 
 std::vector<DecodeItem> DecodeItems(const AttentionDesc& d, const AttentionTiling& t,
@@ -262,9 +265,10 @@ int64_t DecodeKeySplits(const AttentionDesc& d, const AttentionTiling& t, int th
 
 int64_t DecodeLocalBytes(const AttentionDesc& d, const AttentionTiling& t) {
   const int64_t rows = MaxTileRows(d, t), bc = std::min(t.bc, d.seq_kv);
+  const int64_t mask = d.mask == MaskKind::kAdditive ? rows * bc : 0;
   const int64_t floats = rows * d.head_dim + bc * (d.head_dim + d.value_dim) + rows * bc +
-                         rows * d.value_dim + 2 * rows;
-  return static_cast<int64_t>(sizeof(float)) * floats + 7 * 64;
+                         rows * d.value_dim + 2 * rows + mask;
+  return static_cast<int64_t>(sizeof(float)) * floats + 8 * 64;
 }
 
 KernelStats RunAttentionDecode(const AttentionDesc& d, const AttentionTiling& t,
@@ -287,8 +291,9 @@ KernelStats RunAttentionDecode(const AttentionDesc& d, const AttentionTiling& t,
         std::memcpy(part, runner.o(), sizeof(float) * it.rows * dv);
         std::memcpy(part + it.rows * dv, runner.m(), sizeof(float) * it.rows);
         std::memcpy(part + it.rows * (dv + 1), runner.sum(), sizeof(float) * it.rows);
-        runner.stats.bytes_local_to_global +=
-            static_cast<int64_t>(sizeof(float)) * it.rows * (dv + 2);
+        if (mode != RunMode::kComputeOnly)
+          runner.stats.bytes_local_to_global +=
+              static_cast<int64_t>(sizeof(float)) * it.rows * (dv + 2);
       }
       ++runner.stats.tiles;
     }

@@ -44,7 +44,10 @@ class KernelProgram {
   ~KernelProgram();
 
   // Feeds are checked like the reference executor's (names, shapes; f64/f16
-  // converted to f32). Returns the graph outputs by name.
+  // converted to f32). Returns the graph outputs by name, in tensors the
+  // program writes again on a later run once every copy the caller holds
+  // is gone: keep the Tensor, not a pointer into it, for as long as its
+  // values are needed.
   Result<graph::TensorMap> Run(const graph::TensorMap& feeds, RunReport* report = nullptr,
                                kernels::RunMode mode = kernels::RunMode::kFull);
 

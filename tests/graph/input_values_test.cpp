@@ -65,6 +65,28 @@ TEST(InputValues, DataInputsStayInputsEvenWhenGiven) {
   EXPECT_EQ(g.value(g.inputs[0]).name, "ids");
 }
 
+// A shape built from x's dims (Shape) and an input's value binds only the
+// input: x is read for its dims, never its values, and stays an input.
+TEST(InputValues, AnInputReadOnlyThroughShapeIsNotBound) {
+  Graph g = Unfolded(R"(graph g opset 17 {
+    input x: f32[2, 6]  input n: i64[1]  const i0: i64[] = [0]  const ax: i64[1] = [0]
+    s = Shape(x)
+    b = Gather(s, i0) {axis=0}
+    bu = Unsqueeze(b, ax)
+    shape = Concat(bu, n) {axis=0}
+    y = Reshape(x, shape)
+    output y })");
+  const std::map<std::string, Tensor> run_inputs{
+      {"x", Tensor::FromVector<float>(DataType::kFloat32, {2, 6}, std::vector<float>(12, 1.0f))},
+      {"n", I64({1}, {6})}};
+  std::vector<std::string> bound;
+  ASSERT_TRUE(InferShapesBindingInputs(g, run_inputs, {}, &bound).ok());
+  EXPECT_EQ(bound, std::vector<std::string>{"n"});
+  EXPECT_EQ(g.type(g.outputs[0]).dims, (Dims{2, 6}));
+  ASSERT_EQ(g.inputs.size(), 1u);
+  EXPECT_EQ(g.value(g.inputs[0]).name, "x");
+}
+
 TEST(InputValues, AMissingValueNamesTheInputAndTheNode) {
   Graph g = Unfolded(kReshapeByInput);
   Status s = InferShapesBindingInputs(g, {});

@@ -163,12 +163,8 @@ TEST(AttentionDecode, MatchesReferenceWithAndWithoutKeySplits) {
   const int64_t queries[] = {1, 2, 5, 8}, keys[] = {1, 7, 64, 300, 1000};
   const int64_t dims[] = {1, 13, 64, 128};
   for (int trial = 0; trial < 40; ++trial) {
-    Case c{1,
-           rng.Between(1, 3),
-           queries[rng.Below(4)],
-           keys[rng.Below(5)],
-           dims[rng.Below(4)],
-           static_cast<MaskKind>(trial % 3)};
+    Case c{rng.Between(1, 2),  rng.Between(1, 3),  queries[rng.Below(4)],
+           keys[rng.Below(5)], dims[rng.Below(4)], static_cast<MaskKind>(trial % 3)};
     if (c.mask == MaskKind::kCausal) c.skv = std::max(c.skv, c.sq);
     AttentionTiling t;
     t.br = rng.Between(1, 8);
@@ -211,6 +207,13 @@ TEST(AttentionDecode, SplitKeysAreReadOnceAndTheSplitsCombine) {
   EXPECT_EQ(whole->bytes_global_to_local, 4 * (dim + 2 * s * dim));
   for (int64_t i = 0; i < dim; ++i) EXPECT_NEAR(o[i], o_one[i], 1e-6) << i;
   EXPECT_LE(DecodeLocalBytes(d, t), AttentionLocalBytes(d, t));
+  // The run modes: copies without arithmetic move the same bytes, the
+  // arithmetic alone none.
+  auto copy = RunAttention(d, t, two, RunMode::kCopyOnly);
+  auto compute = RunAttention(d, t, two, RunMode::kComputeOnly);
+  ASSERT_TRUE(copy.ok() && compute.ok());
+  EXPECT_EQ(copy->bytes_global_to_local, split->bytes_global_to_local);
+  EXPECT_EQ(compute->bytes_global_to_local + compute->bytes_local_to_global, 0);
 }
 
 // Tiles are dealt to threads by head: with one key block per head, each
