@@ -273,20 +273,9 @@ class AttentionRunner {
   // the scores, running sums and the rescaled output rows. Rows past `rows`
   // stay as computed from Q's zero padding (zeros), adding nothing to O.
   void Softmax(int64_t rows, int64_t cols) {
-    for (int64_t i = 0; i < rows; ++i) {
-      float* s = s_ + i * l_.bc_pad;
-      const float m_new = std::max(m_[i], RowMax(s, cols));
-      if (m_new == -INFINITY) {  // every key so far is masked for this row
-        std::fill(s, s + cols, 0.0f);
-        continue;
-      }
-      const float row_sum = ExpShiftedInPlace(s, cols, m_new);
-      const float alpha = m_[i] == -INFINITY ? 0.0f : FastExp(m_[i] - m_new);
-      sum_[i] = sum_[i] * alpha + row_sum;
-      m_[i] = m_new;
-      if (alpha != 1.0f)
-        for (int64_t c = 0; c < d_.value_dim; ++c) o_[i * l_.dv_pad + c] *= alpha;
-    }
+    for (int64_t i = 0; i < rows; ++i)
+      OnlineSoftmaxRow(s_ + i * l_.bc_pad, cols, &m_[i], &sum_[i], o_ + i * l_.dv_pad,
+                       d_.value_dim);
   }
 
   void WriteO(const QueryTile& tile) {

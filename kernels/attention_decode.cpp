@@ -108,7 +108,8 @@ class DecodeRunner {
       CopyKeysAndValues(item, j0, cols);
       if (mode_ == RunMode::kCopyOnly) continue;
       Scores(item, j0, cols);
-      UpdateSoftmax(item.rows, cols);
+      for (int64_t i = 0; i < item.rows; ++i)
+        OnlineSoftmaxRow(s_ + i * bc_, cols, &m_[i], &sum_[i], o_ + i * d_.value_dim, d_.value_dim);
       for (int64_t i = 0; i < item.rows; ++i)
         for (int64_t j = 0; j < cols; ++j)
           if (const float p = s_[i * bc_ + j]; p != 0.0f)
@@ -158,25 +159,6 @@ class DecodeRunner {
           s[j] = -INFINITY;
       if (mask_)
         for (int64_t j = 0; j < cols; ++j) s[j] += mask_[i * cols + j];
-    }
-  }
-
-  // The online-softmax update of attention.cpp: P = exp(S - new max) in
-  // place of the scores, running sums, output rows rescaled.
-  void UpdateSoftmax(int64_t rows, int64_t cols) {
-    for (int64_t i = 0; i < rows; ++i) {
-      float* s = s_ + i * bc_;
-      const float m_new = std::max(m_[i], RowMax(s, cols));
-      if (m_new == -INFINITY) {  // every key so far is masked for this row
-        std::fill(s, s + cols, 0.0f);
-        continue;
-      }
-      const float row_sum = ExpShiftedInPlace(s, cols, m_new);
-      const float alpha = m_[i] == -INFINITY ? 0.0f : FastExp(m_[i] - m_new);
-      sum_[i] = sum_[i] * alpha + row_sum;
-      m_[i] = m_new;
-      if (alpha != 1.0f)
-        for (int64_t c = 0; c < d_.value_dim; ++c) o_[i * d_.value_dim + c] *= alpha;
     }
   }
 

@@ -147,4 +147,18 @@ void TransposeRows(const float* src, int64_t row_stride, int64_t keys, int64_t d
 
 #endif
 
+void OnlineSoftmaxRow(float* s, int64_t n, float* m, float* sum, float* o, int64_t dv) {
+  const float m_new = std::max(*m, RowMax(s, n));
+  if (m_new == -INFINITY) {  // every key so far is masked for this row
+    std::fill(s, s + n, 0.0f);
+    return;
+  }
+  const float row_sum = ExpShiftedInPlace(s, n, m_new);
+  const float alpha = *m == -INFINITY ? 0.0f : FastExp(*m - m_new);
+  *sum = *sum * alpha + row_sum;
+  *m = m_new;
+  if (alpha != 1.0f)
+    for (int64_t c = 0; c < dv; ++c) o[c] *= alpha;
+}
+
 }  // namespace fusetune::kernels

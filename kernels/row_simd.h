@@ -19,6 +19,11 @@ float RowMax(const float* s, int64_t n);
 // maximum); returns the sum of the new values. Relative error about
 // 2e-7 + 1.2e-7 |s[j] - shift| (the exponent's rounding), at least 2^-126.
 float ExpShiftedInPlace(float* s, int64_t n, float shift);
+// FlashAttention's online-softmax update of one score row s[0..n) against a
+// new key block: the running maximum *m, P = exp(S - max) in place of the
+// scores, the running sum *sum, and the output row o[0..dv) rescaled to
+// the new maximum. A row whose every key so far is masked (-inf) gets P = 0.
+void OnlineSoftmaxRow(float* s, int64_t n, float* m, float* sum, float* o, int64_t dv);
 // Transposes `keys` rows of `dim` floats (row r at src + r * row_stride,
 // contiguous) into dst[p * ld + r]: K's rows into a [dim][nr] sliver.
 void TransposeRows(const float* src, int64_t row_stride, int64_t keys, int64_t dim, float* dst,

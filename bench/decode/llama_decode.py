@@ -15,42 +15,26 @@ outputs decode.out.*.npy.
 import argparse
 import math
 import os
+import sys
 
 import numpy as np
 import torch
 from torch import nn
 
 
-class RMSNorm(nn.Module):
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.w, self.eps = nn.Parameter(torch.rand(d) + 0.5), eps
-
-    def forward(self, x):
-        return self.w * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from gen_models import LlamaBlock, rotate_half  # noqa: E402  (the test models' LLaMA block)
 
 
-def rotate_half(x):
-    a, b = x.chunk(2, dim=-1)
-    return torch.cat((-b, a), dim=-1)
+class DecodeLayer(LlamaBlock):
+    """gen_models' LLaMA block (RMSNorm, rotary embedding, SwiGLU) run as a
+    decode step: the rotary tables at positions past .. past + seq - 1, and
+    new token i sees the whole cache and new tokens 0..i."""
 
-
-class DecodeLayer(nn.Module):
     def __init__(self, d, heads, ff, past, seq):
-        super().__init__()
-        self.h, self.dh = heads, d // heads
-        self.n1, self.n2 = RMSNorm(d), RMSNorm(d)
-        self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
-        self.gate, self.up = nn.Linear(d, ff, bias=False), nn.Linear(d, ff, bias=False)
-        self.down = nn.Linear(ff, d, bias=False)
-        inv = 1.0 / (10000 ** (torch.arange(0, self.dh, 2).float() / self.dh))
-        freqs = torch.outer(torch.arange(past, past + seq).float(), inv)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        self.register_buffer("cos", emb.cos())
-        self.register_buffer("sin", emb.sin())
-        # new token i sees the whole cache and new tokens 0..i
-        mask = torch.ones(seq, past + seq, dtype=torch.bool).tril(diagonal=past)
-        self.register_buffer("mask", mask)
+        super().__init__(d, heads, ff, max_seq=past + seq)
+        self.cos, self.sin = self.cos[past:].clone(), self.sin[past:].clone()
+        self.mask = torch.ones(seq, past + seq, dtype=torch.bool).tril(diagonal=past)
 
     def forward(self, x, past_k, past_v):
         b, s, d = x.shape
