@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace fusetune::graph {
 
@@ -72,19 +73,22 @@ void BindInput(Graph& graph, ValueId v, Tensor value) {
 
 Status InferShapesBindingInputs(Graph& graph, const std::map<std::string, Tensor>& values,
                                 const InferOptions& options, std::vector<std::string>* bound) {
-  Graph given = graph;  // inference folds and compacts: each retry starts from this
+  // Inference folds and compacts: each retry starts from the graph as
+  // given, copied only when there are values to bind.
+  std::optional<Graph> given;
+  if (!values.empty()) given = graph;
   for (;;) {
     ValueId needed = kNoValue;
     InferOptions o = options;
     o.needed_value = &needed;
     Status status = InferShapes(graph, o);
     if (status.ok() || needed == kNoValue) return status;
-    // `needed` is a value id of `graph` after a failed inference, which has
-    // not compacted: the ids are still those of `given`.
-    const std::vector<ValueId> sources = GraphInputsReaching(given, needed);
+    // A failed inference has not compacted: the ids are still the given ones.
+    const Graph& before = given ? *given : graph;
+    const std::vector<ValueId> sources = GraphInputsReaching(before, needed);
     if (sources.empty()) return status;
     for (ValueId v : sources) {
-      const Value& input = given.value(v);
+      const Value& input = before.value(v);
       auto it = values.find(input.name);
       if (it == values.end())
         return Error(ErrorCode::kUnsupported,
@@ -94,10 +98,10 @@ Status InferShapesBindingInputs(Graph& graph, const std::map<std::string, Tensor
                                  status.error().message(), input.name, input.type.ToString(),
                                  input.name, input.name));
       FT_ASSIGN_OR_RETURN(Tensor value, AsDeclared(input, it->second));
-      BindInput(given, v, std::move(value));
       if (bound) bound->push_back(input.name);
+      BindInput(*given, v, std::move(value));
     }
-    graph = given;
+    graph = *given;
   }
 }
 

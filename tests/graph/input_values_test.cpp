@@ -121,6 +121,12 @@ TEST(InputValues, ARunMayFeedTheBoundValueAgainButNoOther) {
   auto same = RunReference(g, {{"x", x}, {"shape", I64({2}, {3, 4})}});
   ASSERT_TRUE(same.ok()) << same.error().message();
   EXPECT_EQ(same->outputs.at("y").dims(), (Dims{3, 4}));
+  auto as_floats = RunReference(
+      g, {{"x", x}, {"shape", Tensor::FromVector<float>(DataType::kFloat32, {2}, {3, 4})}});
+  EXPECT_TRUE(as_floats.ok()) << as_floats.error().message();
+  auto fraction = RunReference(
+      g, {{"x", x}, {"shape", Tensor::FromVector<float>(DataType::kFloat32, {2}, {3.5f, 4})}});
+  EXPECT_FALSE(fraction.ok()) << "3.5 is not the bound 3";
   auto other = RunReference(g, {{"x", x}, {"shape", I64({2}, {4, 3})}});
   ASSERT_FALSE(other.ok());
   EXPECT_NE(other.error().message().find("load the model again"), std::string::npos)
