@@ -47,15 +47,24 @@ bool LooksLikeNumberList(const std::string& text) {
   return !text.empty() && text.find_first_not_of("0123456789+-.,eE") == std::string::npos;
 }
 
+// "a,b,,c" -> {"a", "b", "", "c"}.
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> items;
+  for (size_t at = 0; at <= text.size();) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    items.push_back(text.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return items;
+}
+
 // "V1,V2,...": integers as i64, else numbers as f64 (converted exactly to
 // the input's type when bound, or refused).
 Result<graph::Tensor> ParseNumberList(const std::string& name, const std::string& text) {
   std::vector<int64_t> ints;
   std::vector<double> reals;
   bool all_int = true;
-  for (size_t at = 0; at <= text.size();) {
-    const size_t comma = std::min(text.find(',', at), text.size());
-    const std::string item = text.substr(at, comma - at);
+  for (const std::string& item : SplitCommas(text)) {
     char* end = nullptr;
     errno = 0;
     const double v = std::strtod(item.c_str(), &end);
@@ -67,7 +76,6 @@ Result<graph::Tensor> ParseNumberList(const std::string& name, const std::string
     all_int = all_int && *int_end == '\0' && errno != ERANGE;
     ints.push_back(i);
     reals.push_back(v);
-    at = comma + 1;
   }
   const graph::Dims dims{static_cast<int64_t>(ints.size())};
   if (all_int) return graph::Tensor::FromVector<int64_t>(graph::DataType::kInt64, dims, ints);
@@ -105,25 +113,18 @@ Result<std::vector<ModelOptions>> ExpandDimBuckets(const ModelOptions& options) 
   for (const auto& [name, values] : dims) {
     std::vector<ModelOptions> next;
     for (const ModelOptions& b : buckets)
-      for (size_t at = 0; at <= values.size();) {
-        const size_t comma = std::min(values.find(',', at), values.size());
+      for (const std::string& value : SplitCommas(values)) {
         ModelOptions with = b;
-        with.dims.push_back(name + "=" + values.substr(at, comma - at));
+        with.dims.push_back(name + "=" + value);
         next.push_back(std::move(with));
-        at = comma + 1;
       }
     buckets = std::move(next);
   }
   return buckets;
 }
 
-ModelOptions RunModelOptions(const RunIoArgs& io) {
-  ModelOptions options = io.model_options;
-  options.values.insert(options.values.end(), io.inputs.begin(), io.inputs.end());
-  return options;
-}
-
-Result<graph::Graph> LoadModel(const std::string& path, const ModelOptions& options) {
+Result<graph::Graph> LoadModel(const std::string& path, const ModelOptions& options,
+                               const graph::TensorMap& run_inputs) {
   graph::ImportOptions import;
   FT_ASSIGN_OR_RETURN(auto dims, ParseAssignments(options.dims, "--dim"));
   for (const auto& [name, value] : dims) {
@@ -135,6 +136,10 @@ Result<graph::Graph> LoadModel(const std::string& path, const ModelOptions& opti
     import.dim_bindings[name] = v;
   }
   FT_ASSIGN_OR_RETURN(import.input_values, ParseValues(options.values));
+  for (const auto& [name, tensor] : run_inputs)
+    if (!import.input_values.emplace(name, tensor).second)
+      return Error(ErrorCode::kInvalidArgument,
+                   fmt::format("input '{}' has both a --value and an --input", name));
   FT_ASSIGN_OR_RETURN(graph::Graph graph, graph::ImportOnnxFile(path, import));
   if (!options.no_passes) {
     auto status = graph::RunStandardPasses(graph);
@@ -262,25 +267,26 @@ std::string FileNameFor(const std::string& output) {
 
 }  // namespace
 
-Result<graph::TensorMap> LoadFeeds(const graph::Graph& graph,
-                                   const std::vector<std::string>& inputs, int64_t random_seed) {
-  if (random_seed >= 0) {
-    if (!inputs.empty())
-      return Error(ErrorCode::kInvalidArgument, "--input and --random-inputs cannot be combined");
-    return graph::RandomFeeds(graph, static_cast<uint64_t>(random_seed));
-  }
-  FT_ASSIGN_OR_RETURN(auto pairs, ParseAssignments(inputs, "--input"));
-  graph::TensorMap feeds;
+Result<RunModel> LoadRunModel(const RunIoArgs& io) {
+  if (io.random_seed >= 0 && !io.inputs.empty())
+    return Error(ErrorCode::kInvalidArgument, "--input and --random-inputs cannot be combined");
+  FT_ASSIGN_OR_RETURN(auto pairs, ParseAssignments(io.inputs, "--input"));
+  graph::TensorMap files;
   for (const auto& [name, path] : pairs) {
     FT_ASSIGN_OR_RETURN(graph::Tensor t, graph::ReadNpy(path));
-    feeds[name] = std::move(t);
+    files[name] = std::move(t);
+  }
+  FT_ASSIGN_OR_RETURN(graph::Graph graph, LoadModel(io.model, io.model_options, files));
+  if (io.random_seed >= 0) {
+    graph::TensorMap feeds = graph::RandomFeeds(graph, static_cast<uint64_t>(io.random_seed));
+    return RunModel{std::move(graph), std::move(feeds)};
   }
   for (graph::ValueId v : graph.inputs)
-    if (!feeds.count(graph.value(v).name))
+    if (!files.count(graph.value(v).name))
       return Error(ErrorCode::kInvalidArgument,
                    fmt::format("input '{}' ({}) has no --input {}=FILE.npy", graph.value(v).name,
                                graph.type(v).ToString(), graph.value(v).name));
-  return feeds;
+  return RunModel{std::move(graph), std::move(files)};
 }
 
 Result<nlohmann::json> WriteOutputs(const graph::Graph& graph, const graph::TensorMap& outputs,

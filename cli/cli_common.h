@@ -40,8 +40,11 @@ void AddValueOption(CLI::App* cmd, ModelOptions* options);
 // last dimension's values vary fastest). Options without lists: themselves.
 Result<std::vector<ModelOptions>> ExpandDimBuckets(const ModelOptions& options);
 
-// Imports an ONNX model and runs the standard graph passes.
-Result<graph::Graph> LoadModel(const std::string& path, const ModelOptions& options);
+// Imports an ONNX model and runs the standard graph passes. `run_inputs`
+// (a run's --input tensors) are values too, for the inputs that shapes
+// depend on.
+Result<graph::Graph> LoadModel(const std::string& path, const ModelOptions& options,
+                               const graph::TensorMap& run_inputs = {});
 
 // Parses "NAME=VALUE" pairs.
 Result<std::map<std::string, std::string>> ParseAssignments(const std::vector<std::string>& items,
@@ -56,15 +59,18 @@ struct RunIoArgs {
   std::string output_dir;
 };
 void AddRunIoOptions(CLI::App* cmd, RunIoArgs* io);
-// The model options of a run: its --input files are values too, so that the
-// inputs that shapes depend on are bound to what the run feeds.
-ModelOptions RunModelOptions(const RunIoArgs& io);
+
 // One line per output summary from WriteOutputs.
 void PrintOutputSummaries(const nlohmann::json& outputs);
 
-// Graph inputs from NAME=FILE.npy pairs, or random ones from `random_seed` (>= 0).
-Result<graph::TensorMap> LoadFeeds(const graph::Graph& graph,
-                                   const std::vector<std::string>& inputs, int64_t random_seed);
+// A run's model and feeds: its --input files, read once, are the feeds and
+// the values the inputs that shapes depend on are bound to; or random feeds
+// from --random-inputs.
+struct RunModel {
+  graph::Graph graph;
+  graph::TensorMap feeds;
+};
+Result<RunModel> LoadRunModel(const RunIoArgs& io);
 // Writes one NAME.npy per graph output into `dir` (unless empty; '/', '\\'
 // and ':' in names become '_') and returns a summary per output (name,
 // dtype, shape, mean, mean_abs, file).

@@ -94,17 +94,15 @@ int Run(const RunArgs& args) {
     if (!opened.ok()) return ReportError(opened.error());
     source = std::move(*opened);
   }
-  auto graph = LoadModel(args.io.model, RunModelOptions(args.io));
-  if (!graph.ok()) return ReportError(graph.error());
-  auto feeds = LoadFeeds(*graph, args.io.inputs, args.io.random_seed);
-  if (!feeds.ok()) return ReportError(feeds.error());
-  const double flops = graph::SummarizeGraph(*graph).flops;
-  auto model = Prepare(std::move(*graph), args, &source);
+  auto loaded = LoadRunModel(args.io);
+  if (!loaded.ok()) return ReportError(loaded.error());
+  const double flops = graph::SummarizeGraph(loaded->graph).flops;
+  auto model = Prepare(std::move(loaded->graph), args, &source);
   if (!model.ok()) return ReportError(model.error());
   runtime::KernelProgram* exe = &(*model)->program();
   const graph::Graph& g = (*model)->graph();
   runtime::RunReport report;
-  auto result = exe->Run(*feeds, &report);
+  auto result = exe->Run(loaded->feeds, &report);
   if (!result.ok()) return ReportError(result.error());
   auto outputs = WriteOutputs(g, *result, args.io.output_dir);
   if (!outputs.ok()) return ReportError(outputs.error());
@@ -122,7 +120,7 @@ int Run(const RunArgs& args) {
   if (args.from_db) j["compiled"] = compiler::CompiledSummaryJson((*model)->compiled());
   if (args.bench > 0) {
     std::vector<double> step_ms;
-    auto bench = Bench(*exe, *feeds, args.bench, flops, args.steps ? &step_ms : nullptr);
+    auto bench = Bench(*exe, loaded->feeds, args.bench, flops, args.steps ? &step_ms : nullptr);
     if (!bench.ok()) return ReportError(bench.error());
     j["bench"] = *bench;
     // Steps then report the bench's medians, not the first run's times.
@@ -130,7 +128,7 @@ int Run(const RunArgs& args) {
       report.steps[s].seconds = step_ms[s] / 1e3;
   }
   if (args.verify) {
-    auto want = graph::RunReference(g, *feeds);
+    auto want = graph::RunReference(g, loaded->feeds);
     if (!want.ok()) return ReportError(want.error());
     j["max_scaled_error"] = measure::CompareOutputs(*result, want->outputs);
   }

@@ -23,16 +23,14 @@ struct RunReferenceArgs {
 };
 
 int Run(const RunReferenceArgs& args) {
-  auto graph = LoadModel(args.io.model, RunModelOptions(args.io));
-  if (!graph.ok()) return ReportError(graph.error());
-  auto feeds = LoadFeeds(*graph, args.io.inputs, args.io.random_seed);
-  if (!feeds.ok()) return ReportError(feeds.error());
+  auto loaded = LoadRunModel(args.io);
+  if (!loaded.ok()) return ReportError(loaded.error());
   const auto start = std::chrono::steady_clock::now();
-  auto result = graph::RunReference(*graph, *feeds);
+  auto result = graph::RunReference(loaded->graph, loaded->feeds);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (!result.ok()) return ReportError(result.error());
-  auto outputs = WriteOutputs(*graph, result->outputs, args.io.output_dir);
+  auto outputs = WriteOutputs(loaded->graph, result->outputs, args.io.output_dir);
   if (!outputs.ok()) return ReportError(outputs.error());
   nlohmann::json j;
   j["model"] = args.io.model;
