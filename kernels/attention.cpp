@@ -60,6 +60,11 @@ Layout MakeLayout(const AttentionDesc& d, const AttentionTiling& t) {
 
 }  // namespace
 
+int64_t AttentionKeyEnd(const AttentionDesc& d, int64_t i0, int64_t rows) {
+  if (d.mask != MaskKind::kCausal) return d.seq_kv;
+  return std::clamp<int64_t>(i0 + rows + d.seq_kv - d.seq_q, 0, d.seq_kv);
+}
+
 int64_t AttentionLocalBytes(const AttentionDesc& d, const AttentionTiling& t) {
   return static_cast<int64_t>(sizeof(float)) * MakeLayout(d, t).floats() + 10 * 64;
 }
@@ -161,9 +166,7 @@ class AttentionRunner {
     std::fill(sum_, sum_ + l_.br_pad, 0.0f);
     std::fill(o_, o_ + l_.o_tile, 0.0f);
     const int64_t offset = d_.seq_kv - d_.seq_q;  // causal diagonal, bottom-right aligned
-    const int64_t kv_end = d_.mask == MaskKind::kCausal
-                               ? std::clamp<int64_t>(tile.i0 + tile.rows + offset, 0, d_.seq_kv)
-                               : d_.seq_kv;
+    const int64_t kv_end = AttentionKeyEnd(d_, tile.i0, tile.rows);
     for (int64_t j0 = 0; j0 < kv_end; j0 += t_.bc) {
       const int64_t cols = std::min(t_.bc, kv_end - j0);
       // K and V stay in the panels from this thread's previous query tile
@@ -331,7 +334,6 @@ TilingEstimate EstimateAttention(const AttentionDesc& d, const AttentionTiling& 
   TilingEstimate e;
   e.local_bytes = AttentionLocalBytes(d, t);
   if (t.br < 1 || t.bc < 1 || threads < 1) return e;
-  const int64_t offset = d.seq_kv - d.seq_q;
   std::vector<double> work(threads, 0);
   double computed = 0, useful = 0;
   struct QueryTileCost {
@@ -341,9 +343,7 @@ TilingEstimate EstimateAttention(const AttentionDesc& d, const AttentionTiling& 
   std::vector<QueryTileCost> per_query_tile;  // the same for every batch and head
   for (int64_t i0 = 0; i0 < d.seq_q; i0 += t.br) {
     const int64_t rows = std::min(t.br, d.seq_q - i0);
-    const int64_t kv_end = d.mask == MaskKind::kCausal
-                               ? std::clamp<int64_t>(i0 + rows + offset, 0, d.seq_kv)
-                               : d.seq_kv;
+    const int64_t kv_end = AttentionKeyEnd(d, i0, rows);
     const int64_t blocks = (kv_end + t.bc - 1) / t.bc;
     per_query_tile.push_back({4.0 * rows * d.head_dim + 4.0 * kv_end * (d.head_dim + d.value_dim) +
                                   (d.mask == MaskKind::kAdditive ? 4.0 * rows * kv_end : 0.0),

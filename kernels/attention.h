@@ -48,6 +48,9 @@ struct AttentionTiling {
 };
 
 int64_t AttentionLocalBytes(const AttentionDesc& desc, const AttentionTiling& tiling);
+// The keys query rows [i0, i0 + rows) read: all of them, or under a causal
+// mask those up to the last row's diagonal (bottom-right aligned).
+int64_t AttentionKeyEnd(const AttentionDesc& desc, int64_t i0, int64_t rows);
 Status ValidateAttention(const AttentionDesc& desc, const AttentionTiling& tiling,
                          const KernelConfig& config);
 // ValidateAttention(...).ok() without building a message (tiling spaces).

@@ -19,13 +19,6 @@ struct DecodeItem {
   int64_t b, h, i0, rows, k0, k1;
 };
 
-// The keys query tile (i0, rows) reads: all of them, or up to the causal
-// diagonal of its last row (bottom-right aligned).
-int64_t KeyEnd(const AttentionDesc& d, int64_t i0, int64_t rows) {
-  if (d.mask != MaskKind::kCausal) return d.seq_kv;
-  return std::clamp<int64_t>(i0 + rows + d.seq_kv - d.seq_q, 0, d.seq_kv);
-}
-
 int64_t MaxTileRows(const AttentionDesc& d, const AttentionTiling& t) {
   return std::min(t.br, d.seq_q);
 }
@@ -175,7 +168,7 @@ std::vector<DecodeItem> DecodeItems(const AttentionDesc& d, const AttentionTilin
   for (int64_t b = 0; b < d.batch; ++b)
     for (int64_t h = 0; h < d.heads; ++h)
       for (int64_t i0 = 0; i0 < d.seq_q; i0 += t.br) {
-        const int64_t rows = std::min(t.br, d.seq_q - i0), end = KeyEnd(d, i0, rows);
+        const int64_t rows = std::min(t.br, d.seq_q - i0), end = AttentionKeyEnd(d, i0, rows);
         // Ranges of whole key blocks, as even as the blocks allow.
         const int64_t bc = std::min(t.bc, d.seq_kv), blocks = CeilDiv(end, bc);
         for (int64_t s = 0; s < splits; ++s) {
