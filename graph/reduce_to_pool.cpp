@@ -27,13 +27,16 @@ std::optional<std::vector<int64_t>> ReducedAxes(const Graph& g, const Node& n) {
   return axes;
 }
 
-// f32 [N, C, spatial...] reduced over exactly the spatial axes.
+// f32 [N, C, H, W, ...] reduced over exactly the spatial axes. Not 3-D:
+// [B, S, D] reduced over D is how RMSNorm exports (x.pow(2).mean(-1)), and
+// the row-reduction template fuses that mean with the norm's other ops,
+// which a pool node would cut apart (three kernels a norm instead of one).
 bool IsGlobalPoolReduction(const Graph& g, const Node& n) {
   if ((n.op_type != "ReduceMean" && n.op_type != "ReduceMax") || !n.domain.empty() ||
       n.inputs.empty() || n.outputs.size() != 1 || n.outputs[0] == kNoValue)
     return false;
   const TensorType& x = g.type(n.inputs[0]);
-  if (x.dtype != DataType::kFloat32 || x.rank() < 3) return false;
+  if (x.dtype != DataType::kFloat32 || x.rank() < 4) return false;
   std::optional<std::vector<int64_t>> axes = ReducedAxes(g, n);
   if (!axes) return false;
   for (int64_t& a : *axes)

@@ -15,16 +15,21 @@ std::string RowwiseTiling::ToString() const {
 
 namespace {
 
-ValueShape OperandShape(const RowOperand& op) {
+// With a single row (a decode step's [1, 1, d]) every operand's row
+// strides are 0, yet the row operands are rows to reduce, not vectors
+// shared by rows: they count as wide.
+ValueShape OperandShape(const RowOperand& op, bool one_row) {
   if (op.col_stride == 0) return ValueShape::kNarrow;
   const bool shared =
       std::all_of(op.row_strides.begin(), op.row_strides.end(), [](int64_t s) { return s == 0; });
-  return shared ? ValueShape::kVector : ValueShape::kWide;
+  return shared && !one_row ? ValueShape::kVector : ValueShape::kWide;
 }
 
 std::vector<ValueShape> InputShapes(const RowwiseDesc& d) {
+  int64_t rows = 1;
+  for (int64_t r : d.row_dims) rows *= r;
   std::vector<ValueShape> shapes;
-  for (const RowOperand& op : d.inputs) shapes.push_back(OperandShape(op));
+  for (const RowOperand& op : d.inputs) shapes.push_back(OperandShape(op, rows == 1));
   return shapes;
 }
 

@@ -1,6 +1,7 @@
 // Matching node groups to the row-reduction and elementwise templates, on
 // chains as PyTorch exports them; a matched program is run by the row kernel
 // and compared with the reference executor.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -139,6 +140,25 @@ TEST(MatchTile, LoweredBatchNormJoinsAnElementwiseKernel) {
     ASSERT_TRUE(m.decision.allowed()) << m.decision.reason();
     EXPECT_EQ(m.instance.kind, KernelTemplate::kElementwise) << m.instance.summary;
     EXPECT_EQ(m.instance.outputs.size(), 1u);
+  }
+}
+
+
+// RMSNorm as PyTorch exports it, on one row (a decode step's [1, 1, d]) and
+// on several: one row program either way.
+TEST(MatchTile, RmsNormOnOneRowIsARowProgram) {
+  for (const char* rows : {"1, 1", "1, 3"}) {
+    graph::Graph g = testing::Parse(fmt::format(R"(graph g opset 17 {{
+      input x: f32[{}, 64]  input w: f32[64]
+      const two: f32[] = [2]  const eps: f32[] = [1e-6]  const one: f32[] = [1]
+      p = Pow(x, two)  m = ReduceMean(p) {{axes=[-1], keepdims=1}}  a = Add(m, eps)
+      s = Sqrt(a)  r = Div(one, s)  n = Mul(x, r)  y = Mul(n, w)
+      output y }})", rows));
+    ASSERT_TRUE(graph::RunStandardPasses(g).ok());
+    Dataflow flow(g);
+    const GroupMatch m = MatchGroup(g, flow, AllNodes(g));
+    ASSERT_TRUE(m.decision.allowed()) << rows << ": " << m.decision.reason();
+    EXPECT_EQ(m.instance.kind, KernelTemplate::kRowwise) << m.instance.summary;
   }
 }
 

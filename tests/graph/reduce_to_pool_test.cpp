@@ -1,6 +1,7 @@
 // ReduceToGlobalPool (reduce_to_pool.cpp): a mean or max over every spatial
 // axis becomes a global pool (and a Flatten without keepdims) that computes
-// the same on the reference executor, for 1-D and 2-D inputs, axes as an
+// the same on the reference executor, for 2-D inputs (not [B, S, D]: an
+// RMSNorm's mean stays a reduction), axes as an
 // attribute or (opset 18) an input, negative axes; reductions over other
 // axes stay reductions.
 #include <gtest/gtest.h>
@@ -57,11 +58,19 @@ INSTANTIATE_TEST_SUITE_P(Cases, ReduceToGlobalPoolCase,
         })",
                                                       "GlobalAveragePool", false},
                                            ReduceCase{R"(graph g opset 13 {
-          input x: f32[1, 4, 9]
-          y = ReduceMax(x) {axes=[2], keepdims=0}
+          input x: f32[2, 3, 4, 4]
+          y = ReduceMax(x) {axes=[2, 3], keepdims=0}
           output y
         })",
                                                       "GlobalMaxPool", true},
+                                           // [B, S, D] over D: an RMSNorm's mean, left
+                                           // to the row-reduction template.
+                                           ReduceCase{R"(graph g opset 13 {
+          input x: f32[1, 4, 9]
+          y = ReduceMean(x) {axes=[2], keepdims=1}
+          output y
+        })",
+                                                      "", false},
                                            ReduceCase{R"(graph g opset 18 {
           input x: f32[2, 3, 4, 4]
           const axes: i64[2] = [2, 3]
