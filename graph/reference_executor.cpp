@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/rng.h"
@@ -45,13 +46,22 @@ Status CheckBoundFeed(const std::string& name, const Tensor& bound, const Tensor
 
 }  // namespace
 
-Result<std::vector<Tensor>> BindFeeds(const Graph& graph, const TensorMap& feeds) {
+Result<std::vector<Tensor>> BindFeeds(const Graph& graph, const TensorMap& feeds,
+                                      const std::vector<ValueId>& held) {
   std::vector<Tensor> values(graph.values.size());
   for (ValueId v = 0; v < static_cast<ValueId>(graph.values.size()); ++v)
     if (graph.value(v).is_constant()) values[v] = *graph.value(v).constant;
   for (ValueId v : graph.inputs) {
     const Value& input = graph.value(v);
     auto it = feeds.find(input.name);
+    if (std::find(held.begin(), held.end(), v) != held.end()) {
+      if (it != feeds.end())
+        return Error(ErrorCode::kInvalidArgument,
+                     fmt::format("input '{}' is held by the executable's KV cache: not fed by "
+                                 "a run (load the cache's rows instead)",
+                                 input.name));
+      continue;
+    }
     if (it == feeds.end())
       return Error(ErrorCode::kNotFound, fmt::format("no value given for input '{}'", input.name));
     FT_ASSIGN_OR_RETURN(values[v], AdaptFeed(input, it->second));

@@ -30,8 +30,11 @@ Result<ReferenceResult> RunReference(const Graph& graph, const TensorMap& feeds,
                                      const ReferenceOptions& options = {});
 
 // The feeds checked against the graph inputs as above, and the constants:
-// a tensor per ValueId (empty for values computed by nodes).
-Result<std::vector<Tensor>> BindFeeds(const Graph& graph, const TensorMap& feeds);
+// a tensor per ValueId (empty for values computed by nodes). Inputs in
+// `held` are the caller's own (a KV cache a program keeps): not fed, left
+// empty, and an error when fed.
+Result<std::vector<Tensor>> BindFeeds(const Graph& graph, const TensorMap& feeds,
+                                      const std::vector<ValueId>& held = {});
 
 // Deterministic random feeds for every graph input (normal for floats, small
 // non-negative ints, bools half true), from `seed`.

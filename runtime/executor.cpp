@@ -142,18 +142,46 @@ void KernelProgram::AllocateOutputs() {
 
 Result<graph::TensorMap> KernelProgram::Run(const graph::TensorMap& feeds, RunReport* report,
                                             kernels::RunMode mode) {
-  FT_ASSIGN_OR_RETURN(feeds_, graph::BindFeeds(graph_, feeds));
+  std::vector<graph::ValueId> held;
+  if (kv_) {
+    if (kv_length_ + kv_->new_rows > kv_->capacity)
+      return Error(ErrorCode::kInvalidArgument,
+                   fmt::format("the KV cache is full: it holds {} of {} rows and a run appends {}",
+                               kv_length_, kv_->capacity, kv_->new_rows));
+    for (const KvCacheLink& link : kv_->links) held.push_back(link.past);
+  }
+  FT_ASSIGN_OR_RETURN(feeds_, graph::BindFeeds(graph_, feeds, held));
   const auto start = std::chrono::steady_clock::now();
   AllocateOutputs();
+  if (kv_)  // the past rows lie in the present's buffer (a run reads them there)
+    for (const KvCacheLink& link : kv_->links) feeds_[link.past] = *FindOutput(link.present);
   RunReport local;
-  for (Step& step : steps_) {
-    auto r = RunStep(step, mode);
-    if (!r.ok()) return r.error();
+  Status ran = Status::Ok();
+  for (size_t s = 0; s < steps_.size() && ran.ok(); ++s) {
+    auto r = RunStep(steps_[s], kv_ ? &kv_->steps[s] : nullptr, mode);
+    if (!r.ok()) {
+      ran = r.error();
+      break;
+    }
     local.total += r->stats;
     local.steps.push_back(std::move(*r));
   }
+  Result<graph::TensorMap> outputs =
+      ran.ok() ? CollectOutputs() : Result<graph::TensorMap>(ran.error());
+  feeds_.clear();  // before anything returns: the outputs kept must not look shared
+  if (!outputs.ok()) return outputs.error();
+  if (kv_) kv_length_ += kv_->new_rows;
+  local.seconds = Since(start);
+  if (report) *report = std::move(local);
+  return outputs;
+}
+
+Result<graph::TensorMap> KernelProgram::CollectOutputs() {
   graph::TensorMap outputs;
   for (graph::ValueId v : graph_.outputs) {
+    if (kv_ && std::any_of(kv_->links.begin(), kv_->links.end(),
+                           [&](const KvCacheLink& link) { return link.present == v; }))
+      continue;  // the cache stays in the program
     if (const graph::Tensor* written = FindOutput(v)) {
       outputs[graph_.value(v).name] = *written;
       continue;
@@ -163,10 +191,76 @@ Result<graph::TensorMap> KernelProgram::Run(const graph::TensorMap& feeds, RunRe
     std::memcpy(t.raw(), Address(v), t.nbytes());
     outputs[graph_.value(v).name] = std::move(t);
   }
-  local.seconds = Since(start);
-  feeds_.clear();
-  if (report) *report = std::move(local);
   return outputs;
+}
+
+Status KernelProgram::ServeKvCacheInPlace() {
+  std::vector<const fusion_space::KernelInstance*> instances;
+  for (const Step& step : steps_) instances.push_back(step.transform ? nullptr : &step.instance);
+  FT_ASSIGN_OR_RETURN(KvCachePlan plan, PlanKvCacheInPlace(graph_, instances));
+  kv_ = std::move(plan);
+  kv_length_ = 0;
+  AllocateOutputs();  // the caches' buffers, kept from now on (never returned)
+  return Status::Ok();
+}
+
+const KvCacheLink* KernelProgram::FindKvLink(const std::string& past_name) const {
+  if (!kv_) return nullptr;
+  for (const KvCacheLink& link : kv_->links)
+    if (graph_.value(link.past).name == past_name) return &link;
+  return nullptr;
+}
+
+Status KernelProgram::LoadKvCache(const graph::TensorMap& rows) {
+  if (!kv_) return Error(ErrorCode::kInvalidArgument, "the program does not serve a KV cache");
+  std::optional<int64_t> length;
+  for (const auto& [name, tensor] : rows) {
+    const KvCacheLink* link = FindKvLink(name);
+    if (!link)
+      return Error(ErrorCode::kNotFound, fmt::format("'{}' is not a KV cache input of the model "
+                                                     "(the caches are named by their past inputs)",
+                                                     name));
+    graph::Dims want = graph_.type(link->past).dims;
+    const int64_t n =
+        tensor.rank() == static_cast<int64_t>(want.size()) ? tensor.dims()[link->axis] : -1;
+    want[link->axis] = n;
+    if (n < 0 || tensor.dims() != want || tensor.dtype() != graph::DataType::kFloat32)
+      return Error(
+          ErrorCode::kShapeMismatch,
+          fmt::format("KV cache '{}': expects f32 rows shaped like {} along axis {}, "
+                      "given {}{}",
+                      name, graph::DimsToString(graph_.type(link->past).dims), link->axis,
+                      graph::DataTypeName(tensor.dtype()), graph::DimsToString(tensor.dims())));
+    if (length && *length != n)
+      return Error(
+          ErrorCode::kShapeMismatch,
+          fmt::format("KV cache '{}': {} rows where the others have {}", name, n, *length));
+    if (n > kv_->capacity)
+      return Error(
+          ErrorCode::kInvalidArgument,
+          fmt::format("KV cache '{}': {} rows exceed its capacity of {}", name, n, kv_->capacity));
+    length = n;
+  }
+  for (const KvCacheLink& link : kv_->links)
+    if (!rows.empty() && !rows.count(graph_.value(link.past).name))
+      return Error(ErrorCode::kNotFound,
+                   fmt::format("KV cache '{}' not given: load every cache at once",
+                               graph_.value(link.past).name));
+  for (const KvCacheLink& link : kv_->links)
+    if (!rows.empty())
+      CopyRowsIntoCache(rows.at(graph_.value(link.past).name), link.axis, FindOutput(link.present));
+  kv_length_ = length.value_or(0);
+  return Status::Ok();
+}
+
+Result<graph::Tensor> KernelProgram::KvCacheRows(const std::string& past_name) const {
+  const KvCacheLink* link = FindKvLink(past_name);
+  if (!link)
+    return Error(ErrorCode::kNotFound,
+                 fmt::format("'{}' is not a KV cache the program serves", past_name));
+  for (const auto& [v, tensor] : outputs_)
+    if (v == link->present) return CacheRows(tensor, link->axis, kv_length_);
+  return Error(ErrorCode::kInternal, "the KV cache has no buffer");
 }
 
 Status KernelProgram::RunReferenceStep(const Step& step, StepReport* report) {
@@ -287,7 +381,8 @@ Result<kernels::KernelStats> KernelProgram::RunTransformStep(const Step& step,
   return kernels::RunLayoutTransform(d, config_, mode);
 }
 
-Result<StepReport> KernelProgram::RunStep(Step& step, kernels::RunMode mode) {
+Result<StepReport> KernelProgram::RunStep(Step& step, const KvCacheStep* kv,
+                                          kernels::RunMode mode) {
   StepReport report;
   if (step.transform) {
     const LayoutTransformStep& t = *step.transform;
@@ -319,6 +414,9 @@ Result<StepReport> KernelProgram::RunStep(Step& step, kernels::RunMode mode) {
                                                  : const_cast<std::byte*>(k.owned[s.owned]->raw());
     p = reinterpret_cast<float*>(base) + s.offset;
   });
+  if (kv && kv->role == KvCacheStep::Role::kAppend)
+    AppendAtLength(*kv_, *kv, kv_length_, &k.elementwise);
+  if (kv && kv->role == KvCacheStep::Role::kAttend) k.attention.seq_kv = kv_length_ + kv_->new_rows;
   Result<kernels::KernelStats> stats = Error(ErrorCode::kInternal, "no kernel ran");
   switch (k.kind) {
     case fusion_space::KernelTemplate::kElementwise:

@@ -17,6 +17,7 @@
 #include "fusion_space/space.h"
 #include "graph/reference_executor.h"
 #include "runtime/buffer_plan.h"
+#include "runtime/kv_cache.h"
 #include "runtime/layout_plan.h"
 
 namespace fusetune::runtime {
@@ -62,6 +63,22 @@ class KernelProgram {
   void VisitMemory(const std::function<void(const std::byte*, size_t)>& visit,
                    MemoryScope scope = MemoryScope::kAll) const;
 
+  // KV caches served in place (kv_cache.h): from now on the program keeps
+  // each cache in its present output's buffer, a run is fed everything but
+  // the past inputs, appends its new rows at the current length and returns
+  // the outputs but the presents. An error says why the program cannot
+  // (and leaves it running as written).
+  Status ServeKvCacheInPlace();
+  bool serves_kv_cache() const { return kv_.has_value(); }
+  // Rows each cache holds now, and can hold (0 unless served in place).
+  int64_t kv_cache_length() const { return kv_length_; }
+  int64_t kv_cache_capacity() const { return kv_ ? kv_->capacity : 0; }
+  // Sets every cache to the given rows (by past input name: a prefill's
+  // presents), all of the same length; an empty map empties the caches.
+  Status LoadKvCache(const graph::TensorMap& rows);
+  // The rows a cache holds now, by past input name, as a dense tensor.
+  Result<graph::Tensor> KvCacheRows(const std::string& past_name) const;
+
   const BufferPlan& buffers() const { return buffers_; }
   // Bytes of pre-packed weights the runs so far have built (0 before the first).
   int64_t packed_weight_bytes() const;
@@ -88,7 +105,7 @@ class KernelProgram {
   };
   KernelProgram(const graph::Graph& graph, kernels::KernelConfig config)
       : graph_(graph), config_(config) {}
-  Result<StepReport> RunStep(Step& step, kernels::RunMode mode);
+  Result<StepReport> RunStep(Step& step, const KvCacheStep* kv, kernels::RunMode mode);
   // Packs the constant B operands of a bound GEMM step once, so that every
   // run copies them into the local buffer as contiguous slivers: the packing
   // is paid once per program, as ONNX Runtime pre-packs weights per session.
@@ -124,6 +141,10 @@ class KernelProgram {
   std::vector<graph::ValueId> written_outputs_;
   std::vector<std::pair<graph::ValueId, graph::Tensor>> outputs_;
   void AllocateOutputs();
+  std::optional<KvCachePlan> kv_;
+  int64_t kv_length_ = 0;
+  const KvCacheLink* FindKvLink(const std::string& past_name) const;
+  Result<graph::TensorMap> CollectOutputs();
 };
 
 }  // namespace fusetune::runtime
