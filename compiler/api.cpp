@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -22,9 +23,12 @@ namespace {
 
 target::CacheProtocol ProtocolOf(Caches caches) {
   switch (caches) {
-    case Caches::kFlushed: return target::CacheProtocol::kFlushed;
-    case Caches::kWarm: return target::CacheProtocol::kWarm;
-    case Caches::kColdWeights: return target::CacheProtocol::kColdWeights;
+    case Caches::kFlushed:
+      return target::CacheProtocol::kFlushed;
+    case Caches::kWarm:
+      return target::CacheProtocol::kWarm;
+    case Caches::kColdWeights:
+      return target::CacheProtocol::kColdWeights;
   }
   return target::CacheProtocol::kFlushed;
 }
@@ -85,26 +89,39 @@ class ExecutableImpl final : public Executable {
   Expected<ArrayMap> Run(const ArrayMap& inputs) override {
     graph::TensorMap feeds;
     for (const auto& [name, array] : inputs) {
-      int64_t n = 1;
-      for (int64_t d : array.shape) n *= d;
-      if (n != static_cast<int64_t>(array.data.size()))
-        return Expected<ArrayMap>::Failure(fmt::format(
-            "input '{}': shape holds {} elements but {} were given", name, n, array.data.size()));
-      feeds.emplace(name,
-                    graph::Tensor::FromVector(graph::DataType::kFloat32, array.shape, array.data));
+      auto tensor = ToTensor(name, array);
+      if (!tensor.ok()) return Expected<ArrayMap>::Failure(tensor.error().ToString());
+      feeds.emplace(name, std::move(*tensor));
     }
     auto result = model_->program().Run(feeds);
     if (!result.ok()) return Expected<ArrayMap>::Failure(result.error().ToString());
     ArrayMap outputs;
     for (auto& [name, tensor] : *result) {
-      if (tensor.dtype() != graph::DataType::kFloat32)
-        return Expected<ArrayMap>::Failure(
-            fmt::format("output '{}' is {}: the embedding API returns f32 arrays", name,
-                        graph::DataTypeName(tensor.dtype())));
-      const float* p = tensor.data<float>();
-      outputs[name] = Array{tensor.dims(), std::vector<float>(p, p + tensor.numel())};
+      auto array = ToArray(name, tensor);
+      if (!array.ok()) return Expected<ArrayMap>::Failure(array.error().ToString());
+      outputs[name] = std::move(*array);
     }
     return outputs;
+  }
+  int64_t cache_length() const override { return model_->program().kv_cache_length(); }
+  int64_t cache_capacity() const override { return model_->program().kv_cache_capacity(); }
+  Expected<int64_t> LoadCache(const ArrayMap& rows) override {
+    graph::TensorMap tensors;
+    for (const auto& [name, array] : rows) {
+      auto tensor = ToTensor(name, array);
+      if (!tensor.ok()) return Expected<int64_t>::Failure(tensor.error().ToString());
+      tensors.emplace(name, std::move(*tensor));
+    }
+    if (Status loaded = model_->program().LoadKvCache(tensors); !loaded.ok())
+      return Expected<int64_t>::Failure(loaded.error().ToString());
+    return model_->program().kv_cache_length();
+  }
+  Expected<Array> CacheRows(const std::string& past_name) const override {
+    auto rows = model_->program().KvCacheRows(past_name);
+    if (!rows.ok()) return Expected<Array>::Failure(rows.error().ToString());
+    auto array = ToArray(past_name, *rows);
+    if (!array.ok()) return Expected<Array>::Failure(array.error().ToString());
+    return std::move(*array);
   }
   std::vector<std::string> input_names() const override { return Names(model_->graph().inputs); }
   std::vector<int64_t> input_shape(const std::string& name) const override {
@@ -120,6 +137,35 @@ class ExecutableImpl final : public Executable {
     for (graph::ValueId v : ids) names.push_back(model_->graph().value(v).name);
     return names;
   }
+  // An input's Array as a tensor of the input's type: f32, or whole numbers
+  // for an integer input (exact in f32 up to 2^24: token ids, positions).
+  Result<graph::Tensor> ToTensor(const std::string& name, const Array& array) const {
+    int64_t n = 1;
+    for (int64_t d : array.shape) n *= d;
+    if (n != static_cast<int64_t>(array.data.size()))
+      return Error(ErrorCode::kShapeMismatch,
+                   fmt::format("input '{}': shape holds {} elements but {} were given", name, n,
+                               array.data.size()));
+    graph::Tensor t = graph::Tensor::FromVector(graph::DataType::kFloat32, array.shape, array.data);
+    const auto id = model_->graph().FindValue(name);
+    if (!id || graph::IsFloat(model_->graph().type(*id).dtype)) return t;
+    for (size_t i = 0; i < array.data.size(); ++i)
+      if (array.data[i] != std::trunc(array.data[i]))
+        return Error(
+            ErrorCode::kInvalidArgument,
+            fmt::format("input '{}' is {}: element {} ({}) is not a whole number", name,
+                        graph::DataTypeName(model_->graph().type(*id).dtype), i, array.data[i]));
+    return t.CastTo(model_->graph().type(*id).dtype);
+  }
+  static Result<Array> ToArray(const std::string& name, const graph::Tensor& tensor) {
+    if (tensor.dtype() != graph::DataType::kFloat32)
+      return Error(ErrorCode::kUnsupported,
+                   fmt::format("output '{}' is {}: the embedding API returns f32 arrays", name,
+                               graph::DataTypeName(tensor.dtype())));
+    const float* p = tensor.data<float>();
+    return Array{tensor.dims(), std::vector<float>(p, p + tensor.numel())};
+  }
+
   std::unique_ptr<compiler::CompiledModel> model_;
   CompileReport report_;
 };
@@ -134,8 +180,8 @@ class CompilerImpl final : public Compiler {
       return Status::Ok();
     }
     FT_ASSIGN_OR_RETURN(database_, compiler::OpenTuningDatabase(options_.database));
-    FT_ASSIGN_OR_RETURN(index_, compiler::LoadIndexForThisMachine(
-                                    *database_, ProtocolOf(options_.caches)));
+    FT_ASSIGN_OR_RETURN(index_,
+                        compiler::LoadIndexForThisMachine(*database_, ProtocolOf(options_.caches)));
     index_->PreloadInBackground(options_.database);  // while the first model imports
     return Status::Ok();
   }
@@ -160,6 +206,10 @@ class CompilerImpl final : public Compiler {
     config.threads = options_.threads;
     FT_ASSIGN_OR_RETURN(
         auto model, compiler::CompiledModel::Compile(std::move(graph), config, *index_, options));
+    if (options_.kv_cache_in_place)
+      if (Status served = model->program().ServeKvCacheInPlace(); !served.ok())
+        return served.error().WithContext(
+            fmt::format("{}: cannot serve the KV cache in place", onnx_path));
     CompileReport report = MakeReport(*model, index_->target());
     report.import_ms = import_ms;
     if (!options_.database.empty())

@@ -58,6 +58,7 @@ class CompiledModel {
   fusion_space::FusionSpace& space() { return *space_; }
   const CompiledPlan& compiled() const { return compiled_; }  // from a file: plan only
   runtime::KernelProgram& program() { return *program_; }
+  const runtime::KernelProgram& program() const { return *program_; }
   double lowering_seconds() const { return lowering_seconds_; }
 
  private:

@@ -82,6 +82,14 @@ struct CompileOptions {
   bool remember_plans = true;
   // Use the plans tuned under this cache protocol (`fusetune tune --caches`).
   Caches caches = Caches::kFlushed;
+  // Serve the model's KV cache in place: a decoder exported with its cache
+  // as inputs and outputs (present = Concat(past, new rows), as PyTorch
+  // exports it) is compiled at the cache's capacity (bind the past
+  // dimension to capacity - new rows: dims {"past", 2047} for 2,048 rows of
+  // one-token steps), the executable keeps the caches, and each Run writes
+  // only its new rows (see Executable::LoadCache). A plan that cannot (the
+  // cache read by other kernels than attention) fails to compile, saying why.
+  bool kv_cache_in_place = false;
 };
 
 // Where one kernel's plan came from.
@@ -110,8 +118,22 @@ struct CompileReport {
 class Executable {
  public:
   virtual ~Executable() = default;
-  // Inputs by graph input name; returns the graph outputs by name.
+  // Inputs by graph input name; returns the graph outputs by name. An
+  // integer input (token ids, positions) takes an Array of whole numbers.
+  // With CompileOptions::kv_cache_in_place, every input but the past ones
+  // and every output but the present ones: a run appends its new rows to
+  // the caches the executable keeps.
   virtual Expected<ArrayMap> Run(const ArrayMap& inputs) = 0;
+  // The KV cache served in place: rows held now and rows it can hold (both
+  // 0 otherwise).
+  virtual int64_t cache_length() const = 0;
+  virtual int64_t cache_capacity() const = 0;
+  // Sets every cache, named by its past input, to these rows (a prefill's
+  // present outputs), all of one length; an empty map empties the caches.
+  // Returns the length.
+  virtual Expected<int64_t> LoadCache(const ArrayMap& rows) = 0;
+  // The rows one cache holds now.
+  virtual Expected<Array> CacheRows(const std::string& past_name) const = 0;
   virtual std::vector<std::string> input_names() const = 0;
   // Static shapes after binding CompileOptions::dims.
   virtual std::vector<int64_t> input_shape(const std::string& name) const = 0;
