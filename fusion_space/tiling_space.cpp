@@ -522,6 +522,20 @@ kernels::ConvChainTiling DefaultConvChainTiling(const kernels::ConvChainDesc& d)
 }
 }  // namespace
 
+namespace {
+
+// The GEMM template's defaults, except that a GEMM with fewer row blocks
+// than threads (a decode step's 1 to 8 rows) splits its columns: split by
+// rows, one thread would stream all the weights while the others wait.
+kernels::GemmTiling DefaultGemmTiling(const kernels::GemmDesc& d,
+                                      const kernels::KernelConfig& config) {
+  kernels::GemmTiling t;
+  if (d.batch * ((d.m + t.mc - 1) / t.mc) < config.threads) t.split = kernels::ParallelSplit::kN;
+  return t;
+}
+
+}  // namespace
+
 Tiling TilingSpace::Default() const {
   Tiling preferred;
   switch (instance_.kind) {
@@ -534,7 +548,7 @@ Tiling TilingSpace::Default() const {
       preferred = kernels::RowwiseTiling{4, 2, 1};
       break;
     case KernelTemplate::kGemm:
-      preferred = kernels::GemmTiling{};
+      preferred = DefaultGemmTiling(instance_.gemm, config_);
       break;
     case KernelTemplate::kAttention:
       preferred = kernels::AttentionTiling{};
