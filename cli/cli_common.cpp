@@ -20,6 +20,16 @@
 
 namespace fusetune::cli {
 
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> items;
+  for (size_t at = 0; at <= text.size();) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    items.push_back(text.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return items;
+}
+
 int ReportError(const Error& error) {
   std::fprintf(stderr, "fusetune: error: %s\n", error.ToString().c_str());
   return error.code() == ErrorCode::kInternal ? kExitInternal : kExitBadInput;
@@ -45,17 +55,6 @@ namespace {
 // Whether `text` reads as a list of numbers rather than a file name.
 bool LooksLikeNumberList(const std::string& text) {
   return !text.empty() && text.find_first_not_of("0123456789+-.,eE") == std::string::npos;
-}
-
-// "a,b,,c" -> {"a", "b", "", "c"}.
-std::vector<std::string> SplitCommas(const std::string& text) {
-  std::vector<std::string> items;
-  for (size_t at = 0; at <= text.size();) {
-    const size_t comma = std::min(text.find(',', at), text.size());
-    items.push_back(text.substr(at, comma - at));
-    at = comma + 1;
-  }
-  return items;
 }
 
 // "V1,V2,...": integers as i64, else numbers as f64 (converted exactly to

@@ -46,6 +46,9 @@ Result<std::vector<ModelOptions>> ExpandDimBuckets(const ModelOptions& options);
 Result<graph::Graph> LoadModel(const std::string& path, const ModelOptions& options,
                                const graph::TensorMap& run_inputs = {});
 
+// "a,b,,c" -> {"a", "b", "", "c"}.
+std::vector<std::string> SplitCommas(const std::string& text);
+
 // Parses "NAME=VALUE" pairs.
 Result<std::map<std::string, std::string>> ParseAssignments(const std::vector<std::string>& items,
                                                             const char* flag);

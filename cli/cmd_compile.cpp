@@ -10,6 +10,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/compile_args.h"
+#include "cli/compile_buckets.h"
 #include "compiler/explain.h"
 #include "compiler/fused_export.h"
 #include "target/target.h"
@@ -34,31 +35,25 @@ Status WriteJsonFile(const nlohmann::json& j, const std::string& path) {
   return Status::Ok();
 }
 
-// One stderr line when some groups are not exact hits: never a silent fallback.
-void WarnAboutFallbacks(const compiler::CompiledPlan& plan) {
-  int untuned = 0;
-  double worst = 0;
-  bool unknown = false;
-  for (const auto& d : plan.groups) {
-    if (d.choice.source == compiler::PlanSource::kExact ||
-        d.choice.source == compiler::PlanSource::kWholeModel)
-      continue;
-    ++untuned;
-    if (d.choice.predicted_loss)
-      worst = std::max(worst, *d.choice.predicted_loss);
-    else
-      unknown = true;
-  }
-  if (untuned == 0) return;
-  fmt::print(stderr,
-             "fusetune: note: {} of {} kernels are not tuned for this machine (largest predicted "
-             "loss {:.0f}%{}); --explain lists them\n",
-             untuned, plan.groups.size(), worst * 100, unknown ? ", some unknown" : "");
+// Several sizes (--dim seq=1,16,64): each bucket's plan and where between
+// neighbours the plan switches (compile_buckets.h).
+int CompileBuckets(const CompileCommandArgs& args, TuningSource& source) {
+  if (!args.output.empty() || !args.export_onnx.empty() || args.json)
+    return ReportError(Error(ErrorCode::kInvalidArgument,
+                             "--dim with several values compiles one plan per bucket: "
+                             "-o, --export-onnx and --json take one value per dimension"));
+  auto report = ExplainBuckets(args.model, args.model_options, args.threads, args.compile, source);
+  if (!report.ok()) return ReportError(report.error());
+  std::cout << fmt::format("model       {}\n", args.model) << *report;
+  return kExitOk;
 }
 
 int Compile(const CompileCommandArgs& args) {
   auto source = OpenTuningSource(args.compile);
   if (!source.ok()) return ReportError(source.error());
+  auto buckets = ExpandDimBuckets(args.model_options);
+  if (!buckets.ok()) return ReportError(buckets.error());
+  if (buckets->size() > 1) return CompileBuckets(args, *source);
   auto graph = LoadModel(args.model, args.model_options);
   if (!graph.ok()) return ReportError(graph.error());
   compiler::RememberNote remembered;
@@ -109,7 +104,8 @@ void AddCompileCommand(CLI::App& app, std::function<void(int)> set_result) {
   cmd->add_option("--export-onnx", args->export_onnx,
                   "Write the fused graph as ONNX: one ai.fusetune node per kernel");
   cmd->add_option("--dim", args->model_options.dims,
-                  "Bind a symbolic dimension: NAME=VALUE (repeatable)");
+                  "Bind a symbolic dimension: NAME=VALUE (repeatable); NAME=V1,V2,... compiles "
+                  "each size (tuned buckets) and shows where the plan switches between them");
   AddValueOption(cmd, &args->model_options);
   cmd->add_option("--threads", args->threads, "Threads per kernel")
       ->capture_default_str()

@@ -41,6 +41,7 @@ Result<std::unique_ptr<compiler::CompiledModel>> Prepare(graph::Graph graph, con
                                      /*explain=*/false, &remembered);
     if (model.ok() && !remembered.text.empty() && !remembered.stored)
       fmt::print(stderr, "fusetune: note: {}\n", remembered.text);
+    if (model.ok()) WarnAboutFallbacks((*model)->compiled());
     return model;
   }
   kernels::KernelConfig config;

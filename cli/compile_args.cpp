@@ -118,4 +118,26 @@ Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(
   return model;
 }
 
+// One stderr line when some groups are not exact hits: never a silent fallback.
+void WarnAboutFallbacks(const compiler::CompiledPlan& plan) {
+  int untuned = 0;
+  double worst = 0;
+  bool unknown = false;
+  for (const auto& d : plan.groups) {
+    if (d.choice.source == compiler::PlanSource::kExact ||
+        d.choice.source == compiler::PlanSource::kWholeModel)
+      continue;
+    ++untuned;
+    if (d.choice.predicted_loss)
+      worst = std::max(worst, *d.choice.predicted_loss);
+    else
+      unknown = true;
+  }
+  if (untuned == 0) return;
+  fmt::print(stderr,
+             "fusetune: note: {} of {} kernels are not tuned for this machine (largest predicted "
+             "loss {:.0f}%{}); --explain lists them\n",
+             untuned, plan.groups.size(), worst * 100, unknown ? ", some unknown" : "");
+}
+
 }  // namespace fusetune::cli

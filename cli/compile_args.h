@@ -7,8 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "common/status.h"
 #include "cli/cli_common.h"
+#include "common/status.h"
 #include "compiler/model.h"
 
 namespace fusetune::cli {
@@ -18,7 +18,7 @@ struct CompileArgs {
   std::string max_memory;  // "64MiB"; empty: no limit
   bool no_whole_model = false;
   bool no_remember = false;  // neither take nor store a remembered compile
-  CachesArgs caches_args;  // the plans tuned with `tune --caches`
+  CachesArgs caches_args;    // the plans tuned with `tune --caches`
   target::CacheProtocol caches() const { return caches_args.caches; }
 };
 
@@ -47,5 +47,10 @@ Result<TuningSource> OpenTuningSource(const CompileArgs& args);
 Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(
     graph::Graph graph, int threads, const CompileArgs& args, TuningSource& source,
     bool explain = false, compiler::RememberNote* note = nullptr);
+
+// One stderr line when some groups are not exact hits (a size outside the
+// tuned ones, a model not tuned): how many, and the largest predicted loss.
+// Never a silent fallback.
+void WarnAboutFallbacks(const compiler::CompiledPlan& plan);
 
 }  // namespace fusetune::cli

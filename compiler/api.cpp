@@ -12,6 +12,7 @@
 
 #include "compiler/explain.h"
 #include "compiler/model.h"
+#include "compiler/shape_instances.h"
 #include "fusetune/fusetune.h"
 #include "graph/onnx_io.h"
 #include "graph/passes.h"
@@ -81,19 +82,35 @@ CompileReport MakeReport(compiler::CompiledModel& model, const std::string& targ
   return r;
 }
 
+// What compiling needs after the Compiler is gone: executables with dynamic
+// dimensions compile an instance per new size at run time.
+struct CompileContext {
+  CompileOptions options;
+  std::unique_ptr<db::Database> database;  // outlives the index, which reads it
+  std::unique_ptr<compiler::TuningIndex> index;
+};
+
 class ExecutableImpl final : public Executable {
  public:
-  ExecutableImpl(std::unique_ptr<compiler::CompiledModel> model, CompileReport report)
-      : model_(std::move(model)), report_(std::move(report)) {}
+  ExecutableImpl(std::unique_ptr<compiler::ShapeInstances> instances, CompileReport report,
+                 std::string target)
+      : instances_(std::move(instances)), target_(std::move(target)) {
+    reports_[instances_->dims()] = std::move(report);
+  }
 
   Expected<ArrayMap> Run(const ArrayMap& inputs) override {
+    auto picked = instances_->Pick([&](const std::string& input) -> const std::vector<int64_t>* {
+      auto it = inputs.find(input);
+      return it == inputs.end() ? nullptr : &it->second.shape;
+    });
+    if (!picked.ok()) return Expected<ArrayMap>::Failure(picked.error().ToString());
     graph::TensorMap feeds;
     for (const auto& [name, array] : inputs) {
       auto tensor = ToTensor(name, array);
       if (!tensor.ok()) return Expected<ArrayMap>::Failure(tensor.error().ToString());
       feeds.emplace(name, std::move(*tensor));
     }
-    auto result = model_->program().Run(feeds);
+    auto result = model().program().Run(feeds);
     if (!result.ok()) return Expected<ArrayMap>::Failure(result.error().ToString());
     ArrayMap outputs;
     for (auto& [name, tensor] : *result) {
@@ -103,8 +120,8 @@ class ExecutableImpl final : public Executable {
     }
     return outputs;
   }
-  int64_t cache_length() const override { return model_->program().kv_cache_length(); }
-  int64_t cache_capacity() const override { return model_->program().kv_cache_capacity(); }
+  int64_t cache_length() const override { return model().program().kv_cache_length(); }
+  int64_t cache_capacity() const override { return model().program().kv_cache_capacity(); }
   Expected<int64_t> LoadCache(const ArrayMap& rows) override {
     graph::TensorMap tensors;
     for (const auto& [name, array] : rows) {
@@ -112,29 +129,38 @@ class ExecutableImpl final : public Executable {
       if (!tensor.ok()) return Expected<int64_t>::Failure(tensor.error().ToString());
       tensors.emplace(name, std::move(*tensor));
     }
-    if (Status loaded = model_->program().LoadKvCache(tensors); !loaded.ok())
+    if (Status loaded = model().program().LoadKvCache(tensors); !loaded.ok())
       return Expected<int64_t>::Failure(loaded.error().ToString());
-    return model_->program().kv_cache_length();
+    return model().program().kv_cache_length();
   }
   Expected<Array> CacheRows(const std::string& past_name) const override {
-    auto rows = model_->program().KvCacheRows(past_name);
+    auto rows = model().program().KvCacheRows(past_name);
     if (!rows.ok()) return Expected<Array>::Failure(rows.error().ToString());
     auto array = ToArray(past_name, *rows);
     if (!array.ok()) return Expected<Array>::Failure(array.error().ToString());
     return std::move(*array);
   }
-  std::vector<std::string> input_names() const override { return Names(model_->graph().inputs); }
+  std::vector<std::string> input_names() const override { return Names(model().graph().inputs); }
   std::vector<int64_t> input_shape(const std::string& name) const override {
-    const auto id = model_->graph().FindValue(name);
-    return id ? model_->graph().type(*id).dims : std::vector<int64_t>{};
+    const auto id = model().graph().FindValue(name);
+    return id ? model().graph().type(*id).dims : std::vector<int64_t>{};
   }
-  std::vector<std::string> output_names() const override { return Names(model_->graph().outputs); }
-  const CompileReport& report() const override { return report_; }
+  std::vector<std::string> output_names() const override { return Names(model().graph().outputs); }
+  // The report of the instance the last run picked (compiled at run time:
+  // no import time, no remembering).
+  const CompileReport& report() const override {
+    auto it = reports_.find(instances_->dims());
+    if (it == reports_.end())
+      it = reports_.emplace(instances_->dims(), MakeReport(model(), target_)).first;
+    return it->second;
+  }
+  std::map<std::string, int64_t> dims() const override { return instances_->dims(); }
+  int64_t instances() const override { return static_cast<int64_t>(instances_->size()); }
 
  private:
   std::vector<std::string> Names(const std::vector<graph::ValueId>& ids) const {
     std::vector<std::string> names;
-    for (graph::ValueId v : ids) names.push_back(model_->graph().value(v).name);
+    for (graph::ValueId v : ids) names.push_back(model().graph().value(v).name);
     return names;
   }
   // An input's Array as a tensor of the input's type: f32, or whole numbers
@@ -147,15 +173,15 @@ class ExecutableImpl final : public Executable {
                    fmt::format("input '{}': shape holds {} elements but {} were given", name, n,
                                array.data.size()));
     graph::Tensor t = graph::Tensor::FromVector(graph::DataType::kFloat32, array.shape, array.data);
-    const auto id = model_->graph().FindValue(name);
-    if (!id || graph::IsFloat(model_->graph().type(*id).dtype)) return t;
+    const auto id = model().graph().FindValue(name);
+    if (!id || graph::IsFloat(model().graph().type(*id).dtype)) return t;
     for (size_t i = 0; i < array.data.size(); ++i)
       if (array.data[i] != std::trunc(array.data[i]))
         return Error(
             ErrorCode::kInvalidArgument,
             fmt::format("input '{}' is {}: element {} ({}) is not a whole number", name,
-                        graph::DataTypeName(model_->graph().type(*id).dtype), i, array.data[i]));
-    return t.CastTo(model_->graph().type(*id).dtype);
+                        graph::DataTypeName(model().graph().type(*id).dtype), i, array.data[i]));
+    return t.CastTo(model().graph().type(*id).dtype);
   }
   static Result<Array> ToArray(const std::string& name, const graph::Tensor& tensor) {
     if (tensor.dtype() != graph::DataType::kFloat32)
@@ -166,23 +192,33 @@ class ExecutableImpl final : public Executable {
     return Array{tensor.dims(), std::vector<float>(p, p + tensor.numel())};
   }
 
-  std::unique_ptr<compiler::CompiledModel> model_;
-  CompileReport report_;
+  compiler::CompiledModel& model() const { return instances_->current(); }
+
+  std::unique_ptr<compiler::ShapeInstances> instances_;
+  std::string target_;
+  mutable std::map<std::map<std::string, int64_t>, CompileReport> reports_;
 };
 
 class CompilerImpl final : public Compiler {
  public:
-  explicit CompilerImpl(CompileOptions options) : options_(std::move(options)) {}
+  explicit CompilerImpl(CompileOptions options) : context_(std::make_shared<CompileContext>()) {
+    context_->options = std::move(options);
+  }
 
   Status Init() {
-    if (options_.database.empty()) {
-      index_ = compiler::TuningIndex::Empty({});
+    CompileContext& c = *context_;
+    if (!c.options.dynamic_dims.empty() && c.options.kv_cache_in_place)
+      return Error(ErrorCode::kInvalidArgument,
+                   "CompileOptions: a KV cache kept in place serves one size: no dynamic_dims "
+                   "with kv_cache_in_place");
+    if (c.options.database.empty()) {
+      c.index = compiler::TuningIndex::Empty({});
       return Status::Ok();
     }
-    FT_ASSIGN_OR_RETURN(database_, compiler::OpenTuningDatabase(options_.database));
-    FT_ASSIGN_OR_RETURN(index_,
-                        compiler::LoadIndexForThisMachine(*database_, ProtocolOf(options_.caches)));
-    index_->PreloadInBackground(options_.database);  // while the first model imports
+    FT_ASSIGN_OR_RETURN(c.database, compiler::OpenTuningDatabase(c.options.database));
+    FT_ASSIGN_OR_RETURN(
+        c.index, compiler::LoadIndexForThisMachine(*c.database, ProtocolOf(c.options.caches)));
+    c.index->PreloadInBackground(c.options.database);  // while the first model imports
     return Status::Ok();
   }
 
@@ -194,33 +230,48 @@ class CompilerImpl final : public Compiler {
   }
 
  private:
-  Result<std::unique_ptr<Executable>> CompileModel(const std::string& onnx_path) {
+  // The model imported at `dims` and compiled from the context's index.
+  static Result<std::unique_ptr<compiler::CompiledModel>> CompileAt(
+      const CompileContext& c, const std::string& onnx_path,
+      const std::map<std::string, int64_t>& dims, bool remember, double* import_ms) {
     const auto start = std::chrono::steady_clock::now();
-    FT_ASSIGN_OR_RETURN(graph::Graph graph, ImportModel(onnx_path, options_.dims, options_.values));
-    const double import_ms = MsSince(start);
+    FT_ASSIGN_OR_RETURN(graph::Graph graph, ImportModel(onnx_path, dims, c.options.values));
+    if (import_ms) *import_ms = MsSince(start);
     compiler::CompileOptions options;
-    options.max_memory_bytes = options_.max_memory_bytes;
-    options.whole_model_plans = options_.use_whole_model_plans;
-    options.remembered_plans = options_.remember_plans;
+    options.max_memory_bytes = c.options.max_memory_bytes;
+    options.whole_model_plans = c.options.use_whole_model_plans;
+    options.remembered_plans = remember && c.options.remember_plans;
     kernels::KernelConfig config;
-    config.threads = options_.threads;
-    FT_ASSIGN_OR_RETURN(
-        auto model, compiler::CompiledModel::Compile(std::move(graph), config, *index_, options));
-    if (options_.kv_cache_in_place)
+    config.threads = c.options.threads;
+    return compiler::CompiledModel::Compile(std::move(graph), config, *c.index, options);
+  }
+
+  Result<std::unique_ptr<Executable>> CompileModel(const std::string& onnx_path) {
+    const CompileContext& c = *context_;
+    double import_ms = 0;
+    FT_ASSIGN_OR_RETURN(auto model, CompileAt(c, onnx_path, c.options.dims, true, &import_ms));
+    if (c.options.kv_cache_in_place)
       if (Status served = model->program().ServeKvCacheInPlace(); !served.ok())
         return served.error().WithContext(
             fmt::format("{}: cannot serve the KV cache in place", onnx_path));
-    CompileReport report = MakeReport(*model, index_->target());
+    CompileReport report = MakeReport(*model, c.index->target());
     report.import_ms = import_ms;
-    if (!options_.database.empty())
+    if (!c.options.database.empty())
       report.remembered =
-          compiler::RememberCompiledPlan(options_.database, *model, index_->target()).text;
-    return std::unique_ptr<Executable>(new ExecutableImpl(std::move(model), std::move(report)));
+          compiler::RememberCompiledPlan(c.options.database, *model, c.index->target()).text;
+    // Instances at other sizes: compiled on a run's first use of them, from
+    // the same index, without remembering (no database write on a run).
+    auto instantiate = [context = context_, onnx_path](const std::map<std::string, int64_t>& dims) {
+      return CompileAt(*context, onnx_path, dims, false, nullptr);
+    };
+    FT_ASSIGN_OR_RETURN(auto instances,
+                        compiler::ShapeInstances::Make(std::move(model), c.options.dims,
+                                                       c.options.dynamic_dims, instantiate));
+    return std::unique_ptr<Executable>(
+        new ExecutableImpl(std::move(instances), std::move(report), c.index->target()));
   }
 
-  CompileOptions options_;
-  std::unique_ptr<db::Database> database_;
-  std::unique_ptr<compiler::TuningIndex> index_;
+  std::shared_ptr<CompileContext> context_;
 };
 
 }  // namespace

@@ -63,6 +63,9 @@ print(r, prompt, decode, ort["prompt_tokens_per_s"], ort["decode_tokens_per_s"])
 PY
   tail -1 "$out/rounds.txt" | awk '{printf "round %s: fusetune prompt %.0f, decode %.1f tokens/s; ONNX Runtime prompt %.0f, decode %.1f tokens/s\n", $1, $2, $3, $4, $5}' >&2
 done
+# The DRAM read bandwidth after the rounds: the best of three calibrations
+# (a busy host only ever lowers it).
+for i in 1 2 3; do "$fusetune" calibrate --json >"$out/calibrate.$i.json"; done
 /usr/bin/python3 - "$out" "$layers" "$d" "$heads" "$ff" "$vocab" "$prompt" "$steps" "$capacity" <<'PY'
 import json, statistics, sys
 out = sys.argv[1]
@@ -70,6 +73,11 @@ layers, d, heads, ff, vocab, prompt, steps, capacity = map(int, sys.argv[2:])
 rows = [list(map(float, l.split()[1:])) for l in open(f"{out}/rounds.txt")]
 med = [statistics.median(r[i] for r in rows) for i in range(4)]
 weights = 4 * (layers * (4 * d * d + 3 * d * ff + 2 * d) + 2 * vocab * d + d)
+# Bytes a decode step reads: every weight but the embedding table (one row
+# of it), and the K and V rows cached, at the loop's mean length.
+streamed = weights - 4 * vocab * d + 4 * 2 * layers * d * (prompt + steps / 2)
+read_gbs = max(json.load(open(f"{out}/calibrate.{i}.json"))["dram_read_gbps"] for i in (1, 2, 3))
+gbs = streamed * med[1] / 1e9
 lines = [f"LLaMA-style, {layers} layers, d {d}, {heads} heads, FFN {ff}, vocab {vocab} "
          f"({weights / 2**20:.0f} MiB of f32 weights); prompt {prompt} tokens, {steps} decoded, "
          f"cache capacity {capacity}",
@@ -77,11 +85,15 @@ lines = [f"LLaMA-style, {layers} layers, d {d}, {heads} heads, FFN {ff}, vocab {
          f"| fusetune (cache in place) | {med[0]:.0f} | {med[1]:.1f} |",
          f"| ONNX Runtime 1.20.1 | {med[2]:.0f} | {med[3]:.1f} |",
          f"| fusetune / ONNX Runtime | {med[0] / med[2]:.2f}x | {med[1] / med[3]:.2f}x |",
-         "", f"medians over {len(rows)} alternated rounds; both loops' tokens equal PyTorch's"]
+         "", f"medians over {len(rows)} alternated rounds; both loops' tokens equal PyTorch's; "
+         f"a fusetune decode step reads {streamed / 2**20:.0f} MiB: {gbs:.1f} GB/s, "
+         f"{gbs / read_gbs:.0%} of the DRAM read bandwidth ({read_gbs:.1f} GB/s, the best of "
+         "three `fusetune calibrate` after the rounds)"]
 json.dump({"layers": layers, "d": d, "heads": heads, "ff": ff, "vocab": vocab, "prompt": prompt,
            "steps": steps, "capacity": capacity, "weight_bytes": weights, "rounds": rows,
            "fusetune_prompt_tps": med[0], "fusetune_decode_tps": med[1],
-           "ort_prompt_tps": med[2], "ort_decode_tps": med[3]},
+           "ort_prompt_tps": med[2], "ort_decode_tps": med[3], "decode_step_bytes": streamed,
+           "decode_gbs": gbs, "dram_read_gbs": read_gbs},
           open(f"{out}/generate.json", "w"), indent=1)
 open(f"{out}/generate.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))

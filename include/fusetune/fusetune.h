@@ -90,6 +90,15 @@ struct CompileOptions {
   // only its new rows (see Executable::LoadCache). A plan that cannot (the
   // cache read by other kernels than attention) fails to compile, saying why.
   bool kv_cache_in_place = false;
+  // Symbolic dimensions that may change from run to run (a prompt's length,
+  // a batch). The executable is compiled at their values in `dims`; a run
+  // whose inputs have other sizes gets a program of its own for them, made
+  // on the first run at those sizes (an import and a compile: milliseconds)
+  // and kept (the 16 most recently used): its plan is the one tuned for
+  // that size (`fusetune tune --dim seq=1,16,64,256` tunes such buckets),
+  // else each group's nearest tuned size's, with the partition chosen for
+  // the size. Runs at a size already met pick its program by a lookup.
+  std::vector<std::string> dynamic_dims;
 };
 
 // Where one kernel's plan came from.
@@ -138,7 +147,12 @@ class Executable {
   // Static shapes after binding CompileOptions::dims.
   virtual std::vector<int64_t> input_shape(const std::string& name) const = 0;
   virtual std::vector<std::string> output_names() const = 0;
+  // Where the plan of the last run's size came from.
   virtual const CompileReport& report() const = 0;
+  // The values of the symbolic dimensions at the last run's size, and the
+  // programs held for the sizes met (CompileOptions::dynamic_dims).
+  virtual std::map<std::string, int64_t> dims() const = 0;
+  virtual int64_t instances() const = 0;
 };
 
 class Compiler {

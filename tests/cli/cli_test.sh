@@ -403,6 +403,19 @@ $FUSETUNE tune "$DATA/encoder_dynamic_op17.onnx" --db "$TMP/tune.db" --dim batch
   --trials 8 --min-time 0 --json >"$TMP/buckets.json" 2>/dev/null || fail "tune with shape buckets"
 /usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert [b['dims'] for b in j] == [['batch=1', 'seq=4'], ['batch=1', 'seq=8']] and all(b['trials'] == 4 for b in j), j" "$TMP/buckets.json" || fail "tune with shape buckets: summaries"
 expect_error 2 "writes one plan" -- $FUSETUNE tune "$DATA/encoder_dynamic_op17.onnx" --db "$TMP/tune.db" --dim batch=1 --dim seq=4,8 --trials 8 --save-plan "$TMP/x.json"
+# The buckets' plans, and what a size between them compiles to
+$FUSETUNE compile "$DATA/encoder_dynamic_op17.onnx" --db "$TMP/tune.db" --dim batch=1 \
+  --dim seq=4,8 --explain >"$TMP/buckets.txt" 2>&1 || fail "compile with shape buckets"
+grep -q "^  batch=1 seq=4 .* kernels, predicted" "$TMP/buckets.txt" &&
+  grep -q "^  batch=1 seq=8 .* kernels, predicted" "$TMP/buckets.txt" &&
+  grep -Eq "^  batch=1 seq=4 -> seq=8: (the same plan|same partition; tilings of [0-9]+ kernels from seq=[5-8]|partition from seq=[5-8])" "$TMP/buckets.txt" ||
+  { cat "$TMP/buckets.txt"; fail "compile with shape buckets: report"; }
+expect_error 2 "one value per dimension" -- $FUSETUNE compile "$DATA/encoder_dynamic_op17.onnx" --db "$TMP/tune.db" --dim batch=1 --dim seq=4,8 --json
+$FUSETUNE run "$DATA/encoder_dynamic_op17.onnx" --db "$TMP/tune.db" --dim batch=1 --dim seq=6 \
+  --random-inputs 1 --verify >"$TMP/seq6.txt" 2>&1 || fail "run between buckets"
+# never silently: a size that was not tuned says what it is predicted to lose
+grep -q "fusetune: note: .* kernels are not tuned for this machine (largest predicted loss" \
+  "$TMP/seq6.txt" || { cat "$TMP/seq6.txt"; fail "run between buckets: the note"; }
 expect_error 2 "give a budget" -- $FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/tune.db"
 expect_error 2 "bad duration '8x'" -- $FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/tune.db" --time 8x
 expect_error 2 "no unfinished job" -- $FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/tune.db" --resume

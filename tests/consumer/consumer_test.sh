@@ -3,7 +3,8 @@
 # consumer project against it with find_package(fusetune), runs it on a
 # test model (with and without a tuning database) and compares its output
 # with the reference executor's, and tunes the example model through the
-# library before compiling from that database.
+# library before compiling from that database; one executable of the
+# library over changing sizes (consumer_dynamic) against the reference.
 # Usage: consumer_test.sh SOURCE_DIR BUILD_DIR FUSETUNE TESTDATA_DIR
 set -euo pipefail
 src=$1 build=$2 fusetune=$3 data=$4
@@ -30,6 +31,25 @@ PY
 grep -q "whole-model\|exact" "$work/run.log"
 grep -q "per group, chosen: .*; plan remembered for later compiles" "$work/run.log"
 grep -q "per group, again: the compile remembered at generation" "$work/run.log"
+# One executable over changing sizes, each against the reference executor.
+dynamic_model=$data/encoder_dynamic_op17.onnx
+"$work/consumer/consumer_dynamic" "$dynamic_model" "$work"
+/usr/bin/python3 - "$work" "$fusetune" "$dynamic_model" <<'PY'
+import subprocess, sys
+import numpy as np
+work, fusetune, model = sys.argv[1:]
+for seq in (4, 6, 8):
+    x = (0.5 * np.sin(np.arange(seq * 32, dtype=np.float32))).reshape(1, seq, 32).astype(np.float32)
+    np.save(f"{work}/x_{seq}.npy", x)
+    subprocess.run([fusetune, "run-reference", model, "--dim", "batch=1", "--dim", f"seq={seq}",
+                    "--input", f"x={work}/x_{seq}.npy", "--output-dir", f"{work}/ref_{seq}"],
+                   check=True, stdout=subprocess.DEVNULL)
+    ref = np.load(f"{work}/ref_{seq}/y.npy").ravel()
+    y = np.fromfile(f"{work}/y_{seq}.bin", dtype=np.float32)
+    err = np.abs(y - ref).max() / max(np.abs(ref).max(), 1e-30)
+    print(f"dynamic seq={seq}: max error {err:.2e} of the output scale")
+    assert y.shape == ref.shape and err < 1e-4, (seq, y.shape, ref.shape, err)
+PY
 # Tuned through the library (Tune), then compiled from that database; the
 # worker is found where it is installed, beside the library.
 "$work/consumer/consumer_tune" "$src/examples/encoder_small.onnx" "$work/api.db"
