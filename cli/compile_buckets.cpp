@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <set>
@@ -15,14 +17,22 @@ namespace {
 
 using Sizes = std::map<std::string, int64_t>;
 
-// What a compile at one size came to: the partition (node sets) and each
-// group's tiling, comparable across sizes (node numbers do not depend on
-// sizes), and the summary line.
+// What a compile at one size came to: the partition (groups as the names
+// of their nodes, comparable across sizes whatever the passes renumbered)
+// and each group's tiling, and the summary line.
+using Group = std::vector<std::string>;
 struct BucketPlan {
-  std::set<std::vector<int32_t>> partition;
-  std::map<std::vector<int32_t>, std::string> tilings;
+  std::set<Group> partition;
+  std::map<Group, std::string> tilings;
   std::string summary;
 };
+
+Group GroupNames(const graph::Graph& g, const std::vector<int32_t>& nodes) {
+  Group names;
+  for (int32_t n : nodes)
+    names.push_back(g.nodes[n].name.empty() ? g.Describe(n) : g.nodes[n].name);
+  return names;
+}
 
 std::string SizesText(const Sizes& sizes) {
   std::string text;
@@ -47,8 +57,9 @@ Result<BucketPlan> CompileAt(const std::string& model, const ModelOptions& optio
   BucketPlan b;
   std::map<std::string, int> sources;
   for (const compiler::GroupDecision& d : plan.groups) {
-    b.partition.insert(d.nodes);
-    b.tilings[d.nodes] = fusion_space::TilingToString(d.choice.tiling);
+    const Group group = GroupNames((*compiled)->graph(), d.nodes);
+    b.partition.insert(group);
+    b.tilings[group] = fusion_space::TilingToString(d.choice.tiling);
     ++sources[compiler::PlanSourceName(d.choice.source)];
   }
   std::string from;
@@ -62,6 +73,16 @@ Result<BucketPlan> CompileAt(const std::string& model, const ModelOptions& optio
   return b;
 }
 
+Result<int64_t> ParseSize(const std::string& dim, const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || v < 1)
+    return Error(ErrorCode::kInvalidArgument,
+                 fmt::format("--dim {}={}: sizes are whole numbers from 1", dim, text));
+  return static_cast<int64_t>(v);
+}
+
 // Groups whose tiling differs between two plans of the same partition.
 int TilingChanges(const BucketPlan& a, const BucketPlan& b) {
   int n = 0;
@@ -72,7 +93,7 @@ int TilingChanges(const BucketPlan& a, const BucketPlan& b) {
   return n;
 }
 
-// The first size in (lo, hi] of `dim` whose plan differs from lo's in what
+// A size in (lo, hi] of `dim` from which the plan differs from lo's in what
 // `differs` compares, by bisection (one switch assumed between them).
 Result<int64_t> FindSwitch(const std::string& model, const ModelOptions& options, Sizes at,
                            const std::string& dim, int64_t lo, int64_t hi, const BucketPlan& low,
@@ -98,13 +119,17 @@ Result<std::string> ExplainBuckets(const std::string& model, const ModelOptions&
   for (const ModelOptions& b : buckets) {
     FT_ASSIGN_OR_RETURN(auto assigned, ParseAssignments(b.dims, "--dim"));
     Sizes sizes;
-    for (const auto& [name, value] : assigned) sizes[name] = std::stoll(value);
+    for (const auto& [name, value] : assigned) {
+      FT_ASSIGN_OR_RETURN(sizes[name], ParseSize(name, value));
+    }
     FT_ASSIGN_OR_RETURN(BucketPlan plan, CompileAt(model, options, sizes, threads, args, source));
     text += fmt::format("  {:<24} {}\n", SizesText(sizes), plan.summary);
     plans.emplace(sizes, std::move(plan));
   }
   // Neighbours: buckets that differ in one dimension's value, consecutive in its list.
-  text += "switches between neighbouring buckets (the first size that compiles to the next plan)\n";
+  text +=
+      "switches between neighbouring buckets (a size from which the plan is another, by "
+      "bisection)\n";
   const auto partition_differs = [](const BucketPlan& a, const BucketPlan& b) {
     return a.partition != b.partition;
   };
@@ -114,7 +139,10 @@ Result<std::string> ExplainBuckets(const std::string& model, const ModelOptions&
   for (const auto& [sizes, low] : plans) {
     for (const auto& [dim, list] : lists) {
       std::vector<int64_t> values;
-      for (const std::string& v : SplitCommas(list)) values.push_back(std::stoll(v));
+      for (const std::string& v : SplitCommas(list)) {
+        FT_ASSIGN_OR_RETURN(int64_t value, ParseSize(dim, v));
+        values.push_back(value);
+      }
       std::sort(values.begin(), values.end());
       auto at = std::upper_bound(values.begin(), values.end(), sizes.at(dim));
       if (at == values.end()) continue;  // the last bucket along `dim`

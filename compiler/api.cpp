@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
 
 #include "compiler/explain.h"
 #include "compiler/model.h"
@@ -84,7 +85,10 @@ CompileReport MakeReport(compiler::CompiledModel& model, const std::string& targ
 
 // What compiling needs after the Compiler is gone: executables with dynamic
 // dimensions compile an instance per new size at run time.
+// Compiling runs under `mutex`: the index fills its caches as it is read,
+// and executables compile new sizes during their runs.
 struct CompileContext {
+  std::mutex mutex;
   CompileOptions options;
   std::unique_ptr<db::Database> database;  // outlives the index, which reads it
   std::unique_ptr<compiler::TuningIndex> index;
@@ -99,17 +103,17 @@ class ExecutableImpl final : public Executable {
   }
 
   Expected<ArrayMap> Run(const ArrayMap& inputs) override {
-    auto picked = instances_->Pick([&](const std::string& input) -> const std::vector<int64_t>* {
-      auto it = inputs.find(input);
-      return it == inputs.end() ? nullptr : &it->second.shape;
-    });
-    if (!picked.ok()) return Expected<ArrayMap>::Failure(picked.error().ToString());
-    graph::TensorMap feeds;
+    graph::TensorMap feeds;  // checked before a size's program is picked, or made
     for (const auto& [name, array] : inputs) {
       auto tensor = ToTensor(name, array);
       if (!tensor.ok()) return Expected<ArrayMap>::Failure(tensor.error().ToString());
       feeds.emplace(name, std::move(*tensor));
     }
+    auto picked = instances_->Pick([&](const std::string& input) -> const std::vector<int64_t>* {
+      auto it = inputs.find(input);
+      return it == inputs.end() ? nullptr : &it->second.shape;
+    });
+    if (!picked.ok()) return Expected<ArrayMap>::Failure(picked.error().ToString());
     auto result = model().program().Run(feeds);
     if (!result.ok()) return Expected<ArrayMap>::Failure(result.error().ToString());
     ArrayMap outputs;
@@ -147,20 +151,29 @@ class ExecutableImpl final : public Executable {
   }
   std::vector<std::string> output_names() const override { return Names(model().graph().outputs); }
   // The report of the instance the last run picked (compiled at run time:
-  // no import time, no remembering).
+  // no import time, no remembering). Reports of sizes no longer held go
+  // once there are more than the programs held.
   const CompileReport& report() const override {
     auto it = reports_.find(instances_->dims());
-    if (it == reports_.end())
+    if (it == reports_.end()) {
+      if (reports_.size() > instances_->capacity()) reports_.clear();
       it = reports_.emplace(instances_->dims(), MakeReport(model(), target_)).first;
+    }
     return it->second;
   }
   std::map<std::string, int64_t> dims() const override { return instances_->dims(); }
   int64_t instances() const override { return static_cast<int64_t>(instances_->size()); }
 
  private:
+  // Graph inputs or outputs by name, less the caches a program keeps in place.
   std::vector<std::string> Names(const std::vector<graph::ValueId>& ids) const {
+    const auto& kv = model().program().kv_cache_plan();
     std::vector<std::string> names;
-    for (graph::ValueId v : ids) names.push_back(model().graph().value(v).name);
+    for (graph::ValueId v : ids)
+      if (!kv || std::none_of(kv->links.begin(), kv->links.end(), [&](const auto& link) {
+            return link.past == v || link.present == v;
+          }))
+        names.push_back(model().graph().value(v).name);
     return names;
   }
   // An input's Array as a tensor of the input's type: f32, or whole numbers
@@ -176,7 +189,8 @@ class ExecutableImpl final : public Executable {
     const auto id = model().graph().FindValue(name);
     if (!id || graph::IsFloat(model().graph().type(*id).dtype)) return t;
     for (size_t i = 0; i < array.data.size(); ++i)
-      if (array.data[i] != std::trunc(array.data[i]))
+      if (!std::isfinite(array.data[i]) || array.data[i] != std::trunc(array.data[i]) ||
+          std::fabs(array.data[i]) > 9.007199254740992e15)
         return Error(
             ErrorCode::kInvalidArgument,
             fmt::format("input '{}' is {}: element {} ({}) is not a whole number", name,
@@ -247,11 +261,12 @@ class CompilerImpl final : public Compiler {
   }
 
   Result<std::unique_ptr<Executable>> CompileModel(const std::string& onnx_path) {
-    const CompileContext& c = *context_;
+    CompileContext& c = *context_;
+    std::lock_guard<std::mutex> lock(c.mutex);
     double import_ms = 0;
     FT_ASSIGN_OR_RETURN(auto model, CompileAt(c, onnx_path, c.options.dims, true, &import_ms));
     if (c.options.kv_cache_in_place)
-      if (Status served = model->program().ServeKvCacheInPlace(); !served.ok())
+      if (Status served = ServeKvCacheInPlace(c, onnx_path, *model); !served.ok())
         return served.error().WithContext(
             fmt::format("{}: cannot serve the KV cache in place", onnx_path));
     CompileReport report = MakeReport(*model, c.index->target());
@@ -260,15 +275,33 @@ class CompilerImpl final : public Compiler {
       report.remembered =
           compiler::RememberCompiledPlan(c.options.database, *model, c.index->target()).text;
     // Instances at other sizes: compiled on a run's first use of them, from
-    // the same index, without remembering (no database write on a run).
-    auto instantiate = [context = context_, onnx_path](const std::map<std::string, int64_t>& dims) {
-      return CompileAt(*context, onnx_path, dims, false, nullptr);
-    };
+    // the same index, without remembering (no database write on a run). An
+    // executable of one size holds nothing of the compiler's.
+    compiler::ShapeInstances::Instantiate instantiate;
+    if (!c.options.dynamic_dims.empty())
+      instantiate = [context = context_, onnx_path](const std::map<std::string, int64_t>& dims) {
+        std::lock_guard<std::mutex> lock(context->mutex);
+        return CompileAt(*context, onnx_path, dims, false, nullptr);
+      };
     FT_ASSIGN_OR_RETURN(auto instances,
                         compiler::ShapeInstances::Make(std::move(model), c.options.dims,
                                                        c.options.dynamic_dims, instantiate));
     return std::unique_ptr<Executable>(
         new ExecutableImpl(std::move(instances), std::move(report), c.index->target()));
+  }
+
+  // In place, the program runs as compiled, for the capacity: checked that
+  // nothing it computes depends on the cache's length, against the model
+  // imported one row longer.
+  static Status ServeKvCacheInPlace(const CompileContext& c, const std::string& onnx_path,
+                                    compiler::CompiledModel& model) {
+    FT_RETURN_IF_ERROR(model.program().ServeKvCacheInPlace());
+    const runtime::KvCachePlan& plan = *model.program().kv_cache_plan();
+    FT_ASSIGN_OR_RETURN(std::string symbol, runtime::CacheLengthSymbol(model.graph(), plan));
+    std::map<std::string, int64_t> longer = c.options.dims;
+    longer[symbol] = plan.compiled_past + 1;
+    FT_ASSIGN_OR_RETURN(graph::Graph other, ImportModel(onnx_path, longer, c.options.values));
+    return runtime::CheckLengthFree(model.graph(), other);
   }
 
   std::shared_ptr<CompileContext> context_;

@@ -61,6 +61,10 @@ Result<CompiledModel*> ShapeInstances::Pick(const FeedShape& feed_shape) {
     const std::vector<int64_t>* shape = feed_shape(use.input);
     if (!shape || use.axis >= shape->size()) continue;  // the run's own checks say what is wrong
     const int64_t value = (*shape)[use.axis];
+    if (value < 1)
+      return Error(ErrorCode::kShapeMismatch,
+                   fmt::format("input '{}' has {} along axis {} ('{}'): sizes start at 1",
+                               use.input, value, use.axis, dynamic_[use.dim]));
     if (key_[use.dim] >= 0 && key_[use.dim] != value)
       return Error(ErrorCode::kShapeMismatch,
                    fmt::format("input '{}' has {} along axis {} ('{}'), where another input "
@@ -89,6 +93,8 @@ Result<CompiledModel*> ShapeInstances::Pick(const FeedShape& feed_shape) {
 Result<size_t> ShapeInstances::Add(std::vector<int64_t> key) {
   Dims dims = instances_[0].dims;
   for (size_t d = 0; d < dynamic_.size(); ++d) dims[dynamic_[d]] = key[d];
+  if (!instantiate_)
+    return Error(ErrorCode::kInternal, "a program of one size asked for another size");
   auto model = instantiate_(dims);
   if (!model.ok()) return model.error().WithContext(fmt::format("at {}", JoinDims(dynamic_, key)));
   if (instances_.size() >= capacity_) {

@@ -27,7 +27,8 @@ namespace fusetune::compiler {
 class ShapeInstances {
  public:
   using Dims = std::map<std::string, int64_t>;
-  // Compiles the model at these values of its symbolic dimensions.
+  // Compiles the model at these values of its symbolic dimensions (may be
+  // empty when `dynamic` is: nothing is ever compiled again).
   using Instantiate = std::function<Result<std::unique_ptr<CompiledModel>>(const Dims& dims)>;
   // The shape a run feeds an input, or null when it feeds none by that name.
   using FeedShape = std::function<const std::vector<int64_t>*(const std::string& input)>;
@@ -49,6 +50,7 @@ class ShapeInstances {
   CompiledModel& current() { return *instances_[current_].model; }
   const CompiledModel& current() const { return *instances_[current_].model; }
   size_t size() const { return instances_.size(); }
+  size_t capacity() const { return capacity_; }
   const std::vector<std::string>& dynamic() const { return dynamic_; }
 
  private:

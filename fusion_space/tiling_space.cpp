@@ -520,9 +520,6 @@ kernels::ConvChainTiling DefaultConvChainTiling(const kernels::ConvChainDesc& d)
   t.nr = MicroShapes()[0].second;
   return t;
 }
-}  // namespace
-
-namespace {
 
 // The GEMM template's defaults, except that a GEMM with fewer row blocks
 // than threads (a decode step's 1 to 8 rows) splits its columns: split by

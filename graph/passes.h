@@ -52,7 +52,9 @@ Result<int> LowerBatchNorm(Graph& graph);
 // ReduceMean or ReduceMax of an f32 [N, C, spatial...] over exactly its
 // spatial axes becomes GlobalAveragePool or GlobalMaxPool (and a Flatten
 // from axis 1 when the reduction drops the axes): `x.mean((2, 3))` in a
-// PyTorch model then runs as a pool kernel or inside the conv before it.
+// PyTorch model then runs as a pool kernel or inside the conv before it. A
+// 3-D [N, C, L] only when a conv or pool made it: a [B, S, D] mean over D is
+// an RMSNorm's, which the row-reduction template fuses whole.
 Result<int> ReduceToGlobalPool(Graph& graph);
 
 // The standard pipeline, run to a fixed point, then LowerBatchNorm (and the

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <numeric>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,16 +28,39 @@ std::optional<std::vector<int64_t>> ReducedAxes(const Graph& g, const Node& n) {
   return axes;
 }
 
-// f32 [N, C, H, W, ...] reduced over exactly the spatial axes. Not 3-D:
-// [B, S, D] reduced over D is how RMSNorm exports (x.pow(2).mean(-1)), and
-// the row-reduction template fuses that mean with the norm's other ops,
-// which a pool node would cut apart (three kernels a norm instead of one).
+// Whether `v` is a convolution's or a pool's output, maybe through
+// activations, batch norms and residual adds (followed through their first
+// input): the feature map of a 1-D CNN.
+bool ComesFromConvOrPool(const Graph& g, ValueId v) {
+  static const std::set<std::string> kPassThrough = {
+      "Relu",      "Clip",      "Sigmoid", "Tanh",     "HardSigmoid",
+      "HardSwish", "LeakyRelu", "Elu",     "Identity", "BatchNormalization",
+      "Add",       "Mul"};
+  for (int hops = 0; hops < 8 && v != kNoValue; ++hops) {
+    const int32_t p = g.value(v).producer;
+    if (p < 0) return false;
+    const Node& node = g.nodes[p];
+    if (node.op_type == "Conv" || node.op_type == "ConvTranspose" || node.op_type == "MaxPool" ||
+        node.op_type == "AveragePool")
+      return true;
+    if (!kPassThrough.count(node.op_type) || node.inputs.empty()) return false;
+    v = node.inputs[0];
+  }
+  return false;
+}
+
+// f32 [N, C, spatial...] reduced over exactly the spatial axes. A 3-D
+// [N, C, L] only when a conv or pool made it: [B, S, D] reduced over D is
+// how RMSNorm exports (x.pow(2).mean(-1)), and the row-reduction template
+// fuses that mean with the norm's other ops, which a pool node would cut
+// apart (three kernels a norm instead of one).
 bool IsGlobalPoolReduction(const Graph& g, const Node& n) {
   if ((n.op_type != "ReduceMean" && n.op_type != "ReduceMax") || !n.domain.empty() ||
       n.inputs.empty() || n.outputs.size() != 1 || n.outputs[0] == kNoValue)
     return false;
   const TensorType& x = g.type(n.inputs[0]);
-  if (x.dtype != DataType::kFloat32 || x.rank() < 4) return false;
+  if (x.dtype != DataType::kFloat32 || x.rank() < 3) return false;
+  if (x.rank() == 3 && !ComesFromConvOrPool(g, n.inputs[0])) return false;
   std::optional<std::vector<int64_t>> axes = ReducedAxes(g, n);
   if (!axes) return false;
   for (int64_t& a : *axes)
@@ -73,16 +97,19 @@ void Rewrite(Graph& g, const Node& n, std::vector<Node>& out) {
 }  // namespace
 
 Result<int> ReduceToGlobalPool(Graph& graph) {
+  // Decided before any node moves: the decision reads the producers.
+  std::vector<char> pool(graph.nodes.size(), 0);
   int rewritten = 0;
-  for (const Node& n : graph.nodes) rewritten += IsGlobalPoolReduction(graph, n);
+  for (size_t i = 0; i < graph.nodes.size(); ++i)
+    rewritten += pool[i] = IsGlobalPoolReduction(graph, graph.nodes[i]);
   if (rewritten == 0) return 0;
   std::vector<Node> nodes;
   nodes.reserve(graph.nodes.size() + rewritten);
-  for (Node& n : graph.nodes) {
-    if (IsGlobalPoolReduction(graph, n))
-      Rewrite(graph, n, nodes);
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    if (pool[i])
+      Rewrite(graph, graph.nodes[i], nodes);
     else
-      nodes.push_back(std::move(n));
+      nodes.push_back(std::move(graph.nodes[i]));
   }
   graph.nodes = std::move(nodes);
   // The new nodes stand where the old one stood: the order stays

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "graph/op_registry.h"
 #include "kernels/traffic.h"
@@ -92,7 +93,11 @@ Result<std::unique_ptr<KernelProgram>> KernelProgram::Compile(fusion_space::Fusi
 }
 
 graph::Tensor* KernelProgram::FindOutput(graph::ValueId v) {
-  for (auto& [id, tensor] : outputs_)
+  return const_cast<graph::Tensor*>(std::as_const(*this).FindOutput(v));
+}
+
+const graph::Tensor* KernelProgram::FindOutput(graph::ValueId v) const {
+  for (const auto& [id, tensor] : outputs_)
     if (id == v) return &tensor;
   return nullptr;
 }
@@ -132,6 +137,9 @@ void KernelProgram::AllocateOutputs() {
   for (size_t i = 0; i < written_outputs_.size(); ++i) {
     const graph::ValueId v = written_outputs_[i];
     if (i < outputs_.size() && !outputs_[i].second.SharesBuffer()) continue;  // kept: reuse
+    // A cache kept in place is never returned, so never shared: a fresh one
+    // would lose its rows.
+    FT_CHECK(!(i < outputs_.size() && kv_ && IsKvPresent(v)), "a KV cache's buffer is shared");
     graph::Tensor fresh = graph::Tensor::Uninitialized(graph_.type(v).dtype, graph_.type(v).dims);
     if (i < outputs_.size())
       outputs_[i].second = std::move(fresh);
@@ -176,12 +184,15 @@ Result<graph::TensorMap> KernelProgram::Run(const graph::TensorMap& feeds, RunRe
   return outputs;
 }
 
+bool KernelProgram::IsKvPresent(graph::ValueId v) const {
+  return kv_ && std::any_of(kv_->links.begin(), kv_->links.end(),
+                            [&](const KvCacheLink& link) { return link.present == v; });
+}
+
 Result<graph::TensorMap> KernelProgram::CollectOutputs() {
   graph::TensorMap outputs;
   for (graph::ValueId v : graph_.outputs) {
-    if (kv_ && std::any_of(kv_->links.begin(), kv_->links.end(),
-                           [&](const KvCacheLink& link) { return link.present == v; }))
-      continue;  // the cache stays in the program
+    if (IsKvPresent(v)) continue;  // the cache stays in the program
     if (const graph::Tensor* written = FindOutput(v)) {
       outputs[graph_.value(v).name] = *written;
       continue;
@@ -258,9 +269,9 @@ Result<graph::Tensor> KernelProgram::KvCacheRows(const std::string& past_name) c
   if (!link)
     return Error(ErrorCode::kNotFound,
                  fmt::format("'{}' is not a KV cache the program serves", past_name));
-  for (const auto& [v, tensor] : outputs_)
-    if (v == link->present) return CacheRows(tensor, link->axis, kv_length_);
-  return Error(ErrorCode::kInternal, "the KV cache has no buffer");
+  const graph::Tensor* cache = FindOutput(link->present);
+  if (!cache) return Error(ErrorCode::kInternal, "the KV cache has no buffer");
+  return CacheRows(*cache, link->axis, kv_length_);
 }
 
 Status KernelProgram::RunReferenceStep(const Step& step, StepReport* report) {

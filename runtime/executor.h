@@ -76,6 +76,8 @@ class KernelProgram {
   // Sets every cache to the given rows (by past input name: a prefill's
   // presents), all of the same length; an empty map empties the caches.
   Status LoadKvCache(const graph::TensorMap& rows);
+  // The plan of the caches served in place, if any.
+  const std::optional<KvCachePlan>& kv_cache_plan() const { return kv_; }
   // The rows a cache holds now, by past input name, as a dense tensor.
   Result<graph::Tensor> KvCacheRows(const std::string& past_name) const;
 
@@ -121,6 +123,8 @@ class KernelProgram {
   static PackedWeight NewPackedWeight(int output, int64_t floats);
   std::byte* Address(graph::ValueId v);
   graph::Tensor* FindOutput(graph::ValueId v);  // null unless a step writes v into outputs_
+  const graph::Tensor* FindOutput(graph::ValueId v) const;
+  bool IsKvPresent(graph::ValueId v) const;  // a cache served in place
   Status RunReferenceStep(const Step& step, StepReport* report);
   Result<kernels::KernelStats> RunTransformStep(const Step& step, kernels::RunMode mode);
 

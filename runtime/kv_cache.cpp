@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <string>
 
 namespace fusetune::runtime {
 
@@ -54,16 +56,20 @@ graph::ValueId SlotValue(const fusion_space::KernelInstance& k, const float* poi
 
 std::string Where(const fusion_space::KernelInstance& k) { return "kernel '" + k.summary + "'"; }
 
+int64_t SlotOffset(const fusion_space::KernelInstance& k, const float* pointer) {
+  const int slot = fusion_space::SlotIndex(pointer);
+  return slot < 0 ? -1 : k.slots[slot].offset;
+}
+
 // The piece that copies `past` as it lies into the first rows of `present`.
 bool CopiesPastAsItLies(const graph::Graph& g, const fusion_space::KernelInstance& k,
                         const kernels::ElementwiseDesc& piece, graph::ValueId past) {
   const auto& instrs = piece.program.instrs();
-  if (piece.inputs.size() != 1 || piece.program.outputs().size() != 1 ||
+  if (piece.inputs.size() != 1 || piece.outputs.size() != 1 ||
+      piece.program.outputs().size() != 1 ||
       instrs[piece.program.outputs()[0]].op != kernels::TileOp::kInput ||
-      piece.dims != g.type(past).dims)
-    return false;
-  const int slot = fusion_space::SlotIndex(piece.inputs[0].data);
-  if (k.slots[slot].offset != 0 || k.slots[fusion_space::SlotIndex(piece.outputs[0])].offset != 0)
+      piece.dims != g.type(past).dims || SlotOffset(k, piece.inputs[0].data) != 0 ||
+      SlotOffset(k, piece.outputs[0]) != 0)
     return false;
   const std::vector<int64_t> dense = graph::RowMajorStrides(piece.dims);
   for (size_t i = 0; i < dense.size(); ++i)
@@ -71,27 +77,39 @@ bool CopiesPastAsItLies(const graph::Graph& g, const fusion_space::KernelInstanc
   return true;
 }
 
-// A piece writing new rows must read nothing whose extent along the axis
-// depends on the past: its operands span the new rows or broadcast over them.
-Status ReadsOnlyNewRows(const graph::Graph& g, const fusion_space::KernelInstance& k,
-                        const kernels::ElementwiseDesc& piece, const KvCacheLink& link) {
+// A piece writing new rows must write them right after the compiled past
+// (where a run moves them to its length) and read only what does not move
+// with the past's length. An operand that varies along the axis is read
+// from the piece's start, unless it spans the whole Concat (its offset
+// then includes the past's rows, and a run at another length would read
+// other rows of it): refused when its offset could be that.
+Status WritesOnlyNewRows(const graph::Graph& g, const fusion_space::KernelInstance& k,
+                         const kernels::ElementwiseDesc& piece, const KvCacheLink& link,
+                         int64_t compiled_past, int64_t row_elements) {
+  const std::string present = g.value(link.present).name;
+  const int64_t lead = static_cast<int64_t>(piece.dims.size()) - g.type(link.present).rank();
+  const size_t axis = static_cast<size_t>(lead + link.axis);
+  for (float* out : piece.outputs)
+    if (SlotOffset(k, out) != compiled_past * row_elements)
+      return Error(
+          ErrorCode::kUnsupported,
+          fmt::format("{} writes rows of '{}' elsewhere than after the past", Where(k), present));
   for (const kernels::StridedOperand& op : piece.inputs) {
-    const graph::ValueId v = SlotValue(k, op.data);
-    if (v == graph::kNoValue) continue;  // a constant the matcher derived
-    const graph::Dims& dims = g.type(v).dims;
-    const int64_t i =
-        link.axis - (static_cast<int64_t>(piece.dims.size()) - static_cast<int64_t>(dims.size()));
-    if (i >= 0 && i < static_cast<int64_t>(dims.size()) && dims[i] != 1 &&
-        dims[i] != piece.dims[link.axis])
+    const int64_t stride = axis < op.strides.size() ? op.strides[axis] : 0;
+    if (stride == 0) continue;
+    const int64_t offset = SlotOffset(k, op.data);
+    if (stride < 0 || offset < 0 || offset >= compiled_past * stride)
       return Error(ErrorCode::kUnsupported,
-                   fmt::format("{} writes new rows of '{}' from '{}', which spans {} rows",
-                               Where(k), g.value(link.present).name, g.value(v).name, dims[i]));
+                   fmt::format("{} reads the new rows of '{}' from an operand along the whole "
+                               "cache's length",
+                               Where(k), present));
   }
   return Status::Ok();
 }
 
 Result<KvCacheStep> PlanAppend(const graph::Graph& g, const fusion_space::KernelInstance& k,
-                               const KvCacheLink& link, int64_t row_elements) {
+                               const KvCacheLink& link, int64_t compiled_past,
+                               int64_t row_elements) {
   const std::string present = g.value(link.present).name;
   if (k.kind != fusion_space::KernelTemplate::kElementwise)
     return Error(ErrorCode::kUnsupported,
@@ -108,7 +126,7 @@ Result<KvCacheStep> PlanAppend(const graph::Graph& g, const fusion_space::Kernel
     for (const kernels::StridedOperand& op : pieces[p]->inputs)
       reads_past |= SlotValue(k, op.data) == link.past;
     if (!reads_past) {
-      FT_RETURN_IF_ERROR(ReadsOnlyNewRows(g, k, *pieces[p], link));
+      FT_RETURN_IF_ERROR(WritesOnlyNewRows(g, k, *pieces[p], link, compiled_past, row_elements));
       continue;
     }
     if (!CopiesPastAsItLies(g, k, *pieces[p], link.past))
@@ -118,9 +136,10 @@ Result<KvCacheStep> PlanAppend(const graph::Graph& g, const fusion_space::Kernel
     step.past_piece = p;
     ++past_pieces;
   }
-  if (past_pieces != 1)
-    return Error(ErrorCode::kUnsupported, fmt::format("{} has no piece that copies '{}'", Where(k),
-                                                      g.value(link.past).name));
+  if (past_pieces != 1 || pieces.size() < 2)
+    return Error(ErrorCode::kUnsupported,
+                 fmt::format("{}: exactly one piece must copy '{}' and another write the new rows",
+                             Where(k), g.value(link.past).name));
   return step;
 }
 
@@ -168,6 +187,11 @@ Result<KvCachePlan> PlanKvCacheInPlace(
   plan.compiled_past = g.type(first.past).dims[first.axis];
   plan.capacity = g.type(first.present).dims[first.axis];
   plan.new_rows = plan.capacity - plan.compiled_past;
+  if (plan.compiled_past < 1 || plan.new_rows < 1)
+    return Error(ErrorCode::kUnsupported,
+                 fmt::format("the cache '{}' is compiled with {} past and {} new rows: serving it "
+                             "in place needs at least one of each",
+                             g.value(first.past).name, plan.compiled_past, plan.new_rows));
   for (const KvCacheLink& link : plan.links)
     if (g.type(link.past).dims[link.axis] != plan.compiled_past ||
         g.type(link.present).dims[link.axis] != plan.capacity)
@@ -183,7 +207,8 @@ Result<KvCachePlan> PlanKvCacheInPlace(
       const graph::Dims& dims = g.type(link.present).dims;
       const int64_t row_elements = Product(dims, static_cast<size_t>(link.axis) + 1, dims.size());
       if (std::find(k.nodes.begin(), k.nodes.end(), link.concat_node) != k.nodes.end()) {
-        FT_ASSIGN_OR_RETURN(plan.steps[s], PlanAppend(g, k, link, row_elements));
+        FT_ASSIGN_OR_RETURN(plan.steps[s],
+                            PlanAppend(g, k, link, plan.compiled_past, row_elements));
       } else if (Contains(k.inputs, link.present)) {
         FT_RETURN_IF_ERROR(CheckAttend(g, k, link, row_elements));
         plan.steps[s].role = KvCacheStep::Role::kAttend;
@@ -191,6 +216,41 @@ Result<KvCachePlan> PlanKvCacheInPlace(
     }
   }
   return plan;
+}
+
+Status CheckLengthFree(const graph::Graph& graph, const graph::Graph& longer) {
+  const auto differs = [](const std::string& what) {
+    return Error(ErrorCode::kUnsupported,
+                 fmt::format("{} depends on the cache's length, which a program served in place "
+                             "computes for its capacity at every step: export positions and "
+                             "masks as inputs, not from the past's shape",
+                             what));
+  };
+  if (graph.nodes.size() != longer.nodes.size()) return differs("the graph's structure");
+  for (size_t n = 0; n < graph.nodes.size(); ++n)
+    if (graph.nodes[n].op_type != longer.nodes[n].op_type)
+      return differs(graph.Describe(static_cast<int32_t>(n)));
+  for (const graph::Value& v : graph.values) {
+    if (!v.is_constant()) continue;
+    const auto other = longer.FindValue(v.name);
+    const graph::Value* w = other ? &longer.value(*other) : nullptr;
+    if (!w || !w->is_constant() || !v.constant->BitwiseEquals(*w->constant))
+      return differs(fmt::format("constant '{}'", v.name));
+  }
+  return Status::Ok();
+}
+
+Result<std::string> CacheLengthSymbol(const graph::Graph& graph, const KvCachePlan& plan) {
+  const KvCacheLink& link = plan.links.at(0);
+  const graph::TensorType& t = graph.type(link.past);
+  const size_t axis = static_cast<size_t>(link.axis);
+  if (axis >= t.symbols.size() || t.symbols[axis].empty())
+    return Error(ErrorCode::kUnsupported,
+                 fmt::format("the cache '{}' has a fixed length: a model exported for one length "
+                             "cannot serve others (export it with the past's length as a dynamic "
+                             "axis)",
+                             graph.value(link.past).name));
+  return t.symbols[axis];
 }
 
 void AppendAtLength(const KvCachePlan& plan, const KvCacheStep& step, int64_t length,

@@ -63,6 +63,18 @@ struct KvCachePlan {
 Result<KvCachePlan> PlanKvCacheInPlace(
     const graph::Graph& graph, const std::vector<const fusion_space::KernelInstance*>& steps);
 
+// A program served in place runs as compiled, for the capacity, whatever
+// the length: nothing it computes may depend on the past's length (positions
+// taken from past_k.shape[2] at export, a mask over the cache), or that is
+// computed for the capacity at every step. `longer` is the same model
+// imported with the past one row longer: the two must have the same nodes
+// and the same constants, or this says which constant depends on the length.
+Status CheckLengthFree(const graph::Graph& graph, const graph::Graph& longer);
+
+// The symbolic dimension of the caches' length (the past input's axis), or
+// an error when the model was exported for one length.
+Result<std::string> CacheLengthSymbol(const graph::Graph& graph, const KvCachePlan& plan);
+
 // Rebinds a bound append step for a run that holds `length` rows: the copy
 // of the past dropped, the new rows written at `length`.
 void AppendAtLength(const KvCachePlan& plan, const KvCacheStep& step, int64_t length,

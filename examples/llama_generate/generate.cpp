@@ -13,9 +13,11 @@
 #include <fusetune/fusetune.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -50,10 +52,10 @@ bool LoadNpy(const std::string& path, std::vector<int64_t>* shape, std::vector<f
       ++i;
       continue;
     }
-    size_t used = 0;
-    shape->push_back(std::stoll(header.substr(i), &used));
+    char* end = nullptr;
+    shape->push_back(std::strtoll(header.c_str() + i, &end, 10));
     count *= shape->back();
-    i += used;
+    i = static_cast<size_t>(end - header.c_str());
   }
   values->resize(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) {
@@ -90,6 +92,13 @@ struct Args {
   int threads = 2;
 };
 
+[[noreturn]] void Usage() {
+  std::fprintf(stderr,
+               "usage: llama_generate DIR [--db DB] [--steps N] [--capacity C] "
+               "[--threads T]\n");
+  std::exit(2);
+}
+
 Args Parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
@@ -98,21 +107,17 @@ Args Parse(int argc, char** argv) {
     if (arg == "--db" && has_value)
       a.db = argv[++i];
     else if (arg == "--steps" && has_value)
-      a.steps = std::stoll(argv[++i]);
+      a.steps = std::atoll(argv[++i]);
     else if (arg == "--capacity" && has_value)
-      a.capacity = std::stoll(argv[++i]);
+      a.capacity = std::atoll(argv[++i]);
     else if (arg == "--threads" && has_value)
-      a.threads = std::stoi(argv[++i]);
+      a.threads = std::atoi(argv[++i]);
     else if (a.dir.empty() && arg[0] != '-')
       a.dir = arg;
-    else {
-      std::fprintf(stderr,
-                   "usage: llama_generate DIR [--db DB] [--steps N] [--capacity C] "
-                   "[--threads T]\n");
-      std::exit(2);
-    }
+    else
+      Usage();
   }
-  if (a.dir.empty()) Parse(1, argv);  // prints the usage
+  if (a.dir.empty() || a.steps < 0 || a.capacity < 2 || a.threads < 1) Usage();
   return a;
 }
 

@@ -87,14 +87,19 @@ struct CompileOptions {
   // exports it) is compiled at the cache's capacity (bind the past
   // dimension to capacity - new rows: dims {"past", 2047} for 2,048 rows of
   // one-token steps), the executable keeps the caches, and each Run writes
-  // only its new rows (see Executable::LoadCache). A plan that cannot (the
-  // cache read by other kernels than attention) fails to compile, saying why.
+  // only its new rows (see Executable::LoadCache). Positions and masks must
+  // be inputs of the model: one computed from the past's shape would be the
+  // capacity's at every step, so a model whose constants depend on the
+  // past's length fails to compile (checked against an import one row
+  // longer), and so does a plan that cannot serve the cache in place (the
+  // cache read by other kernels than attention), saying why.
   bool kv_cache_in_place = false;
   // Symbolic dimensions that may change from run to run (a prompt's length,
   // a batch). The executable is compiled at their values in `dims`; a run
   // whose inputs have other sizes gets a program of its own for them, made
-  // on the first run at those sizes (an import and a compile: milliseconds)
-  // and kept (the 16 most recently used): its plan is the one tuned for
+  // on the first run at those sizes (the model imported again, its weights
+  // read again and pre-packed for that program: each program held keeps its
+  // own) and kept (the 16 most recently used): its plan is the one tuned for
   // that size (`fusetune tune --dim seq=1,16,64,256` tunes such buckets),
   // else each group's nearest tuned size's, with the partition chosen for
   // the size. Runs at a size already met pick its program by a lookup.
@@ -133,6 +138,15 @@ class Executable {
   // and every output but the present ones: a run appends its new rows to
   // the caches the executable keeps.
   virtual Expected<ArrayMap> Run(const ArrayMap& inputs) = 0;
+  // The inputs a run takes and the outputs it returns (without the caches
+  // kept in place).
+  virtual std::vector<std::string> input_names() const = 0;
+  // Static shapes at the last run's size (at first, CompileOptions::dims').
+  virtual std::vector<int64_t> input_shape(const std::string& name) const = 0;
+  virtual std::vector<std::string> output_names() const = 0;
+  // Where the plan of the last run's size came from.
+  virtual const CompileReport& report() const = 0;
+  // (Added in 0.1 after the above: the order keeps their vtable slots.)
   // The KV cache served in place: rows held now and rows it can hold (both
   // 0 otherwise).
   virtual int64_t cache_length() const = 0;
@@ -143,12 +157,6 @@ class Executable {
   virtual Expected<int64_t> LoadCache(const ArrayMap& rows) = 0;
   // The rows one cache holds now.
   virtual Expected<Array> CacheRows(const std::string& past_name) const = 0;
-  virtual std::vector<std::string> input_names() const = 0;
-  // Static shapes after binding CompileOptions::dims.
-  virtual std::vector<int64_t> input_shape(const std::string& name) const = 0;
-  virtual std::vector<std::string> output_names() const = 0;
-  // Where the plan of the last run's size came from.
-  virtual const CompileReport& report() const = 0;
   // The values of the symbolic dimensions at the last run's size, and the
   // programs held for the sizes met (CompileOptions::dynamic_dims).
   virtual std::map<std::string, int64_t> dims() const = 0;

@@ -143,7 +143,6 @@ TEST(MatchTile, LoweredBatchNormJoinsAnElementwiseKernel) {
   }
 }
 
-
 // RMSNorm as PyTorch exports it, on one row (a decode step's [1, 1, d]) and
 // on several: one row program either way.
 TEST(MatchTile, RmsNormOnOneRowIsARowProgram) {

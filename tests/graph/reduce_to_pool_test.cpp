@@ -1,7 +1,7 @@
 // ReduceToGlobalPool (reduce_to_pool.cpp): a mean or max over every spatial
 // axis becomes a global pool (and a Flatten without keepdims) that computes
-// the same on the reference executor, for 2-D inputs (not [B, S, D]: an
-// RMSNorm's mean stays a reduction), axes as an
+// the same on the reference executor, for 2-D inputs and 1-D conv outputs (not
+// [B, S, D]: an RMSNorm's mean stays a reduction), axes as an
 // attribute or (opset 18) an input, negative axes; reductions over other
 // axes stay reductions.
 #include <gtest/gtest.h>
@@ -67,10 +67,22 @@ INSTANTIATE_TEST_SUITE_P(Cases, ReduceToGlobalPoolCase,
                                            // to the row-reduction template.
                                            ReduceCase{R"(graph g opset 13 {
           input x: f32[1, 4, 9]
-          y = ReduceMean(x) {axes=[2], keepdims=1}
+          const two: f32[] = [2]
+          p = Pow(x, two)
+          y = ReduceMean(p) {axes=[2], keepdims=1}
           output y
         })",
                                                       "", false},
+                                           // A 1-D conv's feature map over its length: a pool.
+                                           ReduceCase{R"(graph g opset 13 {
+          input x: f32[1, 3, 9]
+          const w: f32[4, 3, 3]
+          c = Conv(x, w) {pads=[1, 1]}
+          r = Relu(c)
+          y = ReduceMax(r) {axes=[2], keepdims=0}
+          output y
+        })",
+                                                      "GlobalMaxPool", true},
                                            ReduceCase{R"(graph g opset 18 {
           input x: f32[2, 3, 4, 4]
           const axes: i64[2] = [2, 3]

@@ -18,7 +18,8 @@
 namespace fusetune::runtime {
 namespace {
 
-constexpr double kCacheTolerance = 1e-4;  // relative to the output's scale (kernels' FMA and fast exp)
+constexpr double kCacheTolerance =
+    1e-4;  // relative to the output's scale (kernels' FMA and fast exp)
 constexpr int64_t kHeads = 2, kDim = 8, kCapacity = 8;
 
 // One new token (scaled before it joins the cache, as rotary embedding
@@ -103,7 +104,8 @@ TEST(KvCache, AnEmptyCacheFillsFromTheFirstRow) {
   const graph::Tensor none(graph::DataType::kFloat32, {1, kHeads, 0, kDim});
   auto got = f.program->Run(token);
   ASSERT_TRUE(got.ok()) << got.error().message();
-  EXPECT_LE(testing::ScaledError(got->at("o"), Reference(token, none, none).at("o")), kCacheTolerance);
+  EXPECT_LE(testing::ScaledError(got->at("o"), Reference(token, none, none).at("o")),
+            kCacheTolerance);
   EXPECT_EQ(f.program->kv_cache_length(), 1);
 }
 
@@ -136,6 +138,40 @@ TEST(KvCache, AnUnfusedPlanRunsAsWritten) {
   EXPECT_NE(served.error().message().find("not by attention"), std::string::npos)
       << served.error().message();
   EXPECT_FALSE(f.program->serves_kv_cache());
+}
+
+TEST(KvCache, AFailedRunKeepsTheRowsAndAnEmptyLoadEmpties) {
+  Fixture f;
+  ASSERT_TRUE(f.program->ServeKvCacheInPlace().ok());
+  std::mt19937 rng(10);
+  const graph::Tensor rows = testing::Uniform({1, kHeads, 3, kDim}, -1, 1, rng);
+  ASSERT_TRUE(f.program->LoadKvCache({{"past_k", rows}, {"past_v", rows}}).ok());
+  graph::TensorMap bad = NewToken(rng);
+  bad["q"] = testing::Uniform({1, kHeads, 2, kDim}, -1, 1, rng);  // the wrong shape
+  ASSERT_FALSE(f.program->Run(bad).ok());
+  EXPECT_EQ(f.program->kv_cache_length(), 3);
+  auto held = f.program->KvCacheRows("past_v");
+  ASSERT_TRUE(held.ok());
+  EXPECT_TRUE(held->BitwiseEquals(rows));
+  ASSERT_TRUE(f.program->LoadKvCache({}).ok());
+  EXPECT_EQ(f.program->kv_cache_length(), 0);
+}
+
+// A constant computed from the past's length (a position taken from
+// past_k.shape[2] at export) differs between two lengths: refused.
+TEST(KvCache, ConstantsThatDependOnTheLengthAreRefused) {
+  const graph::Graph a = DecodeStep(kCapacity - 1), same = DecodeStep(kCapacity);
+  EXPECT_TRUE(CheckLengthFree(a, same).ok());
+  const auto with_position = [](int64_t past) {
+    return testing::Parse(fmt::format(R"(graph g opset 17 {{
+      input x: f32[4]  const position: f32[] = [{}]  y = Add(x, position)  output y }})",
+                                      past));
+  };
+  const Status s = CheckLengthFree(with_position(7), with_position(8));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("constant 'position' depends on the cache's length"),
+            std::string::npos)
+      << s.error().message();
 }
 
 TEST(KvCache, FindsOnlyConcatsOfAnInputIntoAnOutput) {
