@@ -30,19 +30,15 @@ import torch
 from torch import nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-from gen_models import RMSNorm, rotate_half  # noqa: E402  (the test models' pieces)
+from gen_models import LlamaBlock, RMSNorm, rotate_half  # noqa: E402  (the test models' pieces)
 
 
-class Layer(nn.Module):
-    """RMSNorm, rotary attention with a KV cache, SwiGLU."""
+class Layer(LlamaBlock):
+    """gen_models' LLaMA block (RMSNorm, rotary attention, SwiGLU) with a KV
+    cache, its rotary tables and mask given by the model (positions vary)."""
 
     def __init__(self, d, heads, ff):
-        super().__init__()
-        self.h, self.dh = heads, d // heads
-        self.n1, self.n2 = RMSNorm(d), RMSNorm(d)
-        self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
-        self.gate, self.up = nn.Linear(d, ff, bias=False), nn.Linear(d, ff, bias=False)
-        self.down = nn.Linear(ff, d, bias=False)
+        super().__init__(d, heads, ff, max_seq=1)
 
     def forward(self, x, cos, sin, past_k, past_v, mask):
         b, s, d = x.shape
