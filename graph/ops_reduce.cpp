@@ -193,6 +193,9 @@ Result<std::vector<int64_t>> ReduceAxes(const InferContext& ctx, bool* reduce_al
   const bool noop = attr_noop_with_empty_axes != 0;
   *reduce_all = axes.empty() && !noop;
   const int64_t rank = ctx.type(0).rank();
+  if (rank == 0 && !axes.empty())  // NormalizeAxis lets a scalar's axis -1 or 0 pass
+    return ctx.Fail(ErrorCode::kInvalidArgument,
+                    fmt::format("reduces axis {} of a scalar, which has none", axes[0]));
   for (int64_t& a : axes) {
     FT_ASSIGN_OR_RETURN(a, NormalizeAxis(ctx, a, rank));
   }

@@ -80,5 +80,15 @@ TEST(ShapeInference, WrongInputCountIsReported) {
       << r.error().message();
 }
 
+// A scalar has no axis to reduce (found by the ONNX import fuzzer: the
+// reduced-axes mask was indexed at -1).
+TEST(ShapeInference, ReducingAScalarIsReported) {
+  auto r = ParseGraphText(
+      "graph g opset 13 { input a: f32[]  y = ReduceMean(a) {axes=[-1]}  output y }");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("of a scalar, which has none"), std::string::npos)
+      << r.error().message();
+}
+
 }  // namespace
 }  // namespace fusetune::graph
