@@ -410,6 +410,9 @@ grep -q "^  batch=1 seq=4 .* kernels, predicted" "$TMP/buckets.txt" &&
   grep -q "^  batch=1 seq=8 .* kernels, predicted" "$TMP/buckets.txt" &&
   grep -Eq "^  batch=1 seq=4 -> seq=8: (the same plan|same partition; tilings of [0-9]+ kernels from seq=[5-8]|partition from seq=[5-8])" "$TMP/buckets.txt" ||
   { cat "$TMP/buckets.txt"; fail "compile with shape buckets: report"; }
+# --max-memory holds for every bucket; the one no plan fits is named
+expect_error 2 "batch=1 seq=4: no plan keeps the live intermediates within --max-memory 1 KiB" -- \
+  $FUSETUNE compile "$DATA/encoder_dynamic_op17.onnx" --db "$TMP/tune.db" --dim batch=1 --dim seq=4,8 --max-memory 1KiB
 expect_error 2 "one value per dimension" -- $FUSETUNE compile "$DATA/encoder_dynamic_op17.onnx" --db "$TMP/tune.db" --dim batch=1 --dim seq=4,8 --json
 $FUSETUNE run "$DATA/encoder_dynamic_op17.onnx" --db "$TMP/tune.db" --dim batch=1 --dim seq=6 \
   --random-inputs 1 --verify >"$TMP/seq6.txt" 2>&1 || fail "run between buckets"
