@@ -122,17 +122,22 @@ Result<std::vector<ModelOptions>> ExpandDimBuckets(const ModelOptions& options) 
   return buckets;
 }
 
+Result<int64_t> ParseDimValue(const std::string& name, const std::string& value) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || errno != 0 || v <= 0)
+    return Error(ErrorCode::kInvalidArgument,
+                 fmt::format("--dim {}={}: the value must be a positive integer", name, value));
+  return static_cast<int64_t>(v);
+}
+
 Result<graph::Graph> LoadModel(const std::string& path, const ModelOptions& options,
                                const graph::TensorMap& run_inputs) {
   graph::ImportOptions import;
   FT_ASSIGN_OR_RETURN(auto dims, ParseAssignments(options.dims, "--dim"));
   for (const auto& [name, value] : dims) {
-    char* end = nullptr;
-    const long long v = std::strtoll(value.c_str(), &end, 10);
-    if (*end != '\0' || v <= 0)
-      return Error(ErrorCode::kInvalidArgument,
-                   fmt::format("--dim {}={}: the value must be a positive integer", name, value));
-    import.dim_bindings[name] = v;
+    FT_ASSIGN_OR_RETURN(import.dim_bindings[name], ParseDimValue(name, value));
   }
   FT_ASSIGN_OR_RETURN(import.input_values, ParseValues(options.values));
   for (const auto& [name, tensor] : run_inputs)

@@ -40,6 +40,9 @@ void AddValueOption(CLI::App* cmd, ModelOptions* options);
 // last dimension's values vary fastest). Options without lists: themselves.
 Result<std::vector<ModelOptions>> ExpandDimBuckets(const ModelOptions& options);
 
+// The value of `--dim NAME=VALUE`: a positive integer, or an error saying so.
+Result<int64_t> ParseDimValue(const std::string& name, const std::string& value);
+
 // Imports an ONNX model and runs the standard graph passes. `run_inputs`
 // (a run's --input tensors) are values too, for the inputs that shapes
 // depend on.

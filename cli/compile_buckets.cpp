@@ -3,8 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
 #include <functional>
 #include <map>
 #include <set>
@@ -73,16 +71,6 @@ Result<BucketPlan> CompileAt(const std::string& model, const ModelOptions& optio
   return b;
 }
 
-Result<int64_t> ParseSize(const std::string& dim, const std::string& text) {
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno != 0 || v < 1)
-    return Error(ErrorCode::kInvalidArgument,
-                 fmt::format("--dim {}={}: sizes are whole numbers from 1", dim, text));
-  return static_cast<int64_t>(v);
-}
-
 // Groups whose tiling differs between two plans of the same partition.
 int TilingChanges(const BucketPlan& a, const BucketPlan& b) {
   int n = 0;
@@ -120,7 +108,7 @@ Result<std::string> ExplainBuckets(const std::string& model, const ModelOptions&
     FT_ASSIGN_OR_RETURN(auto assigned, ParseAssignments(b.dims, "--dim"));
     Sizes sizes;
     for (const auto& [name, value] : assigned) {
-      FT_ASSIGN_OR_RETURN(sizes[name], ParseSize(name, value));
+      FT_ASSIGN_OR_RETURN(sizes[name], ParseDimValue(name, value));
     }
     FT_ASSIGN_OR_RETURN(BucketPlan plan, CompileAt(model, options, sizes, threads, args, source));
     text += fmt::format("  {:<24} {}\n", SizesText(sizes), plan.summary);
@@ -140,7 +128,7 @@ Result<std::string> ExplainBuckets(const std::string& model, const ModelOptions&
     for (const auto& [dim, list] : lists) {
       std::vector<int64_t> values;
       for (const std::string& v : SplitCommas(list)) {
-        FT_ASSIGN_OR_RETURN(int64_t value, ParseSize(dim, v));
+        FT_ASSIGN_OR_RETURN(int64_t value, ParseDimValue(dim, v));
         values.push_back(value);
       }
       std::sort(values.begin(), values.end());

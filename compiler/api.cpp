@@ -103,18 +103,14 @@ class ExecutableImpl final : public Executable {
   }
 
   Expected<ArrayMap> Run(const ArrayMap& inputs) override {
-    graph::TensorMap feeds;  // checked before a size's program is picked, or made
-    for (const auto& [name, array] : inputs) {
-      auto tensor = ToTensor(name, array);
-      if (!tensor.ok()) return Expected<ArrayMap>::Failure(tensor.error().ToString());
-      feeds.emplace(name, std::move(*tensor));
-    }
+    auto feeds = ToTensors(inputs);  // checked before a size's program is picked, or made
+    if (!feeds.ok()) return Expected<ArrayMap>::Failure(feeds.error().ToString());
     auto picked = instances_->Pick([&](const std::string& input) -> const std::vector<int64_t>* {
       auto it = inputs.find(input);
       return it == inputs.end() ? nullptr : &it->second.shape;
     });
     if (!picked.ok()) return Expected<ArrayMap>::Failure(picked.error().ToString());
-    auto result = model().program().Run(feeds);
+    auto result = model().program().Run(*feeds);
     if (!result.ok()) return Expected<ArrayMap>::Failure(result.error().ToString());
     ArrayMap outputs;
     for (auto& [name, tensor] : *result) {
@@ -127,13 +123,9 @@ class ExecutableImpl final : public Executable {
   int64_t cache_length() const override { return model().program().kv_cache_length(); }
   int64_t cache_capacity() const override { return model().program().kv_cache_capacity(); }
   Expected<int64_t> LoadCache(const ArrayMap& rows) override {
-    graph::TensorMap tensors;
-    for (const auto& [name, array] : rows) {
-      auto tensor = ToTensor(name, array);
-      if (!tensor.ok()) return Expected<int64_t>::Failure(tensor.error().ToString());
-      tensors.emplace(name, std::move(*tensor));
-    }
-    if (Status loaded = model().program().LoadKvCache(tensors); !loaded.ok())
+    auto tensors = ToTensors(rows);
+    if (!tensors.ok()) return Expected<int64_t>::Failure(tensors.error().ToString());
+    if (Status loaded = model().program().LoadKvCache(*tensors); !loaded.ok())
       return Expected<int64_t>::Failure(loaded.error().ToString());
     return model().program().kv_cache_length();
   }
@@ -196,6 +188,14 @@ class ExecutableImpl final : public Executable {
             fmt::format("input '{}' is {}: element {} ({}) is not a whole number", name,
                         graph::DataTypeName(model().graph().type(*id).dtype), i, array.data[i]));
     return t.CastTo(model().graph().type(*id).dtype);
+  }
+  Result<graph::TensorMap> ToTensors(const ArrayMap& arrays) const {
+    graph::TensorMap tensors;
+    for (const auto& [name, array] : arrays) {
+      FT_ASSIGN_OR_RETURN(graph::Tensor t, ToTensor(name, array));
+      tensors.emplace(name, std::move(t));
+    }
+    return tensors;
   }
   static Result<Array> ToArray(const std::string& name, const graph::Tensor& tensor) {
     if (tensor.dtype() != graph::DataType::kFloat32)

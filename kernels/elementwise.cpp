@@ -15,6 +15,12 @@ namespace fusetune::kernels {
 
 std::string ElementwiseTiling::ToString() const { return fmt::format("tile={}", tile); }
 
+std::vector<const ElementwiseDesc*> ElementwisePieces(const ElementwiseDesc& d) {
+  std::vector<const ElementwiseDesc*> all = {&d};
+  for (const ElementwiseDesc& p : d.pieces) all.push_back(&p);
+  return all;
+}
+
 namespace {
 
 int64_t Volume(const std::vector<int64_t>& dims) {
@@ -134,13 +140,6 @@ int64_t FrameBytes(const TileSchedule& schedule, int64_t tile) {
          64 * schedule.num_slots();
 }
 
-// The descriptor itself, then its pieces.
-std::vector<const ElementwiseDesc*> Pieces(const ElementwiseDesc& d) {
-  std::vector<const ElementwiseDesc*> all = {&d};
-  for (const ElementwiseDesc& p : d.pieces) all.push_back(&p);
-  return all;
-}
-
 std::string PieceName(size_t i) { return i == 0 ? "descriptor" : fmt::format("pieces[{}]", i - 1); }
 
 Status ValidatePiece(const ElementwiseDesc& d, const std::string& where) {
@@ -173,7 +172,7 @@ Status ValidatePiece(const ElementwiseDesc& d, const std::string& where) {
 
 // Checks every piece and prepares its program's schedule.
 Result<std::vector<TileSchedule>> MakeSchedules(const ElementwiseDesc& d) {
-  const std::vector<const ElementwiseDesc*> pieces = Pieces(d);
+  const std::vector<const ElementwiseDesc*> pieces = ElementwisePieces(d);
   std::vector<TileSchedule> schedules;
   for (size_t i = 0; i < pieces.size(); ++i) {
     FT_RETURN_IF_ERROR(ValidatePiece(*pieces[i], PieceName(i)));
@@ -226,7 +225,7 @@ Status ValidateElementwise(const ElementwiseDesc& d, const ElementwiseTiling& t,
 Result<KernelStats> RunElementwise(const ElementwiseDesc& d, const ElementwiseTiling& t,
                                    const KernelConfig& config, RunMode mode) {
   FT_ASSIGN_OR_RETURN(const std::vector<TileSchedule> schedules, Validate(d, t, config));
-  const std::vector<const ElementwiseDesc*> pieces = Pieces(d);
+  const std::vector<const ElementwiseDesc*> pieces = ElementwisePieces(d);
   std::vector<int64_t> first_tile = {0};  // of each piece in the launch's tile order
   for (const ElementwiseDesc* p : pieces)
     first_tile.push_back(first_tile.back() + (Volume(p->dims) + t.tile - 1) / t.tile);
@@ -283,7 +282,7 @@ TilingEstimate EstimateElementwise(const ElementwiseDesc& d, const ElementwiseTi
   TilingEstimate e;
   e.local_bytes = ElementwiseLocalBytes(d, t);
   if (d.dims.empty() || t.tile < 1 || threads < 1) return e;
-  for (const ElementwiseDesc* p : Pieces(d)) {
+  for (const ElementwiseDesc* p : ElementwisePieces(d)) {
     const int64_t total = Volume(p->dims), inner = p->dims.back();
     const int64_t tiles = (total + t.tile - 1) / t.tile;
     e.tiles += tiles;

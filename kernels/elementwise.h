@@ -43,6 +43,9 @@ struct ElementwiseTiling {
   bool operator==(const ElementwiseTiling&) const = default;
 };
 
+// The descriptor itself, then its pieces.
+std::vector<const ElementwiseDesc*> ElementwisePieces(const ElementwiseDesc& desc);
+
 int64_t ElementwiseLocalBytes(const ElementwiseDesc& desc, const ElementwiseTiling& tiling);
 Status ValidateElementwise(const ElementwiseDesc& desc, const ElementwiseTiling& tiling,
                            const KernelConfig& config);

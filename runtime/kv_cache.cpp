@@ -43,12 +43,6 @@ std::optional<KvCacheLink> CacheLinkOf(const graph::Graph& g, int32_t n) {
   return KvCacheLink{past, present, a, n};
 }
 
-std::vector<const kernels::ElementwiseDesc*> Pieces(const kernels::ElementwiseDesc& d) {
-  std::vector<const kernels::ElementwiseDesc*> all = {&d};
-  for (const kernels::ElementwiseDesc& p : d.pieces) all.push_back(&p);
-  return all;
-}
-
 graph::ValueId SlotValue(const fusion_space::KernelInstance& k, const float* pointer) {
   const int slot = fusion_space::SlotIndex(pointer);
   return slot < 0 ? graph::kNoValue : k.slots[slot].value;
@@ -120,7 +114,7 @@ Result<KvCacheStep> PlanAppend(const graph::Graph& g, const fusion_space::Kernel
                  fmt::format("{} writes more than the cache '{}'", Where(k), present));
   KvCacheStep step{KvCacheStep::Role::kAppend, 0, row_elements};
   int past_pieces = 0;
-  const auto pieces = Pieces(k.elementwise);
+  const auto pieces = kernels::ElementwisePieces(k.elementwise);
   for (size_t p = 0; p < pieces.size(); ++p) {
     bool reads_past = false;
     for (const kernels::StridedOperand& op : pieces[p]->inputs)
