@@ -49,6 +49,11 @@ void PrintCalibration(const nlohmann::json& c) {
              c["fma_gflops_1_thread"].get<double>());
   fmt::print("{:<34} {:>8.1f} GFLOP/s\n", fmt::format("FP32 FMA peak, {} threads", threads),
              c["fma_gflops"].get<double>());
+  const double bf16 = c.value("bf16_dot_gflops", 0.0);  // absent from calibrations before 0.1
+  if (bf16 > 0)
+    fmt::print("{:<34} {:>8.1f} GFLOP/s\n", fmt::format("BF16 dot peak, {} threads", threads), bf16);
+  else
+    fmt::print("{:<34} {:>12}\n", "BF16 dot peak", "no avx512_bf16");
   fmt::print("{:<34} {:>8.1f} GB/s\n", "DRAM read", c["dram_read_gbps"].get<double>());
   fmt::print("{:<34} {:>8.1f} GB/s\n", "DRAM copy (read + write)",
              c["dram_copy_gbps"].get<double>());

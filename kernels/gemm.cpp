@@ -9,11 +9,13 @@
 #include "kernels/activation_simd.h"
 #include "kernels/gemm_pack.h"
 #include "kernels/microkernel.h"
+#include "kernels/microkernel_bf16.h"
 
 namespace fusetune::kernels {
 
 using gemm_internal::ABlock;
 using gemm_internal::CeilDiv;
+using gemm_internal::PanelDepth;
 using gemm_internal::RoundUp;
 
 const char* NormKindName(NormKind kind) {
@@ -41,19 +43,26 @@ const char* ParallelSplitName(ParallelSplit split) {
 }
 
 std::string GemmTiling::ToString() const {
-  return fmt::format("mc={} nc={} kc={} micro={}x{} order={} split={}{}", mc, nc, kc, mr, nr,
+  return fmt::format("mc={} nc={} kc={} micro={}x{} order={} split={}{}{}", mc, nc, kc, mr, nr,
                      LoopOrderName(order), ParallelSplitName(split),
-                     double_buffer ? " double_buffer" : "");
+                     double_buffer ? " double_buffer" : "",
+                     precision == Precision::kBf16 ? " bf16" : "");
 }
 
 namespace {
 
-// The local buffer's regions for one thread.
+// The local buffer's regions for one thread. Panels count elements of the
+// tiling's precision (bf16 panels: half the bytes, k padded to pairs); the C
+// tile and the prologue's stage are float.
 struct LocalLayout {
   int64_t mc_pad, nc_pad, a_panel, b_panel, c_tile, stage;
   int buffers, b_operands;  // 2 with double buffering; 2 B operands for SwiGLU
+  int element_bytes;
+  // Floats of local buffer a panel takes (LocalBuffer hands out floats).
+  int64_t PanelFloats(int64_t elements) const { return CeilDiv(elements * element_bytes, 4); }
   int64_t floats() const {
-    return buffers * (a_panel + b_operands * b_panel) + b_operands * c_tile + stage;
+    return buffers * (PanelFloats(a_panel) + b_operands * PanelFloats(b_panel)) +
+           b_operands * c_tile + stage;
   }
 };
 
@@ -61,8 +70,9 @@ LocalLayout Layout(const GemmDesc& d, const GemmTiling& t) {
   LocalLayout l;
   l.mc_pad = RoundUp(t.mc, t.mr);
   l.nc_pad = RoundUp(t.nc, t.nr);
-  l.a_panel = l.mc_pad * t.kc;
-  l.b_panel = t.kc * l.nc_pad;
+  l.element_bytes = t.precision == Precision::kBf16 ? 2 : 4;
+  l.a_panel = l.mc_pad * PanelDepth(t.kc, t.precision);
+  l.b_panel = PanelDepth(t.kc, t.precision) * l.nc_pad;
   l.c_tile = l.mc_pad * l.nc_pad;
   l.stage = d.prologue.empty() ? 0 : t.mc * t.kc + 2 * t.mc;  // staged A block and row stats
   l.buffers = t.double_buffer ? 2 : 1;
@@ -149,6 +159,13 @@ bool TilingRulesHold(const GemmDesc& d, const GemmTiling& t, const KernelConfig&
             "needs whole rows in one tile",
             t.nc, o, d.outputs[o].n);
       });
+  if (t.precision == Precision::kBf16 && !FindBf16MicroKernel(t.mr, t.nr))
+    return broken([&] {
+      std::string shapes;
+      for (auto [m, n] : Bf16MicroTileShapes()) shapes += fmt::format(" {}x{}", m, n);
+      return fmt::format("tiling.mr x tiling.nr: {}x{} has no bf16 micro-kernel; choose one of{}",
+                         t.mr, t.nr, shapes);
+    });
   const int64_t local_bytes = GemmLocalBytes(d, t);
   if (!MicroTileAndBufferFit(t.mr, t.nr, local_bytes, config))
     return broken([&] {
@@ -313,12 +330,13 @@ class ThreadRunner {
         mode_(mode),
         l_(Layout(d, t)),
         mk_(FindMicroKernel(t.mr, t.nr)),
+        bf16_(t.precision == Precision::kBf16 ? FindBf16MicroKernel(t.mr, t.nr) : nullptr),
         blocks_(std::move(blocks)),
         steps_(PlanSteps(d, t, blocks_)),
         local_(static_cast<size_t>(GemmLocalBytes(d, t))) {
     for (int s = 0; s < l_.buffers; ++s) {
-      a_[s] = local_.Take(l_.a_panel);
-      for (int o = 0; o < l_.b_operands; ++o) b_[s][o] = local_.Take(l_.b_panel);
+      a_[s] = local_.Take(l_.PanelFloats(l_.a_panel));
+      for (int o = 0; o < l_.b_operands; ++o) b_[s][o] = local_.Take(l_.PanelFloats(l_.b_panel));
     }
     for (int o = 0; o < l_.b_operands; ++o) c_[o] = local_.Take(l_.c_tile);
     if (l_.stage > 0) {
@@ -346,11 +364,18 @@ class ThreadRunner {
   // keep the epilogue's transcendentals representative.
   void FillForComputeOnly() {
     for (int s = 0; s < l_.buffers; ++s) {
-      std::fill(a_[s], a_[s] + l_.a_panel, 0.5f);
-      for (int o = 0; o < l_.b_operands; ++o) std::fill(b_[s][o], b_[s][o] + l_.b_panel, 0.25f);
+      FillPanel(a_[s], l_.a_panel, 0.5f);
+      for (int o = 0; o < l_.b_operands; ++o) FillPanel(b_[s][o], l_.b_panel, 0.25f);
     }
     if (stage_) std::fill(stage_, stage_ + t_.mc * t_.kc, 0.5f);
   }
+
+  void FillPanel(float* panel, int64_t elements, float value) {
+    if (!bf16_) return std::fill(panel, panel + elements, value);
+    Bf16* halves = reinterpret_cast<Bf16*>(panel);
+    std::fill(halves, halves + elements, FloatToBf16(value));
+  }
+  Bf16* Halves(float* panel) const { return reinterpret_cast<Bf16*>(panel); }
 
   // The copies a step needs, as jobs: A slivers (or the whole A block when it
   // has a prologue), then the parts of the B panel per operand unless the
@@ -393,14 +418,18 @@ class ThreadRunner {
       const int64_t job = static_cast<int64_t>(j);
       if (job < a_jobs) {
         stats_.bytes_global_to_local +=
-            d_.prologue.empty() ? gemm_internal::PackASliver(d_, a, t_.mr, job, a_[s.a_slot])
-                                : PackPrologueBlock(a, a_[s.a_slot]);
+            !d_.prologue.empty() ? PackPrologueBlock(a, a_[s.a_slot])
+            : bf16_ ? gemm_internal::PackASliverBf16(d_, a, t_.mr, job, Halves(a_[s.a_slot]))
+                    : gemm_internal::PackASliver(d_, a, t_.mr, job, a_[s.a_slot]);
       } else {
         int o = 0;
         int64_t part = job - a_jobs;
         while (part >= BParts(s, o)) part -= BParts(s, o++);
+        float* panel = b_[s.b_slot][o];
         stats_.bytes_global_to_local +=
-            gemm_internal::PackBPart(BOperand(s, o), BlockOfB(s), t_.nr, part, b_[s.b_slot][o]);
+            bf16_ ? gemm_internal::PackBPartBf16(BOperand(s, o), BlockOfB(s), t_.nr, part,
+                                                 Halves(panel))
+                  : gemm_internal::PackBPart(BOperand(s, o), BlockOfB(s), t_.nr, part, panel);
       }
     }
     return last;
@@ -416,10 +445,11 @@ class ThreadRunner {
     for (int o = 0; o < l_.b_operands; ++o)
       if (!BOperand(s, o).b_packed) return false;
     const gemm_internal::BBlock blk = BlockOfB(s);
-    for (int o = 0; o < l_.b_operands; ++o) {
-      stream.Add(BOperand(s, o).b_packed + blk.packed_offset, b_[s.b_slot][o],
-                 CeilDiv(blk.cols, t_.nr) * t_.nr * blk.depth);
-      stats_.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * blk.depth * blk.cols;
+    const int64_t elements = CeilDiv(blk.cols, t_.nr) * t_.nr * PanelDepth(blk.depth, t_.precision);
+    for (int o = 0; o < l_.b_operands; ++o) {  // bf16: whole k-pairs, so an even count
+      stream.Add(BOperand(s, o).b_packed + blk.packed_offset * l_.element_bytes / 4,
+                 b_[s.b_slot][o], elements * l_.element_bytes / 4);
+      stats_.bytes_global_to_local += int64_t{l_.element_bytes} * blk.depth * blk.cols;
     }
     return true;
   }
@@ -433,6 +463,11 @@ class ThreadRunner {
           gemm_internal::ComputeNormStats(d_, a.batch, a.i0, a.rows, t_.kc, mode_, stage_, norm_);
       norm_batch_ = a.batch;
       norm_i0_ = a.i0;
+    }
+    if (bf16_) {
+      bytes += gemm_internal::StageWithPrologue(d_, a, mode_, stage_, norm_, !whole_rows);
+      gemm_internal::StagedRowsToBf16(stage_, a.rows, a.depth, t_.mr, Halves(ap));
+      return bytes;
     }
     return bytes +
            gemm_internal::PackAWithPrologue(d_, a, t_.mr, mode_, stage_, norm_, !whole_rows, ap);
@@ -454,7 +489,9 @@ class ThreadRunner {
     const int64_t share = RoundUp(CeilDiv(stream.left(), calls), 16);
     size_t done = 0;
     for (int64_t q = 0; q < columns; ++q) {
-      if (mode_ != RunMode::kCopyOnly)
+      if (mode_ != RunMode::kCopyOnly && bf16_)
+        ComputeColumnBf16(s, q, rows, stream, share);
+      else if (mode_ != RunMode::kCopyOnly)
         for (int o = 0; o < l_.b_operands; ++o)
           for (int64_t ir = 0; ir < rows; ir += t_.mr) {
             const float* a = a_[s.a_slot] + ir * s.depth;
@@ -472,6 +509,25 @@ class ThreadRunner {
     }
     if (next && done < jobs) RunJobs(*next, done, jobs, b_streamed);
     stream.Drain();
+  }
+
+  // Column q of step s's micro-tiles on the bf16 micro-kernels.
+  void ComputeColumnBf16(const Step& s, int64_t q, int64_t rows, CopyStream& stream,
+                         int64_t share) {
+    const int64_t depth2 = PanelDepth(s.depth, Precision::kBf16);
+    for (int o = 0; o < l_.b_operands; ++o)
+      for (int64_t ir = 0; ir < rows; ir += t_.mr) {
+        const Bf16* a = Halves(a_[s.a_slot]) + ir * depth2;
+        const Bf16* b = Halves(b_[s.b_slot][o]) + q * depth2 * t_.nr;
+        float* c = c_[o] + ir * l_.nc_pad + q * t_.nr;
+        if (stream.empty()) {
+          bf16_->fn(depth2 / 2, a, depth2, b, c, l_.nc_pad, s.slice > 0);
+          continue;
+        }
+        const CopyStream::Chunk chunk = stream.Take(share);
+        bf16_->fn_copy(depth2 / 2, a, depth2, b, c, l_.nc_pad, s.slice > 0, chunk.src, chunk.dst,
+                       chunk.floats);
+      }
   }
 
   // Epilogue and copy-out of a finished block.
@@ -499,6 +555,7 @@ class ThreadRunner {
   RunMode mode_;
   LocalLayout l_;
   const MicroKernel* mk_;
+  const Bf16MicroKernel* bf16_;  // set for a bf16 tiling
   std::vector<Block> blocks_;
   std::vector<Step> steps_;
   LocalBuffer local_;
@@ -564,6 +621,12 @@ TilingEstimate EstimateGemm(const GemmDesc& d, const GemmTiling& t, int threads)
   TilingEstimate e;
   e.local_bytes = GemmLocalBytes(d, t);
   const int b_operands = d.swiglu ? 2 : 1;
+  // bf16: B streams as pre-packed bf16 (weights; an activation B is read as
+  // f32 and converted, which this does not tell apart), and each
+  // instruction takes a k-pair.
+  const bool bf16 = t.precision == Precision::kBf16;
+  const double b_bytes = bf16 ? 2.0 : 4.0;
+  auto k_steps = [&](int64_t depth) { return bf16 ? CeilDiv(depth, 2) : depth; };
   double total_work = 0;
   std::vector<double> work(threads, 0);
   for (int th = 0; th < threads; ++th) {
@@ -580,10 +643,10 @@ TilingEstimate EstimateGemm(const GemmDesc& d, const GemmTiling& t, int threads)
         e.bytes_in += d.prologue.empty() ? 4.0 * rows * s.depth
                                          : PrologueBlockBytes(d, rows, s.depth, stats_pass);
       }
-      if (s.pack_b) e.bytes_in += 4.0 * b_operands * s.depth * blk.cols;
+      if (s.pack_b) e.bytes_in += b_bytes * b_operands * s.depth * blk.cols;
       const double call_steps = kCallSteps + (s.slice > 0 ? kAccumulateSteps : 0);
       work[th] += static_cast<double>(RoundUp(rows, t.mr)) * RoundUp(blk.cols, t.nr) *
-                  (s.depth + call_steps) * b_operands;
+                  (k_steps(s.depth) + call_steps) * b_operands;
     }
     for (const Block& blk : blocks) {
       const int64_t rows = std::min(t.mc, d.m - blk.ic * t.mc);
@@ -598,7 +661,8 @@ TilingEstimate EstimateGemm(const GemmDesc& d, const GemmTiling& t, int threads)
   double useful = 0;
   const size_t outputs = d.swiglu ? 1 : d.outputs.size();
   for (size_t o = 0; o < outputs; ++o)
-    useful += static_cast<double>(d.batch) * d.m * d.outputs[o].n * d.k * b_operands;
+    useful += static_cast<double>(d.batch) * d.m * d.outputs[o].n * (bf16 ? d.k / 2.0 : d.k) *
+              b_operands;
   e.lane_utilisation = total_work > 0 ? useful / total_work : 1;
   e.max_thread_work = total_work > 0 ? *std::max_element(work.begin(), work.end()) / total_work : 1;
   return e;

@@ -23,6 +23,7 @@
 
 #include "common/status.h"
 #include "kernels/epilogue.h"
+#include "kernels/precision.h"
 #include "kernels/traffic.h"
 
 namespace fusetune::kernels {
@@ -51,7 +52,8 @@ struct GemmOutput {
   // (constant weights, packed once when a program is prepared). Copying a
   // block into the local buffer is then one contiguous run per sliver
   // instead of a strided gather of short rows. Needs an unbatched B
-  // (b_batch_stride 0 or batch 1); `b` stays the source of truth.
+  // (b_batch_stride 0 or batch 1); `b` stays the source of truth. With a
+  // bf16 tiling it holds bf16 panels (half the bytes to stream).
   const float* b_packed = nullptr;
   float* c = nullptr;  // element (b, i, j) at c[b*c_batch_stride + i*c_row_stride + j]
   int64_t c_row_stride = 0, c_batch_stride = 0;
@@ -82,6 +84,9 @@ struct GemmTiling {
   LoopOrder order = LoopOrder::kMN;
   ParallelSplit split = ParallelSplit::kM;
   bool double_buffer = false;
+  // bf16: A and B rounded to bfloat16 as they are packed, the bf16
+  // micro-kernels (microkernel_bf16.h), sums and epilogues in float.
+  Precision precision = Precision::kF32;
   std::string ToString() const;
   bool operator==(const GemmTiling&) const = default;
 };

@@ -160,7 +160,8 @@ int64_t PackB(const GemmOutput& out, const BBlock& blk, int nr, float* bp) {
 }
 
 int64_t PrePackedBlockOffset(const GemmDesc& d, const GemmTiling& t, int64_t j0, int64_t p0) {
-  return ((j0 / t.nc) * CeilDiv(d.k, t.kc) + p0 / t.kc) * t.kc * RoundUp(t.nc, t.nr);
+  return ((j0 / t.nc) * CeilDiv(d.k, t.kc) + p0 / t.kc) * PanelDepth(t.kc, t.precision) *
+         RoundUp(t.nc, t.nr);
 }
 
 }  // namespace fusetune::kernels::gemm_internal
@@ -168,9 +169,10 @@ int64_t PrePackedBlockOffset(const GemmDesc& d, const GemmTiling& t, int64_t j0,
 namespace fusetune::kernels {
 
 int64_t PrePackedBFloats(const GemmDesc& d, int output, const GemmTiling& t) {
-  // Where a block one past the last column block would start.
-  return gemm_internal::PrePackedBlockOffset(d, t,
-                                             gemm_internal::RoundUp(d.outputs[output].n, t.nc), 0);
+  // Where a block one past the last column block would start (bf16: even).
+  const int64_t elements = gemm_internal::PrePackedBlockOffset(
+      d, t, gemm_internal::RoundUp(d.outputs[output].n, t.nc), 0);
+  return t.precision == Precision::kBf16 ? elements / 2 : elements;
 }
 
 void PrePackB(const GemmDesc& d, int output, const GemmTiling& t, float* dst) {
@@ -180,7 +182,14 @@ void PrePackB(const GemmDesc& d, int output, const GemmTiling& t, float* dst) {
     for (int64_t p0 = 0; p0 < d.k; p0 += t.kc) {
       const gemm_internal::BBlock blk{0, p0, std::min(t.kc, d.k - p0), j0,
                                       std::min(t.nc, out.n - j0)};
-      gemm_internal::PackB(out, blk, t.nr, dst + gemm_internal::PrePackedBlockOffset(d, t, j0, p0));
+      const int64_t offset = gemm_internal::PrePackedBlockOffset(d, t, j0, p0);
+      if (t.precision == Precision::kF32) {
+        gemm_internal::PackB(out, blk, t.nr, dst + offset);
+        continue;
+      }
+      Bf16* panel = reinterpret_cast<Bf16*>(dst) + offset;
+      for (int64_t part = 0; part < gemm_internal::BPackParts(out, blk, t.nr); ++part)
+        gemm_internal::PackBPartBf16(out, blk, t.nr, part, panel);
     }
 }
 
@@ -251,8 +260,8 @@ int64_t ComputeNormStats(const GemmDesc& d, int64_t batch, int64_t i0, int64_t r
   return bytes;
 }
 
-int64_t PackAWithPrologue(const GemmDesc& d, const ABlock& blk, int mr, RunMode mode, float* stage,
-                          NormStats stats, bool stats_ready, float* ap) {
+int64_t StageWithPrologue(const GemmDesc& d, const ABlock& blk, RunMode mode, float* stage,
+                          NormStats stats, bool stats_ready) {
   int64_t bytes = Stage(d, blk.batch, blk.i0, blk.rows, blk.p0, blk.depth, mode, stage);
   const GemmPrologue& pro = d.prologue;
   if (pro.norm != NormKind::kNone) {
@@ -276,6 +285,12 @@ int64_t PackAWithPrologue(const GemmDesc& d, const ABlock& blk, int mr, RunMode 
       }
     }
   }
+  return bytes;
+}
+
+int64_t PackAWithPrologue(const GemmDesc& d, const ABlock& blk, int mr, RunMode mode, float* stage,
+                          NormStats stats, bool stats_ready, float* ap) {
+  const int64_t bytes = StageWithPrologue(d, blk, mode, stage, stats, stats_ready);
   // Move the staged rows to the panel, zero-padding to whole micro-tiles
   // (local to local: not traffic).
   std::memcpy(ap, stage, sizeof(float) * blk.rows * blk.depth);

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/precision.h"
 #include "kernels/traffic.h"
 
 namespace fusetune::measure {
@@ -59,6 +60,23 @@ int64_t FmaChains(int64_t iterations, float* sink) {
   return iterations * 16 * kLanes * 2;
 }
 
+// The same 16 chains of vdpbf16ps: 16 lanes x 2 products x 2 flops each.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) int64_t Bf16DotChains(int64_t iterations,
+                                                                             float* sink) {
+  __m512 acc[16];
+  for (int k = 0; k < 16; ++k) acc[k] = _mm512_set1_ps(0.001f * k);
+  const __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80);  // the pair (1, 1)
+  const __m512bh y = (__m512bh)_mm512_set1_epi32(0x33d633d6);  // (1e-7, 1e-7) roughly
+  for (int64_t i = 0; i < iterations; ++i)
+    for (int k = 0; k < 16; ++k) acc[k] = _mm512_dpbf16_ps(acc[k], x, y);
+  __m512 s = acc[0];
+  for (int k = 1; k < 16; ++k) s = _mm512_add_ps(s, acc[k]);
+  float lanes[16];
+  _mm512_storeu_ps(lanes, s);
+  *sink = lanes[0] + lanes[15];
+  return iterations * 16 * 16 * 4;
+}
+
 template <typename F>
 double BestOf(int runs, F f) {
   double best = 0;
@@ -89,6 +107,23 @@ double MeasureFmaPeak(int threads) {
     const auto start = std::chrono::steady_clock::now();
     std::vector<int64_t> flops(threads);
     kernels::ForEachThread(threads, [&](int t) { flops[t] = FmaChains(iterations, &sinks[t]); });
+    const double s = Seconds(start);
+    int64_t total = 0;
+    for (int64_t f : flops) total += f;
+    return total / s * 1e-9;
+  });
+}
+
+double MeasureBf16DotPeak(int threads) {
+  if (!kernels::CpuHasBf16Dot()) return 0;
+  const int64_t iterations = 2'000'000;
+  std::vector<float> sinks(threads);
+  return BestOf(12, [&] {  // as MeasureFmaPeak
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<int64_t> flops(threads);
+    kernels::ForEachThread(threads,
+                           [&](int t) { flops[t] = Bf16DotChains(iterations, &sinks[t]); });
     const double s = Seconds(start);
     int64_t total = 0;
     for (int64_t f : flops) total += f;
@@ -134,6 +169,7 @@ target::Roofline MeasureRoofline(int threads) {
   r.threads = threads;
   r.fma_gflops_1t = MeasureFmaPeak(1);
   r.fma_gflops = MeasureFmaPeak(threads);
+  r.bf16_dot_gflops = MeasureBf16DotPeak(threads);
   r.read_gbps = MeasureBandwidth(StreamKind::kRead, threads);
   r.copy_gbps = MeasureBandwidth(StreamKind::kCopy, threads);
   r.triad_gbps = MeasureBandwidth(StreamKind::kTriad, threads);

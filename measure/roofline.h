@@ -3,6 +3,7 @@
 // machine's roofline, measured in-process, so that kernels can be reported as a
 // fraction of what this machine reaches rather than of a datasheet figure.
 //   MeasureFmaPeak       FP32 FMA throughput of independent register chains
+//   MeasureBf16DotPeak   the same for the bf16 dot-product instruction
 //   MeasureBandwidth     streaming read, copy and triad over buffers far larger than L3
 #pragma once
 
@@ -16,6 +17,9 @@ namespace fusetune::measure {
 // GFLOP/s of FP32 fused multiply-adds on `threads` threads (2 flops per FMA),
 // with the widest vectors this build targets; best of several runs.
 double MeasureFmaPeak(int threads);
+// GFLOP/s of bf16 dot products with float sums (vdpbf16ps: 4 flops per lane),
+// 0 on a CPU without them.
+double MeasureBf16DotPeak(int threads);
 
 enum class StreamKind {
   kRead,   // sum of an array: bytes read

@@ -8,9 +8,9 @@ namespace fusetune::target {
 
 std::string Roofline::ToString() const {
   return fmt::format(
-      "FP32 FMA peak {:.1f} GFLOP/s on 1 thread, {:.1f} on {}; DRAM read {:.1f} GB/s, copy {:.1f}, "
-      "triad {:.1f}",
-      fma_gflops_1t, fma_gflops, threads, read_gbps, copy_gbps, triad_gbps);
+      "FP32 FMA peak {:.1f} GFLOP/s on 1 thread, {:.1f} on {}; BF16 dot peak {:.1f}; DRAM read "
+      "{:.1f} GB/s, copy {:.1f}, triad {:.1f}",
+      fma_gflops_1t, fma_gflops, threads, bf16_dot_gflops, read_gbps, copy_gbps, triad_gbps);
 }
 
 nlohmann::json CalibrationToJson(const Calibration& c) {
@@ -19,6 +19,7 @@ nlohmann::json CalibrationToJson(const Calibration& c) {
           {"threads", c.threads},
           {"fma_gflops_1_thread", r.fma_gflops_1t},
           {"fma_gflops", r.fma_gflops},
+          {"bf16_dot_gflops", r.bf16_dot_gflops},
           {"dram_read_gbps", r.read_gbps},
           {"dram_copy_gbps", r.copy_gbps},
           {"dram_triad_gbps", r.triad_gbps},

@@ -19,6 +19,7 @@ namespace fusetune::target {
 struct Roofline {
   int threads = 0;
   double fma_gflops_1t = 0, fma_gflops = 0;             // 1 thread, `threads` threads
+  double bf16_dot_gflops = 0;  // `threads` threads; 0 without the instruction (or not measured)
   double read_gbps = 0, copy_gbps = 0, triad_gbps = 0;  // DRAM, `threads` threads
   std::string ToString() const;
 };

@@ -1,0 +1,231 @@
+// The bf16 GEMM (kernels/precision.h): conversions against their definition,
+// results within the stated bound of the exact product, pre-packed bf16 B
+// identical to packing at run time with half the bytes streamed, and the
+// portable and vector micro-kernels agreeing.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "common/rng.h"
+#include "kernels/bf16.h"
+#include "kernels/gemm.h"
+#include "kernels/microkernel_bf16.h"
+
+namespace fusetune::kernels {
+namespace {
+
+float FromBits(uint32_t bits) {
+  float x;
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
+
+TEST(Bf16, RoundsToNearestEvenAndKeepsSpecials) {
+  EXPECT_EQ(FloatToBf16(1.0f), 0x3f80);
+  EXPECT_EQ(FloatToBf16(FromBits(0x3f808000)), 0x3f80);  // tie, even stays
+  EXPECT_EQ(FloatToBf16(FromBits(0x3f818000)), 0x3f82);  // tie, odd rounds up
+  EXPECT_EQ(FloatToBf16(FromBits(0x3f808001)), 0x3f81);
+  EXPECT_EQ(FloatToBf16(INFINITY), 0x7f80);
+  EXPECT_TRUE(std::isnan(Bf16ToFloat(FloatToBf16(NAN))));
+  EXPECT_EQ(FloatToBf16(FromBits(0x00400000)), 0x0000);  // a denormal flushes, as vcvtneps2bf16
+  EXPECT_EQ(FloatToBf16(FromBits(0x80400000)), 0x8000);
+  EXPECT_EQ(Bf16ToFloat(0x4049), 3.140625f);
+}
+
+TEST(Bf16, VectorConversionsMatchTheScalarOne) {
+  Rng rng(7);
+  std::vector<float> x(1000), y(1000);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const uint32_t bits = static_cast<uint32_t>(rng.Next());
+    x[i] = i % 3 == 0 ? FromBits((bits & 0xffff0000u) | 0x8000u) : FromBits(bits);  // ties too
+    y[i] = static_cast<float>(rng.Normal());
+  }
+  for (int64_t n : {0, 1, 15, 16, 17, 999}) {
+    std::vector<Bf16> got(n + 1, 0xabcd), pairs(2 * n + 2, 0xabcd);
+    ConvertToBf16(x.data(), n, got.data());
+    InterleaveToBf16Pairs(x.data(), y.data(), n, pairs.data());
+    for (int64_t i = 0; i < n; ++i) {
+      if (std::isnan(x[i])) continue;
+      ASSERT_EQ(got[i], FloatToBf16(x[i])) << n << " @" << i;
+      ASSERT_EQ(pairs[2 * i], FloatToBf16(x[i])) << n << " @" << i;
+      ASSERT_EQ(pairs[2 * i + 1], FloatToBf16(y[i])) << n << " @" << i;
+    }
+    EXPECT_EQ(got[n], 0xabcd) << "wrote past the end";
+    EXPECT_EQ(pairs[2 * n], 0xabcd) << "wrote past the end";
+  }
+}
+
+struct Case {
+  int64_t batch, m, n, k;
+  bool trans_b;
+  std::vector<float> a, b, bias, c;
+  GemmDesc desc;
+};
+
+Case MakeCase(Rng& rng, int64_t batch, int64_t m, int64_t n, int64_t k, bool trans_b) {
+  Case cs{batch, m, n, k, trans_b, {}, {}, {}, {}, {}};
+  auto fill = [&](std::vector<float>& v, int64_t size) {
+    v.resize(size);
+    for (float& x : v) x = static_cast<float>(rng.Normal());
+  };
+  fill(cs.a, batch * m * k);
+  fill(cs.b, k * n);
+  fill(cs.bias, n);
+  cs.c.assign(batch * m * n, NAN);
+  GemmDesc& d = cs.desc;
+  d.batch = batch;
+  d.m = m;
+  d.k = k;
+  d.a = cs.a.data();
+  d.a_row_stride = k;
+  d.a_batch_stride = m * k;
+  GemmOutput& out = d.outputs.emplace_back();
+  out.n = n;
+  out.b = cs.b.data();
+  out.b_row_stride = trans_b ? 1 : n;
+  out.b_col_stride = trans_b ? k : 1;
+  out.c = cs.c.data();
+  out.c_row_stride = n;
+  out.c_batch_stride = m * n;
+  out.epilogue = {EpilogueOp::Bias(cs.bias.data()), EpilogueOp::Act(EpilogueKind::kRelu)};
+  return cs;
+}
+
+GemmTiling RandomBf16Tiling(Rng& rng, int64_t k) {
+  const auto shapes = Bf16MicroTileShapes();
+  GemmTiling t;
+  std::tie(t.mr, t.nr) = shapes[rng.Below(shapes.size())];
+  t.mc = t.mr * rng.Between(1, 6);
+  t.nc = t.nr * rng.Between(1, 4);
+  t.kc = rng.Between(1, k + 3);
+  t.order = rng.Below(2) ? LoopOrder::kMN : LoopOrder::kNM;
+  t.split = static_cast<ParallelSplit>(rng.Below(3));
+  t.double_buffer = rng.Below(2) == 1;
+  t.precision = Precision::kBf16;
+  return t;
+}
+
+// The bound a bf16 GEMM keeps, per element: each operand rounded to bf16
+// (relative error u = 2^-8), so each product is off by at most (2u + u^2)
+// of |a||b|, and the float sums add at most one float rounding (2^-24) per
+// term. Relu after the bias does not enlarge an error.
+void ExpectWithinBf16Bound(const Case& cs, const std::string& what) {
+  const double u = std::ldexp(1.0, -8), bound_per_abs = 2 * u + u * u + cs.k * std::ldexp(1.0, -23);
+  for (int64_t bt = 0; bt < cs.batch; ++bt)
+    for (int64_t i = 0; i < cs.m; ++i)
+      for (int64_t j = 0; j < cs.n; ++j) {
+        double exact = cs.bias[j], abs = 0;
+        for (int64_t p = 0; p < cs.k; ++p) {
+          const double a = cs.a[(bt * cs.m + i) * cs.k + p];
+          const double b = cs.trans_b ? cs.b[j * cs.k + p] : cs.b[p * cs.n + j];
+          exact += a * b;
+          abs += std::abs(a * b);
+        }
+        exact = std::max(exact, 0.0);
+        const double got = cs.c[(bt * cs.m + i) * cs.n + j];
+        ASSERT_LE(std::abs(got - exact), bound_per_abs * abs + 1e-6)
+            << what << " @(" << bt << "," << i << "," << j << ")";
+      }
+}
+
+TEST(GemmBf16, WithinTheStatedBoundOnRandomShapesAndTilings) {
+  Rng rng(20261127);
+  const int64_t sizes[] = {1, 2, 7, 16, 33, 64, 97};
+  for (int trial = 0; trial < 40; ++trial) {
+    Case cs = MakeCase(rng, rng.Between(1, 2), sizes[rng.Below(7)], sizes[rng.Below(7)],
+                       sizes[rng.Below(7)], rng.Below(2) == 1);
+    const GemmTiling t = RandomBf16Tiling(rng, cs.k);
+    KernelConfig config;
+    config.threads = static_cast<int>(rng.Between(1, 3));
+    auto stats = RunGemm(cs.desc, t, config);
+    ASSERT_TRUE(stats.ok()) << stats.error().ToString();
+    ExpectWithinBf16Bound(cs, fmt::format("trial {}: {}x{}x{}x{} tb={} {}", trial, cs.batch, cs.m,
+                                          cs.n, cs.k, cs.trans_b, t.ToString()));
+  }
+}
+
+// Weights pre-packed in bf16 give the same results as packing them at run
+// time, and stream half the bytes of B.
+TEST(GemmBf16, PrePackedBIsTheSameBAtHalfTheBytes) {
+  Rng rng(11);
+  const int64_t sizes[] = {1, 7, 33, 97};
+  for (int trial = 0; trial < 20; ++trial) {
+    Case cs = MakeCase(rng, 1, sizes[rng.Below(4)], sizes[rng.Below(4)], sizes[rng.Below(4)],
+                       rng.Below(2) == 1);
+    const GemmTiling t = RandomBf16Tiling(rng, cs.k);
+    KernelConfig config;
+    auto plain = RunGemm(cs.desc, t, config);
+    ASSERT_TRUE(plain.ok()) << plain.error().ToString();
+    const std::vector<float> want = cs.c;
+    std::vector<float> packed(PrePackedBFloats(cs.desc, 0, t), NAN);
+    PrePackB(cs.desc, 0, t, packed.data());
+    cs.desc.outputs[0].b_packed = packed.data();
+    std::fill(cs.c.begin(), cs.c.end(), NAN);
+    auto got = RunGemm(cs.desc, t, config);
+    ASSERT_TRUE(got.ok()) << got.error().ToString();
+    const std::string what =
+        fmt::format("trial {}: {}x{}x{} tb={} {}", trial, cs.m, cs.n, cs.k, cs.trans_b, t.ToString());
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(want[i], cs.c[i]) << what << " @" << i;
+    // B's bytes: 4 per element from the f32 tensor, 2 from the bf16 panels.
+    const int64_t b_reads_plain = plain->bytes_global_to_local - got->bytes_global_to_local;
+    EXPECT_GT(b_reads_plain, 0) << what;
+    EXPECT_EQ(got->bytes_local_to_global, plain->bytes_local_to_global) << what;
+  }
+}
+
+TEST(GemmBf16, NamesAMicroTileWithoutABf16Kernel) {
+  Rng rng(1);
+  Case cs = MakeCase(rng, 1, 8, 24, 16, false);
+  GemmTiling t;
+  t.mr = 4;
+  t.nr = 24;
+  t.precision = Precision::kBf16;
+  auto r = RunGemm(cs.desc, t, KernelConfig{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("4x24 has no bf16 micro-kernel"), std::string::npos)
+      << r.error().message();
+}
+
+TEST(GemmBf16, PortableAndVectorKernelsAgree) {
+  Rng rng(5);
+  for (auto [mr, nr] : Bf16MicroTileShapes()) {
+    const int64_t kpairs = 19, lda = 2 * kpairs;
+    std::vector<Bf16> a(mr * lda);
+    alignas(64) static Bf16 bp[2 * 19 * 32];
+    for (Bf16& x : a) x = FloatToBf16(static_cast<float>(rng.Normal()));
+    for (int64_t i = 0; i < 2 * kpairs * nr; ++i) bp[i] = FloatToBf16(static_cast<float>(rng.Normal()));
+    std::vector<float> c1(mr * nr, 1.0f), c2(mr * nr, 1.0f);
+    FindBf16MicroKernel(mr, nr)->fn(kpairs, a.data(), lda, bp, c1.data(), nr, true);
+    FindPortableBf16MicroKernel(mr, nr)->fn(kpairs, a.data(), lda, bp, c2.data(), nr, true);
+    for (int i = 0; i < mr * nr; ++i) ASSERT_NEAR(c1[i], c2[i], 1e-4) << mr << "x" << nr << " @" << i;
+  }
+}
+
+}  // namespace
+}  // namespace fusetune::kernels
+
+namespace fusetune::kernels {
+namespace {
+
+// The operands really are rounded: 1 + 2^-10 is 1 in bf16.
+TEST(GemmBf16, RoundsTheOperands) {
+  Rng rng(2);
+  Case cs = MakeCase(rng, 1, 1, 16, 1, false);
+  cs.a[0] = 1.0f + std::ldexp(1.0f, -10);
+  std::fill(cs.b.begin(), cs.b.end(), 1.0f);
+  std::fill(cs.bias.begin(), cs.bias.end(), 0.0f);
+  GemmTiling t;
+  t.mr = 8;
+  t.nr = 32;
+  for (Precision p : {Precision::kF32, Precision::kBf16}) {
+    t.precision = p;
+    ASSERT_TRUE(RunGemm(cs.desc, t, KernelConfig{}).ok());
+    EXPECT_EQ(cs.c[0], p == Precision::kBf16 ? 1.0f : cs.a[0]) << PrecisionName(p);
+  }
+}
+
+}  // namespace
+}  // namespace fusetune::kernels
