@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("fma_peak_gflops", fmt::format("{:.1f}", roof.fma_gflops));
   benchmark::AddCustomContext("dram_copy_gbps", fmt::format("{:.1f}", roof.copy_gbps));
   RegisterGemmBenchmarks();
+  RegisterGemmBf16Benchmarks();
   RegisterRowwiseBenchmarks();
   RegisterAttentionBenchmarks();
   RegisterFfnBenchmarks();

@@ -189,12 +189,44 @@ void AddCachesOptions(CLI::App* cmd, CachesArgs* args, bool measures) {
       ->excludes(caches);
 }
 
+void AddPrecisionOptions(CLI::App* cmd, PrecisionArgs* args, bool tunes) {
+  cmd->add_option("--precision", args->precision,
+                  tunes ? "What fused groups may compute in: f32, or mixed (a GEMM group in bf16 "
+                          "where the model's outputs stay within --error-budget of f32; needs "
+                          "avx512_bf16). Each policy has its own target key in the database"
+                        : "Use the plans tuned with this --precision (`tune --precision`)")
+      ->check(CLI::IsMember({"f32", "mixed"}))
+      ->capture_default_str();
+  cmd->add_option("--error-budget", args->error_budget,
+                  fmt::format("With --precision mixed: the largest error allowed on the model's "
+                              "outputs, relative to each output's largest magnitude (default {:g})",
+                              kDefaultErrorBudget))
+      ->check(CLI::Range(1e-6, 0.5));
+}
+
+Result<target::PrecisionPolicy> PrecisionArgs::Policy() const {
+  target::PrecisionPolicy policy;
+  if (precision != "mixed") {
+    if (error_budget > 0)
+      return Error(ErrorCode::kInvalidArgument,
+                   "--error-budget: needs --precision mixed (f32 has no budget to spend)");
+    return policy;
+  }
+  policy.mixed = true;
+  policy.error_budget = error_budget > 0 ? error_budget : kDefaultErrorBudget;
+  if (!target::DetectTarget().Has("avx512_bf16"))
+    fmt::print(stderr,
+               "fusetune: note: this CPU has no avx512_bf16 (bf16 dot products): with --precision "
+               "mixed every group computes in f32\n");
+  return policy;
+}
+
 void PrintCalibrating() { fmt::print(stderr, "calibrating this machine (once per database)...\n"); }
 
 Result<std::string> EnsureTarget(db::Database& database, int threads, target::CacheProtocol caches,
                                  nlohmann::json* calibration) {
   FT_ASSIGN_OR_RETURN(search::JobTarget target,
-                      search::EnsureTarget(database, threads, caches, PrintCalibrating));
+                      search::EnsureTarget(database, threads, caches, {}, PrintCalibrating));
   if (calibration) *calibration = std::move(target.calibration);
   return std::move(target.key);
 }

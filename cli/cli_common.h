@@ -99,6 +99,20 @@ struct CachesArgs {
 // `measures`: the help says how the command measures, not which records it reads.
 void AddCachesOptions(CLI::App* cmd, CachesArgs* args, bool measures);
 
+// --precision f32|mixed and --error-budget, on tune (what groups may compute
+// in) and compile and run (which records to read: those of the policy):
+// target::PrecisionPolicy.
+struct PrecisionArgs {
+  std::string precision = "f32";
+  double error_budget = 0;  // 0: not given
+  // The policy, or an error for --error-budget without --precision mixed.
+  // Mixed on a CPU without avx512_bf16 stays mixed (its records' key) with
+  // a note on stderr that every group will compute in f32.
+  Result<target::PrecisionPolicy> Policy() const;
+};
+inline constexpr double kDefaultErrorBudget = 1e-2;
+void AddPrecisionOptions(CLI::App* cmd, PrecisionArgs* args, bool tunes);
+
 // "calibrating this machine (once per database)..." on stderr.
 void PrintCalibrating();
 

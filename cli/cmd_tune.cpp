@@ -29,6 +29,7 @@ struct TuneArgs {
   std::string time;
   bool until_converged = false, resume = false, json = false;
   CachesArgs caches;  // how runs find the caches (target::CacheProtocol)
+  PrecisionArgs precision;
   search::TunerOptions tuner;
   std::string save_plan;
 };
@@ -68,6 +69,7 @@ Result<search::TuningJobOptions> JobOptions(const TuneArgs& args) {
   options.until_converged = args.until_converged;
   options.resume = args.resume;
   options.caches = args.caches.caches;
+  FT_ASSIGN_OR_RETURN(options.precision, args.precision.Policy());
   return options;
 }
 
@@ -192,6 +194,7 @@ void AddTuneCommand(CLI::App& app, std::function<void(int)> set_result) {
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
   AddCachesOptions(cmd, &args->caches, /*measures=*/true);
+  AddPrecisionOptions(cmd, &args->precision, /*tunes=*/true);
   cmd->add_option("--save-plan", args->save_plan, "Write the best whole plan to this plan file");
   cmd->add_flag("--json", args->json, "Print the summary as JSON");
   cmd->callback([args, set_result] { set_result(Tune(*args)); });

@@ -55,6 +55,7 @@ void AddCompileOptions(CLI::App* cmd, CompileArgs* args) {
                 "Choose the plan from the records again, even if a compile of this model "
                 "remembered one, and do not remember this one");
   AddCachesOptions(cmd, &args->caches_args, /*measures=*/false);
+  AddPrecisionOptions(cmd, &args->precision_args, /*tunes=*/false);
 }
 
 Result<int64_t> ParseBytes(const std::string& text, const char* flag) {
@@ -90,8 +91,9 @@ Result<TuningSource> OpenTuningSource(const CompileArgs& args) {
   auto database = compiler::OpenTuningDatabase(args.db);
   if (!database.ok()) return database.error().WithContext("--db");
   source.database = std::move(*database);
-  FT_ASSIGN_OR_RETURN(source.index,
-                      compiler::LoadIndexForThisMachine(*source.database, args.caches()));
+  FT_ASSIGN_OR_RETURN(const target::PrecisionPolicy precision, args.precision_args.Policy());
+  FT_ASSIGN_OR_RETURN(source.index, compiler::LoadIndexForThisMachine(*source.database,
+                                                                      args.caches(), precision));
   source.index->PreloadInBackground(args.db);  // while the model imports
   return source;
 }
@@ -109,6 +111,10 @@ Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(
   options.remembered_plans = !explain && !args.no_remember;
   kernels::KernelConfig config;
   config.threads = threads;
+  const target::PrecisionPolicy precision =
+      target::PrecisionPolicyOfTargetKey(source.index->target());
+  options.error_budget = precision.mixed ? precision.error_budget : 0;
+  config.offer_bf16 = precision.mixed && target::DetectTarget().Has("avx512_bf16");
   FT_ASSIGN_OR_RETURN(auto model, compiler::CompiledModel::Compile(std::move(graph), config,
                                                                    *source.index, options));
   NoteOtherCacheProtocols(*model, args, *source.database);

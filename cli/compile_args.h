@@ -20,10 +20,11 @@ struct CompileArgs {
   bool no_remember = false;  // neither take nor store a remembered compile
   CachesArgs caches_args;    // the plans tuned with `tune --caches`
   target::CacheProtocol caches() const { return caches_args.caches; }
+  PrecisionArgs precision_args;  // the plans tuned with `tune --precision`
 };
 
-// --max-memory, --no-whole-model, --no-remember and --caches; --db is the
-// caller's (required or not).
+// --max-memory, --no-whole-model, --no-remember, --caches, --precision and
+// --error-budget; --db is the caller's (required or not).
 void AddCompileOptions(CLI::App* cmd, CompileArgs* args);
 
 // "512", "64K", "64KiB", "1.5M", "2G": bytes (K, M, G are powers of 1024).

@@ -1,5 +1,7 @@
 #include "compiler/compile.h"
 
+#include "compiler/precision_check.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -314,8 +316,10 @@ Result<CompiledPlan> CompileGraph(fusion_space::FusionSpace& space, TuningIndex&
   // A read the index could not return as a value (the target's calibration)
   // fails the compile too: a damaged database is not compiled on defaults.
   FT_RETURN_IF_ERROR(index.read_status());
-  if (plan.ok() && options.explain_alternatives)
+  if (plan.ok() && options.explain_alternatives) {
     FT_RETURN_IF_ERROR(ExplainAlgorithmChoices(space, index, &*plan));
+    FT_RETURN_IF_ERROR(ReadGroupErrors(index, &*plan));
+  }
   return plan;
 }
 

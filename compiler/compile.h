@@ -41,6 +41,9 @@ struct GroupChoice {
   std::optional<double> predicted_loss;
   int64_t record_id = 0;  // the record the tiling comes from (exact, bucket)
   std::string detail;     // how the source was found, for --explain
+  // A bf16 tiling's error measured on the group alone (its record's), for
+  // --explain (CompileOptions::explain_alternatives).
+  std::optional<double> measured_error;
 };
 
 // One group of the compiled plan, in kernel order.
@@ -69,6 +72,23 @@ struct CompileOptions {
   // Compare each measured conv choice with the fastest record of another
   // algorithm (one more query per conv workload): for --explain.
   bool explain_alternatives = false;
+  // A mixed precision policy's error budget (target::PrecisionPolicy; 0:
+  // f32): a plan with bf16 groups is checked end to end and groups go back
+  // to f32 until its outputs are within it (CompiledModel::Compile,
+  // precision_check.h).
+  double error_budget = 0;
+};
+
+// What mixed precision's end-to-end check found (precision_check.h), for
+// --explain and the JSON report.
+struct PrecisionReport {
+  double error_budget = 0;
+  int bf16_groups = 0;  // in the plan after the check
+  int demoted = 0;      // groups the check put back to f32
+  // The largest error of the plan's outputs, each relative to its own
+  // largest magnitude (measure::CompareOutputs), against the reference.
+  std::optional<double> end_to_end_error;
+  std::string note;  // why the check could not measure, when it could not
 };
 
 // Where a plan chosen from its groups would be remembered (remembered.h).
@@ -100,6 +120,7 @@ struct CompiledPlan {
   // A remembered plan: the database generation it was chosen at.
   std::optional<int64_t> remembered_generation;
   double lookup_seconds = 0;
+  std::optional<PrecisionReport> precision;  // set when CompileOptions::error_budget was
 };
 
 Result<CompiledPlan> CompileGraph(fusion_space::FusionSpace& space, TuningIndex& index,

@@ -102,6 +102,28 @@ std::string LayoutsLine(fusion_space::FusionSpace& space, const CompiledPlan& pl
                      : placed.error().message();
 }
 
+// "precision   ..." for a mixed-precision compile, else nothing.
+std::string PrecisionLine(const CompiledPlan& plan) {
+  int bf16 = 0;
+  for (const fusion_space::PlanGroup& g : plan.plan.groups)
+    bf16 += fusion_space::TilingPrecision(g.tiling) == kernels::Precision::kBf16;
+  if (!plan.precision && bf16 == 0) return "";
+  std::string line = fmt::format("precision   {} of {} kernels in bf16", bf16, plan.plan.groups.size());
+  if (!plan.precision) return line + "\n";
+  const PrecisionReport& p = *plan.precision;
+  line += fmt::format(", error budget {:g}", p.error_budget);
+  if (p.demoted > 0) line += fmt::format(", {} put back to f32 to meet it", p.demoted);
+  if (p.end_to_end_error)
+    line += fmt::format("; end-to-end error {:.2g} on random inputs against the reference",
+                        *p.end_to_end_error);
+  else if (!p.note.empty())
+    line += "; " + p.note;
+  else if (plan.whole_model_record || plan.remembered_generation)
+    line += fmt::format("; verified within it when the {} was measured",
+                        plan.whole_model_record ? "whole-model plan" : "remembered plan");
+  return line + "\n";
+}
+
 }  // namespace
 
 std::string ExplainPlan(fusion_space::FusionSpace& space, const CompiledPlan& plan,
@@ -128,6 +150,7 @@ std::string ExplainPlan(fusion_space::FusionSpace& space, const CompiledPlan& pl
   }
   out += fmt::format("sources     {} (cost model: {}; measured/analytical scale {:.2f})\n", sources,
                      plan.model, plan.scale);
+  out += PrecisionLine(plan);
   if (!per_group) return out;
   out += fmt::format("\n{:>4}  {:<12}  {:<30}  {:>6}  {:>22}  {}\n", "#", "source", "time", "loss",
                      "traffic (saved)", "kernel");
@@ -142,8 +165,12 @@ std::string ExplainPlan(fusion_space::FusionSpace& space, const CompiledPlan& pl
     out += fmt::format("{:>4}  {:<12}  {}  {}  {:>10} ({:>9})  {} [{}]\n", i,
                        PlanSourceName(d.choice.source), Time(d.choice), Loss(d.choice),
                        Mib(d.bytes), Mib(d.unfused_bytes - d.bytes), d.kernel, NodeList(d.nodes));
-    out += fmt::format("{:>6}tiling {}; {}\n", "", fusion_space::TilingToString(d.choice.tiling),
-                       d.choice.detail);
+    out += fmt::format("{:>6}tiling {}; {}{}\n", "", fusion_space::TilingToString(d.choice.tiling),
+                       d.choice.detail,
+                       d.choice.measured_error
+                           ? fmt::format("; bf16 error {:.2g} measured on the group alone",
+                                         *d.choice.measured_error)
+                           : std::string());
     if (const std::string parts = Parts(space, plan, d, *analytical); !parts.empty())
       out += fmt::format("{:>6}analytical {}\n", "", parts);
     for (const std::string& line : BoundaryReasons(space, plan, d, candidate_of))
@@ -168,6 +195,16 @@ nlohmann::json CompiledSummaryJson(const CompiledPlan& plan) {
                    {"lookup_ms", plan.lookup_seconds * 1e3}};
   if (plan.measured_seconds) j["measured_ms"] = *plan.measured_seconds * 1e3;
   if (plan.whole_model_record) j["whole_model_record"] = *plan.whole_model_record;
+  int bf16 = 0;
+  for (const fusion_space::PlanGroup& g : plan.plan.groups)
+    bf16 += fusion_space::TilingPrecision(g.tiling) == kernels::Precision::kBf16;
+  j["bf16_kernels"] = bf16;
+  if (plan.precision) {
+    const PrecisionReport& p = *plan.precision;
+    j["precision"] = {{"error_budget", p.error_budget}, {"demoted", p.demoted}};
+    if (p.end_to_end_error) j["precision"]["end_to_end_error"] = *p.end_to_end_error;
+    if (!p.note.empty()) j["precision"]["note"] = p.note;
+  }
   return j;
 }
 

@@ -1,5 +1,7 @@
 #include "compiler/model.h"
 
+#include "compiler/precision_check.h"
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -30,9 +32,9 @@ Result<std::unique_ptr<db::Database>> OpenTuningDatabase(const std::string& path
   return db::MakeSqliteDatabase(path, open);
 }
 
-Result<std::unique_ptr<TuningIndex>> LoadIndexForThisMachine(db::Database& database,
-                                                             target::CacheProtocol caches) {
-  const std::string target = target::ThisMachineKey(caches);
+Result<std::unique_ptr<TuningIndex>> LoadIndexForThisMachine(
+    db::Database& database, target::CacheProtocol caches, const target::PrecisionPolicy& precision) {
+  const std::string target = target::ThisMachineKey(caches, precision);
   return TuningIndex::Load(database, target, caches);
 }
 
@@ -85,6 +87,24 @@ Result<std::unique_ptr<CompiledModel>> CompiledModel::Compile(graph::Graph graph
                                                               const CompileOptions& options) {
   std::unique_ptr<CompiledModel> model(new CompiledModel(std::move(graph), config));
   FT_ASSIGN_OR_RETURN(model->compiled_, CompileGraph(*model->space_, index, options));
+  // A whole-model plan was verified within the budget when it was measured
+  // (the tuner's tolerance for bf16 candidates), a remembered one when it
+  // was remembered: only a plan chosen from group records is checked here.
+  CompiledPlan& chosen = model->compiled_;
+  if (options.error_budget > 0 && (chosen.whole_model_record || chosen.remembered_generation)) {
+    chosen.precision.emplace();
+    chosen.precision->error_budget = options.error_budget;
+    for (const fusion_space::PlanGroup& g : chosen.plan.groups)
+      chosen.precision->bf16_groups +=
+          fusion_space::TilingPrecision(g.tiling) == kernels::Precision::kBf16;
+  } else if (options.error_budget > 0) {
+    fusion_space::FusionSpace& space = *model->space_;
+    FT_ASSIGN_OR_RETURN(model->compiled_.precision,
+                        EnforceErrorBudget(space, model->compiled_, options.error_budget,
+                                           [&](const fusion_space::Plan& plan) {
+                                             return runtime::KernelProgram::Compile(space, plan);
+                                           }));
+  }
   FT_RETURN_IF_ERROR(model->Lower());
   return model;
 }

@@ -18,11 +18,12 @@ namespace fusetune::compiler {
 // file of an older schema is first migrated when it is writable.
 Result<std::unique_ptr<db::Database>> OpenTuningDatabase(const std::string& path);
 
-// The tuning index of this machine under a cache protocol: its target key
-// (target::TargetKey), the calibration stored for it (the cost model's
-// target features) and its best plans.
+// The tuning index of this machine under a cache protocol and a precision
+// policy: its target key (target::TargetKey), the calibration stored for it
+// (the cost model's target features) and its best plans.
 Result<std::unique_ptr<TuningIndex>> LoadIndexForThisMachine(
-    db::Database& database, target::CacheProtocol caches = target::CacheProtocol::kFlushed);
+    db::Database& database, target::CacheProtocol caches = target::CacheProtocol::kFlushed,
+    const target::PrecisionPolicy& precision = {});
 
 class CompiledModel;
 

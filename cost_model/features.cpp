@@ -30,6 +30,8 @@ const std::vector<std::string> kNames = {
     "tiling_0", "tiling_1", "tiling_2", "tiling_3", "tiling_4", "tiling_5", "tiling_6",
     // activation layouts a conv reads and writes (kernels/layout.h; 0 = NCHW)
     "layout_in", "layout_out",
+    // the precision a GEMM computes in (kernels/precision.h; 0 = f32, 1 = bf16)
+    "bf16",
     // op mix of prologue and epilogue (or the tile program)
     "ops_operand", "ops_activation", "ops_reduction", "ops_total", "outputs",
     // target
@@ -243,6 +245,7 @@ TargetFeatures TargetFeaturesFromCalibration(const nlohmann::json& c,
     return v > 0 ? v : fallback;
   };
   t.peak_gflops = positive("fma_gflops", t.peak_gflops);
+  t.bf16_gflops = positive("bf16_dot_gflops", t.bf16_gflops);
   t.dram_gbps = positive("dram_read_gbps", t.dram_gbps);
   t.l2_gbps = positive("l2_read_gbps", t.l2_gbps);
   t.launch_us = positive("launch_overhead_us", t.launch_us);
@@ -287,7 +290,10 @@ AnalyticalParts ExtractFeatures(const GroupInfo& group, const fusion_space::Tili
   parts.traffic_bytes = e.bytes_in + e.bytes_out;
   // Compute: padded work on the busiest thread at the FMA peak of one thread;
   // a transcendental costs about 20 FMA lanes.
-  const double per_thread_peak = target.peak_gflops * 1e9 / std::max(1, target.threads);
+  const auto* gemm = std::get_if<kernels::GemmTiling>(&tiling);
+  const bool bf16 = gemm != nullptr && gemm->precision == kernels::Precision::kBf16;
+  const double peak = bf16 && target.bf16_gflops > 0 ? target.bf16_gflops : target.peak_gflops;
+  const double per_thread_peak = peak * 1e9 / std::max(1, target.threads);
   const double work = (group.flops * ArithmeticFactor(in, tiling) + 20 * group.transcendentals) /
                       std::max(e.lane_utilisation, 1e-3) *
                       std::max(e.max_thread_work, 1.0 / target.threads);
@@ -333,6 +339,7 @@ AnalyticalParts ExtractFeatures(const GroupInfo& group, const fusion_space::Tili
                            params[6],
                            layouts[0],
                            layouts[1],
+                           bf16 ? 1.0 : 0.0,
                            mix.operand,
                            mix.activation,
                            mix.reduction,

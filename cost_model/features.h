@@ -31,7 +31,8 @@ namespace fusetune::cost_model {
 // 7: a conv's input and output activation layouts (layout_in, layout_out);
 // 8: the cache protocol as two features, warm weights and warm activations
 // (cold weights with warm activations is the third protocol).
-inline constexpr int kFeatureVersion = 8;
+// 9: a GEMM tiling's precision (bf16), its compute at the BF16 dot peak.
+inline constexpr int kFeatureVersion = 9;
 
 // What the model knows of the machine, from its stored calibration
 // (target::CalibrationToJson), and of how candidates were measured there, so
@@ -41,6 +42,7 @@ inline constexpr int kFeatureVersion = 8;
 // with several times.
 struct TargetFeatures {
   double peak_gflops = 400, dram_gbps = 40, l2_gbps = 250, launch_us = 3;
+  double bf16_gflops = 0;  // the BF16 dot peak; 0: unknown, taken as peak_gflops
   double local_buffer_bytes = 1 << 20;
   int threads = 2;
   // What each run finds in the caches (target::CacheProtocol): flushed

@@ -37,6 +37,11 @@ KernelTemplate TilingTemplate(const Tiling& t) {
   }
 }
 
+kernels::Precision TilingPrecision(const Tiling& tiling) {
+  const auto* gemm = std::get_if<kernels::GemmTiling>(&tiling);
+  return gemm != nullptr ? gemm->precision : kernels::Precision::kF32;
+}
+
 std::string TilingToString(const Tiling& t) {
   if (auto* x = std::get_if<kernels::ElementwiseTiling>(&t)) return x->ToString();
   if (auto* x = std::get_if<kernels::RowwiseTiling>(&t)) return x->ToString();
@@ -175,7 +180,9 @@ TilingSpace::TilingSpace(const KernelInstance& k, const kernels::KernelConfig& c
                  {"micro", Range(MicroShapes().size())},
                  {"order", {0, 1}},
                  {"split", {0, 1, 2}},
-                 {"double_buffer", {0, 1}}};
+                 {"double_buffer", {0, 1}},
+                 {"precision", config.offer_bf16 ? std::vector<int64_t>{0, 1}
+                                                 : std::vector<int64_t>{0}}};
       break;
     }
     case KernelTemplate::kAttention:
@@ -237,6 +244,7 @@ Tiling TilingSpace::At(const std::vector<int>& c) const {
       t.order = static_cast<kernels::LoopOrder>(v(4));
       t.split = static_cast<kernels::ParallelSplit>(v(5));
       t.double_buffer = v(6) != 0;
+      t.precision = static_cast<kernels::Precision>(v(7));
       return t;
     }
     case KernelTemplate::kAttention: {
@@ -280,7 +288,8 @@ std::vector<int64_t> TilingValues(const Tiling& t) {
               MicroIndex(x->mr, x->nr),
               static_cast<int>(x->order),
               static_cast<int>(x->split),
-              x->double_buffer ? 1 : 0};
+              x->double_buffer ? 1 : 0,
+              static_cast<int>(x->precision)};
   if (auto* x = std::get_if<kernels::AttentionTiling>(&t))
     values = {x->br, x->bc, MicroIndex(x->mr, x->nr)};
   if (auto* x = std::get_if<kernels::ConvTiling>(&t))
@@ -574,7 +583,8 @@ double ParamDistance(const TilingParam& param, int64_t v, int64_t want) {
   // nearest tiling keeps it while any tiling of it is legal.
   if (param.name == "algorithm") return v != want ? 64.0 : 0.0;
   const bool numeric = v > 0 && want > 0 && param.name != "micro" && param.name != "order" &&
-                       param.name != "split" && param.name != "algorithm";
+                       param.name != "split" && param.name != "algorithm" &&
+                       param.name != "precision";
   return numeric ? std::abs(std::log2(static_cast<double>(v) / static_cast<double>(want)))
                  : (v != want ? 1.0 : 0.0);
 }
@@ -679,15 +689,21 @@ json TilingToJson(const Tiling& t) {
   if (auto* x = std::get_if<kernels::ElementwiseTiling>(&t)) return {{"tile", x->tile}};
   if (auto* x = std::get_if<kernels::RowwiseTiling>(&t))
     return {{"rows_per_tile", x->rows_per_tile}, {"unroll", x->unroll}, {"prefetch", x->prefetch}};
-  if (auto* x = std::get_if<kernels::GemmTiling>(&t))
-    return {{"mc", x->mc},
-            {"nc", x->nc},
-            {"kc", x->kc},
-            {"mr", x->mr},
-            {"nr", x->nr},
-            {"order", kernels::LoopOrderName(x->order)},
-            {"split", kernels::ParallelSplitName(x->split)},
-            {"double_buffer", x->double_buffer}};
+  if (auto* x = std::get_if<kernels::GemmTiling>(&t)) {
+    json j = {{"mc", x->mc},
+              {"nc", x->nc},
+              {"kc", x->kc},
+              {"mr", x->mr},
+              {"nr", x->nr},
+              {"order", kernels::LoopOrderName(x->order)},
+              {"split", kernels::ParallelSplitName(x->split)},
+              {"double_buffer", x->double_buffer}};
+    // Only bf16 is written: f32 tilings keep the text they had before
+    // precision was a choice (records and plan files compare it).
+    if (x->precision != kernels::Precision::kF32)
+      j["precision"] = kernels::PrecisionName(x->precision);
+    return j;
+  }
   if (auto* x = std::get_if<kernels::AttentionTiling>(&t))
     return {{"br", x->br}, {"bc", x->bc}, {"mr", x->mr}, {"nr", x->nr}};
   if (auto* x = std::get_if<kernels::ConvTiling>(&t))
@@ -750,6 +766,15 @@ FusionDecision TilingFromFields(KernelTemplate kind, const TilingFields& fields,
         if (split == kernels::ParallelSplitName(s)) t.split = s, found = true;
       if (!found)
         return FusionDecision::Forbid(fmt::format("tiling.split \"{}\" is not m, n or mn", split));
+      // Absent from plans and records of before bf16: f32.
+      const std::string precision = TextField(fields, "precision");
+      if (!precision.empty()) {
+        const std::optional<kernels::Precision> p = kernels::PrecisionFromName(precision);
+        if (!p)
+          return FusionDecision::Forbid(
+              fmt::format("tiling.precision \"{}\" is not f32 or bf16", precision));
+        t.precision = *p;
+      }
       *out = t;
       return FusionDecision::Allow();
     }

@@ -47,6 +47,10 @@ size_t DefaultLocalBufferBytes();
 struct KernelConfig {
   size_t local_buffer_bytes = DefaultLocalBufferBytes();
   int threads = 2;
+  // Tiling spaces (fusion_space/) offer bf16 tilings of the templates that
+  // have them, the GEMM's (`tune --precision mixed`); set only where the
+  // target has avx512_bf16. Kernels run whatever precision a tiling names.
+  bool offer_bf16 = false;
 };
 
 // A thread's local buffer: one 64-byte aligned allocation of fixed capacity,

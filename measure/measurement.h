@@ -44,6 +44,11 @@ struct MeasureOptions {
   // but are not timed or counted. A whole plan times every transform.
   bool time_layout_transforms = true;
   double tolerance = 1e-4;      // of the largest magnitude of each output
+  // The tolerance of a candidate with a group in bf16 (Candidate::
+  // reduced_precision): the error budget of a mixed-precision job
+  // (target::PrecisionPolicy). 0: `tolerance`. The measurer puts it in
+  // `tolerance` for such a candidate; it is not sent to the worker.
+  double reduced_precision_tolerance = 0;
   double timeout_seconds = 60;  // per candidate, graph loading included
   // The roofline the fraction is taken against; zero leaves it unknown.
   double peak_gflops = 0, dram_gbps = 0;

@@ -42,6 +42,16 @@ std::shared_ptr<const graph::Graph> GroupGraph(const graph::Graph& graph,
   return std::make_shared<const graph::Graph>(graph::ExtractSubgraph(graph, nodes));
 }
 
+namespace {
+
+bool ReducedPrecision(const fusion_space::Plan& plan) {
+  for (const fusion_space::PlanGroup& g : plan.groups)
+    if (fusion_space::TilingPrecision(g.tiling) != kernels::Precision::kF32) return true;
+  return false;
+}
+
+}  // namespace
+
 Result<Candidate> GroupCandidate(std::shared_ptr<const graph::Graph> group_graph,
                                  fusion_space::FusionSpace& group_space,
                                  const fusion_space::Tiling& tiling, std::string label) {
@@ -54,13 +64,13 @@ Result<Candidate> GroupCandidate(std::shared_ptr<const graph::Graph> group_graph
   if (!valid)
     return Error(ErrorCode::kInvalidArgument, "not a measurable group: " + valid.reason());
   return Candidate{std::move(group_graph), fusion_space::PlanToJson(group_space, plan),
-                   std::move(label), /*group=*/true};
+                   std::move(label), /*group=*/true, ReducedPrecision(plan)};
 }
 
 Candidate PlanCandidate(std::shared_ptr<const graph::Graph> graph, fusion_space::FusionSpace& space,
                         const fusion_space::Plan& plan, std::string label) {
   return Candidate{std::move(graph), fusion_space::PlanToJson(space, plan), std::move(label),
-                   false};
+                   false, ReducedPrecision(plan)};
 }
 
 std::string DefaultWorkerPath() {
@@ -165,6 +175,8 @@ MeasureResult Measurer::Measure(const Candidate& candidate, const MeasureOptions
   auto id = SendGraph(candidate.graph);
   MeasureOptions run_options = options;
   if (candidate.group) run_options.time_layout_transforms = false;
+  if (candidate.reduced_precision && options.reduced_precision_tolerance > 0)
+    run_options.tolerance = options.reduced_precision_tolerance;
   nlohmann::json request{{"graph", id.ok() ? *id : 0},
                          {"plan", candidate.plan},
                          {"options", OptionsToJson(run_options)}};

@@ -29,6 +29,9 @@ struct Candidate {
   // A group graph's one-group plan (GroupCandidate): its edge layout
   // transforms are not timed (MeasureOptions::time_layout_transforms).
   bool group = false;
+  // Some group computes in bf16: verified with
+  // MeasureOptions::reduced_precision_tolerance.
+  bool reduced_precision = false;
 };
 
 // A fused group as a graph of its own (graph/subgraph.h), to measure its

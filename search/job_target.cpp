@@ -20,8 +20,9 @@ Result<std::string> StoredCalibration(db::TargetStore& database, const std::stri
 }  // namespace
 
 Result<JobTarget> EnsureTarget(db::TargetStore& database, int threads, target::CacheProtocol caches,
+                               const target::PrecisionPolicy& precision,
                                const std::function<void()>& calibrating) {
-  const std::string key = target::ThisMachineKey(caches);
+  const std::string key = target::ThisMachineKey(caches, precision);
   FT_ASSIGN_OR_RETURN(auto own, database.GetTarget(key));
   const bool own_calibrated = own.has_value() && own->calibration != "{}";
   FT_ASSIGN_OR_RETURN(const std::string stored, StoredCalibration(database, key));
@@ -39,6 +40,7 @@ Result<JobTarget> EnsureTarget(db::TargetStore& database, int threads, target::C
   if (!own_calibrated) {
     nlohmann::json description = c["target"];
     description["caches"] = target::CacheProtocolName(caches);
+    if (precision.mixed) description["precision"] = precision.ToString();
     FT_RETURN_IF_ERROR(database.PutTarget({key, description.dump(), c.dump()}));
   }
   return JobTarget{key, std::move(c)};

@@ -26,6 +26,7 @@ struct JobTarget {
 // under the protocol's key when it is missing. `calibrating` is called before
 // a calibration, which takes a few seconds.
 Result<JobTarget> EnsureTarget(db::TargetStore& database, int threads, target::CacheProtocol caches,
+                               const target::PrecisionPolicy& precision,
                                const std::function<void()>& calibrating = {});
 
 }  // namespace fusetune::search

@@ -75,6 +75,23 @@ Status TuningJob::FindJobToResume() {
                              "--no-model, or start a new job",
                              resumed_->id));
   options_.tuner.guided = job_guided;
+  return TakeResumedPrecision(spec);
+}
+
+// A resumed job measures in the precision it started with (its records'
+// target key); asking for another mixed policy is an error.
+Status TuningJob::TakeResumedPrecision(const nlohmann::json& spec) {
+  target::PrecisionPolicy job;
+  if (spec.is_object() && spec.contains("precision") && spec["precision"].is_object()) {
+    job.mixed = spec["precision"].value("mixed", false);
+    job.error_budget = spec["precision"].value("error_budget", 0.0);
+  }
+  if (options_.precision.mixed && options_.precision != job)
+    return Error(ErrorCode::kInvalidArgument,
+                 fmt::format("--precision {}: job {} tunes in precision {}; resume it without "
+                             "--precision, or start a new job",
+                             options_.precision.ToString(), resumed_->id, job.ToString()));
+  options_.precision = job;
   return Status::Ok();
 }
 
@@ -83,8 +100,10 @@ Status TuningJob::FindJobToResume() {
 Status TuningJob::TakeTarget(TunerContext* context) {
   measure::MeasureOptions& measure = options_.tuner.measure;
   measure.caches = options_.caches;
-  FT_ASSIGN_OR_RETURN(JobTarget target, EnsureTarget(database_, measure.threads, options_.caches,
-                                                     callbacks_.calibrating));
+  if (options_.precision.mixed) measure.reduced_precision_tolerance = options_.precision.error_budget;
+  FT_ASSIGN_OR_RETURN(JobTarget target,
+                      EnsureTarget(database_, measure.threads, options_.caches,
+                                   options_.precision, callbacks_.calibrating));
   target_ = target.key;
   context->target = target.key;
   context->target_features =
@@ -97,6 +116,7 @@ Status TuningJob::TakeTarget(TunerContext* context) {
 Status TuningJob::StoreWorkloads() {
   kernels::KernelConfig config;
   config.threads = options_.tuner.measure.threads;
+  config.offer_bf16 = options_.precision.mixed && target::DetectTarget().Has("avx512_bf16");
   space_ = std::make_unique<fusion_space::FusionSpace>(*graph_, config);
   tasks_ = ExtractTasks(*graph_, *space_, true);
   for (const Task& t : tasks_) FT_RETURN_IF_ERROR(database_.PutWorkload(t.Workload()));
@@ -114,7 +134,10 @@ Status TuningJob::OpenJobRow() {
                             {"until_converged", options_.until_converged},
                             {"seed", options_.tuner.seed},
                             {"guided", options_.tuner.guided},
-                            {"caches", target::CacheProtocolName(options_.caches)}};
+                            {"caches", target::CacheProtocolName(options_.caches)},
+                            {"precision",
+                             {{"mixed", options_.precision.mixed},
+                              {"error_budget", options_.precision.error_budget}}}};
   db::JobEntry job;
   job.spec = spec.dump();
   FT_ASSIGN_OR_RETURN(job_id_, database_.CreateJob(job));

@@ -60,6 +60,12 @@ struct TuningJobOptions {
   // target key. A resumed job keeps its own (asking a job for another
   // protocol than its own is an error; the default takes the job's).
   target::CacheProtocol caches = target::CacheProtocol::kFlushed;
+  // Which precisions groups may compute in (target.h). Mixed: GEMM groups'
+  // tiling spaces offer bf16 (where the target has avx512_bf16; elsewhere
+  // the job tunes f32 under the mixed key and says so), a candidate with a
+  // bf16 group is verified against the error budget, and the records go
+  // under the policy's target key. A resumed job keeps its own policy.
+  target::PrecisionPolicy precision;
   std::string worker_path;  // fusetune-worker; empty: measure::DefaultWorkerPath()
   MeasureFn measure;        // a stand-in for the worker (tests); empty: the worker
 };
@@ -108,6 +114,7 @@ class TuningJob {
   TuningJob(db::Database& database, std::shared_ptr<const graph::Graph> graph,
             TuningJobOptions options, TuningJobCallbacks callbacks);
   Status FindJobToResume();
+  Status TakeResumedPrecision(const nlohmann::json& spec);
   Status TakeTarget(TunerContext* context);
   Status StoreWorkloads();
   Status OpenJobRow();

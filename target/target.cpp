@@ -194,8 +194,32 @@ bool EndsWith(const std::string& s, std::string_view suffix) {
 
 }  // namespace
 
-std::string TargetKey(const TargetFingerprint& f, CacheProtocol caches) {
-  return f.HashString() + KeySuffix(caches);
+std::string PrecisionPolicy::ToString() const {
+  return mixed ? fmt::format("mixed (error budget {:g})", error_budget) : "f32";
+}
+
+namespace {
+
+constexpr std::string_view kMixedMark = "-mixed";
+
+std::string PrecisionSuffix(const PrecisionPolicy& p) {
+  return p.mixed ? fmt::format("{}{:g}", kMixedMark, p.error_budget) : "";
+}
+
+}  // namespace
+
+std::string TargetKey(const TargetFingerprint& f, CacheProtocol caches,
+                      const PrecisionPolicy& precision) {
+  return f.HashString() + PrecisionSuffix(precision) + KeySuffix(caches);
+}
+
+PrecisionPolicy PrecisionPolicyOfTargetKey(const std::string& target_key) {
+  const size_t at = target_key.find(kMixedMark);
+  if (at == std::string::npos) return {};
+  PrecisionPolicy p;
+  p.mixed = true;
+  p.error_budget = std::strtod(target_key.c_str() + at + kMixedMark.size(), nullptr);
+  return p;
 }
 
 CacheProtocol CacheProtocolOfTargetKey(const std::string& target_key) {
@@ -231,11 +255,13 @@ bool TargetFingerprint::Has(std::string_view flag) const {
   return std::find(isa.begin(), isa.end(), flag) != isa.end();
 }
 
-std::string ThisMachineKey(CacheProtocol caches) { return TargetKey(DetectTarget(), caches); }
+std::string ThisMachineKey(CacheProtocol caches, const PrecisionPolicy& precision) {
+  return TargetKey(DetectTarget(), caches, precision);
+}
 
 std::string FlushedKeyOf(const std::string& target_key) {
-  const size_t n = std::strlen(KeySuffix(CacheProtocolOfTargetKey(target_key)));
-  return target_key.substr(0, target_key.size() - n);
+  const size_t dash = target_key.find('-');  // the hash is hex digits
+  return dash == std::string::npos ? target_key : target_key.substr(0, dash);
 }
 
 nlohmann::json FingerprintToJson(const TargetFingerprint& f) {

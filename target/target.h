@@ -54,17 +54,35 @@ const char* CacheProtocolName(CacheProtocol caches);  // "flushed", "warm", "col
 // The protocol of a name CacheProtocolName gives; nullopt for any other text.
 std::optional<CacheProtocol> CacheProtocolFromName(std::string_view name);
 
+// Which precisions kernels may compute in (kernels/precision.h): f32 only,
+// the default, or mixed: a fused group may compute in bf16 as long as the
+// model's outputs stay within `error_budget` of the f32 reference (the
+// largest error relative to each output's largest magnitude, as
+// measurements verify). Mixed records are faster and less exact, measured
+// with the budget as their tolerance, so they live under a key of their own,
+// budget included (docs/PRECISION.md).
+struct PrecisionPolicy {
+  bool mixed = false;
+  double error_budget = 0;  // mixed only; > 0
+  bool operator==(const PrecisionPolicy&) const = default;
+  std::string ToString() const;  // "f32", "mixed (error budget 0.01)"
+};
+
 // The target key records are stored and looked up under: the fingerprint's
-// hash for flushed caches, with "-warm" or "-coldw" appended for the other
-// protocols. The only place the rule is written.
-std::string TargetKey(const TargetFingerprint& f, CacheProtocol caches);
-// TargetKey(DetectTarget(), caches): the key of the machine this process runs on.
-std::string ThisMachineKey(CacheProtocol caches);
+// hash for flushed caches in f32, with "-mixed<budget>" appended for a mixed
+// precision policy, then "-warm" or "-coldw" for the other cache protocols
+// ("7dcd332f7e56e76c-mixed0.01-warm"). The only place the rule is written.
+std::string TargetKey(const TargetFingerprint& f, CacheProtocol caches,
+                      const PrecisionPolicy& precision = {});
+// TargetKey(DetectTarget(), ...): the key of the machine this process runs on.
+std::string ThisMachineKey(CacheProtocol caches, const PrecisionPolicy& precision = {});
 // The protocol a stored target key was measured under (its suffix).
 CacheProtocol CacheProtocolOfTargetKey(const std::string& target_key);
-// The flushed key of the same machine (a key without its protocol's suffix):
-// the calibration of a machine does not depend on the protocol, so a key of
-// another protocol without one reads the flushed key's.
+// The precision policy of a stored target key.
+PrecisionPolicy PrecisionPolicyOfTargetKey(const std::string& target_key);
+// The flushed f32 key of the same machine (the fingerprint's hash alone):
+// the calibration of a machine depends on neither, so a key of another
+// protocol or precision without one reads this key's.
 std::string FlushedKeyOf(const std::string& target_key);
 
 nlohmann::json FingerprintToJson(const TargetFingerprint& f);
