@@ -8,6 +8,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/db_json.h"
 #include "db/jsonl.h"
 #include "target/target.h"
 
@@ -41,24 +42,8 @@ int Stats(const DbArgs& a) {
   const std::string target = ThisTarget(a);
   auto s = (*database)->Stats(target);
   if (!s.ok()) return ReportError(s.error());
-  nlohmann::json j{{"db", a.db},
-                   {"schema_version", s->schema_version},
-                   {"file_bytes", s->file_bytes},
-                   {"this_target", target},
-                   {"targets", s->targets},
-                   {"group_workloads", s->group_workloads},
-                   {"graph_workloads", s->graph_workloads},
-                   {"records", s->records},
-                   {"records_by_status", s->records_by_status},
-                   {"best_entries", s->best_entries},
-                   {"stale", s->stale},
-                   {"jobs", s->jobs},
-                   {"cost_models", s->models},
-                   {"generation", s->generation},
-                   {"compiled_plans", s->compiled_plans},
-                   {"compiled_plans_current", s->compiled_plans_current}};
   if (a.json) {
-    PrintJson(j);
+    PrintJson(DbStatsJson(a.db, target, *s));
     return kExitOk;
   }
   fmt::print("{}: schema v{}, {}", a.db, s->schema_version, HumanBytes(double(s->file_bytes)));
@@ -80,34 +65,14 @@ int Best(const DbArgs& a) {
   auto database = OpenExisting(a.db, true);
   if (!database.ok()) return ReportError(database.error());
   const std::string target = ThisTarget(a);
-  std::vector<std::string> keys{a.workload};
-  if (a.workload.empty()) {
-    auto all = (*database)->WorkloadKeys();
-    if (!all.ok()) return ReportError(all.error());
-    keys = *all;
-  }
-  nlohmann::json j = nlohmann::json::array();
-  for (const std::string& key : keys) {
-    auto best = (*database)->Best(key, target);
-    if (!best.ok()) return ReportError(best.error());
-    if (!best->has_value()) {
-      if (!a.workload.empty())
-        return ReportError(
-            Error(ErrorCode::kNotFound,
-                  fmt::format("no fresh best plan for workload {} on target {}", key, target)));
-      continue;
-    }
-    j.push_back({{"workload", key},
-                 {"record", (*best)->record_id},
-                 {"seconds", (*best)->seconds},
-                 {"plan", nlohmann::json::parse((*best)->plan, nullptr, false)}});
-  }
+  auto j = BestPlansJson(**database, target, a.workload);
+  if (!j.ok()) return ReportError(j.error());
   if (a.json || !a.workload.empty()) {
-    PrintJson(a.workload.empty() ? j : j[0]);
+    PrintJson(*j);
     return kExitOk;
   }
-  fmt::print("{} best plans for target {}\n", j.size(), target);
-  for (const auto& e : j)
+  fmt::print("{} best plans for target {}\n", j->size(), target);
+  for (const auto& e : *j)
     fmt::print("  {}  {:10.4f} ms  record {}\n", e["workload"].get<std::string>(),
                e["seconds"].get<double>() * 1e3, e["record"].get<int64_t>());
   return kExitOk;

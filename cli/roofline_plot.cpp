@@ -188,8 +188,8 @@ std::string RooflineSvg(const std::string& title, const std::vector<KernelPoint>
                  series);
 }
 
-Status WriteRooflinePlot(db::Database& database, const db::JobEntry& job,
-                         const search::TuneSummary& summary, const std::string& path) {
+Result<std::string> RooflinePlotSvg(db::Database& database, const db::JobEntry& job,
+                                    const search::TuneSummary& summary) {
   PlanKernels plan;
   if (summary.best.has_value()) {
     FT_ASSIGN_OR_RETURN(plan, WholePlanKernels(database, job, summary));
@@ -203,7 +203,13 @@ Status WriteRooflinePlot(db::Database& database, const db::JobEntry& job,
     if (target.has_value())
       roofs = RoofsFromCalibration(nlohmann::json::parse(target->calibration, nullptr, false));
   }
-  return WriteSvgFile(path, RooflineSvg("Roofline: " + plan.source, plan.kernels, roofs));
+  return RooflineSvg("Roofline: " + plan.source, plan.kernels, roofs);
+}
+
+Status WriteRooflinePlot(db::Database& database, const db::JobEntry& job,
+                         const search::TuneSummary& summary, const std::string& path) {
+  FT_ASSIGN_OR_RETURN(std::string svg, RooflinePlotSvg(database, job, summary));
+  return WriteSvgFile(path, svg);
 }
 
 }  // namespace fusetune::cli

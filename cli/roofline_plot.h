@@ -32,7 +32,10 @@ std::string RooflineSvg(const std::string& title, const std::vector<KernelPoint>
 
 // The kernels of the job's best whole-model plan, each from the fastest
 // record of its group with the plan's tiling; without a whole-model plan, the
-// best record of each group the job tuned. Writes `path`.
+// best record of each group the job tuned: the SVG text.
+Result<std::string> RooflinePlotSvg(db::Database& database, const db::JobEntry& job,
+                                    const search::TuneSummary& summary);
+// The same, written to `path`.
 Status WriteRooflinePlot(db::Database& database, const db::JobEntry& job,
                          const search::TuneSummary& summary, const std::string& path);
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 
@@ -105,20 +106,16 @@ class ExecutableImpl final : public Executable {
   Expected<ArrayMap> Run(const ArrayMap& inputs) override {
     auto feeds = ToTensors(inputs);  // checked before a size's program is picked, or made
     if (!feeds.ok()) return Expected<ArrayMap>::Failure(feeds.error().ToString());
-    auto picked = instances_->Pick([&](const std::string& input) -> const std::vector<int64_t>* {
-      auto it = inputs.find(input);
-      return it == inputs.end() ? nullptr : &it->second.shape;
-    });
-    if (!picked.ok()) return Expected<ArrayMap>::Failure(picked.error().ToString());
-    auto result = model().program().Run(*feeds);
-    if (!result.ok()) return Expected<ArrayMap>::Failure(result.error().ToString());
-    ArrayMap outputs;
-    for (auto& [name, tensor] : *result) {
-      auto array = ToArray(name, tensor);
-      if (!array.ok()) return Expected<ArrayMap>::Failure(array.error().ToString());
-      outputs[name] = std::move(*array);
+    return RunFeeds(*feeds, inputs);
+  }
+  Expected<ArrayMap> RunViews(const ArrayViewMap& inputs) override {
+    graph::TensorMap feeds;
+    for (const auto& [name, view] : inputs) {
+      auto t = ToTensor(name, view.shape, view.data, graph::NumElements(view.shape), true);
+      if (!t.ok()) return Expected<ArrayMap>::Failure(t.error().ToString());
+      feeds.emplace(name, std::move(*t));
     }
-    return outputs;
+    return RunFeeds(feeds, inputs);
   }
   int64_t cache_length() const override { return model().program().kv_cache_length(); }
   int64_t cache_capacity() const override { return model().program().kv_cache_capacity(); }
@@ -168,31 +165,56 @@ class ExecutableImpl final : public Executable {
         names.push_back(model().graph().value(v).name);
     return names;
   }
-  // An input's Array as a tensor of the input's type: f32, or whole numbers
-  // for an integer input (exact in f32 up to 2^24: token ids, positions).
-  Result<graph::Tensor> ToTensor(const std::string& name, const Array& array) const {
-    int64_t n = 1;
-    for (int64_t d : array.shape) n *= d;
-    if (n != static_cast<int64_t>(array.data.size()))
+  // The feeds run at their size's program; `inputs` (an ArrayMap or an
+  // ArrayViewMap) give the shapes that pick it.
+  template <typename Inputs>
+  Expected<ArrayMap> RunFeeds(const graph::TensorMap& feeds, const Inputs& inputs) {
+    auto picked = instances_->Pick([&](const std::string& input) -> const std::vector<int64_t>* {
+      auto it = inputs.find(input);
+      return it == inputs.end() ? nullptr : &it->second.shape;
+    });
+    if (!picked.ok()) return Expected<ArrayMap>::Failure(picked.error().ToString());
+    auto result = model().program().Run(feeds);
+    if (!result.ok()) return Expected<ArrayMap>::Failure(result.error().ToString());
+    ArrayMap outputs;
+    for (auto& [name, tensor] : *result) {
+      auto array = ToArray(name, tensor);
+      if (!array.ok()) return Expected<ArrayMap>::Failure(array.error().ToString());
+      outputs[name] = std::move(*array);
+    }
+    return outputs;
+  }
+  // An input's `size` floats as a tensor of the input's type: f32 (with
+  // `borrow`, read in place when 64-byte aligned, as tensors are; else
+  // copied), or whole numbers for an integer input (exact in f32 up to 2^24:
+  // token ids, positions).
+  Result<graph::Tensor> ToTensor(const std::string& name, const std::vector<int64_t>& shape,
+                                 const float* data, size_t size, bool borrow) const {
+    if (graph::NumElements(shape) != static_cast<int64_t>(size))
       return Error(ErrorCode::kShapeMismatch,
-                   fmt::format("input '{}': shape holds {} elements but {} were given", name, n,
-                               array.data.size()));
-    graph::Tensor t = graph::Tensor::FromVector(graph::DataType::kFloat32, array.shape, array.data);
+                   fmt::format("input '{}': shape holds {} elements but {} were given", name,
+                               graph::NumElements(shape), size));
     const auto id = model().graph().FindValue(name);
-    if (!id || graph::IsFloat(model().graph().type(*id).dtype)) return t;
-    for (size_t i = 0; i < array.data.size(); ++i)
-      if (!std::isfinite(array.data[i]) || array.data[i] != std::trunc(array.data[i]) ||
-          std::fabs(array.data[i]) > 9.007199254740992e15)
-        return Error(
-            ErrorCode::kInvalidArgument,
-            fmt::format("input '{}' is {}: element {} ({}) is not a whole number", name,
-                        graph::DataTypeName(model().graph().type(*id).dtype), i, array.data[i]));
+    const bool is_float = !id || graph::IsFloat(model().graph().type(*id).dtype);
+    if (is_float && borrow && size > 0 && reinterpret_cast<uintptr_t>(data) % 64 == 0)
+      return graph::Tensor::Borrowed(graph::DataType::kFloat32, shape,
+                                     reinterpret_cast<std::byte*>(const_cast<float*>(data)));
+    graph::Tensor t = graph::Tensor::Uninitialized(graph::DataType::kFloat32, shape);
+    if (size > 0) std::memcpy(t.raw(), data, size * sizeof(float));
+    if (is_float) return t;
+    for (size_t i = 0; i < size; ++i)
+      if (!std::isfinite(data[i]) || data[i] != std::trunc(data[i]) ||
+          std::fabs(data[i]) > 9.007199254740992e15)
+        return Error(ErrorCode::kInvalidArgument,
+                     fmt::format("input '{}' is {}: element {} ({}) is not a whole number", name,
+                                 graph::DataTypeName(model().graph().type(*id).dtype), i, data[i]));
     return t.CastTo(model().graph().type(*id).dtype);
   }
   Result<graph::TensorMap> ToTensors(const ArrayMap& arrays) const {
     graph::TensorMap tensors;
     for (const auto& [name, array] : arrays) {
-      FT_ASSIGN_OR_RETURN(graph::Tensor t, ToTensor(name, array));
+      FT_ASSIGN_OR_RETURN(graph::Tensor t,
+                          ToTensor(name, array.shape, array.data.data(), array.data.size(), false));
       tensors.emplace(name, std::move(t));
     }
     return tensors;

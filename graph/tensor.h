@@ -51,6 +51,16 @@ class Tensor {
     t.dims_ = std::move(dims);
     return t;
   }
+  // A tensor over memory its caller owns: no copy, no ownership. The memory
+  // must be 64-byte aligned (as every tensor's storage is) and outlive the
+  // tensor and every copy of it (Executable::RunViews: the caller's arrays
+  // during one run).
+  static Tensor Borrowed(DataType dtype, Dims dims, std::byte* data) {
+    Tensor t = ShapeOnly(dtype, std::move(dims));
+    FT_CHECK(reinterpret_cast<uintptr_t>(data) % 64 == 0, "Borrowed: data not 64-byte aligned");
+    t.buffer_ = std::shared_ptr<std::byte[]>(data, [](std::byte*) {});
+    return t;
+  }
   static Tensor ScalarF32(float v) { return FromVector<float>(DataType::kFloat32, {}, {v}); }
   static Tensor ScalarI64(int64_t v) { return FromVector<int64_t>(DataType::kInt64, {}, {v}); }
 

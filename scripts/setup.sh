@@ -13,6 +13,8 @@ PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler nlohmann-json3-dev libcli11-dev libfmt-dev
   # test data: models exported by PyTorch's ONNX exporter (scripts/gen_models.py)
   python3 python3-numpy python3-onnx python3-torch
+  # the Python module (python/) and its tests (tests/python, pytest)
+  pybind11-dev python3-dev python3-pytest
   # ONNX's backend node tests, run by tests/graph/onnx_backend_test.cpp (skipped when absent)
   libonnx-testdata
   # the sanitizer build and the libFuzzer harnesses of tests/fuzz (scripts/build.sh sanitize)

@@ -56,6 +56,14 @@ struct Array {
 };
 using ArrayMap = std::map<std::string, Array>;
 
+// A dense f32 tensor the caller owns, row-major, for Executable::RunViews:
+// `data` holds the shape's element count.
+struct ArrayView {
+  std::vector<int64_t> shape;
+  const float* data = nullptr;
+};
+using ArrayViewMap = std::map<std::string, ArrayView>;
+
 // How a tuning run finds the caches, and so which records a compile reads:
 // flushed (every tensor evicted before each run: weights and activations
 // from DRAM), warm (as the previous run left them: a loop over one model
@@ -161,6 +169,12 @@ class Executable {
   // programs held for the sizes met (CompileOptions::dynamic_dims).
   virtual std::map<std::string, int64_t> dims() const = 0;
   virtual int64_t instances() const = 0;
+  // (Added in 0.1 after the above.) Run over the caller's memory: a float
+  // input whose data is 64-byte aligned is read where it lies, without a
+  // copy, and must stay unchanged until RunViews returns; any other input is
+  // copied once (Run copies twice: into the Array, then into a tensor). The
+  // Python module's run() passes numpy arrays this way.
+  virtual Expected<ArrayMap> RunViews(const ArrayViewMap& inputs) = 0;
 };
 
 class Compiler {
