@@ -419,6 +419,30 @@ $FUSETUNE run "$DATA/encoder_dynamic_op17.onnx" --db "$TMP/tune.db" --dim batch=
 # never silently: a size that was not tuned says what it is predicted to lose
 grep -q "fusetune: note: .* kernels are not tuned for this machine (largest predicted loss" \
   "$TMP/seq6.txt" || { cat "$TMP/seq6.txt"; fail "run between buckets: the note"; }
+# Mixed precision: bf16 GEMM tilings under their own target key, a compile
+# that checks the plan end to end and says so, run --verify within the budget
+if grep -q avx512_bf16 /proc/cpuinfo; then
+  $FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/mixed.db" --trials 40 --min-time 0 --precision mixed \
+    --error-budget 0.02 >/dev/null 2>&1 || fail "tune --precision mixed"
+  /usr/bin/python3 - "$TMP/mixed.db" <<'PY' || fail "tune --precision mixed: records"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+keys = [r[0] for r in db.execute("select fingerprint from targets")]
+assert keys and all(k.endswith("-mixed0.02") for k in keys), keys
+bf16 = db.execute("select count(*), max(json_extract(metrics, '$.max_error')) from records where plan like '%\"precision\":\"bf16\"%' and status = 'ok'").fetchone()
+assert bf16[0] > 0 and 0 < bf16[1] <= 0.02, bf16
+PY
+  $FUSETUNE compile "$DATA/mlp.onnx" --db "$TMP/mixed.db" --precision mixed --error-budget 0.02 \
+    --no-whole-model --explain >"$TMP/mixed.txt" 2>&1 || fail "compile --precision mixed"
+  grep -Eq "^precision   [0-9]+ of [0-9]+ kernels in bf16, error budget 0.02" "$TMP/mixed.txt" ||
+    { cat "$TMP/mixed.txt"; fail "compile --precision mixed: the precision line"; }
+  $FUSETUNE run "$DATA/mlp.onnx" --db "$TMP/mixed.db" --precision mixed --error-budget 0.02 \
+    --random-inputs 1 --verify --json >"$TMP/mixed_run.json" 2>/dev/null || fail "run --precision mixed"
+  /usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['max_scaled_error'] <= 0.02, j['max_scaled_error']" "$TMP/mixed_run.json" ||
+    fail "run --precision mixed --verify: over the budget"
+fi
+expect_error 2 "--error-budget: needs --precision mixed" -- $FUSETUNE compile "$DATA/mlp.onnx" --db "$TMP/tune.db" --error-budget 0.01
+expect_error 2 "precision: fp16 not in" -- $FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/tune.db" --trials 1 --precision fp16
 expect_error 2 "give a budget" -- $FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/tune.db"
 expect_error 2 "bad duration '8x'" -- $FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/tune.db" --time 8x
 expect_error 2 "no unfinished job" -- $FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/tune.db" --resume

@@ -72,6 +72,25 @@ TEST(TargetKey, SeparatesTheCacheProtocols) {
   EXPECT_EQ(CacheProtocolOfTargetKey("target"), CacheProtocol::kFlushed);
 }
 
+// A mixed precision policy is part of the key, budget included, before the
+// cache protocol's suffix: each reads back, and both lead to the machine's
+// calibration key.
+TEST(TargetKey, CarriesThePrecisionPolicy) {
+  const TargetFingerprint target = DetectTarget();
+  const PrecisionPolicy mixed{true, 0.01};
+  EXPECT_EQ(TargetKey(target, CacheProtocol::kFlushed, {}), target.HashString());
+  EXPECT_EQ(TargetKey(target, CacheProtocol::kWarm, mixed), target.HashString() + "-mixed0.01-warm");
+  for (CacheProtocol p : {CacheProtocol::kFlushed, CacheProtocol::kWarm, CacheProtocol::kColdWeights})
+    for (const PrecisionPolicy& policy : {PrecisionPolicy{}, mixed, PrecisionPolicy{true, 2.5e-3}}) {
+      const std::string key = TargetKey(target, p, policy);
+      EXPECT_EQ(CacheProtocolOfTargetKey(key), p) << key;
+      EXPECT_EQ(PrecisionPolicyOfTargetKey(key), policy) << key;
+      EXPECT_EQ(FlushedKeyOf(key), target.HashString()) << key;
+    }
+  EXPECT_EQ(mixed.ToString(), "mixed (error budget 0.01)");
+  EXPECT_EQ(PrecisionPolicy{}.ToString(), "f32");
+}
+
 TEST(TargetFingerprint, CacheSizesAreThoseOfOneCoreAndItsSharedLevel) {
   const TargetFingerprint target = DetectTarget();
   // L1 <= L2 <= L3 where all are known; the L3 is the level the cores share,

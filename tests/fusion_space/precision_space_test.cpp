@@ -1,0 +1,63 @@
+// Precision as a tiling dimension (kernels/precision.h): offered only when
+// the kernel config asks for it, every bf16 point runnable, and the tiling
+// text round-trips (f32 keeps the text it had before precision existed).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "fusion_space/space.h"
+#include "kernels/microkernel_bf16.h"
+#include "tests/graph/test_util.h"
+
+namespace fusetune::fusion_space {
+namespace {
+
+constexpr const char* kMlp = R"(graph g { input x: f32[16, 64]  const w: f32[64, 96]
+  const b: f32[96]  h = MatMul(x, w)  y = Add(h, b)  output y })";
+
+int CountBf16(const TilingSpace& space) {
+  int bf16 = 0;
+  for (const Tiling& t : space.Enumerate()) bf16 += TilingPrecision(t) == kernels::Precision::kBf16;
+  return bf16;
+}
+
+TEST(PrecisionSpace, Bf16IsOfferedOnlyWhenAsked) {
+  graph::Graph g = testing::Parse(kMlp);
+  kernels::KernelConfig config;
+  FusionSpace f32_space(g, config);
+  const TilingSpace& f32 = f32_space.Tilings({0, 1});
+  EXPECT_EQ(CountBf16(f32), 0);
+  config.offer_bf16 = true;
+  FusionSpace mixed_space(g, config);
+  const TilingSpace& mixed = mixed_space.Tilings({0, 1});
+  EXPECT_GT(CountBf16(mixed), 0);
+  EXPECT_EQ(mixed.size() - CountBf16(mixed), f32.size()) << "the f32 points are the same";
+  EXPECT_EQ(TilingPrecision(mixed.Default()), kernels::Precision::kF32);
+  for (const Tiling& t : mixed.Enumerate()) {
+    const auto& gemm = std::get<kernels::GemmTiling>(t);
+    if (gemm.precision == kernels::Precision::kBf16)
+      EXPECT_NE(kernels::FindBf16MicroKernel(gemm.mr, gemm.nr), nullptr) << gemm.ToString();
+  }
+}
+
+TEST(PrecisionSpace, TilingTextRoundTrips) {
+  kernels::GemmTiling t;
+  EXPECT_FALSE(TilingToJson(t).contains("precision")) << "f32 text as before bf16";
+  t.precision = kernels::Precision::kBf16;
+  const nlohmann::json j = TilingToJson(t);
+  EXPECT_EQ(j.at("precision"), "bf16");
+  Tiling back;
+  ASSERT_TRUE(TilingFromJson(KernelTemplate::kGemm, j, &back));
+  EXPECT_EQ(std::get<kernels::GemmTiling>(back), t);
+  EXPECT_NE(TilingToString(back).find(" bf16"), std::string::npos);
+
+  nlohmann::json bad = j;
+  bad["precision"] = "fp8";
+  const FusionDecision d = TilingFromJson(KernelTemplate::kGemm, bad, &back);
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.reason().find("tiling.precision \"fp8\" is not f32 or bf16"), std::string::npos)
+      << d.reason();
+}
+
+}  // namespace
+}  // namespace fusetune::fusion_space
