@@ -74,9 +74,8 @@ struct PythonSide {
     return stop;
   }
   void Report(const search::TunerProgress& p) {
-    if (stop) return;
+    if (stop || progress.is_none()) return;  // is_none() compares pointers: no GIL needed
     py::gil_scoped_acquire gil;
-    if (progress.is_none()) return;
     py::dict d;
     d["trials"] = p.trials;
     d["max_trials"] = p.max_trials;

@@ -110,7 +110,8 @@ def run_reference(model, inputs, *, dims=None, values=None):
 
 from ._torch import from_torch  # noqa: E402  (uses tune and compile above)
 
+# compile is left out: `from fusetune import *` would hide the builtin.
 __all__ = ["CorruptError", "Database", "Error", "Executable", "InternalError",
            "InvalidArgumentError", "IoError", "NotFoundError", "ParseError", "Report",
            "ShapeMismatchError", "Svg", "TuneSummary", "UnsupportedError", "VerificationError",
-           "calibrate", "compile", "from_torch", "report", "run_reference", "tune", "worker_path"]
+           "calibrate", "from_torch", "report", "run_reference", "tune", "worker_path"]

@@ -4,8 +4,6 @@ compiled, and its compiled outputs checked against the module's own."""
 import inspect
 import io
 
-import numpy as np
-
 from ._errors import InvalidArgumentError, VerificationError, error
 
 
@@ -27,6 +25,8 @@ def _flat_outputs(outputs):
 
 def _largest_error(got, expected):
     """The largest difference relative to the expected output's largest magnitude."""
+    import numpy as np  # here, so that importing fusetune needs no numpy until arrays are used
+
     scale = max(float(np.abs(expected).max()) if expected.size else 0.0, 1e-30)
     return float(np.abs(got - expected).max()) / scale if expected.size else 0.0
 

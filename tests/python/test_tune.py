@@ -83,8 +83,9 @@ def test_the_gil_is_released_while_tuning(fresh_db):
     thread.join()
     during = [t for t in steps if start <= t <= end]
     gaps = [b - a for a, b in zip(during, during[1:])]
+    # Holding the GIL through the job would leave no step at all inside it.
     assert len(during) > 20, (len(during), end - start)
-    assert max(gaps) < 0.5 * (end - start), (max(gaps), end - start)
+    assert max(gaps) < 0.75 * (end - start), (max(gaps), end - start)
 
 
 def test_budget_and_argument_errors(fresh_db):
