@@ -10,6 +10,7 @@
 //                                                f32 to bf16 by a oneDNN reorder in the loop
 //                                                (the same work: f32 in, f32 out)
 //   peer/onednn/gemm_bf16_bias_gelu_bf16_src     the same with A already bf16 (no reorder)
+//   .../compute_only                             the micro-kernels and epilogue, no copies
 // frac_bf16_peak is GFLOP/s over MeasureBf16DotPeak.
 #include <fmt/format.h>
 
@@ -63,7 +64,7 @@ GemmDesc Describe(Data& data) {
   return d;
 }
 
-void RunFusetune(benchmark::State& state, GemmTiling t) {
+void RunFusetune(benchmark::State& state, GemmTiling t, RunMode mode) {
   GemmDesc d = Describe(TheData());
   std::vector<float> packed(PrePackedBFloats(d, 0, t));
   PrePackB(d, 0, t, packed.data());
@@ -72,7 +73,7 @@ void RunFusetune(benchmark::State& state, GemmTiling t) {
   config.threads = kThreads;
   KernelStats stats;
   const double seconds = TimedLoop(state, [&] {
-    auto r = RunGemm(d, t, config);
+    auto r = RunGemm(d, t, config, mode);
     if (r.ok()) stats = *r;
     return r;
   });
@@ -144,8 +145,20 @@ void RegisterGemmBf16Benchmarks() {
       {"micro14x16", Bf16Tiling(14, 16, 112, 256, 384, ParallelSplit::kN)},
   };
   for (const Named& n : tilings)
-    benchmark::RegisterBenchmark(fmt::format("fusetune/gemm_bf16_bias_gelu/{}", n.name).c_str(),
-                                 [t = n.tiling](benchmark::State& s) { RunFusetune(s, t); })
+    benchmark::RegisterBenchmark(
+        fmt::format("fusetune/gemm_bf16_bias_gelu/{}", n.name).c_str(),
+        [t = n.tiling](benchmark::State& s) { RunFusetune(s, t, RunMode::kFull); })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  // One tiling's copies alone and its micro-kernels and epilogue alone:
+  // what the tiles reach once their operands are in the local buffer.
+  const char* modes[] = {"full", "copy_only", "compute_only"};
+  for (RunMode mode : {RunMode::kCopyOnly, RunMode::kComputeOnly})
+    benchmark::RegisterBenchmark(
+        fmt::format("fusetune/gemm_bf16_bias_gelu/mc192_nc256_kc768/{}",
+                    modes[static_cast<int>(mode)])
+            .c_str(),
+        [t = tilings[3].tiling, mode](benchmark::State& s) { RunFusetune(s, t, mode); })
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
 #ifdef FUSETUNE_HAVE_ONEDNN

@@ -9,39 +9,55 @@ namespace fusetune::cli {
 
 namespace {
 
-// Nothing was found for this model's kernels under the lookup's cache
-// protocol, but some are tuned on this machine under another: one stderr
-// note naming it. Without it, a database tuned with --caches cold-weights and
-// looked up with the default compiled to untuned plans (ResNet-50: the
-// greedy plan, 1.4x slower) with nothing said but "55 default". One record
-// lookup per kernel and protocol, and only when nothing was found.
-void NoteOtherCacheProtocols(compiler::CompiledModel& model, const CompileArgs& args,
-                             db::Database& database) {
+// The flags that select the records of `target_key` ("--caches warm
+// --precision mixed --error-budget 0.01"; "the defaults" for neither).
+std::string FlagsOf(const std::string& target_key) {
+  std::string flags;
+  const target::CacheProtocol caches = target::CacheProtocolOfTargetKey(target_key);
+  if (caches != target::CacheProtocol::kFlushed)
+    flags = fmt::format("--caches {}", target::CacheProtocolName(caches));
+  const target::PrecisionPolicy precision = target::PrecisionPolicyOfTargetKey(target_key);
+  if (precision.mixed)
+    flags += fmt::format("{}--precision mixed --error-budget {:g}", flags.empty() ? "" : " ",
+                         precision.error_budget);
+  return flags.empty() ? "the defaults (--caches flushed --precision f32)" : flags;
+}
+
+// Nothing was found for this model's kernels under the lookup's target key
+// (cache protocol and precision policy), but some are tuned on this machine
+// under another: one stderr note naming the flags that read them. Without
+// it, a database tuned with --caches cold-weights and looked up with the
+// default compiled to untuned plans (ResNet-50: the greedy plan, 1.4x
+// slower) with nothing said but "55 default". One record lookup per kernel
+// and key of this machine, and only when nothing was found.
+void NoteOtherTargetKeys(compiler::CompiledModel& model, const CompileArgs& args,
+                         db::Database& database, const std::string& looked_up) {
   const compiler::CompiledPlan& plan = model.compiled();
   for (const compiler::GroupDecision& d : plan.groups)
     if (d.choice.source != compiler::PlanSource::kDefault &&
         d.choice.source != compiler::PlanSource::kCostModel)
       return;
+  auto targets = database.ListTargets();
+  if (!targets.ok()) return;
+  const std::string machine = target::FlushedKeyOf(looked_up);
   std::string found;
-  for (target::CacheProtocol other : {target::CacheProtocol::kFlushed, target::CacheProtocol::kWarm,
-                                      target::CacheProtocol::kColdWeights}) {
-    if (other == args.caches()) continue;
-    const std::string target = target::ThisMachineKey(other);
+  for (const db::TargetEntry& other : *targets) {
+    if (other.fingerprint == looked_up || target::FlushedKeyOf(other.fingerprint) != machine)
+      continue;
     int64_t tuned = 0;
     for (const fusion_space::PlanGroup& g : plan.plan.groups) {
-      auto best = database.Best(model.space().Key(g.nodes).ToString(), target);
+      auto best = database.Best(model.space().Key(g.nodes).ToString(), other.fingerprint);
       tuned += best.ok() && best->has_value();
     }
     if (tuned == 0) continue;
-    found +=
-        fmt::format("{}{} of its {} kernels tuned with --caches {}", found.empty() ? "" : " and ",
-                    tuned, plan.plan.groups.size(), target::CacheProtocolName(other));
+    found += fmt::format("{}{} of its {} kernels tuned with {}", found.empty() ? "" : "; ", tuned,
+                         plan.plan.groups.size(), FlagsOf(other.fingerprint));
   }
   if (found.empty()) return;
   fmt::print(stderr,
-             "fusetune: note: {} has nothing tuned for this model on this machine with --caches "
-             "{}, but {}: pass that --caches to use them\n",
-             args.db, target::CacheProtocolName(args.caches()), found);
+             "fusetune: note: {} has nothing tuned for this model on this machine with {}, but "
+             "{}: pass those flags to use them\n",
+             args.db, FlagsOf(looked_up), found);
 }
 
 }  // namespace
@@ -117,7 +133,7 @@ Result<std::unique_ptr<compiler::CompiledModel>> CompileWithDatabase(
   config.offer_bf16 = precision.mixed && target::DetectTarget().Has("avx512_bf16");
   FT_ASSIGN_OR_RETURN(auto model, compiler::CompiledModel::Compile(std::move(graph), config,
                                                                    *source.index, options));
-  NoteOtherCacheProtocols(*model, args, *source.database);
+  NoteOtherTargetKeys(*model, args, *source.database, source.index->target());
   const compiler::RememberNote said =
       compiler::RememberCompiledPlan(args.db, *model, source.index->target());
   if (note != nullptr) *note = said;

@@ -359,9 +359,9 @@ PY
 # Looked up with the default protocol, the cold-weights plans are not used,
 # and a note says where they are.
 $FUSETUNE compile "$DATA/mlp.onnx" --db "$TMP/coldw.db" >/dev/null 2>"$TMP/coldw_default.err" || fail "compile a cold-weights database with the default --caches"
-grep -q "tuned with --caches cold-weights: pass that --caches" "$TMP/coldw_default.err" || fail "no note on the cold-weights plans: $(cat "$TMP/coldw_default.err")"
+grep -q "tuned with --caches cold-weights: pass those flags" "$TMP/coldw_default.err" || fail "no note on the cold-weights plans: $(cat "$TMP/coldw_default.err")"
 $FUSETUNE compile "$DATA/mlp.onnx" --db "$TMP/coldw.db" --caches cold-weights >/dev/null 2>"$TMP/coldw_own.err" || fail "compile --caches cold-weights"
-if grep -q "pass that --caches" "$TMP/coldw_own.err"; then fail "the note on another protocol appears with the right one"; fi
+if grep -q "pass those flags" "$TMP/coldw_own.err"; then fail "the note on another protocol appears with the right one"; fi
 expect_error 2 "lukewarm" -- $FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/coldw.db" --caches lukewarm --trials 1
 expect_error 2 "excludes" -- $FUSETUNE compile "$DATA/mlp.onnx" --db "$TMP/coldw.db" --caches warm --warm
 expect_error 2 "no such tuning database" -- $FUSETUNE compile "$M.onnx" --db "$TMP/missing.db"
@@ -436,6 +436,9 @@ PY
     --no-whole-model --explain >"$TMP/mixed.txt" 2>&1 || fail "compile --precision mixed"
   grep -Eq "^precision   [0-9]+ of [0-9]+ kernels in bf16, error budget 0.02" "$TMP/mixed.txt" ||
     { cat "$TMP/mixed.txt"; fail "compile --precision mixed: the precision line"; }
+  $FUSETUNE compile "$DATA/mlp.onnx" --db "$TMP/mixed.db" >/dev/null 2>"$TMP/mixed_default.err"
+  grep -q "tuned with --precision mixed --error-budget 0.02: pass those flags" "$TMP/mixed_default.err" ||
+    fail "no note on the mixed-precision plans: $(cat "$TMP/mixed_default.err")"
   $FUSETUNE run "$DATA/mlp.onnx" --db "$TMP/mixed.db" --precision mixed --error-budget 0.02 \
     --random-inputs 1 --verify --json >"$TMP/mixed_run.json" 2>/dev/null || fail "run --precision mixed"
   /usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['max_scaled_error'] <= 0.02, j['max_scaled_error']" "$TMP/mixed_run.json" ||
