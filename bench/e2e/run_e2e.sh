@@ -18,6 +18,10 @@
 #                loop with its weights in the last-level cache; cold-weights
 #                (`--caches cold-weights`: weights evicted, activations warm);
 #                or flushed
+#   PRECISION=f32 or mixed: `tune/run --precision mixed --error-budget ERROR_BUDGET`
+#                (bf16 GEMM groups within the budget; issue 40); fusetune's
+#                outputs are then held to the budget, the others to 1e-3
+#   ERROR_BUDGET=1e-2
 #   MODELS="bert_layer gpt2_block llama_block mlp_e2e"
 #   BUILD=build  the fusetune build folder
 # Needs `scripts/setup.sh --bench` (node/npm: onnxruntime-node is installed
@@ -34,6 +38,13 @@ caches=${CACHES:-warm}
 case $caches in
   warm|flushed|cold-weights) warm="--caches $caches" ;;
   *) echo "run_e2e: CACHES is warm, cold-weights or flushed" >&2; exit 2 ;;
+esac
+precision=${PRECISION:-f32}
+error_budget=${ERROR_BUDGET:-1e-2}
+case $precision in
+  f32) ;;
+  mixed) warm="$warm --precision mixed --error-budget $error_budget" ;;
+  *) echo "run_e2e: PRECISION is f32 or mixed" >&2; exit 2 ;;
 esac
 models=${MODELS:-bert_layer gpt2_block llama_block mlp_e2e}
 fusetune=$root/${BUILD:-build}/cli/fusetune
@@ -67,4 +78,4 @@ for m in $models; do
   done
   /usr/bin/python3 -W ignore "$root/bench/e2e/torch_bench.py" "$m" "$runs" "$out" >"$out/$m.torch.json"
 done
-CACHES=$caches ROUNDS=$rounds /usr/bin/python3 "$root/bench/e2e/assemble.py" "$out" "$budget" $models
+CACHES=$caches ROUNDS=$rounds PRECISION=$precision ERROR_BUDGET=$error_budget /usr/bin/python3 "$root/bench/e2e/assemble.py" "$out" "$budget" $models
