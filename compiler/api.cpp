@@ -185,7 +185,9 @@ class ExecutableImpl final : public Executable {
     return outputs;
   }
   // An input's `size` floats as a tensor of the input's type: f32 (with
-  // `borrow`, read in place when 64-byte aligned, as tensors are; else
+  // `borrow`, read in place when 64-byte aligned, as tensors are, and whole
+  // 64-byte vectors long: a tensor of its own has zeroed padding past its
+  // data that vector tails may read, the caller's memory has none; else
   // copied), or whole numbers for an integer input (exact in f32 up to 2^24:
   // token ids, positions).
   Result<graph::Tensor> ToTensor(const std::string& name, const std::vector<int64_t>& shape,
@@ -196,7 +198,8 @@ class ExecutableImpl final : public Executable {
                                graph::NumElements(shape), size));
     const auto id = model().graph().FindValue(name);
     const bool is_float = !id || graph::IsFloat(model().graph().type(*id).dtype);
-    if (is_float && borrow && size > 0 && reinterpret_cast<uintptr_t>(data) % 64 == 0)
+    if (is_float && borrow && size > 0 && size % 16 == 0 &&
+        reinterpret_cast<uintptr_t>(data) % 64 == 0)
       return graph::Tensor::Borrowed(graph::DataType::kFloat32, shape,
                                      reinterpret_cast<std::byte*>(const_cast<float*>(data)));
     graph::Tensor t = graph::Tensor::Uninitialized(graph::DataType::kFloat32, shape);

@@ -14,10 +14,13 @@ namespace fusetune::compiler {
 
 namespace {
 
-// `wanted` when it is legal here, else the legal tiling nearest it.
+// `wanted` when it is legal here, else the legal tiling nearest it. A
+// precision the compile's space does not offer (a bf16 record reaching an
+// f32 compile: an imported record, a hand-made plan) is not legal here: its
+// nearest f32 tiling is taken.
 std::optional<fusion_space::Tiling> NearestLegal(const fusion_space::Tiling& wanted,
                                                  const fusion_space::TilingSpace& tilings) {
-  if (tilings.Check(wanted)) return wanted;
+  if (tilings.Offers(fusion_space::TilingPrecision(wanted)) && tilings.Check(wanted)) return wanted;
   return tilings.Nearest(wanted);
 }
 

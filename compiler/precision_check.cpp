@@ -23,16 +23,28 @@ std::vector<size_t> Bf16Groups(const CompiledPlan& compiled) {
 }
 
 // Group i's tiling in f32: the same blocks when they fit, else its default.
+// Its bf16 record no longer describes it: the choice keeps no measurement
+// and counts as a default (never measured in f32 here).
 void Demote(fusion_space::FusionSpace& space, CompiledPlan& compiled, size_t i) {
   fusion_space::PlanGroup& g = compiled.plan.groups[i];
   auto f32 = std::get<kernels::GemmTiling>(g.tiling);
   f32.precision = kernels::Precision::kF32;
   const fusion_space::TilingSpace& tilings = space.Tilings(g.nodes);
-  g.tiling = tilings.Check(f32) ? fusion_space::Tiling(f32) : tilings.Default();
-  if (i < compiled.groups.size()) {
-    compiled.groups[i].choice.tiling = g.tiling;
-    compiled.groups[i].choice.detail += "; put back to f32 by the error budget's check";
-  }
+  const bool same_blocks = static_cast<bool>(tilings.Check(f32));
+  g.tiling = same_blocks ? fusion_space::Tiling(f32) : tilings.Default();
+  if (i >= compiled.groups.size()) return;
+  GroupChoice& c = compiled.groups[i].choice;
+  if (auto it = compiled.count.find(c.source); it != compiled.count.end() && it->second > 0)
+    --it->second;
+  ++compiled.count[PlanSource::kDefault];
+  c.source = PlanSource::kDefault;
+  c.tiling = g.tiling;
+  c.measured_seconds.reset();
+  c.measured_error.reset();
+  c.predicted_loss.reset();
+  c.record_id = 0;
+  c.detail = fmt::format("put back to f32 by the error budget's check ({}; not measured in f32)",
+                         same_blocks ? "the bf16 record's blocks" : "the default tiling");
 }
 
 // What bf16 saves a group is unknown without its f32 record; its time is

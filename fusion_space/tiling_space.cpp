@@ -306,6 +306,15 @@ std::vector<int64_t> TilingValues(const Tiling& t) {
   return values;
 }
 
+bool TilingSpace::Offers(kernels::Precision precision) const {
+  if (precision == kernels::Precision::kF32) return true;
+  for (const TilingParam& p : params_)
+    if (p.name == "precision")
+      return std::find(p.values.begin(), p.values.end(), static_cast<int64_t>(precision)) !=
+             p.values.end();
+  return false;
+}
+
 std::optional<std::vector<int>> TilingSpace::ChoiceOf(const Tiling& t) const {
   const std::vector<int64_t> values = TilingValues(t);
   if (values.size() != params_.size()) return std::nullopt;

@@ -79,7 +79,11 @@ class TilingSpace {
   // The parameter indices of a tiling, or nullopt when a value is not in the space.
   std::optional<std::vector<int>> ChoiceOf(const Tiling& tiling) const;
   // Allow() when the tiling satisfies every constraint on this instance.
+  // (Precision is not a constraint: a bf16 tiling runs anywhere. Whether
+  // this space offers it, kernels::KernelConfig::offer_bf16, is Offers.)
   FusionDecision Check(const Tiling& tiling) const;
+  // Whether the space's points include `precision`.
+  bool Offers(kernels::Precision precision) const;
 
   // Every legal tiling, in parameter order (computed once).
   const std::vector<Tiling>& Enumerate() const;

@@ -33,7 +33,8 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void ConvertAvx512(const 
   if (i < n) {
     const __mmask16 mask = static_cast<__mmask16>((1u << (n - i)) - 1);
     const __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, src + i));
-    _mm256_mask_storeu_epi16(dst + i, mask, h);
+    // A 512-bit masked store (AVX512BW): the 256-bit one needs AVX512VL.
+    _mm512_mask_storeu_epi16(dst + i, static_cast<__mmask32>(mask), _mm512_castsi256_si512(h));
   }
 }
 

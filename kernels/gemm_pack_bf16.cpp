@@ -60,8 +60,10 @@ void PackColumnsBf16(const GemmOutput& out, const BBlock& blk, const float* base
                      int64_t s, Bf16* bp) {
   const int64_t depth2 = PairPadded(blk.depth);
   Bf16* sliver = bp + s * depth2 * nr;
-  std::vector<float> column(depth2, 0.0f);
-  std::vector<Bf16> halves(depth2);
+  thread_local std::vector<float> column;
+  thread_local std::vector<Bf16> halves;
+  column.assign(depth2, 0.0f);
+  halves.resize(depth2);
   for (int64_t jj = 0; jj < nr; ++jj) {
     const int64_t j = s * nr + jj;
     if (j >= blk.cols) {

@@ -42,7 +42,8 @@ py::array_t<float> FloatArray(const std::string& name, const py::handle& value) 
                              py::str(py::type::of(value)).cast<std::string>()));
   const char kind = raw.dtype().kind();
   if (kind == 'i' || kind == 'u') {
-    auto ints = py::array_t<int64_t, py::array::forcecast>::ensure(raw);
+    // C order: the check below walks the elements linearly.
+    auto ints = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(raw);
     const int64_t* p = ints.data();
     for (py::ssize_t i = 0; i < ints.size(); ++i)
       if (std::fabs(static_cast<double>(p[i])) > kExactInFloat)
@@ -64,13 +65,15 @@ class PyExecutable {
   py::dict Run(const py::object& inputs) {
     Feeds feeds = ReadInputs(inputs);
     ArrayMap outputs;
+    std::vector<std::string> names;
     {
       py::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(mutex_);
       outputs = Take(exe_->RunViews(feeds.views));
+      names = exe_->output_names();
     }
     py::dict out;
-    for (const std::string& name : exe_->output_names())
+    for (const std::string& name : names)
       if (auto it = outputs.find(name); it != outputs.end())
         out[py::str(name)] = ToNumpy(std::move(it->second));
     return out;
@@ -153,20 +156,36 @@ class PyExecutable {
     return d;
   }
 
-  std::vector<std::string> input_names() const { return exe_->input_names(); }
-  std::vector<std::string> output_names() const { return exe_->output_names(); }
-  std::vector<int64_t> input_shape(const std::string& name) const {
-    return exe_->input_shape(name);
+  // Under the run's lock: a run on another thread (the GIL released) may be
+  // making or evicting the program of a size (dynamic_dims) these read.
+  template <typename F>
+  auto Locked(F&& read) const {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(mutex_);
+    return read();
   }
-  std::map<std::string, int64_t> dims() const { return exe_->dims(); }
-  int64_t instances() const { return exe_->instances(); }
+  std::vector<std::string> input_names() const {
+    return Locked([&] { return exe_->input_names(); });
+  }
+  std::vector<std::string> output_names() const {
+    return Locked([&] { return exe_->output_names(); });
+  }
+  std::vector<int64_t> input_shape(const std::string& name) const {
+    return Locked([&] { return exe_->input_shape(name); });
+  }
+  std::map<std::string, int64_t> dims() const {
+    return Locked([&] { return exe_->dims(); });
+  }
+  int64_t instances() const {
+    return Locked([&] { return exe_->instances(); });
+  }
 
  private:
   // A dict by name, a list or tuple in input order, or one array for a
   // model of one input.
   Feeds ReadInputs(const py::object& inputs) const {
     std::vector<std::pair<std::string, py::handle>> named;
-    const std::vector<std::string> names = exe_->input_names();
+    const std::vector<std::string> names = input_names();
     if (py::isinstance<py::dict>(inputs)) {
       for (auto [key, value] : inputs.cast<py::dict>()) {
         if (!py::isinstance<py::str>(key)) RaiseInvalid("run(): input names must be str");
@@ -198,12 +217,13 @@ class PyExecutable {
   // read them in place, held by `buffers`.
   Feeds Zeros(std::vector<std::unique_ptr<float, decltype(&std::free)>>& buffers) const {
     Feeds feeds;
-    for (const std::string& name : exe_->input_names()) {
-      std::vector<int64_t> shape = exe_->input_shape(name);
+    for (const std::string& name : input_names()) {
+      std::vector<int64_t> shape = input_shape(name);
       int64_t n = 1;
       for (int64_t d : shape) n *= d;
       const size_t bytes = (static_cast<size_t>(n) * sizeof(float) + 63) / 64 * 64 + 64;
       buffers.emplace_back(static_cast<float*>(std::aligned_alloc(64, bytes)), &std::free);
+      if (!buffers.back()) throw std::bad_alloc();
       std::fill_n(buffers.back().get(), n, 0.0f);
       feeds.views[name] = ArrayView{std::move(shape), buffers.back().get()};
     }
@@ -211,7 +231,7 @@ class PyExecutable {
   }
 
   std::unique_ptr<Executable> exe_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
 };
 
 std::unique_ptr<PyExecutable> Compile(const std::string& model, const std::string& db,

@@ -170,8 +170,9 @@ class Executable {
   virtual std::map<std::string, int64_t> dims() const = 0;
   virtual int64_t instances() const = 0;
   // (Added in 0.1 after the above.) Run over the caller's memory: a float
-  // input whose data is 64-byte aligned is read where it lies, without a
-  // copy, and must stay unchanged until RunViews returns; any other input is
+  // input whose data is 64-byte aligned and a multiple of 16 floats long is
+  // read where it lies, without a copy, and must stay unchanged until
+  // RunViews returns; any other input is
   // copied once (Run copies twice: into the Array, then into a tensor). The
   // Python module's run() passes numpy arrays this way.
   virtual Expected<ArrayMap> RunViews(const ArrayViewMap& inputs) = 0;

@@ -440,9 +440,9 @@ PY
   grep -q "tuned with --precision mixed --error-budget 0.02: pass those flags" "$TMP/mixed_default.err" ||
     fail "no note on the mixed-precision plans: $(cat "$TMP/mixed_default.err")"
   $FUSETUNE run "$DATA/mlp.onnx" --db "$TMP/mixed.db" --precision mixed --error-budget 0.02 \
-    --random-inputs 1 --verify --json >"$TMP/mixed_run.json" 2>/dev/null || fail "run --precision mixed"
-  /usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['max_scaled_error'] <= 0.02, j['max_scaled_error']" "$TMP/mixed_run.json" ||
-    fail "run --precision mixed --verify: over the budget"
+    --no-whole-model --random-inputs 1 --verify --json >"$TMP/mixed_run.json" 2>/dev/null || fail "run --precision mixed"
+  /usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['max_scaled_error'] <= 0.02 and j['compiled']['bf16_kernels'] > 0, (j['max_scaled_error'], j['compiled'])" "$TMP/mixed_run.json" ||
+    fail "run --precision mixed --verify: no bf16 kernel, or over the budget"
 fi
 expect_error 2 "--error-budget: needs --precision mixed" -- $FUSETUNE compile "$DATA/mlp.onnx" --db "$TMP/tune.db" --error-budget 0.01
 expect_error 2 "precision: fp16 not in" -- $FUSETUNE tune "$DATA/mlp.onnx" --db "$TMP/tune.db" --trials 1 --precision fp16

@@ -35,8 +35,9 @@ TEST(PrecisionSpace, Bf16IsOfferedOnlyWhenAsked) {
   EXPECT_EQ(TilingPrecision(mixed.Default()), kernels::Precision::kF32);
   for (const Tiling& t : mixed.Enumerate()) {
     const auto& gemm = std::get<kernels::GemmTiling>(t);
-    if (gemm.precision == kernels::Precision::kBf16)
+    if (gemm.precision == kernels::Precision::kBf16) {
       EXPECT_NE(kernels::FindBf16MicroKernel(gemm.mr, gemm.nr), nullptr) << gemm.ToString();
+    }
   }
 }
 
