@@ -1,4 +1,5 @@
 #include "kernels/microkernel.h"
+#include "kernels/microkernel_avx512.h"
 
 #include <fmt/format.h>
 
@@ -30,24 +31,13 @@ void PortableKernel(int64_t kc, const float* ap, int64_t row_stride, int64_t col
 
 // ---- AVX-512: MR rows x NV vectors of 16 floats -------------------------------------
 
-// One 16-float vector of the copy every 2^shift k iterations: the smallest
-// spacing that still fits `vectors` into kc iterations, so that the copy's
-// loads spread over the whole call.
-inline int CopySpacingShift(int64_t kc, int64_t vectors) {
-  int shift = 0;
-  while (shift < 6 && (kc >> (shift + 1)) >= vectors) ++shift;
-  return shift;
-}
-
 template <int MR, int NV, bool kCopy>
 __attribute__((target("avx512f,fma"))) void Avx512Core(int64_t kc, const float* ap,
                                                        int64_t row_stride, int64_t col_stride,
                                                        const float* bp, float* c, int64_t ldc,
                                                        bool accumulate, const float* copy_src,
                                                        float* copy_dst, int64_t copy_floats) {
-  const int64_t copy_vectors = kCopy ? copy_floats / 16 : 0;
-  const int64_t copy_mask = kCopy ? (int64_t{1} << CopySpacingShift(kc, copy_vectors)) - 1 : 0;
-  int64_t copied = 0;  // vectors
+  avx512_internal::CarriedCopy copy(kc, copy_src, copy_dst, kCopy ? copy_floats : 0);
   __m512 acc[MR][NV];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
@@ -57,12 +47,7 @@ __attribute__((target("avx512f,fma"))) void Avx512Core(int64_t kc, const float* 
     __m512 b[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) b[v] = _mm512_load_ps(bp + p * NV * 16 + v * 16);
-    if constexpr (kCopy) {
-      if ((p & copy_mask) == 0 && copied < copy_vectors) {
-        _mm512_storeu_ps(copy_dst + copied * 16, _mm512_loadu_ps(copy_src + copied * 16));
-        ++copied;
-      }
-    }
+    if constexpr (kCopy) copy.Step(p);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       const __m512 a = _mm512_set1_ps(ap[i * row_stride + p * col_stride]);
@@ -70,19 +55,8 @@ __attribute__((target("avx512f,fma"))) void Avx512Core(int64_t kc, const float* 
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
     }
   }
-  if constexpr (kCopy) {
-    if (copy_floats > copied * 16)
-      std::memcpy(copy_dst + copied * 16, copy_src + copied * 16,
-                  (copy_floats - copied * 16) * sizeof(float));
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
-      float* dst = c + i * ldc + v * 16;
-      const __m512 r = accumulate ? _mm512_add_ps(_mm512_loadu_ps(dst), acc[i][v]) : acc[i][v];
-      _mm512_storeu_ps(dst, r);
-    }
+  if constexpr (kCopy) copy.Finish();
+  avx512_internal::StoreTile<MR, NV>(acc, c, ldc, accumulate);
 }
 
 template <int MR, int NV>

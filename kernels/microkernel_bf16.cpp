@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/microkernel.h"
+#include "kernels/microkernel_avx512.h"
 #include "kernels/precision.h"
 
 namespace fusetune::kernels {
@@ -36,13 +37,6 @@ void PortableBf16Copy(int64_t kpairs, const Bf16* a, int64_t lda, const Bf16* bp
   if (copy_floats > 0) std::memcpy(copy_dst, copy_src, copy_floats * sizeof(float));
 }
 
-// One 16-float vector of the copy every 2^shift k-pairs (as microkernel.cpp).
-inline int CopySpacingShift(int64_t kpairs, int64_t vectors) {
-  int shift = 0;
-  while (shift < 6 && (kpairs >> (shift + 1)) >= vectors) ++shift;
-  return shift;
-}
-
 // MR rows x NV vectors of 16 float sums. Per k-pair: NV loads of 32 bf16
 // from the B panel, MR broadcasts of one A pair (32 bits), MR x NV
 // vdpbf16ps: the same register blocking as the f32 kernel at twice the
@@ -51,9 +45,7 @@ template <int MR, int NV, bool kCopy>
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Bf16Core(
     int64_t kpairs, const Bf16* a, int64_t lda, const Bf16* bp, float* c, int64_t ldc,
     bool accumulate, const float* copy_src, float* copy_dst, int64_t copy_floats) {
-  const int64_t copy_vectors = kCopy ? copy_floats / 16 : 0;
-  const int64_t copy_mask = kCopy ? (int64_t{1} << CopySpacingShift(kpairs, copy_vectors)) - 1 : 0;
-  int64_t copied = 0;
+  avx512_internal::CarriedCopy copy(kpairs, copy_src, copy_dst, kCopy ? copy_floats : 0);
   __m512 acc[MR][NV];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
@@ -64,12 +56,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Bf16Core(
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v)
       b[v] = (__m512bh)_mm512_load_si512(bp + (q * NV * 16 + v * 16) * 2);
-    if constexpr (kCopy) {
-      if ((q & copy_mask) == 0 && copied < copy_vectors) {
-        _mm512_storeu_ps(copy_dst + copied * 16, _mm512_loadu_ps(copy_src + copied * 16));
-        ++copied;
-      }
-    }
+    if constexpr (kCopy) copy.Step(q);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       int32_t pair;
@@ -79,19 +66,8 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Bf16Core(
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], ai, b[v]);
     }
   }
-  if constexpr (kCopy) {
-    if (copy_floats > copied * 16)
-      std::memcpy(copy_dst + copied * 16, copy_src + copied * 16,
-                  (copy_floats - copied * 16) * sizeof(float));
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
-      float* dst = c + i * ldc + v * 16;
-      const __m512 r = accumulate ? _mm512_add_ps(_mm512_loadu_ps(dst), acc[i][v]) : acc[i][v];
-      _mm512_storeu_ps(dst, r);
-    }
+  if constexpr (kCopy) copy.Finish();
+  avx512_internal::StoreTile<MR, NV>(acc, c, ldc, accumulate);
 }
 
 template <int MR, int NV>
