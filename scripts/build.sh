@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Configures and builds one configuration: build.sh release|sanitize [extra cmake args]
-# release  -> build/        (-O3 -march=native)
+# release  -> build/        (-O3 -march=native; the benchmarks too unless
+#                           FUSETUNE_BUILD_BENCH=OFF, as the test command and
+#                           the example set it: neither runs them)
 # sanitize -> build-asan/   (ASan + UBSan, -O1, line tables only, no benchmarks),
 #                           built with clang so that the same build also makes
 #                           the libFuzzer harnesses of tests/fuzz
@@ -10,7 +12,7 @@ config=${1:-release}
 shift || true
 jobs=$(nproc)
 case "$config" in
-  release) dir=build; args=(-DCMAKE_BUILD_TYPE=Release) ;;
+  release) dir=build; args=(-DCMAKE_BUILD_TYPE=Release -DFUSETUNE_BUILD_BENCH="${FUSETUNE_BUILD_BENCH:-ON}") ;;
   sanitize) dir=build-asan; args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DFUSETUNE_SANITIZE=ON -DFUSETUNE_BUILD_BENCH=OFF
                                   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1"
                                   -DCMAKE_CXX_COMPILER=clang++ -DFUSETUNE_FUZZ=ON) ;;

@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-scripts/build.sh release
+FUSETUNE_BUILD_BENCH=OFF scripts/build.sh release  # the benchmarks: scripts/build.sh release
 FT=build/cli/fusetune
 EXAMPLE=${EXAMPLE:-encoder_small}
 MODEL=examples/$EXAMPLE.onnx

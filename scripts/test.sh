@@ -14,7 +14,8 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktra
 status=0
 asan_built=1
 scripts/build.sh sanitize || { status=1; asan_built=0; echo "test.sh: the sanitizer build failed" >&2; }
-scripts/build.sh release
+# The benchmarks are not tests: not built here (scripts/build.sh release builds them).
+FUSETUNE_BUILD_BENCH=OFF scripts/build.sh release
 if [ "$asan_built" -eq 1 ]; then
   echo "== sanitizer build (ASan + UBSan)"
   (cd build-asan && ctest --output-on-failure -j "$(nproc)" --timeout 600) || status=1
