@@ -14,6 +14,7 @@
 
 #include "kernels/conv_algorithm.h"
 #include "kernels/microkernel.h"
+#include "kernels/microkernel_avx512.h"
 
 namespace fusetune::kernels::conv_detail {
 
@@ -354,14 +355,7 @@ __attribute__((target("avx512f,fma"))) void KernelWithGather(int64_t kc, const f
     }
   }
   while (quota-- > 0) GatherStep(g);
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
-      float* dst = c + i * ldc + v * 16;
-      const __m512 r = accumulate ? _mm512_add_ps(_mm512_loadu_ps(dst), acc[i][v]) : acc[i][v];
-      _mm512_storeu_ps(dst, r);
-    }
+  avx512_internal::StoreTile<MR, NV>(acc, c, ldc, accumulate);
 }
 
 bool HasAvx512() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"); }

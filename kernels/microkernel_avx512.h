@@ -1,5 +1,6 @@
 // Internal to the AVX-512 micro-kernels (microkernel.cpp, f32;
-// microkernel_bf16.cpp, bf16): what both do besides their multiply-adds.
+// microkernel_bf16.cpp, bf16; conv_im2col.cpp's gather-carrying one): what
+// they do besides their multiply-adds.
 // The register tile of float sums stored to C, and the copy a micro-kernel
 // carries (microkernel.h's MicroKernelRowsCopyFn): a panel of the next step
 // moved into the local buffer one 16-float vector every 2^shift steps of the
