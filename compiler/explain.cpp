@@ -104,11 +104,10 @@ std::string LayoutsLine(fusion_space::FusionSpace& space, const CompiledPlan& pl
 
 // "precision   ..." for a mixed-precision compile, else nothing.
 std::string PrecisionLine(const CompiledPlan& plan) {
-  int bf16 = 0;
-  for (const fusion_space::PlanGroup& g : plan.plan.groups)
-    bf16 += fusion_space::TilingPrecision(g.tiling) == kernels::Precision::kBf16;
+  const int bf16 = fusion_space::CountBf16Groups(plan.plan);
   if (!plan.precision && bf16 == 0) return "";
-  std::string line = fmt::format("precision   {} of {} kernels in bf16", bf16, plan.plan.groups.size());
+  std::string line =
+      fmt::format("precision   {} of {} kernels in bf16", bf16, plan.plan.groups.size());
   if (!plan.precision) return line + "\n";
   const PrecisionReport& p = *plan.precision;
   line += fmt::format(", error budget {:g}", p.error_budget);
@@ -195,10 +194,7 @@ nlohmann::json CompiledSummaryJson(const CompiledPlan& plan) {
                    {"lookup_ms", plan.lookup_seconds * 1e3}};
   if (plan.measured_seconds) j["measured_ms"] = *plan.measured_seconds * 1e3;
   if (plan.whole_model_record) j["whole_model_record"] = *plan.whole_model_record;
-  int bf16 = 0;
-  for (const fusion_space::PlanGroup& g : plan.plan.groups)
-    bf16 += fusion_space::TilingPrecision(g.tiling) == kernels::Precision::kBf16;
-  j["bf16_kernels"] = bf16;
+  j["bf16_kernels"] = fusion_space::CountBf16Groups(plan.plan);
   if (plan.precision) {
     const PrecisionReport& p = *plan.precision;
     j["precision"] = {{"error_budget", p.error_budget}, {"demoted", p.demoted}};

@@ -33,7 +33,8 @@ Result<std::unique_ptr<db::Database>> OpenTuningDatabase(const std::string& path
 }
 
 Result<std::unique_ptr<TuningIndex>> LoadIndexForThisMachine(
-    db::Database& database, target::CacheProtocol caches, const target::PrecisionPolicy& precision) {
+    db::Database& database, target::CacheProtocol caches,
+    const target::PrecisionPolicy& precision) {
   const std::string target = target::ThisMachineKey(caches, precision);
   return TuningIndex::Load(database, target, caches);
 }
@@ -94,9 +95,7 @@ Result<std::unique_ptr<CompiledModel>> CompiledModel::Compile(graph::Graph graph
   if (options.error_budget > 0 && (chosen.whole_model_record || chosen.remembered_generation)) {
     chosen.precision.emplace();
     chosen.precision->error_budget = options.error_budget;
-    for (const fusion_space::PlanGroup& g : chosen.plan.groups)
-      chosen.precision->bf16_groups +=
-          fusion_space::TilingPrecision(g.tiling) == kernels::Precision::kBf16;
+    chosen.precision->bf16_groups = fusion_space::CountBf16Groups(chosen.plan);
   } else if (options.error_budget > 0) {
     fusion_space::FusionSpace& space = *model->space_;
     FT_ASSIGN_OR_RETURN(model->compiled_.precision,

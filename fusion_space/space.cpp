@@ -11,6 +11,13 @@
 
 namespace fusetune::fusion_space {
 
+int CountBf16Groups(const Plan& plan) {
+  int bf16 = 0;
+  for (const PlanGroup& g : plan.groups)
+    bf16 += TilingPrecision(g.tiling) == kernels::Precision::kBf16;
+  return bf16;
+}
+
 bool Plan::operator==(const Plan& other) const {
   if (groups.size() != other.groups.size()) return false;
   for (size_t i = 0; i < groups.size(); ++i)

@@ -30,6 +30,9 @@ struct Plan {
   bool operator==(const Plan& other) const;
 };
 
+// The plan's groups whose tiling computes in bf16.
+int CountBf16Groups(const Plan& plan);
+
 enum class MutationKind { kMerge, kSplit, kMoveNode, kRetile };
 const char* MutationKindName(MutationKind kind);
 
