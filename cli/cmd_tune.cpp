@@ -1,4 +1,5 @@
-// fusetune tune MODEL.onnx --db FILE (--trials N | --time 8h | --until-converged) [--resume]:
+// fusetune tune MODEL.onnx --db FILE (--trials N | --time 8h | --until-converged) [--resume]
+// (and MODEL... --shard I/N: tune_shard.h):
 // the overnight job (search::TuningJob: every result is committed as it
 // arrives; the job's progress, what resuming and `fusetune report` need,
 // after every round). Here: flags in, the progress line and Ctrl-C, the
@@ -14,6 +15,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "cli/tune_shard.h"
 #include "cli/tune_summary.h"
 #include "search/tuning_job.h"
 
@@ -22,7 +24,8 @@ namespace fusetune::cli {
 namespace {
 
 struct TuneArgs {
-  std::string model;
+  std::vector<std::string> models;
+  std::string model;  // the one model of an unsharded job
   ModelOptions model_options;
   std::string db = "fusetune.db";
   int64_t trials = 0;
@@ -32,6 +35,7 @@ struct TuneArgs {
   PrecisionArgs precision;
   search::TunerOptions tuner;
   std::string save_plan;
+  std::string shard, wave = "1/1", base;  // a shard of a job over several machines
 };
 
 std::string ProgressNote(const search::TunerProgress& p) {
@@ -121,7 +125,41 @@ void ShareBudget(search::TuningJobOptions& options, size_t buckets) {
         std::max<int64_t>(1, options.tuner.max_trials / static_cast<int64_t>(buckets));
 }
 
-int Tune(const TuneArgs& args) {
+int TuneShardOf(const TuneArgs& args) {
+  if (args.resume || args.until_converged || !args.save_plan.empty())
+    return ReportError(Error(ErrorCode::kInvalidArgument,
+                             "--shard: a shard continues by itself when run again, has no "
+                             "whole-model stage and no convergence stop (no --resume, "
+                             "--until-converged or --save-plan)"));
+  ShardRunArgs shard;
+  shard.models = args.models;
+  shard.model_options = args.model_options;
+  shard.db = args.db;
+  shard.base = args.base;
+  shard.shard = args.shard;
+  shard.wave = args.wave;
+  shard.trials = args.trials;
+  shard.time = args.time;
+  shard.tuner = args.tuner;
+  shard.caches = args.caches.caches;
+  auto policy = args.precision.Policy();
+  if (!policy.ok()) return ReportError(policy.error());
+  shard.precision = *policy;
+  shard.json = args.json;
+  return TuneShard(shard);
+}
+
+int Tune(TuneArgs& args) {
+  if (!args.shard.empty()) return TuneShardOf(args);
+  if (args.wave != "1/1" || !args.base.empty())
+    return ReportError(
+        Error(ErrorCode::kInvalidArgument, "--wave and --base go with --shard I/N"));
+  if (args.models.size() > 1)
+    return ReportError(Error(ErrorCode::kInvalidArgument,
+                             fmt::format("{} models: one job tunes one model; several models are "
+                                         "one job with --shard I/N (--shard 1/1 on this machine)",
+                                         args.models.size())));
+  args.model = args.models[0];
   auto options = JobOptions(args);
   if (!options.ok()) return ReportError(options.error());
   auto buckets = ExpandDimBuckets(args.model_options);
@@ -160,7 +198,9 @@ void AddTuneCommand(CLI::App& app, std::function<void(int)> set_result) {
   auto args = std::make_shared<TuneArgs>();
   CLI::App* cmd = app.add_subcommand(
       "tune", "Tune a model's fusion and tiling into the database (an overnight job)");
-  cmd->add_option("model", args->model, "ONNX model")->required()->check(CLI::ExistingFile);
+  cmd->add_option("models", args->models, "ONNX model (several with --shard)")
+      ->required()
+      ->check(CLI::ExistingFile);
   cmd->add_option("--dim", args->model_options.dims,
                   "Bind a symbolic dimension: NAME=VALUE, or NAME=V1,V2,... to tune each value "
                   "as a shape bucket (the budget shared equally)");
@@ -196,6 +236,14 @@ void AddTuneCommand(CLI::App& app, std::function<void(int)> set_result) {
   AddCachesOptions(cmd, &args->caches, /*measures=*/true);
   AddPrecisionOptions(cmd, &args->precision, /*tunes=*/true);
   cmd->add_option("--save-plan", args->save_plan, "Write the best whole plan to this plan file");
+  cmd->add_option("--shard", args->shard,
+                  "I/N: tune the I-th of N disjoint shares of the models' tasks (group stage "
+                  "only; needs --trials, the whole job's) into --db");
+  cmd->add_option("--wave", args->wave, "W/WAVES: with --shard, measure up to wave W's quota")
+      ->capture_default_str();
+  cmd->add_option("--base", args->base,
+                  "With --shard: the job's merged database, read only (priors, cost model, "
+                  "calibration)");
   cmd->add_flag("--json", args->json, "Print the summary as JSON");
   cmd->callback([args, set_result] { set_result(Tune(*args)); });
 }

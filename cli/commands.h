@@ -19,6 +19,7 @@ void AddRetrainCommand(CLI::App& app, std::function<void(int)> set_result);
 void AddEvaluateModelCommand(CLI::App& app, std::function<void(int)> set_result);
 void AddEvaluateTransferCommand(CLI::App& app, std::function<void(int)> set_result);
 void AddTuneCommand(CLI::App& app, std::function<void(int)> set_result);
+void AddClusterCommand(CLI::App& app, std::function<void(int)> set_result);
 void AddReportCommand(CLI::App& app, std::function<void(int)> set_result);
 void AddCompileCommand(CLI::App& app, std::function<void(int)> set_result);
 

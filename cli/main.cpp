@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   cli::AddEvaluateModelCommand(app, set_result);
   cli::AddEvaluateTransferCommand(app, set_result);
   cli::AddTuneCommand(app, set_result);
+  cli::AddClusterCommand(app, set_result);
   cli::AddReportCommand(app, set_result);
   cli::AddCompileCommand(app, set_result);
   app.parse_complete_callback([&] {

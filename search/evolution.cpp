@@ -252,4 +252,14 @@ std::optional<std::pair<fusion_space::Tiling, double>> TaskSearch::BestMeasured(
   return best;
 }
 
+measure::SearchNote NoteOf(const Proposal& proposal, const cost_model::CostModel& model) {
+  measure::SearchNote note;
+  note.predicted_seconds = proposal.predicted_seconds;
+  note.model = model.name() + "/" + model.form();
+  note.random = proposal.random;
+  note.suggested = proposal.suggested;
+  note.out_of_range = proposal.out_of_range;
+  return note;
+}
+
 }  // namespace fusetune::search

@@ -52,6 +52,9 @@ struct Proposal {
   bool out_of_range = false;
 };
 
+// What a record keeps of why `proposal` was measured, ranked by `model`.
+measure::SearchNote NoteOf(const Proposal& proposal, const cost_model::CostModel& model);
+
 class TaskSearch {
  public:
   TaskSearch(const Task& task, EvolutionOptions options, uint64_t seed);

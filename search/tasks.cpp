@@ -104,4 +104,16 @@ db::Record MakeRecord(const Task& task, const measure::Candidate& candidate,
                     std::move(search));
 }
 
+Trial MeasureTrial(const Task& task, const fusion_space::Tiling& tiling, const MeasureFn& measure,
+                   const std::string& target, int64_t job_id, const measure::SearchNote& note) {
+  auto candidate = measure::GroupCandidate(task.graph, *task.space, tiling, task.summary);
+  if (!candidate.ok())
+    return {measure::MeasureResult::Failure(measure::MeasureStatus::kFailed,
+                                            candidate.error().message()),
+            std::nullopt};
+  Trial trial{measure(*candidate), std::nullopt};
+  trial.record = MakeRecord(task, *candidate, trial.result, target, job_id, note);
+  return trial;
+}
+
 }  // namespace fusetune::search

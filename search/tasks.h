@@ -5,6 +5,7 @@
 // Map of the module: search/README.md (what it offers, one line per file).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,5 +59,18 @@ db::Record MakeRecord(const std::string& workload_key, const measure::Candidate&
 db::Record MakeRecord(const Task& task, const measure::Candidate& candidate,
                       const measure::MeasureResult& result, const std::string& target,
                       int64_t job_id, std::optional<measure::SearchNote> search = std::nullopt);
+
+// Measures a candidate: the worker process, or a stand-in in tests.
+using MeasureFn = std::function<measure::MeasureResult(const measure::Candidate&)>;
+
+// One trial of a task's tiling: the measurement, and the record to commit
+// (none when the tiling could not even be made into a candidate, which the
+// result then explains).
+struct Trial {
+  measure::MeasureResult result;
+  std::optional<db::Record> record;
+};
+Trial MeasureTrial(const Task& task, const fusion_space::Tiling& tiling, const MeasureFn& measure,
+                   const std::string& target, int64_t job_id, const measure::SearchNote& note);
 
 }  // namespace fusetune::search

@@ -158,23 +158,11 @@ void Tuner::AddSample(int task, const fusion_space::Tiling& tiling,
 Status Tuner::MeasureTiling(int task, const Proposal& proposal) {
   const Task& t = tasks_[task];
   TaskSearch& search = *searches_[task];
-  auto candidate = measure::GroupCandidate(t.graph, *t.space, proposal.tiling, t.summary);
-  measure::MeasureResult result =
-      candidate.ok() ? measure_(*candidate)
-                     : measure::MeasureResult::Failure(measure::MeasureStatus::kFailed,
-                                                       candidate.error().message());
+  Trial trial = MeasureTrial(t, proposal.tiling, measure_, context_.target, context_.job_id,
+                             NoteOf(proposal, *model_));
+  const measure::MeasureResult& result = trial.result;
   ++trials_;
-  db::Record record;
-  if (candidate.ok()) {
-    measure::SearchNote search_info;
-    search_info.predicted_seconds = proposal.predicted_seconds;
-    search_info.model = model_->name() + "/" + model_->form();
-    search_info.random = proposal.random;
-    search_info.suggested = proposal.suggested;
-    search_info.out_of_range = proposal.out_of_range;
-    record = MakeRecord(t, *candidate, result, context_.target, context_.job_id, search_info);
-    FT_RETURN_IF_ERROR(callbacks_.commit(record));
-  }
+  if (trial.record) FT_RETURN_IF_ERROR(callbacks_.commit(*trial.record));
   search.AddMeasured(proposal.tiling,
                      result.ok() ? std::optional<double>(result.time.median) : std::nullopt);
   if (!result.ok()) {
@@ -249,6 +237,7 @@ Status Tuner::Run() {
   start_ = std::chrono::steady_clock::now();
   stop_reason_.clear();
   FT_RETURN_IF_ERROR(MeasureBaselines());
+  if (options_.whole_model_only) stop_reason_ = "whole-model";
   while (stop_reason_.empty()) {
     if (auto reason = StopReason()) {
       stop_reason_ = *reason;

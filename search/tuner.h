@@ -68,6 +68,10 @@ struct TunerOptions {
   // in both: a group not measured yet is costed analytically
   // (PredictedSeconds), a measured one by its best time.
   bool guided = true;
+  // No group trials: the baselines and the exact partition over the groups'
+  // records (the priors), measured end to end. A cluster job's finishing
+  // step, after its shards measured the groups (shard_job.h).
+  bool whole_model_only = false;
   measure::MeasureOptions measure;
 };
 
@@ -87,8 +91,6 @@ struct TunerProgress {
   std::optional<double> best_model_seconds, unfused_seconds;
   std::string current;  // what is being measured
 };
-
-using MeasureFn = std::function<measure::MeasureResult(const measure::Candidate&)>;
 
 struct TunerCallbacks {
   std::function<Status(db::Record& record)> commit;  // each result as it arrives

@@ -134,6 +134,7 @@ Status TuningJob::OpenJobRow() {
                             {"until_converged", options_.until_converged},
                             {"seed", options_.tuner.seed},
                             {"guided", options_.tuner.guided},
+                            {"whole_model_only", options_.tuner.whole_model_only},
                             {"caches", target::CacheProtocolName(options_.caches)},
                             {"precision",
                              {{"mixed", options_.precision.mixed},

@@ -1,0 +1,263 @@
+#include "cluster/report.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+namespace fusetune::cluster {
+
+namespace {
+
+using Json = nlohmann::json;
+
+// The Slurm ids of each step in the latest submission that covers it.
+struct StepIds {
+  std::map<int, std::string> wave_array, merge;
+  std::string finish;
+};
+
+StepIds IdsOf(const ClusterJob& job) {
+  StepIds ids;
+  for (const Submission& s : job.submissions) {
+    for (size_t i = 0; i < s.wave_jobs.size(); ++i)
+      ids.wave_array[s.first_wave + static_cast<int>(i)] = s.wave_jobs[i];
+    for (size_t i = 0; i < s.merge_jobs.size(); ++i)
+      ids.merge[s.first_wave + static_cast<int>(i)] = s.merge_jobs[i];
+    ids.finish = s.finish_job;
+  }
+  return ids;
+}
+
+std::string Get(const std::map<int, std::string>& m, int key) {
+  auto it = m.find(key);
+  return it == m.end() ? "" : it->second;
+}
+
+// One step: its file's word, then Slurm's on what the file cannot say.
+Json StepJson(const std::optional<StepStatus>& file, const std::string& slurm_id,
+              const std::map<std::string, SlurmJobState>& slurm) {
+  Json j = file ? StepToJson(*file) : Json{{"state", "not started"}};
+  j["slurm_job"] = slurm_id;
+  auto it = slurm.find(slurm_id);
+  if (it != slurm.end()) {
+    j["slurm_state"] = it->second.state;
+    j["slurm_reason"] = it->second.reason;
+    j["restarts"] = std::max(j.value("restarts", 0), it->second.restarts);
+  }
+  const std::string state = j["state"].get<std::string>();
+  if (state == "done" || state == "failed" || it == slurm.end()) return j;
+  const SlurmJobState& s = it->second;
+  if (s.state == "PENDING" || s.state == "REQUEUED" || s.state == "REQUEUE_HOLD")
+    j["state"] = state == "running" ? "requeued" : "pending";
+  else if (s.state == "RUNNING" || s.state == "COMPLETING")
+    j["state"] = "running";
+  else if (s.state == "CANCELLED" && s.reason == "DependencyNeverSatisfied")
+    j["state"] = "cancelled", j["error"] = "not run: a step it depends on failed";
+  else if (IsFinalState(s.state) && s.state != "COMPLETED")
+    j["state"] = "failed", j["error"] = fmt::format("Slurm ended it: {} ({})", s.state, s.reason);
+  return j;
+}
+
+Result<std::map<std::string, SlurmJobState>> AskSlurm(const StepIds& ids, Scheduler* scheduler) {
+  std::map<std::string, SlurmJobState> by_id;
+  if (scheduler == nullptr) return by_id;
+  std::vector<std::string> all;
+  for (const auto& [w, id] : ids.wave_array) all.push_back(id);
+  for (const auto& [w, id] : ids.merge) all.push_back(id);
+  all.push_back(ids.finish);
+  FT_ASSIGN_OR_RETURN(auto states, scheduler->Query(all));
+  for (SlurmJobState& s : states) by_id[s.id] = s;
+  return by_id;
+}
+
+// The first failed step (and where), or "".
+std::string FirstFailure(const Json& status) {
+  for (const Json& w : status["waves"]) {
+    for (const Json& s : w["shards"])
+      if (s["state"] == "failed")
+        return fmt::format("wave {} shard {} failed{}: {}", w["wave"].get<int>(),
+                           s["shard"].get<int>(),
+                           s.value("node", "").empty() ? "" : " on " + s.value("node", ""),
+                           s.value("error", ""));
+    if (w["merge"]["state"] == "failed")
+      return fmt::format("wave {}'s merge failed: {}", w["wave"].get<int>(),
+                         w["merge"].value("error", ""));
+  }
+  if (status["finish"]["state"] == "failed")
+    return "the finishing step failed: " + status["finish"].value("error", "");
+  return "";
+}
+
+void SetOverall(const ClusterJob& job, Json* status) {
+  Json& s = *status;
+  const std::string failure = FirstFailure(s);
+  if (s["finish"]["state"] == "done") {
+    s["state"] = "done";
+    s["message"] = "done; the report is in " + JobPaths(job.spec.db).report_text();
+  } else if (!failure.empty()) {
+    s["state"] = "failed";
+    s["message"] = failure +
+                   ". Later steps do not run. Fix the cause and run `fusetune cluster submit` "
+                   "again with the same flags: the job continues from the first wave not merged.";
+  } else if (job.submissions.empty()) {
+    s["state"] = "not submitted";
+    s["message"] = "scripts written (--dry-run); submit.sh in " + JobPaths(job.spec.db).dir +
+                   " submits them";
+  } else {
+    s["state"] = "running";
+    int wave = 1;
+    for (const Json& w : s["waves"])
+      if (w["merge"]["state"] == "done") wave = w["wave"].get<int>() + 1;
+    s["message"] = wave > job.spec.waves ? "finishing: whole-model plans"
+                                         : fmt::format("wave {} of {}", wave, job.spec.waves);
+  }
+}
+
+}  // namespace
+
+Json ModelPlanJson(const std::string& model, const std::string& target,
+                   const search::TuningJobResult& r) {
+  const auto ms = [](const std::optional<search::PlanReport>& p) {
+    return p ? Json(p->seconds * 1e3) : Json(nullptr);
+  };
+  Json j{{"model", model},       {"target", target},
+         {"job", r.job_id},      {"unfused_ms", ms(r.summary.unfused)},
+         {"greedy_ms", ms(r.summary.greedy)}, {"best_ms", ms(r.summary.best)},
+         {"best_kind", r.summary.best ? r.summary.best->kind : ""}};
+  if (r.summary.best && r.summary.unfused)
+    j["speedup_vs_unfused"] = r.summary.unfused->seconds / r.summary.best->seconds;
+  return j;
+}
+
+Result<Json> CollectStatus(const ClusterJob& job, Scheduler* scheduler) {
+  const JobPaths paths(job.spec.db);
+  const StepIds ids = IdsOf(job);
+  FT_ASSIGN_OR_RETURN(auto slurm, AskSlurm(ids, scheduler));
+  Json status{{"db", job.spec.db}, {"nodes", job.spec.nodes}, {"waves_total", job.spec.waves},
+              {"waves", Json::array()}};
+  for (int w = 1; w <= job.spec.waves; ++w) {
+    Json wave{{"wave", w}, {"shards", Json::array()}};
+    const std::string array = Get(ids.wave_array, w);
+    for (int i = 1; i <= job.spec.nodes; ++i) {
+      FT_ASSIGN_OR_RETURN(auto file, ReadStep(paths.shard_status(w, i)));
+      Json shard = StepJson(file, array.empty() ? "" : fmt::format("{}_{}", array, i), slurm);
+      shard["shard"] = i;
+      wave["shards"].push_back(std::move(shard));
+    }
+    FT_ASSIGN_OR_RETURN(auto merge, ReadStep(paths.merge_status(w)));
+    wave["merge"] = StepJson(merge, Get(ids.merge, w), slurm);
+    status["waves"].push_back(std::move(wave));
+  }
+  FT_ASSIGN_OR_RETURN(auto finish, ReadStep(paths.finish_status()));
+  status["finish"] = StepJson(finish, ids.finish, slurm);
+  SetOverall(job, &status);
+  return status;
+}
+
+namespace {
+
+std::string ShardLine(const Json& s) {
+  const Json& p = s.value("progress", Json::object());
+  std::string line = fmt::format("    shard {:<3} {:<12}", s["shard"].get<int>(),
+                                 s["state"].get<std::string>());
+  if (p.contains("quota"))
+    line += fmt::format(" {:>6}/{:<6} trials", p.value("trials_total", p.value("trials", 0L)),
+                        p["quota"].get<int64_t>());
+  if (p.contains("seconds")) line += fmt::format(" {:7.1f} s", p["seconds"].get<double>());
+  if (!s.value("node", "").empty()) line += " on " + s.value("node", "");
+  if (s.value("restarts", 0) > 0) line += fmt::format(", requeued {}x", s.value("restarts", 0));
+  if (s.contains("slurm_state") && s["state"] != "done")
+    line += fmt::format(" [Slurm {} {}]", s.value("slurm_state", ""), s.value("slurm_reason", ""));
+  if (!s.value("error", "").empty()) line += "\n      " + s.value("error", "");
+  return line + "\n";
+}
+
+std::string MergeLine(const Json& m) {
+  std::string line = "    merge     " + m["state"].get<std::string>();
+  const Json& p = m.value("progress", Json::object());
+  if (p.contains("shards")) {
+    int64_t added = 0;
+    for (const Json& s : p["shards"]) added += s.value("records_added", 0L);
+    line += fmt::format(": {} records added in {:.1f} s", added, p.value("merge_seconds", 0.0));
+  }
+  if (p.contains("model")) {
+    const Json& model = p["model"];
+    line += model.value("retrained", false)
+                ? fmt::format("; cost model #{} ({}, Spearman {:.3f}) {}",
+                              model.value("model_id", 0L), model.value("form", ""),
+                              model.value("spearman", 0.0),
+                              model.value("promoted", false) ? "active" : "kept inactive")
+                : "; not retrained: " + model.value("why", "");
+  }
+  if (!m.value("error", "").empty()) line += "\n      " + m.value("error", "");
+  return line + "\n";
+}
+
+}  // namespace
+
+std::string FormatStatus(const Json& status) {
+  std::string out = fmt::format("cluster job of {}: {} ({})\n", status["db"].get<std::string>(),
+                                status["state"].get<std::string>(),
+                                status["message"].get<std::string>());
+  for (const Json& w : status["waves"]) {
+    int done = 0;
+    for (const Json& s : w["shards"]) done += s["state"] == "done";
+    out += fmt::format("  wave {}/{}: {}/{} shards done\n", w["wave"].get<int>(),
+                       status["waves_total"].get<int>(), done, w["shards"].size());
+    for (const Json& s : w["shards"]) out += ShardLine(s);
+    out += MergeLine(w["merge"]);
+  }
+  const Json& f = status["finish"];
+  out += "  finish      " + f["state"].get<std::string>();
+  if (!f.value("error", "").empty()) out += ": " + f.value("error", "");
+  out += "\n";
+  return out;
+}
+
+Result<Json> BuildReport(const ClusterJob& job, const Json& plans) {
+  FT_ASSIGN_OR_RETURN(Json status, CollectStatus(job, nullptr));
+  int64_t trials = 0;
+  double first_start = 0, merge_seconds = 0, retrain_seconds = 0;
+  for (const Json& w : status["waves"]) {
+    for (const Json& s : w["shards"]) {
+      trials += s.value("progress", Json::object()).value("trials_total", 0L);
+      const double started = s.value("started_at", 0.0);
+      if (started > 0 && (first_start == 0 || started < first_start)) first_start = started;
+    }
+    const Json& p = w["merge"].value("progress", Json::object());
+    merge_seconds += p.value("merge_seconds", 0.0);
+    retrain_seconds += p.value("model", Json::object()).value("seconds", 0.0);
+  }
+  status["plans"] = plans;
+  status["trials"] = trials;
+  status["merge_seconds"] = merge_seconds;
+  status["retrain_seconds"] = retrain_seconds;
+  status["wall_seconds"] = first_start > 0 ? UnixNow() - first_start : 0.0;
+  status["state"] = "done";
+  status["message"] = "done";
+  return status;
+}
+
+std::string FormatReport(const Json& report) {
+  std::string out = FormatStatus(report);
+  out += fmt::format(
+      "\n{} group trials over {} waves x {} shards in {:.0f} s of wall time; merges {:.1f} s, "
+      "retraining {:.1f} s\n",
+      report.value("trials", 0L), report["waves_total"].get<int>(), report["nodes"].get<int>(),
+      report.value("wall_seconds", 0.0), report.value("merge_seconds", 0.0),
+      report.value("retrain_seconds", 0.0));
+  for (const Json& p : report["plans"]) {
+    const auto ms = [&](const char* k) {
+      return p[k].is_null() ? std::string("-") : fmt::format("{:.3f} ms", p[k].get<double>());
+    };
+    out += fmt::format("  {}: unfused {}, greedy {}, best {} ({}){}\n",
+                       p["model"].get<std::string>(), ms("unfused_ms"), ms("greedy_ms"),
+                       ms("best_ms"), p.value("best_kind", ""),
+                       p.contains("speedup_vs_unfused")
+                           ? fmt::format(", {:.2f}x unfused", p["speedup_vs_unfused"].get<double>())
+                           : "");
+  }
+  return out;
+}
+
+}  // namespace fusetune::cluster

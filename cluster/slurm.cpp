@@ -1,0 +1,198 @@
+#include "cluster/slurm.h"
+
+#include <fmt/format.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <regex>
+#include <set>
+#include <sstream>
+
+extern char** environ;
+
+namespace fusetune::cluster {
+
+namespace {
+
+struct CommandOutput {
+  int exit_code = 0;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs argv[0] from PATH and collects what it prints.
+Result<CommandOutput> RunCommand(const std::vector<std::string>& argv) {
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) return Error(ErrorCode::kIo, "pipe() failed");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
+  posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int spawned = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(pipe_fds[1]);
+  if (spawned != 0) {
+    close(pipe_fds[0]);
+    return Error(ErrorCode::kNotFound,
+                 fmt::format("cannot run {}: {} (is Slurm installed on this machine?)", argv[0],
+                             strerror(spawned)));
+  }
+  CommandOutput out;
+  char buffer[4096];
+  for (ssize_t n; (n = read(pipe_fds[0], buffer, sizeof buffer)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    out.output.append(buffer, static_cast<size_t>(n));
+  }
+  close(pipe_fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return out;
+}
+
+std::string Joined(const std::vector<std::string>& parts, const std::string& sep) {
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : sep) + p;
+  return out;
+}
+
+std::string LastLine(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return last;
+}
+
+// Slurm's --time: whole minutes, with a minute's grace over the step's own
+// stop so that the step ends itself before Slurm kills it.
+std::string SlurmTime(double seconds) {
+  const int64_t minutes = static_cast<int64_t>(std::ceil(seconds / 60.0)) + 1;
+  return fmt::format("{}:{:02}:00", minutes / 60, minutes % 60);
+}
+
+class SlurmScheduler : public Scheduler {
+ public:
+  Result<std::string> Submit(const std::string& script,
+                             const std::vector<std::string>& after_ok) override {
+    std::vector<std::string> argv{"sbatch", "--parsable"};
+    if (!after_ok.empty()) {
+      argv.push_back("--dependency=afterok:" + Joined(after_ok, ":"));
+      argv.push_back("--kill-on-invalid-dep=yes");
+    }
+    argv.push_back(script);
+    FT_ASSIGN_OR_RETURN(CommandOutput out, RunCommand(argv));
+    const std::string last = LastLine(out.output);
+    std::smatch m;
+    if (out.exit_code != 0 || !std::regex_match(last, m, std::regex(R"((\d+)(;.*)?)")))
+      return Error(ErrorCode::kIo, fmt::format("sbatch {} failed (exit {}): {}", script,
+                                               out.exit_code, out.output));
+    return m[1].str();
+  }
+
+  Result<std::vector<SlurmJobState>> Query(const std::vector<std::string>& job_ids) override {
+    std::vector<SlurmJobState> all;
+    for (const std::string& id : job_ids) {
+      if (id.empty()) continue;
+      FT_ASSIGN_OR_RETURN(CommandOutput out, RunCommand({"scontrol", "show", "job", "-o", id}));
+      if (out.exit_code != 0) {
+        if (out.output.find("Invalid job id") != std::string::npos) continue;  // forgotten
+        return Error(ErrorCode::kIo, fmt::format("scontrol show job {} failed (exit {}): {}", id,
+                                                 out.exit_code, out.output));
+      }
+      for (SlurmJobState& s : ParseScontrolJobs(out.output)) all.push_back(std::move(s));
+    }
+    return all;
+  }
+
+  Status Cancel(const std::vector<std::string>& job_ids) override {
+    std::vector<std::string> argv{"scancel"};
+    for (const std::string& id : job_ids)
+      if (!id.empty()) argv.push_back(id);
+    if (argv.size() == 1) return Status::Ok();
+    FT_ASSIGN_OR_RETURN(CommandOutput out, RunCommand(argv));
+    if (out.exit_code != 0)
+      return Error(ErrorCode::kIo, fmt::format("scancel failed (exit {}): {}", out.exit_code,
+                                               out.output));
+    return Status::Ok();
+  }
+};
+
+}  // namespace
+
+std::string ScriptText(const BatchScript& s, const SlurmOptions& slurm) {
+  std::string text = "#!/bin/bash\n";
+  const auto line = [&](const std::string& option) { text += "#SBATCH " + option + "\n"; };
+  line("--job-name=" + s.name);
+  if (s.array_size > 0) line(fmt::format("--array=1-{}", s.array_size));
+  line("--nodes=1");
+  line("--ntasks=1");
+  if (s.exclusive) line("--exclusive");
+  if (s.seconds > 0) line("--time=" + SlurmTime(s.seconds));
+  if (s.requeue) line("--requeue");
+  line("--open-mode=append");  // a requeued step appends to its log
+  if (!s.output.empty()) line("--output=" + s.output);
+  if (!slurm.partition.empty()) line("--partition=" + slurm.partition);
+  if (!slurm.constraint.empty()) line("--constraint=" + slurm.constraint);
+  if (!slurm.account.empty()) line("--account=" + slurm.account);
+  for (const std::string& extra : slurm.extra) line(extra);
+  text += "set -u\n";
+  for (const std::string& c : s.commands) text += c + "\n";
+  return text;
+}
+
+std::vector<SlurmJobState> ParseScontrolJobs(const std::string& text) {
+  std::vector<SlurmJobState> jobs;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::map<std::string, std::string> fields;
+    std::istringstream words(line);
+    std::string word;
+    while (words >> word) {
+      const auto eq = word.find('=');
+      if (eq != std::string::npos) fields[word.substr(0, eq)] = word.substr(eq + 1);
+    }
+    if (fields.count("JobId") == 0) continue;
+    SlurmJobState s;
+    s.id = fields.count("ArrayTaskId") && fields.count("ArrayJobId")
+               ? fields["ArrayJobId"] + "_" + fields["ArrayTaskId"]
+               : fields["JobId"];
+    s.state = fields["JobState"];
+    s.reason = fields["Reason"];
+    s.restarts = std::atoi(fields["Restarts"].c_str());
+    s.exit_code = fields["ExitCode"];
+    s.nodes = fields["NodeList"];
+    jobs.push_back(std::move(s));
+  }
+  return jobs;
+}
+
+bool IsFinalState(const std::string& state) {
+  static const std::set<std::string> kFinal{"COMPLETED", "FAILED",    "CANCELLED",
+                                            "TIMEOUT",   "NODE_FAIL", "OUT_OF_MEMORY",
+                                            "PREEMPTED", "DEADLINE",  "BOOT_FAIL"};
+  return kFinal.count(state) > 0;
+}
+
+Result<std::unique_ptr<Scheduler>> MakeSlurmScheduler() {
+  auto probe = RunCommand({"sbatch", "--version"});
+  if (!probe.ok() || probe->exit_code != 0)
+    return Error(ErrorCode::kNotFound,
+                 "sbatch is not on PATH: submit from a machine with Slurm's client commands, or "
+                 "use --dry-run to write the scripts");
+  return std::unique_ptr<Scheduler>(new SlurmScheduler());
+}
+
+}  // namespace fusetune::cluster

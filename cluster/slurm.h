@@ -1,0 +1,65 @@
+// Slurm as the engine of a cluster job: batch scripts written from a job's
+// steps, and the scheduler's commands (sbatch, scontrol, squeue, scancel)
+// behind an interface, so that submission and status logic is tested with
+// a double and the real one is a few process calls.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cluster/cluster_job.h"
+#include "common/status.h"
+
+namespace fusetune::cluster {
+
+// One batch script.
+struct BatchScript {
+  std::string name;            // --job-name
+  int array_size = 0;          // > 0: an array job of tasks 1..array_size
+  double seconds = 0;          // --time (rounded up to minutes, with a grace); 0: none
+  bool requeue = false;        // --requeue: rerun on node failure, and a killed shard requeues itself
+  bool exclusive = false;      // --exclusive: a shard measures on a node of its own
+  std::string output;          // --output pattern
+  std::vector<std::string> commands;  // the body, one command per line
+};
+// The script's text for the job's Slurm options (partition, constraint,
+// account, extra lines).
+std::string ScriptText(const BatchScript& script, const SlurmOptions& slurm);
+
+// Slurm's word on one job or array task.
+struct SlurmJobState {
+  std::string id;     // "123" or "123_2"
+  std::string state;  // PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, ...
+  std::string reason;
+  int restarts = 0;
+  std::string exit_code;  // "0:0"
+  std::string nodes;
+};
+
+class Scheduler {
+ public:
+  virtual ~Scheduler() = default;
+  // Submits `script` after every job of `after_ok` completed successfully
+  // (a failed one cancels it); returns the job id.
+  virtual Result<std::string> Submit(const std::string& script,
+                                     const std::vector<std::string>& after_ok) = 0;
+  // What Slurm knows of `job_ids` (an array job's tasks each): jobs it has
+  // forgotten are absent.
+  virtual Result<std::vector<SlurmJobState>> Query(const std::vector<std::string>& job_ids) = 0;
+  virtual Status Cancel(const std::vector<std::string>& job_ids) = 0;
+};
+
+// The scheduler of the cluster this machine submits to (sbatch and friends
+// on PATH, SLURM_CONF as the environment says). Errors when sbatch is missing.
+Result<std::unique_ptr<Scheduler>> MakeSlurmScheduler();
+
+// Parses `scontrol show job -o` output: one job per line.
+std::vector<SlurmJobState> ParseScontrolJobs(const std::string& text);
+
+// Whether a Slurm state is final.
+bool IsFinalState(const std::string& state);
+
+}  // namespace fusetune::cluster

@@ -1,0 +1,47 @@
+// Submitting a cluster job: the batch scripts of its steps, written into
+// the job's folder, then submitted as a chain in which each step waits for
+// the one before to succeed:
+//
+//   wave 1 (array of N shards) -> merge 1 -> wave 2 -> merge 2 -> ... -> finish
+//
+// every link `--dependency=afterok` with `--kill-on-invalid-dep=yes`, so a
+// failed step cancels the rest instead of leaving it pending forever.
+// Shards are `--requeue` (Slurm reruns them after a node failure) and a
+// shard killed by a signal requeues itself; a rerun shard continues from its
+// database (search/shard_job.h).
+//
+// Submitting again on the same database continues the job: the waves
+// already merged are not run again, a wave cut short reruns with its shards
+// continuing from their databases (measuring nothing twice), and a job whose
+// steps are still queued or running is refused. The flags that shape the
+// plan (models, nodes, waves, budget, seed, caches, precision) must be the
+// same; the Slurm options and times may change.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cluster/cluster_job.h"
+#include "cluster/slurm.h"
+
+namespace fusetune::cluster {
+
+struct SubmitOutcome {
+  ClusterJob job;
+  int first_wave = 1;        // the first wave this submission runs
+  bool continued = false;    // the database had this job already
+  bool nothing_to_do = false;  // every step is done
+  std::optional<Submission> submitted;  // none with --dry-run
+  std::string submit_script;  // submit.sh: the same chain, for submitting by hand
+};
+
+// `scheduler` null: --dry-run (scripts only).
+Result<SubmitOutcome> SubmitJob(const ClusterSpec& spec, Scheduler* scheduler);
+
+// The group trials a job of `spec.seconds` can spend, when only a time is
+// given: every shard of every wave measuring for its share at a
+// conservative rate (a shard also stops itself at its time).
+int64_t TrialsForTime(const ClusterSpec& spec);
+
+}  // namespace fusetune::cluster
