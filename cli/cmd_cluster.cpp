@@ -157,11 +157,23 @@ cluster::StepCallbacks Callbacks(ProgressLine* bar) {
   return cb;
 }
 
+// A step that cannot even start says so in its status file, for `status`.
+int StepFailed(const std::string& status_path, const Error& error) {
+  cluster::StepStatus status = cluster::StartedStep();
+  status.state = cluster::StepState::kFailed;
+  status.error = error.message();
+  status.ended_at = cluster::UnixNow();
+  (void)cluster::WriteStep(status_path, status);
+  return ReportError(error);
+}
+
 int Shard(const ClusterArgs& a) {
   auto job = LoadJobOf(a.db);
   if (!job.ok()) return ReportError(job.error());
   auto models = LoadShardModels(job->spec.models, {});
-  if (!models.ok()) return ReportError(models.error());
+  if (!models.ok())
+    return StepFailed(cluster::JobPaths(job->spec.db).shard_status(a.wave, a.shard),
+                      models.error());
   CatchInterrupt();
   ProgressLine bar(fmt::format("wave {} shard {}/{}", a.wave, a.shard, job->spec.nodes));
   auto r = cluster::RunShardStep(*job, a.wave, a.shard, std::move(*models), Callbacks(&bar));
@@ -185,7 +197,8 @@ int Finish(const ClusterArgs& a) {
   auto job = LoadJobOf(a.db);
   if (!job.ok()) return ReportError(job.error());
   auto models = LoadShardModels(job->spec.models, {});
-  if (!models.ok()) return ReportError(models.error());
+  if (!models.ok())
+    return StepFailed(cluster::JobPaths(job->spec.db).finish_status(), models.error());
   CatchInterrupt();
   auto r = cluster::RunFinishStep(*job, std::move(*models), Callbacks(nullptr));
   if (!r.ok()) return ReportError(r.error());

@@ -148,6 +148,23 @@ std::string SubmitScript(const ClusterJob& job, int first_wave) {
   return s;
 }
 
+// The status files of the steps a submission runs again, unless done: the
+// status of a step that failed before must not stand for its rerun.
+Status ClearUnfinishedSteps(const ClusterJob& job, int first_wave) {
+  const JobPaths paths(job.spec.db);
+  std::vector<std::string> files{paths.finish_status()};
+  for (int w = first_wave; w <= job.spec.waves; ++w) {
+    files.push_back(paths.merge_status(w));
+    for (int i = 1; i <= job.spec.nodes; ++i) files.push_back(paths.shard_status(w, i));
+  }
+  for (const std::string& f : files) {
+    FT_ASSIGN_OR_RETURN(auto step, ReadStep(f));
+    std::error_code ec;
+    if (step && step->state != StepState::kDone) std::filesystem::remove(f, ec);
+  }
+  return Status::Ok();
+}
+
 Result<Submission> SubmitChain(const ClusterJob& job, int first_wave, Scheduler& scheduler) {
   const JobPaths paths(job.spec.db);
   Submission sub;
@@ -207,6 +224,7 @@ Result<SubmitOutcome> SubmitJob(const ClusterSpec& spec, Scheduler* scheduler) {
   FT_RETURN_IF_ERROR(WriteFileAtomically(out.submit_script, SubmitScript(out.job, out.first_wave)));
   chmod(out.submit_script.c_str(), 0755);
   if (scheduler == nullptr) return out;
+  FT_RETURN_IF_ERROR(ClearUnfinishedSteps(out.job, out.first_wave));
   FT_ASSIGN_OR_RETURN(Submission sub, SubmitChain(out.job, out.first_wave, *scheduler));
   out.job.submissions.push_back(sub);
   out.submitted = sub;

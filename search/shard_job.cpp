@@ -239,7 +239,7 @@ void ShardJob::ReportProgress(const std::string& current) {
   if (!callbacks_.progress) return;
   ShardProgress p;
   p.trials = result_.trials_total;
-  p.quota = result_.quota;
+  p.quota = leftover_ ? 0 : result_.quota;  // beyond the quotas: a count, not a bar
   p.tasks = static_cast<int>(mine_.size());
   p.tasks_finished = static_cast<int>(finished_.size());
   p.seconds = Elapsed();
@@ -370,6 +370,7 @@ Status ShardJob::TuneTask(int index) {
 // quotas depends on the node's speed, so these trials are not the same
 // whatever the number of shards (a trial budget alone stops at the quotas).
 Status ShardJob::SpendLeftoverTime() {
+  leftover_ = true;
   for (uint64_t pass = 1;; ++pass) {
     int64_t before = result_.trials;
     for (int t : mine_) {

@@ -69,7 +69,9 @@ struct ShardJobOptions {
 };
 
 struct ShardProgress {
-  int64_t trials = 0, quota = 0;  // this wave's, of the shard's tasks (earlier runs included)
+  // This wave's, of the shard's tasks (earlier runs included); quota 0 once
+  // they are measured and a time budget is spent on more.
+  int64_t trials = 0, quota = 0;
   int tasks = 0, tasks_finished = 0;
   double seconds = 0, max_seconds = 0;
   std::string current;
@@ -148,6 +150,7 @@ class ShardJob {
   std::unique_ptr<cost_model::CostModel> model_;
   int64_t job_id_ = 0;
   bool resumed_ = false;
+  bool leftover_ = false;  // spending time left after the quotas
   std::set<std::string> finished_;
   ShardJobResult result_;
   std::chrono::steady_clock::time_point start_;
