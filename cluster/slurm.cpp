@@ -152,6 +152,26 @@ std::string ScriptText(const BatchScript& s, const SlurmOptions& slurm) {
   return text;
 }
 
+namespace {
+
+// "2-4%2" or "1,3,5-6": the task ids a pending array line stands for.
+std::vector<std::string> ExpandTaskIds(std::string spec) {
+  spec = spec.substr(0, spec.find('%'));  // a throttle
+  std::vector<std::string> ids;
+  std::istringstream parts(spec);
+  std::string part;
+  while (std::getline(parts, part, ',')) {
+    part = part.substr(0, part.find(':'));  // a step
+    const auto dash = part.find('-');
+    const int lo = std::atoi(part.substr(0, dash).c_str());
+    const int hi = dash == std::string::npos ? lo : std::atoi(part.substr(dash + 1).c_str());
+    for (int i = lo; i <= hi && hi - lo < 100000; ++i) ids.push_back(std::to_string(i));
+  }
+  return ids;
+}
+
+}  // namespace
+
 std::vector<SlurmJobState> ParseScontrolJobs(const std::string& text) {
   std::vector<SlurmJobState> jobs;
   std::istringstream in(text);
@@ -166,15 +186,20 @@ std::vector<SlurmJobState> ParseScontrolJobs(const std::string& text) {
     }
     if (fields.count("JobId") == 0) continue;
     SlurmJobState s;
-    s.id = fields.count("ArrayTaskId") && fields.count("ArrayJobId")
-               ? fields["ArrayJobId"] + "_" + fields["ArrayTaskId"]
-               : fields["JobId"];
+    s.id = fields["JobId"];
     s.state = fields["JobState"];
     s.reason = fields["Reason"];
     s.restarts = std::atoi(fields["Restarts"].c_str());
     s.exit_code = fields["ExitCode"];
     s.nodes = fields["NodeList"];
-    jobs.push_back(std::move(s));
+    if (fields.count("ArrayTaskId") == 0 || fields.count("ArrayJobId") == 0) {
+      jobs.push_back(std::move(s));
+      continue;
+    }
+    for (const std::string& task : ExpandTaskIds(fields["ArrayTaskId"])) {
+      s.id = fields["ArrayJobId"] + "_" + task;
+      jobs.push_back(s);
+    }
   }
   return jobs;
 }

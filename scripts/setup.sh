@@ -19,6 +19,9 @@ PACKAGES=(
   libonnx-testdata
   # the sanitizer build and the libFuzzer harnesses of tests/fuzz (scripts/build.sh sanitize)
   clang libclang-rt-dev
+  # `fusetune cluster` (Slurm's client commands) and its test on a throw-away local cluster
+  # (tests/cluster/slurm_test.sh, scripts/slurm-local.sh; the daemons are started by the test)
+  slurm-wlm munge
 )
 
 if [ "${1:-}" = "--bench" ]; then

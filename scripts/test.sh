@@ -21,9 +21,11 @@ if [ "$asan_built" -eq 1 ]; then
   # cli.tuning and cli.training drive whole tuning jobs and trainings through
   # the CLI (4 of the suite's 15 CPU-minutes under ASan): they run in the
   # Release suite; their code is under ASan in the unit suites, and the
-  # CLI's own in cli.basics.
+  # CLI's own in cli.basics. cluster.slurm (a two-wave job on a throw-away
+  # Slurm cluster, 2-3 minutes) likewise: its shard, merge and status code
+  # runs under ASan in search_tests and cluster_tests.
   (cd build-asan && ctest --output-on-failure -j "$(nproc)" --timeout 600 \
-     -E '^cli\.(tuning|training)$') || status=1
+     -E '^(cli\.(tuning|training)|cluster\.slurm)$') || status=1
 fi
 echo "== release build"
 (cd build && ctest --output-on-failure -j "$(nproc)" --timeout 600) || status=1

@@ -25,7 +25,7 @@ part() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
 
 if part basics; then
 # --help everywhere
-for cmd in "" inspect run-reference space run calibrate measure db "db stats" "db best" "db export" "db import" "db merge" "db check" "db vacuum" collect retrain evaluate-model tune report compile; do
+for cmd in "" inspect run-reference space run calibrate measure db "db stats" "db best" "db export" "db import" "db merge" "db check" "db vacuum" collect retrain evaluate-model tune report compile cluster "cluster submit" "cluster status" "cluster shard" "cluster merge" "cluster finish"; do
   $FUSETUNE $cmd --help >/dev/null || fail "fusetune $cmd --help"
 done
 
@@ -213,6 +213,26 @@ expect_error 2 "computed from graph input 'shape' \(i64\[2\]\).*--input shape=FI
 expect_error 2 "has shape \[3\]; the model declares i64\[2\]" -- $FUSETUNE inspect "$TMP/reshape.onnx" --value shape=1,3,4
 expect_error 2 "is not of the form NAME=VALUE" -- $FUSETUNE inspect "$TMP/reshape.onnx" --value shape
 
+# sharded tuning and the cluster job (issue 41): bad flags, and --dry-run's scripts
+M=$DATA/mlp.onnx
+expect_error 2 "one job tunes one model" -- $FUSETUNE tune "$M" "$M" --db "$TMP/x.db" --trials 5
+expect_error 2 "--shard '3/2'" -- $FUSETUNE tune "$M" --shard 3/2 --db "$TMP/x.db" --trials 5
+expect_error 2 "needs --trials" -- $FUSETUNE tune "$M" --shard 1/2 --db "$TMP/x.db" --time 1m
+expect_error 2 "go with --shard" -- $FUSETUNE tune "$M" --wave 1/2 --db "$TMP/x.db" --trials 5
+expect_error 2 "has no cluster job" -- $FUSETUNE cluster status --db "$TMP/none.db"
+expect_error 2 "give a budget" -- $FUSETUNE cluster submit "$M" --db "$TMP/c.db" --nodes 2 --dry-run
+$FUSETUNE cluster submit "$M" --db "$TMP/c.db" --nodes 2 --waves 2 --trials 50 --constraint fake \
+  --dry-run >"$TMP/dry.txt" || fail "cluster submit --dry-run"
+grep -q "submit.sh submits them" "$TMP/dry.txt" || fail "--dry-run does not say how to submit"
+for f in wave-1.sbatch wave-2.sbatch merge-1.sbatch merge-2.sbatch finish.sbatch submit.sh job.json; do
+  [ -s "$TMP/c.db.cluster/$f" ] || fail "--dry-run did not write $f"
+done
+grep -q "^#SBATCH --array=1-2$" "$TMP/c.db.cluster/wave-1.sbatch" || fail "the wave script is no array of 2"
+grep -q "^#SBATCH --constraint=fake$" "$TMP/c.db.cluster/wave-1.sbatch" || fail "--constraint lost"
+grep -q "afterok" "$TMP/c.db.cluster/submit.sh" || fail "submit.sh does not chain the steps"
+$FUSETUNE cluster status --db "$TMP/c.db" >"$TMP/cs.txt" 2>/dev/null || fail "cluster status of a dry run"
+grep -q "not submitted" "$TMP/cs.txt" || fail "cluster status does not say the job is not submitted"
+expect_error 2 "not 3" -- $FUSETUNE cluster submit "$M" --db "$TMP/c.db" --nodes 3 --waves 2 --trials 50 --dry-run
 fi  # basics
 
 if part training; then

@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "db/jsonl.h"
 #include "tests/db/db_test_util.h"
 
 namespace fusetune::db {
@@ -115,6 +116,43 @@ TEST(Process, SigkillDuringCommitsLosesNothingCommitted) {
       ASSERT_TRUE(present.count(serial)) << "round " << round << ": record " << serial << " lost";
   }
   EXPECT_GE(committed.size(), 50u * 2 * kBatchSize);  // at least two batches a round
+}
+
+int64_t CountRecords(Database& db) {
+  int64_t n = 0;
+  EXPECT_TRUE(db.ForEachRecord({}, [&](const Record&) { return ++n > 0; }).ok());
+  return n;
+}
+
+// A cluster shard killed mid-write (issue 41): its database, write-ahead log
+// and all, merged read only into the job's database gives exactly the
+// records whose commits returned, once, however often it is merged.
+TEST(Process, MergeOfAWriterKilledMidWriteTakesItsCommittedRecords) {
+  const std::string shard = testing::FreshDbPath("killed_shard");
+  const std::string team = testing::FreshDbPath("team");
+  Child c = Spawn({FUSETUNE_DB_TEST_TOOL, "write", shard, "1000000", std::to_string(kBatchSize),
+                   "0"});
+  char line[128];
+  int batches = 0;
+  while (batches < 5 && std::fgets(line, sizeof line, c.out)) batches += line[0] == 'c';
+  kill(c.pid, SIGKILL);
+  ASSERT_TRUE(WIFSIGNALED(Wait(c.pid)));
+  fclose(c.out);
+  ASSERT_EQ(batches, 5);
+  auto from = MakeSqliteDatabase(shard, {.create = false, .read_only = true});
+  ASSERT_TRUE(from.ok()) << from.error().ToString();
+  const int64_t committed = CountRecords(**from);
+  EXPECT_GE(committed, 5 * kBatchSize);
+  auto into = MakeSqliteDatabase(team);
+  ASSERT_TRUE(into.ok());
+  for (int merge = 0; merge < 2; ++merge) {
+    auto merged = MergeDatabase(**into, **from);
+    ASSERT_TRUE(merged.ok()) << merged.error().ToString();
+    EXPECT_EQ(merged->records_read, committed);
+    EXPECT_EQ(merged->records_added, merge == 0 ? committed : 0);
+  }
+  EXPECT_EQ(CountRecords(**into), committed);
+  EXPECT_TRUE((*into)->CheckIntegrity().ok());
 }
 
 TEST(Process, ReaderAndWriterTogetherNeverFailLocked) {

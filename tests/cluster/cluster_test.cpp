@@ -1,0 +1,234 @@
+// cluster/: batch scripts, Slurm's job lines, and the submission and status
+// logic against a scheduler double: the chain of dependencies, continuing a
+// job from its first unmerged wave, refusing while its jobs run or when the
+// flags that shape the plan differ, and the state a status reports from
+// step files and Slurm's word. (The real Slurm is tests/cluster/slurm_test.sh.)
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+
+#include "cluster/report.h"
+#include "cluster/slurm.h"
+#include "cluster/submit.h"
+
+namespace fusetune::cluster {
+namespace {
+
+// Records every submission; answers queries from a state table.
+class FakeScheduler : public Scheduler {
+ public:
+  struct Submitted {
+    std::string script;
+    std::vector<std::string> after_ok;
+  };
+  std::vector<Submitted> submitted;
+  std::map<std::string, SlurmJobState> states;
+
+  Result<std::string> Submit(const std::string& script,
+                             const std::vector<std::string>& after_ok) override {
+    submitted.push_back({script, after_ok});
+    const std::string id = std::to_string(100 + submitted.size());
+    states[id] = {id, "PENDING", "Dependency", 0, "0:0", ""};
+    return id;
+  }
+  Result<std::vector<SlurmJobState>> Query(const std::vector<std::string>& ids) override {
+    std::vector<SlurmJobState> out;
+    for (const std::string& id : ids)
+      for (const auto& [key, state] : states)
+        if (key == id || key.rfind(id + "_", 0) == 0) out.push_back(state);
+    return out;
+  }
+  Status Cancel(const std::vector<std::string>&) override { return Status::Ok(); }
+  void FinishAll() {
+    for (auto& [id, s] : states) s.state = "COMPLETED";
+  }
+};
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("fusetune_cluster_test_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    spec_.models = {"/models/a.onnx", "/models/b.onnx"};
+    spec_.db = (dir_ / "team.db").string();
+    spec_.nodes = 3;
+    spec_.waves = 2;
+    spec_.trials = 500;
+    spec_.fusetune = "/opt/fusetune/bin/fusetune";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  void MarkDone(const std::string& path) {
+    StepStatus s = StartedStep();
+    s.state = StepState::kDone;
+    ASSERT_TRUE(WriteStep(path, s).ok());
+  }
+
+  std::filesystem::path dir_;
+  ClusterSpec spec_;
+};
+
+TEST(Slurm, ScriptsCarryTheStepsOptions) {
+  BatchScript s;
+  s.name = "fusetune-wave1";
+  s.array_size = 3;
+  s.seconds = 90;
+  s.requeue = true;
+  s.output = "/logs/w1-%a.log";
+  s.commands = {"echo hi"};
+  SlurmOptions o;
+  o.partition = "cpu";
+  o.constraint = "zen5";
+  o.extra = {"--qos=low"};
+  const std::string text = ScriptText(s, o);
+  for (const char* want : {"#!/bin/bash\n", "#SBATCH --array=1-3\n", "#SBATCH --time=0:03:00\n",
+                           "#SBATCH --requeue\n", "#SBATCH --partition=cpu\n",
+                           "#SBATCH --constraint=zen5\n", "#SBATCH --qos=low\n", "echo hi\n"})
+    EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
+  EXPECT_EQ(text.find("--account"), std::string::npos);
+}
+
+TEST(Slurm, ParsesScontrolLines) {
+  const auto jobs = ParseScontrolJobs(
+      "JobId=21 ArrayJobId=17 ArrayTaskId=2 JobName=x JobState=FAILED Reason=NonZeroExitCode "
+      "Restarts=1 ExitCode=1:0 NodeList=node2\n"
+      "JobId=22 JobName=merge JobState=CANCELLED Reason=DependencyNeverSatisfied Restarts=0\n"
+      "JobId=17 ArrayJobId=17 ArrayTaskId=3-4%2 JobState=PENDING Reason=JobArrayTaskLimit\n");
+  ASSERT_EQ(jobs.size(), 4u);
+  EXPECT_EQ(jobs[2].id, "17_3");
+  EXPECT_EQ(jobs[3].id, "17_4");
+  EXPECT_EQ(jobs[3].state, "PENDING");
+  EXPECT_EQ(jobs[0].id, "17_2");
+  EXPECT_EQ(jobs[0].state, "FAILED");
+  EXPECT_EQ(jobs[0].restarts, 1);
+  EXPECT_EQ(jobs[0].nodes, "node2");
+  EXPECT_EQ(jobs[1].id, "22");
+  EXPECT_EQ(jobs[1].reason, "DependencyNeverSatisfied");
+  EXPECT_TRUE(IsFinalState("TIMEOUT"));
+  EXPECT_FALSE(IsFinalState("PENDING"));
+}
+
+TEST_F(ClusterTest, SubmitChainsEveryStepAfterTheOneBefore) {
+  FakeScheduler slurm;
+  auto out = SubmitJob(spec_, &slurm);
+  ASSERT_TRUE(out.ok()) << out.error().message();
+  ASSERT_EQ(slurm.submitted.size(), 5u);  // wave, merge, wave, merge, finish
+  EXPECT_TRUE(slurm.submitted[0].after_ok.empty());
+  for (size_t i = 1; i < 5; ++i)
+    EXPECT_EQ(slurm.submitted[i].after_ok, std::vector<std::string>{std::to_string(100 + i)});
+  const JobPaths paths(spec_.db);
+  EXPECT_EQ(slurm.submitted[0].script, paths.wave_script(1));
+  EXPECT_EQ(slurm.submitted[4].script, paths.finish_script());
+  auto saved = LoadJob(spec_.db);
+  ASSERT_TRUE(saved.ok() && saved->has_value());
+  ASSERT_EQ((*saved)->submissions.size(), 1u);
+  EXPECT_EQ((*saved)->submissions[0].wave_jobs, (std::vector<std::string>{"101", "103"}));
+  EXPECT_TRUE(std::filesystem::exists(paths.dir + "/submit.sh"));
+}
+
+TEST_F(ClusterTest, SubmitAgainRefusesWhileRunningThenContinuesFromTheFirstUnmergedWave) {
+  FakeScheduler slurm;
+  ASSERT_TRUE(SubmitJob(spec_, &slurm).ok());
+  auto running = SubmitJob(spec_, &slurm);
+  ASSERT_FALSE(running.ok());
+  EXPECT_NE(running.error().message().find("still queued or running"), std::string::npos);
+
+  slurm.FinishAll();
+  MarkDone(JobPaths(spec_.db).merge_status(1));
+  auto again = SubmitJob(spec_, &slurm);
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  EXPECT_TRUE(again->continued);
+  EXPECT_EQ(again->first_wave, 2);
+  ASSERT_EQ(slurm.submitted.size(), 5u + 3u);  // wave 2, merge 2, finish
+  EXPECT_EQ(slurm.submitted[5].script, JobPaths(spec_.db).wave_script(2));
+  EXPECT_TRUE(slurm.submitted[5].after_ok.empty());
+
+  slurm.FinishAll();
+  MarkDone(JobPaths(spec_.db).merge_status(2));
+  MarkDone(JobPaths(spec_.db).finish_status());
+  auto done = SubmitJob(spec_, &slurm);
+  ASSERT_TRUE(done.ok());
+  EXPECT_TRUE(done->nothing_to_do);
+  EXPECT_EQ(slurm.submitted.size(), 8u);
+}
+
+TEST_F(ClusterTest, SubmitRefusesOtherPlanFlagsOnTheSameDatabase) {
+  FakeScheduler slurm;
+  ASSERT_TRUE(SubmitJob(spec_, nullptr).ok());  // --dry-run: scripts only
+  EXPECT_TRUE(slurm.submitted.empty());
+  ClusterSpec other = spec_;
+  other.nodes = 4;
+  auto r = SubmitJob(other, &slurm);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("--nodes"), std::string::npos);
+}
+
+TEST_F(ClusterTest, StatusNamesTheFailedShardAndTheCancelledSteps) {
+  FakeScheduler slurm;
+  ASSERT_TRUE(SubmitJob(spec_, &slurm).ok());
+  const JobPaths paths(spec_.db);
+  MarkDone(paths.shard_status(1, 1));
+  StepStatus failed = StartedStep();
+  failed.state = StepState::kFailed;
+  failed.error = "cannot open model '/models/b.onnx'";
+  ASSERT_TRUE(WriteStep(paths.shard_status(1, 2), failed).ok());
+  slurm.states["101_3"] = {"101_3", "PENDING", "BeginTime", 1, "0:0", ""};
+  StepStatus running = StartedStep();
+  ASSERT_TRUE(WriteStep(paths.shard_status(1, 3), running).ok());
+  slurm.states["102"] = {"102", "CANCELLED", "DependencyNeverSatisfied", 0, "0:0", ""};
+  auto job = LoadJob(spec_.db);
+  ASSERT_TRUE(job.ok());
+  auto status = CollectStatus(**job, &slurm);
+  ASSERT_TRUE(status.ok()) << status.error().message();
+  EXPECT_EQ((*status)["state"], "failed");
+  const std::string message = (*status)["message"];
+  EXPECT_NE(message.find("wave 1 shard 2 failed"), std::string::npos) << message;
+  EXPECT_NE(message.find("b.onnx"), std::string::npos) << message;
+  const auto& wave = (*status)["waves"][0];
+  EXPECT_EQ(wave["shards"][2]["state"], "requeued");
+  EXPECT_EQ(wave["shards"][2]["restarts"], 1);
+  EXPECT_EQ(wave["merge"]["state"], "cancelled");
+  EXPECT_NE(FormatStatus(*status).find("merge     cancelled"), std::string::npos);
+}
+
+TEST_F(ClusterTest, StatusOfAJobUnderWay) {
+  FakeScheduler slurm;
+  ASSERT_TRUE(SubmitJob(spec_, &slurm).ok());
+  slurm.states["101_1"] = {"101_1", "RUNNING", "None", 0, "0:0", "node1"};
+  slurm.states["101_2"] = {"101_2", "PENDING", "Resources", 0, "0:0", ""};
+  auto job = LoadJob(spec_.db);
+  ASSERT_TRUE(job.ok());
+  auto status = CollectStatus(**job, &slurm);
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ((*status)["state"], "running");
+  EXPECT_EQ((*status)["message"], "wave 1 of 2");
+  EXPECT_EQ((*status)["waves"][0]["shards"][0]["state"], "running");
+  EXPECT_EQ((*status)["waves"][0]["shards"][1]["state"], "pending");
+}
+
+TEST_F(ClusterTest, JobFilesRoundTripAndNewerVersionsAreRefused) {
+  ClusterJob job;
+  job.spec = spec_;
+  job.spec.slurm.account = "ml";
+  job.spec.precision = {true, 0.01};
+  job.submissions.push_back({1, {"7"}, {"8"}, "9", 12.5});
+  auto back = JobFromJson(JobToJson(job), "job.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->spec.models, job.spec.models);
+  EXPECT_EQ(back->spec.slurm.account, "ml");
+  EXPECT_TRUE(back->spec.precision.mixed);
+  EXPECT_EQ(back->submissions[0].finish_job, "9");
+  nlohmann::json newer = JobToJson(job);
+  newer["version"] = 2;
+  auto refused = JobFromJson(newer, "job.json");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("version 2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fusetune::cluster
