@@ -62,23 +62,23 @@ struct Unit {
   double load = 0;
 };
 
-std::vector<Unit> UnitsOf(const std::vector<ShardTaskInfo>& tasks, const std::vector<double>& load) {
+std::vector<Unit> UnitsOf(const std::vector<std::string>& keys,
+                          const std::vector<std::string>& units, const std::vector<double>& load) {
   std::map<std::string, Unit> by_key;
-  for (size_t t = 0; t < tasks.size(); ++t) {
-    Unit& u = by_key[tasks[t].unit.empty() ? tasks[t].key : tasks[t].unit];
+  for (size_t t = 0; t < keys.size(); ++t) {
+    Unit& u = by_key[units[t].empty() ? keys[t] : units[t]];
     u.tasks.push_back(static_cast<int>(t));
     u.load += load[t];
   }
-  std::vector<Unit> units;
+  std::vector<Unit> out;
   for (auto& [key, u] : by_key) {
     u.key = key;
-    std::sort(u.tasks.begin(), u.tasks.end(),
-              [&](int a, int b) { return tasks[a].key < tasks[b].key; });
-    units.push_back(std::move(u));
+    std::sort(u.tasks.begin(), u.tasks.end(), [&](int a, int b) { return keys[a] < keys[b]; });
+    out.push_back(std::move(u));
   }
-  std::stable_sort(units.begin(), units.end(),
+  std::stable_sort(out.begin(), out.end(),
                    [](const Unit& a, const Unit& b) { return a.load > b.load; });
-  return units;
+  return out;
 }
 
 }  // namespace
@@ -123,19 +123,36 @@ Result<ShardPlan> PlanShards(const std::vector<ShardTaskInfo>& tasks,
   std::vector<double> load(n);
   for (size_t t = 0; t < n; ++t)
     load[t] = plan.quota[t] * EstimatedTrialSeconds(tasks[t].predicted_seconds, options.measure);
-  plan.shard.assign(n, 1);
-  plan.load.assign(options.shards, 0);
-  plan.order.resize(options.shards);
-  for (const Unit& u : UnitsOf(tasks, load)) {
-    const auto least = std::min_element(plan.load.begin(), plan.load.end());
-    const int s = static_cast<int>(least - plan.load.begin());
+  std::vector<std::string> keys(n), units(n);
+  for (size_t t = 0; t < n; ++t) {
+    keys[t] = tasks[t].key;
+    units[t] = tasks[t].unit;
+  }
+  LoadBalance balance = BalanceUnits(keys, units, load, options.shards);
+  plan.shard.resize(n);
+  for (size_t t = 0; t < n; ++t) plan.shard[t] = balance.bin[t] + 1;
+  plan.load = std::move(balance.load);
+  plan.order = std::move(balance.order);
+  return plan;
+}
+
+LoadBalance BalanceUnits(const std::vector<std::string>& keys,
+                         const std::vector<std::string>& units, const std::vector<double>& load,
+                         int bins) {
+  LoadBalance b;
+  b.bin.assign(keys.size(), 0);
+  b.load.assign(std::max(bins, 1), 0);
+  b.order.resize(b.load.size());
+  for (const Unit& u : UnitsOf(keys, units, load)) {
+    const auto least = std::min_element(b.load.begin(), b.load.end());
+    const int bin = static_cast<int>(least - b.load.begin());
     *least += u.load;
     for (int t : u.tasks) {
-      plan.shard[t] = s + 1;
-      plan.order[s].push_back(t);
+      b.bin[t] = bin;
+      b.order[bin].push_back(t);
     }
   }
-  return plan;
+  return b;
 }
 
 int64_t WaveQuota(int64_t quota, int wave, int waves) {

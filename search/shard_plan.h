@@ -57,6 +57,19 @@ struct ShardPlan {
 Result<ShardPlan> PlanShards(const std::vector<ShardTaskInfo>& tasks,
                              const ShardPlanOptions& options);
 
+// Longest processing time first: the units (tasks with equal `units[t]`,
+// or each task alone where it is empty) by total load, largest first, each
+// to the least loaded of `bins` (ties: the lower bin; units of equal load:
+// the smaller unit key). Tasks of a unit keep the order of `keys`.
+struct LoadBalance {
+  std::vector<int> bin;                // per task, 0-based
+  std::vector<double> load;            // per bin
+  std::vector<std::vector<int>> order; // per bin: its tasks in the order they run
+};
+LoadBalance BalanceUnits(const std::vector<std::string>& keys,
+                         const std::vector<std::string>& units, const std::vector<double>& load,
+                         int bins);
+
 // The trials a task with `quota` has measured by the end of wave `wave`
 // (1-based) of `waves`.
 int64_t WaveQuota(int64_t quota, int wave, int waves);

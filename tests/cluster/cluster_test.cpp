@@ -10,6 +10,7 @@
 #include <map>
 
 #include "cluster/report.h"
+#include "cluster/scaling.h"
 #include "cluster/slurm.h"
 #include "cluster/submit.h"
 
@@ -228,6 +229,30 @@ TEST_F(ClusterTest, JobFilesRoundTripAndNewerVersionsAreRefused) {
   auto refused = JobFromJson(newer, "job.json");
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().message().find("version 2"), std::string::npos);
+}
+
+TEST(Scaling, PredictionAddsTheBarriersAndTheFixedCosts) {
+  SingleJobTimes job;
+  for (int i = 0; i < 8; ++i) job.tasks.push_back({"t" + std::to_string(i), "", 10.0, 100});
+  job.tasks.push_back({"big", "", 30.0, 100});  // no shard can beat it
+  job.whole_model_seconds = 5;
+  ClusterCosts costs;
+  costs.shard_start_seconds = 1;
+  costs.step_gap_seconds = 0.5;
+  costs.merge_seconds_per_record = 1e-3;
+  costs.retrain_seconds_per_record = 2e-3;
+  const auto points = PredictScaling(job, costs, 2, {1, 4, 16});
+  ASSERT_EQ(points.size(), 3u);
+  EXPECT_DOUBLE_EQ(points[0].measuring_seconds, 110.0);  // everything, on one shard
+  EXPECT_DOUBLE_EQ(points[1].measuring_seconds, 30.0);   // 15 s per wave: the big task's half
+  EXPECT_DOUBLE_EQ(points[2].measuring_seconds, 30.0);   // the biggest task bounds it
+  // Two waves: 2 x (start 1 + gaps 1 + merge 0.45 + retrain) + the last gap.
+  const double retrain = 2e-3 * (450 + 900);
+  EXPECT_NEAR(points[0].overhead_seconds, 2 * (1 + 1 + 0.45) + retrain + 0.5, 1e-9);
+  EXPECT_NEAR(points[0].wall_seconds, 110 + points[0].overhead_seconds + 5, 1e-9);
+  EXPECT_DOUBLE_EQ(points[0].speedup, 1.0);
+  EXPECT_GT(points[1].speedup, 2.5);
+  EXPECT_LT(points[2].efficiency, 0.5);
 }
 
 }  // namespace
