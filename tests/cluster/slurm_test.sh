@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 41 on a real Slurm cluster: a throw-away cluster of three nodes on this
 # machine (scripts/slurm-local.sh), a two-wave job of the bundled example
-# over three shards with one shard killed by SIGKILL mid-wave, then:
-#   - the killed shard was requeued by Slurm and finished;
+# over three shards with one shard killed by SIGKILL mid-wave and, in wave 2,
+# the node of another taken down (node loss), then:
+#   - both shards were requeued by Slurm and finished;
 #   - the merged database holds every task's records, each measurement once;
 #   - a plan compiled from it is at least as fast as one compiled after a
 #     single-machine tune of the same trial budget (10% for noise: both are
@@ -47,16 +48,33 @@ wait_job() {
   "$FUSETUNE" cluster status --db "$db"
 }
 
+# measuring DB WAVE SHARD: the shard's status says it has measured (prints its node).
+measuring() {
+  /usr/bin/python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1]))
+sys.exit(0 if s.get("state") == "running" and s.get("progress", {}).get("trials", 0) >= 5 and
+         print(s["node"]) is None else 1)' "$1.cluster/wave-$2/shard-$3.json" 2>/dev/null
+}
+
 # kill_shard DB WAVE SHARD: SIGKILL the shard's fusetune once it has measured.
 kill_shard() {
-  local db=$1 wave=$2 shard=$3 start=$SECONDS status
-  status=$db.cluster/wave-$wave/shard-$shard.json
+  local start=$SECONDS
   while [ $((SECONDS - start)) -lt 120 ]; do
-    if [ -f "$status" ] && /usr/bin/python3 -c '
-import json, sys
-p = json.load(open(sys.argv[1])).get("progress", {})
-sys.exit(0 if p.get("trials", 0) >= 5 else 1)' "$status" 2>/dev/null; then
-      pkill -KILL -f "cluster shard --db $db --wave $wave --shard $shard\$" && return 0
+    measuring "$1" "$2" "$3" >/dev/null &&
+      pkill -KILL -f "cluster shard --db $1 --wave $2 --shard $3\$" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# lose_node DB WAVE SHARD: the node of a measuring shard goes down (Slurm
+# requeues the shard; ReturnToService=2 brings the node back at once).
+lose_node() {
+  local start=$SECONDS node
+  while [ $((SECONDS - start)) -lt 120 ]; do
+    if node=$(measuring "$1" "$2" "$3"); then
+      scontrol update nodename="$node" state=down reason=fusetune-test && return 0
     fi
     sleep 0.1
   done
@@ -70,6 +88,7 @@ if [ "$MODE" = long ]; then budget=(--time 2m); else budget=(--trials "$TRIALS")
   >"$TMP/submit.txt" 2>&1 || { cat "$TMP/submit.txt"; fail "cluster submit"; }
 cat "$TMP/submit.txt"
 kill_shard "$DB" 1 2 || fail "shard 2 of wave 1 was not seen measuring (or could not be killed)"
+lose_node "$DB" 2 3 || fail "shard 3 of wave 2 was not seen measuring (or its node not taken down)"
 wait_job "$DB" 600 >"$TMP/status.txt"
 cat "$TMP/status.txt"
 grep -q "cluster job of .*: done" "$TMP/status.txt" || fail "the job did not end done"
@@ -77,9 +96,10 @@ grep -q "cluster job of .*: done" "$TMP/status.txt" || fail "the job did not end
 /usr/bin/python3 - "$TMP/status.json" <<'PY' || fail "the killed shard was not requeued"
 import json, sys
 s = json.load(open(sys.argv[1]))
-shard = s["waves"][0]["shards"][1]
-assert shard["state"] == "done", shard
-assert shard["restarts"] >= 1, shard
+for wave, shard in ((0, 1), (1, 2)):  # killed by SIGKILL; its node lost
+    shard = s["waves"][wave]["shards"][shard]
+    assert shard["state"] == "done", shard
+    assert shard["restarts"] >= 1, shard
 PY
 grep -q "requeueing" "$DB.cluster/logs/wave-1-shard-2.log" || fail "the shard's log does not say it requeued"
 
@@ -132,7 +152,13 @@ cp "$MODEL" "$TMP/copy.onnx"
 "$FUSETUNE" cluster submit "$TMP/copy.onnx" --db "$BROKEN" --nodes 3 --waves 2 --trials 200 \
   --threads 1 >/dev/null 2>&1 || fail "cluster submit (broken)"
 mv "$TMP/copy.onnx" "$TMP/moved.onnx"  # the shards cannot load the model
-wait_job "$BROKEN" 300 >"$TMP/broken.txt"
+wait_job "$BROKEN" 300 >/dev/null
+# Slurm cancels the dependent steps once every task of the array has ended.
+for _ in $(seq 1 30); do
+  "$FUSETUNE" cluster status --db "$BROKEN" >"$TMP/broken.txt" 2>&1
+  grep -q "merge *cancelled" "$TMP/broken.txt" && break
+  sleep 1
+done
 cat "$TMP/broken.txt"
 grep -q "failed (wave 1 shard .* failed" "$TMP/broken.txt" || fail "the status does not name the failed shard"
 grep -q "merge *cancelled" "$TMP/broken.txt" || fail "the merge was not cancelled"

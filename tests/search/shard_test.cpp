@@ -18,6 +18,7 @@
 #include "search/shard_plan.h"
 #include "target/calibration.h"
 #include "tests/fusion_space/model_util.h"
+#include "tests/search/hash_timed_device.h"
 
 namespace fusetune::search {
 namespace {
@@ -123,17 +124,6 @@ TEST(ShardPlan, ErrorsAndShardSpecs) {
   }
 }
 
-// A deterministic device: a time from the candidate's plan.
-measure::MeasureResult HashTimed(const measure::Candidate& c, std::multiset<std::string>* seen) {
-  const std::string text = c.plan.dump();
-  if (seen != nullptr) seen->insert(text);
-  measure::MeasureResult r;
-  r.status = measure::MeasureStatus::kOk;
-  const uint64_t h = HashBytes(text.data(), text.size(), 11);
-  r.time.median = 1e-5 * (1.0 + static_cast<double>(h % 1000) / 1000.0);
-  return r;
-}
-
 class ShardJobTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -168,7 +158,7 @@ class ShardJobTest : public ::testing::Test {
     o.wave = wave;
     o.waves = waves;
     o.trials = 400;
-    o.measure = [this](const measure::Candidate& c) { return HashTimed(c, &seen_); };
+    o.measure = [this](const measure::Candidate& c) { return device_(c); };
     return o;
   }
 
@@ -192,7 +182,8 @@ class ShardJobTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   std::shared_ptr<const graph::Graph> graph_;
-  std::multiset<std::string> seen_;
+  testing::HashTimedDevice device_;
+  const std::multiset<std::string>& seen_ = device_.measured;
 };
 
 TEST_F(ShardJobTest, ShardsMergedHoldExactlyTheRecordsOfOneMachine) {

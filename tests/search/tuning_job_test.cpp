@@ -16,24 +16,12 @@
 #include "target/calibration.h"
 #include "target/target.h"
 #include "tests/fusion_space/model_util.h"
+#include "tests/search/hash_timed_device.h"
 
 namespace fusetune::search {
 namespace {
 
-// A deterministic device: a time from the candidate's plan, and every plan
-// it was asked for, to check that nothing is measured twice.
-struct HashTimedDevice {
-  std::multiset<std::string> measured;
-  measure::MeasureResult operator()(const measure::Candidate& c) {
-    const std::string text = c.plan.dump();
-    measured.insert(text);
-    measure::MeasureResult r;
-    r.status = measure::MeasureStatus::kOk;
-    const uint64_t h = HashBytes(text.data(), text.size(), 11);
-    r.time.median = 1e-5 * (1.0 + static_cast<double>(h % 1000) / 1000.0);
-    return r;
-  }
-};
+using testing::HashTimedDevice;
 
 class TuningJobTest : public ::testing::Test {
  protected:
