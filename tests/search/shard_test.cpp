@@ -157,7 +157,7 @@ class ShardJobTest : public ::testing::Test {
     o.shards = shards;
     o.wave = wave;
     o.waves = waves;
-    o.trials = 400;
+    o.trials = 250;
     o.measure = [this](const measure::Candidate& c) { return device_(c); };
     return o;
   }
