@@ -236,7 +236,11 @@ std::atomic<bool> g_interrupted{false};
 void OnInterrupt(int) { g_interrupted = true; }
 }  // namespace
 
-void CatchInterrupt() { std::signal(SIGINT, OnInterrupt); }
+// SIGTERM too: what `kill`, a batch system's cancel or time limit sends.
+void CatchInterrupt() {
+  std::signal(SIGINT, OnInterrupt);
+  std::signal(SIGTERM, OnInterrupt);
+}
 bool Interrupted() { return g_interrupted.load(); }
 
 Result<double> ParseDuration(const std::string& text) {

@@ -63,6 +63,7 @@ Result<cluster::ClusterSpec> SpecOf(const ClusterArgs& a) {
   }
   cluster::PlanTimes(&spec);
   spec.trials = a.trials > 0 ? a.trials : cluster::TrialsForTime(spec);
+  spec.trials_from_time = a.trials <= 0;
   return spec;
 }
 

@@ -71,6 +71,7 @@ nlohmann::json SpecToJson(const ClusterSpec& s) {
           {"nodes", s.nodes},
           {"waves", s.waves},
           {"trials", s.trials},
+          {"trials_from_time", s.trials_from_time},
           {"seconds", s.seconds},
           {"seed", s.seed},
           {"threads", s.threads},
@@ -95,6 +96,7 @@ Result<ClusterSpec> SpecFromJson(const nlohmann::json& j, const std::string& whe
     s.nodes = j.at("nodes").get<int>();
     s.waves = j.at("waves").get<int>();
     s.trials = j.at("trials").get<int64_t>();
+    s.trials_from_time = j.value("trials_from_time", false);
     s.seconds = j.at("seconds").get<double>();
     s.seed = j.at("seed").get<uint64_t>();
     s.threads = j.value("threads", 0);
@@ -141,11 +143,13 @@ nlohmann::json JobToJson(const ClusterJob& job) {
 }
 
 Result<ClusterJob> JobFromJson(const nlohmann::json& j, const std::string& where) {
-  if (j.value("version", 0) != 1)
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"] != 1)
     return Error(ErrorCode::kCorrupt,
                  fmt::format("{}: cluster job version {} (this build reads version 1)", where,
-                             j.value("version", 0)));
+                             j.contains("version") ? j["version"].dump() : "none"));
   ClusterJob job;
+  if (!j.contains("spec") || !j.contains("submissions"))
+    return Error(ErrorCode::kCorrupt, where + ": no spec or submissions");
   FT_ASSIGN_OR_RETURN(job.spec, SpecFromJson(j.at("spec"), where));
   try {
     for (const auto& s : j.at("submissions"))
@@ -213,19 +217,23 @@ Result<std::optional<StepStatus>> ReadStep(const std::string& path) {
   if (!std::filesystem::exists(path)) return std::optional<StepStatus>();
   FT_ASSIGN_OR_RETURN(nlohmann::json j, ReadJsonFile(path));
   StepStatus s;
-  const std::string state = j.value("state", "pending");
-  s.state = state == "running" ? StepState::kRunning
-            : state == "done"  ? StepState::kDone
-            : state == "failed" ? StepState::kFailed
-                                : StepState::kPending;
-  s.node = j.value("node", "");
-  s.slurm_job = j.value("slurm_job", "");
-  s.restarts = j.value("restarts", 0);
-  s.started_at = j.value("started_at", 0.0);
-  s.updated_at = j.value("updated_at", 0.0);
-  s.ended_at = j.value("ended_at", 0.0);
-  s.error = j.value("error", "");
-  if (j.contains("progress")) s.progress = j["progress"];
+  try {
+    const std::string state = j.value("state", "pending");
+    s.state = state == "running"  ? StepState::kRunning
+              : state == "done"   ? StepState::kDone
+              : state == "failed" ? StepState::kFailed
+                                  : StepState::kPending;
+    s.node = j.value("node", "");
+    s.slurm_job = j.value("slurm_job", "");
+    s.restarts = j.value("restarts", 0);
+    s.started_at = j.value("started_at", 0.0);
+    s.updated_at = j.value("updated_at", 0.0);
+    s.ended_at = j.value("ended_at", 0.0);
+    s.error = j.value("error", "");
+    if (j.contains("progress")) s.progress = j["progress"];
+  } catch (const nlohmann::json::exception& e) {
+    return Error(ErrorCode::kCorrupt, fmt::format("{}: {}", path, e.what()));
+  }
   return std::optional<StepStatus>(std::move(s));
 }
 

@@ -41,6 +41,7 @@ struct ClusterSpec {
   int nodes = 1;                    // shards per wave: one array task each
   int waves = 1;
   int64_t trials = 0;        // group trials over the whole job
+  bool trials_from_time = false;  // derived from `seconds` (TrialsForTime), not given
   double seconds = 0;        // the whole job's wall time (--time)
   uint64_t seed = 1;
   int threads = 0;           // per kernel; 0: the node's CPUs

@@ -33,9 +33,13 @@ std::string Get(const std::map<int, std::string>& m, int key) {
   return it == m.end() ? "" : it->second;
 }
 
+// A running step that has not written for this long, of which Slurm knows
+// nothing, is lost (its node died and Slurm has forgotten the job).
+constexpr double kLostAfterSeconds = 600;
+
 // One step: its file's word, then Slurm's on what the file cannot say.
 Json StepJson(const std::optional<StepStatus>& file, const std::string& slurm_id,
-              const std::map<std::string, SlurmJobState>& slurm) {
+              const std::map<std::string, SlurmJobState>& slurm, bool asked_slurm) {
   Json j = file ? StepToJson(*file) : Json{{"state", "not started"}};
   j["slurm_job"] = slurm_id;
   auto it = slurm.find(slurm_id);
@@ -45,6 +49,13 @@ Json StepJson(const std::optional<StepStatus>& file, const std::string& slurm_id
     j["restarts"] = std::max(j.value("restarts", 0), it->second.restarts);
   }
   const std::string state = j["state"].get<std::string>();
+  if (state == "running" && it == slurm.end() && asked_slurm && !slurm_id.empty() &&
+      UnixNow() - file->updated_at > kLostAfterSeconds) {
+    j["state"] = "failed";
+    j["error"] = fmt::format("lost: no word from it for {:.0f} min and Slurm no longer knows its job",
+                             (UnixNow() - file->updated_at) / 60);
+    return j;
+  }
   if (state == "done" || state == "failed" || it == slurm.end()) return j;
   const SlurmJobState& s = it->second;
   if (s.state == "PENDING" || s.state == "REQUEUED" || s.state == "REQUEUE_HOLD")
@@ -70,22 +81,30 @@ Result<std::map<std::string, SlurmJobState>> AskSlurm(const StepIds& ids, Schedu
   return by_id;
 }
 
-// The first failed step (and where), or "".
-std::string FirstFailure(const Json& status) {
+// The first step in `state` (and where), or "".
+std::string FirstInState(const Json& status, const std::string& state) {
   for (const Json& w : status["waves"]) {
     for (const Json& s : w["shards"])
-      if (s["state"] == "failed")
-        return fmt::format("wave {} shard {} failed{}: {}", w["wave"].get<int>(),
-                           s["shard"].get<int>(),
+      if (s["state"] == state)
+        return fmt::format("wave {} shard {} {}{}: {}", w["wave"].get<int>(),
+                           s["shard"].get<int>(), state,
                            s.value("node", "").empty() ? "" : " on " + s.value("node", ""),
                            s.value("error", ""));
-    if (w["merge"]["state"] == "failed")
-      return fmt::format("wave {}'s merge failed: {}", w["wave"].get<int>(),
+    if (w["merge"]["state"] == state)
+      return fmt::format("wave {}'s merge {}: {}", w["wave"].get<int>(), state,
                          w["merge"].value("error", ""));
   }
-  if (status["finish"]["state"] == "failed")
-    return "the finishing step failed: " + status["finish"].value("error", "");
+  if (status["finish"]["state"] == state)
+    return fmt::format("the finishing step {}: {}", state, status["finish"].value("error", ""));
   return "";
+}
+
+// The first failed step (and where), or "": a step cancelled by Slurm (by
+// `scancel`, or because a step before it failed) counts when no step says
+// it failed.
+std::string FirstFailure(const Json& status) {
+  if (std::string failed = FirstInState(status, "failed"); !failed.empty()) return failed;
+  return FirstInState(status, "cancelled");
 }
 
 void SetOverall(const ClusterJob& job, Json* status) {
@@ -140,16 +159,17 @@ Result<Json> CollectStatus(const ClusterJob& job, Scheduler* scheduler) {
     const std::string array = Get(ids.wave_array, w);
     for (int i = 1; i <= job.spec.nodes; ++i) {
       FT_ASSIGN_OR_RETURN(auto file, ReadStep(paths.shard_status(w, i)));
-      Json shard = StepJson(file, array.empty() ? "" : fmt::format("{}_{}", array, i), slurm);
+      Json shard = StepJson(file, array.empty() ? "" : fmt::format("{}_{}", array, i), slurm,
+                            scheduler != nullptr);
       shard["shard"] = i;
       wave["shards"].push_back(std::move(shard));
     }
     FT_ASSIGN_OR_RETURN(auto merge, ReadStep(paths.merge_status(w)));
-    wave["merge"] = StepJson(merge, Get(ids.merge, w), slurm);
+    wave["merge"] = StepJson(merge, Get(ids.merge, w), slurm, scheduler != nullptr);
     status["waves"].push_back(std::move(wave));
   }
   FT_ASSIGN_OR_RETURN(auto finish, ReadStep(paths.finish_status()));
-  status["finish"] = StepJson(finish, ids.finish, slurm);
+  status["finish"] = StepJson(finish, ids.finish, slurm, scheduler != nullptr);
   SetOverall(job, &status);
   return status;
 }
@@ -216,11 +236,12 @@ std::string FormatStatus(const Json& status) {
 
 Result<Json> BuildReport(const ClusterJob& job, const Json& plans) {
   FT_ASSIGN_OR_RETURN(Json status, CollectStatus(job, nullptr));
-  int64_t trials = 0;
+  int64_t trials = 0;  // the records the merges added: each measurement once
   double first_start = 0, merge_seconds = 0, retrain_seconds = 0;
   for (const Json& w : status["waves"]) {
+    for (const Json& s : w["merge"].value("progress", Json::object()).value("shards", Json::array()))
+      trials += s.value("records_added", 0L);
     for (const Json& s : w["shards"]) {
-      trials += s.value("progress", Json::object()).value("trials_total", 0L);
       const double started = s.value("started_at", 0.0);
       if (started > 0 && (first_start == 0 || started < first_start)) first_start = started;
     }
@@ -235,6 +256,7 @@ Result<Json> BuildReport(const ClusterJob& job, const Json& plans) {
   status["wall_seconds"] = first_start > 0 ? UnixNow() - first_start : 0.0;
   status["state"] = "done";
   status["message"] = "done";
+  status["finish"]["state"] = "done";  // written as this report is
   return status;
 }
 

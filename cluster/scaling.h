@@ -9,8 +9,10 @@
 //     per record and the retraining's per record in the database, the time
 //     Slurm takes between one step's end and the next one's start.
 // Prediction for N shards and W waves: each task's time split evenly over
-// the waves; the tasks placed on shards as the shard plan places them
-// (units by load, longest first: shard_plan.h BalanceUnits); each wave ends
+// the waves; the tasks placed on shards longest first as the shard plan
+// places units (shard_plan.h BalanceUnits), each task its own unit here
+// (the records do not say which tasks share a tiling space: slightly
+// optimistic where the plan keeps siblings together); each wave ends
 // with its slowest shard (the barrier), then the merge and the retraining
 // on everything so far; the finishing step measures whole plans as long as
 // the single job's whole-model stage took. What it leaves out: nodes slower

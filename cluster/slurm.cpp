@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -26,7 +28,8 @@ struct CommandOutput {
 // Runs argv[0] from PATH and collects what it prints.
 Result<CommandOutput> RunCommand(const std::vector<std::string>& argv) {
   int pipe_fds[2];
-  if (pipe(pipe_fds) != 0) return Error(ErrorCode::kIo, "pipe() failed");
+  // Close-on-exec: no other child spawned meanwhile inherits the pipe.
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return Error(ErrorCode::kIo, "pipe2() failed");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);

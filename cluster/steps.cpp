@@ -28,15 +28,20 @@ Result<std::unique_ptr<db::Database>> OpenDb(const std::string& path, bool read_
 
 // Runs `body` as a step whose status lives at `path`: running, then done
 // with the figures `body` returns, or failed with its error.
+// A step whose result says it was stopped (`stopped` returns why) ends
+// failed, to be run again, not done.
 template <typename T>
 Result<T> AsStep(const std::string& path, StepStatus status,
                  const std::function<Result<T>(StepStatus*)>& body,
-                 const std::function<nlohmann::json(const T&)>& figures) {
+                 const std::function<nlohmann::json(const T&)>& figures,
+                 const std::function<std::string(const T&)>& stopped = {}) {
   FT_RETURN_IF_ERROR(WriteStep(path, status));
   Result<T> result = body(&status);
   status.ended_at = UnixNow();
+  const std::string why = result.ok() && stopped ? stopped(*result) : "";
   if (result.ok()) {
-    status.state = StepState::kDone;
+    status.state = why.empty() ? StepState::kDone : StepState::kFailed;
+    status.error = why;
     status.progress = figures(*result);
   } else {
     status.state = StepState::kFailed;
@@ -70,6 +75,9 @@ search::ShardJobOptions ShardOptions(const ClusterSpec& spec, int wave, int shar
   o.max_seconds = spec.shard_seconds;
   o.tuner.seed = spec.seed;
   o.tuner.measure.threads = spec.threads > 0 ? spec.threads : NodeCpus();
+  // Nodes of different sizes plan alike: the plan assumes the job's threads,
+  // or one where each node measures with its own.
+  o.plan_threads = spec.threads > 0 ? spec.threads : 1;
   o.caches = spec.caches;
   o.precision = spec.precision;
   return o;
@@ -96,9 +104,11 @@ Result<search::ShardJobResult> RunShardStep(const ClusterJob& job, int wave, int
       if (callbacks.shard_progress) callbacks.shard_progress(p);
       if (UnixNow() - last_write < 2 && p.current != "done") return;
       last_write = UnixNow();
-      status->progress = {{"trials", p.trials}, {"quota", p.quota},
-                          {"tasks", p.tasks},   {"tasks_finished", p.tasks_finished},
-                          {"seconds", p.seconds}};
+      status->progress["trials"] = p.trials;
+      status->progress["quota"] = p.quota;
+      status->progress["tasks"] = p.tasks;
+      status->progress["tasks_finished"] = p.tasks_finished;
+      status->progress["seconds"] = p.seconds;
       (void)WriteStep(paths.shard_status(wave, shard), *status);
     };
     search::ShardJobOptions options = ShardOptions(job.spec, wave, shard, std::move(models));
@@ -111,7 +121,13 @@ Result<search::ShardJobResult> RunShardStep(const ClusterJob& job, int wave, int
   };
   std::function<nlohmann::json(const search::ShardJobResult&)> figures =
       [](const search::ShardJobResult& r) { return search::ShardResultToJson(r); };
-  return AsStep(paths.shard_status(wave, shard), StartedStep(), body, figures);
+  std::function<std::string(const search::ShardJobResult&)> stopped =
+      [](const search::ShardJobResult& r) {
+        return r.stop_reason == "interrupted"
+                   ? std::string("stopped by a signal before its quotas were measured")
+                   : std::string();
+      };
+  return AsStep(paths.shard_status(wave, shard), StartedStep(), body, figures, stopped);
 }
 
 namespace {

@@ -34,8 +34,10 @@ Status SamePlan(const ClusterSpec& had, const ClusterSpec& asked) {
     return differs("--nodes", std::to_string(had.nodes), std::to_string(asked.nodes));
   if (had.waves != asked.waves)
     return differs("--waves", std::to_string(had.waves), std::to_string(asked.waves));
-  if (had.trials != asked.trials)
+  if (had.trials != asked.trials && !asked.trials_from_time)
     return differs("a budget of trials", std::to_string(had.trials), std::to_string(asked.trials));
+  if (had.threads != asked.threads)
+    return differs("--threads", std::to_string(had.threads), std::to_string(asked.threads));
   if (had.seed != asked.seed)
     return differs("--seed", std::to_string(had.seed), std::to_string(asked.seed));
   if (had.caches != asked.caches || had.precision != asked.precision)
@@ -96,7 +98,8 @@ std::vector<std::string> ShardCommands(const ClusterSpec& spec, int wave) {
 
 Status WriteScript(const std::string& path, const BatchScript& script, const SlurmOptions& slurm) {
   FT_RETURN_IF_ERROR(WriteFileAtomically(path, ScriptText(script, slurm)));
-  chmod(path.c_str(), 0755);
+  if (chmod(path.c_str(), 0755) != 0)
+    return Error(ErrorCode::kIo, fmt::format("cannot make {} executable", path));
   return Status::Ok();
 }
 
@@ -206,6 +209,9 @@ Result<SubmitOutcome> SubmitJob(const ClusterSpec& spec, Scheduler* scheduler) {
   if (existing) {
     FT_RETURN_IF_ERROR(SamePlan(existing->spec, spec));
     FT_RETURN_IF_ERROR(RefuseWhileRunning(*existing, scheduler));
+    // A budget derived from --time stays the job's: another --time changes
+    // the steps' times, not the plan.
+    if (spec.trials_from_time) out.job.spec.trials = existing->spec.trials;
     out.job.submissions = existing->submissions;
     out.continued = true;
   }
@@ -222,7 +228,8 @@ Result<SubmitOutcome> SubmitJob(const ClusterSpec& spec, Scheduler* scheduler) {
   FT_RETURN_IF_ERROR(WriteScripts(out.job, out.first_wave));
   out.submit_script = JobPaths(spec.db).dir + "/submit.sh";
   FT_RETURN_IF_ERROR(WriteFileAtomically(out.submit_script, SubmitScript(out.job, out.first_wave)));
-  chmod(out.submit_script.c_str(), 0755);
+  if (chmod(out.submit_script.c_str(), 0755) != 0)
+    return Error(ErrorCode::kIo, fmt::format("cannot make {} executable", out.submit_script));
   if (scheduler == nullptr) return out;
   FT_RETURN_IF_ERROR(ClearUnfinishedSteps(out.job, out.first_wave));
   FT_ASSIGN_OR_RETURN(Submission sub, SubmitChain(out.job, out.first_wave, *scheduler));

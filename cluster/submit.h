@@ -15,7 +15,8 @@
 // continuing from their databases (measuring nothing twice), and a job whose
 // steps are still queued or running is refused. The flags that shape the
 // plan (models, nodes, waves, budget, seed, caches, precision) must be the
-// same; the Slurm options and times may change.
+// same (a budget derived from --time stays the job's); the Slurm options
+// and times may change.
 #pragma once
 
 #include <optional>

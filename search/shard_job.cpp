@@ -90,17 +90,19 @@ Result<std::unique_ptr<ShardJob>> ShardJob::Open(db::Database& shard_db, db::Dat
   FT_RETURN_IF_ERROR(job->TakeTarget());
   FT_RETURN_IF_ERROR(job->OpenJobRow());
   FT_RETURN_IF_ERROR(job->MakeMeasure());
-  job->model_ = options.tuner.guided ? cost_model::ActiveOrAnalytical(base ? *base : shard_db)
-                                     : cost_model::MakeUnguidedModel(options.tuner.seed);
+  const TunerOptions& tuner = job->options_.tuner;
+  job->model_ = tuner.guided ? cost_model::ActiveOrAnalytical(base ? *base : shard_db)
+                             : cost_model::MakeUnguidedModel(tuner.seed);
   return job;
 }
 
 // Every model's tasks, merged by workload key (occurrences summed).
-Result<std::map<std::string, ShardJob::JobTask>> ShardJob::ExtractAll(bool offer_bf16) {
+Result<std::map<std::string, ShardJob::JobTask>> ShardJob::ExtractAll(bool offer_bf16,
+                                                                      int threads) {
   std::map<std::string, JobTask> by_key;
   for (const ShardModel& model : options_.models) {
     kernels::KernelConfig config;
-    config.threads = options_.tuner.measure.threads;
+    config.threads = threads;
     config.offer_bf16 = offer_bf16;
     spaces_.push_back(std::make_unique<fusion_space::FusionSpace>(*model.graph, config));
     for (Task& t : ExtractTasks(*model.graph, *spaces_.back(), true)) {
@@ -116,18 +118,26 @@ Result<std::map<std::string, ShardJob::JobTask>> ShardJob::ExtractAll(bool offer
   return by_key;
 }
 
-// The plan is made from the f32 spaces on every node; a mixed-precision job
-// on a node with bf16 tunes in spaces that offer it (the same keys), within
-// the same quotas.
+// The plan is made from the f32 spaces of the job's plan threads on every
+// node; a node tunes in spaces of its own threads and, in a mixed-precision
+// job on a node with bf16, spaces that offer it: the same tasks, within the
+// same quotas.
 Status ShardJob::ExtractJobTasks() {
-  FT_ASSIGN_OR_RETURN(auto by_key, ExtractAll(false));
+  const int threads = options_.tuner.measure.threads;
+  const int plan_threads = options_.plan_threads > 0 ? options_.plan_threads : threads;
+  FT_ASSIGN_OR_RETURN(auto by_key, ExtractAll(false, plan_threads));
   for (auto& [key, t] : by_key) tasks_.push_back(std::move(t));
   FT_RETURN_IF_ERROR(MakePlan());
-  if (options_.precision.mixed && target::DetectTarget().Has("avx512_bf16")) {
-    FT_ASSIGN_OR_RETURN(auto bf16, ExtractAll(true));
+  const bool bf16 = options_.precision.mixed && target::DetectTarget().Has("avx512_bf16");
+  if (bf16 || plan_threads != threads) {
+    FT_ASSIGN_OR_RETURN(auto own, ExtractAll(bf16, threads));
     for (JobTask& t : tasks_) {
-      auto it = bf16.find(t.task.key.ToString());
-      if (it != bf16.end()) t.task = std::move(it->second.task);
+      auto it = own.find(t.task.key.ToString());
+      if (it == own.end())
+        return Error(ErrorCode::kInternal,
+                     fmt::format("task {} of the plan is not a task with {} threads",
+                                 t.task.key.ToString(), threads));
+      t.task = std::move(it->second.task);
     }
   }
   for (const JobTask& t : tasks_) FT_RETURN_IF_ERROR(shard_db_.PutWorkload(t.task.Workload()));
@@ -202,6 +212,7 @@ Status ShardJob::OpenJobRow() {
     if (j.spec != spec.dump()) continue;
     job_id_ = j.id;
     resumed_ = true;
+    was_done_ = j.state == "done";
     const auto progress = nlohmann::json::parse(j.progress, nullptr, false);
     if (progress.is_object() && progress.contains("finished"))
       for (const auto& k : progress["finished"]) finished_.insert(k.get<std::string>());
@@ -305,6 +316,17 @@ static std::vector<fusion_space::Tiling> UnitBests(const std::vector<const Task*
   return bests;
 }
 
+// The search of a task in one wave (or one pass over the time left): the
+// root seed forked by the task's workload key, whatever shard tunes it.
+uint64_t ShardJob::TaskSeed(const Task& task, uint64_t round) const {
+  return ForkSeed(ForkSeed(options_.tuner.seed, Hasher().AddString(task.key.ToString()).digest()),
+                  round);
+}
+
+int64_t ShardJob::WaveQuotaOf(int task) const {
+  return WaveQuota(plan_.quota[task], options_.wave, options_.waves);
+}
+
 // One round of `search`: up to `count` proposals measured and committed.
 Status ShardJob::MeasureRound(const Task& task, TaskSearch* search, int count,
                               const std::vector<fusion_space::Tiling>& suggestions) {
@@ -338,10 +360,8 @@ Status ShardJob::TuneTask(int index) {
   const JobTask& jt = tasks_[index];
   const Task& task = jt.task;
   const std::string key = task.key.ToString();
-  const int64_t quota = WaveQuota(plan_.quota[index], options_.wave, options_.waves);
-  const uint64_t seed = ForkSeed(ForkSeed(options_.tuner.seed, Hasher().AddString(key).digest()),
-                                 static_cast<uint64_t>(options_.wave));
-  TaskSearch search(task, options_.tuner.evolution, seed);
+  const int64_t quota = WaveQuotaOf(index);
+  TaskSearch search(task, options_.tuner.evolution, TaskSeed(task, options_.wave));
   FT_ASSIGN_OR_RETURN(int64_t measured, LoadPriors(task, &search));
   std::vector<const Task*> siblings;
   for (const JobTask& other : tasks_)
@@ -375,9 +395,7 @@ Status ShardJob::SpendLeftoverTime() {
     int64_t before = result_.trials;
     for (int t : mine_) {
       const Task& task = tasks_[t].task;
-      const uint64_t task_seed =
-          ForkSeed(options_.tuner.seed, Hasher().AddString(task.key.ToString()).digest());
-      TaskSearch search(task, options_.tuner.evolution, ForkSeed(task_seed, 1000 + pass));
+      TaskSearch search(task, options_.tuner.evolution, TaskSeed(task, 1000 + pass));
       FT_ASSIGN_OR_RETURN(const int64_t measured, LoadPriors(task, &search));
       if (measured == 0) continue;
       if (search.exhausted()) continue;
@@ -389,18 +407,18 @@ Status ShardJob::SpendLeftoverTime() {
 }
 
 Result<ShardJobResult> ShardJob::Run() {
-  start_ = std::chrono::steady_clock::now();
+  // start_ is the job's opening: max_seconds bounds the calibration too.
   result_ = {};
   result_.job_id = job_id_;
   result_.tasks = static_cast<int>(mine_.size());
   result_.job_quota = plan_.total_quota();
-  for (int t : mine_) result_.quota += WaveQuota(plan_.quota[t], options_.wave, options_.waves);
+  for (int t : mine_) result_.quota += WaveQuotaOf(t);
   for (int t : mine_) {
     const std::string key = tasks_[t].task.key.ToString();
     if (finished_.count(key) > 0) {  // in an earlier run of this shard
       FT_ASSIGN_OR_RETURN(const int64_t measured, CountMeasured(tasks_[t].task));
       result_.trials_total +=
-          std::min(measured, WaveQuota(plan_.quota[t], options_.wave, options_.waves));
+          std::min(measured, WaveQuotaOf(t));
       continue;
     }
     if (Status st = TuneTask(t); !st.ok()) {
@@ -410,7 +428,9 @@ Result<ShardJobResult> ShardJob::Run() {
     }
     if (!result_.stop_reason.empty()) break;
   }
-  if (result_.stop_reason.empty() && options_.max_seconds > 0) {
+  // A shard run again after it ended (its wave rerun for a failed merge)
+  // spends no more time.
+  if (result_.stop_reason.empty() && options_.max_seconds > 0 && !was_done_) {
     if (Status st = SpendLeftoverTime(); !st.ok()) return st.error();
   }
   result_.tasks_finished = static_cast<int>(finished_.size());

@@ -7,17 +7,18 @@
 //
 // Open(), in order:
 //   1. the tasks of every model (merged by workload key, occurrences summed)
-//      and the shard plan (shard_plan.h), computed with nominal figures so
-//      that every node computes the same plan whatever it is;
+//      and the shard plan (shard_plan.h), computed with nominal roofs and
+//      the job's `plan_threads`, not the node's, so that every node computes
+//      the same plan whatever it is;
 //   2. the target: this node's key and calibration, taken from the base
-//      database when it has them (calibrated once per node kind, not once
-//      per shard), else measured; records carry this node's key, so a
-//      heterogeneous cluster yields per-target bests;
+//      database when it has them (from wave 2 on: each shard of wave 1
+//      calibrates its node), else measured; records carry this node's key;
 //   3. the job row in the shard database: the one with the same spec when
 //      there is one (a requeued shard continues where it was killed), else a
 //      new one;
 //   4. the cost model: the active model of the base database (what the last
-//      wave's merge trained), else of the shard database, else analytical.
+//      wave's merge trained; the shard database's without a base), else
+//      analytical.
 // Run(): each of the shard's tasks in the plan's order, skipping the tasks
 // the job row says are finished: its records in both databases are priors
 // (counted, never measured again), then rounds of the evolutionary search
@@ -59,6 +60,9 @@ struct ShardJobOptions {
   int wave = 1, waves = 1;    // 1 <= wave <= waves
   int64_t trials = 0;         // the job's group trials over every wave and shard
   double max_seconds = 0;     // this run's wall time; 0: until the quotas are measured
+  // The threads the plan's spaces assume: the same on every node (the
+  // measurement's threads may be the node's own). 0: tuner.measure.threads.
+  int plan_threads = 0;
   // seed, round sizes, evolution, guided, measurement (threads, minimums).
   // The budget fields are ignored: the quotas are the budget.
   TunerOptions tuner;
@@ -87,7 +91,9 @@ struct ShardJobResult {
   int64_t job_id = 0;
   int tasks = 0, tasks_finished = 0;
   int64_t trials = 0;        // measured by this run
-  int64_t trials_total = 0;  // the shard's trials of this wave, runs before a requeue included
+  // Measured of the shard's tasks through this wave (up to each quota):
+  // earlier waves' and earlier runs' included.
+  int64_t trials_total = 0;
   int64_t quota = 0;         // of the shard's tasks, through this wave
   int64_t job_quota = 0;     // of every task over the whole job (>= the trials asked)
   int64_t failed = 0;
@@ -118,7 +124,7 @@ class ShardJob {
   struct JobTask;
   ShardJob(db::Database& shard_db, db::Database* base, ShardJobOptions options,
            ShardJobCallbacks callbacks);
-  Result<std::map<std::string, JobTask>> ExtractAll(bool offer_bf16);
+  Result<std::map<std::string, JobTask>> ExtractAll(bool offer_bf16, int threads);
   Status ExtractJobTasks();
   Status MakePlan();
   Result<int64_t> CountMeasured(const Task& task);
@@ -130,6 +136,8 @@ class ShardJob {
   Status MeasureRound(const Task& task, TaskSearch* search, int count,
                       const std::vector<fusion_space::Tiling>& suggestions = {});
   Status SpendLeftoverTime();
+  uint64_t TaskSeed(const Task& task, uint64_t round) const;
+  int64_t WaveQuotaOf(int task) const;
   Status Checkpoint(const std::string& state);
   void ReportProgress(const std::string& current);
   std::optional<std::string> StopReason() const;
@@ -151,6 +159,7 @@ class ShardJob {
   int64_t job_id_ = 0;
   bool resumed_ = false;
   bool leftover_ = false;  // spending time left after the quotas
+  bool was_done_ = false;  // the job row had ended done before this run
   std::set<std::string> finished_;
   ShardJobResult result_;
   std::chrono::steady_clock::time_point start_;

@@ -212,6 +212,58 @@ TEST_F(ClusterTest, StatusOfAJobUnderWay) {
   EXPECT_EQ((*status)["waves"][0]["shards"][1]["state"], "pending");
 }
 
+TEST_F(ClusterTest, AStepSlurmForgotThatStoppedWritingIsLost) {
+  FakeScheduler slurm;
+  ASSERT_TRUE(SubmitJob(spec_, &slurm).ok());
+  slurm.states.clear();  // past MinJobAge: Slurm knows none of the jobs
+  StepStatus running = StartedStep();
+  running.updated_at = UnixNow() - 3600;
+  const JobPaths paths(spec_.db);
+  ASSERT_TRUE(WriteFileAtomically(paths.shard_status(1, 1), StepToJson(running).dump()).ok());
+  auto job = LoadJob(spec_.db);
+  ASSERT_TRUE(job.ok());
+  auto status = CollectStatus(**job, &slurm);
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ((*status)["state"], "failed");
+  EXPECT_NE((*status)["message"].get<std::string>().find("lost"), std::string::npos);
+  // Without Slurm to ask, the files alone cannot tell: still running.
+  auto files_only = CollectStatus(**job, nullptr);
+  ASSERT_TRUE(files_only.ok());
+  EXPECT_EQ((*files_only)["waves"][0]["shards"][0]["state"], "running");
+}
+
+TEST_F(ClusterTest, ABudgetFromTimeStaysAndThreadsMustMatch) {
+  FakeScheduler slurm;
+  spec_.trials_from_time = true;
+  ASSERT_TRUE(SubmitJob(spec_, &slurm).ok());
+  slurm.FinishAll();
+  ClusterSpec longer = spec_;
+  longer.seconds = 7200;
+  longer.trials = 9999;  // what another --time would derive
+  auto again = SubmitJob(longer, &slurm);
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  EXPECT_EQ(again->job.spec.trials, spec_.trials);
+  slurm.FinishAll();
+  ClusterSpec threads = spec_;
+  threads.threads = 4;
+  auto refused = SubmitJob(threads, &slurm);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("--threads"), std::string::npos);
+}
+
+TEST_F(ClusterTest, CorruptJobAndStatusFilesAreErrorsNotCrashes) {
+  const JobPaths paths(spec_.db);
+  std::filesystem::create_directories(paths.wave_dir(1));
+  ASSERT_TRUE(WriteFileAtomically(paths.job(), R"({"version": "one", "spec": 3})").ok());
+  auto job = LoadJob(spec_.db);
+  ASSERT_FALSE(job.ok());
+  EXPECT_NE(job.error().message().find("job.json"), std::string::npos);
+  ASSERT_TRUE(WriteFileAtomically(paths.shard_status(1, 1), R"({"state": 7, "node": []})").ok());
+  auto step = ReadStep(paths.shard_status(1, 1));
+  ASSERT_FALSE(step.ok());
+  EXPECT_NE(step.error().message().find("shard-1.json"), std::string::npos);
+}
+
 TEST_F(ClusterTest, JobFilesRoundTripAndNewerVersionsAreRefused) {
   ClusterJob job;
   job.spec = spec_;
