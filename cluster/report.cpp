@@ -56,10 +56,15 @@ Json StepJson(const std::optional<StepStatus>& file, const std::string& slurm_id
                              (UnixNow() - file->updated_at) / 60);
     return j;
   }
-  if (state == "done" || state == "failed" || it == slurm.end()) return j;
+  if (state == "done" || it == slurm.end()) return j;
   const SlurmJobState& s = it->second;
-  if (s.state == "PENDING" || s.state == "REQUEUED" || s.state == "REQUEUE_HOLD")
-    j["state"] = state == "running" ? "requeued" : "pending";
+  // A step that failed (stopped by the signal of a node that went down, say)
+  // and that Slurm runs again is under way, not failed.
+  const bool waiting = s.state == "PENDING" || s.state == "REQUEUED" || s.state == "REQUEUE_HOLD";
+  if (state == "failed" && !waiting && s.state != "RUNNING") return j;
+  if (state == "failed") j["error"] = "its last run: " + j.value("error", std::string());
+  if (waiting)
+    j["state"] = state == "not started" ? "pending" : "requeued";
   else if (s.state == "RUNNING" || s.state == "COMPLETING")
     j["state"] = "running";
   else if (s.state == "CANCELLED" && s.reason == "DependencyNeverSatisfied")

@@ -202,6 +202,12 @@ TEST_F(ClusterTest, StatusOfAJobUnderWay) {
   ASSERT_TRUE(SubmitJob(spec_, &slurm).ok());
   slurm.states["101_1"] = {"101_1", "RUNNING", "None", 0, "0:0", "node1"};
   slurm.states["101_2"] = {"101_2", "PENDING", "Resources", 0, "0:0", ""};
+  // Stopped by its node going down, and requeued by Slurm: under way.
+  StepStatus stopped = StartedStep();
+  stopped.state = StepState::kFailed;
+  stopped.error = "stopped by a signal before its quotas were measured";
+  ASSERT_TRUE(WriteStep(JobPaths(spec_.db).shard_status(1, 3), stopped).ok());
+  slurm.states["101_3"] = {"101_3", "PENDING", "BeginTime", 1, "0:0", ""};
   auto job = LoadJob(spec_.db);
   ASSERT_TRUE(job.ok());
   auto status = CollectStatus(**job, &slurm);
@@ -210,6 +216,7 @@ TEST_F(ClusterTest, StatusOfAJobUnderWay) {
   EXPECT_EQ((*status)["message"], "wave 1 of 2");
   EXPECT_EQ((*status)["waves"][0]["shards"][0]["state"], "running");
   EXPECT_EQ((*status)["waves"][0]["shards"][1]["state"], "pending");
+  EXPECT_EQ((*status)["waves"][0]["shards"][2]["state"], "requeued");
 }
 
 TEST_F(ClusterTest, AStepSlurmForgotThatStoppedWritingIsLost) {
