@@ -48,13 +48,18 @@ wait_job() {
   "$FUSETUNE" cluster status --db "$db"
 }
 
-# measuring DB WAVE SHARD: the shard's status says it has measured (prints its node).
+# measuring DB WAVE SHARD: the shard runs and has committed 5 records (its
+# status is written every 2 s, too seldom for a wave of a few seconds);
+# prints its node.
 measuring() {
-  /usr/bin/python3 -c '
-import json, sys
-s = json.load(open(sys.argv[1]))
-sys.exit(0 if s.get("state") == "running" and s.get("progress", {}).get("trials", 0) >= 5 and
-         print(s["node"]) is None else 1)' "$1.cluster/wave-$2/shard-$3.json" 2>/dev/null
+  /usr/bin/python3 - "$1.cluster/wave-$2/shard-$3" <<'PY' 2>/dev/null
+import json, sqlite3, sys
+s = json.load(open(sys.argv[1] + ".json"))
+assert s["state"] == "running"
+db = sqlite3.connect(f"file:{sys.argv[1]}.db?mode=ro", uri=True, timeout=1)
+assert db.execute("select count(*) from records").fetchone()[0] >= 5
+print(s["node"])
+PY
 }
 
 # kill_shard DB WAVE SHARD: SIGKILL the shard's fusetune once it has measured.
