@@ -11,7 +11,7 @@
 #
 # After `start`, `source DIR/env` points the Slurm clients (sbatch, squeue,
 # scontrol, ...) at this cluster. Each node advertises CPUs=$(nproc) and the
-# feature `fake`; partition `debug` is the default.
+# feature `local` (for --constraint); partition `debug` is the default.
 # Environment: SLURM_LOCAL_TIMEOUT (seconds to wait for the nodes, default 60),
 # SLURM_LOCAL_CRED_EXPIRE (AuthInfo cred_expire, default 10, at least 5: a
 # requeued job waits cred_expire+1 s before it may start again; Slurm's default
@@ -202,7 +202,7 @@ write_conf() {
   #  cred_expire: a requeued job stays PENDING (Reason=BeginTime) for
   #    cred_expire+1 s (Slurm's default 120; values under 5 are rejected).
   #  proctrack/linuxproc, task/none, no accounting: no cgroups, no slurmdbd.
-  #  SlurmdParameters=config_overrides: the fake nodes' CPUs/memory come from
+  #  SlurmdParameters=config_overrides: the local nodes' CPUs/memory come from
   #    this file, not from the hardware, so a mismatch does not drain them.
   #  JobRequeue=1: batch jobs are requeueable unless --no-requeue.
   #  MinJobAge=600: `scontrol show job` still knows finished jobs (no sacct).
@@ -244,7 +244,7 @@ ReturnToService=2
 SchedulerParameters=batch_sched_delay=0,sched_interval=1
 KillWait=5
 InactiveLimit=0
-NodeName=node[1-$NODES] NodeHostname=$host NodeAddr=127.0.0.1 Port=[$((port + 1))-$((port + NODES))] CPUs=$(nproc) RealMemory=1000 Feature=fake State=UNKNOWN
+NodeName=node[1-$NODES] NodeHostname=$host NodeAddr=127.0.0.1 Port=[$((port + 1))-$((port + NODES))] CPUs=$(nproc) RealMemory=1000 Feature=local State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
 }

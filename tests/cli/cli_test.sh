@@ -221,14 +221,14 @@ expect_error 2 "needs --trials" -- $FUSETUNE tune "$M" --shard 1/2 --db "$TMP/x.
 expect_error 2 "go with --shard" -- $FUSETUNE tune "$M" --wave 1/2 --db "$TMP/x.db" --trials 5
 expect_error 2 "has no cluster job" -- $FUSETUNE cluster status --db "$TMP/none.db"
 expect_error 2 "give a budget" -- $FUSETUNE cluster submit "$M" --db "$TMP/c.db" --nodes 2 --dry-run
-$FUSETUNE cluster submit "$M" --db "$TMP/c.db" --nodes 2 --waves 2 --trials 50 --constraint fake \
+$FUSETUNE cluster submit "$M" --db "$TMP/c.db" --nodes 2 --waves 2 --trials 50 --constraint zen5 \
   --dry-run >"$TMP/dry.txt" || fail "cluster submit --dry-run"
 grep -q "submit.sh submits them" "$TMP/dry.txt" || fail "--dry-run does not say how to submit"
 for f in wave-1.sbatch wave-2.sbatch merge-1.sbatch merge-2.sbatch finish.sbatch submit.sh job.json; do
   [ -s "$TMP/c.db.cluster/$f" ] || fail "--dry-run did not write $f"
 done
 grep -q "^#SBATCH --array=1-2$" "$TMP/c.db.cluster/wave-1.sbatch" || fail "the wave script is no array of 2"
-grep -q "^#SBATCH --constraint=fake$" "$TMP/c.db.cluster/wave-1.sbatch" || fail "--constraint lost"
+grep -q "^#SBATCH --constraint=zen5$" "$TMP/c.db.cluster/wave-1.sbatch" || fail "--constraint lost"
 grep -q "afterok" "$TMP/c.db.cluster/submit.sh" || fail "submit.sh does not chain the steps"
 $FUSETUNE cluster status --db "$TMP/c.db" >"$TMP/cs.txt" 2>/dev/null || fail "cluster status of a dry run"
 grep -q "not submitted" "$TMP/cs.txt" || fail "cluster status does not say the job is not submitted"
