@@ -298,18 +298,16 @@ Result<int64_t> ShardJob::CountMeasured(const Task& task) {
 }
 
 // The best measured tiling of each other task of the unit (suggestions).
-static std::vector<fusion_space::Tiling> UnitBests(const std::vector<const Task*>& siblings,
-                                                   db::Database* base, db::Database& shard,
-                                                   const std::string& target, Status* status) {
+static Result<std::vector<fusion_space::Tiling>> UnitBests(
+    const std::vector<const Task*>& siblings, db::Database* base, db::Database& shard,
+    const std::string& target) {
   std::vector<fusion_space::Tiling> bests;
   for (const Task* s : siblings) {
     std::optional<db::Record> best;
-    for (db::Database* d : {base, &shard}) {
-      Status st = ForEachOf(d, s->key.ToString(), target, [&](const db::Record& r) {
+    for (db::Database* d : {base, &shard})
+      FT_RETURN_IF_ERROR(ForEachOf(d, s->key.ToString(), target, [&](const db::Record& r) {
         if (r.status == db::RecordStatus::kOk && (!best || r.seconds < best->seconds)) best = r;
-      });
-      if (!st.ok()) *status = st;
-    }
+      }));
     if (best)
       if (auto t = TilingOf(*s, *best)) bests.push_back(*t);
   }
@@ -368,9 +366,7 @@ Status ShardJob::TuneTask(int index) {
     if (other.unit == jt.unit && &other != &jt) siblings.push_back(&other.task);
   result_.trials_total += std::min(measured, quota);
   while (measured < quota && !search.converged() && !search.exhausted()) {
-    Status status = Status::Ok();
-    const auto suggestions = UnitBests(siblings, base_, shard_db_, target_, &status);
-    FT_RETURN_IF_ERROR(status);
+    FT_ASSIGN_OR_RETURN(const auto suggestions, UnitBests(siblings, base_, shard_db_, target_));
     const int size = search.rounds() == 0 ? options_.tuner.first_round_size
                                           : options_.tuner.round_size;
     const int count = static_cast<int>(std::min<int64_t>(size, quota - measured));
