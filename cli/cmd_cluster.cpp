@@ -14,6 +14,7 @@
 #include "cluster/report.h"
 #include "cluster/steps.h"
 #include "cluster/submit.h"
+#include "cluster/wave_gate.h"
 
 namespace fusetune::cli {
 
@@ -185,13 +186,29 @@ int Shard(const ClusterArgs& a) {
   return Interrupted() ? kExitInterrupted : kExitOk;
 }
 
+// Inside Slurm (its batch script) the merge asks Slurm about shards that are
+// not done and runs again those it ended from outside; run by hand, it
+// merges only a wave whose shards are all done.
 int Merge(const ClusterArgs& a) {
   auto job = LoadJobOf(a.db);
   if (!job.ok()) return ReportError(job.error());
-  auto r = cluster::RunMergeStep(*job, a.wave, Callbacks(nullptr));
-  if (!r.ok()) return ReportError(r.error());
-  PrintJson(*r);
-  return kExitOk;
+  std::unique_ptr<cluster::Scheduler> scheduler;
+  if (std::getenv("SLURM_JOB_ID") != nullptr) {
+    auto made = cluster::MakeSlurmScheduler();
+    if (!made.ok()) return ReportError(made.error());
+    scheduler = std::move(*made);
+  }
+  auto r = cluster::MergeWhenReady(&*job, a.wave, scheduler.get(), Callbacks(nullptr));
+  if (!r.ok()) return StepFailed(cluster::JobPaths(job->spec.db).merge_status(a.wave), r.error());
+  switch (r->outcome) {
+    case cluster::MergeOutcome::kMerged: PrintJson(r->figures); return kExitOk;
+    case cluster::MergeOutcome::kHandedOver: fmt::print("{}\n", r->message); return kExitOk;
+    case cluster::MergeOutcome::kWaveFailed:
+    case cluster::MergeOutcome::kNotRun:
+      fmt::print(stderr, "fusetune: {}\n", r->message);
+      return kExitInternal;
+  }
+  return kExitInternal;
 }
 
 int Finish(const ClusterArgs& a) {

@@ -162,6 +162,31 @@ Result<ClusterJob> JobFromJson(const nlohmann::json& j, const std::string& where
   return job;
 }
 
+StepIds LatestStepIds(const ClusterJob& job) {
+  StepIds ids;
+  for (const Submission& s : job.submissions) {
+    for (size_t i = 0; i < s.wave_jobs.size(); ++i)
+      ids.wave_array[s.first_wave + static_cast<int>(i)] = s.wave_jobs[i];
+    for (size_t i = 0; i < s.merge_jobs.size(); ++i)
+      ids.merge[s.first_wave + static_cast<int>(i)] = s.merge_jobs[i];
+    ids.finish = s.finish_job;
+  }
+  return ids;
+}
+
+Status SetMergeJob(ClusterJob* job, int wave, const std::string& job_id) {
+  if (!job->submissions.empty()) {
+    Submission& last = job->submissions.back();
+    const int index = wave - last.first_wave;
+    if (index >= 0 && index < static_cast<int>(last.merge_jobs.size())) {
+      last.merge_jobs[static_cast<size_t>(index)] = job_id;
+      return Status::Ok();
+    }
+  }
+  return Error(ErrorCode::kInvalidArgument,
+               fmt::format("the job's latest submission has no merge of wave {}", wave));
+}
+
 std::string JobPaths::wave_dir(int wave) const { return fmt::format("{}/wave-{}", dir, wave); }
 std::string JobPaths::wave_script(int wave) const {
   return fmt::format("{}/wave-{}.sbatch", dir, wave);
@@ -201,6 +226,7 @@ const char* StepStateName(StepState state) {
     case StepState::kRunning: return "running";
     case StepState::kDone: return "done";
     case StepState::kFailed: return "failed";
+    case StepState::kCancelled: return "cancelled";
   }
   return "pending";
 }
@@ -221,8 +247,9 @@ Result<std::optional<StepStatus>> ReadStep(const std::string& path) {
     const std::string state = j.value("state", "pending");
     s.state = state == "running"  ? StepState::kRunning
               : state == "done"   ? StepState::kDone
-              : state == "failed" ? StepState::kFailed
-                                  : StepState::kPending;
+              : state == "failed"    ? StepState::kFailed
+              : state == "cancelled" ? StepState::kCancelled
+                                     : StepState::kPending;
     s.node = j.value("node", "");
     s.slurm_job = j.value("slurm_job", "");
     s.restarts = j.value("restarts", 0);

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,6 +75,16 @@ struct ClusterJob {
   ClusterSpec spec;
   std::vector<Submission> submissions;
 };
+
+// The Slurm ids of each step in the latest submission that covers it.
+struct StepIds {
+  std::map<int, std::string> wave_array, merge;  // by wave
+  std::string finish;
+};
+StepIds LatestStepIds(const ClusterJob& job);
+// Wave `wave`'s merge now runs as Slurm job `job_id` (a merge that waits for
+// shards run again hands over to a new one).
+Status SetMergeJob(ClusterJob* job, int wave, const std::string& job_id);
 nlohmann::json JobToJson(const ClusterJob& job);
 Result<ClusterJob> JobFromJson(const nlohmann::json& json, const std::string& where);
 
@@ -100,7 +111,8 @@ Result<std::optional<ClusterJob>> LoadJob(const std::string& db);
 Status SaveJob(const ClusterJob& job);
 
 // What a step says of itself.
-enum class StepState { kPending, kRunning, kDone, kFailed };
+// kCancelled: not run, because a step it depends on failed.
+enum class StepState { kPending, kRunning, kDone, kFailed, kCancelled };
 const char* StepStateName(StepState state);
 
 struct StepStatus {

@@ -1,6 +1,7 @@
 #include "cluster/report.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <map>
 
@@ -9,24 +10,6 @@ namespace fusetune::cluster {
 namespace {
 
 using Json = nlohmann::json;
-
-// The Slurm ids of each step in the latest submission that covers it.
-struct StepIds {
-  std::map<int, std::string> wave_array, merge;
-  std::string finish;
-};
-
-StepIds IdsOf(const ClusterJob& job) {
-  StepIds ids;
-  for (const Submission& s : job.submissions) {
-    for (size_t i = 0; i < s.wave_jobs.size(); ++i)
-      ids.wave_array[s.first_wave + static_cast<int>(i)] = s.wave_jobs[i];
-    for (size_t i = 0; i < s.merge_jobs.size(); ++i)
-      ids.merge[s.first_wave + static_cast<int>(i)] = s.merge_jobs[i];
-    ids.finish = s.finish_job;
-  }
-  return ids;
-}
 
 std::string Get(const std::map<int, std::string>& m, int key) {
   auto it = m.find(key);
@@ -56,22 +39,37 @@ Json StepJson(const std::optional<StepStatus>& file, const std::string& slurm_id
                              (UnixNow() - file->updated_at) / 60);
     return j;
   }
-  if (state == "done" || it == slurm.end()) return j;
+  if (state == "done" || state == "cancelled" || it == slurm.end()) return j;
   const SlurmJobState& s = it->second;
   // A step that failed (stopped by the signal of a node that went down, say)
   // and that Slurm runs again is under way, not failed.
-  const bool waiting = s.state == "PENDING" || s.state == "REQUEUED" || s.state == "REQUEUE_HOLD";
+  const bool never = s.reason == "DependencyNeverSatisfied";
+  const bool waiting =
+      !never && (s.state == "PENDING" || s.state == "REQUEUED" || s.state == "REQUEUE_HOLD");
   if (state == "failed" && !waiting && s.state != "RUNNING") return j;
   if (state == "failed") j["error"] = "its last run: " + j.value("error", std::string());
   if (waiting)
-    j["state"] = state == "not started" ? "pending" : "requeued";
+    j["state"] = state == "not started" || state == "pending" ? "pending" : "requeued";
   else if (s.state == "RUNNING" || s.state == "COMPLETING")
     j["state"] = "running";
-  else if (s.state == "CANCELLED" && s.reason == "DependencyNeverSatisfied")
+  else if (never)
     j["state"] = "cancelled", j["error"] = "not run: a step it depends on failed";
   else if (IsFinalState(s.state) && s.state != "COMPLETED")
     j["state"] = "failed", j["error"] = fmt::format("Slurm ended it: {} ({})", s.state, s.reason);
   return j;
+}
+
+// A shard Slurm ended from outside (scancel, a node lost) whose wave's
+// merge is still to run: the merge runs it again (wave_gate.h).
+void RerunByTheMerge(const std::map<std::string, SlurmJobState>& slurm, const std::string& task,
+                     Json* shard) {
+  auto it = slurm.find(task);
+  if ((*shard)["state"] != "failed" || it == slurm.end() || !KilledFromOutside(it->second) ||
+      it->second.restarts >= kMaxShardRestarts)
+    return;
+  (*shard)["state"] = "requeued";
+  (*shard)["error"] = fmt::format("Slurm ended it ({}); the wave's merge runs it again",
+                                  it->second.state);
 }
 
 Result<std::map<std::string, SlurmJobState>> AskSlurm(const StepIds& ids, Scheduler* scheduler) {
@@ -155,18 +153,22 @@ Json ModelPlanJson(const std::string& model, const std::string& target,
 
 Result<Json> CollectStatus(const ClusterJob& job, Scheduler* scheduler) {
   const JobPaths paths(job.spec.db);
-  const StepIds ids = IdsOf(job);
+  const StepIds ids = LatestStepIds(job);
   FT_ASSIGN_OR_RETURN(auto slurm, AskSlurm(ids, scheduler));
   Json status{{"db", job.spec.db}, {"nodes", job.spec.nodes}, {"waves_total", job.spec.waves},
               {"waves", Json::array()}};
   for (int w = 1; w <= job.spec.waves; ++w) {
     Json wave{{"wave", w}, {"shards", Json::array()}};
     const std::string array = Get(ids.wave_array, w);
+    const auto merge_job = slurm.find(Get(ids.merge, w));
+    const bool merge_to_come = merge_job != slurm.end() && !IsFinalState(merge_job->second.state) &&
+                               merge_job->second.reason != "DependencyNeverSatisfied";
     for (int i = 1; i <= job.spec.nodes; ++i) {
       FT_ASSIGN_OR_RETURN(auto file, ReadStep(paths.shard_status(w, i)));
-      Json shard = StepJson(file, array.empty() ? "" : fmt::format("{}_{}", array, i), slurm,
-                            scheduler != nullptr);
+      const std::string task = array.empty() ? "" : fmt::format("{}_{}", array, i);
+      Json shard = StepJson(file, task, slurm, scheduler != nullptr);
       shard["shard"] = i;
+      if (merge_to_come) RerunByTheMerge(slurm, task, &shard);
       wave["shards"].push_back(std::move(shard));
     }
     FT_ASSIGN_OR_RETURN(auto merge, ReadStep(paths.merge_status(w)));
@@ -213,6 +215,13 @@ std::string MergeLine(const Json& m) {
                               model.value("spearman", 0.0),
                               model.value("promoted", false) ? "active" : "kept inactive")
                 : "; not retrained: " + model.value("why", "");
+  }
+  if (p.contains("waiting")) {
+    const Json& w = p["waiting"];
+    std::vector<int> shards = w.value("rerun", std::vector<int>{});
+    for (int i : w.value("under_way", std::vector<int>{})) shards.push_back(i);
+    line += fmt::format(": runs as job {} once shard(s) {} run again", w.value("merge_job", ""),
+                        fmt::join(shards, ", "));
   }
   if (!m.value("error", "").empty()) line += "\n      " + m.value("error", "");
   return line + "\n";

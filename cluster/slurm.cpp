@@ -87,11 +87,10 @@ std::string SlurmTime(double seconds) {
 
 class SlurmScheduler : public Scheduler {
  public:
-  Result<std::string> Submit(const std::string& script,
-                             const std::vector<std::string>& after_ok) override {
+  Result<std::string> Submit(const std::string& script, const Dependency& after) override {
     std::vector<std::string> argv{"sbatch", "--parsable"};
-    if (!after_ok.empty()) {
-      argv.push_back("--dependency=afterok:" + Joined(after_ok, ":"));
+    if (!after.jobs.empty()) {
+      argv.push_back("--dependency=" + DependencyText(after));
       argv.push_back("--kill-on-invalid-dep=yes");
     }
     argv.push_back(script);
@@ -124,10 +123,29 @@ class SlurmScheduler : public Scheduler {
     for (const std::string& id : job_ids)
       if (!id.empty()) argv.push_back(id);
     if (argv.size() == 1) return Status::Ok();
+    return Run(argv);
+  }
+
+  Status Requeue(const std::vector<std::string>& job_ids) override {
+    if (job_ids.empty()) return Status::Ok();
+    return Run({"scontrol", "requeue", Joined(job_ids, ",")});
+  }
+
+  Status SetDependency(const std::string& job_id, const Dependency& after) override {
+    return Run({"scontrol", "update", "JobId=" + job_id,
+                "Dependency=" + (after.jobs.empty() ? std::string() : DependencyText(after))});
+  }
+
+ private:
+  static std::string DependencyText(const Dependency& d) {
+    return (d.after == After::kOk ? "afterok:" : "afterany:") + Joined(d.jobs, ":");
+  }
+
+  static Status Run(const std::vector<std::string>& argv) {
     FT_ASSIGN_OR_RETURN(CommandOutput out, RunCommand(argv));
     if (out.exit_code != 0)
-      return Error(ErrorCode::kIo, fmt::format("scancel failed (exit {}): {}", out.exit_code,
-                                               out.output));
+      return Error(ErrorCode::kIo, fmt::format("{} failed (exit {}): {}", Joined(argv, " "),
+                                               out.exit_code, out.output));
     return Status::Ok();
   }
 };
@@ -212,6 +230,11 @@ bool IsFinalState(const std::string& state) {
                                             "TIMEOUT",   "NODE_FAIL", "OUT_OF_MEMORY",
                                             "PREEMPTED", "DEADLINE",  "BOOT_FAIL"};
   return kFinal.count(state) > 0;
+}
+
+bool KilledFromOutside(const SlurmJobState& job) {
+  if (job.state == "CANCELLED") return job.reason != "DependencyNeverSatisfied";
+  return job.state == "NODE_FAIL" || job.state == "PREEMPTED" || job.state == "BOOT_FAIL";
 }
 
 Result<std::unique_ptr<Scheduler>> MakeSlurmScheduler() {

@@ -39,17 +39,31 @@ struct SlurmJobState {
   std::string nodes;
 };
 
+// How many times a shard killed from outside (a signal, scancel, a node
+// lost) runs again before its wave fails.
+constexpr int kMaxShardRestarts = 3;
+
+// What a job waits for: every job of `jobs` ended successfully (afterok: a
+// failure cancels the waiting job), or ended at all (afterany).
+enum class After { kOk, kAny };
+struct Dependency {
+  After after = After::kOk;
+  std::vector<std::string> jobs;  // empty: none
+};
+
 class Scheduler {
  public:
   virtual ~Scheduler() = default;
-  // Submits `script` after every job of `after_ok` completed successfully
-  // (a failed one cancels it); returns the job id.
-  virtual Result<std::string> Submit(const std::string& script,
-                                     const std::vector<std::string>& after_ok) = 0;
+  // Submits `script` to run once `after` holds; returns the job id.
+  virtual Result<std::string> Submit(const std::string& script, const Dependency& after) = 0;
   // What Slurm knows of `job_ids` (an array job's tasks each): jobs it has
   // forgotten are absent.
   virtual Result<std::vector<SlurmJobState>> Query(const std::vector<std::string>& job_ids) = 0;
   virtual Status Cancel(const std::vector<std::string>& job_ids) = 0;
+  // Runs ended batch jobs (or array tasks) again, under the same ids.
+  virtual Status Requeue(const std::vector<std::string>& job_ids) = 0;
+  // Makes a pending job wait for `after` instead of what it waited for.
+  virtual Status SetDependency(const std::string& job_id, const Dependency& after) = 0;
 };
 
 // The scheduler of the cluster this machine submits to (sbatch and friends
@@ -61,5 +75,10 @@ std::vector<SlurmJobState> ParseScontrolJobs(const std::string& text);
 
 // Whether a Slurm state is final.
 bool IsFinalState(const std::string& state);
+
+// Whether Slurm ended the job from outside rather than the job failing by
+// itself: scancel, a node lost, preemption. (A job cancelled because a job
+// it depended on failed is not: running it again would not help.)
+bool KilledFromOutside(const SlurmJobState& job);
 
 }  // namespace fusetune::cluster

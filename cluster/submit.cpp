@@ -56,10 +56,17 @@ Status RefuseWhileRunning(const ClusterJob& job, Scheduler* scheduler) {
   ids.insert(ids.end(), last.merge_jobs.begin(), last.merge_jobs.end());
   ids.push_back(last.finish_job);
   FT_ASSIGN_OR_RETURN(auto states, scheduler->Query(ids));
-  std::vector<std::string> live;
-  for (const SlurmJobState& s : states)
-    if (!IsFinalState(s.state)) live.push_back(fmt::format("{} {}", s.id, s.state));
-  if (live.empty()) return Status::Ok();
+  std::vector<std::string> live, never;
+  for (const SlurmJobState& s : states) {
+    if (IsFinalState(s.state)) continue;
+    // A step left pending after one before it failed (a Slurm that keeps
+    // such jobs) never runs: cancelled, not waited for.
+    if (s.reason == "DependencyNeverSatisfied")
+      never.push_back(s.id);
+    else
+      live.push_back(fmt::format("{} {}", s.id, s.state));
+  }
+  if (live.empty()) return scheduler->Cancel(never);
   return Error(ErrorCode::kInvalidArgument,
                fmt::format("the job is still queued or running ({}): `fusetune cluster status` "
                            "shows its progress; scancel its jobs to stop it",
@@ -81,14 +88,17 @@ std::string Step(const ClusterSpec& spec, const std::string& args) {
 }
 
 // A shard killed by a signal (kill -9, the OOM killer) asks Slurm to run it
-// again, up to 3 times; it continues from its database. Slurm's own
-// --requeue covers a node that fails.
+// again, up to kMaxShardRestarts times; it continues from its database.
+// Slurm's own --requeue covers a node that fails. A shard scancelled has
+// ended before its script could do anything: the wave's merge runs it again
+// (wave_gate.h).
 std::vector<std::string> ShardCommands(const ClusterSpec& spec, int wave) {
   return {
       fmt::format("{} cluster shard --db {} --wave {} --shard \"$SLURM_ARRAY_TASK_ID\"",
                   Quote(spec.fusetune), Quote(spec.db), wave),
       "rc=$?",
-      "if [ \"$rc\" -gt 128 ] && [ \"${SLURM_RESTART_COUNT:-0}\" -lt 3 ]; then",
+      fmt::format("if [ \"$rc\" -gt 128 ] && [ \"${{SLURM_RESTART_COUNT:-0}}\" -lt {} ]; then",
+                  kMaxShardRestarts),
       "  echo \"fusetune: shard killed by signal $((rc - 128)); requeueing it "
       "(restart $((${SLURM_RESTART_COUNT:-0} + 1)))\"",
       "  scontrol requeue \"$SLURM_JOB_ID\" && exit 0",
@@ -132,22 +142,29 @@ Status WriteScripts(const ClusterJob& job, int first_wave) {
   return WriteScript(paths.finish_script(), finish, spec.slurm);
 }
 
+// What each step waits for: a wave's merge for every shard of the wave to
+// end, however (it runs again those killed from outside, and fails the wave
+// for those that failed); every other step for the one before it to succeed.
+After AfterOf(bool is_merge) { return is_merge ? After::kAny : After::kOk; }
+
 // submit.sh: the chain, for people who submit by hand (--dry-run).
 std::string SubmitScript(const ClusterJob& job, int first_wave) {
   const JobPaths paths(job.spec.db);
   std::string s =
       "#!/bin/bash\n# Submits the cluster job's steps as a chain (what `fusetune cluster submit` "
-      "does).\nset -euo pipefail\ndep=()\n";
-  const auto submit = [&](const std::string& var, const std::string& script) {
+      "does).\nset -euo pipefail\nlast=\n";
+  const auto submit = [&](const std::string& var, const std::string& script, bool is_merge) {
+    s += fmt::format("dep=(); [ -n \"$last\" ] && dep=(--dependency={}:$last --kill-on-invalid-dep=yes)\n",
+                     AfterOf(is_merge) == After::kAny ? "afterany" : "afterok");
     s += fmt::format("{}=$(sbatch --parsable \"${{dep[@]}}\" {})\n", var, Quote(script));
-    s += fmt::format("dep=(--dependency=afterok:${{{}%%;*}} --kill-on-invalid-dep=yes)\n", var);
-    s += fmt::format("echo \"{} ${{{}%%;*}}\"\n", script, var);
+    s += fmt::format("last=${{{}%%;*}}\n", var);
+    s += fmt::format("echo \"{} $last\"\n", script);
   };
   for (int w = first_wave; w <= job.spec.waves; ++w) {
-    submit(fmt::format("wave{}", w), paths.wave_script(w));
-    submit(fmt::format("merge{}", w), paths.merge_script(w));
+    submit(fmt::format("wave{}", w), paths.wave_script(w), false);
+    submit(fmt::format("merge{}", w), paths.merge_script(w), true);
   }
-  submit("finish", paths.finish_script());
+  submit("finish", paths.finish_script(), false);
   return s;
 }
 
@@ -173,25 +190,27 @@ Result<Submission> SubmitChain(const ClusterJob& job, int first_wave, Scheduler&
   Submission sub;
   sub.first_wave = first_wave;
   sub.submitted_at = UnixNow();
-  std::vector<std::string> after;
+  std::string last;
   std::vector<std::string> all;
-  const auto submit = [&](const std::string& script) -> Result<std::string> {
+  const auto submit = [&](const std::string& script, bool is_merge) -> Result<std::string> {
+    Dependency after{AfterOf(is_merge), {}};
+    if (!last.empty()) after.jobs = {last};
     auto id = scheduler.Submit(script, after);
     if (!id.ok()) {
       (void)scheduler.Cancel(all);  // no half chain left behind
       return id.error();
     }
     all.push_back(*id);
-    after = {*id};
+    last = *id;
     return *id;
   };
   for (int w = first_wave; w <= job.spec.waves; ++w) {
-    FT_ASSIGN_OR_RETURN(std::string wave, submit(paths.wave_script(w)));
+    FT_ASSIGN_OR_RETURN(std::string wave, submit(paths.wave_script(w), false));
     sub.wave_jobs.push_back(wave);
-    FT_ASSIGN_OR_RETURN(std::string merge, submit(paths.merge_script(w)));
+    FT_ASSIGN_OR_RETURN(std::string merge, submit(paths.merge_script(w), true));
     sub.merge_jobs.push_back(merge);
   }
-  FT_ASSIGN_OR_RETURN(sub.finish_job, submit(paths.finish_script()));
+  FT_ASSIGN_OR_RETURN(sub.finish_job, submit(paths.finish_script(), false));
   return sub;
 }
 

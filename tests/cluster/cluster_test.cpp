@@ -13,66 +13,10 @@
 #include "cluster/scaling.h"
 #include "cluster/slurm.h"
 #include "cluster/submit.h"
+#include "tests/cluster/cluster_fixture.h"
 
 namespace fusetune::cluster {
 namespace {
-
-// Records every submission; answers queries from a state table.
-class FakeScheduler : public Scheduler {
- public:
-  struct Submitted {
-    std::string script;
-    std::vector<std::string> after_ok;
-  };
-  std::vector<Submitted> submitted;
-  std::map<std::string, SlurmJobState> states;
-
-  Result<std::string> Submit(const std::string& script,
-                             const std::vector<std::string>& after_ok) override {
-    submitted.push_back({script, after_ok});
-    const std::string id = std::to_string(100 + submitted.size());
-    states[id] = {id, "PENDING", "Dependency", 0, "0:0", ""};
-    return id;
-  }
-  Result<std::vector<SlurmJobState>> Query(const std::vector<std::string>& ids) override {
-    std::vector<SlurmJobState> out;
-    for (const std::string& id : ids)
-      for (const auto& [key, state] : states)
-        if (key == id || key.rfind(id + "_", 0) == 0) out.push_back(state);
-    return out;
-  }
-  Status Cancel(const std::vector<std::string>&) override { return Status::Ok(); }
-  void FinishAll() {
-    for (auto& [id, s] : states) s.state = "COMPLETED";
-  }
-};
-
-class ClusterTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("fusetune_cluster_test_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    spec_.models = {"/models/a.onnx", "/models/b.onnx"};
-    spec_.db = (dir_ / "team.db").string();
-    spec_.nodes = 3;
-    spec_.waves = 2;
-    spec_.trials = 500;
-    spec_.fusetune = "/opt/fusetune/bin/fusetune";
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  void MarkDone(const std::string& path) {
-    StepStatus s = StartedStep();
-    s.state = StepState::kDone;
-    ASSERT_TRUE(WriteStep(path, s).ok());
-  }
-
-  std::filesystem::path dir_;
-  ClusterSpec spec_;
-};
 
 TEST(Slurm, ScriptsCarryTheStepsOptions) {
   BatchScript s;
@@ -120,8 +64,15 @@ TEST_F(ClusterTest, SubmitChainsEveryStepAfterTheOneBefore) {
   ASSERT_TRUE(out.ok()) << out.error().message();
   ASSERT_EQ(slurm.submitted.size(), 5u);  // wave, merge, wave, merge, finish
   EXPECT_TRUE(slurm.submitted[0].after_ok.empty());
-  for (size_t i = 1; i < 5; ++i)
-    EXPECT_EQ(slurm.submitted[i].after_ok, std::vector<std::string>{std::to_string(100 + i)});
+  EXPECT_TRUE(slurm.submitted[0].after_any.empty());
+  // A merge waits for its wave's array to end however it ended (it runs
+  // again the shards killed from outside); every other step for success.
+  for (size_t i = 1; i < 5; ++i) {
+    const bool merge = i % 2 == 1;
+    EXPECT_EQ(merge ? slurm.submitted[i].after_any : slurm.submitted[i].after_ok,
+              std::vector<std::string>{std::to_string(100 + i)});
+    EXPECT_TRUE((merge ? slurm.submitted[i].after_ok : slurm.submitted[i].after_any).empty());
+  }
   const JobPaths paths(spec_.db);
   EXPECT_EQ(slurm.submitted[0].script, paths.wave_script(1));
   EXPECT_EQ(slurm.submitted[4].script, paths.finish_script());
@@ -169,7 +120,7 @@ TEST_F(ClusterTest, SubmitRefusesOtherPlanFlagsOnTheSameDatabase) {
   EXPECT_NE(r.error().message().find("--nodes"), std::string::npos);
 }
 
-TEST_F(ClusterTest, StatusNamesTheFailedShardAndTheCancelledSteps) {
+TEST_F(ClusterTest, StatusNamesTheFailedShardAndTheStepsNotRun) {
   FakeScheduler slurm;
   ASSERT_TRUE(SubmitJob(spec_, &slurm).ok());
   const JobPaths paths(spec_.db);
@@ -181,7 +132,16 @@ TEST_F(ClusterTest, StatusNamesTheFailedShardAndTheCancelledSteps) {
   slurm.states["101_3"] = {"101_3", "PENDING", "BeginTime", 1, "0:0", ""};
   StepStatus running = StartedStep();
   ASSERT_TRUE(WriteStep(paths.shard_status(1, 3), running).ok());
-  slurm.states["102"] = {"102", "CANCELLED", "DependencyNeverSatisfied", 0, "0:0", ""};
+  // The wave's merge found shard 2 failed and failed the wave; Slurm
+  // cancelled the steps after it.
+  StepStatus merge = StartedStep();
+  merge.state = StepState::kFailed;
+  merge.error = "wave 1 failed: shard 2: cannot open model '/models/b.onnx'";
+  ASSERT_TRUE(WriteStep(paths.merge_status(1), merge).ok());
+  slurm.states["102"] = {"102", "FAILED", "NonZeroExitCode", 0, "1:0", ""};
+  for (const char* task : {"103_1", "103_2", "103_3"})
+    slurm.states[task] = {task, "PENDING", "DependencyNeverSatisfied", 0, "0:0", ""};
+  slurm.states["104"] = {"104", "CANCELLED", "DependencyNeverSatisfied", 0, "0:0", ""};
   auto job = LoadJob(spec_.db);
   ASSERT_TRUE(job.ok());
   auto status = CollectStatus(**job, &slurm);
@@ -193,7 +153,11 @@ TEST_F(ClusterTest, StatusNamesTheFailedShardAndTheCancelledSteps) {
   const auto& wave = (*status)["waves"][0];
   EXPECT_EQ(wave["shards"][2]["state"], "requeued");
   EXPECT_EQ(wave["shards"][2]["restarts"], 1);
-  EXPECT_EQ(wave["merge"]["state"], "cancelled");
+  EXPECT_EQ(wave["merge"]["state"], "failed");
+  // Pending on a dependency that can never be satisfied, or cancelled for
+  // it: not run, however Slurm is set up.
+  EXPECT_EQ((*status)["waves"][1]["shards"][0]["state"], "cancelled");
+  EXPECT_EQ((*status)["waves"][1]["merge"]["state"], "cancelled");
   EXPECT_NE(FormatStatus(*status).find("merge     cancelled"), std::string::npos);
 }
 

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Issue 41 on a real Slurm cluster: a throw-away cluster of three nodes on this
 # machine (scripts/slurm-local.sh), a two-wave job of the bundled example
-# over three shards with one shard killed by SIGKILL mid-wave and, in wave 2,
-# the node of another taken down (node loss), then:
-#   - both shards were requeued by Slurm and finished;
+# over three shards with one shard killed by SIGKILL mid-wave, another
+# scancelled and, in wave 2, the node of a third taken down (node loss), then:
+#   - the three shards ran again and finished;
 #   - the merged database holds every task's records, each measurement once;
 #   - a plan compiled from it is at least as fast as one compiled after a
 #     single-machine tune of the same trial budget (10% for noise: both are
 #     measured here, one after the other);
-#   - a job whose shards fail stops before its merge with a status naming
+#   - a job whose shards fail stops at its merge with a status naming
 #     the failure, and `cluster submit` again continues it to the end;
 #   - the cluster is shut down and no process of it is left.
 # Exit 77 (ctest: skipped) where Slurm cannot run here (not installed, not root).
@@ -30,7 +30,8 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 stop_cluster() {
   "$CLUSTER_SCRIPT" stop "$TMP/slurm" || fail "the cluster left processes behind"
 }
-trap 'stop_cluster; rm -rf "$TMP"' EXIT
+# FUSETUNE_KEEP_TEST_DIR=1 keeps the job's folder (databases, logs, plans).
+trap 'stop_cluster; [ -n "${FUSETUNE_KEEP_TEST_DIR:-}" ] && echo "kept $TMP" || rm -rf "$TMP"' EXIT
 
 "$CLUSTER_SCRIPT" start "$TMP/slurm" 3 || { echo "FAIL: the cluster did not start"; exit 1; }
 # shellcheck disable=SC1091
@@ -73,6 +74,20 @@ kill_shard() {
   return 1
 }
 
+# cancel_shard DB WAVE SHARD: scancel the shard's array task once it has
+# measured (the wave's merge runs it again).
+cancel_shard() {
+  local start=$SECONDS array
+  array=$(/usr/bin/python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))
+print(j["submissions"][-1]["wave_jobs"][int(sys.argv[2]) - 1])' "$1.cluster/job.json" "$2") ||
+    return 1
+  while [ $((SECONDS - start)) -lt 120 ]; do
+    measuring "$1" "$2" "$3" >/dev/null && scancel "${array}_$3" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 # lose_node DB WAVE SHARD: the node of a measuring shard goes down (Slurm
 # requeues the shard; ReturnToService=2 brings the node back at once).
 lose_node() {
@@ -88,20 +103,28 @@ lose_node() {
 
 # ---- the two-wave job, one shard killed ------------------------------------
 DB=$TMP/team.db
+# The three nodes are this machine: calibrated once, quietly, for every shard
+# (a shard takes its node's calibration from the job's database) and for the
+# single-machine tune below, which starts from a copy.
+"$FUSETUNE" calibrate --db "$DB" >/dev/null 2>&1 || fail "calibrate"
+cp "$DB" "$TMP/calibrated.db"
 if [ "$MODE" = long ]; then budget=(--time 2m); else budget=(--trials "$TRIALS"); fi
 "$FUSETUNE" cluster submit "$MODEL" --db "$DB" --nodes 3 --waves 2 "${budget[@]}" --threads 1 \
   >"$TMP/submit.txt" 2>&1 || { cat "$TMP/submit.txt"; fail "cluster submit"; }
 cat "$TMP/submit.txt"
-kill_shard "$DB" 1 2 || fail "shard 2 of wave 1 was not seen measuring (or could not be killed)"
+kill_shard "$DB" 1 2 &
+killer=$!
+cancel_shard "$DB" 1 1 || fail "shard 1 of wave 1 was not seen measuring (or could not be scancelled)"
+wait "$killer" || fail "shard 2 of wave 1 was not seen measuring (or could not be killed)"
 lose_node "$DB" 2 3 || fail "shard 3 of wave 2 was not seen measuring (or its node not taken down)"
 wait_job "$DB" 600 >"$TMP/status.txt"
 cat "$TMP/status.txt"
 grep -q "cluster job of .*: done" "$TMP/status.txt" || fail "the job did not end done"
 "$FUSETUNE" cluster status --db "$DB" --json >"$TMP/status.json"
-/usr/bin/python3 - "$TMP/status.json" <<'PY' || fail "the killed shard was not requeued"
+/usr/bin/python3 - "$TMP/status.json" <<'PY' || fail "a killed shard was not requeued"
 import json, sys
 s = json.load(open(sys.argv[1]))
-for wave, shard in ((0, 1), (1, 2)):  # killed by SIGKILL; its node lost
+for wave, shard in ((0, 0), (0, 1), (1, 2)):  # scancelled; killed by SIGKILL; its node lost
     shard = s["waves"][wave]["shards"][shard]
     assert shard["state"] == "done", shard
     assert shard["restarts"] >= 1, shard
@@ -135,11 +158,12 @@ PY
 [ "$MODE" = long ] && TRIALS=$(/usr/bin/python3 -c \
   'import json,sys; print(json.load(open(sys.argv[1]))["trials"])' "$DB.cluster/report.json")
 SINGLE=$TMP/single.db
+cp "$TMP/calibrated.db" "$SINGLE"
 "$FUSETUNE" tune "$MODEL" --db "$SINGLE" --trials "$TRIALS" --threads 1 >/dev/null 2>&1 ||
   fail "the single-machine tune"
 "$FUSETUNE" compile "$MODEL" --db "$DB" -o "$TMP/cluster-plan.json" >/dev/null || fail "compile (cluster)"
 "$FUSETUNE" compile "$MODEL" --db "$SINGLE" -o "$TMP/single-plan.json" >/dev/null || fail "compile (single)"
-for round in 1 2; do
+for round in 1 2 3; do
   for which in cluster single; do
     "$FUSETUNE" measure "$MODEL" --plan "$TMP/$which-plan.json" --threads 1 --json \
       >"$TMP/$which-$round.json" || fail "measure the $which plan"
@@ -148,7 +172,7 @@ done
 /usr/bin/python3 - "$TMP" "$TRIALS" <<'PY' || fail "the cluster's plan is slower than the single machine's"
 import json, sys
 t = {w: min(json.load(open(f"{sys.argv[1]}/{w}-{r}.json"))["result"]["time"]["median"]
-           for r in (1, 2))
+           for r in (1, 2, 3))
      for w in ("cluster", "single")}
 print(f"cluster plan {t['cluster']*1e3:.3f} ms, single-machine plan {t['single']*1e3:.3f} ms "
       f"({sys.argv[2]} trials each)")
@@ -162,15 +186,17 @@ cp "$MODEL" "$TMP/copy.onnx"
   --threads 1 >/dev/null 2>&1 || fail "cluster submit (broken)"
 mv "$TMP/copy.onnx" "$TMP/moved.onnx"  # the shards cannot load the model
 wait_job "$BROKEN" 300 >/dev/null
-# Slurm cancels the dependent steps once every task of the array has ended.
+# The wave's merge fails the wave; Slurm then cancels the steps after it.
 for _ in $(seq 1 30); do
   "$FUSETUNE" cluster status --db "$BROKEN" >"$TMP/broken.txt" 2>&1
-  grep -q "merge *cancelled" "$TMP/broken.txt" && break
+  grep -q "finish *cancelled" "$TMP/broken.txt" && break
   sleep 1
 done
 cat "$TMP/broken.txt"
 grep -q "failed (wave 1 shard .* failed" "$TMP/broken.txt" || fail "the status does not name the failed shard"
-grep -q "merge *cancelled" "$TMP/broken.txt" || fail "the merge was not cancelled"
+grep -q "merge *failed" "$TMP/broken.txt" || fail "the merge did not fail the wave"
+[ "$(grep -c "merge *cancelled" "$TMP/broken.txt")" = 1 ] || fail "wave 2's merge was not cancelled"
+grep -q "finish *cancelled" "$TMP/broken.txt" || fail "the steps after the failed wave were not cancelled"
 "$FUSETUNE" cluster status --db "$BROKEN" >/dev/null 2>&1 && fail "status of a failed job exits 0"
 mv "$TMP/moved.onnx" "$TMP/copy.onnx"
 "$FUSETUNE" cluster submit "$TMP/copy.onnx" --db "$BROKEN" --nodes 3 --waves 2 --trials 200 \

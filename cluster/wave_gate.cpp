@@ -1,0 +1,155 @@
+#include "cluster/wave_gate.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <map>
+
+namespace fusetune::cluster {
+
+namespace {
+
+std::string TaskId(const std::string& array, int shard) {
+  return fmt::format("{}_{}", array, shard);
+}
+
+// Why a shard that is not done cannot run again.
+std::string FailureOf(int shard, const std::optional<StepStatus>& file, const std::string& why) {
+  const std::string node = file && !file->node.empty() ? " on " + file->node : "";
+  const std::string own = file && !file->error.empty() ? ": " + file->error : "";
+  return fmt::format("shard {}{}{}{}", shard, node, own, why.empty() ? "" : " (" + why + ")");
+}
+
+// Sorts one shard that is not done into `check`.
+void Classify(int shard, const std::optional<StepStatus>& file, const SlurmJobState* slurm,
+              WaveCheck* check) {
+  if (slurm == nullptr) {
+    check->failures.push_back(FailureOf(shard, file, "Slurm no longer knows its job"));
+  } else if (slurm->reason == "DependencyNeverSatisfied") {
+    check->not_run.push_back(shard);
+  } else if (!IsFinalState(slurm->state)) {
+    check->under_way.push_back(shard);
+  } else if (KilledFromOutside(*slurm) && slurm->restarts < kMaxShardRestarts) {
+    check->rerun.push_back(shard);
+  } else if (KilledFromOutside(*slurm)) {
+    check->failures.push_back(FailureOf(
+        shard, file, fmt::format("Slurm ended it {} times: {}", slurm->restarts + 1, slurm->state)));
+  } else {
+    check->failures.push_back(
+        FailureOf(shard, file, fmt::format("Slurm: {} {}", slurm->state, slurm->reason)));
+  }
+}
+
+Status WriteMergeStatus(const ClusterJob& job, int wave, StepState state, const std::string& error,
+                        nlohmann::json progress) {
+  StepStatus status = StartedStep();
+  status.state = state;
+  status.error = error;
+  status.progress = std::move(progress);
+  if (state != StepState::kPending) status.ended_at = UnixNow();
+  return WriteStep(JobPaths(job.spec.db).merge_status(wave), status);
+}
+
+std::string Shards(const std::vector<int>& shards) {
+  return fmt::format("{}", fmt::join(shards, ", "));
+}
+
+}  // namespace
+
+Result<WaveCheck> CheckWave(const ClusterJob& job, int wave, Scheduler* scheduler) {
+  const JobPaths paths(job.spec.db);
+  const std::string array = LatestStepIds(job).wave_array[wave];
+  std::map<std::string, SlurmJobState> slurm;
+  if (scheduler != nullptr && !array.empty()) {
+    FT_ASSIGN_OR_RETURN(auto states, scheduler->Query({array}));
+    for (SlurmJobState& s : states) slurm[s.id] = std::move(s);
+  }
+  WaveCheck check;
+  for (int i = 1; i <= job.spec.nodes; ++i) {
+    FT_ASSIGN_OR_RETURN(auto file, ReadStep(paths.shard_status(wave, i)));
+    if (file && file->state == StepState::kDone) {
+      check.done.push_back(i);
+      continue;
+    }
+    if (scheduler == nullptr) {
+      check.failures.push_back(FailureOf(
+          i, file, file ? std::string("it has not finished") : std::string("it has not started")));
+      continue;
+    }
+    auto it = slurm.find(TaskId(array, i));
+    Classify(i, file, it == slurm.end() ? nullptr : &it->second, &check);
+  }
+  return check;
+}
+
+Result<std::string> HandOverMerge(ClusterJob* job, int wave, const WaveCheck& check,
+                                  Scheduler& scheduler) {
+  const StepIds ids = LatestStepIds(*job);
+  const std::string array = ids.wave_array.count(wave) ? ids.wave_array.at(wave) : "";
+  const std::string next =
+      wave < job->spec.waves ? (ids.wave_array.count(wave + 1) ? ids.wave_array.at(wave + 1) : "")
+                             : ids.finish;
+  if (array.empty() || next.empty())
+    return Error(ErrorCode::kInvalidArgument,
+                 fmt::format("job.json has no Slurm ids for wave {} and the step after it", wave));
+  std::vector<std::string> rerun, wait_for;
+  for (int i : check.rerun) rerun.push_back(TaskId(array, i));
+  for (int i : check.under_way) wait_for.push_back(TaskId(array, i));
+  wait_for.insert(wait_for.end(), rerun.begin(), rerun.end());
+  FT_RETURN_IF_ERROR(scheduler.Requeue(rerun));
+  FT_ASSIGN_OR_RETURN(std::string merge,
+                      scheduler.Submit(JobPaths(job->spec.db).merge_script(wave),
+                                       Dependency{After::kAny, wait_for}));
+  if (Status pointed = scheduler.SetDependency(next, Dependency{After::kOk, {merge}});
+      !pointed.ok()) {
+    (void)scheduler.Cancel({merge});
+    return pointed.error().WithContext(
+        fmt::format("pointing step {} at wave {}'s new merge", next, wave));
+  }
+  FT_RETURN_IF_ERROR(SetMergeJob(job, wave, merge));
+  FT_RETURN_IF_ERROR(SaveJob(*job));
+  nlohmann::json waiting{{"rerun", check.rerun}, {"under_way", check.under_way},
+                         {"merge_job", merge}};
+  FT_RETURN_IF_ERROR(WriteMergeStatus(*job, wave, StepState::kPending, "", {{"waiting", waiting}}));
+  return merge;
+}
+
+Result<MergeRun> MergeWhenReady(ClusterJob* job, int wave, Scheduler* scheduler,
+                                const StepCallbacks& callbacks) {
+  if (wave < 1 || wave > job->spec.waves)
+    return Error(ErrorCode::kInvalidArgument,
+                 fmt::format("wave {}: the job has {} waves", wave, job->spec.waves));
+  FT_ASSIGN_OR_RETURN(WaveCheck check, CheckWave(*job, wave, scheduler));
+  MergeRun run;
+  if (!check.failures.empty()) {
+    run.outcome = MergeOutcome::kWaveFailed;
+    run.message = fmt::format("wave {} failed: {}", wave, fmt::join(check.failures, "; "));
+    FT_RETURN_IF_ERROR(WriteMergeStatus(*job, wave, StepState::kFailed, run.message, {}));
+    return run;
+  }
+  if (!check.not_run.empty()) {
+    run.outcome = MergeOutcome::kNotRun;
+    run.message = fmt::format("wave {} did not run: a step it depends on failed", wave);
+    FT_RETURN_IF_ERROR(WriteMergeStatus(*job, wave, StepState::kCancelled,
+                                        "not run: a step it depends on failed", {}));
+    return run;
+  }
+  if (!check.ready()) {
+    FT_ASSIGN_OR_RETURN(std::string merge, HandOverMerge(job, wave, check, *scheduler));
+    run.outcome = MergeOutcome::kHandedOver;
+    run.message = fmt::format(
+        "wave {}: {}{}; its merge runs as job {} once they end", wave,
+        check.rerun.empty() ? "" : "running again shard(s) " + Shards(check.rerun) +
+                                       ", which Slurm ended from outside",
+        check.under_way.empty()
+            ? ""
+            : (check.rerun.empty() ? "" : "; ") + std::string("shard(s) ") +
+                  Shards(check.under_way) + " still under way",
+        merge);
+    return run;
+  }
+  FT_ASSIGN_OR_RETURN(run.figures, RunMergeStep(*job, wave, callbacks));
+  return run;
+}
+
+}  // namespace fusetune::cluster
