@@ -6,7 +6,12 @@
 # Ends with ctest's summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# How long each phase took, printed last (CI shows the end of the output).
+phases=()
+mark() { phases+=("$1 $((SECONDS - phase_start)) s"); phase_start=$SECONDS; }
+phase_start=$SECONDS
 scripts/setup.sh
+mark setup
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # Both configurations build and run and report, so that a failure in one (its
 # build or its tests) does not hide the other's result; the command fails if
@@ -14,8 +19,10 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktra
 status=0
 asan_built=1
 scripts/build.sh sanitize || { status=1; asan_built=0; echo "test.sh: the sanitizer build failed" >&2; }
+mark "sanitizer build"
 # The benchmarks are not tests: not built here (scripts/build.sh release builds them).
 FUSETUNE_BUILD_BENCH=OFF scripts/build.sh release
+mark "release build"
 if [ "$asan_built" -eq 1 ]; then
   echo "== sanitizer build (ASan + UBSan)"
   # cli.tuning and cli.training drive whole tuning jobs and trainings through
@@ -26,8 +33,11 @@ if [ "$asan_built" -eq 1 ]; then
   # runs under ASan in search_tests and cluster_tests.
   (cd build-asan && ctest --output-on-failure -j "$(nproc)" --timeout 600 \
      -E '^(cli\.(tuning|training)|cluster\.slurm)$') || status=1
+  mark "sanitizer suite"
 fi
 echo "== release build"
 (cd build && ctest --output-on-failure -j "$(nproc)" --timeout 600) || status=1
+mark "release suite"
+echo "test.sh: ${phases[*]/%/,} ${SECONDS} s in all" | sed 's/, \([0-9]* s in all\)/; \1/'
 [ "$status" -eq 0 ] || echo "test.sh: a suite failed (see the ctest summaries above)" >&2
 exit "$status"
