@@ -27,7 +27,7 @@ Json StepJson(const std::optional<StepStatus>& file, const std::string& slurm_id
   j["slurm_job"] = slurm_id;
   auto it = slurm.find(slurm_id);
   if (it != slurm.end()) {
-    j["slurm_state"] = it->second.state;
+    j["slurm_state"] = it->second.state_text;
     j["slurm_reason"] = it->second.reason;
     j["restarts"] = std::max(j.value("restarts", 0), it->second.restarts);
   }
@@ -43,19 +43,19 @@ Json StepJson(const std::optional<StepStatus>& file, const std::string& slurm_id
   const SlurmJobState& s = it->second;
   // A step that failed (stopped by the signal of a node that went down, say)
   // and that Slurm runs again is under way, not failed.
-  const bool never = s.reason == "DependencyNeverSatisfied";
-  const bool waiting =
-      !never && (s.state == "PENDING" || s.state == "REQUEUED" || s.state == "REQUEUE_HOLD");
-  if (state == "failed" && !waiting && s.state != "RUNNING") return j;
+  const bool waiting = !s.never_runs() && s.waiting();
+  const bool running = s.state == SlurmState::kRunning || s.state == SlurmState::kCompleting;
+  if (state == "failed" && !waiting && !running) return j;
   if (state == "failed") j["error"] = "its last run: " + j.value("error", std::string());
   if (waiting)
     j["state"] = state == "not started" || state == "pending" ? "pending" : "requeued";
-  else if (s.state == "RUNNING" || s.state == "COMPLETING")
+  else if (running)
     j["state"] = "running";
-  else if (never)
+  else if (s.never_runs())
     j["state"] = "cancelled", j["error"] = "not run: a step it depends on failed";
-  else if (IsFinalState(s.state) && s.state != "COMPLETED")
-    j["state"] = "failed", j["error"] = fmt::format("Slurm ended it: {} ({})", s.state, s.reason);
+  else if (s.final() && s.state != SlurmState::kCompleted)
+    j["state"] = "failed",
+    j["error"] = fmt::format("Slurm ended it: {} ({})", s.state_text, s.reason);
   return j;
 }
 
@@ -64,12 +64,12 @@ Json StepJson(const std::optional<StepStatus>& file, const std::string& slurm_id
 void RerunByTheMerge(const std::map<std::string, SlurmJobState>& slurm, const std::string& task,
                      Json* shard) {
   auto it = slurm.find(task);
-  if ((*shard)["state"] != "failed" || it == slurm.end() || !KilledFromOutside(it->second) ||
+  if ((*shard)["state"] != "failed" || it == slurm.end() || !it->second.killed_from_outside() ||
       it->second.restarts >= kMaxShardRestarts)
     return;
   (*shard)["state"] = "requeued";
   (*shard)["error"] = fmt::format("Slurm ended it ({}); the wave's merge runs it again",
-                                  it->second.state);
+                                  it->second.state_text);
 }
 
 Result<std::map<std::string, SlurmJobState>> AskSlurm(const StepIds& ids, Scheduler* scheduler) {
@@ -161,8 +161,8 @@ Result<Json> CollectStatus(const ClusterJob& job, Scheduler* scheduler) {
     Json wave{{"wave", w}, {"shards", Json::array()}};
     const std::string array = Get(ids.wave_array, w);
     const auto merge_job = slurm.find(Get(ids.merge, w));
-    const bool merge_to_come = merge_job != slurm.end() && !IsFinalState(merge_job->second.state) &&
-                               merge_job->second.reason != "DependencyNeverSatisfied";
+    const bool merge_to_come = merge_job != slurm.end() && !merge_job->second.final() &&
+                               !merge_job->second.never_runs();
     for (int i = 1; i <= job.spec.nodes; ++i) {
       FT_ASSIGN_OR_RETURN(auto file, ReadStep(paths.shard_status(w, i)));
       const std::string task = array.empty() ? "" : fmt::format("{}_{}", array, i);

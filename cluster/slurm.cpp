@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -208,7 +209,8 @@ std::vector<SlurmJobState> ParseScontrolJobs(const std::string& text) {
     if (fields.count("JobId") == 0) continue;
     SlurmJobState s;
     s.id = fields["JobId"];
-    s.state = fields["JobState"];
+    s.state_text = fields["JobState"];
+    s.state = ParseSlurmState(s.state_text);
     s.reason = fields["Reason"];
     s.restarts = std::atoi(fields["Restarts"].c_str());
     s.exit_code = fields["ExitCode"];
@@ -225,16 +227,39 @@ std::vector<SlurmJobState> ParseScontrolJobs(const std::string& text) {
   return jobs;
 }
 
-bool IsFinalState(const std::string& state) {
-  static const std::set<std::string> kFinal{"COMPLETED", "FAILED",    "CANCELLED",
-                                            "TIMEOUT",   "NODE_FAIL", "OUT_OF_MEMORY",
-                                            "PREEMPTED", "DEADLINE",  "BOOT_FAIL"};
-  return kFinal.count(state) > 0;
+SlurmState ParseSlurmState(const std::string& text) {
+  static const std::map<std::string, SlurmState> kStates{
+      {"PENDING", SlurmState::kPending},        {"RUNNING", SlurmState::kRunning},
+      {"COMPLETING", SlurmState::kCompleting},  {"COMPLETED", SlurmState::kCompleted},
+      {"FAILED", SlurmState::kFailed},          {"CANCELLED", SlurmState::kCancelled},
+      {"TIMEOUT", SlurmState::kTimeout},        {"NODE_FAIL", SlurmState::kNodeFail},
+      {"OUT_OF_MEMORY", SlurmState::kOutOfMemory}, {"PREEMPTED", SlurmState::kPreempted},
+      {"DEADLINE", SlurmState::kDeadline},      {"BOOT_FAIL", SlurmState::kBootFail},
+      {"REQUEUED", SlurmState::kRequeued},      {"REQUEUE_HOLD", SlurmState::kRequeueHold}};
+  auto it = kStates.find(text);
+  return it == kStates.end() ? SlurmState::kOther : it->second;
 }
 
-bool KilledFromOutside(const SlurmJobState& job) {
-  if (job.state == "CANCELLED") return job.reason != "DependencyNeverSatisfied";
-  return job.state == "NODE_FAIL" || job.state == "PREEMPTED" || job.state == "BOOT_FAIL";
+bool SlurmJobState::final() const {
+  switch (state) {
+    case SlurmState::kCompleted: case SlurmState::kFailed: case SlurmState::kCancelled:
+    case SlurmState::kTimeout: case SlurmState::kNodeFail: case SlurmState::kOutOfMemory:
+    case SlurmState::kPreempted: case SlurmState::kDeadline: case SlurmState::kBootFail:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool SlurmJobState::waiting() const {
+  return state == SlurmState::kPending || state == SlurmState::kRequeued ||
+         state == SlurmState::kRequeueHold;
+}
+
+bool SlurmJobState::killed_from_outside() const {
+  if (state == SlurmState::kCancelled) return !never_runs();
+  return state == SlurmState::kNodeFail || state == SlurmState::kPreempted ||
+         state == SlurmState::kBootFail;
 }
 
 Result<std::unique_ptr<Scheduler>> MakeSlurmScheduler() {

@@ -29,14 +29,35 @@ struct BatchScript {
 // account, extra lines).
 std::string ScriptText(const BatchScript& script, const SlurmOptions& slurm);
 
+// The job states of Slurm (its JOB STATE CODES) that fusetune tells apart;
+// the rest are kOther. Parsed where Slurm's text comes in.
+enum class SlurmState {
+  kPending, kRunning, kCompleting, kCompleted, kFailed, kCancelled, kTimeout, kNodeFail,
+  kOutOfMemory, kPreempted, kDeadline, kBootFail, kRequeued, kRequeueHold, kOther
+};
+SlurmState ParseSlurmState(const std::string& text);
+
 // Slurm's word on one job or array task.
 struct SlurmJobState {
-  std::string id;     // "123" or "123_2"
-  std::string state;  // PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, ...
-  std::string reason;
+  std::string id;          // "123" or "123_2"
+  SlurmState state = SlurmState::kOther;
+  std::string state_text;  // Slurm's own word for it, as shown to people
+  std::string reason;      // Slurm's reason, as shown
   int restarts = 0;
-  std::string exit_code;  // "0:0"
+  std::string exit_code;   // "0:0"
   std::string nodes;
+
+  // Ended: it runs again only if requeued.
+  bool final() const;
+  // Queued to run (again): pending, requeued, held after a requeue.
+  bool waiting() const;
+  // Waits on (or was cancelled for) a dependency that can never be met: a
+  // step before it failed. It never runs.
+  bool never_runs() const { return reason == "DependencyNeverSatisfied"; }
+  // Ended from outside rather than failing by itself: scancel, a node lost,
+  // preemption. (One cancelled because a step before it failed is not:
+  // running it again would not help.)
+  bool killed_from_outside() const;
 };
 
 // How many times a shard killed from outside (a signal, scancel, a node
@@ -73,12 +94,5 @@ Result<std::unique_ptr<Scheduler>> MakeSlurmScheduler();
 // Parses `scontrol show job -o` output: one job per line.
 std::vector<SlurmJobState> ParseScontrolJobs(const std::string& text);
 
-// Whether a Slurm state is final.
-bool IsFinalState(const std::string& state);
-
-// Whether Slurm ended the job from outside rather than the job failing by
-// itself: scancel, a node lost, preemption. (A job cancelled because a job
-// it depended on failed is not: running it again would not help.)
-bool KilledFromOutside(const SlurmJobState& job);
 
 }  // namespace fusetune::cluster

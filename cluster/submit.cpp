@@ -58,13 +58,13 @@ Status RefuseWhileRunning(const ClusterJob& job, Scheduler* scheduler) {
   FT_ASSIGN_OR_RETURN(auto states, scheduler->Query(ids));
   std::vector<std::string> live, never;
   for (const SlurmJobState& s : states) {
-    if (IsFinalState(s.state)) continue;
+    if (s.final()) continue;
     // A step left pending after one before it failed (a Slurm that keeps
     // such jobs) never runs: cancelled, not waited for.
-    if (s.reason == "DependencyNeverSatisfied")
+    if (s.never_runs())
       never.push_back(s.id);
     else
-      live.push_back(fmt::format("{} {}", s.id, s.state));
+      live.push_back(fmt::format("{} {}", s.id, s.state_text));
   }
   if (live.empty()) return scheduler->Cancel(never);
   return Error(ErrorCode::kInvalidArgument,

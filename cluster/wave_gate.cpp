@@ -25,18 +25,19 @@ void Classify(int shard, const std::optional<StepStatus>& file, const SlurmJobSt
               WaveCheck* check) {
   if (slurm == nullptr) {
     check->failures.push_back(FailureOf(shard, file, "Slurm no longer knows its job"));
-  } else if (slurm->reason == "DependencyNeverSatisfied") {
+  } else if (slurm->never_runs()) {
     check->not_run.push_back(shard);
-  } else if (!IsFinalState(slurm->state)) {
+  } else if (!slurm->final()) {
     check->under_way.push_back(shard);
-  } else if (KilledFromOutside(*slurm) && slurm->restarts < kMaxShardRestarts) {
+  } else if (slurm->killed_from_outside() && slurm->restarts < kMaxShardRestarts) {
     check->rerun.push_back(shard);
-  } else if (KilledFromOutside(*slurm)) {
-    check->failures.push_back(FailureOf(
-        shard, file, fmt::format("Slurm ended it {} times: {}", slurm->restarts + 1, slurm->state)));
+  } else if (slurm->killed_from_outside()) {
+    check->failures.push_back(FailureOf(shard, file,
+                                        fmt::format("Slurm ended it {} times: {}",
+                                                    slurm->restarts + 1, slurm->state_text)));
   } else {
     check->failures.push_back(
-        FailureOf(shard, file, fmt::format("Slurm: {} {}", slurm->state, slurm->reason)));
+        FailureOf(shard, file, fmt::format("Slurm: {} {}", slurm->state_text, slurm->reason)));
   }
 }
 

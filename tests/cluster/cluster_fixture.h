@@ -17,6 +17,12 @@
 
 namespace fusetune::cluster {
 
+// Slurm's word on a job, as ParseScontrolJobs would give it.
+inline SlurmJobState SlurmJob(const std::string& id, const std::string& state,
+                              const std::string& reason, int restarts, const std::string& nodes) {
+  return {id, ParseSlurmState(state), state, reason, restarts, "0:0", nodes};
+}
+
 // Records every submission, requeue and dependency change; answers queries
 // from a state table.
 class FakeScheduler : public Scheduler {
@@ -36,7 +42,7 @@ class FakeScheduler : public Scheduler {
     (after.after == After::kOk ? s.after_ok : s.after_any) = after.jobs;
     submitted.push_back(s);
     const std::string id = std::to_string(100 + submitted.size());
-    states[id] = {id, "PENDING", "Dependency", 0, "0:0", ""};
+    states[id] = SlurmJob(id, "PENDING", "Dependency", 0, "");
     return id;
   }
   Result<std::vector<SlurmJobState>> Query(const std::vector<std::string>& ids) override {
@@ -50,7 +56,8 @@ class FakeScheduler : public Scheduler {
   Status Requeue(const std::vector<std::string>& ids) override {
     for (const std::string& id : ids) {
       requeued.push_back(id);
-      states[id].state = "PENDING";
+      states[id].state = SlurmState::kPending;
+      states[id].state_text = "PENDING";
       states[id].restarts++;
     }
     return Status::Ok();
@@ -60,7 +67,7 @@ class FakeScheduler : public Scheduler {
     return Status::Ok();
   }
   void FinishAll() {
-    for (auto& [id, s] : states) s.state = "COMPLETED";
+    for (auto& [id, s] : states) s = SlurmJob(id, "COMPLETED", "None", s.restarts, s.nodes);
   }
 };
 

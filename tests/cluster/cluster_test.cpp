@@ -47,15 +47,22 @@ TEST(Slurm, ParsesScontrolLines) {
   ASSERT_EQ(jobs.size(), 4u);
   EXPECT_EQ(jobs[2].id, "17_3");
   EXPECT_EQ(jobs[3].id, "17_4");
-  EXPECT_EQ(jobs[3].state, "PENDING");
+  EXPECT_EQ(jobs[3].state_text, "PENDING");
   EXPECT_EQ(jobs[0].id, "17_2");
-  EXPECT_EQ(jobs[0].state, "FAILED");
+  EXPECT_EQ(jobs[0].state_text, "FAILED");
   EXPECT_EQ(jobs[0].restarts, 1);
   EXPECT_EQ(jobs[0].nodes, "node2");
   EXPECT_EQ(jobs[1].id, "22");
   EXPECT_EQ(jobs[1].reason, "DependencyNeverSatisfied");
-  EXPECT_TRUE(IsFinalState("TIMEOUT"));
-  EXPECT_FALSE(IsFinalState("PENDING"));
+  EXPECT_EQ(jobs[0].state, SlurmState::kFailed);
+  EXPECT_TRUE(jobs[0].final());
+  EXPECT_TRUE(jobs[1].final());
+  EXPECT_TRUE(jobs[1].never_runs());
+  EXPECT_FALSE(jobs[1].killed_from_outside());
+  EXPECT_FALSE(jobs[3].final());
+  EXPECT_TRUE(jobs[3].waiting());
+  EXPECT_EQ(ParseSlurmState("TIMEOUT"), SlurmState::kTimeout);
+  EXPECT_EQ(ParseSlurmState("SPECIAL_EXIT"), SlurmState::kOther);
 }
 
 TEST_F(ClusterTest, SubmitChainsEveryStepAfterTheOneBefore) {
@@ -129,7 +136,7 @@ TEST_F(ClusterTest, StatusNamesTheFailedShardAndTheStepsNotRun) {
   failed.state = StepState::kFailed;
   failed.error = "cannot open model '/models/b.onnx'";
   ASSERT_TRUE(WriteStep(paths.shard_status(1, 2), failed).ok());
-  slurm.states["101_3"] = {"101_3", "PENDING", "BeginTime", 1, "0:0", ""};
+  slurm.states["101_3"] = SlurmJob("101_3", "PENDING", "BeginTime", 1, "");
   StepStatus running = StartedStep();
   ASSERT_TRUE(WriteStep(paths.shard_status(1, 3), running).ok());
   // The wave's merge found shard 2 failed and failed the wave; Slurm
@@ -138,10 +145,10 @@ TEST_F(ClusterTest, StatusNamesTheFailedShardAndTheStepsNotRun) {
   merge.state = StepState::kFailed;
   merge.error = "wave 1 failed: shard 2: cannot open model '/models/b.onnx'";
   ASSERT_TRUE(WriteStep(paths.merge_status(1), merge).ok());
-  slurm.states["102"] = {"102", "FAILED", "NonZeroExitCode", 0, "1:0", ""};
+  slurm.states["102"] = SlurmJob("102", "FAILED", "NonZeroExitCode", 0, "");
   for (const char* task : {"103_1", "103_2", "103_3"})
-    slurm.states[task] = {task, "PENDING", "DependencyNeverSatisfied", 0, "0:0", ""};
-  slurm.states["104"] = {"104", "CANCELLED", "DependencyNeverSatisfied", 0, "0:0", ""};
+    slurm.states[task] = SlurmJob(task, "PENDING", "DependencyNeverSatisfied", 0, "");
+  slurm.states["104"] = SlurmJob("104", "CANCELLED", "DependencyNeverSatisfied", 0, "");
   auto job = LoadJob(spec_.db);
   ASSERT_TRUE(job.ok());
   auto status = CollectStatus(**job, &slurm);
@@ -164,14 +171,14 @@ TEST_F(ClusterTest, StatusNamesTheFailedShardAndTheStepsNotRun) {
 TEST_F(ClusterTest, StatusOfAJobUnderWay) {
   FakeScheduler slurm;
   ASSERT_TRUE(SubmitJob(spec_, &slurm).ok());
-  slurm.states["101_1"] = {"101_1", "RUNNING", "None", 0, "0:0", "node1"};
-  slurm.states["101_2"] = {"101_2", "PENDING", "Resources", 0, "0:0", ""};
+  slurm.states["101_1"] = SlurmJob("101_1", "RUNNING", "None", 0, "node1");
+  slurm.states["101_2"] = SlurmJob("101_2", "PENDING", "Resources", 0, "");
   // Stopped by its node going down, and requeued by Slurm: under way.
   StepStatus stopped = StartedStep();
   stopped.state = StepState::kFailed;
   stopped.error = "stopped by a signal before its quotas were measured";
   ASSERT_TRUE(WriteStep(JobPaths(spec_.db).shard_status(1, 3), stopped).ok());
-  slurm.states["101_3"] = {"101_3", "PENDING", "BeginTime", 1, "0:0", ""};
+  slurm.states["101_3"] = SlurmJob("101_3", "PENDING", "BeginTime", 1, "");
   auto job = LoadJob(spec_.db);
   ASSERT_TRUE(job.ok());
   auto status = CollectStatus(**job, &slurm);

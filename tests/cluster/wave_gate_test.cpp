@@ -30,8 +30,8 @@ class WaveGateTest : public ClusterTest {
     shard.node = "node2";
     shard.error = error;
     EXPECT_TRUE(WriteStep(paths.shard_status(1, 2), shard).ok());
-    slurm_.states["101_2"] = {"101_2", slurm_state, reason, restarts, "0:0", "node2"};
-    slurm_.states["102"] = {"102", "RUNNING", "None", 0, "0:0", "node1"};  // the merge
+    slurm_.states["101_2"] = SlurmJob("101_2", slurm_state, reason, restarts, "node2");
+    slurm_.states["102"] = SlurmJob("102", "RUNNING", "None", 0, "node1");  // the merge
     auto job = LoadJob(spec_.db);
     EXPECT_TRUE(job.ok() && job->has_value());
     return **job;
@@ -64,7 +64,7 @@ TEST_F(WaveGateTest, AShardScancelledRunsAgainAndTheMergeHandsOver) {
   ASSERT_TRUE(saved.ok() && saved->has_value());
   EXPECT_EQ(LatestStepIds(**saved).merge.at(1), "106");
 
-  slurm_.states["102"].state = "COMPLETED";
+  slurm_.states["102"] = SlurmJob("102", "COMPLETED", "None", 0, "node1");
   auto after = CollectStatus(**saved, &slurm_);
   ASSERT_TRUE(after.ok());
   EXPECT_EQ((*after)["state"], "running");
@@ -82,7 +82,7 @@ TEST_F(WaveGateTest, TheLastWavesMergeHandsOverToTheFinishingStep) {
   for (int i = 1; i <= 3; ++i) MarkDone(paths.shard_status(1, i));
   MarkDone(paths.shard_status(2, 1));
   MarkDone(paths.shard_status(2, 2));
-  slurm_.states["103_3"] = {"103_3", "NODE_FAIL", "None", 1, "0:0", "node3"};
+  slurm_.states["103_3"] = SlurmJob("103_3", "NODE_FAIL", "None", 1, "node3");
   auto job = LoadJob(spec_.db);
   ASSERT_TRUE(job.ok());
   auto run = MergeWhenReady(&**job, 2, &slurm_, {});
@@ -141,15 +141,15 @@ TEST_F(WaveGateTest, AShardSlurmForgotFailsTheWave) {
 TEST_F(WaveGateTest, AWaveNeverRunIsNotMergedAndEndsCancelled) {
   ASSERT_TRUE(SubmitJob(spec_, &slurm_).ok());
   for (const char* task : {"103_1", "103_2", "103_3"})
-    slurm_.states[task] = {task, "CANCELLED", "DependencyNeverSatisfied", 0, "0:0", ""};
-  slurm_.states["104"] = {"104", "RUNNING", "None", 0, "0:0", "node1"};
+    slurm_.states[task] = SlurmJob(task, "CANCELLED", "DependencyNeverSatisfied", 0, "");
+  slurm_.states["104"] = SlurmJob("104", "RUNNING", "None", 0, "node1");
   auto job = LoadJob(spec_.db);
   ASSERT_TRUE(job.ok());
   auto run = MergeWhenReady(&**job, 2, &slurm_, {});
   ASSERT_TRUE(run.ok()) << run.error().message();
   EXPECT_EQ(run->outcome, MergeOutcome::kNotRun);
   EXPECT_TRUE(slurm_.requeued.empty());
-  slurm_.states["104"] = {"104", "FAILED", "NonZeroExitCode", 0, "1:0", "node1"};
+  slurm_.states["104"] = SlurmJob("104", "FAILED", "NonZeroExitCode", 0, "node1");
   auto status = CollectStatus(**job, &slurm_);
   ASSERT_TRUE(status.ok());
   EXPECT_EQ((*status)["waves"][1]["merge"]["state"], "cancelled");
