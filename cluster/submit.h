@@ -1,14 +1,16 @@
 // Submitting a cluster job: the batch scripts of its steps, written into
-// the job's folder, then submitted as a chain in which each step waits for
-// the one before to succeed:
+// the job's folder, then submitted as a chain:
 //
 //   wave 1 (array of N shards) -> merge 1 -> wave 2 -> merge 2 -> ... -> finish
 //
-// every link `--dependency=afterok` with `--kill-on-invalid-dep=yes`, so a
-// failed step cancels the rest instead of leaving it pending forever.
-// Shards are `--requeue` (Slurm reruns them after a node failure) and a
-// shard killed by a signal requeues itself; a rerun shard continues from its
-// database (search/shard_job.h).
+// A merge waits for its wave's array to end however it ended
+// (`--dependency=afterany`): it runs again the shards Slurm ended from
+// outside (scancel, a node lost) and fails the wave for those that failed
+// (wave_gate.h). Every other link is `--dependency=afterok` with
+// `--kill-on-invalid-dep=yes`, so a failed step cancels the rest instead of
+// leaving it pending forever. Shards are `--requeue` (Slurm reruns them
+// after a node failure) and a shard killed by a signal requeues itself; a
+// rerun shard continues from its database (search/shard_job.h).
 //
 // Submitting again on the same database continues the job: the waves
 // already merged are not run again, a wave cut short reruns with its shards
