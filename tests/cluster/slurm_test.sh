@@ -12,14 +12,17 @@
 #     the failure, and `cluster submit` again continues it to the end;
 #   - the cluster is shut down and no process of it is left.
 # Exit 77 (ctest: skipped) where Slurm cannot run here (not installed, not root).
-# Usage: slurm_test.sh FUSETUNE REPO [short|long]  (long: a --time 2m job, the
-# issue's check, instead of a trial budget)
+# Usage: slurm_test.sh FUSETUNE REPO [short|long] [TESTDATA]  (long: a --time 2m
+# job, the issue's check, instead of a trial budget; TESTDATA: the build's
+# test models, whose small MLP makes the failed job quick)
 set -u
 FUSETUNE=$1
 REPO=$2
 MODE=${3:-short}
 CLUSTER_SCRIPT=$REPO/scripts/slurm-local.sh
 MODEL=$REPO/examples/encoder_small.onnx
+SMALL_MODEL=$MODEL
+[ -f "${4:-}/mlp.onnx" ] && SMALL_MODEL=$4/mlp.onnx
 TRIALS=600
 
 "$CLUSTER_SCRIPT" check || exit 77
@@ -27,6 +30,8 @@ TMP=$(mktemp -d /tmp/fusetune-slurm-test.XXXXXX)
 chmod 755 "$TMP"
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+# phase NAME: how long the test has run when NAME starts (where its time goes).
+phase() { echo "[${SECONDS} s] $*"; }
 stop_cluster() {
   "$CLUSTER_SCRIPT" stop "$TMP/slurm" || fail "the cluster left processes behind"
 }
@@ -106,7 +111,9 @@ DB=$TMP/team.db
 # The three nodes are this machine: calibrated once, quietly, for every shard
 # (a shard takes its node's calibration from the job's database) and for the
 # single-machine tune below, which starts from a copy.
+phase "calibrating"
 "$FUSETUNE" calibrate --db "$DB" >/dev/null 2>&1 || fail "calibrate"
+phase "the two-wave job"
 cp "$DB" "$TMP/calibrated.db"
 if [ "$MODE" = long ]; then budget=(--time 2m); else budget=(--trials "$TRIALS"); fi
 "$FUSETUNE" cluster submit "$MODEL" --db "$DB" --nodes 3 --waves 2 "${budget[@]}" --threads 1 \
@@ -118,6 +125,7 @@ cancel_shard "$DB" 1 1 || fail "shard 1 of wave 1 was not seen measuring (or cou
 wait "$killer" || fail "shard 2 of wave 1 was not seen measuring (or could not be killed)"
 lose_node "$DB" 2 3 || fail "shard 3 of wave 2 was not seen measuring (or its node not taken down)"
 wait_job "$DB" 600 >"$TMP/status.txt"
+phase "the job ended"
 cat "$TMP/status.txt"
 grep -q "cluster job of .*: done" "$TMP/status.txt" || fail "the job did not end done"
 "$FUSETUNE" cluster status --db "$DB" --json >"$TMP/status.json"
@@ -157,12 +165,14 @@ PY
 # (a --time job's: the trials its shards measured)
 [ "$MODE" = long ] && TRIALS=$(/usr/bin/python3 -c \
   'import json,sys; print(json.load(open(sys.argv[1]))["trials"])' "$DB.cluster/report.json")
+phase "the single-machine tune"
 SINGLE=$TMP/single.db
 cp "$TMP/calibrated.db" "$SINGLE"
 "$FUSETUNE" tune "$MODEL" --db "$SINGLE" --trials "$TRIALS" --threads 1 >/dev/null 2>&1 ||
   fail "the single-machine tune"
 "$FUSETUNE" compile "$MODEL" --db "$DB" -o "$TMP/cluster-plan.json" >/dev/null || fail "compile (cluster)"
 "$FUSETUNE" compile "$MODEL" --db "$SINGLE" -o "$TMP/single-plan.json" >/dev/null || fail "compile (single)"
+phase "measuring both plans"
 for round in 1 2 3; do
   for which in cluster single; do
     "$FUSETUNE" measure "$MODEL" --plan "$TMP/$which-plan.json" --threads 1 --json \
@@ -180,8 +190,10 @@ assert t["cluster"] <= 1.10 * t["single"], t
 PY
 
 # ---- a failed wave stops the job; submitting again continues it -----------
+phase "a job that fails"
 BROKEN=$TMP/broken.db
-cp "$MODEL" "$TMP/copy.onnx"
+cp "$TMP/calibrated.db" "$BROKEN"
+cp "$SMALL_MODEL" "$TMP/copy.onnx"
 "$FUSETUNE" cluster submit "$TMP/copy.onnx" --db "$BROKEN" --nodes 3 --waves 2 --trials 200 \
   --threads 1 >/dev/null 2>&1 || fail "cluster submit (broken)"
 mv "$TMP/copy.onnx" "$TMP/moved.onnx"  # the shards cannot load the model
@@ -198,12 +210,14 @@ grep -q "merge *failed" "$TMP/broken.txt" || fail "the merge did not fail the wa
 [ "$(grep -c "merge *cancelled" "$TMP/broken.txt")" = 1 ] || fail "wave 2's merge was not cancelled"
 grep -q "finish *cancelled" "$TMP/broken.txt" || fail "the steps after the failed wave were not cancelled"
 "$FUSETUNE" cluster status --db "$BROKEN" >/dev/null 2>&1 && fail "status of a failed job exits 0"
+phase "the failed job submitted again"
 mv "$TMP/moved.onnx" "$TMP/copy.onnx"
 "$FUSETUNE" cluster submit "$TMP/copy.onnx" --db "$BROKEN" --nodes 3 --waves 2 --trials 200 \
   --threads 1 >"$TMP/again.txt" 2>&1 || { cat "$TMP/again.txt"; fail "cluster submit again"; }
 grep -q "continuing the job from wave 1" "$TMP/again.txt" || fail "submit again does not continue"
 wait_job "$BROKEN" 300 | grep -q ": done" || fail "the continued job did not end done"
 
+phase "done"
 if [ "$failures" -ne 0 ]; then
   echo "$failures failure(s)"
   tail -n 20 "$DB.cluster"/logs/*.log "$TMP/slurm/log/slurmctld.log" 2>/dev/null
