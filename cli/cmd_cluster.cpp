@@ -3,6 +3,7 @@
 // them as a chain; `status` shows each wave's progress and what failed; the
 // other three are the steps the scripts run on the nodes.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
@@ -144,8 +145,23 @@ int Status(const ClusterArgs& a) {
   if (!status.ok()) return ReportError(status.error());
   if (a.json) PrintJson(*status);
   else fmt::print("{}", cluster::FormatStatus(*status));
-  // A failed job is an error for scripts that poll it.
-  return (*status)["state"] == "failed" ? kExitInternal : kExitOk;
+  // A failed or cancelled job is an error for scripts that poll it: it will
+  // not end done by itself.
+  const bool stopped = (*status)["state"] == "failed" || (*status)["state"] == "cancelled";
+  return stopped ? kExitInternal : kExitOk;
+}
+
+int Cancel(const ClusterArgs& a) {
+  auto job = LoadJobOf(a.db);
+  if (!job.ok()) return ReportError(job.error());
+  auto scheduler = cluster::MakeSlurmScheduler();
+  if (!scheduler.ok()) return ReportError(scheduler.error());
+  auto cancelled = cluster::CancelJob(&*job, **scheduler);
+  if (!cancelled.ok()) return ReportError(cancelled.error());
+  fmt::print("cancelled the Slurm jobs {} of the cluster job of {}; `fusetune cluster submit` "
+             "with the same flags continues it\n",
+             fmt::join(*cancelled, ", "), job->spec.db);
+  return kExitOk;
 }
 
 cluster::StepCallbacks Callbacks(ProgressLine* bar) {
@@ -279,6 +295,8 @@ void AddClusterCommand(CLI::App& app, std::function<void(int)> set_result) {
   AddSubmitCommand(cluster, args, set_result);
   AddStepCommand(cluster, "status", "Each wave's progress and what failed", args, Status, false,
                  false, set_result);
+  AddStepCommand(cluster, "cancel", "Stop the job: scancel its steps (submitting again continues it)",
+                 args, Cancel, false, false, set_result);
   AddStepCommand(cluster, "shard", "Run one shard of a wave (what the array jobs run)", args,
                  Shard, true, true, set_result);
   AddStepCommand(cluster, "merge", "Merge a wave's shards and retrain (a dependent job)", args,

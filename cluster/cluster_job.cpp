@@ -138,7 +138,8 @@ nlohmann::json JobToJson(const ClusterJob& job) {
                     {"wave_jobs", s.wave_jobs},
                     {"merge_jobs", s.merge_jobs},
                     {"finish_job", s.finish_job},
-                    {"submitted_at", s.submitted_at}});
+                    {"submitted_at", s.submitted_at},
+                    {"cancelled_at", s.cancelled_at}});
   return {{"version", 1}, {"spec", SpecToJson(job.spec)}, {"submissions", subs}};
 }
 
@@ -155,7 +156,7 @@ Result<ClusterJob> JobFromJson(const nlohmann::json& j, const std::string& where
     for (const auto& s : j.at("submissions"))
       job.submissions.push_back({s.at("first_wave").get<int>(), Strings(s.at("wave_jobs")),
                                  Strings(s.at("merge_jobs")), s.at("finish_job").get<std::string>(),
-                                 s.value("submitted_at", 0.0)});
+                                 s.value("submitted_at", 0.0), s.value("cancelled_at", 0.0)});
   } catch (const nlohmann::json::exception& e) {
     return Error(ErrorCode::kCorrupt, fmt::format("{}: {}", where, e.what()));
   }

@@ -69,6 +69,7 @@ struct Submission {
   std::vector<std::string> merge_jobs;  // per wave from first_wave
   std::string finish_job;
   double submitted_at = 0;
+  double cancelled_at = 0;  // > 0: stopped by `cluster cancel`
 };
 
 struct ClusterJob {

@@ -53,7 +53,7 @@ Json StepJson(const std::optional<StepStatus>& file, const std::string& slurm_id
     j["state"] = "running";
   else if (s.never_runs())
     j["state"] = "cancelled", j["error"] = "not run: a step it depends on failed";
-  else if (s.final() && s.state != SlurmState::kCompleted)
+  else if (s.ended() && s.state != SlurmState::kCompleted)
     j["state"] = "failed",
     j["error"] = fmt::format("Slurm ended it: {} ({})", s.state_text, s.reason);
   return j;
@@ -116,6 +116,11 @@ void SetOverall(const ClusterJob& job, Json* status) {
   if (s["finish"]["state"] == "done") {
     s["state"] = "done";
     s["message"] = "done; the report is in " + JobPaths(job.spec.db).report_text();
+  } else if (!job.submissions.empty() && job.submissions.back().cancelled_at > 0) {
+    s["state"] = "cancelled";
+    s["message"] =
+        "stopped by `fusetune cluster cancel`; `fusetune cluster submit` with the same flags "
+        "continues it from the first wave not merged";
   } else if (!failure.empty()) {
     s["state"] = "failed";
     s["message"] = failure +
@@ -161,7 +166,7 @@ Result<Json> CollectStatus(const ClusterJob& job, Scheduler* scheduler) {
     Json wave{{"wave", w}, {"shards", Json::array()}};
     const std::string array = Get(ids.wave_array, w);
     const auto merge_job = slurm.find(Get(ids.merge, w));
-    const bool merge_to_come = merge_job != slurm.end() && !merge_job->second.final() &&
+    const bool merge_to_come = merge_job != slurm.end() && !merge_job->second.ended() &&
                                !merge_job->second.never_runs();
     for (int i = 1; i <= job.spec.nodes; ++i) {
       FT_ASSIGN_OR_RETURN(auto file, ReadStep(paths.shard_status(w, i)));
@@ -220,7 +225,7 @@ std::string MergeLine(const Json& m) {
     const Json& w = p["waiting"];
     std::vector<int> shards = w.value("rerun", std::vector<int>{});
     for (int i : w.value("under_way", std::vector<int>{})) shards.push_back(i);
-    line += fmt::format(": runs as job {} once shard(s) {} run again", w.value("merge_job", ""),
+    line += fmt::format(": runs as job {} once shard(s) {} end", w.value("merge_job", ""),
                         fmt::join(shards, ", "));
   }
   if (!m.value("error", "").empty()) line += "\n      " + m.value("error", "");

@@ -138,10 +138,6 @@ class SlurmScheduler : public Scheduler {
   }
 
  private:
-  static std::string DependencyText(const Dependency& d) {
-    return (d.after == After::kOk ? "afterok:" : "afterany:") + Joined(d.jobs, ":");
-  }
-
   static Status Run(const std::vector<std::string>& argv) {
     FT_ASSIGN_OR_RETURN(CommandOutput out, RunCommand(argv));
     if (out.exit_code != 0)
@@ -240,7 +236,11 @@ SlurmState ParseSlurmState(const std::string& text) {
   return it == kStates.end() ? SlurmState::kOther : it->second;
 }
 
-bool SlurmJobState::final() const {
+std::string DependencyText(const Dependency& d) {
+  return (d.kind == After::kOk ? "afterok:" : "afterany:") + Joined(d.jobs, ":");
+}
+
+bool SlurmJobState::ended() const {
   switch (state) {
     case SlurmState::kCompleted: case SlurmState::kFailed: case SlurmState::kCancelled:
     case SlurmState::kTimeout: case SlurmState::kNodeFail: case SlurmState::kOutOfMemory:

@@ -48,7 +48,7 @@ struct SlurmJobState {
   std::string nodes;
 
   // Ended: it runs again only if requeued.
-  bool final() const;
+  bool ended() const;
   // Queued to run (again): pending, requeued, held after a requeue.
   bool waiting() const;
   // Waits on (or was cancelled for) a dependency that can never be met: a
@@ -68,9 +68,11 @@ constexpr int kMaxShardRestarts = 3;
 // failure cancels the waiting job), or ended at all (afterany).
 enum class After { kOk, kAny };
 struct Dependency {
-  After after = After::kOk;
+  After kind = After::kOk;
   std::vector<std::string> jobs;  // empty: none
 };
+// Slurm's text for it: "afterok:1:2", "afterany:3_2".
+std::string DependencyText(const Dependency& dependency);
 
 class Scheduler {
  public:
@@ -93,6 +95,5 @@ Result<std::unique_ptr<Scheduler>> MakeSlurmScheduler();
 
 // Parses `scontrol show job -o` output: one job per line.
 std::vector<SlurmJobState> ParseScontrolJobs(const std::string& text);
-
 
 }  // namespace fusetune::cluster

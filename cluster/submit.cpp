@@ -58,7 +58,7 @@ Status RefuseWhileRunning(const ClusterJob& job, Scheduler* scheduler) {
   FT_ASSIGN_OR_RETURN(auto states, scheduler->Query(ids));
   std::vector<std::string> live, never;
   for (const SlurmJobState& s : states) {
-    if (s.final()) continue;
+    if (s.ended()) continue;
     // A step left pending after one before it failed (a Slurm that keeps
     // such jobs) never runs: cancelled, not waited for.
     if (s.never_runs())
@@ -66,7 +66,12 @@ Status RefuseWhileRunning(const ClusterJob& job, Scheduler* scheduler) {
     else
       live.push_back(fmt::format("{} {}", s.id, s.state_text));
   }
-  if (live.empty()) return scheduler->Cancel(never);
+  if (live.empty()) {
+    Status cancelled = scheduler->Cancel(never);
+    return cancelled.ok() ? cancelled
+                          : cancelled.error().WithContext(
+                                "cancelling the last submission's steps that can never run");
+  }
   return Error(ErrorCode::kInvalidArgument,
                fmt::format("the job is still queued or running ({}): `fusetune cluster status` "
                            "shows its progress; scancel its jobs to stop it",
@@ -147,18 +152,21 @@ Status WriteScripts(const ClusterJob& job, int first_wave) {
 // for those that failed); every other step for the one before it to succeed.
 After AfterOf(bool is_merge) { return is_merge ? After::kAny : After::kOk; }
 
-// submit.sh: the chain, for people who submit by hand (--dry-run).
+// submit.sh: the chain, for people who submit by hand (--dry-run). Its ids
+// are not recorded in job.json, so its merges cannot run killed shards again
+// (wave_gate.h); `cluster submit` does.
 std::string SubmitScript(const ClusterJob& job, int first_wave) {
   const JobPaths paths(job.spec.db);
   std::string s =
       "#!/bin/bash\n# Submits the cluster job's steps as a chain (what `fusetune cluster submit` "
       "does).\nset -euo pipefail\nlast=\n";
   const auto submit = [&](const std::string& var, const std::string& script, bool is_merge) {
-    s += fmt::format("dep=(); [ -n \"$last\" ] && dep=(--dependency={}:$last --kill-on-invalid-dep=yes)\n",
-                     AfterOf(is_merge) == After::kAny ? "afterany" : "afterok");
-    s += fmt::format("{}=$(sbatch --parsable \"${{dep[@]}}\" {})\n", var, Quote(script));
+    s += fmt::format("dep=(); [ -n \"$last\" ] && dep=(--dependency={} --kill-on-invalid-dep=yes)\n",
+                     DependencyText({AfterOf(is_merge), {"$last"}}));
+    // ${dep[@]+...}: an empty array under set -u on bash before 4.4 too.
+    s += fmt::format("{}=$(sbatch --parsable ${{dep[@]+\"${{dep[@]}}\"}} {})\n", var, Quote(script));
     s += fmt::format("last=${{{}%%;*}}\n", var);
-    s += fmt::format("echo \"{} $last\"\n", script);
+    s += fmt::format("echo {} \"$last\"\n", Quote(script));
   };
   for (int w = first_wave; w <= job.spec.waves; ++w) {
     submit(fmt::format("wave{}", w), paths.wave_script(w), false);
@@ -215,6 +223,26 @@ Result<Submission> SubmitChain(const ClusterJob& job, int first_wave, Scheduler&
 }
 
 }  // namespace
+
+Result<std::vector<std::string>> CancelJob(ClusterJob* job, Scheduler& scheduler) {
+  if (job->submissions.empty())
+    return Error(ErrorCode::kInvalidArgument,
+                 "the job was never submitted (--dry-run): nothing to cancel");
+  const StepIds ids = LatestStepIds(*job);
+  std::vector<std::string> order;
+  if (!ids.finish.empty()) order.push_back(ids.finish);
+  for (auto it = ids.merge.rbegin(); it != ids.merge.rend(); ++it) order.push_back(it->second);
+  for (auto it = ids.wave_array.rbegin(); it != ids.wave_array.rend(); ++it)
+    order.push_back(it->second);
+  // One scancel each, in order: one call would cancel them in Slurm's order.
+  for (const std::string& id : order) {
+    Status cancelled = scheduler.Cancel({id});
+    if (!cancelled.ok()) return cancelled.error().WithContext("cancelling job " + id);
+  }
+  job->submissions.back().cancelled_at = UnixNow();
+  FT_RETURN_IF_ERROR(SaveJob(*job));
+  return order;
+}
 
 int64_t TrialsForTime(const ClusterSpec& spec) {
   constexpr double kSecondsPerTrial = 0.25;  // a conservative rate: a shard stops at its time anyway

@@ -42,6 +42,14 @@ struct SubmitOutcome {
 // `scheduler` null: --dry-run (scripts only).
 Result<SubmitOutcome> SubmitJob(const ClusterSpec& spec, Scheduler* scheduler);
 
+// Stops the job: scancels its latest submission's steps, the finishing
+// step and the merges before the shards' arrays, so that no merge starts
+// (and runs cancelled shards again) while the rest is being cancelled.
+// Returns the ids cancelled, and marks the submission cancelled in job.json
+// (`status` says so). Status files and databases stay: `cluster submit`
+// again continues the job.
+Result<std::vector<std::string>> CancelJob(ClusterJob* job, Scheduler& scheduler);
+
 // The group trials a job of `spec.seconds` can spend, when only a time is
 // given: every shard of every wave measuring for its share at a
 // conservative rate (a shard also stops itself at its time).

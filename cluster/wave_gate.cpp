@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <chrono>
 #include <map>
+#include <thread>
 
 namespace fusetune::cluster {
 
@@ -27,7 +29,7 @@ void Classify(int shard, const std::optional<StepStatus>& file, const SlurmJobSt
     check->failures.push_back(FailureOf(shard, file, "Slurm no longer knows its job"));
   } else if (slurm->never_runs()) {
     check->not_run.push_back(shard);
-  } else if (!slurm->final()) {
+  } else if (!slurm->ended()) {
     check->under_way.push_back(shard);
   } else if (slurm->killed_from_outside() && slurm->restarts < kMaxShardRestarts) {
     check->rerun.push_back(shard);
@@ -55,6 +57,29 @@ std::string Shards(const std::vector<int>& shards) {
   return fmt::format("{}", fmt::join(shards, ", "));
 }
 
+// A slurmctld busy for a moment must not fail the whole chain: asked again
+// after 2 and 4 s.
+Result<std::vector<SlurmJobState>> QueryWithRetries(Scheduler& scheduler, const std::string& id) {
+  auto states = scheduler.Query({id});
+  for (int wait_s = 2; !states.ok() && wait_s <= 4; wait_s *= 2) {
+    std::this_thread::sleep_for(std::chrono::seconds(wait_s));
+    states = scheduler.Query({id});
+  }
+  return states;
+}
+
+// What a merge that hands over says it waits for.
+std::string HandOverMessage(int wave, const WaveCheck& check, const std::string& merge) {
+  std::vector<std::string> parts;
+  if (!check.rerun.empty())
+    parts.push_back(fmt::format("running again shard(s) {}, which Slurm ended from outside",
+                                Shards(check.rerun)));
+  if (!check.under_way.empty())
+    parts.push_back(fmt::format("shard(s) {} still under way", Shards(check.under_way)));
+  return fmt::format("wave {}: {}; its merge runs as job {} once they end", wave,
+                     fmt::join(parts, "; "), merge);
+}
+
 }  // namespace
 
 Result<WaveCheck> CheckWave(const ClusterJob& job, int wave, Scheduler* scheduler) {
@@ -62,7 +87,7 @@ Result<WaveCheck> CheckWave(const ClusterJob& job, int wave, Scheduler* schedule
   const std::string array = LatestStepIds(job).wave_array[wave];
   std::map<std::string, SlurmJobState> slurm;
   if (scheduler != nullptr && !array.empty()) {
-    FT_ASSIGN_OR_RETURN(auto states, scheduler->Query({array}));
+    FT_ASSIGN_OR_RETURN(auto states, QueryWithRetries(*scheduler, array));
     for (SlurmJobState& s : states) slurm[s.id] = std::move(s);
   }
   WaveCheck check;
@@ -72,9 +97,11 @@ Result<WaveCheck> CheckWave(const ClusterJob& job, int wave, Scheduler* schedule
       check.done.push_back(i);
       continue;
     }
-    if (scheduler == nullptr) {
-      check.failures.push_back(FailureOf(
-          i, file, file ? std::string("it has not finished") : std::string("it has not started")));
+    if (scheduler == nullptr || array.empty()) {
+      std::string why = file ? "it has not finished" : "it has not started";
+      if (scheduler != nullptr)  // submitted by hand (submit.sh): its ids are not recorded
+        why += "; job.json has no Slurm ids for the wave, so the merge cannot run it again";
+      check.failures.push_back(FailureOf(i, file, why));
       continue;
     }
     auto it = slurm.find(TaskId(array, i));
@@ -97,22 +124,37 @@ Result<std::string> HandOverMerge(ClusterJob* job, int wave, const WaveCheck& ch
   for (int i : check.rerun) rerun.push_back(TaskId(array, i));
   for (int i : check.under_way) wait_for.push_back(TaskId(array, i));
   wait_for.insert(wait_for.end(), rerun.begin(), rerun.end());
+  // In this order, so that a failure before the last call leaves the chain
+  // as it was (this merge fails, Slurm cancels the rest, `cluster submit`
+  // continues the job) with nothing of the hand-over left running; once
+  // the next step waits for the new merge, the hand-over has happened.
   FT_RETURN_IF_ERROR(scheduler.Requeue(rerun));
-  FT_ASSIGN_OR_RETURN(std::string merge,
-                      scheduler.Submit(JobPaths(job->spec.db).merge_script(wave),
-                                       Dependency{After::kAny, wait_for}));
-  if (Status pointed = scheduler.SetDependency(next, Dependency{After::kOk, {merge}});
-      !pointed.ok()) {
-    (void)scheduler.Cancel({merge});
-    return pointed.error().WithContext(
-        fmt::format("pointing step {} at wave {}'s new merge", next, wave));
+  const ClusterJob before = *job;
+  const auto undo = [&](const Error& error, const std::string& what) -> Error {
+    (void)scheduler.Cancel(rerun);
+    *job = before;
+    (void)SaveJob(before);
+    return error.WithContext(fmt::format("{} (wave {}'s merge handing over)", what, wave));
+  };
+  auto merge = scheduler.Submit(JobPaths(job->spec.db).merge_script(wave),
+                                Dependency{After::kAny, wait_for});
+  if (!merge.ok()) return undo(merge.error(), "submitting the new merge");
+  Status recorded = SetMergeJob(job, wave, *merge);
+  if (recorded.ok()) recorded = SaveJob(*job);
+  if (!recorded.ok()) {
+    (void)scheduler.Cancel({*merge});
+    return undo(recorded.error(), "recording the new merge in job.json");
   }
-  FT_RETURN_IF_ERROR(SetMergeJob(job, wave, merge));
-  FT_RETURN_IF_ERROR(SaveJob(*job));
+  if (Status pointed = scheduler.SetDependency(next, Dependency{After::kOk, {*merge}});
+      !pointed.ok()) {
+    (void)scheduler.Cancel({*merge});
+    return undo(pointed.error(), fmt::format("pointing step {} at the new merge", next));
+  }
   nlohmann::json waiting{{"rerun", check.rerun}, {"under_way", check.under_way},
-                         {"merge_job", merge}};
-  FT_RETURN_IF_ERROR(WriteMergeStatus(*job, wave, StepState::kPending, "", {{"waiting", waiting}}));
-  return merge;
+                         {"merge_job", *merge}};
+  // Only what `status` shows: the hand-over stands without it.
+  (void)WriteMergeStatus(*job, wave, StepState::kPending, "", {{"waiting", waiting}});
+  return *merge;
 }
 
 Result<MergeRun> MergeWhenReady(ClusterJob* job, int wave, Scheduler* scheduler,
@@ -138,15 +180,7 @@ Result<MergeRun> MergeWhenReady(ClusterJob* job, int wave, Scheduler* scheduler,
   if (!check.ready()) {
     FT_ASSIGN_OR_RETURN(std::string merge, HandOverMerge(job, wave, check, *scheduler));
     run.outcome = MergeOutcome::kHandedOver;
-    run.message = fmt::format(
-        "wave {}: {}{}; its merge runs as job {} once they end", wave,
-        check.rerun.empty() ? "" : "running again shard(s) " + Shards(check.rerun) +
-                                       ", which Slurm ended from outside",
-        check.under_way.empty()
-            ? ""
-            : (check.rerun.empty() ? "" : "; ") + std::string("shard(s) ") +
-                  Shards(check.under_way) + " still under way",
-        merge);
+    run.message = HandOverMessage(wave, check, merge);
     return run;
   }
   FT_ASSIGN_OR_RETURN(run.figures, RunMergeStep(*job, wave, callbacks));

@@ -12,8 +12,15 @@
 //     that waits for it, and points the step after it at the new one, so
 //     the chain of afterok dependencies holds;
 //   - a shard that failed by itself (a model it cannot load, a full disk)
-//     fails the wave: the merge fails, naming it, and Slurm cancels every
-//     later step (--kill-on-invalid-dep);
+//     fails the wave: the merge fails, naming it. Slurm cancels the steps
+//     that wait for it with afterok (--kill-on-invalid-dep); a later merge,
+//     which waits with afterany, still starts once its wave's shards are
+//     cancelled, finds them never run and ends cancelled in turn;
+//   - the merge reads Slurm's word on ended shards from `scontrol`, which
+//     forgets a job MinJobAge after it ended (300 s by default): a shard
+//     scancelled earlier than that before its wave ends fails the wave
+//     instead (`cluster submit` again continues it). Clusters whose waves
+//     run long want MinJobAge above a wave's length;
 //   - a wave never run (its shards cancelled because a step before failed)
 //     is not merged either: the merge ends cancelled, and so does the rest;
 //   - when every shard is done, the merge merges.
@@ -54,7 +61,8 @@ Result<std::string> HandOverMerge(ClusterJob* job, int wave, const WaveCheck& ch
                                   Scheduler& scheduler);
 
 // kNotRun: the wave's shards were cancelled because a step before them
-// failed; the merge ends failed so that Slurm cancels the steps after it.
+// failed; the merge's status says cancelled, and it exits non-zero so that
+// Slurm cancels the steps after it too.
 enum class MergeOutcome { kMerged, kHandedOver, kWaveFailed, kNotRun };
 struct MergeRun {
   MergeOutcome outcome = MergeOutcome::kMerged;

@@ -25,7 +25,7 @@ part() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
 
 if part basics; then
 # --help everywhere
-for cmd in "" inspect run-reference space run calibrate measure db "db stats" "db best" "db export" "db import" "db merge" "db check" "db vacuum" collect retrain evaluate-model tune report compile cluster "cluster submit" "cluster status" "cluster shard" "cluster merge" "cluster finish"; do
+for cmd in "" inspect run-reference space run calibrate measure db "db stats" "db best" "db export" "db import" "db merge" "db check" "db vacuum" collect retrain evaluate-model tune report compile cluster "cluster submit" "cluster status" "cluster cancel" "cluster shard" "cluster merge" "cluster finish"; do
   $FUSETUNE $cmd --help >/dev/null || fail "fusetune $cmd --help"
 done
 

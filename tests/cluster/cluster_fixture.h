@@ -34,12 +34,14 @@ class FakeScheduler : public Scheduler {
   };
   std::vector<Submitted> submitted;
   std::vector<std::string> requeued;
+  std::vector<std::string> cancelled;  // in the order asked
   std::map<std::string, Dependency> dependencies;  // set by SetDependency
   std::map<std::string, SlurmJobState> states;
+  bool refuse_dependencies = false;  // SetDependency fails (scontrol refused)
 
   Result<std::string> Submit(const std::string& script, const Dependency& after) override {
     Submitted s{script, {}, {}};
-    (after.after == After::kOk ? s.after_ok : s.after_any) = after.jobs;
+    (after.kind == After::kOk ? s.after_ok : s.after_any) = after.jobs;
     submitted.push_back(s);
     const std::string id = std::to_string(100 + submitted.size());
     states[id] = SlurmJob(id, "PENDING", "Dependency", 0, "");
@@ -52,17 +54,24 @@ class FakeScheduler : public Scheduler {
         if (key == id || key.rfind(id + "_", 0) == 0) out.push_back(state);
     return out;
   }
-  Status Cancel(const std::vector<std::string>&) override { return Status::Ok(); }
+  Status Cancel(const std::vector<std::string>& ids) override {
+    for (const std::string& id : ids) {
+      cancelled.push_back(id);
+      if (states.count(id)) states[id] = SlurmJob(id, "CANCELLED", "None", states[id].restarts, "");
+    }
+    return Status::Ok();
+  }
   Status Requeue(const std::vector<std::string>& ids) override {
     for (const std::string& id : ids) {
       requeued.push_back(id);
-      states[id].state = SlurmState::kPending;
-      states[id].state_text = "PENDING";
-      states[id].restarts++;
+      const SlurmJobState was = states.count(id) ? states[id] : SlurmJob(id, "PENDING", "", 0, "");
+      states[id] = SlurmJob(id, "PENDING", "BeginTime", was.restarts + 1, was.nodes);
     }
     return Status::Ok();
   }
   Status SetDependency(const std::string& id, const Dependency& after) override {
+    if (refuse_dependencies)
+      return Error(ErrorCode::kIo, "scontrol update JobId=" + id + " failed (exit 1)");
     dependencies[id] = after;
     return Status::Ok();
   }

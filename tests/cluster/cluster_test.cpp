@@ -55,11 +55,11 @@ TEST(Slurm, ParsesScontrolLines) {
   EXPECT_EQ(jobs[1].id, "22");
   EXPECT_EQ(jobs[1].reason, "DependencyNeverSatisfied");
   EXPECT_EQ(jobs[0].state, SlurmState::kFailed);
-  EXPECT_TRUE(jobs[0].final());
-  EXPECT_TRUE(jobs[1].final());
+  EXPECT_TRUE(jobs[0].ended());
+  EXPECT_TRUE(jobs[1].ended());
   EXPECT_TRUE(jobs[1].never_runs());
   EXPECT_FALSE(jobs[1].killed_from_outside());
-  EXPECT_FALSE(jobs[3].final());
+  EXPECT_FALSE(jobs[3].ended());
   EXPECT_TRUE(jobs[3].waiting());
   EXPECT_EQ(ParseSlurmState("TIMEOUT"), SlurmState::kTimeout);
   EXPECT_EQ(ParseSlurmState("SPECIAL_EXIT"), SlurmState::kOther);
@@ -114,6 +114,41 @@ TEST_F(ClusterTest, SubmitAgainRefusesWhileRunningThenContinuesFromTheFirstUnmer
   ASSERT_TRUE(done.ok());
   EXPECT_TRUE(done->nothing_to_do);
   EXPECT_EQ(slurm.submitted.size(), 8u);
+}
+
+TEST_F(ClusterTest, CancelStopsTheFinishAndTheMergesBeforeTheShards) {
+  FakeScheduler slurm;
+  ASSERT_TRUE(SubmitJob(spec_, &slurm).ok());  // 101 wave 1, 102 merge 1, 103, 104, 105 finish
+  auto job = LoadJob(spec_.db);
+  ASSERT_TRUE(job.ok());
+  auto cancelled = CancelJob(&**job, slurm);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.error().message();
+  const std::vector<std::string> order{"105", "104", "102", "103", "101"};
+  EXPECT_EQ(*cancelled, order);
+  EXPECT_EQ(slurm.cancelled, order);
+  // The status says cancelled, not failed; submitting again continues.
+  auto saved = LoadJob(spec_.db);
+  ASSERT_TRUE(saved.ok() && saved->has_value());
+  auto status = CollectStatus(**saved, &slurm);
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ((*status)["state"], "cancelled");
+  auto again = SubmitJob(spec_, &slurm);
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  EXPECT_TRUE(again->continued);
+}
+
+TEST_F(ClusterTest, SubmitAgainCancelsStepsThatCanNeverRun) {
+  FakeScheduler slurm;
+  ASSERT_TRUE(SubmitJob(spec_, &slurm).ok());
+  slurm.FinishAll();
+  slurm.states["101_2"] = SlurmJob("101_2", "FAILED", "NonZeroExitCode", 0, "node2");
+  // A Slurm that leaves the steps after a failure pending for ever.
+  for (const char* id : {"103", "104", "105"})
+    slurm.states[id] = SlurmJob(id, "PENDING", "DependencyNeverSatisfied", 0, "");
+  auto again = SubmitJob(spec_, &slurm);
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  EXPECT_EQ(slurm.cancelled, (std::vector<std::string>{"103", "104", "105"}));
+  EXPECT_TRUE(again->continued);
 }
 
 TEST_F(ClusterTest, SubmitRefusesOtherPlanFlagsOnTheSameDatabase) {

@@ -9,7 +9,8 @@
 #     single-machine tune of the same trial budget (10% for noise: both are
 #     measured here, one after the other);
 #   - a job whose shards fail stops at its merge with a status naming
-#     the failure, and `cluster submit` again continues it to the end;
+#     the failure; `cluster submit` again continues it; `cluster cancel`
+#     stops it and submitting once more continues it to the end;
 #   - the cluster is shut down and no process of it is left.
 # Exit 77 (ctest: skipped) where Slurm cannot run here (not installed, not root).
 # Usage: slurm_test.sh FUSETUNE REPO [short|long] [TESTDATA]  (long: a --time 2m
@@ -22,7 +23,7 @@ MODE=${3:-short}
 CLUSTER_SCRIPT=$REPO/scripts/slurm-local.sh
 MODEL=$REPO/examples/encoder_small.onnx
 SMALL_MODEL=$MODEL
-[ -f "${4:-}/mlp.onnx" ] && SMALL_MODEL=$4/mlp.onnx
+[ -n "${4:-}" ] && [ -f "$4/mlp.onnx" ] && SMALL_MODEL=$4/mlp.onnx
 TRIALS=600
 
 "$CLUSTER_SCRIPT" check || exit 77
@@ -36,7 +37,7 @@ stop_cluster() {
   "$CLUSTER_SCRIPT" stop "$TMP/slurm" || fail "the cluster left processes behind"
 }
 # FUSETUNE_KEEP_TEST_DIR=1 keeps the job's folder (databases, logs, plans).
-trap 'stop_cluster; [ -n "${FUSETUNE_KEEP_TEST_DIR:-}" ] && echo "kept $TMP" || rm -rf "$TMP"' EXIT
+trap 'stop_cluster; [ "${FUSETUNE_KEEP_TEST_DIR:-0}" = 1 ] && echo "kept $TMP" || rm -rf "$TMP"' EXIT
 
 "$CLUSTER_SCRIPT" start "$TMP/slurm" 3 || { echo "FAIL: the cluster did not start"; exit 1; }
 # shellcheck disable=SC1091
@@ -48,7 +49,7 @@ wait_job() {
   while [ $((SECONDS - start)) -lt "$limit" ]; do
     state=$("$FUSETUNE" cluster status --db "$db" --json 2>/dev/null |
             /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')
-    case "$state" in done | failed) break ;; esac
+    case "$state" in done | failed | cancelled) break ;; esac
     sleep 1
   done
   "$FUSETUNE" cluster status --db "$db"
@@ -138,6 +139,8 @@ for wave, shard in ((0, 0), (0, 1), (1, 2)):  # scancelled; killed by SIGKILL; i
     assert shard["restarts"] >= 1, shard
 PY
 grep -q "requeueing" "$DB.cluster/logs/wave-1-shard-2.log" || fail "the shard's log does not say it requeued"
+grep -q "running again shard(s) 1," "$DB.cluster/logs/merge-1.log" ||
+  fail "wave 1's merge did not run the scancelled shard again"
 
 # Every task has records; no measurement is stored twice.
 TASKS=$(/usr/bin/python3 - "$TMP/status.json" <<'PY'
@@ -199,7 +202,7 @@ cp "$SMALL_MODEL" "$TMP/copy.onnx"
 mv "$TMP/copy.onnx" "$TMP/moved.onnx"  # the shards cannot load the model
 wait_job "$BROKEN" 300 >/dev/null
 # The wave's merge fails the wave; Slurm then cancels the steps after it.
-for _ in $(seq 1 30); do
+for _ in $(seq 1 120); do
   "$FUSETUNE" cluster status --db "$BROKEN" >"$TMP/broken.txt" 2>&1
   grep -q "finish *cancelled" "$TMP/broken.txt" && break
   sleep 1
@@ -215,6 +218,11 @@ mv "$TMP/moved.onnx" "$TMP/copy.onnx"
 "$FUSETUNE" cluster submit "$TMP/copy.onnx" --db "$BROKEN" --nodes 3 --waves 2 --trials 200 \
   --threads 1 >"$TMP/again.txt" 2>&1 || { cat "$TMP/again.txt"; fail "cluster submit again"; }
 grep -q "continuing the job from wave 1" "$TMP/again.txt" || fail "submit again does not continue"
+# Stopped at once with `cluster cancel`, then continued to the end.
+"$FUSETUNE" cluster cancel --db "$BROKEN" >/dev/null || fail "cluster cancel"
+wait_job "$BROKEN" 60 | grep -q ": cancelled (stopped by" || fail "the status does not say cancelled"
+"$FUSETUNE" cluster submit "$TMP/copy.onnx" --db "$BROKEN" --nodes 3 --waves 2 --trials 200 \
+  --threads 1 >"$TMP/again.txt" 2>&1 || { cat "$TMP/again.txt"; fail "cluster submit after cancel"; }
 wait_job "$BROKEN" 300 | grep -q ": done" || fail "the continued job did not end done"
 
 phase "done"

@@ -58,7 +58,7 @@ TEST_F(WaveGateTest, AShardScancelledRunsAgainAndTheMergeHandsOver) {
   EXPECT_EQ(slurm_.submitted[5].after_any, std::vector<std::string>{"101_2"});
   // Wave 2's array waits for the new merge instead of this one.
   ASSERT_EQ(slurm_.dependencies.count("103"), 1u);
-  EXPECT_EQ(slurm_.dependencies["103"].after, After::kOk);
+  EXPECT_EQ(slurm_.dependencies["103"].kind, After::kOk);
   EXPECT_EQ(slurm_.dependencies["103"].jobs, std::vector<std::string>{"106"});
   auto saved = LoadJob(spec_.db);
   ASSERT_TRUE(saved.ok() && saved->has_value());
@@ -70,9 +70,26 @@ TEST_F(WaveGateTest, AShardScancelledRunsAgainAndTheMergeHandsOver) {
   EXPECT_EQ((*after)["state"], "running");
   EXPECT_EQ((*after)["waves"][0]["shards"][1]["state"], "requeued");
   EXPECT_EQ((*after)["waves"][0]["merge"]["state"], "pending");
-  EXPECT_NE(FormatStatus(*after).find("runs as job 106 once shard(s) 2 run again"),
+  EXPECT_NE(FormatStatus(*after).find("runs as job 106 once shard(s) 2 end"),
             std::string::npos)
       << FormatStatus(*after);
+}
+
+// A hand-over that cannot re-point the next step leaves the chain as it
+// was: the new merge and the requeued shard cancelled, job.json unchanged,
+// this merge failing (Slurm then cancels the rest; submitting continues).
+TEST_F(WaveGateTest, AHandOverThatFailsLeavesNothingOfItRunning) {
+  ClusterJob job = SubmitWithShard2("CANCELLED", "None", 0, "");
+  slurm_.refuse_dependencies = true;
+  auto run = MergeWhenReady(&job, 1, &slurm_, {});
+  ASSERT_FALSE(run.ok());
+  EXPECT_NE(run.error().message().find("pointing step 103 at the new merge"), std::string::npos)
+      << run.error().message();
+  EXPECT_EQ(slurm_.cancelled, (std::vector<std::string>{"106", "101_2"}));
+  auto saved = LoadJob(spec_.db);
+  ASSERT_TRUE(saved.ok() && saved->has_value());
+  EXPECT_EQ(LatestStepIds(**saved).merge.at(1), "102");
+  EXPECT_EQ(LatestStepIds(job).merge.at(1), "102");
 }
 
 TEST_F(WaveGateTest, TheLastWavesMergeHandsOverToTheFinishingStep) {
