@@ -81,6 +81,15 @@ struct ClusterJob {
 struct StepIds {
   std::map<int, std::string> wave_array, merge;  // by wave
   std::string finish;
+  // "" where the latest submission has none.
+  std::string array_of(int wave) const { return Find(wave_array, wave); }
+  std::string merge_of(int wave) const { return Find(merge, wave); }
+
+ private:
+  static std::string Find(const std::map<int, std::string>& ids, int wave) {
+    auto it = ids.find(wave);
+    return it == ids.end() ? "" : it->second;
+  }
 };
 StepIds LatestStepIds(const ClusterJob& job);
 // Wave `wave`'s merge now runs as Slurm job `job_id` (a merge that waits for

@@ -11,11 +11,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-std::string Get(const std::map<int, std::string>& m, int key) {
-  auto it = m.find(key);
-  return it == m.end() ? "" : it->second;
-}
-
 // A running step that has not written for this long, of which Slurm knows
 // nothing, is lost (its node died and Slurm has forgotten the job).
 constexpr double kLostAfterSeconds = 600;
@@ -64,8 +59,7 @@ Json StepJson(const std::optional<StepStatus>& file, const std::string& slurm_id
 void RerunByTheMerge(const std::map<std::string, SlurmJobState>& slurm, const std::string& task,
                      Json* shard) {
   auto it = slurm.find(task);
-  if ((*shard)["state"] != "failed" || it == slurm.end() || !it->second.killed_from_outside() ||
-      it->second.restarts >= kMaxShardRestarts)
+  if ((*shard)["state"] != "failed" || it == slurm.end() || !it->second.runs_again_by_its_merge())
     return;
   (*shard)["state"] = "requeued";
   (*shard)["error"] = fmt::format("Slurm ended it ({}); the wave's merge runs it again",
@@ -164,8 +158,8 @@ Result<Json> CollectStatus(const ClusterJob& job, Scheduler* scheduler) {
               {"waves", Json::array()}};
   for (int w = 1; w <= job.spec.waves; ++w) {
     Json wave{{"wave", w}, {"shards", Json::array()}};
-    const std::string array = Get(ids.wave_array, w);
-    const auto merge_job = slurm.find(Get(ids.merge, w));
+    const std::string array = ids.array_of(w);
+    const auto merge_job = slurm.find(ids.merge_of(w));
     const bool merge_to_come = merge_job != slurm.end() && !merge_job->second.ended() &&
                                !merge_job->second.never_runs();
     for (int i = 1; i <= job.spec.nodes; ++i) {
@@ -177,7 +171,7 @@ Result<Json> CollectStatus(const ClusterJob& job, Scheduler* scheduler) {
       wave["shards"].push_back(std::move(shard));
     }
     FT_ASSIGN_OR_RETURN(auto merge, ReadStep(paths.merge_status(w)));
-    wave["merge"] = StepJson(merge, Get(ids.merge, w), slurm, scheduler != nullptr);
+    wave["merge"] = StepJson(merge, ids.merge_of(w), slurm, scheduler != nullptr);
     status["waves"].push_back(std::move(wave));
   }
   FT_ASSIGN_OR_RETURN(auto finish, ReadStep(paths.finish_status()));

@@ -256,6 +256,10 @@ bool SlurmJobState::waiting() const {
          state == SlurmState::kRequeueHold;
 }
 
+bool SlurmJobState::runs_again_by_its_merge() const {
+  return killed_from_outside() && restarts < kMaxShardRestarts;
+}
+
 bool SlurmJobState::killed_from_outside() const {
   if (state == SlurmState::kCancelled) return !never_runs();
   return state == SlurmState::kNodeFail || state == SlurmState::kPreempted ||

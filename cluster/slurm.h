@@ -58,6 +58,9 @@ struct SlurmJobState {
   // preemption. (One cancelled because a step before it failed is not:
   // running it again would not help.)
   bool killed_from_outside() const;
+  // Killed from outside and not yet run kMaxShardRestarts times more: the
+  // wave's merge runs it again (wave_gate.h).
+  bool runs_again_by_its_merge() const;
 };
 
 // How many times a shard killed from outside (a signal, scancel, a node

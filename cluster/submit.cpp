@@ -4,7 +4,9 @@
 #include <fmt/ranges.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cmath>
+#include <thread>
 #include <filesystem>
 
 #include "db/database.h"
@@ -224,6 +226,28 @@ Result<Submission> SubmitChain(const ClusterJob& job, int first_wave, Scheduler&
 
 }  // namespace
 
+namespace {
+
+// Until Slurm has ended every job of `ids` (a cancelled job is COMPLETING
+// while its processes are killed): the job is stopped when `cancel` returns,
+// and `submit` again is not refused.
+Status WaitUntilEnded(const std::vector<std::string>& ids, Scheduler& scheduler) {
+  constexpr int kWaitSeconds = 120;
+  std::vector<std::string> live;
+  for (int waited = 0; waited <= kWaitSeconds; ++waited) {
+    FT_ASSIGN_OR_RETURN(auto states, scheduler.Query(ids));
+    live.clear();
+    for (const SlurmJobState& s : states)
+      if (!s.ended() && !s.never_runs()) live.push_back(s.id + " " + s.state_text);
+    if (live.empty()) return Status::Ok();
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  return Error(ErrorCode::kIo, fmt::format("cancelled, but after {} s Slurm still has {}",
+                                           kWaitSeconds, fmt::join(live, ", ")));
+}
+
+}  // namespace
+
 Result<std::vector<std::string>> CancelJob(ClusterJob* job, Scheduler& scheduler) {
   if (job->submissions.empty())
     return Error(ErrorCode::kInvalidArgument,
@@ -239,6 +263,7 @@ Result<std::vector<std::string>> CancelJob(ClusterJob* job, Scheduler& scheduler
     Status cancelled = scheduler.Cancel({id});
     if (!cancelled.ok()) return cancelled.error().WithContext("cancelling job " + id);
   }
+  FT_RETURN_IF_ERROR(WaitUntilEnded(order, scheduler));
   job->submissions.back().cancelled_at = UnixNow();
   FT_RETURN_IF_ERROR(SaveJob(*job));
   return order;

@@ -44,7 +44,8 @@ Result<SubmitOutcome> SubmitJob(const ClusterSpec& spec, Scheduler* scheduler);
 
 // Stops the job: scancels its latest submission's steps, the finishing
 // step and the merges before the shards' arrays, so that no merge starts
-// (and runs cancelled shards again) while the rest is being cancelled.
+// (and runs cancelled shards again) while the rest is being cancelled, and
+// waits until Slurm has ended them all.
 // Returns the ids cancelled, and marks the submission cancelled in job.json
 // (`status` says so). Status files and databases stay: `cluster submit`
 // again continues the job.

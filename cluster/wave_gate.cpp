@@ -31,7 +31,7 @@ void Classify(int shard, const std::optional<StepStatus>& file, const SlurmJobSt
     check->not_run.push_back(shard);
   } else if (!slurm->ended()) {
     check->under_way.push_back(shard);
-  } else if (slurm->killed_from_outside() && slurm->restarts < kMaxShardRestarts) {
+  } else if (slurm->runs_again_by_its_merge()) {
     check->rerun.push_back(shard);
   } else if (slurm->killed_from_outside()) {
     check->failures.push_back(FailureOf(shard, file,
@@ -84,7 +84,7 @@ std::string HandOverMessage(int wave, const WaveCheck& check, const std::string&
 
 Result<WaveCheck> CheckWave(const ClusterJob& job, int wave, Scheduler* scheduler) {
   const JobPaths paths(job.spec.db);
-  const std::string array = LatestStepIds(job).wave_array[wave];
+  const std::string array = LatestStepIds(job).array_of(wave);
   std::map<std::string, SlurmJobState> slurm;
   if (scheduler != nullptr && !array.empty()) {
     FT_ASSIGN_OR_RETURN(auto states, QueryWithRetries(*scheduler, array));
@@ -113,10 +113,8 @@ Result<WaveCheck> CheckWave(const ClusterJob& job, int wave, Scheduler* schedule
 Result<std::string> HandOverMerge(ClusterJob* job, int wave, const WaveCheck& check,
                                   Scheduler& scheduler) {
   const StepIds ids = LatestStepIds(*job);
-  const std::string array = ids.wave_array.count(wave) ? ids.wave_array.at(wave) : "";
-  const std::string next =
-      wave < job->spec.waves ? (ids.wave_array.count(wave + 1) ? ids.wave_array.at(wave + 1) : "")
-                             : ids.finish;
+  const std::string array = ids.array_of(wave);
+  const std::string next = wave < job->spec.waves ? ids.array_of(wave + 1) : ids.finish;
   if (array.empty() || next.empty())
     return Error(ErrorCode::kInvalidArgument,
                  fmt::format("job.json has no Slurm ids for wave {} and the step after it", wave));
