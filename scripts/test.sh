@@ -17,6 +17,7 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktra
 # build or its tests) does not hide the other's result; the command fails if
 # either failed. The Release suite's summary comes last.
 status=0
+failed_dirs=()
 asan_built=1
 scripts/build.sh sanitize || { status=1; asan_built=0; echo "test.sh: the sanitizer build failed" >&2; }
 mark "sanitizer build"
@@ -32,12 +33,14 @@ if [ "$asan_built" -eq 1 ]; then
   # Slurm cluster, 2-3 minutes) likewise: its shard, merge and status code
   # runs under ASan in search_tests and cluster_tests.
   (cd build-asan && ctest --output-on-failure -j "$(nproc)" --timeout 600 \
-     -E '^(cli\.(tuning|training)|cluster\.slurm)$') || status=1
+     -E '^(cli\.(tuning|training)|cluster\.slurm)$') || { status=1; failed_dirs+=(build-asan); }
   mark "sanitizer suite"
 fi
 echo "== release build"
-(cd build && ctest --output-on-failure -j "$(nproc)" --timeout 600) || status=1
+(cd build && ctest --output-on-failure -j "$(nproc)" --timeout 600) || { status=1; failed_dirs+=(build); }
 mark "release suite"
+# Why each failed test failed, again at the end, where CI's excerpt is.
+for dir in "${failed_dirs[@]}"; do /usr/bin/python3 scripts/failed-tests.py "$dir" || true; done
 echo "test.sh: ${phases[*]/%/,} ${SECONDS} s in all" | sed 's/, \([0-9]* s in all\)/; \1/'
 [ "$status" -eq 0 ] || echo "test.sh: a suite failed (see the ctest summaries above)" >&2
 exit "$status"
