@@ -27,11 +27,10 @@ std::vector<size_t> Bf16Groups(const CompiledPlan& compiled) {
 // and counts as a default (never measured in f32 here).
 void Demote(fusion_space::FusionSpace& space, CompiledPlan& compiled, size_t i) {
   fusion_space::PlanGroup& g = compiled.plan.groups[i];
-  auto f32 = std::get<kernels::GemmTiling>(g.tiling);
-  f32.precision = kernels::Precision::kF32;
+  const fusion_space::Tiling f32 = fusion_space::WithPrecision(g.tiling, kernels::Precision::kF32);
   const fusion_space::TilingSpace& tilings = space.Tilings(g.nodes);
   const bool same_blocks = static_cast<bool>(tilings.Check(f32));
-  g.tiling = same_blocks ? fusion_space::Tiling(f32) : tilings.Default();
+  g.tiling = same_blocks ? f32 : tilings.Default();
   if (i >= compiled.groups.size()) return;
   GroupChoice& c = compiled.groups[i].choice;
   if (auto it = compiled.count.find(c.source); it != compiled.count.end() && it->second > 0)

@@ -30,7 +30,7 @@ const std::vector<std::string> kNames = {
     "tiling_0", "tiling_1", "tiling_2", "tiling_3", "tiling_4", "tiling_5", "tiling_6",
     // activation layouts a conv reads and writes (kernels/layout.h; 0 = NCHW)
     "layout_in", "layout_out",
-    // the precision a GEMM computes in (kernels/precision.h; 0 = f32, 1 = bf16)
+    // the precision a GEMM or attention computes in (kernels/precision.h; 0 = f32, 1 = bf16)
     "bf16",
     // op mix of prologue and epilogue (or the tile program)
     "ops_operand", "ops_activation", "ops_reduction", "ops_total", "outputs",
@@ -290,8 +290,7 @@ AnalyticalParts ExtractFeatures(const GroupInfo& group, const fusion_space::Tili
   parts.traffic_bytes = e.bytes_in + e.bytes_out;
   // Compute: padded work on the busiest thread at the FMA peak of one thread;
   // a transcendental costs about 20 FMA lanes.
-  const auto* gemm = std::get_if<kernels::GemmTiling>(&tiling);
-  const bool bf16 = gemm != nullptr && gemm->precision == kernels::Precision::kBf16;
+  const bool bf16 = fusion_space::TilingPrecision(tiling) == kernels::Precision::kBf16;
   const double peak = bf16 && target.bf16_gflops > 0 ? target.bf16_gflops : target.peak_gflops;
   const double per_thread_peak = peak * 1e9 / std::max(1, target.threads);
   const double work = (group.flops * ArithmeticFactor(in, tiling) + 20 * group.transcendentals) /

@@ -10,6 +10,7 @@
 #include <set>
 #include <type_traits>
 
+#include "kernels/attention_decode.h"
 #include "kernels/microkernel.h"
 
 namespace fusetune::fusion_space {
@@ -38,8 +39,17 @@ KernelTemplate TilingTemplate(const Tiling& t) {
 }
 
 kernels::Precision TilingPrecision(const Tiling& tiling) {
-  const auto* gemm = std::get_if<kernels::GemmTiling>(&tiling);
-  return gemm != nullptr ? gemm->precision : kernels::Precision::kF32;
+  if (const auto* gemm = std::get_if<kernels::GemmTiling>(&tiling)) return gemm->precision;
+  if (const auto* attention = std::get_if<kernels::AttentionTiling>(&tiling))
+    return attention->precision;
+  return kernels::Precision::kF32;
+}
+
+Tiling WithPrecision(Tiling tiling, kernels::Precision precision) {
+  if (auto* gemm = std::get_if<kernels::GemmTiling>(&tiling)) gemm->precision = precision;
+  if (auto* attention = std::get_if<kernels::AttentionTiling>(&tiling))
+    attention->precision = precision;
+  return tiling;
 }
 
 std::string TilingToString(const Tiling& t) {
@@ -186,9 +196,14 @@ TilingSpace::TilingSpace(const KernelInstance& k, const kernels::KernelConfig& c
       break;
     }
     case KernelTemplate::kAttention:
+      // bf16 for query tiles only: a decode step's queries (at most 8 rows)
+      // take the decode path, which computes in f32 (kernels/attention.h).
       params_ = {{"br", BlockSizes(k.attention.seq_q, 16, 16)},
                  {"bc", BlockSizes(k.attention.seq_kv, 16, 16)},
-                 {"micro", Range(MicroShapes().size())}};
+                 {"micro", Range(MicroShapes().size())},
+                 {"precision", config.offer_bf16 && k.attention.seq_q > kernels::kDecodeMaxQueries
+                                   ? std::vector<int64_t>{0, 1}
+                                   : std::vector<int64_t>{0}}};
       break;
     case KernelTemplate::kConv: {
       const ConvLists& lists = ConvListsOf(k.conv.shape);
@@ -253,6 +268,7 @@ Tiling TilingSpace::At(const std::vector<int>& c) const {
       t.bc = v(1);
       t.mr = MicroShapes()[v(2)].first;
       t.nr = MicroShapes()[v(2)].second;
+      t.precision = static_cast<kernels::Precision>(v(3));
       return t;
     }
     case KernelTemplate::kConv: {
@@ -291,7 +307,7 @@ std::vector<int64_t> TilingValues(const Tiling& t) {
               x->double_buffer ? 1 : 0,
               static_cast<int>(x->precision)};
   if (auto* x = std::get_if<kernels::AttentionTiling>(&t))
-    values = {x->br, x->bc, MicroIndex(x->mr, x->nr)};
+    values = {x->br, x->bc, MicroIndex(x->mr, x->nr), static_cast<int>(x->precision)};
   if (auto* x = std::get_if<kernels::ConvTiling>(&t))
     values = {static_cast<int>(x->algorithm),
               x->oc_block,
@@ -692,6 +708,17 @@ FusionDecision LayoutField(const TilingFields& fields, const char* name,
   return FusionDecision::Allow();
 }
 
+// A precision by name; absent is f32 (plans and records of before bf16).
+FusionDecision PrecisionField(const TilingFields& fields, kernels::Precision* out) {
+  const std::string text = TextField(fields, "precision");
+  if (text.empty()) return FusionDecision::Allow();
+  const std::optional<kernels::Precision> precision = kernels::PrecisionFromName(text);
+  if (!precision)
+    return FusionDecision::Forbid(fmt::format("tiling.precision \"{}\" is not f32 or bf16", text));
+  *out = *precision;
+  return FusionDecision::Allow();
+}
+
 }  // namespace
 
 json TilingToJson(const Tiling& t) {
@@ -713,8 +740,12 @@ json TilingToJson(const Tiling& t) {
       j["precision"] = kernels::PrecisionName(x->precision);
     return j;
   }
-  if (auto* x = std::get_if<kernels::AttentionTiling>(&t))
-    return {{"br", x->br}, {"bc", x->bc}, {"mr", x->mr}, {"nr", x->nr}};
+  if (auto* x = std::get_if<kernels::AttentionTiling>(&t)) {
+    json j = {{"br", x->br}, {"bc", x->bc}, {"mr", x->mr}, {"nr", x->nr}};
+    if (x->precision != kernels::Precision::kF32)  // as the GEMM's
+      j["precision"] = kernels::PrecisionName(x->precision);
+    return j;
+  }
   if (auto* x = std::get_if<kernels::ConvTiling>(&t))
     return {{"algorithm", kernels::ConvAlgorithmName(x->algorithm)},
             {"oc_block", x->oc_block},
@@ -775,15 +806,7 @@ FusionDecision TilingFromFields(KernelTemplate kind, const TilingFields& fields,
         if (split == kernels::ParallelSplitName(s)) t.split = s, found = true;
       if (!found)
         return FusionDecision::Forbid(fmt::format("tiling.split \"{}\" is not m, n or mn", split));
-      // Absent from plans and records of before bf16: f32.
-      const std::string precision = TextField(fields, "precision");
-      if (!precision.empty()) {
-        const std::optional<kernels::Precision> p = kernels::PrecisionFromName(precision);
-        if (!p)
-          return FusionDecision::Forbid(
-              fmt::format("tiling.precision \"{}\" is not f32 or bf16", precision));
-        t.precision = *p;
-      }
+      FT_RETURN_IF_DECISION(PrecisionField(fields, &t.precision));
       *out = t;
       return FusionDecision::Allow();
     }
@@ -793,6 +816,7 @@ FusionDecision TilingFromFields(KernelTemplate kind, const TilingFields& fields,
       FT_RETURN_IF_DECISION(Field(fields, "bc", &t.bc));
       FT_RETURN_IF_DECISION(Field(fields, "mr", &t.mr));
       FT_RETURN_IF_DECISION(Field(fields, "nr", &t.nr));
+      FT_RETURN_IF_DECISION(PrecisionField(fields, &t.precision));
       *out = t;
       return FusionDecision::Allow();
     }

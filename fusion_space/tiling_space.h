@@ -28,6 +28,8 @@ using Tiling = std::variant<std::monostate, kernels::ElementwiseTiling, kernels:
 KernelTemplate TilingTemplate(const Tiling& tiling);
 // The precision a tiling computes in (f32 for every template without a bf16 form).
 kernels::Precision TilingPrecision(const Tiling& tiling);
+// The same tiling computing in `precision` (a template without a bf16 form: unchanged).
+Tiling WithPrecision(Tiling tiling, kernels::Precision precision);
 std::string TilingToString(const Tiling& tiling);
 nlohmann::json TilingToJson(const Tiling& tiling);
 // A tiling as read from a plan's text: its fields by name, in the order

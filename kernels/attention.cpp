@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "kernels/attention_decode.h"
+#include "kernels/attention_internal.h"
 #include "kernels/fast_math.h"
 #include "kernels/microkernel.h"
+#include "kernels/microkernel_bf16.h"
 #include "kernels/row_simd.h"
 
 namespace fusetune::kernels {
@@ -30,35 +32,69 @@ const char* MaskKindName(MaskKind kind) {
 }
 
 std::string AttentionTiling::ToString() const {
-  return fmt::format("br={} bc={} micro={}x{}", br, bc, mr, nr);
+  return fmt::format("br={} bc={} micro={}x{}{}", br, bc, mr, nr,
+                     precision == Precision::kBf16 ? " bf16" : "");
 }
 
-namespace {
+namespace attention_internal {
 
-int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-struct Layout {
-  int64_t br_pad, bc_pad, dv_pad, q_tile, k_panel, v_panel, s_tile, o_tile, mask_tile;
-  int64_t floats() const {
-    return q_tile + k_panel + v_panel + s_tile + o_tile + mask_tile + 2 * br_pad;
-  }
-};
+int64_t Layout::bytes() const {
+  const int64_t element = bf16 ? 2 : 4;
+  return element * (q_tile + k_panel + v_panel + p_tile) +
+         4 * (s_tile + o_tile + mask_tile + 2 * br_pad) + 10 * 64;
+}
 
 Layout MakeLayout(const AttentionDesc& d, const AttentionTiling& t) {
   Layout l;
+  l.bf16 = t.precision == Precision::kBf16;
   l.br_pad = RoundUp(t.br, t.mr);
   l.bc_pad = RoundUp(t.bc, t.nr);
   l.dv_pad = RoundUp(d.value_dim, t.nr);
-  l.q_tile = l.br_pad * d.head_dim;
-  l.k_panel = d.head_dim * l.bc_pad;
-  l.v_panel = t.bc * l.dv_pad;
+  l.dim_pad = l.bf16 ? RoundUp(d.head_dim, 2) : d.head_dim;  // bf16: whole k-pairs
+  l.q_tile = l.br_pad * l.dim_pad;
+  l.k_panel = l.dim_pad * l.bc_pad;
+  l.v_panel = (l.bf16 ? RoundUp(t.bc, 2) : t.bc) * l.dv_pad;
+  l.p_tile = l.bf16 ? l.br_pad * l.bc_pad : 0;
   l.s_tile = l.br_pad * l.bc_pad;
   l.o_tile = l.br_pad * l.dv_pad;
   l.mask_tile = d.mask == MaskKind::kAdditive ? t.br * t.bc : 0;
   return l;
 }
 
-}  // namespace
+int64_t CopyMaskBlock(const AttentionDesc& d, const QueryTile& tile, int64_t j0, int64_t cols,
+                      float* dst, int64_t ld) {
+  const AttentionView& mk = d.mask_data;
+  const float* mb = mk.data + tile.b * mk.batch + tile.h * mk.head + tile.i0 * mk.row + j0 * mk.col;
+  for (int64_t i = 0; i < tile.rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) dst[i * ld + j] = mb[i * mk.row + j * mk.col];
+  return 4 * tile.rows * cols;
+}
+
+void MaskAboveDiagonal(const AttentionDesc& d, const QueryTile& tile, int64_t j0, int64_t cols,
+                       float* s, int64_t ld) {
+  const int64_t offset = d.seq_kv - d.seq_q;  // causal diagonal, bottom-right aligned
+  if (j0 + cols - 1 <= tile.i0 + offset) return;
+  for (int64_t i = 0; i < tile.rows; ++i)
+    for (int64_t j = std::max<int64_t>(0, tile.i0 + i + offset + 1 - j0); j < cols; ++j)
+      s[i * ld + j] = -INFINITY;
+}
+
+int64_t WriteOutputRows(const AttentionDesc& d, const QueryTile& tile, const float* o, int64_t ld,
+                        const float* sum, RunMode mode) {
+  float* base = d.o + tile.b * d.o_batch + tile.h * d.o_head + tile.i0 * d.o_row;
+  for (int64_t i = 0; i < tile.rows; ++i) {
+    const float inv = mode == RunMode::kCopyOnly || sum[i] == 0 ? 0.0f : 1.0f / sum[i];
+    for (int64_t c = 0; c < d.value_dim; ++c) base[i * d.o_row + c] = o[i * ld + c] * inv;
+  }
+  return 4 * tile.rows * d.value_dim;
+}
+
+}  // namespace attention_internal
+
+using attention_internal::Layout;
+using attention_internal::MakeLayout;
+using attention_internal::QueryTile;
+using attention_internal::RoundUp;
 
 int64_t AttentionKeyEnd(const AttentionDesc& d, int64_t i0, int64_t rows) {
   if (d.mask != MaskKind::kCausal) return d.seq_kv;
@@ -66,7 +102,7 @@ int64_t AttentionKeyEnd(const AttentionDesc& d, int64_t i0, int64_t rows) {
 }
 
 int64_t AttentionLocalBytes(const AttentionDesc& d, const AttentionTiling& t) {
-  return static_cast<int64_t>(sizeof(float)) * MakeLayout(d, t).floats() + 10 * 64;
+  return MakeLayout(d, t).bytes();
 }
 
 namespace {
@@ -94,6 +130,13 @@ bool RulesHold(const AttentionDesc& d, const AttentionTiling& t, const KernelCon
     });
   if (t.br < 1) return broken([&] { return fmt::format("tiling.br: {} must be positive", t.br); });
   if (t.bc < 1) return broken([&] { return fmt::format("tiling.bc: {} must be positive", t.bc); });
+  if (t.precision == Precision::kBf16 && !FindBf16MicroKernel(t.mr, t.nr))
+    return broken([&] {
+      std::string shapes;
+      for (auto [m, n] : Bf16MicroTileShapes()) shapes += fmt::format(" {}x{}", m, n);
+      return fmt::format("tiling.mr x tiling.nr: {}x{} has no bf16 micro-kernel; choose one of{}",
+                         t.mr, t.nr, shapes);
+    });
   const int64_t local_bytes = AttentionLocalBytes(d, t);
   if (!MicroTileAndBufferFit(t.mr, t.nr, local_bytes, config))
     return broken([&] {
@@ -118,14 +161,6 @@ bool AttentionTilingFits(const AttentionDesc& d, const AttentionTiling& t,
                          const KernelConfig& config) {
   return RulesHold(d, t, config, IgnoreReason{});
 }
-
-namespace {
-
-struct QueryTile {
-  int64_t b, h, i0, rows;
-};
-
-}  // namespace
 
 int QueryTileThread(int64_t index, int64_t count, int threads, bool causal) {
   if (causal) return static_cast<int>(index % threads);
@@ -165,7 +200,6 @@ class AttentionRunner {
     std::fill(m_, m_ + l_.br_pad, -INFINITY);
     std::fill(sum_, sum_ + l_.br_pad, 0.0f);
     std::fill(o_, o_ + l_.o_tile, 0.0f);
-    const int64_t offset = d_.seq_kv - d_.seq_q;  // causal diagonal, bottom-right aligned
     const int64_t kv_end = AttentionKeyEnd(d_, tile.i0, tile.rows);
     for (int64_t j0 = 0; j0 < kv_end; j0 += t_.bc) {
       const int64_t cols = std::min(t_.bc, kv_end - j0);
@@ -176,10 +210,8 @@ class AttentionRunner {
       packed_ = keys;
       if (mode_ == RunMode::kCopyOnly) continue;
       Scores(tile, cols);
-      if (d_.mask == MaskKind::kCausal && j0 + cols - 1 > tile.i0 + offset)
-        for (int64_t i = 0; i < tile.rows; ++i)
-          for (int64_t j = std::max<int64_t>(0, tile.i0 + i + offset + 1 - j0); j < cols; ++j)
-            s_[i * l_.bc_pad + j] = -INFINITY;
+      if (d_.mask == MaskKind::kCausal)
+        attention_internal::MaskAboveDiagonal(d_, tile, j0, cols, s_, l_.bc_pad);
       Softmax(tile.rows, cols);
       // O += P x V, P read by rows straight from the score tile.
       for (int64_t jr = 0; jr < d_.value_dim; jr += t_.nr)
@@ -217,14 +249,9 @@ class AttentionRunner {
   void PackKV(const QueryTile& tile, int64_t j0, int64_t cols, bool keys_and_values) {
     if (mode_ == RunMode::kComputeOnly) return;
     if (keys_and_values) PackKeysAndValues(tile, j0, cols);
-    if (d_.mask == MaskKind::kAdditive) {
-      const AttentionView& mk = d_.mask_data;
-      const float* mb =
-          mk.data + tile.b * mk.batch + tile.h * mk.head + tile.i0 * mk.row + j0 * mk.col;
-      for (int64_t i = 0; i < tile.rows; ++i)
-        for (int64_t j = 0; j < cols; ++j) mask_[i * t_.bc + j] = mb[i * mk.row + j * mk.col];
-      stats.bytes_global_to_local += 4 * tile.rows * cols;
-    }
+    if (d_.mask == MaskKind::kAdditive)
+      stats.bytes_global_to_local +=
+          attention_internal::CopyMaskBlock(d_, tile, j0, cols, mask_, t_.bc);
   }
 
   // K rows j0.. as [head_dim][nr] slivers (K^T), V rows as [cols][nr] slivers
@@ -283,13 +310,8 @@ class AttentionRunner {
 
   void WriteO(const QueryTile& tile) {
     if (mode_ == RunMode::kComputeOnly) return;
-    float* base = d_.o + tile.b * d_.o_batch + tile.h * d_.o_head + tile.i0 * d_.o_row;
-    for (int64_t i = 0; i < tile.rows; ++i) {
-      const float inv = mode_ == RunMode::kCopyOnly || sum_[i] == 0 ? 0.0f : 1.0f / sum_[i];
-      for (int64_t c = 0; c < d_.value_dim; ++c)
-        base[i * d_.o_row + c] = o_[i * l_.dv_pad + c] * inv;
-    }
-    stats.bytes_local_to_global += 4 * tile.rows * d_.value_dim;
+    stats.bytes_local_to_global +=
+        attention_internal::WriteOutputRows(d_, tile, o_, l_.dv_pad, sum_, mode_);
   }
 
   const AttentionDesc& d_;
@@ -316,6 +338,8 @@ Result<KernelStats> RunAttention(const AttentionDesc& d, const AttentionTiling& 
     for (int64_t h = 0; h < d.heads; ++h)
       for (int64_t i0 = 0; i0 < d.seq_q; i0 += t.br)
         tiles.push_back({b, h, i0, std::min(t.br, d.seq_q - i0)});
+  if (t.precision == Precision::kBf16)
+    return attention_internal::RunAttentionBf16(d, t, config, mode, tiles);
   const int64_t count = static_cast<int64_t>(tiles.size());
   const bool causal = d.mask == MaskKind::kCausal;
   return RunThreadShares(config.threads, [&](int th) {

@@ -12,11 +12,20 @@
 // (query i sees keys j <= i + seq_kv - seq_q); key blocks entirely above the
 // diagonal are skipped. A query of at most 8 rows (a decode step) takes the
 // decode path instead (attention_decode.h).
+//
+// In bf16 (kernels/precision.h) Q, K and V are rounded to bfloat16 as they
+// are copied into the local buffer, and so are the probabilities P before
+// P x V; both products sum in float on the bf16 micro-kernels, and the
+// softmax, its running maxima and sums and the output stay in float
+// (attention_bf16.cpp). The decode path computes in f32 whatever the
+// tiling's precision: it streams K and V once, and converting them would
+// cost what the faster products save.
 #pragma once
 
 #include <string>
 
 #include "common/status.h"
+#include "kernels/precision.h"
 #include "kernels/traffic.h"
 
 namespace fusetune::kernels {
@@ -43,6 +52,7 @@ struct AttentionDesc {
 struct AttentionTiling {
   int64_t br = 64, bc = 64;
   int mr = 8, nr = 32;  // the GEMM micro-tile used for Q x K^T and P x V
+  Precision precision = Precision::kF32;
   std::string ToString() const;
   bool operator==(const AttentionTiling&) const = default;
 };

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fusion_space/space.h"
+#include "kernels/attention_decode.h"
 #include "kernels/microkernel_bf16.h"
 #include "tests/graph/test_util.h"
 
@@ -39,6 +40,39 @@ TEST(PrecisionSpace, Bf16IsOfferedOnlyWhenAsked) {
       EXPECT_NE(kernels::FindBf16MicroKernel(gemm.mr, gemm.nr), nullptr) << gemm.ToString();
     }
   }
+}
+
+constexpr const char* kAttention = R"(graph g { input q: f32[1, 2, SQ, 16]
+  input k: f32[1, 2, 48, 16]  input v: f32[1, 2, 48, 16]
+  kt = Transpose(k) {perm=[0, 1, 3, 2]}  s = MatMul(q, kt)
+  p = Softmax(s) {axis=-1}  o = MatMul(p, v)  output o })";
+
+// The attention group: bf16 for query tiles, never for a decode step's few
+// queries (the decode path computes in f32).
+TEST(PrecisionSpace, AttentionOffersBf16ForQueryTilesOnly) {
+  kernels::KernelConfig config;
+  config.offer_bf16 = true;
+  for (int seq_q : {48, 4}) {
+    std::string text = kAttention;
+    text.replace(text.find("SQ"), 2, std::to_string(seq_q));
+    graph::Graph g = testing::Parse(text);
+    FusionSpace space(g, config);
+    std::vector<int32_t> all(g.nodes.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
+    const TilingSpace& tilings = space.Tilings(all);
+    ASSERT_EQ(TilingTemplate(tilings.Default()), KernelTemplate::kAttention) << seq_q;
+    EXPECT_EQ(CountBf16(tilings) > 0, seq_q > kernels::kDecodeMaxQueries) << seq_q;
+    EXPECT_EQ(tilings.Offers(kernels::Precision::kBf16), seq_q > kernels::kDecodeMaxQueries);
+  }
+  kernels::AttentionTiling t;
+  t.precision = kernels::Precision::kBf16;
+  const nlohmann::json j = TilingToJson(t);
+  EXPECT_EQ(j.at("precision"), "bf16");
+  Tiling back;
+  ASSERT_TRUE(TilingFromJson(KernelTemplate::kAttention, j, &back));
+  EXPECT_EQ(std::get<kernels::AttentionTiling>(back), t);
+  EXPECT_EQ(TilingPrecision(WithPrecision(back, kernels::Precision::kF32)),
+            kernels::Precision::kF32);
 }
 
 TEST(PrecisionSpace, TilingTextRoundTrips) {
