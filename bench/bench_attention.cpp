@@ -9,6 +9,7 @@
 #include "bench/bench_attention.h"
 #include "bench/bench_common.h"
 #include "kernels/attention.h"
+#include "kernels/microkernel_bf16.h"
 #include "kernels/gemm.h"
 #include "kernels/rowwise.h"
 
@@ -145,12 +146,20 @@ void RegisterAttentionBenchmarks() {
                                      Tile(192, 128, 8, 32)};
   for (bool causal : {false, true}) {
     const std::string name = causal ? "attention_12x384x64_causal" : "attention_12x384x64";
-    for (const AttentionTiling& t : tilings)
-      benchmark::RegisterBenchmark(
-          fmt::format("fusetune/{}/br{}_bc{}_{}x{}", name, t.br, t.bc, t.mr, t.nr).c_str(),
-          [causal, t](benchmark::State& s) { RunFused(s, causal, t); })
-          ->Unit(benchmark::kMillisecond)
-          ->UseRealTime();
+    for (AttentionTiling t : tilings)
+      for (Precision precision : {Precision::kF32, Precision::kBf16}) {
+        // bf16 where the micro-tile has a bf16 kernel and the CPU the instruction.
+        if (precision == Precision::kBf16 && (!CpuHasBf16Dot() || !FindBf16MicroKernel(t.mr, t.nr)))
+          continue;
+        t.precision = precision;
+        benchmark::RegisterBenchmark(
+            fmt::format("fusetune/{}/br{}_bc{}_{}x{}{}", name, t.br, t.bc, t.mr, t.nr,
+                        precision == Precision::kBf16 ? "_bf16" : "")
+                .c_str(),
+            [causal, t](benchmark::State& s) { RunFused(s, causal, t); })
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+      }
     benchmark::RegisterBenchmark(fmt::format("fusetune_unfused/{}", name).c_str(),
                                  [causal](benchmark::State& s) { RunUnfused(s, causal); })
         ->Unit(benchmark::kMillisecond)
