@@ -24,7 +24,7 @@ CLUSTER_SCRIPT=$REPO/scripts/slurm-local.sh
 MODEL=$REPO/examples/encoder_small.onnx
 SMALL_MODEL=$MODEL
 [ -n "${4:-}" ] && [ -f "$4/mlp.onnx" ] && SMALL_MODEL=$4/mlp.onnx
-TRIALS=600
+TRIALS=900  # long enough that every shard is caught measuring, on a fast machine too
 
 "$CLUSTER_SCRIPT" check || exit 77
 TMP=$(mktemp -d /tmp/fusetune-slurm-test.XXXXXX)
