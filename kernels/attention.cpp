@@ -46,7 +46,9 @@ int64_t Layout::bytes() const {
 
 Layout MakeLayout(const AttentionDesc& d, const AttentionTiling& t) {
   Layout l;
-  l.bf16 = t.precision == Precision::kBf16;
+  // A decode step runs in f32 whatever the precision (attention.h): its
+  // buffer is sized as f32's, so a bf16 tiling validated here fits it.
+  l.bf16 = t.precision == Precision::kBf16 && d.seq_q > kDecodeMaxQueries;
   l.br_pad = RoundUp(t.br, t.mr);
   l.bc_pad = RoundUp(t.bc, t.nr);
   l.dv_pad = RoundUp(d.value_dim, t.nr);

@@ -14,17 +14,18 @@ import re
 import sys
 
 SAYS_WHAT_FAILED = re.compile(
-    r"^(FAIL:|\[  FAILED  \])|: Failure$|ERROR: AddressSanitizer|runtime error:|^\d+ failure\(s\)")
+    r"^(FAIL:|\[  FAILED  \])|: Failure$|ERROR: \w+Sanitizer|runtime error:|internal check failed"
+    r"|^\d+ failure\(s\)")
 CONTEXT_AFTER = 3  # GoogleTest's "Expected ... Which is ..." follow its "Failure"
 
 
 def outputs(log_text):
-    """Test name -> its output, from ctest's LastTest.log."""
+    """Test name -> (its output, whether it passed), from ctest's LastTest.log."""
     found = {}
-    pattern = re.compile(r'^\d+/\d+ Test: (\S+)\n.*?^Output:\n-+\n(.*?)^<end of output>',
-                         re.S | re.M)
+    pattern = re.compile(r'^\d+/\d+ Test: (\S+)\n.*?^Output:\n-+\n(.*?)^<end of output>\n'
+                         r'(.*?)^"', re.S | re.M)
     for match in pattern.finditer(log_text):
-        found[match.group(1)] = match.group(2).splitlines()
+        found[match.group(1)] = (match.group(2).splitlines(), "Test Passed." in match.group(3))
     return found
 
 
@@ -49,7 +50,9 @@ def main():
     log = temporary / "LastTest.log"
     found = outputs(log.read_text(errors="replace")) if log.exists() else {}
     for name in names:
-        lines = found.get(name)
+        lines, passed = found.get(name, (None, False))
+        if passed:  # LastTestsFailed.log of an earlier run: ctest keeps it
+            continue
         print(f"-- {build.name}: {name} failed")
         if lines is None:
             print("   (its output is not in LastTest.log)")

@@ -3,7 +3,7 @@
 # ASan+UBSan configurations, and runs the whole suite under ctest in both.
 # The sanitizer suite includes the libFuzzer harnesses (label `fuzz`, a fixed
 # number of inputs each; scripts/fuzz.sh fuzzes longer).
-# Ends with ctest's summary.
+# Ends with ctest's summary, why each failed test failed, and each phase's time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # How long each phase took, printed last (CI shows the end of the output).
@@ -15,7 +15,7 @@ mark setup
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # Both configurations build and run and report, so that a failure in one (its
 # build or its tests) does not hide the other's result; the command fails if
-# either failed. The Release suite's summary comes last.
+# either failed. The Release suite's summary comes after the sanitizer one's.
 status=0
 failed_dirs=()
 asan_built=1

@@ -7,7 +7,7 @@
 #   - the merged database holds every task's records, each measurement once;
 #   - a plan compiled from it is at least as fast as one compiled after a
 #     single-machine tune of the same trial budget (10% for noise: both are
-#     measured here, one after the other);
+#     measured here in interleaved rounds);
 #   - a job whose shards fail stops at its merge with a status naming
 #     the failure; `cluster submit` again continues it; `cluster cancel`
 #     stops it and submitting once more continues it to the end;
@@ -181,18 +181,25 @@ phase "measuring both plans"
 # 10% slower, each plan's fastest median kept. The roofline comes from the
 # calibrated database (not measured again each time).
 measure_round() {
-  local which
-  for which in cluster single; do
+  local which order=(cluster single)
+  [ $(($1 % 2)) = 0 ] && order=(single cluster)  # interleaved: each goes first in turn
+  for which in "${order[@]}"; do
     "$FUSETUNE" measure "$MODEL" --plan "$TMP/$which-plan.json" --threads 1 --json --no-overlap \
       --db "$TMP/calibrated.db" --min-time 0.1 >"$TMP/$which-$1.json" || fail "measure the $which plan"
   done
 }
+# compare_plans ROUNDS: exit 0 when the cluster's plan is within 10% of the
+# single machine's, 1 when slower, 2 when a measurement is missing.
 compare_plans() {
   /usr/bin/python3 - "$TMP" "$TRIALS" "$1" <<'PY'
 import json, sys
 folder, trials, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
-medians = {w: [json.load(open(f"{folder}/{w}-{r}.json"))["result"]["time"]["median"] * 1e3
-               for r in range(1, rounds + 1)] for w in ("cluster", "single")}
+try:
+    medians = {w: [json.load(open(f"{folder}/{w}-{r}.json"))["result"]["time"]["median"] * 1e3
+                   for r in range(1, rounds + 1)] for w in ("cluster", "single")}
+except (OSError, ValueError, KeyError) as e:
+    print(f"a measurement is missing or unreadable: {e}")
+    sys.exit(2)
 best = {w: min(m) for w, m in medians.items()}
 print(f"cluster plan {best['cluster']:.3f} ms, single-machine plan {best['single']:.3f} ms "
       f"({trials} trials each; fastest of {rounds} rounds: "
@@ -202,12 +209,18 @@ PY
 }
 for round in 1 2 3; do measure_round "$round"; done
 rounds=3
-until compare_plans "$rounds" >"$TMP/compare.txt" || [ "$rounds" -ge 9 ]; do
+while :; do
+  compare_plans "$rounds" >"$TMP/compare.txt"
+  verdict=$?
+  [ "$verdict" = 1 ] && [ "$rounds" -lt 9 ] || break
   rounds=$((rounds + 1))
   measure_round "$rounds"
 done
 cat "$TMP/compare.txt"
-compare_plans "$rounds" >/dev/null || fail "the cluster's plan is slower than the single machine's"
+case $verdict in
+  1) fail "the cluster's plan is slower than the single machine's" ;;
+  2) fail "the plans could not be compared" ;;
+esac
 
 # ---- a failed wave stops the job; submitting again continues it -----------
 phase "a job that fails"

@@ -63,6 +63,10 @@ TEST(PrecisionSpace, AttentionOffersBf16ForQueryTilesOnly) {
     ASSERT_EQ(TilingTemplate(tilings.Default()), KernelTemplate::kAttention) << seq_q;
     EXPECT_EQ(CountBf16(tilings) > 0, seq_q > kernels::kDecodeMaxQueries) << seq_q;
     EXPECT_EQ(tilings.Offers(kernels::Precision::kBf16), seq_q > kernels::kDecodeMaxQueries);
+    // An f32 tiling's text (as records before precision hold it) is a point of the space.
+    Tiling read;
+    ASSERT_TRUE(TilingFromJson(KernelTemplate::kAttention, TilingToJson(tilings.Default()), &read));
+    EXPECT_TRUE(tilings.ChoiceOf(read).has_value()) << seq_q;
   }
   kernels::AttentionTiling t;
   t.precision = kernels::Precision::kBf16;
@@ -73,6 +77,10 @@ TEST(PrecisionSpace, AttentionOffersBf16ForQueryTilesOnly) {
   EXPECT_EQ(std::get<kernels::AttentionTiling>(back), t);
   EXPECT_EQ(TilingPrecision(WithPrecision(back, kernels::Precision::kF32)),
             kernels::Precision::kF32);
+  // An attention tiling written before precision existed reads as f32.
+  ASSERT_TRUE(TilingFromJson(KernelTemplate::kAttention,
+                             {{"br", 64}, {"bc", 64}, {"mr", 8}, {"nr", 32}}, &back));
+  EXPECT_EQ(TilingPrecision(back), kernels::Precision::kF32);
 }
 
 TEST(PrecisionSpace, TilingTextRoundTrips) {
