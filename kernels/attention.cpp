@@ -133,12 +133,7 @@ bool RulesHold(const AttentionDesc& d, const AttentionTiling& t, const KernelCon
   if (t.br < 1) return broken([&] { return fmt::format("tiling.br: {} must be positive", t.br); });
   if (t.bc < 1) return broken([&] { return fmt::format("tiling.bc: {} must be positive", t.bc); });
   if (t.precision == Precision::kBf16 && !FindBf16MicroKernel(t.mr, t.nr))
-    return broken([&] {
-      std::string shapes;
-      for (auto [m, n] : Bf16MicroTileShapes()) shapes += fmt::format(" {}x{}", m, n);
-      return fmt::format("tiling.mr x tiling.nr: {}x{} has no bf16 micro-kernel; choose one of{}",
-                         t.mr, t.nr, shapes);
-    });
+    return broken([&] { return NoBf16MicroKernel(t.mr, t.nr); });
   const int64_t local_bytes = AttentionLocalBytes(d, t);
   if (!MicroTileAndBufferFit(t.mr, t.nr, local_bytes, config))
     return broken([&] {
@@ -172,65 +167,27 @@ int QueryTileThread(int64_t index, int64_t count, int threads, bool causal) {
 
 namespace {
 
-class AttentionRunner {
+// The f32 operands: Q rows, K^T slivers and V slivers in floats, both
+// products on the f32 micro-kernels reading A by rows.
+class F32Runner : public attention_internal::QueryTileLoop<F32Runner> {
  public:
-  AttentionRunner(const AttentionDesc& d, const AttentionTiling& t, RunMode mode)
-      : d_(d),
-        t_(t),
-        mode_(mode),
-        l_(MakeLayout(d, t)),
-        mk_(FindMicroKernel(t.mr, t.nr)),
-        local_(static_cast<size_t>(AttentionLocalBytes(d, t))) {
+  F32Runner(const AttentionDesc& d, const AttentionTiling& t, RunMode mode)
+      : QueryTileLoop(d, t, mode), mk_(FindMicroKernel(t.mr, t.nr)) {
     q_ = local_.Take(l_.q_tile);
     kp_ = local_.Take(l_.k_panel);
     vp_ = local_.Take(l_.v_panel);
-    s_ = local_.Take(l_.s_tile);
-    o_ = local_.Take(l_.o_tile);
-    m_ = local_.Take(l_.br_pad);
-    sum_ = local_.Take(l_.br_pad);
-    if (l_.mask_tile) mask_ = local_.Take(l_.mask_tile);
     if (mode == RunMode::kComputeOnly) {  // panels are never packed: ordinary values
       std::fill(q_, q_ + l_.q_tile, 0.05f);
       std::fill(kp_, kp_ + l_.k_panel, 0.05f);
       std::fill(vp_, vp_ + l_.v_panel, 0.5f);
-      if (mask_) std::fill(mask_, mask_ + l_.mask_tile, 0.0f);
     }
   }
-
-  void Run(const QueryTile& tile) {
-    PackQ(tile);
-    std::fill(m_, m_ + l_.br_pad, -INFINITY);
-    std::fill(sum_, sum_ + l_.br_pad, 0.0f);
-    std::fill(o_, o_ + l_.o_tile, 0.0f);
-    const int64_t kv_end = AttentionKeyEnd(d_, tile.i0, tile.rows);
-    for (int64_t j0 = 0; j0 < kv_end; j0 += t_.bc) {
-      const int64_t cols = std::min(t_.bc, kv_end - j0);
-      // K and V stay in the panels from this thread's previous query tile
-      // when it had the same head and key block (tiles are dealt by head).
-      const PackedKeys keys{tile.b, tile.h, j0, cols};
-      PackKV(tile, j0, cols, !(keys == packed_));
-      packed_ = keys;
-      if (mode_ == RunMode::kCopyOnly) continue;
-      Scores(tile, cols);
-      if (d_.mask == MaskKind::kCausal)
-        attention_internal::MaskAboveDiagonal(d_, tile, j0, cols, s_, l_.bc_pad);
-      Softmax(tile.rows, cols);
-      // O += P x V, P read by rows straight from the score tile.
-      for (int64_t jr = 0; jr < d_.value_dim; jr += t_.nr)
-        for (int64_t ir = 0; ir < tile.rows; ir += t_.mr)
-          mk_->fn_rows(cols, s_ + ir * l_.bc_pad, l_.bc_pad, vp_ + (jr / t_.nr) * cols * t_.nr,
-                       o_ + ir * l_.dv_pad + jr, l_.dv_pad, true);
-    }
-    WriteO(tile);
-    ++stats.tiles;
-  }
-
-  KernelStats stats;
 
  private:
+  friend class attention_internal::QueryTileLoop<F32Runner>;
+
   // Q rows, scaled (so scores need no extra multiply), row-major; padding rows are zero.
   void PackQ(const QueryTile& tile) {
-    if (mode_ == RunMode::kComputeOnly) return;
     const float* base = d_.q.data + tile.b * d_.q.batch + tile.h * d_.q.head + tile.i0 * d_.q.row;
     const int64_t dim = d_.head_dim;
     for (int64_t i = 0; i < l_.br_pad; ++i) {
@@ -243,17 +200,6 @@ class AttentionRunner {
       else
         for (int64_t p = 0; p < dim; ++p) dst[p] = src[p * d_.q.col] * d_.scale;
     }
-    stats.bytes_global_to_local += 4 * tile.rows * dim;
-  }
-
-  // The key block j0..j0+cols: K and V unless the panels hold them already,
-  // and the additive mask block, which follows the query rows.
-  void PackKV(const QueryTile& tile, int64_t j0, int64_t cols, bool keys_and_values) {
-    if (mode_ == RunMode::kComputeOnly) return;
-    if (keys_and_values) PackKeysAndValues(tile, j0, cols);
-    if (d_.mask == MaskKind::kAdditive)
-      stats.bytes_global_to_local +=
-          attention_internal::CopyMaskBlock(d_, tile, j0, cols, mask_, t_.bc);
   }
 
   // K rows j0.. as [head_dim][nr] slivers (K^T), V rows as [cols][nr] slivers
@@ -287,7 +233,6 @@ class AttentionRunner {
         std::fill(dst + width, dst + t_.nr, 0.0f);
       }
     }
-    stats.bytes_global_to_local += 4 * cols * (dim + dv);
   }
 
   void Scores(const QueryTile& tile, int64_t cols) {
@@ -296,37 +241,18 @@ class AttentionRunner {
         mk_->fn_rows(d_.head_dim, q_ + ir * d_.head_dim, d_.head_dim,
                      kp_ + (jr / t_.nr) * d_.head_dim * t_.nr, s_ + ir * l_.bc_pad + jr, l_.bc_pad,
                      false);
-    if (mask_)
-      for (int64_t i = 0; i < tile.rows; ++i)
-        for (int64_t j = 0; j < cols; ++j) s_[i * l_.bc_pad + j] += mask_[i * t_.bc + j];
   }
 
-  // The online-softmax update: new row maxima, P = exp(S - max) in place of
-  // the scores, running sums and the rescaled output rows. Rows past `rows`
-  // stay as computed from Q's zero padding (zeros), adding nothing to O.
-  void Softmax(int64_t rows, int64_t cols) {
-    for (int64_t i = 0; i < rows; ++i)
-      OnlineSoftmaxRow(s_ + i * l_.bc_pad, cols, &m_[i], &sum_[i], o_ + i * l_.dv_pad,
-                       d_.value_dim);
+  // O += P x V, P read by rows straight from the score tile.
+  void AccumulateOutput(const QueryTile& tile, int64_t cols) {
+    for (int64_t jr = 0; jr < d_.value_dim; jr += t_.nr)
+      for (int64_t ir = 0; ir < tile.rows; ir += t_.mr)
+        mk_->fn_rows(cols, s_ + ir * l_.bc_pad, l_.bc_pad, vp_ + (jr / t_.nr) * cols * t_.nr,
+                     o_ + ir * l_.dv_pad + jr, l_.dv_pad, true);
   }
 
-  void WriteO(const QueryTile& tile) {
-    if (mode_ == RunMode::kComputeOnly) return;
-    stats.bytes_local_to_global +=
-        attention_internal::WriteOutputRows(d_, tile, o_, l_.dv_pad, sum_, mode_);
-  }
-
-  const AttentionDesc& d_;
-  const AttentionTiling& t_;
-  RunMode mode_;
-  Layout l_;
   const MicroKernel* mk_;
-  LocalBuffer local_;
-  float *q_, *kp_, *vp_, *s_, *o_, *m_, *sum_, *mask_ = nullptr;
-  struct PackedKeys {
-    int64_t b = -1, h = -1, j0 = -1, cols = -1;
-    bool operator==(const PackedKeys&) const = default;
-  } packed_;  // what the K and V panels hold
+  float *q_, *kp_, *vp_;
 };
 
 }  // namespace
@@ -342,14 +268,7 @@ Result<KernelStats> RunAttention(const AttentionDesc& d, const AttentionTiling& 
         tiles.push_back({b, h, i0, std::min(t.br, d.seq_q - i0)});
   if (t.precision == Precision::kBf16)
     return attention_internal::RunAttentionBf16(d, t, config, mode, tiles);
-  const int64_t count = static_cast<int64_t>(tiles.size());
-  const bool causal = d.mask == MaskKind::kCausal;
-  return RunThreadShares(config.threads, [&](int th) {
-    AttentionRunner runner(d, t, mode);
-    for (int64_t i = 0; i < count; ++i)
-      if (QueryTileThread(i, count, config.threads, causal) == th) runner.Run(tiles[i]);
-    return runner.stats;
-  });
+  return attention_internal::RunQueryTiles<F32Runner>(d, t, config, mode, tiles);
 }
 
 }  // namespace fusetune::kernels

@@ -16,7 +16,7 @@
 #include "kernels/attention_internal.h"
 #include "kernels/bf16.h"
 #include "kernels/microkernel_bf16.h"
-#include "kernels/row_simd.h"
+#include "kernels/row_simd.h"  // TransposeRows
 
 namespace fusetune::kernels::attention_internal {
 
@@ -34,64 +34,28 @@ const float* Gathered(const float* src, int64_t stride, int64_t n, std::vector<f
   return dst.data();
 }
 
-class Bf16AttentionRunner {
+class Bf16Runner : public QueryTileLoop<Bf16Runner> {
  public:
-  Bf16AttentionRunner(const AttentionDesc& d, const AttentionTiling& t, RunMode mode)
-      : d_(d),
-        t_(t),
-        mode_(mode),
-        l_(MakeLayout(d, t)),
-        mk_(FindBf16MicroKernel(t.mr, t.nr)),
-        local_(static_cast<size_t>(l_.bytes())) {
+  Bf16Runner(const AttentionDesc& d, const AttentionTiling& t, RunMode mode)
+      : QueryTileLoop(d, t, mode), mk_(FindBf16MicroKernel(t.mr, t.nr)) {
     q_ = TakeHalves(local_, l_.q_tile);
     kp_ = TakeHalves(local_, l_.k_panel);
     vp_ = TakeHalves(local_, l_.v_panel);
     p_ = TakeHalves(local_, l_.p_tile);
-    s_ = local_.Take(l_.s_tile);
-    o_ = local_.Take(l_.o_tile);
-    m_ = local_.Take(l_.br_pad);
-    sum_ = local_.Take(l_.br_pad);
-    if (l_.mask_tile) mask_ = local_.Take(l_.mask_tile);
     std::fill(p_, p_ + l_.p_tile, Bf16{0});
     if (mode == RunMode::kComputeOnly) {  // panels are never packed: ordinary values
       std::fill(q_, q_ + l_.q_tile, FloatToBf16(0.05f));
       std::fill(kp_, kp_ + l_.k_panel, FloatToBf16(0.05f));
       std::fill(vp_, vp_ + l_.v_panel, FloatToBf16(0.5f));
-      if (mask_) std::fill(mask_, mask_ + l_.mask_tile, 0.0f);
     }
   }
-
-  void Run(const QueryTile& tile) {
-    PackQ(tile);
-    std::fill(m_, m_ + l_.br_pad, -INFINITY);
-    std::fill(sum_, sum_ + l_.br_pad, 0.0f);
-    std::fill(o_, o_ + l_.o_tile, 0.0f);
-    const int64_t kv_end = AttentionKeyEnd(d_, tile.i0, tile.rows);
-    for (int64_t j0 = 0; j0 < kv_end; j0 += t_.bc) {
-      const int64_t cols = std::min(t_.bc, kv_end - j0);
-      const PackedKeys keys{tile.b, tile.h, j0, cols};  // as attention.cpp's runner
-      PackKV(tile, j0, cols, !(keys == packed_));
-      packed_ = keys;
-      if (mode_ == RunMode::kCopyOnly) continue;
-      Scores(tile, cols);
-      if (d_.mask == MaskKind::kCausal) MaskAboveDiagonal(d_, tile, j0, cols, s_, l_.bc_pad);
-      for (int64_t i = 0; i < tile.rows; ++i)
-        OnlineSoftmaxRow(s_ + i * l_.bc_pad, cols, &m_[i], &sum_[i], o_ + i * l_.dv_pad,
-                         d_.value_dim);
-      AccumulateOutput(tile, cols);
-    }
-    if (mode_ != RunMode::kComputeOnly)
-      stats.bytes_local_to_global += WriteOutputRows(d_, tile, o_, l_.dv_pad, sum_, mode_);
-    ++stats.tiles;
-  }
-
-  KernelStats stats;
 
  private:
+  friend class QueryTileLoop<Bf16Runner>;
+
   // Q's rows scaled and rounded, each padded to whole k-pairs; rows past
   // the tile's are zero.
   void PackQ(const QueryTile& tile) {
-    if (mode_ == RunMode::kComputeOnly) return;
     const float* base = d_.q.data + tile.b * d_.q.batch + tile.h * d_.q.head + tile.i0 * d_.q.row;
     const int64_t dim = d_.head_dim;
     row_.resize(l_.dim_pad);
@@ -106,18 +70,11 @@ class Bf16AttentionRunner {
       std::fill(row_.begin() + dim, row_.end(), 0.0f);
       ConvertToBf16(row_.data(), l_.dim_pad, dst);
     }
-    stats.bytes_global_to_local += 4 * tile.rows * dim;
   }
 
-  void PackKV(const QueryTile& tile, int64_t j0, int64_t cols, bool keys_and_values) {
-    if (mode_ == RunMode::kComputeOnly) return;
-    if (keys_and_values) {
-      PackKeys(tile, j0, cols);
-      PackValues(tile, j0, cols);
-      stats.bytes_global_to_local += 4 * cols * (d_.head_dim + d_.value_dim);
-    }
-    if (d_.mask == MaskKind::kAdditive)
-      stats.bytes_global_to_local += CopyMaskBlock(d_, tile, j0, cols, mask_, t_.bc);
+  void PackKeysAndValues(const QueryTile& tile, int64_t j0, int64_t cols) {
+    PackKeys(tile, j0, cols);
+    PackValues(tile, j0, cols);
   }
 
   // Each sliver of nr keys transposed to [head_dim][nr] floats, then rows
@@ -168,9 +125,6 @@ class Bf16AttentionRunner {
       for (int64_t ir = 0; ir < tile.rows; ir += t_.mr)
         mk_->fn(pairs, q_ + ir * l_.dim_pad, l_.dim_pad, kp_ + (jr / t_.nr) * l_.dim_pad * t_.nr,
                 s_ + ir * l_.bc_pad + jr, l_.bc_pad, false);
-    if (mask_)
-      for (int64_t i = 0; i < tile.rows; ++i)
-        for (int64_t j = 0; j < cols; ++j) s_[i * l_.bc_pad + j] += mask_[i * t_.bc + j];
   }
 
   // O += P x V: P's rows rounded to bf16 (an odd key count padded with a
@@ -187,36 +141,19 @@ class Bf16AttentionRunner {
                 o_ + ir * l_.dv_pad + jr, l_.dv_pad, true);
   }
 
-  const AttentionDesc& d_;
-  const AttentionTiling& t_;
-  RunMode mode_;
-  Layout l_;
   const Bf16MicroKernel* mk_;
-  LocalBuffer local_;
   Bf16 *q_, *kp_, *vp_, *p_;
-  float *s_, *o_, *m_, *sum_, *mask_ = nullptr;
   // Staging for the conversions (a row of Q; a sliver of K^T; V's rows
   // read through a stride), outside the local buffer as the GEMM's gathers.
   std::vector<float> row_, transposed_, first_, second_;
-  struct PackedKeys {
-    int64_t b = -1, h = -1, j0 = -1, cols = -1;
-    bool operator==(const PackedKeys&) const = default;
-  } packed_;
 };
 
 }  // namespace
 
-Result<KernelStats> RunAttentionBf16(const AttentionDesc& d, const AttentionTiling& t,
-                                     const KernelConfig& config, RunMode mode,
-                                     const std::vector<QueryTile>& tiles) {
-  const int64_t count = static_cast<int64_t>(tiles.size());
-  const bool causal = d.mask == MaskKind::kCausal;
-  return RunThreadShares(config.threads, [&](int th) {
-    Bf16AttentionRunner runner(d, t, mode);
-    for (int64_t i = 0; i < count; ++i)
-      if (QueryTileThread(i, count, config.threads, causal) == th) runner.Run(tiles[i]);
-    return runner.stats;
-  });
+KernelStats RunAttentionBf16(const AttentionDesc& d, const AttentionTiling& t,
+                             const KernelConfig& config, RunMode mode,
+                             const std::vector<QueryTile>& tiles) {
+  return RunQueryTiles<Bf16Runner>(d, t, config, mode, tiles);
 }
 
 }  // namespace fusetune::kernels::attention_internal

@@ -160,12 +160,7 @@ bool TilingRulesHold(const GemmDesc& d, const GemmTiling& t, const KernelConfig&
             t.nc, o, d.outputs[o].n);
       });
   if (t.precision == Precision::kBf16 && !FindBf16MicroKernel(t.mr, t.nr))
-    return broken([&] {
-      std::string shapes;
-      for (auto [m, n] : Bf16MicroTileShapes()) shapes += fmt::format(" {}x{}", m, n);
-      return fmt::format("tiling.mr x tiling.nr: {}x{} has no bf16 micro-kernel; choose one of{}",
-                         t.mr, t.nr, shapes);
-    });
+    return broken([&] { return NoBf16MicroKernel(t.mr, t.nr); });
   const int64_t local_bytes = GemmLocalBytes(d, t);
   if (!MicroTileAndBufferFit(t.mr, t.nr, local_bytes, config))
     return broken([&] {

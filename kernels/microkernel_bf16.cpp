@@ -1,5 +1,7 @@
 #include "kernels/microkernel_bf16.h"
 
+#include <fmt/format.h>
+
 #include <immintrin.h>
 
 #include <cstring>
@@ -122,6 +124,13 @@ std::vector<std::pair<int, int>> Bf16MicroTileShapes() {
 }
 
 const Bf16MicroKernel* FindBf16MicroKernel(int mr, int nr) { return Find(Best(), mr, nr); }
+
+std::string NoBf16MicroKernel(int mr, int nr) {
+  std::string shapes;
+  for (auto [m, n] : Bf16MicroTileShapes()) shapes += fmt::format(" {}x{}", m, n);
+  return fmt::format("tiling.mr x tiling.nr: {}x{} has no bf16 micro-kernel; choose one of{}", mr,
+                     nr, shapes);
+}
 const Bf16MicroKernel* FindPortableBf16MicroKernel(int mr, int nr) {
   return Find(Portable(), mr, nr);
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,9 @@ struct Bf16MicroKernel {
 std::vector<std::pair<int, int>> Bf16MicroTileShapes();
 // The fastest implementation of mr x nr here; nullptr for a shape not in the set.
 const Bf16MicroKernel* FindBf16MicroKernel(int mr, int nr);
+// Why a tiling of mr x nr cannot run in bf16: "tiling.mr x tiling.nr: 12x24
+// has no bf16 micro-kernel; choose one of 8x32 ..." (the templates' checks).
+std::string NoBf16MicroKernel(int mr, int nr);
 // The portable one (for tests comparing ISAs).
 const Bf16MicroKernel* FindPortableBf16MicroKernel(int mr, int nr);
 
