@@ -38,17 +38,38 @@ KernelTemplate TilingTemplate(const Tiling& t) {
   }
 }
 
+namespace {
+
+// The precision field of a tiling whose template has one (GEMM, attention),
+// else nullptr: a template that gains a bf16 form needs nothing here.
+template <typename AnyTiling>
+auto PrecisionOf(AnyTiling& tiling) {
+  using Pointer = std::conditional_t<std::is_const_v<AnyTiling>, const kernels::Precision*,
+                                     kernels::Precision*>;
+  return std::visit(
+      [](auto& t) -> Pointer {
+        if constexpr (requires { t.precision; })
+          return &t.precision;
+        else
+          return nullptr;
+      },
+      tiling);
+}
+
+// The values of a template's "precision" parameter.
+std::vector<int64_t> PrecisionValues(bool offer_bf16) {
+  return offer_bf16 ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0};
+}
+
+}  // namespace
+
 kernels::Precision TilingPrecision(const Tiling& tiling) {
-  if (const auto* gemm = std::get_if<kernels::GemmTiling>(&tiling)) return gemm->precision;
-  if (const auto* attention = std::get_if<kernels::AttentionTiling>(&tiling))
-    return attention->precision;
-  return kernels::Precision::kF32;
+  const kernels::Precision* precision = PrecisionOf(tiling);
+  return precision != nullptr ? *precision : kernels::Precision::kF32;
 }
 
 Tiling WithPrecision(Tiling tiling, kernels::Precision precision) {
-  if (auto* gemm = std::get_if<kernels::GemmTiling>(&tiling)) gemm->precision = precision;
-  if (auto* attention = std::get_if<kernels::AttentionTiling>(&tiling))
-    attention->precision = precision;
+  if (kernels::Precision* field = PrecisionOf(tiling)) *field = precision;
   return tiling;
 }
 
@@ -191,8 +212,7 @@ TilingSpace::TilingSpace(const KernelInstance& k, const kernels::KernelConfig& c
                  {"order", {0, 1}},
                  {"split", {0, 1, 2}},
                  {"double_buffer", {0, 1}},
-                 {"precision", config.offer_bf16 ? std::vector<int64_t>{0, 1}
-                                                 : std::vector<int64_t>{0}}};
+                 {"precision", PrecisionValues(config.offer_bf16)}};
       break;
     }
     case KernelTemplate::kAttention:
@@ -201,9 +221,8 @@ TilingSpace::TilingSpace(const KernelInstance& k, const kernels::KernelConfig& c
       params_ = {{"br", BlockSizes(k.attention.seq_q, 16, 16)},
                  {"bc", BlockSizes(k.attention.seq_kv, 16, 16)},
                  {"micro", Range(MicroShapes().size())},
-                 {"precision", config.offer_bf16 && k.attention.seq_q > kernels::kDecodeMaxQueries
-                                   ? std::vector<int64_t>{0, 1}
-                                   : std::vector<int64_t>{0}}};
+                 {"precision", PrecisionValues(config.offer_bf16 &&
+                                               k.attention.seq_q > kernels::kDecodeMaxQueries)}};
       break;
     case KernelTemplate::kConv: {
       const ConvLists& lists = ConvListsOf(k.conv.shape);
