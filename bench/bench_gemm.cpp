@@ -84,6 +84,7 @@ void RegisterGemmBenchmarks() {
       {"kc768_split_m", Tiling(8, 32, 48, 256, 768, ParallelSplit::kM, false)},
       {"micro14x16", Tiling(14, 16, 112, 256, 256, ParallelSplit::kN, false)},
       {"micro6x16", Tiling(6, 16, 96, 256, 256, ParallelSplit::kN, false)},
+      {"micro12x32", Tiling(12, 32, 96, 384, 192, ParallelSplit::kN, false)},
   };
   for (const Named& n : tilings) {
     const int mode_count = std::string(n.name).rfind("mc384_nc384_kc64", 0) == 0 ? 3 : 1;

@@ -143,6 +143,11 @@ void RegisterGemmBf16Benchmarks() {
       {"mc192_nc256_kc768", Bf16Tiling(8, 32, 192, 256, 768, ParallelSplit::kM)},
       {"mc48_nc512_kc768", Bf16Tiling(8, 32, 48, 512, 768, ParallelSplit::kM)},
       {"micro14x16", Bf16Tiling(14, 16, 112, 256, 384, ParallelSplit::kN)},
+      // 12x32: 24 sums in registers, the fewest loads per dot product.
+      {"micro12x32_mc192_nc256_kc768", Bf16Tiling(12, 32, 192, 256, 768, ParallelSplit::kM)},
+      {"micro12x32_mc192_nc128_kc768", Bf16Tiling(12, 32, 192, 128, 768, ParallelSplit::kM)},
+      {"micro12x32_mc96_nc512_kc768", Bf16Tiling(12, 32, 96, 512, 768, ParallelSplit::kM)},
+      {"micro12x32_mc192_nc256_kc384", Bf16Tiling(12, 32, 192, 256, 384, ParallelSplit::kM)},
   };
   for (const Named& n : tilings)
     benchmark::RegisterBenchmark(
@@ -153,14 +158,14 @@ void RegisterGemmBf16Benchmarks() {
   // One tiling's copies alone and its micro-kernels and epilogue alone:
   // what the tiles reach once their operands are in the local buffer.
   const char* modes[] = {"full", "copy_only", "compute_only"};
-  for (RunMode mode : {RunMode::kCopyOnly, RunMode::kComputeOnly})
-    benchmark::RegisterBenchmark(
-        fmt::format("fusetune/gemm_bf16_bias_gelu/mc192_nc256_kc768/{}",
-                    modes[static_cast<int>(mode)])
-            .c_str(),
-        [t = tilings[3].tiling, mode](benchmark::State& s) { RunFusetune(s, t, mode); })
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
+  for (const Named* n : {&tilings[3], &tilings[6]})
+    for (RunMode mode : {RunMode::kCopyOnly, RunMode::kComputeOnly})
+      benchmark::RegisterBenchmark(
+          fmt::format("fusetune/gemm_bf16_bias_gelu/{}/{}", n->name, modes[static_cast<int>(mode)])
+              .c_str(),
+          [t = n->tiling, mode](benchmark::State& s) { RunFusetune(s, t, mode); })
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
 #ifdef FUSETUNE_HAVE_ONEDNN
   benchmark::RegisterBenchmark("peer/onednn/gemm_bf16_bias_gelu",
                                [](benchmark::State& s) { RunOnednn(s, true); })

@@ -162,6 +162,7 @@ const std::vector<MicroKernel>& Portable() {
       FT_MICRO("portable", (PortableKernel<6, 16>), 6, 16),
       FT_MICRO("portable", (PortableKernel<4, 24>), 4, 24),
       FT_MICRO("portable", (PortableKernel<7, 32>), 7, 32),
+      FT_MICRO("portable", (PortableKernel<12, 32>), 12, 32),
   };
   return k;
 }
@@ -175,6 +176,10 @@ const std::vector<MicroKernel>& Best() {
       list.push_back(FT_MICRO_AVX512(14, 1));
       // 7 rows: a 14x14 map's 7 x 7 Winograd tiles (conv_winograd.cpp) in whole slivers.
       list.push_back(FT_MICRO_AVX512(7, 2));
+      // 24 sums in registers: per k step 12 broadcasts and 2 loads feed 24
+      // multiply-adds (8x32: 10 for 16), which is what the bf16 kernel of the
+      // same shape needs to keep both dot-product pipes busy.
+      list.push_back(FT_MICRO_AVX512(12, 2));
     }
     if (HasAvx2()) {
       list.push_back(FT_MICRO("avx2", (Avx2Kernel<6, 2>), 6, 16));

@@ -94,7 +94,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Bf16KernelCopy(
 const std::vector<Bf16MicroKernel>& Portable() {
   static const std::vector<Bf16MicroKernel> k = {
       FT_BF16_PORTABLE(8, 32), FT_BF16_PORTABLE(6, 32), FT_BF16_PORTABLE(14, 16),
-      FT_BF16_PORTABLE(7, 32), FT_BF16_PORTABLE(6, 16)};
+      FT_BF16_PORTABLE(7, 32), FT_BF16_PORTABLE(12, 32), FT_BF16_PORTABLE(6, 16)};
   return k;
 }
 
@@ -103,7 +103,7 @@ const std::vector<Bf16MicroKernel>& Best() {
     if (!CpuHasBf16Dot()) return Portable();
     return std::vector<Bf16MicroKernel>{FT_BF16_AVX512(8, 2), FT_BF16_AVX512(6, 2),
                                         FT_BF16_AVX512(14, 1), FT_BF16_AVX512(7, 2),
-                                        FT_BF16_AVX512(6, 1)};
+                                        FT_BF16_AVX512(12, 2), FT_BF16_AVX512(6, 1)};
   }();
   return k;
 }
