@@ -366,6 +366,7 @@ GatherKernelFn FindGatherKernel(int mr, int nr) {
   if (mr == 8 && nr == 32) return KernelWithGather<8, 2>;
   if (mr == 6 && nr == 32) return KernelWithGather<6, 2>;
   if (mr == 14 && nr == 16) return KernelWithGather<14, 1>;
+  if (mr == 12 && nr == 32) return KernelWithGather<12, 2>;
   return nullptr;
 }
 
