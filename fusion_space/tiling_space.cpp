@@ -91,6 +91,21 @@ const std::vector<std::pair<int, int>>& MicroShapes() {
   return shapes;
 }
 
+// A micro-tile of fewer rows than the widest ones' 6 pays only for a GEMM
+// of a few rows (a decode step's; kernels/microkernel.cpp): everywhere else
+// it would only widen the space with tiles that cannot win.
+constexpr int kThinMicroRows = 6;
+constexpr int64_t kThinGemmRows = 8;
+
+// The indices into MicroShapes() a template's "micro" parameter offers.
+std::vector<int64_t> MicroChoices(bool thin) {
+  std::vector<int64_t> v;
+  const auto& s = MicroShapes();
+  for (size_t i = 0; i < s.size(); ++i)
+    if (thin || s[i].first >= kThinMicroRows) v.push_back(static_cast<int64_t>(i));
+  return v;
+}
+
 int MicroIndex(int mr, int nr) {
   const auto& s = MicroShapes();
   for (size_t i = 0; i < s.size(); ++i)
@@ -164,6 +179,7 @@ const ConvLists& ConvListsOf(const kernels::ConvShape& s) {
 std::vector<int64_t> ChainBlocks(int64_t expanded) {
   std::set<int64_t> v;
   for (auto [mr, nr] : MicroShapes()) {
+    if (mr < kThinMicroRows) continue;
     const int64_t cap = (expanded + mr - 1) / mr * mr;
     for (int64_t x = mr; x < cap; x = std::max(x + mr, (x * 3 / 2) / mr * mr)) v.insert(x);
     v.insert(cap);
@@ -208,7 +224,7 @@ TilingSpace::TilingSpace(const KernelInstance& k, const kernels::KernelConfig& c
       params_ = {{"mc", BlockSizes(k.gemm.m, 8, 16)},
                  {"nc", nc},
                  {"kc", BlockSizes(k.gemm.k, 16, 32)},
-                 {"micro", Range(MicroShapes().size())},
+                 {"micro", MicroChoices(k.gemm.m <= kThinGemmRows)},
                  {"order", {0, 1}},
                  {"split", {0, 1, 2}},
                  {"double_buffer", {0, 1}},
@@ -220,7 +236,7 @@ TilingSpace::TilingSpace(const KernelInstance& k, const kernels::KernelConfig& c
       // take the decode path, which computes in f32 (kernels/attention.h).
       params_ = {{"br", BlockSizes(k.attention.seq_q, 16, 16)},
                  {"bc", BlockSizes(k.attention.seq_kv, 16, 16)},
-                 {"micro", Range(MicroShapes().size())},
+                 {"micro", MicroChoices(false)},
                  {"precision", PrecisionValues(config.offer_bf16 &&
                                                k.attention.seq_q > kernels::kDecodeMaxQueries)}};
       break;
@@ -230,7 +246,7 @@ TilingSpace::TilingSpace(const KernelInstance& k, const kernels::KernelConfig& c
                  {"oc_block", lists.oc},
                  {"pixel_block", lists.px},
                  {"k_block", lists.k},
-                 {"micro", Range(MicroShapes().size())},
+                 {"micro", MicroChoices(false)},
                  {"in_layout", Range(kernels::kNumActivationLayouts)},
                  {"out_layout", Range(kernels::kNumActivationLayouts)}};
       break;
@@ -239,7 +255,7 @@ TilingSpace::TilingSpace(const KernelInstance& k, const kernels::KernelConfig& c
       const kernels::ConvChainDesc& d = k.conv_chain;
       params_ = {{"rows", BlockSizes(d.depthwise.out_h, 1, 1)},
                  {"e_block", ChainBlocks(d.depthwise.in_channels)},
-                 {"micro", Range(MicroShapes().size())},
+                 {"micro", MicroChoices(false)},
                  {"split", {0, 1}}};
       break;
     }

@@ -41,17 +41,17 @@ __attribute__((target("avx512f,fma"))) void Avx512Core(int64_t kc, const float* 
   __m512 acc[MR][NV];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
   for (int64_t p = 0; p < kc; ++p) {
     __m512 b[NV];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) b[v] = _mm512_load_ps(bp + p * NV * 16 + v * 16);
     if constexpr (kCopy) copy.Step(p);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       const __m512 a = _mm512_set1_ps(ap[i * row_stride + p * col_stride]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
     }
   }
@@ -163,6 +163,9 @@ const std::vector<MicroKernel>& Portable() {
       FT_MICRO("portable", (PortableKernel<4, 24>), 4, 24),
       FT_MICRO("portable", (PortableKernel<7, 32>), 7, 32),
       FT_MICRO("portable", (PortableKernel<12, 32>), 12, 32),
+      FT_MICRO("portable", (PortableKernel<1, 128>), 1, 128),
+      FT_MICRO("portable", (PortableKernel<2, 64>), 2, 64),
+      FT_MICRO("portable", (PortableKernel<4, 64>), 4, 64),
   };
   return k;
 }
@@ -180,6 +183,13 @@ const std::vector<MicroKernel>& Best() {
       // multiply-adds (8x32: 10 for 16), which is what the bf16 kernel of the
       // same shape needs to keep both dot-product pipes busy.
       list.push_back(FT_MICRO_AVX512(12, 2));
+      // Thin tiles for GEMMs of a few rows (a decode step's, which stream
+      // their weights): an 8-row tile computes 8 rows for 1 there, and its
+      // multiply-adds crowd out the loads that stream the weights in. Wide
+      // enough for 8 independent sums (an FMA's latency times its rate).
+      list.push_back(FT_MICRO_AVX512(1, 8));
+      list.push_back(FT_MICRO_AVX512(2, 4));
+      list.push_back(FT_MICRO_AVX512(4, 4));
     }
     if (HasAvx2()) {
       list.push_back(FT_MICRO("avx2", (Avx2Kernel<6, 2>), 6, 16));

@@ -55,7 +55,7 @@ __attribute__((target("avx512f"), always_inline)) inline void StoreTile(const __
                                                                        bool accumulate) {
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
       float* dst = c + i * ldc + v * 16;
       const __m512 r = accumulate ? _mm512_add_ps(_mm512_loadu_ps(dst), acc[i][v]) : acc[i][v];

@@ -51,11 +51,11 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Bf16Core(
   __m512 acc[MR][NV];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
   for (int64_t q = 0; q < kpairs; ++q) {
     __m512bh b[NV];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int v = 0; v < NV; ++v)
       b[v] = (__m512bh)_mm512_load_si512(bp + (q * NV * 16 + v * 16) * 2);
     if constexpr (kCopy) copy.Step(q);
@@ -64,7 +64,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Bf16Core(
       int32_t pair;
       std::memcpy(&pair, a + i * lda + 2 * q, 4);
       const __m512bh ai = (__m512bh)_mm512_set1_epi32(pair);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], ai, b[v]);
     }
   }
@@ -94,7 +94,8 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Bf16KernelCopy(
 const std::vector<Bf16MicroKernel>& Portable() {
   static const std::vector<Bf16MicroKernel> k = {
       FT_BF16_PORTABLE(8, 32), FT_BF16_PORTABLE(6, 32), FT_BF16_PORTABLE(14, 16),
-      FT_BF16_PORTABLE(7, 32), FT_BF16_PORTABLE(12, 32), FT_BF16_PORTABLE(6, 16)};
+      FT_BF16_PORTABLE(7, 32), FT_BF16_PORTABLE(12, 32), FT_BF16_PORTABLE(6, 16),
+      FT_BF16_PORTABLE(1, 128), FT_BF16_PORTABLE(2, 64), FT_BF16_PORTABLE(4, 64)};
   return k;
 }
 
@@ -103,7 +104,9 @@ const std::vector<Bf16MicroKernel>& Best() {
     if (!CpuHasBf16Dot()) return Portable();
     return std::vector<Bf16MicroKernel>{FT_BF16_AVX512(8, 2), FT_BF16_AVX512(6, 2),
                                         FT_BF16_AVX512(14, 1), FT_BF16_AVX512(7, 2),
-                                        FT_BF16_AVX512(12, 2), FT_BF16_AVX512(6, 1)};
+                                        FT_BF16_AVX512(12, 2), FT_BF16_AVX512(6, 1),
+                                        FT_BF16_AVX512(1, 8), FT_BF16_AVX512(2, 4),
+                                        FT_BF16_AVX512(4, 4)};
   }();
   return k;
 }
