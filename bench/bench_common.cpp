@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("dram_copy_gbps", fmt::format("{:.1f}", roof.copy_gbps));
   RegisterGemmBenchmarks();
   RegisterGemmBf16Benchmarks();
+  RegisterGemmDecodeBenchmarks();
   RegisterRowwiseBenchmarks();
   RegisterAttentionBenchmarks();
   RegisterFfnBenchmarks();

@@ -57,6 +57,7 @@ void ReportTraffic(benchmark::State& state, const kernels::KernelStats& stats);
 // Registration hooks, one per file, called from main.
 void RegisterGemmBenchmarks();
 void RegisterGemmBf16Benchmarks();
+void RegisterGemmDecodeBenchmarks();
 void RegisterRowwiseBenchmarks();
 void RegisterAttentionBenchmarks();
 void RegisterFfnBenchmarks();

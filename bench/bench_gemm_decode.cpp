@@ -1,0 +1,87 @@
+// Weight-streaming GEMMs of a decode step (issue 39): one token's row times
+// a LLaMA layer's gate and up weights side by side (2048 x 11264: 92 MB in
+// f32, 46 MB in bf16, more than the last-level cache holds, so every run
+// streams them from DRAM), pre-packed as a compiled program holds them.
+//   fusetune/gemm_decode/<precision>/<mr>x<nr>_nc<nc>_kc<kc>
+// gbps is the weight bytes per run over its time; frac_dram_read the share
+// of the DRAM read bandwidth `fusetune calibrate` measures (issue 39's goal:
+// 85%). The 8-row tiles compute 8 rows for the one there is; the thin ones
+// (kernels/microkernel.cpp) compute it alone.
+#include <fmt/format.h>
+
+#include "bench/bench_common.h"
+#include "kernels/gemm.h"
+
+namespace fusetune::bench {
+namespace {
+
+using namespace kernels;
+
+constexpr int64_t kRows = 1, kK = 2048, kN = 11264;
+
+struct DecodeData {
+  std::vector<float> a = RandomVector(kRows * kK, 1), b = RandomVector(kK * kN, 2, 0.05f),
+                     c = std::vector<float>(kRows * kN);
+};
+DecodeData& TheData() {
+  static DecodeData data;
+  return data;
+}
+
+GemmDesc Describe(DecodeData& data) {
+  GemmDesc d;
+  d.m = kRows;
+  d.k = kK;
+  d.a = data.a.data();
+  d.a_row_stride = kK;
+  GemmOutput& out = d.outputs.emplace_back();
+  out.n = kN;
+  out.b = data.b.data();
+  out.b_row_stride = kN;
+  out.c = data.c.data();
+  out.c_row_stride = kN;
+  return d;
+}
+
+void RunDecodeGemm(benchmark::State& state, GemmTiling t) {
+  GemmDesc d = Describe(TheData());
+  std::vector<float> packed(PrePackedBFloats(d, 0, t));
+  PrePackB(d, 0, t, packed.data());
+  d.outputs[0].b_packed = packed.data();
+  KernelConfig config;
+  config.threads = kThreads;
+  const double seconds = TimedLoop(state, [&] { return RunGemm(d, t, config, RunMode::kFull); });
+  if (seconds <= 0) return;
+  const double weight_bytes = (t.precision == Precision::kBf16 ? 2.0 : 4.0) * kK * kN;
+  const double gbps = weight_bytes * static_cast<double>(state.iterations()) / seconds * 1e-9;
+  state.counters["gbps"] = gbps;
+  state.counters["frac_dram_read"] = gbps / Roof().read_gbps;
+  state.SetLabel(t.ToString());
+}
+
+}  // namespace
+
+void RegisterGemmDecodeBenchmarks() {
+  for (Precision precision : {Precision::kF32, Precision::kBf16})
+    for (auto [mr, nr] : {std::pair{8, 32}, std::pair{6, 32}, std::pair{1, 128}, std::pair{2, 64},
+                          std::pair{4, 64}})
+      for (auto [nc, kc] : {std::pair{128, 1024}, std::pair{256, 512}, std::pair{512, 256}}) {
+        GemmTiling t;
+        t.mr = mr;
+        t.nr = nr;
+        t.mc = 8;
+        t.nc = nc;
+        t.kc = kc;
+        t.split = ParallelSplit::kN;
+        t.precision = precision;
+        benchmark::RegisterBenchmark(
+            fmt::format("fusetune/gemm_decode/{}/{}x{}_nc{}_kc{}",
+                        precision == Precision::kBf16 ? "bf16" : "f32", mr, nr, nc, kc)
+                .c_str(),
+            [t](benchmark::State& s) { RunDecodeGemm(s, t); })
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+      }
+}
+
+}  // namespace fusetune::bench
