@@ -202,7 +202,7 @@ void Sweep(int threads) {
     double best = 0;
     ConvTiling best_tiling;
     for (auto [mr, nr] : MicroTileShapes()) {
-      if (nr % 16 != 0 || (mr == 6 && nr == 16) || mr < 6) continue;  // the wide AVX-512 shapes
+      if (nr % 16 != 0 || (mr == 6 && nr == 16) || IsThinMicroTile(mr, nr)) continue;  // the wide AVX-512 shapes
       for (int64_t oc : {32, 64, 128, 256})
         for (int64_t px : {64, 128, 256, 512})
           for (int64_t kb : {k, int64_t{128}, int64_t{192}, int64_t{256}, int64_t{512}}) {

@@ -90,7 +90,7 @@ std::vector<ConvTiling> GemmTilings(bool quick) {
   for (int64_t oc : {32, 64, 96, 160, 320})
     for (int64_t px : {128, 256, 512, 1024})
       for (auto [mr, nr] : MicroTileShapes()) {
-        if ((quick && (mr != 8 || nr != 32)) || mr < 6) continue;  // thin: GEMMs of few rows
+        if ((quick && (mr != 8 || nr != 32)) || IsThinMicroTile(mr, nr)) continue;
         ConvTiling t;
         t.algorithm = ConvAlgorithm::kIm2colGemm;
         t.oc_block = oc;
@@ -190,7 +190,7 @@ std::pair<double, ConvChainTiling> Fused(const BlockShape& b, bool quick, int re
     for (int64_t eb : {16, 32, 48, 64, 96, 144, 192})
       for (auto [mr, nr] : MicroTileShapes())
         for (bool split : {false, true}) {
-          if ((quick && (mr != 8 || nr != 32)) || mr < 6) continue;
+          if ((quick && (mr != 8 || nr != 32)) || IsThinMicroTile(mr, nr)) continue;
           const ConvChainTiling t{rows, eb, mr, nr, split};
           if (!ConvChainTilingFits(d, t, config)) continue;
           std::vector<float> packed(PrePackedConvChainWeightFloats(d, t));

@@ -91,18 +91,19 @@ const std::vector<std::pair<int, int>>& MicroShapes() {
   return shapes;
 }
 
-// A micro-tile of fewer rows than the widest ones' 6 pays only for a GEMM
-// of a few rows (a decode step's; kernels/microkernel.cpp): everywhere else
-// it would only widen the space with tiles that cannot win.
-constexpr int kThinMicroRows = 6;
+// Thin micro-tiles (kernels/microkernel.h) are offered only to GEMMs of at
+// most this many rows, and only where they have a vector kernel.
 constexpr int64_t kThinGemmRows = 8;
 
 // The indices into MicroShapes() a template's "micro" parameter offers.
 std::vector<int64_t> MicroChoices(bool thin) {
   std::vector<int64_t> v;
   const auto& s = MicroShapes();
-  for (size_t i = 0; i < s.size(); ++i)
-    if (thin || s[i].first >= kThinMicroRows) v.push_back(static_cast<int64_t>(i));
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto [mr, nr] = s[i];
+    if (!kernels::IsThinMicroTile(mr, nr) || (thin && kernels::HasVectorThinMicroTile(mr, nr)))
+      v.push_back(static_cast<int64_t>(i));
+  }
   return v;
 }
 
@@ -179,7 +180,7 @@ const ConvLists& ConvListsOf(const kernels::ConvShape& s) {
 std::vector<int64_t> ChainBlocks(int64_t expanded) {
   std::set<int64_t> v;
   for (auto [mr, nr] : MicroShapes()) {
-    if (mr < kThinMicroRows) continue;
+    if (kernels::IsThinMicroTile(mr, nr)) continue;
     const int64_t cap = (expanded + mr - 1) / mr * mr;
     for (int64_t x = mr; x < cap; x = std::max(x + mr, (x * 3 / 2) / mr * mr)) v.insert(x);
     v.insert(cap);

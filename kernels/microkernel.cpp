@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <string>
 
 namespace fusetune::kernels {
 
@@ -220,6 +221,15 @@ std::vector<std::pair<int, int>> MicroTileShapes() {
 }
 
 const MicroKernel* FindMicroKernel(int mr, int nr) { return Find(Best(), mr, nr); }
+
+bool IsThinMicroTile(int mr, int nr) {
+  return (mr == 1 && nr == 128) || (mr == 2 && nr == 64) || (mr == 4 && nr == 64);
+}
+
+bool HasVectorThinMicroTile(int mr, int nr) {
+  const MicroKernel* m = FindMicroKernel(mr, nr);
+  return IsThinMicroTile(mr, nr) && m && std::string(m->isa) != "portable";
+}
 const MicroKernel* FindPortableMicroKernel(int mr, int nr) { return Find(Portable(), mr, nr); }
 
 Status CheckMicroTileAndBuffer(int mr, int nr, int64_t local_bytes, const KernelConfig& config,

@@ -53,6 +53,12 @@ struct MicroKernel {
 std::vector<std::pair<int, int>> MicroTileShapes();
 // The fastest implementation of mr x nr on this CPU; nullptr for a shape not in the set.
 const MicroKernel* FindMicroKernel(int mr, int nr);
+// A thin tile (1x128, 2x64, 4x64): a GEMM of a few rows (a decode step's)
+// computes with it only the rows it has; anywhere else it cannot win.
+bool IsThinMicroTile(int mr, int nr);
+// The same, with a vector kernel on this CPU (the portable one only would be
+// slower than any wide tile even there).
+bool HasVectorThinMicroTile(int mr, int nr);
 // The portable implementation (for tests comparing ISAs).
 const MicroKernel* FindPortableMicroKernel(int mr, int nr);
 

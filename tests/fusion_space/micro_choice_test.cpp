@@ -1,6 +1,7 @@
-// Which micro-tile shapes a tiling space offers: the thin ones (fewer than 6
-// rows; kernels/microkernel.cpp) only to GEMMs of at most 8 rows, where a
-// decode step streams its weights; the wide ones everywhere.
+// Which micro-tile shapes a tiling space offers: the thin ones
+// (kernels/microkernel.h) only to GEMMs of at most 8 rows, where a decode
+// step streams its weights, and only with a vector kernel; the others
+// everywhere.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -21,6 +22,7 @@ std::set<Shape> ShapesOffered(const TilingSpace& space) {
   for (const Tiling& t : space.Enumerate()) {
     if (auto* g = std::get_if<kernels::GemmTiling>(&t)) shapes.emplace(g->mr, g->nr);
     if (auto* a = std::get_if<kernels::AttentionTiling>(&t)) shapes.emplace(a->mr, a->nr);
+    if (auto* c = std::get_if<kernels::ConvTiling>(&t)) shapes.emplace(c->mr, c->nr);
   }
   return shapes;
 }
@@ -28,7 +30,8 @@ std::set<Shape> ShapesOffered(const TilingSpace& space) {
 std::set<Shape> AllShapes(bool thin) {
   std::set<Shape> shapes;
   for (auto [mr, nr] : kernels::MicroTileShapes())
-    if (thin || mr >= 6) shapes.emplace(mr, nr);
+    if (!kernels::IsThinMicroTile(mr, nr) || (thin && kernels::HasVectorThinMicroTile(mr, nr)))
+      shapes.emplace(mr, nr);
   return shapes;
 }
 
@@ -41,7 +44,12 @@ constexpr const char* kMlpOfRows = R"(graph g { input x: f32[ROWS, 64]  const w:
   const b: f32[96]  h = MatMul(x, w)  y = Add(h, b)  output y })";
 
 TEST(MicroChoice, ThinTilesOnlyForGemmsOfAFewRows) {
-  ASSERT_GT(AllShapes(true).size(), AllShapes(false).size()) << "no thin micro-tile is built";
+  for (auto [mr, nr] : {std::pair{1, 128}, std::pair{2, 64}, std::pair{4, 64}}) {
+    EXPECT_TRUE(kernels::IsThinMicroTile(mr, nr));
+    EXPECT_NE(kernels::FindMicroKernel(mr, nr), nullptr) << mr << "x" << nr;
+  }
+  for (auto [mr, nr] : {std::pair{8, 32}, std::pair{4, 24}, std::pair{6, 16}})
+    EXPECT_FALSE(kernels::IsThinMicroTile(mr, nr)) << mr << "x" << nr;
   kernels::KernelConfig config;
   for (int rows : {1, 8, 9, 64}) {
     graph::Graph g = testing::Parse(WithRows(kMlpOfRows, rows));
@@ -64,6 +72,17 @@ TEST(MicroChoice, AttentionKeepsTheWideTiles) {
     for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
     EXPECT_EQ(ShapesOffered(space.Tilings(all)), AllShapes(false)) << rows << " queries";
   }
+}
+
+// A 1x1 conv of one pixel is a GEMM of one row, but a conv's space keeps the
+// wide tiles (the conv templates are tuned for images).
+TEST(MicroChoice, ConvKeepsTheWideTiles) {
+  graph::Graph g = testing::Parse(R"(graph g { input x: f32[1, 32, 1, 1]
+    const w: f32[64, 32, 1, 1]  y = Conv(x, w)  output y })");
+  FusionSpace space(g, kernels::KernelConfig{});
+  const std::set<Shape> offered = ShapesOffered(space.Tilings({0}));
+  ASSERT_FALSE(offered.empty());
+  for (auto [mr, nr] : offered) EXPECT_FALSE(kernels::IsThinMicroTile(mr, nr)) << mr << "x" << nr;
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 // portable and vector micro-kernels agreeing.
 #include <gtest/gtest.h>
 
+#include <iterator>
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -205,7 +207,8 @@ TEST(GemmBf16, PortableAndVectorKernelsAgree) {
       GTEST_SKIP() << "no avx512_bf16 here: the portable kernel would be compared with itself";
     const int64_t kpairs = 19, lda = 2 * kpairs;
     std::vector<Bf16> a(mr * lda);
-    alignas(64) static Bf16 bp[2 * 19 * 32];
+    alignas(64) static Bf16 bp[2 * 19 * 128];  // k-pairs x the widest nr
+    ASSERT_LE(2 * kpairs * nr, static_cast<int64_t>(std::size(bp))) << mr << "x" << nr;
     for (Bf16& x : a) x = FloatToBf16(static_cast<float>(rng.Normal()));
     for (int64_t i = 0; i < 2 * kpairs * nr; ++i) bp[i] = FloatToBf16(static_cast<float>(rng.Normal()));
     for (bool accumulate : {true, false}) {

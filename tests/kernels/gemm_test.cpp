@@ -2,6 +2,8 @@
 // (edge sizes, primes, non-multiples of the micro-tile) and sampled tilings.
 #include <gtest/gtest.h>
 
+#include <iterator>
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -177,7 +179,8 @@ TEST(Gemm, PortableAndVectorKernelsAgree) {
     const int64_t kc = 37;
     auto ap = RandomVector(kc * mr, rng), bp = RandomVector(kc * nr, rng);
     std::vector<float> c1(mr * nr), c2(mr * nr);
-    alignas(64) static float bp_aligned[4096];
+    alignas(64) static float bp_aligned[37 * 128];  // kc x the widest nr
+    ASSERT_LE(bp.size(), std::size(bp_aligned)) << mr << "x" << nr;
     std::copy(bp.begin(), bp.end(), bp_aligned);
     FindMicroKernel(mr, nr)->fn(kc, ap.data(), bp_aligned, c1.data(), nr, false);
     FindPortableMicroKernel(mr, nr)->fn(kc, ap.data(), bp_aligned, c2.data(), nr, false);
@@ -194,7 +197,8 @@ TEST(Gemm, CopyCarryingMicroKernelsComputeAndCopyExactly) {
     for (const MicroKernel* mk : {FindMicroKernel(mr, nr), FindPortableMicroKernel(mr, nr)}) {
       const int64_t kc = 37, lda = kc + 3;
       auto a = RandomVector(mr * lda, rng);
-      alignas(64) static float bp[4096];
+      alignas(64) static float bp[37 * 128];  // kc x the widest nr
+      ASSERT_LE(kc * nr, static_cast<int64_t>(std::size(bp))) << mr << "x" << nr;
       for (int64_t i = 0; i < kc * nr; ++i) bp[i] = static_cast<float>(rng.Normal());
       for (int64_t floats : {0, 5, 16, 100, 37 * 16 + 9, 3000}) {
         auto src = RandomVector(floats + 1, rng);
