@@ -22,6 +22,22 @@ std::vector<float> RandomVector(size_t n, uint64_t seed, float scale) {
   return v;
 }
 
+kernels::GemmDesc DenseGemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b,
+                            float* c) {
+  kernels::GemmDesc d;
+  d.m = m;
+  d.k = k;
+  d.a = a;
+  d.a_row_stride = k;
+  kernels::GemmOutput& out = d.outputs.emplace_back();
+  out.n = n;
+  out.b = b;
+  out.b_row_stride = n;
+  out.c = c;
+  out.c_row_stride = n;
+  return d;
+}
+
 void ReportFlops(benchmark::State& state, double flops, double seconds) {
   if (seconds <= 0) return;
   const double gflops = flops * static_cast<double>(state.iterations()) / seconds * 1e-9;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/gemm.h"
 #include "kernels/traffic.h"
 #include "measure/roofline.h"
 
@@ -22,6 +23,11 @@ const target::Roofline& Roof();
 constexpr int kThreads = 2;
 
 std::vector<float> RandomVector(size_t n, uint64_t seed, float scale = 1.0f);
+
+// C[m x n] = A[m x k] B[k x n], all dense row-major, one output and no
+// epilogue: the plain GEMM the kernel benchmarks start from.
+kernels::GemmDesc DenseGemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b,
+                            float* c);
 
 // Runs `body` (returning a Status-like object with ok()) once per iteration;
 // returns the wall seconds of all iterations, or -1 after SkipWithError.

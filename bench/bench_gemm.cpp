@@ -16,17 +16,8 @@ struct GemmData {
   std::vector<float> a = RandomVector(m * k, 1), b = RandomVector(k * n, 2, 0.05f),
                      bias = RandomVector(n, 3), c = std::vector<float>(m * n);
   GemmDesc Desc() {
-    GemmDesc d;
-    d.m = m;
-    d.k = k;
-    d.a = a.data();
-    d.a_row_stride = k;
-    GemmOutput& out = d.outputs.emplace_back();
-    out.n = n;
-    out.b = b.data();
-    out.b_row_stride = n;
-    out.c = c.data();
-    out.c_row_stride = n;
+    GemmDesc d = DenseGemm(m, n, k, a.data(), b.data(), c.data());
+    GemmOutput& out = d.outputs[0];
     out.epilogue = {EpilogueOp::Bias(bias.data()), EpilogueOp::Act(EpilogueKind::kGeluErf)};
     return d;
   }

@@ -49,17 +49,8 @@ void ReportBf16Flops(benchmark::State& state, double seconds) {
 }
 
 GemmDesc Describe(Data& data) {
-  GemmDesc d;
-  d.m = kM;
-  d.k = kK;
-  d.a = data.a.data();
-  d.a_row_stride = kK;
-  GemmOutput& out = d.outputs.emplace_back();
-  out.n = kN;
-  out.b = data.b.data();
-  out.b_row_stride = kN;
-  out.c = data.c.data();
-  out.c_row_stride = kN;
+  GemmDesc d = DenseGemm(kM, kN, kK, data.a.data(), data.b.data(), data.c.data());
+  GemmOutput& out = d.outputs[0];
   out.epilogue = {EpilogueOp::Bias(data.bias.data()), EpilogueOp::Act(EpilogueKind::kGeluErf)};
   return d;
 }
@@ -82,8 +73,10 @@ void RunFusetune(benchmark::State& state, GemmTiling t, RunMode mode) {
   state.SetLabel(t.ToString());
 }
 
-GemmTiling Bf16Tiling(int mr, int nr, int64_t mc, int64_t nc, int64_t kc, ParallelSplit split) {
+GemmTiling Bf16Tiling(int mr, int nr, int64_t mc, int64_t nc, int64_t kc, ParallelSplit split,
+                      bool double_buffer = false) {
   GemmTiling t;
+  t.double_buffer = double_buffer;
   t.mr = mr;
   t.nr = nr;
   t.mc = mc;
@@ -146,8 +139,9 @@ void RegisterGemmBf16Benchmarks() {
       // 12x32: 24 sums in registers, the fewest loads per dot product.
       {"micro12x32_mc192_nc256_kc768", Bf16Tiling(12, 32, 192, 256, 768, ParallelSplit::kM)},
       {"micro12x32_mc192_nc128_kc768", Bf16Tiling(12, 32, 192, 128, 768, ParallelSplit::kM)},
-      {"micro12x32_mc96_nc512_kc768", Bf16Tiling(12, 32, 96, 512, 768, ParallelSplit::kM)},
       {"micro12x32_mc192_nc256_kc384", Bf16Tiling(12, 32, 192, 256, 384, ParallelSplit::kM)},
+      {"micro12x32_mc384_nc64_kc768_split_n", Bf16Tiling(12, 32, 384, 64, 768, ParallelSplit::kN)},
+      {"micro12x32_mc96_nc128_kc768_db", Bf16Tiling(12, 32, 96, 128, 768, ParallelSplit::kM, true)},
   };
   for (const Named& n : tilings)
     benchmark::RegisterBenchmark(

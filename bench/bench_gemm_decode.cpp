@@ -29,18 +29,7 @@ DecodeData& TheData() {
 }
 
 GemmDesc Describe(DecodeData& data) {
-  GemmDesc d;
-  d.m = kRows;
-  d.k = kK;
-  d.a = data.a.data();
-  d.a_row_stride = kK;
-  GemmOutput& out = d.outputs.emplace_back();
-  out.n = kN;
-  out.b = data.b.data();
-  out.b_row_stride = kN;
-  out.c = data.c.data();
-  out.c_row_stride = kN;
-  return d;
+  return DenseGemm(kRows, kN, kK, data.a.data(), data.b.data(), data.c.data());
 }
 
 void RunDecodeGemm(benchmark::State& state, GemmTiling t) {
