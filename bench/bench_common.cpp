@@ -38,6 +38,21 @@ kernels::GemmDesc DenseGemm(int64_t m, int64_t n, int64_t k, const float* a, con
   return d;
 }
 
+kernels::GemmTiling GemmTilingOf(int mr, int nr, int64_t mc, int64_t nc, int64_t kc,
+                                 kernels::ParallelSplit split, bool double_buffer,
+                                 kernels::Precision precision) {
+  kernels::GemmTiling t;
+  t.mr = mr;
+  t.nr = nr;
+  t.mc = mc;
+  t.nc = nc;
+  t.kc = kc;
+  t.split = split;
+  t.double_buffer = double_buffer;
+  t.precision = precision;
+  return t;
+}
+
 void ReportFlops(benchmark::State& state, double flops, double seconds) {
   if (seconds <= 0) return;
   const double gflops = flops * static_cast<double>(state.iterations()) / seconds * 1e-9;

@@ -28,6 +28,10 @@ std::vector<float> RandomVector(size_t n, uint64_t seed, float scale = 1.0f);
 // epilogue: the plain GEMM the kernel benchmarks start from.
 kernels::GemmDesc DenseGemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b,
                             float* c);
+// A GEMM tiling from its sizes, as the benchmarks' tables list them.
+kernels::GemmTiling GemmTilingOf(int mr, int nr, int64_t mc, int64_t nc, int64_t kc,
+                                 kernels::ParallelSplit split, bool double_buffer,
+                                 kernels::Precision precision = kernels::Precision::kF32);
 
 // Runs `body` (returning a Status-like object with ok()) once per iteration;
 // returns the wall seconds of all iterations, or -1 after SkipWithError.

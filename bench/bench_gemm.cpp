@@ -46,15 +46,7 @@ void RunOne(benchmark::State& state, GemmTiling t, RunMode mode) {
 
 GemmTiling Tiling(int mr, int nr, int64_t mc, int64_t nc, int64_t kc, ParallelSplit split,
                   bool double_buffer) {
-  GemmTiling t;
-  t.mr = mr;
-  t.nr = nr;
-  t.mc = mc;
-  t.nc = nc;
-  t.kc = kc;
-  t.split = split;
-  t.double_buffer = double_buffer;
-  return t;
+  return GemmTilingOf(mr, nr, mc, nc, kc, split, double_buffer);
 }
 
 }  // namespace

@@ -75,16 +75,7 @@ void RunFusetune(benchmark::State& state, GemmTiling t, RunMode mode) {
 
 GemmTiling Bf16Tiling(int mr, int nr, int64_t mc, int64_t nc, int64_t kc, ParallelSplit split,
                       bool double_buffer = false) {
-  GemmTiling t;
-  t.double_buffer = double_buffer;
-  t.mr = mr;
-  t.nr = nr;
-  t.mc = mc;
-  t.nc = nc;
-  t.kc = kc;
-  t.split = split;
-  t.precision = Precision::kBf16;
-  return t;
+  return GemmTilingOf(mr, nr, mc, nc, kc, split, double_buffer, Precision::kBf16);
 }
 
 #ifdef FUSETUNE_HAVE_ONEDNN
