@@ -8,6 +8,10 @@
 #include "kernels/fast_math.h"
 #include "kernels/row_simd.h"
 
+#if defined(__AVX512F__)
+#include "kernels/simd_math.h"
+#endif
+
 namespace fusetune::kernels {
 
 namespace {
@@ -23,16 +27,28 @@ int64_t MaxTileRows(const AttentionDesc& d, const AttentionTiling& t) {
   return std::min(t.br, d.seq_q);
 }
 
+#if defined(__AVX512F__)
+float HorizontalSum(__m512 v) {
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s4, _mm_movehdup_ps(s4)));
+}
+#endif
+
 float Dot(const float* a, const float* b, int64_t n) {
   int64_t p = 0;
   float sum = 0;
 #if defined(__AVX512F__)
-  __m512 acc = _mm512_setzero_ps();
+  // Two chains: a 128-float row is 8 multiply-adds, 4 deep each.
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  for (; p + 32 <= n; p += 32) {
+    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + p), _mm512_loadu_ps(b + p), acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + p + 16), _mm512_loadu_ps(b + p + 16), acc1);
+  }
   for (; p + 16 <= n; p += 16)
-    acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + p), _mm512_loadu_ps(b + p), acc);
-  alignas(64) float lanes[16];  // (_mm512_reduce_add_ps trips GCC 12's -Wmaybe-uninitialized)
-  _mm512_store_ps(lanes, acc);
-  for (float lane : lanes) sum += lane;
+    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + p), _mm512_loadu_ps(b + p), acc0);
+  sum = HorizontalSum(_mm512_add_ps(acc0, acc1));
 #endif
   for (; p < n; ++p) sum += a[p] * b[p];
   return sum;
@@ -47,6 +63,62 @@ void Axpy(float alpha, const float* x, float* y, int64_t n) {
     _mm512_storeu_ps(y + p, _mm512_fmadd_ps(a, _mm512_loadu_ps(x + p), _mm512_loadu_ps(y + p)));
 #endif
   for (; p < n; ++p) y[p] += alpha * x[p];
+}
+
+#if defined(__AVX512F__)
+// o[0, 16 NV) += sum over keys j of p[j] * v[j * ld + (0, 16 NV)]: the
+// output columns stay in registers across the block's keys.
+template <int NV>
+void AddValueColumns(const float* p, int64_t keys, const float* v, int64_t ld, float* o) {
+  __m512 acc[NV];
+#pragma GCC unroll 8
+  for (int c = 0; c < NV; ++c) acc[c] = _mm512_loadu_ps(o + 16 * c);
+  for (int64_t j = 0; j < keys; ++j) {
+    if (p[j] == 0.0f) continue;  // masked or underflowed: as the reference skips it
+    const __m512 a = _mm512_set1_ps(p[j]);
+    const float* row = v + j * ld;
+#pragma GCC unroll 8
+    for (int c = 0; c < NV; ++c) acc[c] = _mm512_fmadd_ps(a, _mm512_loadu_ps(row + 16 * c), acc[c]);
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < NV; ++c) _mm512_storeu_ps(o + 16 * c, acc[c]);
+}
+#endif
+
+// o[0, dv) += sum over keys j of p[j] * v[j * dv + (0, dv)].
+void AddValues(const float* p, int64_t keys, const float* v, int64_t dv, float* o) {
+  int64_t c = 0;
+#if defined(__AVX512F__)
+  for (; c + 128 <= dv; c += 128) AddValueColumns<8>(p, keys, v + c, dv, o + c);
+  for (; c + 64 <= dv; c += 64) AddValueColumns<4>(p, keys, v + c, dv, o + c);
+  for (; c + 16 <= dv; c += 16) AddValueColumns<1>(p, keys, v + c, dv, o + c);
+#endif
+  if (c == dv) return;
+  for (int64_t j = 0; j < keys; ++j)
+    if (p[j] != 0.0f) Axpy(p[j], v + j * dv + c, o + c, dv - c);
+}
+
+// The rows of a key block still in global memory: where the next block's
+// K and V rows start, and how many the compute of this one prefetches.
+struct KeyRows {
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int64_t k_row = 0, v_row = 0, keys = 0;
+};
+
+// At most this much of the next block is prefetched while a block computes:
+// the block's compute is a fraction of its copy, and more would push the
+// local buffer's K and V out of L2.
+constexpr int64_t kPrefetchBytes = 256 << 10;
+
+void PrefetchRow(const float* row, int64_t floats) {
+#if defined(__AVX512F__)
+  const char* p = reinterpret_cast<const char*>(row);
+  for (int64_t at = 0; at < 4 * floats; at += 64) _mm_prefetch(p + at, _MM_HINT_T1);
+#else
+  (void)row;
+  (void)floats;
+#endif
 }
 
 // Copies `rows` rows of `width` floats of a view (row r, column c at
@@ -90,8 +162,10 @@ class DecodeRunner {
     }
   }
 
-  // Runs `item`; its partial result is then in o(), m(), sum().
-  void Run(const DecodeItem& item) {
+  // Runs `item`; its partial result is then in o(), m(), sum(). `next`:
+  // the item this thread runs after it, whose first block the last one
+  // prefetches.
+  void Run(const DecodeItem& item, const DecodeItem* next) {
     CopyQ(item);
     std::fill(m_, m_ + item.rows, -INFINITY);
     std::fill(sum_, sum_ + item.rows, 0.0f);
@@ -100,13 +174,12 @@ class DecodeRunner {
       const int64_t cols = std::min(bc_, item.k1 - j0);
       CopyKeysAndValues(item, j0, cols);
       if (mode_ == RunMode::kCopyOnly) continue;
-      Scores(item, j0, cols);
-      for (int64_t i = 0; i < item.rows; ++i)
-        OnlineSoftmaxRow(s_ + i * bc_, cols, &m_[i], &sum_[i], o_ + i * d_.value_dim, d_.value_dim);
-      for (int64_t i = 0; i < item.rows; ++i)
-        for (int64_t j = 0; j < cols; ++j)
-          if (const float p = s_[i * bc_ + j]; p != 0.0f)
-            Axpy(p, v_ + j * d_.value_dim, o_ + i * d_.value_dim, d_.value_dim);
+      Scores(item, j0, cols, mode_ == RunMode::kFull ? RowsAfter(item, j0, next) : KeyRows{});
+      for (int64_t i = 0; i < item.rows; ++i) {
+        float* p = s_ + i * bc_;
+        OnlineSoftmaxRow(p, cols, &m_[i], &sum_[i], o_ + i * d_.value_dim, d_.value_dim);
+        AddValues(p, cols, v_, d_.value_dim, o_ + i * d_.value_dim);
+      }
     }
   }
 
@@ -139,14 +212,44 @@ class DecodeRunner {
     }
   }
 
+  // The block after the one at j0 (of `item`, else the first of `next`):
+  // what the compute of this one prefetches, while the copies wait for it.
+  // Only rows that lie contiguously (a view's col == 1) are prefetched.
+  KeyRows RowsAfter(const DecodeItem& item, int64_t j0, const DecodeItem* next) const {
+    const AttentionView &k = d_.k, &v = d_.v;
+    if (k.col != 1 || v.col != 1) return {};
+    const DecodeItem* it = &item;
+    int64_t start = j0 + bc_;
+    if (start >= item.k1) {
+      if (next == nullptr) return {};
+      it = next;
+      start = next->k0;
+    }
+    const int64_t row_bytes = static_cast<int64_t>(sizeof(float)) * (d_.head_dim + d_.value_dim);
+    KeyRows r;
+    r.k = k.data + it->b * k.batch + it->h * k.head + start * k.row;
+    r.v = v.data + it->b * v.batch + it->h * v.head + start * v.row;
+    r.k_row = k.row;
+    r.v_row = v.row;
+    r.keys = std::min({bc_, it->k1 - start, kPrefetchBytes / row_bytes});
+    return r;
+  }
+
   // Scaled scores of the block, masked: -inf past the causal diagonal, the
-  // additive mask's block (copied with K and V, `cols` apart) added.
-  void Scores(const DecodeItem& it, int64_t j0, int64_t cols) {
+  // additive mask's block (copied with K and V, `cols` apart) added. The
+  // first row's pass prefetches `ahead`, a row of K and V a key.
+  void Scores(const DecodeItem& it, int64_t j0, int64_t cols, const KeyRows& ahead) {
     const int64_t offset = d_.seq_kv - d_.seq_q;
     for (int64_t i = 0; i < it.rows; ++i) {
       float* s = s_ + i * bc_;
       const float* q = q_ + i * d_.head_dim;
-      for (int64_t j = 0; j < cols; ++j) s[j] = Dot(q, k_ + j * d_.head_dim, d_.head_dim);
+      for (int64_t j = 0; j < cols; ++j) {
+        if (i == 0 && j < ahead.keys) {
+          PrefetchRow(ahead.k + j * ahead.k_row, d_.head_dim);
+          PrefetchRow(ahead.v + j * ahead.v_row, d_.value_dim);
+        }
+        s[j] = Dot(q, k_ + j * d_.head_dim, d_.head_dim);
+      }
       if (d_.mask == MaskKind::kCausal)
         for (int64_t j = std::max<int64_t>(0, it.i0 + i + offset + 1 - j0); j < cols; ++j)
           s[j] = -INFINITY;
@@ -257,7 +360,8 @@ KernelStats RunAttentionDecode(const AttentionDesc& d, const AttentionTiling& t,
     DecodeRunner runner(d, t, mode);
     for (int64_t i = count * th / config.threads; i < count * (th + 1) / config.threads; ++i) {
       const DecodeItem& it = items[i];
-      runner.Run(it);
+      const int64_t last = count * (th + 1) / config.threads - 1;
+      runner.Run(it, i < last ? &items[i + 1] : nullptr);
       if (splits == 1) {
         WriteRows(d, it, runner.o(), runner.sum(), mode, &runner.stats);
       } else {
@@ -279,3 +383,7 @@ KernelStats RunAttentionDecode(const AttentionDesc& d, const AttentionTiling& t,
 }
 
 }  // namespace fusetune::kernels
+
+#if defined(__AVX512F__)
+FT_SIMD_MATH_END
+#endif
