@@ -51,7 +51,8 @@ async function main() {
   const at = (q) => ms[Math.floor(q * (ms.length - 1))];
   const result = { median_ms: at(0.5), p10_ms: at(0.1), p90_ms: at(0.9), min_ms: ms[0], runs };
   const wantPath = firstFile.replace(/\.in\.[^.]+\.npy$/, ".out.y.npy");
-  if (fs.existsSync(wantPath)) {
+  // Only an input file named NAME.in.X.npy has a sibling reference output.
+  if (wantPath !== firstFile && fs.existsSync(wantPath)) {
     const want = readNpy(wantPath).data;
     const got = out[session.outputNames[0]].data;
     let maxAbs = 0, maxErr = 0;
