@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <csignal>
@@ -105,23 +106,6 @@ void AddValueOption(CLI::App* cmd, ModelOptions* options) {
                   "starts... fed as an input): NAME=FILE.npy or NAME=V1,V2,... (repeatable)");
 }
 
-Result<std::vector<ModelOptions>> ExpandDimBuckets(const ModelOptions& options) {
-  FT_ASSIGN_OR_RETURN(auto dims, ParseAssignments(options.dims, "--dim"));
-  std::vector<ModelOptions> buckets{options};
-  for (ModelOptions& b : buckets) b.dims.clear();
-  for (const auto& [name, values] : dims) {
-    std::vector<ModelOptions> next;
-    for (const ModelOptions& b : buckets)
-      for (const std::string& value : SplitCommas(values)) {
-        ModelOptions with = b;
-        with.dims.push_back(name + "=" + value);
-        next.push_back(std::move(with));
-      }
-    buckets = std::move(next);
-  }
-  return buckets;
-}
-
 Result<int64_t> ParseDimValue(const std::string& name, const std::string& value) {
   char* end = nullptr;
   errno = 0;
@@ -130,6 +114,62 @@ Result<int64_t> ParseDimValue(const std::string& name, const std::string& value)
     return Error(ErrorCode::kInvalidArgument,
                  fmt::format("--dim {}={}: the value must be a positive integer", name, value));
   return static_cast<int64_t>(v);
+}
+
+namespace {
+
+// "LO..HI": LO, the powers of two strictly between, HI. Buckets a factor of
+// two apart keep every size within 2x of a tuned one below and above it.
+Result<std::vector<int64_t>> DimRange(const std::string& name, const std::string& item,
+                                      size_t dots) {
+  FT_ASSIGN_OR_RETURN(int64_t lo, ParseDimValue(name, item.substr(0, dots)));
+  FT_ASSIGN_OR_RETURN(int64_t hi, ParseDimValue(name, item.substr(dots + 2)));
+  if (lo >= hi)
+    return Error(ErrorCode::kInvalidArgument,
+                 fmt::format("--dim {}={}: a range LO..HI needs LO < HI", name, item));
+  std::vector<int64_t> values{lo};
+  int64_t p = 1;
+  while (p <= lo) p *= 2;
+  for (; p < hi; p *= 2) values.push_back(p);
+  values.push_back(hi);
+  return values;
+}
+
+}  // namespace
+
+Result<std::vector<int64_t>> DimValues(const std::string& name, const std::string& list) {
+  std::vector<int64_t> values;
+  for (const std::string& item : SplitCommas(list)) {
+    const size_t dots = item.find("..");
+    std::vector<int64_t> more;
+    if (dots == std::string::npos) {
+      FT_ASSIGN_OR_RETURN(int64_t value, ParseDimValue(name, item));
+      more.push_back(value);
+    } else {
+      FT_ASSIGN_OR_RETURN(more, DimRange(name, item, dots));
+    }
+    for (int64_t v : more)
+      if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
+  }
+  return values;
+}
+
+Result<std::vector<ModelOptions>> ExpandDimBuckets(const ModelOptions& options) {
+  FT_ASSIGN_OR_RETURN(auto dims, ParseAssignments(options.dims, "--dim"));
+  std::vector<ModelOptions> buckets{options};
+  for (ModelOptions& b : buckets) b.dims.clear();
+  for (const auto& [name, list] : dims) {
+    FT_ASSIGN_OR_RETURN(std::vector<int64_t> values, DimValues(name, list));
+    std::vector<ModelOptions> next;
+    for (const ModelOptions& b : buckets)
+      for (int64_t value : values) {
+        ModelOptions with = b;
+        with.dims.push_back(fmt::format("{}={}", name, value));
+        next.push_back(std::move(with));
+      }
+    buckets = std::move(next);
+  }
+  return buckets;
 }
 
 Result<graph::Graph> LoadModel(const std::string& path, const ModelOptions& options,

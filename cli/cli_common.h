@@ -35,10 +35,17 @@ struct ModelOptions {
 };
 // --value NAME=FILE.npy|V1,V2,... (repeatable) into options->values.
 void AddValueOption(CLI::App* cmd, ModelOptions* options);
-// Shape buckets: "seq=1,16,64" lists several values of a dimension; the
-// model options of every combination of the listed values, in order (the
-// last dimension's values vary fastest). Options without lists: themselves.
+// Shape buckets: "seq=1,16,64" lists several values of a dimension, and
+// "seq=16..1024" asks the tool to choose them over a range (LO, the powers
+// of two between, HI); the model options of every combination of the
+// values, in order (the last dimension's values vary fastest). Options
+// without lists: themselves. A value not a positive integer, or a range
+// not LO < HI, is an error naming it.
 Result<std::vector<ModelOptions>> ExpandDimBuckets(const ModelOptions& options);
+
+// The values one `--dim NAME=LIST` names: items "V" or "LO..HI" joined by
+// commas, expanded as ExpandDimBuckets says, each value once, in order.
+Result<std::vector<int64_t>> DimValues(const std::string& name, const std::string& list);
 
 // The value of `--dim NAME=VALUE`: a positive integer, or an error saying so.
 Result<int64_t> ParseDimValue(const std::string& name, const std::string& value);

@@ -126,11 +126,7 @@ Result<std::string> ExplainBuckets(const std::string& model, const ModelOptions&
   };
   for (const auto& [sizes, low] : plans) {
     for (const auto& [dim, list] : lists) {
-      std::vector<int64_t> values;
-      for (const std::string& v : SplitCommas(list)) {
-        FT_ASSIGN_OR_RETURN(int64_t value, ParseDimValue(dim, v));
-        values.push_back(value);
-      }
+      FT_ASSIGN_OR_RETURN(std::vector<int64_t> values, DimValues(dim, list));
       std::sort(values.begin(), values.end());
       auto at = std::upper_bound(values.begin(), values.end(), sizes.at(dim));
       if (at == values.end()) continue;  // the last bucket along `dim`

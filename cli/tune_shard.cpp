@@ -39,11 +39,10 @@ Result<search::ShardJobResult> RunShard(const ShardRunArgs& args) {
     return Error(ErrorCode::kInvalidArgument,
                  "--shard needs --trials N: the job's trials, which every shard splits the same "
                  "way (--time only stops this shard)");
-  if (!args.model_options.dims.empty())
-    for (const std::string& d : args.model_options.dims)
-      if (d.find(',') != std::string::npos)
-        return Error(ErrorCode::kInvalidArgument,
-                     "--shard tunes one shape per model: give one value per --dim");
+  FT_ASSIGN_OR_RETURN(auto buckets, ExpandDimBuckets(args.model_options));
+  if (buckets.size() > 1)
+    return Error(ErrorCode::kInvalidArgument,
+                 "--shard tunes one shape per model: give one value per --dim");
   search::ShardJobOptions options;
   FT_ASSIGN_OR_RETURN(options.models, LoadShardModels(args.models, args.model_options));
   std::tie(options.shard, options.shards) = shard;

@@ -433,6 +433,8 @@ grep -q "^  batch=1 seq=4 .* kernels, predicted" "$TMP/buckets.txt" &&
 # --max-memory holds for every bucket; the one no plan fits is named
 expect_error 2 "batch=1 seq=4: no plan keeps the live intermediates within --max-memory 1 KiB" -- \
   $FUSETUNE compile "$DATA/encoder_dynamic_op17.onnx" --db "$TMP/tune.db" --dim batch=1 --dim seq=4,8 --max-memory 1KiB
+expect_error 2 "--dim seq=8..4: a range LO..HI needs LO < HI" -- \
+  $FUSETUNE tune "$DATA/encoder_dynamic_op17.onnx" --db "$TMP/tune.db" --dim batch=1 --dim seq=8..4 --trials 2
 expect_error 2 "one value per dimension" -- $FUSETUNE compile "$DATA/encoder_dynamic_op17.onnx" --db "$TMP/tune.db" --dim batch=1 --dim seq=4,8 --json
 $FUSETUNE run "$DATA/encoder_dynamic_op17.onnx" --db "$TMP/tune.db" --dim batch=1 --dim seq=6 \
   --random-inputs 1 --verify >"$TMP/seq6.txt" 2>&1 || fail "run between buckets"
