@@ -172,13 +172,19 @@ Result<std::vector<ModelOptions>> ExpandDimBuckets(const ModelOptions& options) 
   return buckets;
 }
 
+Result<std::map<std::string, int64_t>> BoundDims(const ModelOptions& options) {
+  FT_ASSIGN_OR_RETURN(auto dims, ParseAssignments(options.dims, "--dim"));
+  std::map<std::string, int64_t> bound;
+  for (const auto& [name, value] : dims) {
+    FT_ASSIGN_OR_RETURN(bound[name], ParseDimValue(name, value));
+  }
+  return bound;
+}
+
 Result<graph::Graph> LoadModel(const std::string& path, const ModelOptions& options,
                                const graph::TensorMap& run_inputs) {
   graph::ImportOptions import;
-  FT_ASSIGN_OR_RETURN(auto dims, ParseAssignments(options.dims, "--dim"));
-  for (const auto& [name, value] : dims) {
-    FT_ASSIGN_OR_RETURN(import.dim_bindings[name], ParseDimValue(name, value));
-  }
+  FT_ASSIGN_OR_RETURN(import.dim_bindings, BoundDims(options));
   FT_ASSIGN_OR_RETURN(import.input_values, ParseValues(options.values));
   for (const auto& [name, tensor] : run_inputs)
     if (!import.input_values.emplace(name, tensor).second)

@@ -49,6 +49,8 @@ Result<std::vector<int64_t>> DimValues(const std::string& name, const std::strin
 
 // The value of `--dim NAME=VALUE`: a positive integer, or an error saying so.
 Result<int64_t> ParseDimValue(const std::string& name, const std::string& value);
+// The values options.dims binds, one per dimension (a list is an error).
+Result<std::map<std::string, int64_t>> BoundDims(const ModelOptions& options);
 
 // Imports an ONNX model and runs the standard graph passes. `run_inputs`
 // (a run's --input tensors) are values too, for the inputs that shapes

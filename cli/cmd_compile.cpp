@@ -2,10 +2,12 @@
 // compile-time lookup. Every group's plan says where it came from; groups
 // that are not exact hits are counted on stderr with their predicted loss.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
@@ -13,6 +15,8 @@
 #include "cli/compile_buckets.h"
 #include "compiler/explain.h"
 #include "compiler/fused_export.h"
+#include "graph/model_file.h"
+#include "search/tuned_sizes.h"
 #include "target/target.h"
 
 namespace fusetune::cli {
@@ -48,6 +52,32 @@ int CompileBuckets(const CompileCommandArgs& args, TuningSource& source) {
   return kExitOk;
 }
 
+// A model whose symbolic dimensions --dim leaves unbound, compiled at the
+// sizes its tuning jobs recorded in the database (search/tuned_sizes.h):
+// the arguments with those sizes bound, or nothing when the model has no
+// such dimension or the database no such sizes.
+std::optional<CompileCommandArgs> WithTunedSizes(const CompileCommandArgs& args,
+                                                 TuningSource& source) {
+  auto facts = graph::ReadModelFileFacts(args.model);
+  auto bound = BoundDims(args.model_options);
+  if (!facts.ok() || !bound.ok()) return std::nullopt;
+  auto sizes = search::TunedSizes(*source.database, facts->key);
+  if (!sizes.ok()) return std::nullopt;
+  CompileCommandArgs with = args;
+  std::vector<std::string> named;
+  for (const std::string& dim : facts->symbolic_dims) {
+    if (bound->count(dim)) continue;
+    const auto tuned = sizes->find(dim);
+    if (tuned == sizes->end()) return std::nullopt;
+    named.push_back(fmt::format("{}={}", dim, fmt::join(tuned->second, ",")));
+    with.model_options.dims.push_back(named.back());
+  }
+  if (named.empty()) return std::nullopt;
+  fmt::print(stderr, "fusetune: note: --dim {}: the sizes {} was tuned at for this model\n",
+             fmt::join(named, " --dim "), args.compile.db);
+  return with;
+}
+
 int Compile(const CompileCommandArgs& args) {
   auto source = OpenTuningSource(args.compile);
   if (!source.ok()) return ReportError(source.error());
@@ -55,7 +85,10 @@ int Compile(const CompileCommandArgs& args) {
   if (!buckets.ok()) return ReportError(buckets.error());
   if (buckets->size() > 1) return CompileBuckets(args, *source);
   auto graph = LoadModel(args.model, args.model_options);
-  if (!graph.ok()) return ReportError(graph.error());
+  if (!graph.ok()) {
+    if (auto with = WithTunedSizes(args, *source)) return Compile(*with);
+    return ReportError(graph.error());
+  }
   compiler::RememberNote remembered;
   auto model = CompileWithDatabase(std::move(*graph), args.threads, args.compile, *source,
                                    args.explain, &remembered);

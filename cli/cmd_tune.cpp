@@ -17,6 +17,7 @@
 #include "cli/progress.h"
 #include "cli/tune_shard.h"
 #include "cli/tune_summary.h"
+#include "graph/model_file.h"
 #include "search/tuning_job.h"
 
 namespace fusetune::cli {
@@ -98,6 +99,7 @@ nlohmann::json SummaryJson(const TuneArgs& args, const ModelOptions& bucket,
 Result<search::TuningJobResult> TuneBucket(const TuneArgs& args, const ModelOptions& bucket,
                                            search::TuningJobOptions options, db::Database& db) {
   FT_ASSIGN_OR_RETURN(graph::Graph graph, LoadModel(args.model, bucket));
+  FT_ASSIGN_OR_RETURN(options.dims, BoundDims(bucket));
   std::optional<ProgressLine> bar;  // titled with the task count, known once the job is open
   search::TuningJobCallbacks callbacks;
   callbacks.calibrating = PrintCalibrating;
@@ -168,6 +170,11 @@ int Tune(TuneArgs& args) {
     return ReportError(Error(ErrorCode::kInvalidArgument,
                              "--save-plan writes one plan: give one value per --dim"));
   ShareBudget(*options, buckets->size());
+  if (!args.model_options.dims.empty()) {  // the sizes go into the jobs' specs (tuned_sizes.h)
+    auto facts = graph::ReadModelFileFacts(args.model);
+    if (!facts.ok()) return ReportError(facts.error());
+    options->model_key = facts->key;
+  }
   auto opened = db::MakeSqliteDatabase(args.db);
   if (!opened.ok()) return ReportError(opened.error());
   CatchInterrupt();

@@ -7,6 +7,7 @@
 #include "common/check.h"
 #include "cost_model/training.h"
 #include "search/job_target.h"
+#include "search/tuned_sizes.h"
 
 namespace fusetune::search {
 
@@ -127,7 +128,7 @@ Status TuningJob::StoreWorkloads() {
 // A new job with its spec, or the resumed one.
 Status TuningJob::OpenJobRow() {
   if (resumed_) return CountResumedWork();
-  const nlohmann::json spec{{"model", options_.model},
+  nlohmann::json spec{{"model", options_.model},
                             {"graph_key", graph_key_},
                             {"trials", options_.tuner.max_trials},
                             {"seconds", options_.tuner.max_seconds},
@@ -139,6 +140,10 @@ Status TuningJob::OpenJobRow() {
                             {"precision",
                              {{"mixed", options_.precision.mixed},
                               {"error_budget", options_.precision.error_budget}}}};
+  if (!options_.model_key.empty()) {
+    spec[kSpecModelKey] = options_.model_key;
+    spec[kSpecDims] = options_.dims;
+  }
   db::JobEntry job;
   job.spec = spec.dump();
   FT_ASSIGN_OR_RETURN(job_id_, database_.CreateJob(job));

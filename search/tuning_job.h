@@ -32,6 +32,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,6 +49,11 @@ namespace fusetune::search {
 
 struct TuningJobOptions {
   std::string model;  // what the job spec and the graph's workload call the model (its path)
+  // A model with symbolic dimensions: its file's key (graph/model_file.h) and
+  // the values this job's graph bound, recorded in the spec so that a
+  // compile without --dim finds the sizes tuned (tuned_sizes.h).
+  std::string model_key;
+  std::map<std::string, int64_t> dims;
   // Budget (max_trials, max_seconds; neither: until converged), seed, round
   // sizes and the measurement (threads, min_seconds). The job sets what
   // depends on the database: trials_before and seconds_before of a resumed

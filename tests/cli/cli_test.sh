@@ -430,6 +430,13 @@ grep -q "^  batch=1 seq=4 .* kernels, predicted" "$TMP/buckets.txt" &&
   grep -q "^  batch=1 seq=8 .* kernels, predicted" "$TMP/buckets.txt" &&
   grep -Eq "^  batch=1 seq=4 -> seq=8: (the same plan|same partition; tilings of [0-9]+ kernels from seq=[5-8]|partition from seq=[5-8])" "$TMP/buckets.txt" ||
   { cat "$TMP/buckets.txt"; fail "compile with shape buckets: report"; }
+# Without --dim: the sizes the database was tuned at for this model file
+$FUSETUNE compile "$DATA/encoder_dynamic_op17.onnx" --db "$TMP/tune.db" >"$TMP/tuned_sizes.txt" 2>&1 ||
+  { cat "$TMP/tuned_sizes.txt"; fail "compile at the sizes tuned"; }
+grep -q "note: --dim batch=1 --dim seq=4,8: the sizes .* was tuned at" "$TMP/tuned_sizes.txt" &&
+  grep -q "^  batch=1 seq=8 .* kernels, predicted" "$TMP/tuned_sizes.txt" ||
+  { cat "$TMP/tuned_sizes.txt"; fail "compile at the sizes tuned: report"; }
+expect_error 2 "is symbolic .*bind it with --dim" -- $FUSETUNE compile "$DATA/encoder_dynamic_op17.onnx" --db "$TMP/warm.db"
 # --max-memory holds for every bucket; the one no plan fits is named
 expect_error 2 "batch=1 seq=4: no plan keeps the live intermediates within --max-memory 1 KiB" -- \
   $FUSETUNE compile "$DATA/encoder_dynamic_op17.onnx" --db "$TMP/tune.db" --dim batch=1 --dim seq=4,8 --max-memory 1KiB

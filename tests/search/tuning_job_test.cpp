@@ -12,6 +12,7 @@
 #include "common/hash.h"
 #include "measure/result.h"
 #include "search/job_target.h"
+#include "search/tuned_sizes.h"
 #include "search/tuning_job.h"
 #include "target/calibration.h"
 #include "target/target.h"
@@ -122,6 +123,25 @@ TEST_F(TuningJobTest, ANewJobCommitsEveryResultAndEndsDoneWithItsSummary) {
   EXPECT_EQ(spec["caches"], "flushed");
   const auto progress = nlohmann::json::parse(row.progress);
   EXPECT_EQ(progress["summary"], SummaryToJson(result->summary));
+}
+
+TEST_F(TuningJobTest, AJobOfAModelWithSymbolicDimensionsRecordsItsSizes) {
+  TuningJobOptions options = Options(4);
+  options.model_key = "0123456789abcdef";
+  options.dims = {{"seq", 16}, {"batch", 1}};
+  auto job = TuningJob::Open(*database_, graph_, options, Callbacks());
+  ASSERT_TRUE(job.ok()) << job.error().message();
+  ASSERT_TRUE((*job)->Run().ok());
+  using Sizes = std::map<std::string, std::vector<int64_t>>;
+  auto sizes = TunedSizes(*database_, "0123456789abcdef");
+  ASSERT_TRUE(sizes.ok()) << sizes.error().message();
+  EXPECT_EQ(*sizes, (Sizes{{"batch", {1}}, {"seq", {16}}}));
+  // A job without a key (a model of fixed shapes) records none.
+  const auto spec = nlohmann::json::parse(Job((*job)->job_id()).spec);
+  EXPECT_EQ(spec["model_key"], "0123456789abcdef");
+  auto plain = TuningJob::Open(*database_, graph_, Options(4), Callbacks());
+  ASSERT_TRUE(plain.ok()) << plain.error().message();
+  EXPECT_FALSE(nlohmann::json::parse(Job((*plain)->job_id()).spec).contains("model_key"));
 }
 
 TEST_F(TuningJobTest, TheStopPredicateEndsTheJobInterruptedAndResumingFinishesIt) {
