@@ -110,9 +110,11 @@ Result<int64_t> ParseDimValue(const std::string& name, const std::string& value)
   char* end = nullptr;
   errno = 0;
   const long long v = std::strtoll(value.c_str(), &end, 10);
-  if (value.empty() || *end != '\0' || errno != 0 || v <= 0)
+  if (value.empty() || *end != '\0' || errno != 0 || v < 0)
     return Error(ErrorCode::kInvalidArgument,
-                 fmt::format("--dim {}={}: the value must be a positive integer", name, value));
+                 fmt::format("--dim {}={}: the value must be a whole number, 0 or more (0: "
+                             "a KV cache of no rows, before a prompt)",
+                             name, value));
   return static_cast<int64_t>(v);
 }
 

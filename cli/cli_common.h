@@ -39,7 +39,7 @@ void AddValueOption(CLI::App* cmd, ModelOptions* options);
 // "seq=16..1024" asks the tool to choose them over a range (LO, the powers
 // of two between, HI); the model options of every combination of the
 // values, in order (the last dimension's values vary fastest). Options
-// without lists: themselves. A value not a positive integer, or a range
+// without lists: themselves. A value not a whole number (0 or more), or a range
 // not LO < HI, is an error naming it.
 Result<std::vector<ModelOptions>> ExpandDimBuckets(const ModelOptions& options);
 
@@ -47,7 +47,9 @@ Result<std::vector<ModelOptions>> ExpandDimBuckets(const ModelOptions& options);
 // commas, expanded as ExpandDimBuckets says, each value once, in order.
 Result<std::vector<int64_t>> DimValues(const std::string& name, const std::string& list);
 
-// The value of `--dim NAME=VALUE`: a positive integer, or an error saying so.
+// The value of `--dim NAME=VALUE`: a whole number, 0 or more (0: a KV cache
+// of no rows; the import refuses it where a node would compute an empty
+// tensor), or an error saying so.
 Result<int64_t> ParseDimValue(const std::string& name, const std::string& value);
 // The values options.dims binds, one per dimension (a list is an error).
 Result<std::map<std::string, int64_t>> BoundDims(const ModelOptions& options);

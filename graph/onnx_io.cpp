@@ -1,6 +1,7 @@
 #include "graph/onnx_io.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <onnx/onnx_pb.h>
 
 #include <cerrno>
@@ -229,6 +230,11 @@ Result<TensorType> TypeFromValueInfo(const onnx::ValueInfoProto& info,
           ErrorCode::kInvalidArgument,
           fmt::format("input '{}' dimension {} is symbolic ('{}'); bind it with --dim {}=N",
                       info.name(), i, sym.empty() ? "?" : sym, sym.empty() ? "NAME" : sym));
+    if (it->second < 0)
+      return Error(ErrorCode::kInvalidArgument,
+                   fmt::format("input '{}' dimension {} ('{}') is bound to {}: a size is never "
+                               "negative",
+                               info.name(), i, sym, it->second));
     type.dims.push_back(it->second);
     type.symbols.push_back(sym);
     symbolic = true;
@@ -302,6 +308,34 @@ Status ConvertGraph(const onnx::GraphProto& gp, const std::string& base_dir,
   return Status::Ok();
 }
 
+// A dimension bound to 0 (a KV cache of no rows before a prompt) is legal
+// where the graph makes the tensor non-empty again (the cache concatenated
+// with the new rows): no node may compute an empty tensor, which no kernel
+// runs. Constants (an empty Resize roi) are not computed.
+Status CheckZeroDims(const Graph& g, const ImportOptions& options) {
+  std::vector<std::string> zero;
+  for (const auto& [name, value] : options.dim_bindings)
+    if (value == 0) zero.push_back(name + "=0");
+  if (zero.empty()) return Status::Ok();
+  for (const Node& node : g.nodes)
+    for (ValueId out : node.outputs) {
+      if (out == kNoValue) continue;
+      const Value& v = g.value(out);
+      if (!v.has_type || v.is_constant() || v.type.dims.empty()) continue;
+      int64_t elements = 1;
+      for (int64_t d : v.type.dims) elements *= d;
+      if (elements != 0) continue;
+      return Error(ErrorCode::kUnsupported,
+                   fmt::format("with {} node '{}' ({}) computes an empty tensor ('{}' of shape "
+                               "[{}]): a dimension may be 0 only where the graph makes its tensors "
+                               "non-empty again, as a KV cache of no rows concatenated with the "
+                               "new ones",
+                               fmt::join(zero, ", "), node.name, node.op_type, v.name,
+                               fmt::join(v.type.dims, ", ")));
+    }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& base_dir,
@@ -336,6 +370,8 @@ Result<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& base_
   InferOptions infer;
   infer.fold_constants = options.fold_constants;
   status = InferShapesBindingInputs(g, options.input_values, infer);
+  if (!status.ok()) return status.error().WithContext(origin);
+  status = CheckZeroDims(g, options);
   if (!status.ok()) return status.error().WithContext(origin);
   return g;
 }

@@ -226,6 +226,24 @@ class SmallCNN(nn.Module):
 KEEP_BATCHNORM = {"cnn_bn_op13", "cnn_small"}
 
 
+class CachedAttention(nn.Module):
+    """A decoder's attention with its KV cache as inputs and outputs: seq new
+    rows after past cached ones, one graph for the prompt (past 0) and the
+    steps after it (no mask: a test of shapes, not of a language model)."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.qkv, self.out, self.heads = nn.Linear(d, 3 * d), nn.Linear(d, d), heads
+
+    def forward(self, x, past_k, past_v):
+        b, s, d = x.shape
+        q, k, v = (t.reshape(b, s, self.heads, d // self.heads).transpose(1, 2)
+                   for t in self.qkv(x).split(d, dim=-1))
+        k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
+        p = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d // self.heads), dim=-1)
+        return self.out((p @ v).transpose(1, 2).reshape(b, s, d)), k, v
+
+
 def models(size):
     if size == "example":
         # The bundled example (examples/): a 2-layer BERT-style encoder, d=64, seq 32.
@@ -270,6 +288,10 @@ def models(size):
         # Symbolic batch and sequence dimensions, as exported for serving.
         yield "encoder_dynamic_op17", PostLNEncoder(d, heads, ff), [(b, s, d)], 17, {
             "x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}}
+        # A KV cache as inputs and outputs, `seq` and `past` symbolic (past 0: the prompt).
+        yield "attention_cache_op17", CachedAttention(d, heads), [(1, 3, d), (1, heads, 5, d // heads),
+                                                                  (1, heads, 5, d // heads)], 17, {
+            "x0": {1: "seq"}, "x1": {2: "past"}, "x2": {2: "past"}, "y": {1: "seq"}}
         # One CNN exported with its BatchNormalization nodes and with them
         # folded by the exporter: fusetune's passes should make them alike.
         cnn = SmallCNN()
@@ -284,6 +306,8 @@ def export(name, model, shapes, opset, dynamic_axes, out_dir):
     path = os.path.join(out_dir, name + ".onnx")
     with torch.no_grad():
         outputs = model(*inputs)
+        if isinstance(outputs, tuple):  # a KV cache's presents follow y
+            outputs = outputs[0]
         training = torch.onnx.TrainingMode.PRESERVE if name in KEEP_BATCHNORM else torch.onnx.TrainingMode.EVAL
         torch.onnx.export(model, inputs, path, opset_version=opset, input_names=names, output_names=["y"],
                           dynamic_axes=dynamic_axes, do_constant_folding=True, training=training)

@@ -17,7 +17,7 @@ Result<std::map<std::string, std::vector<int64_t>>> TunedSizes(db::JobStore& job
     const auto dims = spec.find(kSpecDims);
     if (dims == spec.end() || !dims->is_object()) continue;
     for (const auto& [name, value] : dims->items())
-      if (value.is_number_integer() && value.get<int64_t>() > 0)
+      if (value.is_number_integer() && value.get<int64_t>() >= 0)
         values[name].insert(value.get<int64_t>());
   }
   std::map<std::string, std::vector<int64_t>> sizes;

@@ -437,6 +437,19 @@ grep -q "note: --dim batch=1 --dim seq=4,8: the sizes .* was tuned at" "$TMP/tun
   grep -q "^  batch=1 seq=8 .* kernels, predicted" "$TMP/tuned_sizes.txt" ||
   { cat "$TMP/tuned_sizes.txt"; fail "compile at the sizes tuned: report"; }
 expect_error 2 "is symbolic .*bind it with --dim" -- $FUSETUNE compile "$DATA/encoder_dynamic_op17.onnx" --db "$TMP/warm.db"
+# One graph for the prompt and the steps: a KV cache of no rows (past=0) is a
+# size like the others; a node that would compute an empty tensor is named
+$FUSETUNE tune "$DATA/attention_cache_op17.onnx" --db "$TMP/cache.db" --dim seq=1,3 --dim past=0..2 \
+  --trials 12 --min-time 0 >"$TMP/cache_tune.txt" 2>&1 || { cat "$TMP/cache_tune.txt"; fail "tune at past=0"; }
+$FUSETUNE compile "$DATA/attention_cache_op17.onnx" --db "$TMP/cache.db" >"$TMP/cache.txt" 2>&1 &&
+  grep -q "note: --dim seq=1,3 --dim past=0,1,2: the sizes" "$TMP/cache.txt" &&
+  grep -q "^  past=0 seq=3 .* kernels, predicted" "$TMP/cache.txt" ||
+  { cat "$TMP/cache.txt"; fail "compile at the sizes tuned, past=0 among them"; }
+$FUSETUNE run "$DATA/attention_cache_op17.onnx" --db "$TMP/cache.db" --dim seq=2 --dim past=0 \
+  --random-inputs 1 --verify >"$TMP/cache_run.txt" 2>&1 && grep -q "max error against the reference" "$TMP/cache_run.txt" ||
+  { cat "$TMP/cache_run.txt"; fail "run at past=0"; }
+expect_error 2 "with past=0, seq=0 node .* computes an empty tensor" -- \
+  $FUSETUNE run "$DATA/attention_cache_op17.onnx" --db "$TMP/cache.db" --dim seq=0 --dim past=0 --random-inputs 1
 # --max-memory holds for every bucket; the one no plan fits is named
 expect_error 2 "batch=1 seq=4: no plan keeps the live intermediates within --max-memory 1 KiB" -- \
   $FUSETUNE compile "$DATA/encoder_dynamic_op17.onnx" --db "$TMP/tune.db" --dim batch=1 --dim seq=4,8 --max-memory 1KiB

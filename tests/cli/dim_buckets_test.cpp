@@ -22,6 +22,8 @@ TEST(DimValues, RangesTakeBothEndsAndThePowersOfTwoBetween) {
   EXPECT_EQ(Values("1..8"), (std::vector<int64_t>{1, 2, 4, 8}));
   EXPECT_EQ(Values("10..100"), (std::vector<int64_t>{10, 16, 32, 64, 100}));
   EXPECT_EQ(Values("3..4"), (std::vector<int64_t>{3, 4}));
+  // 0: a KV cache of no rows (a prompt's step), then powers of two from 1.
+  EXPECT_EQ(Values("0..4"), (std::vector<int64_t>{0, 1, 2, 4}));
 }
 
 TEST(DimValues, ItemsMixAndRepeatOnlyOnce) {
@@ -29,7 +31,7 @@ TEST(DimValues, ItemsMixAndRepeatOnlyOnce) {
 }
 
 TEST(DimValues, BadItemsAreErrorsThatNameThem) {
-  for (const char* bad : {"", "0", "-4", "4..", "..8", "8..4", "8..8", "4...8", "a..b", "4,,8"}) {
+  for (const char* bad : {"", "-4", "4..", "..8", "8..4", "8..8", "4...8", "a..b", "4,,8"}) {
     auto values = DimValues("seq", bad);
     ASSERT_FALSE(values.ok()) << bad;
     EXPECT_NE(values.error().ToString().find("--dim seq="), std::string::npos)
@@ -39,9 +41,8 @@ TEST(DimValues, BadItemsAreErrorsThatNameThem) {
 
 TEST(ExpandDimBuckets, EveryCombinationTheLastDimensionFastest) {
   ModelOptions options;
-  options.dims = {"past=0..1", "seq=1..4"};
-  // "past=0..1": 0 is not a positive size.
-  EXPECT_FALSE(ExpandDimBuckets(options).ok());
+  options.dims = {"past=-1..1", "seq=1..4"};
+  EXPECT_FALSE(ExpandDimBuckets(options).ok());  // no size is negative
   options.dims = {"past=1..2", "seq=1..4"};
   auto buckets = ExpandDimBuckets(options);
   ASSERT_TRUE(buckets.ok()) << buckets.error().ToString();
