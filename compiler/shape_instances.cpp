@@ -61,9 +61,9 @@ Result<CompiledModel*> ShapeInstances::Pick(const FeedShape& feed_shape) {
     const std::vector<int64_t>* shape = feed_shape(use.input);
     if (!shape || use.axis >= shape->size()) continue;  // the run's own checks say what is wrong
     const int64_t value = (*shape)[use.axis];
-    if (value < 1)
+    if (value < 0)  // 0 is a size (a cache of no rows), which the import checks
       return Error(ErrorCode::kShapeMismatch,
-                   fmt::format("input '{}' has {} along axis {} ('{}'): sizes start at 1",
+                   fmt::format("input '{}' has {} along axis {} ('{}'): a size is never negative",
                                use.input, value, use.axis, dynamic_[use.dim]));
     if (key_[use.dim] >= 0 && key_[use.dim] != value)
       return Error(ErrorCode::kShapeMismatch,

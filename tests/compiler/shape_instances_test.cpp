@@ -97,6 +97,13 @@ TEST(ShapeInstances, BadDimensionsAndDisagreeingInputsAreErrors) {
   ASSERT_FALSE(picked.ok());
   EXPECT_NE(picked.error().message().find("where another input gave"), std::string::npos)
       << picked.error().message();
+  // 0 is a size (a KV cache of no rows; the import checks where it may be),
+  // a negative one is not.
+  const std::vector<int64_t> negative = {-1, 64};
+  picked = s->Pick([&](const std::string&) { return &negative; });
+  ASSERT_FALSE(picked.ok());
+  EXPECT_NE(picked.error().message().find("a size is never negative"), std::string::npos)
+      << picked.error().message();
 }
 
 }  // namespace
