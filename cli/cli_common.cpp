@@ -130,9 +130,10 @@ Result<std::vector<int64_t>> DimRange(const std::string& name, const std::string
     return Error(ErrorCode::kInvalidArgument,
                  fmt::format("--dim {}={}: a range LO..HI needs LO < HI", name, item));
   std::vector<int64_t> values{lo};
-  int64_t p = 1;
-  while (p <= lo) p *= 2;
-  for (; p < hi; p *= 2) values.push_back(p);
+  uint64_t p = 1;  // unsigned: doubling past 2^62 wraps instead of overflowing
+  while (p != 0 && p <= static_cast<uint64_t>(lo)) p <<= 1;
+  for (; p != 0 && p < static_cast<uint64_t>(hi); p <<= 1)
+    values.push_back(static_cast<int64_t>(p));
   values.push_back(hi);
   return values;
 }

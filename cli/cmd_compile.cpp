@@ -95,7 +95,8 @@ int Compile(const CompileCommandArgs& args) {
   if (!model.ok()) return ReportError(model.error());
   compiler::CompiledModel& m = **model;
   const compiler::CompiledPlan& plan = m.compiled();
-  const std::string target = source->index->target();  // the cache protocol and precision policy read
+  const std::string target =
+      source->index->target();  // the cache protocol and precision policy read
   if (!args.output.empty()) {
     auto written = WriteJsonFile(compiler::CompiledPlanFile(m.space(), plan, target), args.output);
     if (!written.ok()) return ReportError(written.error());

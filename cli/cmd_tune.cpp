@@ -107,9 +107,9 @@ Result<search::TuningJobResult> TuneBucket(const TuneArgs& args, const ModelOpti
     if (bar) UpdateBar(*bar, p);
   };
   callbacks.should_stop = [] { return Interrupted(); };
-  FT_ASSIGN_OR_RETURN(auto job, search::TuningJob::Open(
-                                    db, std::make_shared<const graph::Graph>(std::move(graph)),
-                                    std::move(options), callbacks));
+  FT_ASSIGN_OR_RETURN(
+      auto job, search::TuningJob::Open(db, std::make_shared<const graph::Graph>(std::move(graph)),
+                                        std::move(options), callbacks));
   if (job->resumed())
     fmt::print(stderr, "resuming job {} after {} trials\n", job->job_id(), job->trials_before());
   bar.emplace(fmt::format("tuning {} tasks", job->tasks()), !args.json);
@@ -154,8 +154,7 @@ int TuneShardOf(const TuneArgs& args) {
 int Tune(TuneArgs& args) {
   if (!args.shard.empty()) return TuneShardOf(args);
   if (args.wave != "1/1" || !args.base.empty())
-    return ReportError(
-        Error(ErrorCode::kInvalidArgument, "--wave and --base go with --shard I/N"));
+    return ReportError(Error(ErrorCode::kInvalidArgument, "--wave and --base go with --shard I/N"));
   if (args.models.size() > 1)
     return ReportError(Error(ErrorCode::kInvalidArgument,
                              fmt::format("{} models: one job tunes one model; several models are "

@@ -7,7 +7,7 @@
 namespace fusetune::search {
 
 Result<std::map<std::string, std::vector<int64_t>>> TunedSizes(db::JobStore& jobs,
-                                                              const std::string& model_key) {
+                                                               const std::string& model_key) {
   FT_ASSIGN_OR_RETURN(std::vector<db::JobEntry> entries, jobs.ListJobs());
   std::map<std::string, std::set<int64_t>> values;
   for (const db::JobEntry& job : entries) {

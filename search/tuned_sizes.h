@@ -30,6 +30,6 @@ inline constexpr const char* kSpecDims = "dims";
 // ascending order. Empty: no job of the model recorded its sizes. Jobs whose
 // spec does not parse are skipped (a database written by an older version).
 Result<std::map<std::string, std::vector<int64_t>>> TunedSizes(db::JobStore& jobs,
-                                                              const std::string& model_key);
+                                                               const std::string& model_key);
 
 }  // namespace fusetune::search

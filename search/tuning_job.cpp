@@ -101,10 +101,10 @@ Status TuningJob::TakeResumedPrecision(const nlohmann::json& spec) {
 Status TuningJob::TakeTarget(TunerContext* context) {
   measure::MeasureOptions& measure = options_.tuner.measure;
   measure.caches = options_.caches;
-  if (options_.precision.mixed) measure.reduced_precision_tolerance = options_.precision.error_budget;
-  FT_ASSIGN_OR_RETURN(JobTarget target,
-                      EnsureTarget(database_, measure.threads, options_.caches,
-                                   options_.precision, callbacks_.calibrating));
+  if (options_.precision.mixed)
+    measure.reduced_precision_tolerance = options_.precision.error_budget;
+  FT_ASSIGN_OR_RETURN(JobTarget target, EnsureTarget(database_, measure.threads, options_.caches,
+                                                     options_.precision, callbacks_.calibrating));
   target_ = target.key;
   context->target = target.key;
   context->target_features =
@@ -128,18 +128,18 @@ Status TuningJob::StoreWorkloads() {
 // A new job with its spec, or the resumed one.
 Status TuningJob::OpenJobRow() {
   if (resumed_) return CountResumedWork();
-  nlohmann::json spec{{"model", options_.model},
-                            {"graph_key", graph_key_},
-                            {"trials", options_.tuner.max_trials},
-                            {"seconds", options_.tuner.max_seconds},
-                            {"until_converged", options_.until_converged},
-                            {"seed", options_.tuner.seed},
-                            {"guided", options_.tuner.guided},
-                            {"whole_model_only", options_.tuner.whole_model_only},
-                            {"caches", target::CacheProtocolName(options_.caches)},
-                            {"precision",
-                             {{"mixed", options_.precision.mixed},
-                              {"error_budget", options_.precision.error_budget}}}};
+  nlohmann::json spec{
+      {"model", options_.model},
+      {"graph_key", graph_key_},
+      {"trials", options_.tuner.max_trials},
+      {"seconds", options_.tuner.max_seconds},
+      {"until_converged", options_.until_converged},
+      {"seed", options_.tuner.seed},
+      {"guided", options_.tuner.guided},
+      {"whole_model_only", options_.tuner.whole_model_only},
+      {"caches", target::CacheProtocolName(options_.caches)},
+      {"precision",
+       {{"mixed", options_.precision.mixed}, {"error_budget", options_.precision.error_budget}}}};
   if (!options_.model_key.empty()) {
     spec[kSpecModelKey] = options_.model_key;
     spec[kSpecDims] = options_.dims;

@@ -3,9 +3,9 @@
 // examples/llama_generate/export_llama.py (`past` symbolic, positions an
 // input) compiled at a capacity of PAST + 1 rows with
 // CompileOptions::kv_cache_in_place, the caches loaded with PAST random rows
-// before every step and flushed from the caches (untimed), then one step timed: it reads the weights and
-// the PAST cached rows and writes one row per cache, where the model run as
-// written copies the whole cache into `present` every step.
+// before every step and flushed from the caches (untimed), then one step timed: it reads the
+// weights and the PAST cached rows and writes one row per cache, where the model run as written
+// copies the whole cache into `present` every step.
 //
 //   decode_step DIR --past P [--db DB] [--runs N] [--threads T]
 //               [--layers L] [--heads H] [--head-dim D]
@@ -62,8 +62,8 @@ Args Parse(int argc, char** argv) {
     else
       Usage();
   }
-  if (a.dir.empty() || a.past < 1 || a.runs < 1 || a.threads < 1 || a.layers < 1 ||
-      a.heads < 1 || a.head_dim < 1)
+  if (a.dir.empty() || a.past < 1 || a.runs < 1 || a.threads < 1 || a.layers < 1 || a.heads < 1 ||
+      a.head_dim < 1)
     Usage();
   return a;
 }
@@ -96,12 +96,12 @@ fusetune::ArrayMap RandomCache(const Args& a) {
 // Evicts the freshly loaded cache rows from every cache level, as for a
 // model too large for them: the step then reads its cache from DRAM, as
 // the weights (larger than the last-level cache) are read anyway.
+// Read only: dirty lines would leave their write-backs to the timed step.
 void FlushCaches() {
-  static std::vector<uint64_t> junk(size_t{256} << 20 >> 3, 1);  // 256 MiB
+  static const std::vector<uint64_t> junk(size_t{256} << 20 >> 3, 1);  // 256 MiB
   uint64_t sum = 0;
-  for (uint64_t& x : junk) sum += x++;
-  static volatile uint64_t sink;
-  sink = sum;
+  for (uint64_t x : junk) sum += x;
+  __asm__ volatile("" : : "r"(sum));  // the reads happen: their sum is used
 }
 
 double Percentile(std::vector<double> v, double p) {
@@ -133,13 +133,14 @@ int main(int argc, char** argv) {
     FlushCaches();
     const auto start = std::chrono::steady_clock::now();
     Check(step->Run(inputs), "decode step");
-    ms.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
   }
-  std::printf("decode step at a cache of %lld rows kept in place (capacity %lld): median %.3f ms "
-              "over %lld runs (p10 %.3f, p90 %.3f)\n",
-              static_cast<long long>(args.past), static_cast<long long>(step->cache_capacity()),
-              Percentile(ms, 0.5), static_cast<long long>(args.runs), Percentile(ms, 0.1),
-              Percentile(ms, 0.9));
+  std::printf(
+      "decode step at a cache of %lld rows kept in place (capacity %lld): median %.3f ms "
+      "over %lld runs (p10 %.3f, p90 %.3f)\n",
+      static_cast<long long>(args.past), static_cast<long long>(step->cache_capacity()),
+      Percentile(ms, 0.5), static_cast<long long>(args.runs), Percentile(ms, 0.1),
+      Percentile(ms, 0.9));
   return 0;
 }

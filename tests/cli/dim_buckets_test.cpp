@@ -24,6 +24,10 @@ TEST(DimValues, RangesTakeBothEndsAndThePowersOfTwoBetween) {
   EXPECT_EQ(Values("3..4"), (std::vector<int64_t>{3, 4}));
   // 0: a KV cache of no rows (a prompt's step), then powers of two from 1.
   EXPECT_EQ(Values("0..4"), (std::vector<int64_t>{0, 1, 2, 4}));
+  // The largest sizes: no overflow past 2^62.
+  const std::vector<int64_t> huge = Values("4611686018427387905..9223372036854775807");
+  EXPECT_EQ(huge, (std::vector<int64_t>{4611686018427387905, 9223372036854775807}));
+  EXPECT_EQ(Values("1..9223372036854775807").size(), 64u);
 }
 
 TEST(DimValues, ItemsMixAndRepeatOnlyOnce) {

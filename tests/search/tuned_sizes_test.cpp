@@ -25,7 +25,8 @@ class TunedSizesTest : public ::testing::Test {
   }
   void TearDown() override {
     database_.reset();
-    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path_.string() + suffix);
+    for (const char* suffix : {"", "-wal", "-shm"})
+      std::filesystem::remove(path_.string() + suffix);
   }
   void AddJob(const std::string& spec, const std::string& state = "done") {
     db::JobEntry job;
@@ -55,9 +56,9 @@ TEST_F(TunedSizesTest, EachDimensionsValuesOverTheModelsJobsAscendingAndOnce) {
 
 TEST_F(TunedSizesTest, OtherModelsFailedJobsAndOldSpecsDoNotCount) {
   AddJob(R"({"model_key": "aa", "dims": {"seq": 8}})");
-  AddJob(R"({"model_key": "bb", "dims": {"seq": 32}})");       // another model
+  AddJob(R"({"model_key": "bb", "dims": {"seq": 32}})");  // another model
   AddJob(R"({"model_key": "aa", "dims": {"seq": 99}})", "failed");
-  AddJob(R"({"model": "x.onnx", "graph_key": "1234"})");        // written before sizes were
+  AddJob(R"({"model": "x.onnx", "graph_key": "1234"})");  // written before sizes were
   AddJob("not json");
   AddJob(R"({"model_key": "aa", "dims": {"seq": -3, "n": "4"}})");  // not sizes
   using Sizes = std::map<std::string, std::vector<int64_t>>;
