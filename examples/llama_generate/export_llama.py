@@ -13,6 +13,14 @@ Writes:
                 [1, heads, past, d/heads] -> logits [1, 1, vocab],
                 present_{k,v}_L = Concat(past, new) on the sequence axis;
                 `past` symbolic. One new token sees the whole cache: no mask.
+  decoder.onnx  both in one graph, as a serving export has it: ids [1, seq],
+                past_{k,v}_L [1, heads, past, d/heads] -> logits [1, seq,
+                vocab], present_{k,v}_L; `seq` and `past` symbolic, past 0
+                for the prompt (`fusetune tune decoder.onnx --dim seq=1,16
+                --dim past=0,255`), positions and the causal mask from them.
+  decoder_check/  one call of decoder.onnx to check against: the prompt's
+                last 3 tokens after the cache of the others (ids.npy,
+                past_{k,v}_L.npy) and PyTorch's logits.npy
   prompt.npy    the prompt's token ids, int64 [1, prompt]
   torch_tokens.npy  the tokens PyTorch's greedy loop generates, int64 [steps]
   torch_logits.npy  its logits of the prompt's last token and of every step,
@@ -101,6 +109,42 @@ class Decode(nn.Module):
         return self.m.run(ids, self.m.cos[pos], self.m.sin[pos], list(cache), None)
 
 
+class Decoder(nn.Module):
+    """The prompt and the steps in one graph: seq new tokens after past cached
+    ones (past 0: the prompt), at positions past.. with the causal mask."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.m = model
+
+    def forward(self, ids, *cache):
+        past, s = cache[0].shape[2], ids.shape[1]
+        cos, sin = self.m.cos[past:past + s], self.m.sin[past:past + s]
+        return self.m.run(ids, cos, sin, list(cache), self.m.causal[past:past + s, :past + s])
+
+
+def export_decoder(model, a, past, present):
+    """decoder.onnx and decoder_check/ (see the module's docstring)."""
+    dh = a.d // a.heads
+    cache = [torch.randn(1, a.heads, 3, dh) for _ in range(2 * a.layers)]
+    torch.onnx.export(Decoder(model), (torch.tensor([[1, 2]]), *cache),
+                      os.path.join(a.out, "decoder.onnx"), input_names=["ids", *past],
+                      output_names=["logits", *present],
+                      dynamic_axes={"ids": {1: "seq"}, "logits": {1: "seq"},
+                                    **{n: {2: "past"} for n in past},
+                                    **{n: {2: "past_plus_seq"} for n in present}},
+                      opset_version=17, do_constant_folding=True)
+    check = os.path.join(a.out, "decoder_check")
+    os.makedirs(check, exist_ok=True)
+    prompt = torch.randint(0, a.vocab, (1, max(a.prompt, 4)))
+    _, *cache = Prefill(model)(prompt[:, :-3])
+    logits, *_ = Decoder(model)(prompt[:, -3:], *cache)
+    np.save(os.path.join(check, "ids.npy"), prompt[:, -3:].numpy())
+    for name, rows in zip(past, cache):
+        np.save(os.path.join(check, f"{name}.npy"), rows.numpy())
+    np.save(os.path.join(check, "logits.npy"), logits.numpy())
+
+
 def greedy(model, prompt, steps):
     """PyTorch's reference loop: the prompt, then one token at a time."""
     with torch.no_grad():
@@ -151,6 +195,7 @@ def main():
                           dynamic_axes={**{n: {2: "past"} for n in past},
                                         **{n: {2: "past_plus_1"} for n in present}},
                           opset_version=17, do_constant_folding=True)
+        export_decoder(model, a, past, present)
     tokens, logits = greedy(model, prompt, a.steps)
     np.save(os.path.join(a.out, "prompt.npy"), prompt.numpy())
     np.save(os.path.join(a.out, "torch_tokens.npy"), tokens)

@@ -4,9 +4,11 @@
 # 12-token prompt, then 16 tokens decoded against the KV cache kept in
 # place; the example itself checks tokens and logits against PyTorch's loop
 # and exits 1 when they differ.
-# Usage: llama_generate_test.sh SOURCE_DIR LLAMA_GENERATE
+# Also the one-graph decoder (decoder.onnx: `seq` and `past` symbolic) run
+# by fusetune against PyTorch's logits after a cache, and at past 0.
+# Usage: llama_generate_test.sh SOURCE_DIR LLAMA_GENERATE FUSETUNE
 set -euo pipefail
-src=$1 generate=$2
+src=$1 generate=$2 fusetune=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 /usr/bin/python3 -W ignore "$src/examples/llama_generate/export_llama.py" "$work" --layers 8 \
@@ -19,4 +21,18 @@ if "$generate" "$work" --steps 60 --capacity 64 > "$work/full.txt" 2>&1; then
   echo "a loop past the cache's capacity succeeded"; exit 1
 fi
 grep -q "the KV cache is full" "$work/full.txt"
+# decoder.onnx: the prompt's last 3 tokens after the cache of its first 9
+check=$work/decoder_check caches=()
+for f in "$check"/past_*.npy; do caches+=(--input "$(basename "$f" .npy)=$f"); done
+"$fusetune" run "$work/decoder.onnx" --plan greedy --dim seq=3 --dim past=9 \
+  --input ids="$check/ids.npy" "${caches[@]}" --output-dir "$work/decoder_out" > /dev/null
+/usr/bin/python3 -c "
+import sys, numpy as np
+want, got = np.load(sys.argv[1]), np.load(sys.argv[2])
+error = float(abs(want - got).max() / abs(want).max())
+print(f'decoder.onnx at past 9, seq 3: {error:.2e} of the scale of PyTorch logits')
+sys.exit(error > 1e-4)" "$check/logits.npy" "$work/decoder_out/logits.npy"
+# the prompt itself: a cache of no rows
+"$fusetune" run "$work/decoder.onnx" --plan greedy --dim seq=12 --dim past=0 --random-inputs 1 \
+  --verify | grep -q "max error against the reference executor"
 echo "llama_generate: OK"
