@@ -124,18 +124,30 @@ namespace {
 // two apart keep every size within 2x of a tuned one below and above it.
 Result<std::vector<int64_t>> DimRange(const std::string& name, const std::string& item,
                                       size_t dots) {
-  FT_ASSIGN_OR_RETURN(int64_t lo, ParseDimValue(name, item.substr(0, dots)));
-  FT_ASSIGN_OR_RETURN(int64_t hi, ParseDimValue(name, item.substr(dots + 2)));
-  if (lo >= hi)
+  auto lo = ParseDimValue(name, item.substr(0, dots));
+  auto hi_or = ParseDimValue(name, item.substr(dots + 2));
+  if (!lo.ok() || !hi_or.ok())
+    return Error(ErrorCode::kInvalidArgument,
+                 fmt::format("--dim {}={}: a range is LO..HI, two whole numbers", name, item));
+  const int64_t hi = *hi_or;
+  if (*lo >= hi)
     return Error(ErrorCode::kInvalidArgument,
                  fmt::format("--dim {}={}: a range LO..HI needs LO < HI", name, item));
-  std::vector<int64_t> values{lo};
+  std::vector<int64_t> values{*lo};
   uint64_t p = 1;  // unsigned: doubling past 2^62 wraps instead of overflowing
-  while (p != 0 && p <= static_cast<uint64_t>(lo)) p <<= 1;
+  while (p != 0 && p <= static_cast<uint64_t>(*lo)) p <<= 1;
   for (; p != 0 && p < static_cast<uint64_t>(hi); p <<= 1)
     values.push_back(static_cast<int64_t>(p));
   values.push_back(hi);
   return values;
+}
+
+// One item of a --dim list: a value or a range.
+Result<std::vector<int64_t>> DimItem(const std::string& name, const std::string& item) {
+  const size_t dots = item.find("..");
+  if (dots != std::string::npos) return DimRange(name, item, dots);
+  FT_ASSIGN_OR_RETURN(int64_t value, ParseDimValue(name, item));
+  return std::vector<int64_t>{value};
 }
 
 }  // namespace
@@ -143,15 +155,13 @@ Result<std::vector<int64_t>> DimRange(const std::string& name, const std::string
 Result<std::vector<int64_t>> DimValues(const std::string& name, const std::string& list) {
   std::vector<int64_t> values;
   for (const std::string& item : SplitCommas(list)) {
-    const size_t dots = item.find("..");
-    std::vector<int64_t> more;
-    if (dots == std::string::npos) {
-      FT_ASSIGN_OR_RETURN(int64_t value, ParseDimValue(name, item));
-      more.push_back(value);
-    } else {
-      FT_ASSIGN_OR_RETURN(more, DimRange(name, item, dots));
-    }
-    for (int64_t v : more)
+    Result<std::vector<int64_t>> more = DimItem(name, item);
+    if (!more.ok())  // one item of a list: the list too
+      return item == list
+                 ? more.error()
+                 : Error(ErrorCode::kInvalidArgument,
+                         fmt::format("{} (in --dim {}={})", more.error().message(), name, list));
+    for (int64_t v : *more)
       if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
   }
   return values;

@@ -44,8 +44,8 @@ Status WriteJsonFile(const nlohmann::json& j, const std::string& path) {
 int CompileBuckets(const CompileCommandArgs& args, TuningSource& source) {
   if (!args.output.empty() || !args.export_onnx.empty() || args.json)
     return ReportError(Error(ErrorCode::kInvalidArgument,
-                             "--dim with several values compiles one plan per bucket: "
-                             "-o, --export-onnx and --json take one value per dimension"));
+                             "several sizes compile one plan each: -o, --export-onnx and "
+                             "--json take one value per dimension (--dim NAME=VALUE)"));
   auto report = ExplainBuckets(args.model, args.model_options, args.threads, args.compile, source);
   if (!report.ok()) return ReportError(report.error());
   std::cout << fmt::format("model       {}\n", args.model) << *report;
@@ -78,25 +78,25 @@ std::optional<CompileCommandArgs> WithTunedSizes(const CompileCommandArgs& args,
   return with;
 }
 
-int Compile(const CompileCommandArgs& args) {
-  auto source = OpenTuningSource(args.compile);
-  if (!source.ok()) return ReportError(source.error());
+int CompileWith(const CompileCommandArgs& args, TuningSource& source) {
   auto buckets = ExpandDimBuckets(args.model_options);
   if (!buckets.ok()) return ReportError(buckets.error());
-  if (buckets->size() > 1) return CompileBuckets(args, *source);
+  if (buckets->size() > 1) return CompileBuckets(args, source);
   auto graph = LoadModel(args.model, args.model_options);
   if (!graph.ok()) {
-    if (auto with = WithTunedSizes(args, *source)) return Compile(*with);
+    // Only a model with unbound symbolic dimensions finds sizes (the
+    // parse runs once more on this path only, not on every compile).
+    if (auto with = WithTunedSizes(args, source)) return CompileWith(*with, source);
     return ReportError(graph.error());
   }
   compiler::RememberNote remembered;
-  auto model = CompileWithDatabase(std::move(*graph), args.threads, args.compile, *source,
+  auto model = CompileWithDatabase(std::move(*graph), args.threads, args.compile, source,
                                    args.explain, &remembered);
   if (!model.ok()) return ReportError(model.error());
   compiler::CompiledModel& m = **model;
   const compiler::CompiledPlan& plan = m.compiled();
   const std::string target =
-      source->index->target();  // the cache protocol and precision policy read
+      source.index->target();  // the cache protocol and precision policy read
   if (!args.output.empty()) {
     auto written = WriteJsonFile(compiler::CompiledPlanFile(m.space(), plan, target), args.output);
     if (!written.ok()) return ReportError(written.error());
@@ -126,6 +126,12 @@ int Compile(const CompileCommandArgs& args) {
   return kExitOk;
 }
 
+int Compile(const CompileCommandArgs& args) {
+  auto source = OpenTuningSource(args.compile);
+  if (!source.ok()) return ReportError(source.error());
+  return CompileWith(args, *source);
+}
+
 }  // namespace
 
 void AddCompileCommand(CLI::App& app, std::function<void(int)> set_result) {
@@ -138,8 +144,9 @@ void AddCompileCommand(CLI::App& app, std::function<void(int)> set_result) {
   cmd->add_option("--export-onnx", args->export_onnx,
                   "Write the fused graph as ONNX: one ai.fusetune node per kernel");
   cmd->add_option("--dim", args->model_options.dims,
-                  "Bind a symbolic dimension: NAME=VALUE (repeatable); NAME=V1,V2,... compiles "
-                  "each size (tuned buckets) and shows where the plan switches between them");
+                  "Bind a symbolic dimension: NAME=VALUE (repeatable); NAME=V1,V2,... or "
+                  "NAME=LO..HI compiles each size and shows where the plan switches between "
+                  "them; without --dim, the sizes the database was tuned at for this model");
   AddValueOption(cmd, &args->model_options);
   cmd->add_option("--threads", args->threads, "Threads per kernel")
       ->capture_default_str()

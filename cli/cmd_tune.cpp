@@ -209,7 +209,8 @@ void AddTuneCommand(CLI::App& app, std::function<void(int)> set_result) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--dim", args->model_options.dims,
                   "Bind a symbolic dimension: NAME=VALUE, or NAME=V1,V2,... to tune each value "
-                  "as a shape bucket (the budget shared equally)");
+                  "as a shape bucket (the budget shared equally), or NAME=LO..HI for LO, the "
+                  "powers of two between and HI; 0 is a size (a KV cache of no rows)");
   AddValueOption(cmd, &args->model_options);
   cmd->add_option("--db", args->db, "Tuning database")->capture_default_str();
   cmd->add_option("--trials", args->trials, "Group measurements to spend")

@@ -105,11 +105,7 @@ Result<std::string> ExplainBuckets(const std::string& model, const ModelOptions&
   std::map<Sizes, BucketPlan> plans;
   std::string text = "buckets\n";
   for (const ModelOptions& b : buckets) {
-    FT_ASSIGN_OR_RETURN(auto assigned, ParseAssignments(b.dims, "--dim"));
-    Sizes sizes;
-    for (const auto& [name, value] : assigned) {
-      FT_ASSIGN_OR_RETURN(sizes[name], ParseDimValue(name, value));
-    }
+    FT_ASSIGN_OR_RETURN(const Sizes sizes, BoundDims(b));
     FT_ASSIGN_OR_RETURN(BucketPlan plan, CompileAt(model, options, sizes, threads, args, source));
     text += fmt::format("  {:<24} {}\n", SizesText(sizes), plan.summary);
     plans.emplace(sizes, std::move(plan));

@@ -16,6 +16,7 @@
 #include "compiler/model.h"
 #include "compiler/shape_instances.h"
 #include "fusetune/fusetune.h"
+#include "graph/model_file.h"
 #include "graph/onnx_io.h"
 #include "graph/passes.h"
 #include "search/tuning_job.h"
@@ -425,6 +426,11 @@ TuneSummary MakeSummary(const search::TuningJobResult& result) {
 Result<TuneSummary> TuneModel(const std::string& onnx_path, const TuneOptions& options) {
   FT_ASSIGN_OR_RETURN(search::TuningJobOptions job_options, JobOptions(options));
   job_options.model = onnx_path;
+  if (!options.dims.empty()) {  // the sizes go into the job's spec (search/tuned_sizes.h)
+    FT_ASSIGN_OR_RETURN(graph::ModelFileFacts facts, graph::ReadModelFileFacts(onnx_path));
+    job_options.model_key = facts.key;
+    job_options.dims = options.dims;
+  }
   FT_ASSIGN_OR_RETURN(graph::Graph graph, ImportModel(onnx_path, options.dims, options.values));
   FT_ASSIGN_OR_RETURN(auto database, db::MakeSqliteDatabase(options.database));
   search::TuningJobCallbacks callbacks;

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
@@ -309,30 +310,40 @@ Status ConvertGraph(const onnx::GraphProto& gp, const std::string& base_dir,
 }
 
 // A dimension bound to 0 (a KV cache of no rows before a prompt) is legal
-// where the graph makes the tensor non-empty again (the cache concatenated
-// with the new rows): no node may compute an empty tensor, which no kernel
-// runs. Constants (an empty Resize roi) are not computed.
+// where the graph makes the tensor non-empty again at once (the cache
+// concatenated with the new rows): no node may compute an empty tensor, nor
+// read one except to concatenate it or take its shape, since no kernel runs
+// on an empty operand. Constants (an empty Resize roi) are not computed.
+bool IsEmpty(const Value& v) {
+  return v.has_type && !v.is_constant() && !v.type.dims.empty() &&
+         std::find(v.type.dims.begin(), v.type.dims.end(), 0) != v.type.dims.end();
+}
+
+bool ReadsEmptyInputs(const Node& node) {
+  return node.op_type == "Concat" || node.op_type == "Shape" || node.op_type == "Size";
+}
+
 Status CheckZeroDims(const Graph& g, const ImportOptions& options) {
   std::vector<std::string> zero;
   for (const auto& [name, value] : options.dim_bindings)
     if (value == 0) zero.push_back(name + "=0");
   if (zero.empty()) return Status::Ok();
-  for (const Node& node : g.nodes)
-    for (ValueId out : node.outputs) {
-      if (out == kNoValue) continue;
-      const Value& v = g.value(out);
-      if (!v.has_type || v.is_constant() || v.type.dims.empty()) continue;
-      int64_t elements = 1;
-      for (int64_t d : v.type.dims) elements *= d;
-      if (elements != 0) continue;
-      return Error(ErrorCode::kUnsupported,
-                   fmt::format("with {} node '{}' ({}) computes an empty tensor ('{}' of shape "
-                               "[{}]): a dimension may be 0 only where the graph makes its tensors "
-                               "non-empty again, as a KV cache of no rows concatenated with the "
-                               "new ones",
-                               fmt::join(zero, ", "), node.name, node.op_type, v.name,
-                               fmt::join(v.type.dims, ", ")));
-    }
+  auto empty_error = [&](const Node& node, const char* what, const Value& v) {
+    return Error(ErrorCode::kUnsupported,
+                 fmt::format("with {}, node '{}' ({}) {} an empty tensor ('{}' of shape [{}]): a "
+                             "dimension may be 0 only where the graph makes its tensors non-empty "
+                             "again, as a KV cache of no rows concatenated with the new ones",
+                             fmt::join(zero, ", "), node.name, node.op_type, what, v.name,
+                             fmt::join(v.type.dims, ", ")));
+  };
+  for (const Node& node : g.nodes) {
+    for (ValueId in : node.inputs)
+      if (in != kNoValue && IsEmpty(g.value(in)) && !ReadsEmptyInputs(node))
+        return empty_error(node, "reads", g.value(in));
+    for (ValueId out : node.outputs)
+      if (out != kNoValue && IsEmpty(g.value(out)))
+        return empty_error(node, "computes", g.value(out));
+  }
   return Status::Ok();
 }
 

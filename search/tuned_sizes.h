@@ -27,7 +27,10 @@ inline constexpr const char* kSpecDims = "dims";
 
 // Each dimension's values over the jobs that recorded `model_key` and did
 // not fail (done, interrupted or still running: their records count), in
-// ascending order. Empty: no job of the model recorded its sizes. Jobs whose
+// ascending order; `compile` takes every combination of them, and one that
+// no job tuned compiles from the records of its nearest. Jobs of `fusetune
+// tune` and of the library's Tune record their sizes; a cluster's shards
+// do not yet. Empty: no job of the model recorded its sizes. Jobs whose
 // spec does not parse are skipped (a database written by an older version).
 Result<std::map<std::string, std::vector<int64_t>>> TunedSizes(db::JobStore& jobs,
                                                                const std::string& model_key);

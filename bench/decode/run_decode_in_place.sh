@@ -34,11 +34,13 @@ if [ ! -d "$out/ort/node_modules/onnxruntime-node" ]; then
 fi
 max_past=$(echo "$pasts" | tr ' ' '\n' | sort -n | tail -1)
 model=$out/model
-if [ ! -f "$model/decode.onnx" ]; then
+export_args="--layers 1 --d 2048 --heads 16 --ff 5632 --vocab $vocab --prompt 16 --steps 2 --max-seq $((max_past + 1))"
+# A model exported with other arguments (a smaller --max-seq, another VOCAB) is exported again.
+if [ ! -f "$model/decode.onnx" ] || [ "$(cat "$model/export_args" 2>/dev/null)" != "$export_args" ]; then
   echo "exporting the model" >&2
-  /usr/bin/python3 -W ignore "$root/examples/llama_generate/export_llama.py" "$model" \
-    --layers 1 --d 2048 --heads 16 --ff 5632 --vocab "$vocab" --prompt 16 --steps 2 \
-    --max-seq $((max_past + 1)) >/dev/null
+  # shellcheck disable=SC2086  # the arguments are words
+  /usr/bin/python3 -W ignore "$root/examples/llama_generate/export_llama.py" "$model" $export_args >/dev/null
+  echo "$export_args" >"$model/export_args"
 fi
 : >"$out/rounds.txt"
 for p in $pasts; do

@@ -38,7 +38,7 @@ TEST(DimValues, BadItemsAreErrorsThatNameThem) {
   for (const char* bad : {"", "-4", "4..", "..8", "8..4", "8..8", "4...8", "a..b", "4,,8"}) {
     auto values = DimValues("seq", bad);
     ASSERT_FALSE(values.ok()) << bad;
-    EXPECT_NE(values.error().ToString().find("--dim seq="), std::string::npos)
+    EXPECT_NE(values.error().ToString().find(std::string("--dim seq=") + bad), std::string::npos)
         << values.error().ToString();
   }
 }

@@ -32,7 +32,20 @@ want, got = np.load(sys.argv[1]), np.load(sys.argv[2])
 error = float(abs(want - got).max() / abs(want).max())
 print(f'decoder.onnx at past 9, seq 3: {error:.2e} of the scale of PyTorch logits')
 sys.exit(error > 1e-4)" "$check/logits.npy" "$work/decoder_out/logits.npy"
-# the prompt itself: a cache of no rows
-"$fusetune" run "$work/decoder.onnx" --plan greedy --dim seq=12 --dim past=0 --random-inputs 1 \
-  --verify | grep -q "max error against the reference executor"
+# the prompt itself, a cache of no rows: its last token's logits are the
+# first row of PyTorch's loop
+mkdir -p "$work/empty" && empties=()
+for f in "$check"/past_*.npy; do
+  /usr/bin/python3 -c "import numpy as np, sys; a = np.load(sys.argv[1]); np.save(sys.argv[2], a[:, :, :0])" \
+    "$f" "$work/empty/$(basename "$f")"
+  empties+=(--input "$(basename "$f" .npy)=$work/empty/$(basename "$f")")
+done
+"$fusetune" run "$work/decoder.onnx" --plan greedy --dim seq=12 --dim past=0 \
+  --input ids="$work/prompt.npy" "${empties[@]}" --output-dir "$work/prompt_out" > /dev/null
+/usr/bin/python3 -c "
+import sys, numpy as np
+want, got = np.load(sys.argv[1])[0], np.load(sys.argv[2])[0, -1]
+error = float(abs(want - got).max() / abs(want).max())
+print(f'decoder.onnx at past 0, seq 12: {error:.2e} of the scale of PyTorch logits')
+sys.exit(error > 1e-4)" "$work/torch_logits.npy" "$work/prompt_out/logits.npy"
 echo "llama_generate: OK"

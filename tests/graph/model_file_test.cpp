@@ -1,6 +1,7 @@
 // A model file's key and symbolic dimensions before any is bound
 // (graph/model_file.h), on PyTorch's exports (scripts/gen_models.py).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -14,7 +15,8 @@ namespace {
 using testing::TestData;
 
 std::string CopyTo(const std::string& from, const std::string& name, const std::string& extra) {
-  const auto path = std::filesystem::temp_directory_path() / ("fusetune_model_file_" + name);
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("fusetune_model_file_" + std::to_string(getpid()) + "_" + name);
   std::ifstream in(from, std::ios::binary);
   std::ofstream out(path, std::ios::binary);
   out << in.rdbuf() << extra;
