@@ -118,7 +118,7 @@ Result<Tensor> ParseNpy(const std::string& bytes, const std::string& origin) {
     return fail(fmt::format("holds {} bytes of data, shape {} needs {}", bytes.size() - data_start,
                             DimsToString(dims), *needed));
   Tensor t(*dtype, dims);
-  std::memcpy(t.raw(), bytes.data() + data_start, t.nbytes());
+  if (t.nbytes() > 0) std::memcpy(t.raw(), bytes.data() + data_start, t.nbytes());
   return t;
 }
 

@@ -39,7 +39,8 @@ class Tensor {
     Tensor t(dtype, std::move(dims));
     FT_CHECK(static_cast<int64_t>(values.size()) == t.numel(), "FromVector: size mismatch");
     FT_CHECK(sizeof(T) == DataTypeSize(dtype), "FromVector: element size mismatch");
-    std::memcpy(t.raw(), values.data(), t.nbytes());
+    if (t.nbytes() > 0)  // an empty vector's data() may be null, which memcpy may not take
+      std::memcpy(t.raw(), values.data(), t.nbytes());
     return t;
   }
   // Dims and dtype without storage: for kernels that read only the shape
