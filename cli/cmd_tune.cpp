@@ -170,9 +170,9 @@ int Tune(TuneArgs& args) {
                              "--save-plan writes one plan: give one value per --dim"));
   ShareBudget(*options, buckets->size());
   if (!args.model_options.dims.empty()) {  // the sizes go into the jobs' specs (tuned_sizes.h)
-    auto facts = graph::ReadModelFileFacts(args.model);
-    if (!facts.ok()) return ReportError(facts.error());
-    options->model_key = facts->key;
+    auto key = graph::ModelFileKey(args.model);
+    if (!key.ok()) return ReportError(key.error());
+    options->model_key = *key;
   }
   auto opened = db::MakeSqliteDatabase(args.db);
   if (!opened.ok()) return ReportError(opened.error());

@@ -427,8 +427,7 @@ Result<TuneSummary> TuneModel(const std::string& onnx_path, const TuneOptions& o
   FT_ASSIGN_OR_RETURN(search::TuningJobOptions job_options, JobOptions(options));
   job_options.model = onnx_path;
   if (!options.dims.empty()) {  // the sizes go into the job's spec (search/tuned_sizes.h)
-    FT_ASSIGN_OR_RETURN(graph::ModelFileFacts facts, graph::ReadModelFileFacts(onnx_path));
-    job_options.model_key = facts.key;
+    FT_ASSIGN_OR_RETURN(job_options.model_key, graph::ModelFileKey(onnx_path));
     job_options.dims = options.dims;
   }
   FT_ASSIGN_OR_RETURN(graph::Graph graph, ImportModel(onnx_path, options.dims, options.values));

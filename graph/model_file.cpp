@@ -24,18 +24,32 @@ std::vector<const onnx::ValueInfoProto*> FedInputs(const onnx::GraphProto& graph
   return fed;
 }
 
-}  // namespace
-
-Result<ModelFileFacts> ReadModelFileFacts(const std::string& path) {
+Result<std::string> ReadBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error(ErrorCode::kNotFound, fmt::format("model '{}' cannot be opened", path));
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) return Error(ErrorCode::kIo, fmt::format("model '{}' cannot be read", path));
+  return bytes;
+}
+
+std::string KeyOf(const std::string& bytes) {
+  return HashToHex(HashBytes(bytes.data(), bytes.size()));
+}
+
+}  // namespace
+
+Result<std::string> ModelFileKey(const std::string& path) {
+  FT_ASSIGN_OR_RETURN(const std::string bytes, ReadBytes(path));
+  return KeyOf(bytes);
+}
+
+Result<ModelFileFacts> ReadModelFileFacts(const std::string& path) {
+  FT_ASSIGN_OR_RETURN(const std::string bytes, ReadBytes(path));
   onnx::ModelProto model;
   if (bytes.empty() || !model.ParseFromString(bytes) || !model.has_graph())
     return Error(ErrorCode::kParse, fmt::format("'{}' is not a valid ONNX model", path));
   ModelFileFacts facts;
-  facts.key = HashToHex(HashBytes(bytes.data(), bytes.size()));
+  facts.key = KeyOf(bytes);
   for (const onnx::ValueInfoProto* input : FedInputs(model.graph())) {
     if (!input->type().has_tensor_type()) continue;
     for (const auto& dim : input->type().tensor_type().shape().dim()) {

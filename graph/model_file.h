@@ -24,5 +24,8 @@ struct ModelFileFacts {
 
 // Reads and parses the file (errors name it, as ImportOnnxFile's do).
 Result<ModelFileFacts> ReadModelFileFacts(const std::string& path);
+// The key alone, without parsing: for a tuning job, whose import parses
+// the model anyway.
+Result<std::string> ModelFileKey(const std::string& path);
 
 }  // namespace fusetune::graph

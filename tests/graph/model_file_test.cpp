@@ -44,6 +44,9 @@ TEST(ModelFileFacts, TheKeyIsOfTheBytesNotThePath) {
   EXPECT_EQ(a->key, moved->key);
   EXPECT_NE(a->key, other->key);
   EXPECT_EQ(other->symbolic_dims, a->symbolic_dims);
+  auto key = ModelFileKey(original);  // the same key without parsing
+  ASSERT_TRUE(key.ok());
+  EXPECT_EQ(*key, a->key);
 }
 
 TEST(ModelFileFacts, AMissingOrMalformedFileIsAnErrorNamingIt) {
