@@ -10,8 +10,9 @@ Usage: gen_models.py OUT_DIR [--size small|large|example|e2e] [--only NAME,...]
 
 --size e2e writes issue 9's end-to-end models (BERT-base layer, GPT-2 block,
 LLaMA block and an MLP at sequence 384), bert_base_12layer (sequence 128),
-which the compile-time lookup benchmark uses, and bert_layer_s128 (one
-BERT-base layer at sequence 128, issue 8's yardstick).
+which the compile-time lookup benchmark uses, bert_layer_s128 (one
+BERT-base layer at sequence 128, issue 8's yardstick) and bert_layer_dynamic
+(that layer with its sequence symbolic).
 Needs Debian's python3-torch and python3-numpy (scripts/setup.sh installs them).
 """
 import argparse
@@ -265,10 +266,14 @@ def models(size):
             ("bert_base_12layer", lambda: PostLNEncoder(768, 12, 3072, layers=12), (1, 128, 768)),
             # Issue 8's yardstick: one BERT-base layer at sequence 128.
             ("bert_layer_s128", lambda: PostLNEncoder(768, 12, 3072), (1, 128, 768)),
+            # The same layer with its sequence symbolic, as exported for serving
+            # (issue 39's shape buckets: bench/decode/run_buckets.sh MODEL=bert).
+            ("bert_layer_dynamic", lambda: PostLNEncoder(768, 12, 3072), (1, 128, 768),
+             {"x": {1: "seq"}, "y": {1: "seq"}}),
         ]
-        for seed, (name, build, shape) in enumerate(e2e, start=100):
+        for seed, (name, build, shape, *dynamic) in enumerate(e2e, start=100):
             torch.manual_seed(seed)
-            yield name, build(), [shape], 17, None
+            yield name, build(), [shape], 17, dynamic[0] if dynamic else None
         return
     small = size == "small"
     b, s = (2, 8) if small else (1, 128)
