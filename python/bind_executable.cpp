@@ -116,6 +116,21 @@ class PyExecutable {
     return d;
   }
 
+  // The KV cache kept in place (compile(kv_cache_in_place=True)): every
+  // cache set to rows of one length, by its past input's name.
+  int64_t LoadCache(const py::dict& rows) {
+    ArrayMap caches;
+    for (auto [key, value] : rows) {
+      if (!py::isinstance<py::str>(key)) RaiseInvalid("load_cache(): cache names must be str");
+      const std::string name = key.cast<std::string>();
+      py::array_t<float> a = FloatArray(name, value);
+      caches[name] = Array{std::vector<int64_t>(a.shape(), a.shape() + a.ndim()),
+                           std::vector<float>(a.data(), a.data() + a.size())};
+    }
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(mutex_);
+    return Take(exe_->LoadCache(caches));
+  }
   py::dict Explain() {
     CompileReport r;  // of the last run's size
     {
@@ -179,6 +194,16 @@ class PyExecutable {
   int64_t instances() const {
     return Locked([&] { return exe_->instances(); });
   }
+  py::array CacheRows(const std::string& past_name) const {
+    return ToNumpy(Locked([&] { return Take(exe_->CacheRows(past_name)); }));
+  }
+  int64_t cache_length() const {
+    return Locked([&] { return exe_->cache_length(); });
+  }
+  int64_t cache_capacity() const {
+    return Locked([&] { return exe_->cache_capacity(); });
+  }
+
 
  private:
   // A dict by name, a list or tuple in input order, or one array for a
@@ -240,7 +265,8 @@ std::unique_ptr<PyExecutable> Compile(const std::string& model, const std::strin
                                       int threads, const std::string& caches,
                                       const py::object& max_memory,
                                       const std::vector<std::string>& dynamic_dims,
-                                      bool whole_model_plans, bool remember) {
+                                      bool whole_model_plans, bool remember,
+                                      bool kv_cache_in_place) {
   // Checked here so that Python gets an InvalidArgumentError: the API's own
   // message for it carries no error code.
   if (threads < 1 || threads > 256)
@@ -253,6 +279,7 @@ std::unique_ptr<PyExecutable> Compile(const std::string& model, const std::strin
   options.dynamic_dims = dynamic_dims;
   options.use_whole_model_plans = whole_model_plans;
   options.remember_plans = remember;
+  options.kv_cache_in_place = kv_cache_in_place;
   if (caches == "flushed")
     options.caches = Caches::kFlushed;
   else if (caches == "warm")
@@ -317,10 +344,20 @@ Made by fusetune.compile() or fusetune.from_torch().)")
       .def_property_readonly("dims", &PyExecutable::dims,
                              "Symbolic dimensions' values at the last run's size")
       .def_property_readonly("instances", &PyExecutable::instances,
-                             "Programs held, one per size met (dynamic_dims)");
+                             "Programs held, one per size met (dynamic_dims)")
+      .def("load_cache", &PyExecutable::LoadCache, py::arg("rows"),
+           "load_cache({past input name: array}) -> rows: sets every KV cache kept in place "
+           "(kv_cache_in_place) to these rows, all of one length (a prefill's present "
+           "outputs); {} empties them")
+      .def("cache_rows", &PyExecutable::CacheRows, py::arg("past_name"),
+           "The rows one cache kept in place holds now, by its past input's name")
+      .def_property_readonly("cache_length", &PyExecutable::cache_length,
+                             "Rows the KV caches kept in place hold now (0 without them)")
+      .def_property_readonly("cache_capacity", &PyExecutable::cache_capacity,
+                             "Rows they can hold (0 without them)");
   m.def("compile", &Compile, py::arg("model"), py::arg("db"), py::arg("dims"), py::arg("values"),
         py::arg("threads"), py::arg("caches"), py::arg("max_memory"), py::arg("dynamic_dims"),
-        py::arg("whole_model_plans"), py::arg("remember"));
+        py::arg("whole_model_plans"), py::arg("remember"), py::arg("kv_cache_in_place"));
   m.def("run_reference", &RunReference, py::arg("model"), py::arg("inputs"), py::arg("dims"),
         py::arg("values"));
 }

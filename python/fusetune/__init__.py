@@ -78,7 +78,8 @@ def tune(model, db="fusetune.db", time=None, trials=None, *, dims=None, values=N
 
 
 def compile(model, db=None, *, dims=None, values=None, threads=2, caches="flushed",
-            max_memory=None, dynamic_dims=(), whole_model_plans=True, remember=True):
+            max_memory=None, dynamic_dims=(), whole_model_plans=True, remember=True,
+            kv_cache_in_place=False):
     """Compiles the model with the database's plans for this machine (none:
     the greedy plan) and returns an Executable.
 
@@ -87,11 +88,20 @@ def compile(model, db=None, *, dims=None, values=None, threads=2, caches="flushe
     dynamic_dims: symbolic dimensions that may change between runs (a program
     per size met); remember: store the plan chosen from group records for
     later compiles (the database must be writable).
+
+    kv_cache_in_place: serve a decoder's KV cache in place (a model exported
+    with its cache as past inputs and present outputs, present = Concat(past,
+    new rows), positions and masks as inputs). Bind the past dimension to
+    the capacity minus one step's rows (dims={"past": 2047} holds 2,048 rows
+    of one-token steps); the executable keeps the caches: load_cache() sets
+    them, each run() takes the other inputs, appends its new rows and
+    returns the other outputs; cache_rows(), cache_length and
+    cache_capacity read them back.
     """
     path, holder = model_file(model)
     exe = _fusetune.compile(path, "" if db is None else os.fspath(db), dict(dims or {}),
                             dict(values or {}), threads, caches, max_memory, list(dynamic_dims),
-                            whole_model_plans, remember)
+                            whole_model_plans, remember, kv_cache_in_place)
     exe._model_file = holder  # removed with the executable, which may compile other sizes from it
     return exe
 
