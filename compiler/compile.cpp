@@ -218,6 +218,78 @@ Result<bool> UseRememberedPlan(fusion_space::FusionSpace& space, TuningIndex& in
   return true;
 }
 
+bool AnyExact(const CandidateChoices& chosen) {
+  return std::any_of(chosen.choices.begin(), chosen.choices.end(),
+                     [](const GroupChoice& c) { return c.source == PlanSource::kExact; });
+}
+
+// Sizes never tuned, of a model tuned at others (shape buckets): the measured
+// best plan of the nearest tuned size, its partition kept, each group's tiling
+// as `chosen` has it (its nearest tuned shape's), else the plan's own moved
+// here. The partition was measured there; re-deciding it from costs
+// predicted here would rest on the analytical model alone (no group of this
+// size has a measured time to scale it by).
+Result<bool> UseNeighbourPlan(fusion_space::FusionSpace& space, TuningIndex& index,
+                              const CompileOptions& options, const CandidateChoices& chosen,
+                              CompiledPlan* out) {
+  const graph::CanonicalSubgraph structure =
+      graph::CanonicalizeGraph(space.graph(), graph::KeyScope::kStructure);
+  FT_ASSIGN_OR_RETURN(auto match,
+                      index.NearestModel(structure.key.ToString(),
+                                         graph::ShapeSignature(space.graph(), structure.node_order),
+                                         out->graph_key));
+  if (!match || match->best == nullptr) return false;
+  const std::string what = fmt::format(
+      "the measured best plan of the nearest tuned size (record {})", match->best->record_id);
+  auto moved = fusion_space::MovedPlanFromJsonText(space, match->best->plan);
+  if (!moved.ok()) {
+    out->partition += fmt::format("{} does not fit here ({}); ", what, moved.error().message());
+    return false;
+  }
+  const int64_t peak = space.PeakIntermediateBytes(*moved);
+  if (options.max_memory_bytes && peak > *options.max_memory_bytes) {
+    out->partition += fmt::format("{} peaks at {} of intermediates, over the limit; ", what,
+                                  Bytes(static_cast<double>(peak)));
+    return false;
+  }
+  const auto& groups = space.candidates().groups;
+  std::map<std::vector<int32_t>, int32_t> candidate_of;
+  for (size_t i = 0; i < groups.size(); ++i)
+    if (groups[i].instance) candidate_of.emplace(groups[i].nodes, static_cast<int32_t>(i));
+  std::map<std::vector<int32_t>, GroupChoice> choice_of;
+  for (fusion_space::PlanGroup& g : moved->groups) {
+    auto it = candidate_of.find(g.nodes);
+    if (it == candidate_of.end()) return false;  // not enumerated here: choose by groups
+    GroupChoice c = chosen.choices[it->second];
+    if (c.source == PlanSource::kShapeBucket) {
+      g.tiling = c.tiling;
+    } else {
+      c.tiling = g.tiling;
+      c.source = PlanSource::kShapeBucket;
+      c.record_id = match->best->record_id;
+      c.predicted_loss.reset();
+      c.detail = fmt::format("record {}'s tiling (the nearest tuned size's plan), moved here",
+                             match->best->record_id);
+    }
+    choice_of[g.nodes] = c;
+  }
+  out->plan = std::move(*moved);
+  space.Order(&out->plan);
+  FT_RETURN_IF_ERROR(ChooseRecordedLayouts(space, index, &out->plan, &choice_of));
+  TrafficMemo traffic;
+  for (const fusion_space::PlanGroup& g : out->plan.groups) {
+    out->groups.push_back(
+        Decide(space, traffic, g, candidate_of.at(g.nodes), choice_of.at(g.nodes)));
+    out->predicted_seconds += out->groups.back().choice.cost;
+  }
+  if (auto valid = space.Validate(out->plan); !valid)
+    return Error(ErrorCode::kInternal, "the moved plan is not valid: " + valid.reason());
+  out->peak_bytes = peak;
+  out->partition +=
+      fmt::format("{}, {:.3f} ms there, moved to this size", what, match->best->seconds * 1e3);
+  return true;
+}
+
 Result<CompiledPlan> CompileFromIndex(fusion_space::FusionSpace& space, TuningIndex& index,
                                       const CompileOptions& options) {
   const auto start = std::chrono::steady_clock::now();
@@ -249,6 +321,10 @@ Result<CompiledPlan> CompileFromIndex(fusion_space::FusionSpace& space, TuningIn
   out.target = index.features();
   out.scale = chosen.scale;
   out.candidates = chosen.choices;
+  if (options.whole_model_plans && !AnyExact(chosen)) {
+    FT_ASSIGN_OR_RETURN(const bool moved, UseNeighbourPlan(space, index, options, chosen, &out));
+    if (moved) return finish(out.peak_bytes);
+  }
   const auto& groups = space.candidates().groups;
   TrafficMemo traffic;
   if (!chosen.any_known) {

@@ -23,7 +23,7 @@ namespace fusetune::compiler {
 
 // Bumped whenever the compiler chooses differently from the same records
 // (choices, costs, partition): remembered plans of older logic go unused.
-inline constexpr int kChoosingVersion = 1;
+inline constexpr int kChoosingVersion = 2;  // 2: untuned sizes move the nearest tuned plan
 
 // What shapes a choice beside the database and the graph: the options,
 // kChoosingVersion, this build's version and kernel template versions.

@@ -194,7 +194,7 @@ const std::optional<fusion_space::Tiling>& TuningIndex::BestTiling(
   return it->second;
 }
 
-// The structure key and shape signature of a tuned group workload: stored in
+// The structure key and shape signature of a tuned workload: stored in
 // its description since the tuner writes them, else from its group graph,
 // parsed for structure and shapes only.
 std::optional<std::pair<std::string, TuningIndex::TunedShape>> TuningIndex::ReadTunedShape(
@@ -219,7 +219,7 @@ std::optional<std::pair<std::string, TuningIndex::TunedShape>> TuningIndex::Read
                         TunedShape{key, graph::ShapeSignature(*graph, canonical.node_order)});
 }
 
-// Files every tuned group workload under its structure key.
+// Files every tuned group workload and whole model under its structure key.
 Status TuningIndex::BuildBuckets() {
   buckets_.emplace();
   if (database_ == nullptr) return Status::Ok();
@@ -230,23 +230,20 @@ Status TuningIndex::BuildBuckets() {
   for (const auto& [key, best] : bests_) {
     if (!best) continue;
     FT_ASSIGN_OR_RETURN(auto workload, database_->GetWorkload(key));
-    if (!workload.has_value() || workload->kind != db::WorkloadKind::kGroup) continue;
+    if (!workload.has_value()) continue;
+    Buckets& into = workload->kind == db::WorkloadKind::kGroup ? *buckets_ : model_buckets_;
     if (auto shape = ReadTunedShape(key, workload->description))
-      (*buckets_)[shape->first].push_back(std::move(shape->second));
+      into[shape->first].push_back(std::move(shape->second));
   }
   return Status::Ok();
 }
 
-Result<std::optional<BucketMatch>> TuningIndex::Nearest(const std::string& structure_key,
-                                                        const std::vector<int64_t>& signature,
-                                                        const std::string& exclude) {
-  if (!buckets_) {
-    // BuildBuckets reads every best plan anyway.
-    FT_RETURN_IF_ERROR(AdoptPreload(/*wait=*/true));
-    FT_RETURN_IF_ERROR(BuildBuckets());
-  }
-  auto it = buckets_->find(structure_key);
-  if (it == buckets_->end()) return std::optional<BucketMatch>();
+std::optional<BucketMatch> TuningIndex::NearestIn(const Buckets& buckets,
+                                                  const std::string& structure_key,
+                                                  const std::vector<int64_t>& signature,
+                                                  const std::string& exclude) const {
+  auto it = buckets.find(structure_key);
+  if (it == buckets.end()) return std::nullopt;
   std::optional<BucketMatch> nearest;
   for (const TunedShape& shape : it->second) {
     if (shape.key == exclude || shape.signature.size() != signature.size()) continue;
@@ -258,6 +255,27 @@ Result<std::optional<BucketMatch>> TuningIndex::Nearest(const std::string& struc
       nearest = BucketMatch{shape.key, Cached(shape.key), shape.signature, distance};
   }
   return nearest;
+}
+
+Result<std::optional<BucketMatch>> TuningIndex::Nearest(const std::string& structure_key,
+                                                        const std::vector<int64_t>& signature,
+                                                        const std::string& exclude) {
+  if (!buckets_) {
+    // BuildBuckets reads every best plan anyway.
+    FT_RETURN_IF_ERROR(AdoptPreload(/*wait=*/true));
+    FT_RETURN_IF_ERROR(BuildBuckets());
+  }
+  return NearestIn(*buckets_, structure_key, signature, exclude);
+}
+
+Result<std::optional<BucketMatch>> TuningIndex::NearestModel(const std::string& structure_key,
+                                                             const std::vector<int64_t>& signature,
+                                                             const std::string& exclude) {
+  if (!buckets_) {
+    FT_RETURN_IF_ERROR(AdoptPreload(/*wait=*/true));
+    FT_RETURN_IF_ERROR(BuildBuckets());
+  }
+  return NearestIn(model_buckets_, structure_key, signature, exclude);
 }
 
 }  // namespace fusetune::compiler

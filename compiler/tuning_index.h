@@ -62,6 +62,13 @@ class TuningIndex {
   Result<std::optional<BucketMatch>> Nearest(const std::string& structure_key,
                                              const std::vector<int64_t>& signature,
                                              const std::string& exclude);
+  // The same for whole models: the tuned graph of `structure_key` (the
+  // model at other sizes of its symbolic dimensions) nearest `signature`,
+  // other than `exclude`, among those whose tuning job stored its structure
+  // and signature (search/tuning_job.cpp, since shape buckets move whole plans).
+  Result<std::optional<BucketMatch>> NearestModel(const std::string& structure_key,
+                                                  const std::vector<int64_t>& signature,
+                                                  const std::string& exclude);
 
   // The database's generation when the index was loaded (db::Database::
   // Generation), read before any lookup; nullopt for a file without one or
@@ -117,7 +124,11 @@ class TuningIndex {
     std::string key;
     std::vector<int64_t> signature;
   };
+  using Buckets = std::map<std::string, std::vector<TunedShape>>;  // by structure key
   Status BuildBuckets();
+  std::optional<BucketMatch> NearestIn(const Buckets& buckets, const std::string& structure_key,
+                                       const std::vector<int64_t>& signature,
+                                       const std::string& exclude) const;
   // Takes the preload's plans when it has finished (never waits unless
   // `wait`); the preload's error when it could not read the file.
   Status AdoptPreload(bool wait = false);
@@ -126,7 +137,7 @@ class TuningIndex {
   void TakeAllBests(std::map<std::string, std::optional<db::BestPlan>> all);
   static std::map<std::string, std::optional<db::BestPlan>> AllBests(
       std::map<std::string, db::BestPlan> bests);
-  // (structure key, shape) of a group workload from its stored description.
+  // (structure key, shape) of a workload from its stored description.
   static std::optional<std::pair<std::string, TunedShape>> ReadTunedShape(
       const std::string& key, const std::string& description);
   const db::BestPlan* Cached(const std::string& workload_key) const;
@@ -156,7 +167,8 @@ class TuningIndex {
   bool model_loaded_ = false;
   std::string model_label_ = "not consulted";
   std::optional<double> model_top1_;
-  std::optional<std::map<std::string, std::vector<TunedShape>>> buckets_;
+  std::optional<Buckets> buckets_;  // tuned group workloads
+  Buckets model_buckets_;           // tuned whole models, filled with buckets_
 };
 
 }  // namespace fusetune::compiler

@@ -235,8 +235,10 @@ Result<PlanDocument> DocumentFromText(std::string_view text) {
   return doc;
 }
 
+// With `move_tilings`, a tiling not legal here is replaced by the nearest one
+// that is (a plan of the same structure at other sizes).
 Result<Plan> PlanFromDocument(FusionSpace& space, const PlanDocument& doc,
-                              std::vector<std::string>* workload_keys) {
+                              std::vector<std::string>* workload_keys, bool move_tilings = false) {
   if (doc.version != kPlanFormatVersion)
     return Bad(fmt::format("unknown version {} (this fusetune reads version {})", doc.version,
                            kPlanFormatVersion));
@@ -270,6 +272,14 @@ Result<Plan> PlanFromDocument(FusionSpace& space, const PlanDocument& doc,
     const FusionDecision t = g.tiling_is_object ? TilingFromFields(*kind, g.tiling, &group.tiling)
                                                 : FusionDecision::Forbid("tiling is not an object");
     if (!t) return Bad(fmt::format("{}.tiling: {}", where(), t.reason()));
+    if (move_tilings) {
+      const TilingSpace& tilings = space.Tilings(group.nodes);
+      if (!tilings.Offers(TilingPrecision(group.tiling)) || !tilings.Check(group.tiling)) {
+        std::optional<Tiling> nearest = tilings.Nearest(group.tiling);
+        if (!nearest) return Bad(fmt::format("{}.tiling has no legal neighbour here", where()));
+        group.tiling = std::move(*nearest);
+      }
+    }
     plan.groups.push_back(std::move(group));
   }
   const FusionDecision valid = space.Validate(plan);
@@ -292,6 +302,11 @@ Result<Plan> PlanFromJsonText(FusionSpace& space, std::string_view text,
                               std::vector<std::string>* workload_keys) {
   FT_ASSIGN_OR_RETURN(const PlanDocument doc, DocumentFromText(text));
   return PlanFromDocument(space, doc, workload_keys);
+}
+
+Result<Plan> MovedPlanFromJsonText(FusionSpace& space, std::string_view text) {
+  FT_ASSIGN_OR_RETURN(const PlanDocument doc, DocumentFromText(text));
+  return PlanFromDocument(space, doc, nullptr, /*move_tilings=*/true);
 }
 
 std::optional<Tiling> SingleGroupTiling(std::string_view text) {

@@ -34,6 +34,13 @@ Result<Plan> PlanFromJson(FusionSpace& space, const nlohmann::json& json);
 Result<Plan> PlanFromJsonText(FusionSpace& space, std::string_view text,
                               std::vector<std::string>* workload_keys = nullptr);
 
+// A plan of the same structure tuned at other sizes of the graph's symbolic
+// dimensions (the nearest tuned bucket's whole-model plan): the same groups
+// by node position, each tiling that is not legal at this graph's sizes
+// replaced by the nearest legal one (TilingSpace::Nearest). Fails where a
+// group is not legal here, as PlanFromJsonText does.
+Result<Plan> MovedPlanFromJsonText(FusionSpace& space, std::string_view text);
+
 // The tiling of a one-group plan's group, read without a graph (what a
 // compile compares with a whole-model plan's group); nullopt for a plan of
 // another number of groups or one that does not parse; monostate for a

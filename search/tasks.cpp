@@ -64,6 +64,17 @@ std::string GraphWorkloadKey(const graph::Graph& graph) {
   return graph::ComputeWorkloadKey(graph, all).ToString();
 }
 
+db::WorkloadEntry GraphWorkload(const graph::Graph& graph, const std::string& model) {
+  const graph::CanonicalSubgraph structure =
+      graph::CanonicalizeGraph(graph, graph::KeyScope::kStructure);
+  const nlohmann::json description{
+      {"model", model},
+      {"nodes", graph.nodes.size()},
+      {"structure", structure.key.ToString()},
+      {"signature", graph::ShapeSignature(graph, structure.node_order)}};
+  return {GraphWorkloadKey(graph), db::WorkloadKind::kGraph, description.dump()};
+}
+
 db::RecordStatus RecordStatusOf(measure::MeasureStatus status) {
   switch (status) {
     case measure::MeasureStatus::kOk:

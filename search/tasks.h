@@ -43,6 +43,11 @@ std::vector<Task> ExtractTasks(const graph::Graph& graph, fusion_space::FusionSp
 
 // The workload key a whole graph's plans are stored under.
 std::string GraphWorkloadKey(const graph::Graph& graph);
+// The whole graph's workload row: its key, and a description naming the
+// model file, its node count, and (as a group workload's) its structure key
+// and shape signature, by which a compile at sizes never tuned finds the
+// plan of the nearest tuned size (compiler/tuning_index.h, NearestModel).
+db::WorkloadEntry GraphWorkload(const graph::Graph& graph, const std::string& model);
 
 // A measurement's status as a record's: the same four values (db/ declares
 // its own so that it needs nothing from measure/).

@@ -121,8 +121,7 @@ Status TuningJob::StoreWorkloads() {
   space_ = std::make_unique<fusion_space::FusionSpace>(*graph_, config);
   tasks_ = ExtractTasks(*graph_, *space_, true);
   for (const Task& t : tasks_) FT_RETURN_IF_ERROR(database_.PutWorkload(t.Workload()));
-  const nlohmann::json model_desc{{"model", options_.model}, {"nodes", graph_->nodes.size()}};
-  return database_.PutWorkload({graph_key_, db::WorkloadKind::kGraph, model_desc.dump()});
+  return database_.PutWorkload(GraphWorkload(*graph_, options_.model));
 }
 
 // A new job with its spec, or the resumed one.

@@ -66,17 +66,18 @@ inline void AddGroupRecord(db::Database& db, const search::Task& task,
 
 // Stores `plan` as the measured whole-model plan of the fixture's graph;
 // `stale`: measured by a build with another GEMM kernel version.
+// `into`: another fixture's database (a model tuned at several sizes).
 inline void AddWholeModelRecord(Fixture& f, const fusion_space::Plan& plan, double seconds,
-                                bool stale = false) {
-  ASSERT_TRUE(
-      f.db->PutWorkload({search::GraphWorkloadKey(f.graph), db::WorkloadKind::kGraph}).ok());
+                                bool stale = false, db::Database* into = nullptr) {
+  db::Database& db = into != nullptr ? *into : *f.db;
+  ASSERT_TRUE(db.PutWorkload(search::GraphWorkload(f.graph, "mlp.onnx")).ok());
   auto candidate =
       measure::PlanCandidate(std::make_shared<const graph::Graph>(f.graph), *f.space, plan);
   db::Record r = search::MakeRecord(
       search::GraphWorkloadKey(f.graph), candidate, Timed(seconds), kTarget, 0,
       {fusion_space::KernelTemplate::kGemm, fusion_space::KernelTemplate::kElementwise});
   if (stale) r.kernel_versions["gemm"] = -1;
-  ASSERT_TRUE(f.db->CommitRecords(std::span(&r, 1)).ok());
+  ASSERT_TRUE(db.CommitRecords(std::span(&r, 1)).ok());
 }
 
 inline const search::Task& GemmTask(const std::vector<search::Task>& tasks, size_t nodes) {

@@ -116,6 +116,46 @@ TEST(Compiler, AnUntunedSequenceLengthTakesTheNearestTunedShape) {
   }
 }
 
+std::vector<std::vector<int32_t>> Partition(const fusion_space::Plan& plan) {
+  std::vector<std::vector<int32_t>> groups;
+  for (const fusion_space::PlanGroup& g : plan.groups) groups.push_back(g.nodes);
+  std::sort(groups.begin(), groups.end());
+  return groups;
+}
+
+// A model tuned at two sizes (whole-model records of different partitions):
+// at a size never tuned, the nearest tuned size's partition is kept, each
+// tiling legal at this size.
+TEST(Compiler, AnUntunedSizeMovesTheNearestTunedSizesPlan) {
+  Fixture tuned(Mlp(32));
+  AddWholeModelRecord(tuned, tuned.space->Unfused(), 1e-4);
+  Fixture far(Mlp(512));
+  AddWholeModelRecord(far, far.space->Greedy(), 5e-4, false, tuned.db.get());
+  ASSERT_NE(Partition(tuned.space->Unfused()), Partition(tuned.space->Greedy()));
+  auto index = TuningIndex::Load(*tuned.db, kTarget, {});
+  ASSERT_TRUE(index.ok());
+  for (int rows : {48, 384}) {
+    SCOPED_TRACE(rows);
+    Fixture f(Mlp(rows));
+    auto plan = CompileGraph(*f.space, **index);
+    ASSERT_TRUE(plan.ok()) << plan.error().ToString();
+    const fusion_space::Plan& nearest = rows == 48 ? f.space->Unfused() : f.space->Greedy();
+    EXPECT_EQ(Partition(plan->plan), Partition(nearest)) << ExplainPlan(*f.space, *plan, true);
+    EXPECT_NE(plan->partition.find("nearest tuned size"), std::string::npos) << plan->partition;
+    EXPECT_EQ(plan->count.at(PlanSource::kShapeBucket), static_cast<int>(plan->groups.size()));
+    EXPECT_TRUE(f.space->Validate(plan->plan).allowed());
+    for (const GroupDecision& d : plan->groups)
+      EXPECT_TRUE(f.space->Tilings(d.nodes).Check(d.choice.tiling).allowed());
+  }
+  // Without whole-model plans the groups are chosen one by one.
+  Fixture f(Mlp(48));
+  CompileOptions by_groups;
+  by_groups.whole_model_plans = false;
+  auto plan = CompileGraph(*f.space, **index, by_groups);
+  ASSERT_TRUE(plan.ok()) << plan.error().ToString();
+  EXPECT_EQ(plan->partition.find("nearest tuned size"), std::string::npos) << plan->partition;
+}
+
 TEST(Compiler, AMeasuredWholeModelPlanComesFirstUnlessItBreaksTheMemoryLimit) {
   Fixture f(Mlp(32));
   const fusion_space::Plan unfused = f.space->Unfused();
