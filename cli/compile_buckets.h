@@ -1,10 +1,10 @@
 // `fusetune compile MODEL --dim seq=1,16,64,256 [--dim past=64,511]`:
 // the plans of a model tuned in shape buckets (`tune --dim` with lists), one
 // per bucket, and where between neighbouring buckets the compiled plan
-// switches. A run at a size between buckets compiles its own plan: each
-// group takes the tilings of its nearest tuned size, and the partition is
-// chosen for the size, so buckets may differ in which groups fuse (at one
-// token a GEMM's epilogue fusion that pays at 512 may not). The switch
+// switches. A run at a size between buckets compiles its own plan: the
+// measured plan of its nearest tuned size, its partition kept and its
+// tilings moved to the size, so buckets may differ in which groups fuse (at
+// one token a GEMM's epilogue fusion that pays at 512 may not). The switch
 // points are found by bisection over compiles at sizes between two buckets
 // whose plans differ, for the partition, else for the tilings: a switch
 // point, the first if there is one (bisection assumes no switch back). A

@@ -7,6 +7,7 @@
 
 #include "cost_model/features.h"
 #include "fusion_space/plan_json.h"
+#include "fusion_space/tiling_move.h"
 #include "graph/subgraph.h"
 #include "graph/workload_key.h"
 
@@ -94,6 +95,10 @@ Result<std::optional<GroupChoice>> Chooser::Bucket(const fusion_space::Candidate
   if (!match) return std::optional<GroupChoice>();
   auto tiling = TilingFromRecordPlan(match->best->plan, g.instance->kind, *f.tilings);
   if (!tiling) return std::optional<GroupChoice>();
+  // A block that covered a whole dimension there covers it here.
+  if (auto whole = NearestLegal(
+          fusion_space::ScaleWholeBlocks(*tiling, match->signature, signature), *f.tilings))
+    tiling = whole;
   GroupChoice c;
   c.tiling = *tiling;
   c.source = PlanSource::kShapeBucket;

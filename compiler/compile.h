@@ -5,7 +5,10 @@
 //
 // Sources, best first, never silently: a measured whole-model plan of this
 // exact graph; else the plan an earlier compile chose for it from the same
-// database state (remembered.h: the choice below, not made again); else
+// database state (remembered.h: the choice below, not made again); else,
+// at sizes never tuned of a model tuned at others (no group of this size has
+// a record), the measured whole-model plan of the nearest tuned size, its
+// partition kept and its tilings moved here; else
 // per candidate group its exact workload key; else the
 // nearest tuned shape of the same structure (its tiling moved to the nearest
 // legal tiling here); else the active cost model's best tiling; else the

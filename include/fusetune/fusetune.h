@@ -109,8 +109,9 @@ struct CompileOptions {
   // read again and pre-packed for that program: each program held keeps its
   // own) and kept (the 16 most recently used): its plan is the one tuned for
   // that size (`fusetune tune --dim seq=1,16,64,256` tunes such buckets),
-  // else each group's nearest tuned size's, with the partition chosen for
-  // the size. Runs at a size already met pick its program by a lookup.
+  // else the nearest tuned size's measured plan moved to this size (its
+  // partition kept, its tilings made legal here). Runs at a size already
+  // met pick its program by a lookup.
   std::vector<std::string> dynamic_dims;
 };
 
