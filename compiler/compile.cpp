@@ -111,6 +111,20 @@ void Summarise(fusion_space::FusionSpace& space, CompiledPlan* out, std::optiona
   }
 }
 
+// The plan's peak intermediate bytes when within the memory limit; else
+// nullopt, with out->partition saying why `what` was not taken.
+std::optional<int64_t> PeakWithinLimit(fusion_space::FusionSpace& space,
+                                       const fusion_space::Plan& plan, const std::string& what,
+                                       const CompileOptions& options, CompiledPlan* out) {
+  const int64_t peak = space.PeakIntermediateBytes(plan);
+  if (options.max_memory_bytes && peak > *options.max_memory_bytes) {
+    out->partition += fmt::format("{} peaks at {} of intermediates, over the limit; ", what,
+                                  Bytes(static_cast<double>(peak)));
+    return std::nullopt;
+  }
+  return peak;
+}
+
 // A stored plan of this graph (`what`: a whole-model record, a remembered
 // compile) read in place into out->plan, with each group's stored workload
 // key; false, with out->partition saying why, when it does not fit this
@@ -126,14 +140,10 @@ bool ReadStoredPlan(fusion_space::FusionSpace& space, std::string_view text,
         fmt::format("{} does not fit this build ({}); ", what, plan.error().message());
     return false;
   }
-  const int64_t peak = space.PeakIntermediateBytes(*plan);
-  if (options.max_memory_bytes && peak > *options.max_memory_bytes) {
-    out->partition += fmt::format("{} peaks at {} of intermediates, over the limit; ", what,
-                                  Bytes(static_cast<double>(peak)));
-    return false;
-  }
+  const std::optional<int64_t> peak = PeakWithinLimit(space, *plan, what, options, out);
+  if (!peak) return false;
   out->plan = std::move(*plan);
-  out->peak_bytes = peak;
+  out->peak_bytes = *peak;
   out->groups.reserve(out->plan.groups.size());
   return true;
 }
@@ -246,12 +256,8 @@ Result<bool> UseNeighbourPlan(fusion_space::FusionSpace& space, TuningIndex& ind
     out->partition += fmt::format("{} does not fit here ({}); ", what, moved.error().message());
     return false;
   }
-  const int64_t peak = space.PeakIntermediateBytes(*moved);
-  if (options.max_memory_bytes && peak > *options.max_memory_bytes) {
-    out->partition += fmt::format("{} peaks at {} of intermediates, over the limit; ", what,
-                                  Bytes(static_cast<double>(peak)));
-    return false;
-  }
+  const std::optional<int64_t> peak = PeakWithinLimit(space, *moved, what, options, out);
+  if (!peak) return false;
   const auto& groups = space.candidates().groups;
   std::map<std::vector<int32_t>, int32_t> candidate_of;
   for (size_t i = 0; i < groups.size(); ++i)
@@ -284,7 +290,7 @@ Result<bool> UseNeighbourPlan(fusion_space::FusionSpace& space, TuningIndex& ind
   }
   if (auto valid = space.Validate(out->plan); !valid)
     return Error(ErrorCode::kInternal, "the moved plan is not valid: " + valid.reason());
-  out->peak_bytes = peak;
+  out->peak_bytes = *peak;
   out->partition +=
       fmt::format("{}, {:.3f} ms there, moved to this size", what, match->best->seconds * 1e3);
   return true;

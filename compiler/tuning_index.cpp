@@ -219,8 +219,12 @@ std::optional<std::pair<std::string, TuningIndex::TunedShape>> TuningIndex::Read
                         TunedShape{key, graph::ShapeSignature(*graph, canonical.node_order)});
 }
 
-// Files every tuned group workload and whole model under its structure key.
+// Files every tuned group workload and whole model under its structure key,
+// once.
 Status TuningIndex::BuildBuckets() {
+  if (buckets_) return Status::Ok();
+  // Every best plan is read below anyway: wait for the preload's.
+  FT_RETURN_IF_ERROR(AdoptPreload(/*wait=*/true));
   buckets_.emplace();
   if (database_ == nullptr) return Status::Ok();
   if (!all_bests_) {
@@ -260,21 +264,14 @@ std::optional<BucketMatch> TuningIndex::NearestIn(const Buckets& buckets,
 Result<std::optional<BucketMatch>> TuningIndex::Nearest(const std::string& structure_key,
                                                         const std::vector<int64_t>& signature,
                                                         const std::string& exclude) {
-  if (!buckets_) {
-    // BuildBuckets reads every best plan anyway.
-    FT_RETURN_IF_ERROR(AdoptPreload(/*wait=*/true));
-    FT_RETURN_IF_ERROR(BuildBuckets());
-  }
+  FT_RETURN_IF_ERROR(BuildBuckets());
   return NearestIn(*buckets_, structure_key, signature, exclude);
 }
 
 Result<std::optional<BucketMatch>> TuningIndex::NearestModel(const std::string& structure_key,
                                                              const std::vector<int64_t>& signature,
                                                              const std::string& exclude) {
-  if (!buckets_) {
-    FT_RETURN_IF_ERROR(AdoptPreload(/*wait=*/true));
-    FT_RETURN_IF_ERROR(BuildBuckets());
-  }
+  FT_RETURN_IF_ERROR(BuildBuckets());
   return NearestIn(model_buckets_, structure_key, signature, exclude);
 }
 
