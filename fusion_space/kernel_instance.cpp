@@ -49,15 +49,18 @@ int KernelTemplateVersion(KernelTemplate t) {
     case KernelTemplate::kGemm:
       return 4;  // 3: constant B pre-packed per tiling; 4: its panels carried by the micro-kernels
     case KernelTemplate::kConv:
-      return 4;  // 2: depthwise tiles hold oc_block channels (1 before);
+      return 5;  // 2: depthwise tiles hold oc_block channels (1 before);
                  // 3: Winograd's GEMMs take tiles as rows and channels as columns;
                  // 4: Winograd's next weight panels carried by the micro-kernels,
-                 //    bands that are X's rows copied as one run
+                 //    bands that are X's rows copied as one run;
+                 // 5: outputs that fit the last-level cache written with plain
+                 //    stores (kernels/traffic.h StreamsOutput)
     case KernelTemplate::kPool:
-      return 1;
+      return 2;  // 2: outputs that fit the last-level cache written with plain stores
     case KernelTemplate::kConvChain:
-      return 3;  // 2: the depthwise activation once per block, panels packed by vectors;
-                 // 3: each block's weights copied into the local buffer
+      return 4;  // 2: the depthwise activation once per block, panels packed by vectors;
+                 // 3: each block's weights copied into the local buffer;
+                 // 4: outputs that fit the last-level cache written with plain stores
     case KernelTemplate::kElementwise:
     case KernelTemplate::kRowwise:
       return 2;  // 2: Pow by a constant exponent strength-reduced (tile_program.cpp)

@@ -277,7 +277,8 @@ void WritePlaneRun(float* dst, int64_t stride, const float* src, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i * stride] = src[i];
 }
 
-// The tile's rows to Y in `layout`: NCHW rows stream out whole; in NHWC and
+// The tile's rows to Y in `layout`: NCHW rows go out whole (streamed when Y
+// is too large to stay cached, StreamsOutput); in NHWC and
 // NCHW16c a position's channels are neighbours, so the rows interleave.
 void WriteTileRows(const ConvDesc& d, const ConvTile& t, const float* acc, int64_t ld,
                    ActivationLayout layout) {
@@ -285,7 +286,8 @@ void WriteTileRows(const ConvDesc& d, const ConvTile& t, const float* acc, int64
   const ActivationDims dims{s.batch, s.out_channels, s.out_h, s.out_w};
   if (layout == ActivationLayout::kNCHW) {
     float* out = d.y + (t.image * s.out_channels + t.oc0) * s.pixels() + t.p0;
-    for (int64_t r = 0; r < t.ocs; ++r) StreamOut(out + r * s.pixels(), acc + r * ld, t.ps);
+    const bool stream = StreamsOutput(4 * s.batch * s.out_channels * s.pixels());
+    for (int64_t r = 0; r < t.ocs; ++r) WriteOut(out + r * s.pixels(), acc + r * ld, t.ps, stream);
     return;
   }
   for (int64_t r = 0; r < t.ocs;) {

@@ -178,6 +178,7 @@ KernelStats BlockedDepthwiseRunShare(const ConvDesc& d, const ConvTiling& t,
   float* w = local.Take((taps + 1) * kBlock);  // the block's taps [tap][16], then its bias
   if (mode == RunMode::kComputeOnly) std::fill(band, band + l.band_floats(), 0.5f);
   if (mode == RunMode::kCopyOnly) std::fill(tile, tile + l.tile_floats, 0.0f);
+  const bool stream = StreamsOutput(4 * s.batch * s.out_channels * s.pixels());
   KernelStats stats;
   int64_t begin = 0, end = 0;
   walk.ShareOf(thread, config.threads, &begin, &end);
@@ -206,7 +207,7 @@ KernelStats BlockedDepthwiseRunShare(const ConvDesc& d, const ConvTiling& t,
                                          tile_at.image, tile_at.p0, 0, mode);
       if (mode != RunMode::kComputeOnly) {
         stats.bytes_global_to_local += read;
-        StreamOut(d.y + plane_block + tile_at.p0 * kBlock, tile, tile_at.ps * kBlock);
+        WriteOut(d.y + plane_block + tile_at.p0 * kBlock, tile, tile_at.ps * kBlock, stream);
         stats.bytes_local_to_global += 4 * tile_at.ps * kBlock;
       }
     }

@@ -305,6 +305,7 @@ KernelStats RunShare(const PoolDesc& d, const PoolTiling& t, const KernelConfig&
   const std::vector<int64_t> offsets = global ? std::vector<int64_t>{} : TapOffsets(s, l.band);
   const float pad_value = d.kind == PoolKind::kMax ? kNegInf : 0.0f;
   const int64_t plane = d.in_h * d.in_w, out_plane = global ? 1 : d.out_h * d.out_w;
+  const bool stream = StreamsOutput(4 * d.batch * d.channels * out_plane);
   const int64_t out_w = global ? 1 : d.out_w;
   KernelStats stats;
   int64_t begin = 0, end = 0;
@@ -333,10 +334,10 @@ KernelStats RunShare(const PoolDesc& d, const PoolTiling& t, const KernelConfig&
     if (mode != RunMode::kComputeOnly) {
       float* y = d.y + (tile.image * d.channels + tile.c0) * out_plane + tile.oh0 * out_w;
       if (global)
-        StreamOut(y, out, tile.cs);
+        WriteOut(y, out, tile.cs, stream);
       else
         for (int64_t c = 0; c < tile.cs; ++c)
-          StreamOut(y + c * out_plane, out + c * l.out_floats, tile.rows * out_w);
+          WriteOut(y + c * out_plane, out + c * l.out_floats, tile.rows * out_w, stream);
       stats.bytes_local_to_global +=
           static_cast<int64_t>(sizeof(float)) * tile.cs * tile.rows * out_w;
     }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/check.h"
+#include "target/target.h"
 
 namespace fusetune::kernels {
 
@@ -76,6 +77,19 @@ void StreamOut(float* dst, const float* src, int64_t n) {
 #else
   std::memcpy(dst, src, n * sizeof(float));
 #endif
+}
+
+bool StreamsOutput(int64_t tensor_bytes) {
+  static const int64_t half_llc = [] {
+    const int64_t l3 = target::DetectTarget().l3_bytes;
+    return l3 > 0 ? l3 / 2 : int64_t{16} << 20;  // no L3 reported: as a 32 MiB one
+  }();
+  return tensor_bytes > half_llc;
+}
+
+void WriteOut(float* dst, const float* src, int64_t n, bool stream) {
+  if (stream) return StreamOut(dst, src, n);
+  std::memcpy(dst, src, sizeof(float) * n);
 }
 
 void StreamFence() {

@@ -11,8 +11,10 @@
 // 10th and 90th percentiles: drift slower than a pair cancels.
 //
 //   plan_ab MODEL.onnx --db A.db --db B.db [--dim NAME=V]... [--pairs N]
-//           [--threads T] [--warm] [--json FILE]
+//           [--threads T] [--warm] [--caches PROTOCOL] [--json FILE]
 //
+// --caches picks the records (those `tune --caches PROTOCOL` measured, as
+// `fusetune run --caches`); --warm how the runs here treat the caches.
 // Prints each plan's median, where its kernels' plans came from, and A / B.
 #include <fmt/format.h>
 
@@ -27,7 +29,9 @@
 
 #include "compiler/model.h"
 #include "graph/onnx_io.h"
+#include "graph/passes.h"
 #include "graph/reference_executor.h"
+#include "target/target.h"
 
 namespace fusetune {
 namespace {
@@ -39,12 +43,13 @@ struct Args {
   int64_t pairs = 100;
   int threads = 2;
   bool warm = false;
+  target::CacheProtocol caches = target::CacheProtocol::kFlushed;  // whose records
 };
 
 [[noreturn]] void Usage(const std::string& why) {
   fmt::print(stderr,
              "plan_ab: {}\nusage: plan_ab MODEL.onnx --db A.db --db B.db [--dim NAME=V]... "
-             "[--pairs N] [--threads T] [--warm] [--json FILE]\n",
+             "[--pairs N] [--threads T] [--warm] [--caches PROTOCOL] [--json FILE]\n",
              why);
   std::exit(2);
 }
@@ -77,6 +82,11 @@ Args Parse(int argc, char** argv) {
       a.threads = static_cast<int>(Number(value(), arg));
     } else if (arg == "--json") {
       a.json = value();
+    } else if (arg == "--caches") {
+      const std::string name = value();
+      const auto caches = target::CacheProtocolFromName(name);
+      if (!caches) Usage("--caches " + name + ": expected flushed, warm or cold-weights");
+      a.caches = *caches;
     } else if (arg == "--warm") {
       a.warm = true;
     } else if (a.model.empty() && !arg.empty() && arg[0] != '-') {
@@ -99,14 +109,23 @@ T Check(Result<T> result, const std::string& what) {
   return std::move(*result);
 }
 
+void Check(const Status& status, const std::string& what) {
+  if (status.ok()) return;
+  fmt::print(stderr, "plan_ab: {}: {}\n", what, status.error().ToString());
+  std::exit(1);
+}
+
 // The model compiled from one database as `fusetune compile` would, without
 // remembering the plan (the databases stay as they are).
 std::unique_ptr<compiler::CompiledModel> CompileFrom(const Args& a, const std::string& db) {
   auto database = Check(compiler::OpenTuningDatabase(db), "open " + db);
-  auto index = Check(compiler::LoadIndexForThisMachine(*database), "read " + db);
+  auto index = Check(compiler::LoadIndexForThisMachine(*database, a.caches), "read " + db);
   graph::ImportOptions import;
   import.dim_bindings = a.dims;
   graph::Graph graph = Check(graph::ImportOnnxFile(a.model, import), "import " + a.model);
+  // As `fusetune run` and `tune` see the model (BN folded, ...): the plans
+  // were stored under the keys of the passed graph.
+  Check(graph::RunStandardPasses(graph), "passes over " + a.model);
   kernels::KernelConfig config;
   config.threads = a.threads;
   compiler::CompileOptions options;
