@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -203,9 +204,13 @@ std::optional<std::pair<std::string, TuningIndex::TunedShape>> TuningIndex::Read
   if (!description.is_object()) return std::nullopt;
   if (description.contains("structure") && description.contains("signature") &&
       description["structure"].is_string() && description["signature"].is_array()) {
-    TunedShape shape{key, {}};
+    TunedShape shape{key, {}, {}};
     for (const auto& d : description["signature"])
       if (d.is_number_integer()) shape.signature.push_back(d.get<int64_t>());
+    if (description.contains("structure_positions") &&
+        description["structure_positions"].is_array())
+      for (const auto& p : description["structure_positions"])
+        if (p.is_number_integer()) shape.structure_positions.push_back(p.get<int32_t>());
     return std::make_pair(description["structure"].get<std::string>(), shape);
   }
   if (!description.contains("graph") || !description["graph"].is_string()) return std::nullopt;
@@ -216,7 +221,7 @@ std::optional<std::pair<std::string, TuningIndex::TunedShape>> TuningIndex::Read
   const graph::CanonicalSubgraph canonical =
       graph::CanonicalizeGraph(*graph, graph::KeyScope::kStructure);
   return std::make_pair(canonical.key.ToString(),
-                        TunedShape{key, graph::ShapeSignature(*graph, canonical.node_order)});
+                        TunedShape{key, graph::ShapeSignature(*graph, canonical.node_order), {}});
 }
 
 // Files every tuned group workload and whole model under its structure key,
@@ -242,22 +247,26 @@ Status TuningIndex::BuildBuckets() {
   return Status::Ok();
 }
 
-std::optional<BucketMatch> TuningIndex::NearestIn(const Buckets& buckets,
-                                                  const std::string& structure_key,
-                                                  const std::vector<int64_t>& signature,
-                                                  const std::string& exclude) const {
+std::vector<BucketMatch> TuningIndex::NearestIn(const Buckets& buckets,
+                                                const std::string& structure_key,
+                                                const std::vector<int64_t>& signature,
+                                                const std::string& exclude, int count) const {
+  std::vector<BucketMatch> nearest;
   auto it = buckets.find(structure_key);
-  if (it == buckets.end()) return std::nullopt;
-  std::optional<BucketMatch> nearest;
+  if (it == buckets.end()) return nearest;
   for (const TunedShape& shape : it->second) {
     if (shape.key == exclude || shape.signature.size() != signature.size()) continue;
     double distance = 0;
     for (size_t i = 0; i < signature.size(); ++i)
       distance += std::abs(
           std::log2(std::max<double>(1, signature[i]) / std::max<double>(1, shape.signature[i])));
-    if (!nearest || distance < nearest->distance)
-      nearest = BucketMatch{shape.key, Cached(shape.key), shape.signature, distance};
+    nearest.push_back(BucketMatch{shape.key, Cached(shape.key), shape.signature, distance,
+                                  shape.structure_positions});
   }
+  std::stable_sort(nearest.begin(), nearest.end(), [](const BucketMatch& a, const BucketMatch& b) {
+    return a.distance < b.distance;
+  });
+  if (nearest.size() > static_cast<size_t>(std::max(count, 0))) nearest.resize(std::max(count, 0));
   return nearest;
 }
 
@@ -265,14 +274,17 @@ Result<std::optional<BucketMatch>> TuningIndex::Nearest(const std::string& struc
                                                         const std::vector<int64_t>& signature,
                                                         const std::string& exclude) {
   FT_RETURN_IF_ERROR(BuildBuckets());
-  return NearestIn(*buckets_, structure_key, signature, exclude);
+  std::vector<BucketMatch> nearest = NearestIn(*buckets_, structure_key, signature, exclude, 1);
+  if (nearest.empty()) return std::optional<BucketMatch>();
+  return std::optional<BucketMatch>(std::move(nearest.front()));
 }
 
-Result<std::optional<BucketMatch>> TuningIndex::NearestModel(const std::string& structure_key,
-                                                             const std::vector<int64_t>& signature,
-                                                             const std::string& exclude) {
+Result<std::vector<BucketMatch>> TuningIndex::NearestModels(const std::string& structure_key,
+                                                            const std::vector<int64_t>& signature,
+                                                            const std::string& exclude,
+                                                            int count) {
   FT_RETURN_IF_ERROR(BuildBuckets());
-  return NearestIn(model_buckets_, structure_key, signature, exclude);
+  return NearestIn(model_buckets_, structure_key, signature, exclude, count);
 }
 
 }  // namespace fusetune::compiler

@@ -237,12 +237,15 @@ Result<PlanDocument> DocumentFromText(std::string_view text) {
 
 // With `move_tilings`, a tiling not legal here is replaced by the nearest one
 // that is (a plan of the same structure at other sizes).
+// `node_at`: the node of each of the document's positions; empty: this
+// graph's exact canonical order (Positions).
 Result<Plan> PlanFromDocument(FusionSpace& space, const PlanDocument& doc,
-                              std::vector<std::string>* workload_keys, bool move_tilings = false) {
+                              std::vector<std::string>* workload_keys, bool move_tilings = false,
+                              std::vector<int32_t> node_at = {}) {
   if (doc.version != kPlanFormatVersion)
     return Bad(fmt::format("unknown version {} (this fusetune reads version {})", doc.version,
                            kPlanFormatVersion));
-  const Positions pos(space);
+  if (node_at.empty()) node_at = Positions(space).node_at;
   const int64_t n = static_cast<int64_t>(space.graph().nodes.size());
   if (doc.nodes && *doc.nodes != n)
     return Bad(
@@ -256,7 +259,7 @@ Result<Plan> PlanFromDocument(FusionSpace& space, const PlanDocument& doc,
       if (position < 0 || position >= n)
         return Bad(
             fmt::format("{}: node {} out of range (the graph has {} nodes)", where(), position, n));
-      group.nodes.push_back(pos.node_at[position]);
+      group.nodes.push_back(node_at[position]);
     }
     std::sort(group.nodes.begin(), group.nodes.end());
     if (std::adjacent_find(group.nodes.begin(), group.nodes.end()) != group.nodes.end())
@@ -304,9 +307,23 @@ Result<Plan> PlanFromJsonText(FusionSpace& space, std::string_view text,
   return PlanFromDocument(space, doc, workload_keys);
 }
 
-Result<Plan> MovedPlanFromJsonText(FusionSpace& space, std::string_view text) {
+Result<Plan> MovedPlanFromJsonText(FusionSpace& space, std::string_view text,
+                                   std::span<const int32_t> structure_positions) {
   FT_ASSIGN_OR_RETURN(const PlanDocument doc, DocumentFromText(text));
-  return PlanFromDocument(space, doc, nullptr, /*move_tilings=*/true);
+  std::vector<int32_t> node_at;
+  if (!structure_positions.empty()) {
+    const std::vector<int32_t> here =
+        graph::CanonicalizeGraph(space.graph(), graph::KeyScope::kStructure).node_order;
+    if (structure_positions.size() != here.size())
+      return Bad(fmt::format("its structure order has {} positions; this graph has {} nodes",
+                             structure_positions.size(), here.size()));
+    for (const int32_t q : structure_positions) {
+      if (q < 0 || q >= static_cast<int32_t>(here.size()))
+        return Bad(fmt::format("structure position {} out of range", q));
+      node_at.push_back(here[q]);
+    }
+  }
+  return PlanFromDocument(space, doc, nullptr, /*move_tilings=*/true, std::move(node_at));
 }
 
 std::optional<Tiling> SingleGroupTiling(std::string_view text) {

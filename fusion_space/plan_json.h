@@ -13,6 +13,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,8 +39,14 @@ Result<Plan> PlanFromJsonText(FusionSpace& space, std::string_view text,
 // dimensions (the nearest tuned bucket's whole-model plan): the same groups
 // by node position, each tiling that is not legal at this graph's sizes
 // replaced by the nearest legal one (TilingSpace::Nearest). Fails where a
-// group is not legal here, as PlanFromJsonText does.
-Result<Plan> MovedPlanFromJsonText(FusionSpace& space, std::string_view text);
+// group is not legal here, as PlanFromJsonText does. The plan's positions
+// are its graph's exact canonical order, whose ties break on shapes;
+// `structure_positions` (search::GraphWorkload stores it) gives each one's
+// place in the structure order, the same at every size, by which they are
+// read here. Empty: read as positions of this graph (tuning jobs before
+// it was stored; right where the two sizes order their nodes alike).
+Result<Plan> MovedPlanFromJsonText(FusionSpace& space, std::string_view text,
+                                   std::span<const int32_t> structure_positions = {});
 
 // The tiling of a one-group plan's group, read without a graph (what a
 // compile compares with a whole-model plan's group); nullopt for a plan of

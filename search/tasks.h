@@ -46,7 +46,9 @@ std::string GraphWorkloadKey(const graph::Graph& graph);
 // The whole graph's workload row: its key, and a description naming the
 // model file, its node count, and (as a group workload's) its structure key
 // and shape signature, by which a compile at sizes never tuned finds the
-// plan of the nearest tuned size (compiler/tuning_index.h, NearestModel).
+// plan of the nearest tuned size (compiler/tuning_index.h, NearestModels),
+// with each plan position's place in the structure order (plans number
+// nodes in an order that can differ from size to size).
 db::WorkloadEntry GraphWorkload(const graph::Graph& graph, const std::string& model);
 
 // A measurement's status as a record's: the same four values (db/ declares

@@ -499,5 +499,49 @@ TEST(PlanFile, AppliesToAnotherExportOfTheSameLayer) {
   EXPECT_EQ(b.Traffic(*moved), a.Traffic(greedy));
 }
 
+// A plan read through structure positions (how a plan moves to another size
+// of its model, where the exact canonical order can differ): the same
+// groups, whatever this graph's node indices; a list of the wrong length is
+// an error.
+TEST(PlanFile, MovesByStructurePositions) {
+  graph::Graph g = testing::LoadTestModel("encoder_postln_op13");
+  const graph::CanonicalSubgraph exact = graph::CanonicalizeGraph(g);
+  const graph::CanonicalSubgraph structure =
+      graph::CanonicalizeGraph(g, graph::KeyScope::kStructure);
+  std::vector<int32_t> structure_position(g.nodes.size());
+  for (size_t i = 0; i < structure.node_order.size(); ++i)
+    structure_position[structure.node_order[i]] = static_cast<int32_t>(i);
+  std::vector<int32_t> positions;
+  for (int32_t node : exact.node_order) positions.push_back(structure_position[node]);
+
+  graph::Graph other = g;
+  std::reverse(other.nodes.begin(), other.nodes.end());
+  for (int32_t i = 0; i < static_cast<int32_t>(other.nodes.size()); ++i)
+    for (graph::ValueId out : other.nodes[i].outputs) other.value(out).producer = i;
+  ASSERT_TRUE(other.TopologicalSort().ok());
+  FusionSpace a(g, Config()), b(other, Config());
+  const Plan greedy = a.Greedy();
+  const std::string text = PlanToJson(a, greedy).dump();
+  auto moved = MovedPlanFromJsonText(b, text, positions);
+  ASSERT_TRUE(moved.ok()) << moved.error().message();
+  EXPECT_EQ(moved->groups.size(), greedy.groups.size());
+  EXPECT_EQ(b.Traffic(*moved), a.Traffic(greedy));
+  for (size_t i = 0; i < greedy.groups.size(); ++i) {
+    std::set<std::string> names_a, names_b;
+    for (int32_t n : greedy.groups[i].nodes) names_a.insert(g.nodes[n].name);
+    for (const PlanGroup& pg : moved->groups)
+      if (pg.nodes.size() == greedy.groups[i].nodes.size()) {
+        std::set<std::string> names;
+        for (int32_t n : pg.nodes) names.insert(other.nodes[n].name);
+        if (names == names_a) names_b = names;
+      }
+    EXPECT_EQ(names_b, names_a) << "group " << i << " did not land on the same nodes";
+  }
+  positions.pop_back();
+  auto short_list = MovedPlanFromJsonText(b, text, positions);
+  ASSERT_FALSE(short_list.ok());
+  EXPECT_NE(short_list.error().message().find("structure order"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace fusetune::fusion_space
