@@ -233,38 +233,32 @@ bool AnyExact(const CandidateChoices& chosen) {
                      [](const GroupChoice& c) { return c.source == PlanSource::kExact; });
 }
 
-// Tuned sizes whose measured plans an untuned size weighs (UseNeighbourPlan).
-constexpr int kNeighbourPlans = 2;
-
-struct MovedPlan {
-  fusion_space::Plan plan;
-  std::vector<GroupDecision> groups;
-  double predicted_seconds = 0;
-  int64_t peak_bytes = 0;
-  int64_t record_id = 0;
-  std::string what;  // where it came from, for out->partition
-};
-
-// `match`'s measured best plan moved to this size, each group decided as
-// UseNeighbourPlan says; nullopt, with `notes` saying why where it matters,
-// when it does not fit here.
-Result<std::optional<MovedPlan>> MoveNeighbourPlan(fusion_space::FusionSpace& space,
-                                                   TuningIndex& index,
-                                                   const CompileOptions& options,
-                                                   const CandidateChoices& chosen,
-                                                   const BucketMatch& match, std::string* notes) {
-  const std::string what = fmt::format("the measured best plan of a nearby tuned size (record {})",
-                                       match.best->record_id);
+// Sizes never tuned, of a model tuned at others (shape buckets): the measured
+// best plan of the nearest tuned size, its partition kept, each group's tiling
+// as `chosen` has it (its nearest tuned shape's), else the plan's own moved
+// here. The partition was measured there; re-deciding it from costs
+// predicted here would rest on the analytical model alone (no group of this
+// size has a measured time to scale it by).
+Result<bool> UseNeighbourPlan(fusion_space::FusionSpace& space, TuningIndex& index,
+                              const CompileOptions& options, const CandidateChoices& chosen,
+                              CompiledPlan* out) {
+  const graph::CanonicalSubgraph structure =
+      graph::CanonicalizeGraph(space.graph(), graph::KeyScope::kStructure);
+  FT_ASSIGN_OR_RETURN(auto match,
+                      index.NearestModel(structure.key.ToString(),
+                                         graph::ShapeSignature(space.graph(), structure.node_order),
+                                         out->graph_key));
+  if (!match || match->best == nullptr) return false;
+  const std::string what = fmt::format(
+      "the measured best plan of the nearest tuned size (record {})", match->best->record_id);
   auto moved =
-      fusion_space::MovedPlanFromJsonText(space, match.best->plan, match.structure_positions);
+      fusion_space::MovedPlanFromJsonText(space, match->best->plan, match->structure_positions);
   if (!moved.ok()) {
-    *notes += fmt::format("{} does not fit here ({}); ", what, moved.error().message());
-    return std::optional<MovedPlan>();
+    out->partition += fmt::format("{} does not fit here ({}); ", what, moved.error().message());
+    return false;
   }
-  CompiledPlan limit_notes;
-  const std::optional<int64_t> peak = PeakWithinLimit(space, *moved, what, options, &limit_notes);
-  *notes += limit_notes.partition;
-  if (!peak) return std::optional<MovedPlan>();
+  const std::optional<int64_t> peak = PeakWithinLimit(space, *moved, what, options, out);
+  if (!peak) return false;
   const auto& groups = space.candidates().groups;
   std::map<std::vector<int32_t>, int32_t> candidate_of;
   for (size_t i = 0; i < groups.size(); ++i)
@@ -272,82 +266,34 @@ Result<std::optional<MovedPlan>> MoveNeighbourPlan(fusion_space::FusionSpace& sp
   std::map<std::vector<int32_t>, GroupChoice> choice_of;
   for (fusion_space::PlanGroup& g : moved->groups) {
     auto it = candidate_of.find(g.nodes);
-    if (it == candidate_of.end()) return std::optional<MovedPlan>();  // not enumerated here
+    if (it == candidate_of.end()) return false;  // not enumerated here: choose by groups
     GroupChoice c = chosen.choices[it->second];
     if (c.source == PlanSource::kShapeBucket) {
       g.tiling = c.tiling;
     } else {
       c.tiling = g.tiling;
       c.source = PlanSource::kShapeBucket;
-      c.record_id = match.best->record_id;
+      c.record_id = match->best->record_id;
       c.predicted_loss.reset();
-      c.detail = fmt::format("record {}'s tiling (a nearby tuned size's plan), moved here",
-                             match.best->record_id);
+      c.detail = fmt::format("record {}'s tiling (the nearest tuned size's plan), moved here",
+                             match->best->record_id);
     }
     choice_of[g.nodes] = c;
   }
-  MovedPlan result;
-  result.plan = std::move(*moved);
-  space.Order(&result.plan);
-  FT_RETURN_IF_ERROR(ChooseRecordedLayouts(space, index, &result.plan, &choice_of));
+  out->plan = std::move(*moved);
+  space.Order(&out->plan);
+  FT_RETURN_IF_ERROR(ChooseRecordedLayouts(space, index, &out->plan, &choice_of));
   TrafficMemo traffic;
-  for (const fusion_space::PlanGroup& g : result.plan.groups) {
-    result.groups.push_back(
+  for (const fusion_space::PlanGroup& g : out->plan.groups) {
+    out->groups.push_back(
         Decide(space, traffic, g, candidate_of.at(g.nodes), choice_of.at(g.nodes)));
-    result.predicted_seconds += result.groups.back().choice.cost;
+    out->predicted_seconds += out->groups.back().choice.cost;
   }
-  if (auto valid = space.Validate(result.plan); !valid)
+  if (auto valid = space.Validate(out->plan); !valid)
     return Error(ErrorCode::kInternal, "the moved plan is not valid: " + valid.reason());
-  result.peak_bytes = *peak;
-  result.record_id = match.best->record_id;
-  result.what = fmt::format("{}, {:.3f} ms there, moved to this size (predicted {:.3f} ms here)",
-                            what, match.best->seconds * 1e3, result.predicted_seconds * 1e3);
-  return std::optional<MovedPlan>(std::move(result));
-}
-
-// Sizes never tuned, of a model tuned at others (shape buckets): the measured
-// best plan of a nearby tuned size, its partition kept, each group's tiling
-// as `chosen` has it (its nearest tuned shape's), else the plan's own moved
-// here. The partition was measured there; re-deciding it from costs
-// predicted here would rest on the analytical model alone (no group of this
-// size has a measured time to scale it by). The two nearest tuned sizes (one
-// each side, on one symbolic dimension) are both moved, and the one whose
-// groups are predicted faster here is taken: between 128 and 256 tokens the
-// partition tuned at 180 can be either's (a BERT layer's: 256's).
-Result<bool> UseNeighbourPlan(fusion_space::FusionSpace& space, TuningIndex& index,
-                              const CompileOptions& options, const CandidateChoices& chosen,
-                              CompiledPlan* out) {
-  const graph::CanonicalSubgraph structure =
-      graph::CanonicalizeGraph(space.graph(), graph::KeyScope::kStructure);
-  FT_ASSIGN_OR_RETURN(const std::vector<BucketMatch> matches,
-                      index.NearestModels(structure.key.ToString(),
-                                          graph::ShapeSignature(space.graph(), structure.node_order),
-                                          out->graph_key, kNeighbourPlans));
-  std::optional<MovedPlan> best;
-  std::string others;
-  for (const BucketMatch& match : matches) {
-    if (match.best == nullptr) continue;
-    FT_ASSIGN_OR_RETURN(std::optional<MovedPlan> moved,
-                        MoveNeighbourPlan(space, index, options, chosen, match, &out->partition));
-    if (!moved) continue;
-    if (best && moved->predicted_seconds >= best->predicted_seconds) {
-      others += fmt::format("; record {}'s ({} kernels) predicted {:.3f} ms here",
-                            moved->record_id, moved->plan.groups.size(),
-                            moved->predicted_seconds * 1e3);
-      continue;
-    }
-    if (best)
-      others += fmt::format("; record {}'s ({} kernels) predicted {:.3f} ms here",
-                            best->record_id, best->plan.groups.size(),
-                            best->predicted_seconds * 1e3);
-    best = std::move(moved);
-  }
-  if (!best) return false;
-  out->plan = std::move(best->plan);
-  out->groups = std::move(best->groups);
-  out->predicted_seconds = best->predicted_seconds;
-  out->peak_bytes = best->peak_bytes;
-  out->partition += best->what + others;
+  out->peak_bytes = *peak;
+  out->partition +=
+      fmt::format("{}, {:.3f} ms there, moved to this size", what, match->best->seconds * 1e3);
   return true;
 }
 

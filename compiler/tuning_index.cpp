@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -247,26 +246,23 @@ Status TuningIndex::BuildBuckets() {
   return Status::Ok();
 }
 
-std::vector<BucketMatch> TuningIndex::NearestIn(const Buckets& buckets,
-                                                const std::string& structure_key,
-                                                const std::vector<int64_t>& signature,
-                                                const std::string& exclude, int count) const {
-  std::vector<BucketMatch> nearest;
+std::optional<BucketMatch> TuningIndex::NearestIn(const Buckets& buckets,
+                                                  const std::string& structure_key,
+                                                  const std::vector<int64_t>& signature,
+                                                  const std::string& exclude) const {
   auto it = buckets.find(structure_key);
-  if (it == buckets.end()) return nearest;
+  if (it == buckets.end()) return std::nullopt;
+  std::optional<BucketMatch> nearest;
   for (const TunedShape& shape : it->second) {
     if (shape.key == exclude || shape.signature.size() != signature.size()) continue;
     double distance = 0;
     for (size_t i = 0; i < signature.size(); ++i)
       distance += std::abs(
           std::log2(std::max<double>(1, signature[i]) / std::max<double>(1, shape.signature[i])));
-    nearest.push_back(BucketMatch{shape.key, Cached(shape.key), shape.signature, distance,
-                                  shape.structure_positions});
+    if (!nearest || distance < nearest->distance)
+      nearest = BucketMatch{shape.key, Cached(shape.key), shape.signature, distance,
+                            shape.structure_positions};
   }
-  std::stable_sort(nearest.begin(), nearest.end(), [](const BucketMatch& a, const BucketMatch& b) {
-    return a.distance < b.distance;
-  });
-  if (nearest.size() > static_cast<size_t>(std::max(count, 0))) nearest.resize(std::max(count, 0));
   return nearest;
 }
 
@@ -274,17 +270,14 @@ Result<std::optional<BucketMatch>> TuningIndex::Nearest(const std::string& struc
                                                         const std::vector<int64_t>& signature,
                                                         const std::string& exclude) {
   FT_RETURN_IF_ERROR(BuildBuckets());
-  std::vector<BucketMatch> nearest = NearestIn(*buckets_, structure_key, signature, exclude, 1);
-  if (nearest.empty()) return std::optional<BucketMatch>();
-  return std::optional<BucketMatch>(std::move(nearest.front()));
+  return NearestIn(*buckets_, structure_key, signature, exclude);
 }
 
-Result<std::vector<BucketMatch>> TuningIndex::NearestModels(const std::string& structure_key,
-                                                            const std::vector<int64_t>& signature,
-                                                            const std::string& exclude,
-                                                            int count) {
+Result<std::optional<BucketMatch>> TuningIndex::NearestModel(const std::string& structure_key,
+                                                             const std::vector<int64_t>& signature,
+                                                             const std::string& exclude) {
   FT_RETURN_IF_ERROR(BuildBuckets());
-  return NearestIn(model_buckets_, structure_key, signature, exclude, count);
+  return NearestIn(model_buckets_, structure_key, signature, exclude);
 }
 
 }  // namespace fusetune::compiler

@@ -65,14 +65,13 @@ class TuningIndex {
   Result<std::optional<BucketMatch>> Nearest(const std::string& structure_key,
                                              const std::vector<int64_t>& signature,
                                              const std::string& exclude);
-  // The same for whole models: the `count` tuned graphs of `structure_key`
-  // (the model at other sizes of its symbolic dimensions) nearest
-  // `signature`, nearest first, other than `exclude`, among those whose
-  // tuning job stored its structure and signature (search/tuning_job.cpp,
-  // since shape buckets move whole plans).
-  Result<std::vector<BucketMatch>> NearestModels(const std::string& structure_key,
-                                                 const std::vector<int64_t>& signature,
-                                                 const std::string& exclude, int count);
+  // The same for whole models: the tuned graph of `structure_key` (the
+  // model at other sizes of its symbolic dimensions) nearest `signature`,
+  // other than `exclude`, among those whose tuning job stored its structure
+  // and signature (search/tuning_job.cpp, since shape buckets move whole plans).
+  Result<std::optional<BucketMatch>> NearestModel(const std::string& structure_key,
+                                                  const std::vector<int64_t>& signature,
+                                                  const std::string& exclude);
 
   // The database's generation when the index was loaded (db::Database::
   // Generation), read before any lookup; nullopt for a file without one or
@@ -131,10 +130,9 @@ class TuningIndex {
   };
   using Buckets = std::map<std::string, std::vector<TunedShape>>;  // by structure key
   Status BuildBuckets();
-  // The `count` nearest, nearest first (ties: the order they were filed).
-  std::vector<BucketMatch> NearestIn(const Buckets& buckets, const std::string& structure_key,
-                                     const std::vector<int64_t>& signature,
-                                     const std::string& exclude, int count) const;
+  std::optional<BucketMatch> NearestIn(const Buckets& buckets, const std::string& structure_key,
+                                       const std::vector<int64_t>& signature,
+                                       const std::string& exclude) const;
   // Takes the preload's plans when it has finished (never waits unless
   // `wait`); the preload's error when it could not read the file.
   Status AdoptPreload(bool wait = false);
