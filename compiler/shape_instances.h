@@ -8,8 +8,9 @@
 // that each group's plan is the one tuned for that size (tuned buckets:
 // `fusetune tune --dim seq=1,16,64,256`), else the nearest tuned size's
 // measured plan, its partition kept and its tilings moved to the size
-// (buckets may differ in which groups fuse). Picking is a lookup of the feeds' sizes among the
-// instances made (a few compares: `bench_dynamic_pick`); the least recently
+// (buckets may differ in which groups fuse). Picking is a lookup of the
+// feeds' sizes among the instances made (a few compares:
+// `bench_dynamic_pick`); the least recently
 // used instance goes when more than `capacity` are held.
 #pragma once
 

@@ -265,6 +265,20 @@ CanonicalSubgraph CanonicalizeGraph(const Graph& graph, KeyScope scope) {
   return CanonicalizeSubgraph(graph, all, scope);
 }
 
+std::vector<int32_t> StructurePositions(const CanonicalSubgraph& exact,
+                                        const CanonicalSubgraph& structure) {
+  std::unordered_map<int32_t, int32_t> structure_position;
+  for (size_t i = 0; i < structure.node_order.size(); ++i)
+    structure_position[structure.node_order[i]] = static_cast<int32_t>(i);
+  std::vector<int32_t> positions;
+  positions.reserve(exact.node_order.size());
+  for (int32_t node : exact.node_order) {
+    auto it = structure_position.find(node);
+    positions.push_back(it == structure_position.end() ? -1 : it->second);
+  }
+  return positions;
+}
+
 std::vector<int64_t> ShapeSignature(const Graph& graph, std::span<const int32_t> node_order) {
   std::vector<int64_t> dims;
   for (int32_t n : node_order)

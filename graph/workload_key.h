@@ -64,5 +64,12 @@ CanonicalSubgraph CanonicalizeGraph(const Graph& graph, KeyScope scope = KeyScop
 // two workloads of one structure key have signatures of the same length,
 // compared dimension by dimension to find the nearest tuned shape.
 std::vector<int64_t> ShapeSignature(const Graph& graph, std::span<const int32_t> node_order);
+// For each position of `exact`'s order (CanonicalizeGraph(graph)), that
+// node's position in `structure`'s (CanonicalizeGraph(graph, kStructure)).
+// Plans name nodes by exact positions, whose ties break on shapes, so
+// another size of the model may number them otherwise; the structure order
+// is the same at every size, and this maps one to the other.
+std::vector<int32_t> StructurePositions(const CanonicalSubgraph& exact,
+                                        const CanonicalSubgraph& structure);
 
 }  // namespace fusetune::graph

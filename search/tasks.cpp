@@ -65,25 +65,18 @@ std::string GraphWorkloadKey(const graph::Graph& graph) {
 }
 
 db::WorkloadEntry GraphWorkload(const graph::Graph& graph, const std::string& model) {
+  const graph::CanonicalSubgraph exact = graph::CanonicalizeGraph(graph);
   const graph::CanonicalSubgraph structure =
       graph::CanonicalizeGraph(graph, graph::KeyScope::kStructure);
-  // Plans name nodes by their positions in the exact canonical order, whose
-  // ties break on shapes: another size of the model may number them
-  // otherwise. Each position's place in the structure order (which is the
-  // same at every size) lets a compile at another size read the plan.
-  const graph::CanonicalSubgraph exact = graph::CanonicalizeGraph(graph);
-  std::vector<int32_t> structure_position(graph.nodes.size(), -1);
-  for (size_t i = 0; i < structure.node_order.size(); ++i)
-    structure_position[structure.node_order[i]] = static_cast<int32_t>(i);
-  std::vector<int32_t> structure_positions;
-  for (int32_t node : exact.node_order) structure_positions.push_back(structure_position[node]);
   const nlohmann::json description{
       {"model", model},
       {"nodes", graph.nodes.size()},
       {"structure", structure.key.ToString()},
       {"signature", graph::ShapeSignature(graph, structure.node_order)},
-      {"structure_positions", structure_positions}};
-  return {GraphWorkloadKey(graph), db::WorkloadKind::kGraph, description.dump()};
+      // How a compile at another size reads this graph's plans.
+      {"structure_positions", graph::StructurePositions(exact, structure)}};
+  // exact.key is GraphWorkloadKey(graph), without canonicalizing again.
+  return {exact.key.ToString(), db::WorkloadKind::kGraph, description.dump()};
 }
 
 db::RecordStatus RecordStatusOf(measure::MeasureStatus status) {

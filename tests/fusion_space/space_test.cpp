@@ -505,14 +505,8 @@ TEST(PlanFile, AppliesToAnotherExportOfTheSameLayer) {
 // an error.
 TEST(PlanFile, MovesByStructurePositions) {
   graph::Graph g = testing::LoadTestModel("encoder_postln_op13");
-  const graph::CanonicalSubgraph exact = graph::CanonicalizeGraph(g);
-  const graph::CanonicalSubgraph structure =
-      graph::CanonicalizeGraph(g, graph::KeyScope::kStructure);
-  std::vector<int32_t> structure_position(g.nodes.size());
-  for (size_t i = 0; i < structure.node_order.size(); ++i)
-    structure_position[structure.node_order[i]] = static_cast<int32_t>(i);
-  std::vector<int32_t> positions;
-  for (int32_t node : exact.node_order) positions.push_back(structure_position[node]);
+  std::vector<int32_t> positions = graph::StructurePositions(
+      graph::CanonicalizeGraph(g), graph::CanonicalizeGraph(g, graph::KeyScope::kStructure));
 
   graph::Graph other = g;
   std::reverse(other.nodes.begin(), other.nodes.end());
