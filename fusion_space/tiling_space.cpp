@@ -249,7 +249,8 @@ TilingSpace::TilingSpace(const KernelInstance& k, const kernels::KernelConfig& c
                  {"k_block", lists.k},
                  {"micro", MicroChoices(false)},
                  {"in_layout", Range(kernels::kNumActivationLayouts)},
-                 {"out_layout", Range(kernels::kNumActivationLayouts)}};
+                 {"out_layout", Range(kernels::kNumActivationLayouts)},
+                 {"precision", PrecisionValues(config.offer_bf16)}};
       break;
     }
     case KernelTemplate::kConvChain: {
@@ -317,6 +318,7 @@ Tiling TilingSpace::At(const std::vector<int>& c) const {
       t.nr = MicroShapes()[v(4)].second;
       t.in_layout = static_cast<kernels::ActivationLayout>(v(5));
       t.out_layout = static_cast<kernels::ActivationLayout>(v(6));
+      t.precision = static_cast<kernels::Precision>(v(7));
       return t;
     }
     case KernelTemplate::kPool:
@@ -351,7 +353,8 @@ std::vector<int64_t> TilingValues(const Tiling& t) {
               x->k_block,
               MicroIndex(x->mr, x->nr),
               static_cast<int>(x->in_layout),
-              static_cast<int>(x->out_layout)};
+              static_cast<int>(x->out_layout),
+              static_cast<int>(x->precision)};
   if (auto* x = std::get_if<kernels::PoolTiling>(&t)) values = {x->channel_block, x->row_block};
   if (auto* x = std::get_if<kernels::ConvChainTiling>(&t))
     values = {x->rows, x->e_block, MicroIndex(x->mr, x->nr), x->split_expanded ? 1 : 0};
@@ -395,6 +398,10 @@ bool FirstOfItsKind(const std::vector<int64_t>& list, int64_t value, Key&& key) 
 
 bool ConvTilingCanonical(const kernels::ConvShape& s, const kernels::ConvTiling& t) {
   using kernels::ConvAlgorithm;
+  // bf16 is im2col's alone (kernels/conv.h): the other algorithms' bf16
+  // points would be their f32 ones again, refused by the kernel's check.
+  if (t.precision != kernels::Precision::kF32 && t.algorithm != ConvAlgorithm::kIm2colGemm)
+    return false;
   if (!kernels::ConvAlgorithmUsesMicroTile(t.algorithm) &&
       (t.mr != MicroShapes()[0].first || t.nr != MicroShapes()[0].second))
     return false;
@@ -782,15 +789,19 @@ json TilingToJson(const Tiling& t) {
       j["precision"] = kernels::PrecisionName(x->precision);
     return j;
   }
-  if (auto* x = std::get_if<kernels::ConvTiling>(&t))
-    return {{"algorithm", kernels::ConvAlgorithmName(x->algorithm)},
-            {"oc_block", x->oc_block},
-            {"pixel_block", x->pixel_block},
-            {"k_block", x->k_block},
-            {"mr", x->mr},
-            {"nr", x->nr},
-            {"in_layout", kernels::ActivationLayoutName(x->in_layout)},
-            {"out_layout", kernels::ActivationLayoutName(x->out_layout)}};
+  if (auto* x = std::get_if<kernels::ConvTiling>(&t)) {
+    json j = {{"algorithm", kernels::ConvAlgorithmName(x->algorithm)},
+              {"oc_block", x->oc_block},
+              {"pixel_block", x->pixel_block},
+              {"k_block", x->k_block},
+              {"mr", x->mr},
+              {"nr", x->nr},
+              {"in_layout", kernels::ActivationLayoutName(x->in_layout)},
+              {"out_layout", kernels::ActivationLayoutName(x->out_layout)}};
+    if (x->precision != kernels::Precision::kF32)  // as the GEMM's
+      j["precision"] = kernels::PrecisionName(x->precision);
+    return j;
+  }
   if (auto* x = std::get_if<kernels::PoolTiling>(&t))
     return {{"channel_block", x->channel_block}, {"row_block", x->row_block}};
   if (auto* x = std::get_if<kernels::ConvChainTiling>(&t))
@@ -872,6 +883,7 @@ FusionDecision TilingFromFields(KernelTemplate kind, const TilingFields& fields,
       // Absent in the records from before layouts were searched: NCHW.
       FT_RETURN_IF_DECISION(LayoutField(fields, "in_layout", &t.in_layout));
       FT_RETURN_IF_DECISION(LayoutField(fields, "out_layout", &t.out_layout));
+      FT_RETURN_IF_DECISION(PrecisionField(fields, &t.precision));
       *out = t;
       return FusionDecision::Allow();
     }

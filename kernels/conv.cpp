@@ -92,6 +92,7 @@ std::string ConvTiling::ToString() const {
   if (in_layout != ActivationLayout::kNCHW || out_layout != ActivationLayout::kNCHW)
     text +=
         fmt::format(" {}->{}", ActivationLayoutName(in_layout), ActivationLayoutName(out_layout));
+  if (precision != Precision::kF32) text += fmt::format(" {}", PrecisionName(precision));
   return text;
 }
 
@@ -133,6 +134,12 @@ const ConvAlgorithmOps& OpsOf(ConvAlgorithm algorithm) {
       return DepthwiseOps();
   }
   return Im2colGemmOps();
+}
+
+const ConvAlgorithmOps& OpsOf(const ConvTiling& tiling) {
+  if (tiling.algorithm == ConvAlgorithm::kIm2colGemm && tiling.precision == Precision::kBf16)
+    return Im2colGemmBf16Ops();
+  return OpsOf(tiling.algorithm);
 }
 
 ConvTileWalk::ConvTileWalk(const ConvShape& s, int64_t oc_block, int64_t pixel_block,
@@ -506,7 +513,7 @@ int64_t MaxPoolStagingBytes(const ConvDesc& d) {
 }  // namespace
 
 int64_t ConvLocalBytes(const ConvDesc& desc, const ConvTiling& tiling) {
-  return OpsOf(tiling.algorithm).local_bytes(desc, tiling) + MaxPoolStagingBytes(desc);
+  return OpsOf(tiling).local_bytes(desc, tiling) + MaxPoolStagingBytes(desc);
 }
 
 namespace {
@@ -526,7 +533,11 @@ Status CheckConv(const ConvDesc& d, const ConvTiling& t, const KernelConfig& con
       return Error(ErrorCode::kInvalidArgument,
                    std::string("conv epilogue: ") + EpilogueKindName(op.kind) +
                        " needs whole rows, which a conv tile does not hold");
-  const ConvAlgorithmOps& ops = OpsOf(t.algorithm);
+  if (t.precision != Precision::kF32 && t.algorithm != ConvAlgorithm::kIm2colGemm)
+    return Error(ErrorCode::kInvalidArgument,
+                 fmt::format("tiling.precision: {} is computed by im2col_gemm only, not {}",
+                             PrecisionName(t.precision), ConvAlgorithmName(t.algorithm)));
+  const ConvAlgorithmOps& ops = OpsOf(t);
   FT_RETURN_IF_ERROR(ops.check_tiling(d, t));
   FT_RETURN_IF_ERROR(CheckLayouts(d, t));
   FT_RETURN_IF_ERROR(CheckMaxPool(d, t));
@@ -554,17 +565,17 @@ bool ConvTilingFits(const ConvDesc& desc, const ConvTiling& tiling, const Kernel
 }
 
 int64_t PrePackedConvWeightFloats(const ConvDesc& desc, const ConvTiling& tiling) {
-  return OpsOf(tiling.algorithm).packed_floats(desc, tiling);
+  return OpsOf(tiling).packed_floats(desc, tiling);
 }
 
 void PrePackConvWeights(const ConvDesc& desc, const ConvTiling& tiling, float* dst) {
-  OpsOf(tiling.algorithm).prepack(desc, tiling, dst);
+  OpsOf(tiling).prepack(desc, tiling, dst);
 }
 
 Result<KernelStats> RunConv(const ConvDesc& desc, const ConvTiling& tiling,
                             const KernelConfig& config, RunMode mode) {
   FT_RETURN_IF_ERROR(CheckConv(desc, tiling, config));
-  const ConvAlgorithmOps& ops = OpsOf(tiling.algorithm);
+  const ConvAlgorithmOps& ops = OpsOf(tiling);
   KernelStats stats = RunThreadShares(config.threads, [&](int thread) {
     KernelStats share = ops.run_share(desc, tiling, config, mode, thread);
     StreamFence();  // this thread's streamed rows are visible before the join
@@ -574,7 +585,7 @@ Result<KernelStats> RunConv(const ConvDesc& desc, const ConvTiling& tiling,
 }
 
 TilingEstimate EstimateConv(const ConvDesc& desc, const ConvTiling& tiling, int threads) {
-  TilingEstimate e = OpsOf(tiling.algorithm).estimate(desc, tiling, threads);
+  TilingEstimate e = OpsOf(tiling).estimate(desc, tiling, threads);
   // A pooled conv's tiles hold whole images and write one value per channel.
   if (desc.global_pool != ConvGlobalPool::kNone)
     e.bytes_out = 4.0 * static_cast<double>(desc.shape.batch * desc.shape.out_channels);

@@ -22,6 +22,7 @@
 //                (alpha x alpha) batched GEMMs (tiles x input channels times
 //                input channels x output channels), and transformed back. Less
 //                exact than the direct forms: tolerances in conv_winograd.h.
+//                (im2col also computes in bf16: ConvTiling::precision.)
 //   kDepthwise   groups == in_channels == out_channels: each channel with its
 //                own kh x kw filter, vectorised over output columns; on
 //                NCHW16c in and out, over 16 channels instead, which fills
@@ -70,6 +71,7 @@
 #include "common/status.h"
 #include "kernels/epilogue.h"
 #include "kernels/layout.h"
+#include "kernels/precision.h"
 #include "kernels/traffic.h"
 
 namespace fusetune::kernels {
@@ -146,6 +148,11 @@ struct ConvTiling {
   // layout, but a global pool's [N, C] output is NCHW.
   ActivationLayout in_layout = ActivationLayout::kNCHW;
   ActivationLayout out_layout = ActivationLayout::kNCHW;
+  // bf16 (kernels/precision.h): im2col only. W pre-packed in bf16, each B
+  // block gathered in f32 and rounded to bf16 k-pairs in the local buffer,
+  // products on the bf16 micro-kernels with f32 sums; bias, epilogue and
+  // pools in f32. Within the bf16 GEMM's bound (docs/PRECISION.md).
+  Precision precision = Precision::kF32;
   std::string ToString() const;
   bool operator==(const ConvTiling&) const = default;
 };

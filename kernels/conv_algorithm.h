@@ -30,7 +30,10 @@ const ConvAlgorithmOps& Im2colGemmOps();
 const ConvAlgorithmOps& DirectOps();
 const ConvAlgorithmOps& WinogradOps();  // kWinograd2 and kWinograd4 (the tiling says which)
 const ConvAlgorithmOps& DepthwiseOps();
-const ConvAlgorithmOps& OpsOf(ConvAlgorithm algorithm);
+const ConvAlgorithmOps& Im2colGemmBf16Ops();  // kIm2colGemm in bf16 (conv_im2col_bf16.cpp)
+const ConvAlgorithmOps& OpsOf(ConvAlgorithm algorithm);  // the f32 forms
+// The ops that run `tiling`: its algorithm's, in its precision.
+const ConvAlgorithmOps& OpsOf(const ConvTiling& tiling);
 
 // One output tile: image `image`, output channels [oc0, oc0 + ocs), output
 // positions [p0, p0 + ps) of that image (flattened oh * out_w + ow). With a

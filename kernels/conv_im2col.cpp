@@ -12,7 +12,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/conv_algorithm.h"
+#include "kernels/conv_im2col.h"
 #include "kernels/microkernel.h"
 #include "kernels/microkernel_avx512.h"
 
@@ -20,63 +20,13 @@ namespace fusetune::kernels::conv_detail {
 
 namespace {
 
+using Geometry = Im2colGeometry;
+using Step = Im2colStep;
+using Piece = Im2colPiece;
+using VectorCopy = Im2colVectorCopy;
+
 int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 int64_t CeilDiv(int64_t x, int64_t m) { return (x + m - 1) / m; }
-
-// The block sizes a tiling actually runs with on a shape: blocks larger than
-// the shape are clamped, so the local buffer is sized for what is used.
-struct Geometry {
-  int64_t k;       // reduction length: in_per_group * kernel_h * kernel_w
-  int64_t kc;      // reduction slice
-  int64_t mc_pad;  // channel rows of the A panel and C tile (multiple of mr)
-  int64_t nc_pad;  // position columns of the B panel and C tile (multiple of nr)
-  int64_t a_floats() const { return mc_pad * kc; }
-  int64_t b_floats() const { return kc * nc_pad; }
-  int64_t c_floats() const { return mc_pad * nc_pad; }
-};
-
-Geometry GeometryOf(const ConvShape& s, const ConvTiling& t) {
-  Geometry g;
-  g.k = s.in_per_group() * s.kernel_h * s.kernel_w;
-  g.kc = std::min(t.k_block, g.k);
-  g.mc_pad = RoundUp(std::min(t.oc_block, s.out_per_group()), t.mr);
-  g.nc_pad = RoundUp(std::min(t.pixel_block, s.pixels()), t.nr);
-  return g;
-}
-
-// One kc slice of one output tile, and which operands must be copied for it:
-// with a single slice (kc covers K), a panel already in the local buffer from
-// the previous tile is kept (B when the image, position block and group are
-// the same, A when the channel block is).
-struct Step {
-  ConvTile tile;
-  int64_t group, k0, depth;
-  bool pack_a, pack_b, last;
-};
-
-// Visits the steps of tiles [begin, end) of `walk` in the order they run.
-template <typename F>
-void ForEachStep(const ConvShape& s, const Geometry& g, const ConvTileWalk& walk, int64_t begin,
-                 int64_t end, F&& visit) {
-  const bool one_slice = g.kc >= g.k;
-  int64_t a_key[2] = {-1, -1}, b_key[4] = {-1, -1, -1, -1};
-  for (int64_t i = begin; i < end; ++i) {
-    const ConvTile tile = walk.At(i);
-    const int64_t group = tile.oc0 / s.out_per_group();
-    for (int64_t k0 = 0; k0 < g.k; k0 += g.kc) {
-      Step step{tile, group, k0, std::min(g.kc, g.k - k0), true, true, k0 + g.kc >= g.k};
-      if (one_slice) {
-        const int64_t a_now[2] = {tile.oc0, tile.ocs};
-        const int64_t b_now[4] = {tile.image, tile.p0, tile.ps, group};
-        step.pack_a = !std::equal(a_now, a_now + 2, a_key);
-        step.pack_b = !std::equal(b_now, b_now + 4, b_key);
-        std::copy(a_now, a_now + 2, a_key);
-        std::copy(b_now, b_now + 4, b_key);
-      }
-      visit(step);
-    }
-  }
-}
 
 // Where the A block of (channels [oc0, oc0 + ocs), slice k0) starts in the
 // pre-packed weights: each group holds RoundUp(out_per_group, mr) x K floats,
@@ -104,38 +54,6 @@ void PackA(const ConvDesc& d, const ConvTiling& t, int64_t k, int64_t oc0, int64
     }
   }
 }
-
-// A run of one B row inside one nr-wide sliver: `n` columns from lane `lane`
-// of sliver `sliver`, read from X at src + t * stride_w (t < n) of the row's
-// input channel, of which only t in [lo, hi) lie inside the input (the rest
-// is padding: zeros).
-struct Piece {
-  int32_t sliver, lane, n, lo, hi;
-  int64_t src;
-};
-
-// One 16-lane step of a stride-1 piece: a masked load of X (lanes in the
-// padding are not read, and load as zeros) and a masked store into the panel.
-struct VectorCopy {
-  int64_t src;
-  int32_t sliver;
-  uint16_t lane, load, store;
-};
-
-// The pieces of every B row of a position block, per kernel offset (kh, kw):
-// rows of different input channels share them, only X's channel changes.
-// With stride 1 they are also cut into vector steps, so that gathering a row
-// is one loop of the same few instructions, without data-dependent branches.
-struct GatherPlan {
-  int64_t p0 = -1, ps = 0;
-  std::vector<Piece> pieces;
-  std::vector<int64_t> first;  // pieces of offset r: [first[r], first[r + 1])
-  std::vector<VectorCopy> vectors;
-  std::vector<int64_t> first_vector;  // the same for the vector steps
-  // The part of an input channel the block reads, [lo, hi) floats from its
-  // start: whole input rows, prefetched a few channels ahead.
-  int64_t read_lo = 0, read_hi = 0;
-};
 
 void AddPiece(std::vector<Piece>& pieces, const Piece& p, int64_t stride_w) {
   if (!pieces.empty()) {
@@ -246,6 +164,70 @@ __attribute__((target("avx512f"))) void GatherAvx512(const GatherPlan& plan, con
     }
   }
 }
+
+// A 1x1 stride-1 unpadded conv on NCHW16c X (CheckLayouts): B's rows are
+// X's channels, so 16 of them at 16 positions are one 16x16 transpose
+// into the slivers; the last sliver's lanes past the tile are zeros.
+void GatherBlocked(const ConvDesc& d, const ConvTiling& t, const Step& st, float* b) {
+  const ConvShape& s = d.shape;
+  const ConvTile& tile = st.tile;
+  const int64_t nr = t.nr, depth = st.depth;
+  const ActivationDims dims{s.batch, s.in_channels, s.in_h, s.in_w};
+  for (int64_t kb = 0; kb < depth; kb += kLayoutChannelBlock) {
+    const float* block =
+        d.x + ChannelPlane(ActivationLayout::kNCHWc, dims, tile.image, st.k0 + kb).offset;
+    for (int64_t p = 0; p < tile.ps;) {
+      const int64_t lane = p % nr;
+      const int64_t n = std::min({kLayoutChannelBlock, nr - lane, tile.ps - p});
+      BlockedToRows(block + (tile.p0 + p) * kLayoutChannelBlock, n,
+                    b + (p / nr) * depth * nr + kb * nr + lane, nr);
+      p += n;
+    }
+  }
+  if (const int64_t tail = tile.ps % nr; tail != 0) {
+    float* last = b + (tile.ps / nr) * depth * nr;
+    for (int64_t k = 0; k < depth; ++k) std::fill(last + k * nr + tail, last + (k + 1) * nr, 0.0f);
+  }
+}
+
+bool HasAvx512() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"); }
+
+}  // namespace
+
+void PlanIm2colGather(const ConvShape& s, int nr, const ConvTile& tile, GatherPlan* plan) {
+  if (plan->p0 != tile.p0 || plan->ps != tile.ps) BuildPlan(s, nr, tile.p0, tile.ps, plan);
+}
+
+int64_t GatherIm2colBlock(const ConvDesc& d, const ConvTiling& t, const Step& st,
+                          GatherPlan* plan, float* b) {
+  const ConvShape& s = d.shape;
+  const ConvTile& tile = st.tile;
+  const int64_t bytes = static_cast<int64_t>(sizeof(float)) * st.depth * tile.ps;
+  if (t.in_layout == ActivationLayout::kNCHWc) {
+    GatherBlocked(d, t, st, b);
+    return bytes;
+  }
+  PlanIm2colGather(s, t.nr, tile, plan);
+  const int64_t khw = s.kernel_h * s.kernel_w, plane = s.in_h * s.in_w;
+  const float* x_group = d.x + (tile.image * s.in_channels + st.group * s.in_per_group()) * plane;
+  static const bool avx512 = HasAvx512();
+  if (avx512 && s.stride_w == 1) {
+    GatherAvx512(*plan, x_group, plane, s.in_per_group(), khw, st.k0, st.depth, t.nr, b);
+    return bytes;
+  }
+  const int64_t sliver_stride = st.depth * t.nr;
+  for (int64_t kk = st.k0; kk < st.k0 + st.depth; ++kk) {
+    const int64_t ic = kk / khw, r = kk % khw;
+    const float* xc = x_group + ic * plane;
+    float* row = b + (kk - st.k0) * t.nr;
+    const Piece* last = plan->pieces.data() + plan->first[r + 1];
+    for (const Piece* p = plan->pieces.data() + plan->first[r]; p != last; ++p)
+      CopyPiecePortable(*p, xc, s.stride_w, row + p->sliver * sliver_stride + p->lane);
+  }
+  return bytes;
+}
+
+namespace {
 
 // A gather in progress, one vector step at a time: the micro-kernels below
 // carry the next block's gather through their k loops while they compute
@@ -358,8 +340,6 @@ __attribute__((target("avx512f,fma"))) void KernelWithGather(int64_t kc, const f
   avx512_internal::StoreTile<MR, NV>(acc, c, ldc, accumulate);
 }
 
-bool HasAvx512() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"); }
-
 // The gather-carrying kernel of micro shape mr x nr, or nullptr.
 GatherKernelFn FindGatherKernel(int mr, int nr) {
   if (!HasAvx512()) return nullptr;
@@ -377,10 +357,9 @@ class Runner {
       : d_(d),
         s_(d.shape),
         t_(t),
-        g_(GeometryOf(d.shape, t)),
+        g_(Im2colGeometryOf(d.shape, t)),
         mode_(mode),
         mk_(FindMicroKernel(t.mr, t.nr)),
-        avx512_(HasAvx512()),
         gather_kernel_(d.shape.stride_w == 1 && t.in_layout == ActivationLayout::kNCHW
                            ? FindGatherKernel(t.mr, t.nr)
                            : nullptr),
@@ -403,7 +382,7 @@ class Runner {
     int64_t begin = 0, end = 0;
     walk.ShareOf(thread, threads, &begin, &end);
     std::vector<Step> steps;
-    ForEachStep(s_, g_, walk, begin, end, [&](const Step& step) { steps.push_back(step); });
+    ForEachIm2colStep(s_, g_, walk, begin, end, [&](const Step& step) { steps.push_back(step); });
     int cur = 0;         // the B panel the current step computes with
     bool ready = false;  // whether its B was gathered during the previous step
     for (size_t i = 0; i < steps.size(); ++i) {
@@ -439,61 +418,14 @@ class Runner {
     stats_.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * tile.ocs * st.depth;
   }
 
-  // B rows [k0, k0 + depth) of the tile's position block, from the input
-  // channels of the tile's group, into slivers [depth][nr].
   void GatherB(const Step& st, float* b) {
-    if (t_.in_layout == ActivationLayout::kNCHWc) return GatherBlocked(st, b);
-    const ConvTile& tile = st.tile;
-    if (plan_.p0 != tile.p0 || plan_.ps != tile.ps) BuildPlan(s_, t_.nr, tile.p0, tile.ps, &plan_);
-    const int64_t khw = s_.kernel_h * s_.kernel_w, plane = s_.in_h * s_.in_w;
-    const float* x_group =
-        d_.x + (tile.image * s_.in_channels + st.group * s_.in_per_group()) * plane;
-    if (avx512_ && s_.stride_w == 1) {
-      GatherAvx512(plan_, x_group, plane, s_.in_per_group(), khw, st.k0, st.depth, t_.nr, b);
-    } else {
-      const int64_t sliver_stride = st.depth * t_.nr;
-      for (int64_t kk = st.k0; kk < st.k0 + st.depth; ++kk) {
-        const int64_t ic = kk / khw, r = kk % khw;
-        const float* xc = x_group + ic * plane;
-        float* row = b + (kk - st.k0) * t_.nr;
-        const Piece* last = plan_.pieces.data() + plan_.first[r + 1];
-        for (const Piece* p = plan_.pieces.data() + plan_.first[r]; p != last; ++p)
-          CopyPiecePortable(*p, xc, s_.stride_w, row + p->sliver * sliver_stride + p->lane);
-      }
-    }
-    stats_.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * st.depth * tile.ps;
-  }
-
-  // A 1x1 stride-1 unpadded conv on NCHW16c X (CheckLayouts): B's rows are
-  // X's channels, so 16 of them at 16 positions are one 16x16 transpose
-  // into the slivers; the last sliver's lanes past the tile are zeros.
-  void GatherBlocked(const Step& st, float* b) {
-    const ConvTile& tile = st.tile;
-    const int64_t nr = t_.nr, depth = st.depth;
-    const ActivationDims dims{s_.batch, s_.in_channels, s_.in_h, s_.in_w};
-    for (int64_t kb = 0; kb < depth; kb += kLayoutChannelBlock) {
-      const float* block =
-          d_.x + ChannelPlane(ActivationLayout::kNCHWc, dims, tile.image, st.k0 + kb).offset;
-      for (int64_t p = 0; p < tile.ps;) {
-        const int64_t lane = p % nr;
-        const int64_t n = std::min({kLayoutChannelBlock, nr - lane, tile.ps - p});
-        BlockedToRows(block + (tile.p0 + p) * kLayoutChannelBlock, n,
-                      b + (p / nr) * depth * nr + kb * nr + lane, nr);
-        p += n;
-      }
-    }
-    if (const int64_t tail = tile.ps % nr; tail != 0) {
-      float* last = b + (tile.ps / nr) * depth * nr;
-      for (int64_t k = 0; k < depth; ++k)
-        std::fill(last + k * nr + tail, last + (k + 1) * nr, 0.0f);
-    }
-    stats_.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * depth * tile.ps;
+    stats_.bytes_global_to_local += GatherIm2colBlock(d_, t_, st, &plan_, b);
   }
 
   // The same gather as GatherB (stride 1, AVX-512), to be carried by Compute.
   GatherCursor StartGatherB(const Step& st, float* b) {
     const ConvTile& tile = st.tile;
-    if (plan_.p0 != tile.p0 || plan_.ps != tile.ps) BuildPlan(s_, t_.nr, tile.p0, tile.ps, &plan_);
+    PlanIm2colGather(s_, t_.nr, tile, &plan_);
     const int64_t khw = s_.kernel_h * s_.kernel_w, plane = s_.in_h * s_.in_w;
     const float* x_group =
         d_.x + (tile.image * s_.in_channels + st.group * s_.in_per_group()) * plane;
@@ -527,7 +459,6 @@ class Runner {
   Geometry g_;
   RunMode mode_;
   const MicroKernel* mk_;
-  bool avx512_;
   GatherKernelFn gather_kernel_;
   LocalBuffer local_;
   float *a_ = nullptr, *c_ = nullptr;
@@ -539,7 +470,7 @@ class Runner {
 Status Applies(const ConvShape&) { return Status::Ok(); }
 
 int64_t LocalBytes(const ConvDesc& d, const ConvTiling& t) {
-  const Geometry g = GeometryOf(d.shape, t);
+  const Geometry g = Im2colGeometryOf(d.shape, t);
   // Two B panels: the next block's is gathered while this one's computes.
   // Each region is rounded to 64 bytes by LocalBuffer::Take.
   return static_cast<int64_t>(sizeof(float)) * (g.a_floats() + 2 * g.b_floats() + g.c_floats()) +
@@ -570,12 +501,12 @@ Status CheckTiling(const ConvDesc& d, const ConvTiling& t) {
 
 int64_t PackedFloats(const ConvDesc& d, const ConvTiling& t) {
   const ConvShape& s = d.shape;
-  return s.groups * RoundUp(s.out_per_group(), t.mr) * GeometryOf(s, t).k;
+  return s.groups * RoundUp(s.out_per_group(), t.mr) * Im2colGeometryOf(s, t).k;
 }
 
 void PrePack(const ConvDesc& d, const ConvTiling& t, float* dst) {
   const ConvShape& s = d.shape;
-  const Geometry g = GeometryOf(s, t);
+  const Geometry g = Im2colGeometryOf(s, t);
   for (int64_t group = 0; group < s.groups; ++group)
     for (int64_t in = 0; in < s.out_per_group(); in += t.oc_block) {
       const int64_t oc0 = group * s.out_per_group() + in;
@@ -591,14 +522,18 @@ KernelStats RunShare(const ConvDesc& d, const ConvTiling& t, const KernelConfig&
   return Runner(d, t, mode).Run(thread, config.threads);
 }
 
+}  // namespace
+
 // The fixed cost of a micro-kernel call in k-steps, as the GEMM's estimate
 // counts it (gemm.cpp): storing its C micro-tile, and loading it first after
 // a tile's first slice.
 constexpr double kCallSteps = 4, kAccumulateSteps = 8;
 
-TilingEstimate Estimate(const ConvDesc& d, const ConvTiling& t, int threads) {
+TilingEstimate EstimateIm2col(const ConvDesc& d, const ConvTiling& t, int threads) {
+  // A's elements: bf16 halves (conv_im2col_bf16.cpp), as its pre-packed weights are.
+  const double a_bytes = t.precision == Precision::kBf16 ? 2.0 : 4.0;
   const ConvShape& s = d.shape;
-  const Geometry g = GeometryOf(s, t);
+  const Geometry g = Im2colGeometryOf(s, t);
   const ConvTileWalk walk = AlgorithmWalk(d, t);
   TilingEstimate e;
   e.local_bytes = LocalBytes(d, t);
@@ -606,9 +541,9 @@ TilingEstimate Estimate(const ConvDesc& d, const ConvTiling& t, int threads) {
   for (int th = 0; th < threads; ++th) {
     int64_t begin = 0, end = 0, steps = 0;
     walk.ShareOf(th, threads, &begin, &end);
-    ForEachStep(s, g, walk, begin, end, [&](const Step& st) {
+    ForEachIm2colStep(s, g, walk, begin, end, [&](const Step& st) {
       const ConvTile& tile = st.tile;
-      if (st.pack_a) e.bytes_in += 4.0 * tile.ocs * st.depth;
+      if (st.pack_a) e.bytes_in += a_bytes * tile.ocs * st.depth;
       if (st.pack_b) e.bytes_in += 4.0 * st.depth * tile.ps;
       const double call_steps = kCallSteps + (st.k0 > 0 ? kAccumulateSteps : 0);
       work[th] += static_cast<double>(RoundUp(tile.ocs, t.mr)) * RoundUp(tile.ps, t.nr) *
@@ -630,11 +565,9 @@ TilingEstimate Estimate(const ConvDesc& d, const ConvTiling& t, int threads) {
   return e;
 }
 
-}  // namespace
-
 const ConvAlgorithmOps& Im2colGemmOps() {
-  static const ConvAlgorithmOps ops{Applies, CheckTiling, LocalBytes, PackedFloats,
-                                    PrePack, RunShare,    Estimate};
+  static const ConvAlgorithmOps ops{Applies, CheckTiling, LocalBytes,    PackedFloats,
+                                    PrePack, RunShare,    EstimateIm2col};
   return ops;
 }
 
