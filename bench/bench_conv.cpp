@@ -6,11 +6,12 @@
 // convolution built from these micro-kernels can reach). Needs only
 // ft_kernels, so that it builds without the peers of bench_kernels.
 //
-// `bench_conv --sweep [THREADS]` instead searches a grid of tilings per layer
+// `bench_conv --sweep [THREADS] [--bf16]` instead searches a grid of tilings per layer
 // and prints the best, timed by each thread's CPU clock (every thread's share
 // on its own thread, the longest share counts) against the micro-kernel's
 // rate timed the same way: figures that stay meaningful on a shared host,
-// where wall-clock times measure the neighbours.
+// where wall-clock times measure the neighbours. With --bf16 the layers
+// run in bf16 against the bf16 micro-kernel's rate (vdpbf16ps).
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
@@ -25,6 +26,7 @@
 #include "kernels/conv.h"
 #include "kernels/conv_algorithm.h"
 #include "kernels/microkernel.h"
+#include "kernels/microkernel_bf16.h"
 
 namespace fusetune::bench {
 namespace {
@@ -164,26 +166,37 @@ double LongestThreadCpu(int threads, Fn&& fn) {
   return *std::max_element(seconds.begin(), seconds.end());
 }
 
-double CpuClockPeak(int threads) {
+// The 8x32 micro-kernel's rate on L1-resident panels, per-thread CPU clocks:
+// the f32 FMA one, or with `precision` bf16 the vdpbf16ps one.
+double CpuClockPeak(int threads, Precision precision) {
   const MicroKernel* mk = FindMicroKernel(8, 32);
+  const Bf16MicroKernel* bf = FindBf16MicroKernel(8, 32);
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
     constexpr int64_t kc = 128, calls = 20000;
     const double s = LongestThreadCpu(threads, [&](int) {
       alignas(64) static thread_local float a[8 * kc], b[32 * kc], c[8 * 32];
+      alignas(64) static thread_local Bf16 ah[8 * kc], bh[32 * kc];
       std::fill(a, a + 8 * kc, 0.001f);
       std::fill(b, b + 32 * kc, 0.001f);
-      for (int64_t i = 0; i < calls; ++i) mk->fn(kc, a, b, c, 32, i > 0);
+      std::fill(ah, ah + 8 * kc, FloatToBf16(0.001f));
+      std::fill(bh, bh + 32 * kc, FloatToBf16(0.001f));
+      for (int64_t i = 0; i < calls; ++i) {
+        if (precision == Precision::kBf16)
+          bf->fn(kc / 2, ah, kc, bh, c, 32, i > 0);
+        else
+          mk->fn(kc, a, b, c, 32, i > 0);
+      }
     });
     best = std::max(best, threads * 2.0 * 8 * 32 * kc * calls / s / 1e9);
   }
   return best;
 }
 
-void Sweep(int threads) {
-  const double peak = CpuClockPeak(threads);
-  fmt::print("micro-kernel peak {:.1f} GFLOP/s on {} thread(s), per-thread CPU clocks\n", peak,
-             threads);
+void Sweep(int threads, Precision precision) {
+  const double peak = CpuClockPeak(threads, precision);
+  fmt::print("{} micro-kernel peak {:.1f} GFLOP/s on {} thread(s), per-thread CPU clocks\n",
+             PrecisionName(precision), peak, threads);
   for (const Named& layer : Layers()) {
     const ConvShape& s = layer.shape;
     std::vector<float> x(s.in_channels * s.in_h * s.in_w, 0.5f);
@@ -203,12 +216,14 @@ void Sweep(int threads) {
     ConvTiling best_tiling;
     for (auto [mr, nr] : MicroTileShapes()) {
       if (nr % 16 != 0 || (mr == 6 && nr == 16) || IsThinMicroTile(mr, nr)) continue;  // the wide AVX-512 shapes
+      if (precision == Precision::kBf16 && FindBf16MicroKernel(mr, nr) == nullptr) continue;
       for (int64_t oc : {32, 64, 128, 256})
         for (int64_t px : {64, 128, 256, 512})
           for (int64_t kb : {k, int64_t{128}, int64_t{192}, int64_t{256}, int64_t{512}}) {
             if (kb > k) continue;
             ConvTiling t =
                 Tiling(oc >= s.out_channels ? oc : oc / mr * mr, px / nr * nr, kb, mr, nr);
+            t.precision = precision;
             if (!ConvTilingFits(d, t, config)) continue;
             std::vector<float> packed(PrePackedConvWeightFloats(d, t));
             PrePackConvWeights(d, t, packed.data());
@@ -216,7 +231,7 @@ void Sweep(int threads) {
             double seconds = 1e9;
             for (int rep = 0; rep < 7; ++rep)
               seconds = std::min(seconds, LongestThreadCpu(threads, [&](int th) {
-                                   conv_detail::Im2colGemmOps().run_share(d, t, config,
+                                   conv_detail::OpsOf(t).run_share(d, t, config,
                                                                           RunMode::kFull, th);
                                  }));
             const double gflops = 2.0 * s.Macs() / seconds / 1e9;
@@ -237,7 +252,15 @@ void Sweep(int threads) {
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "--sweep") == 0) {
-    fusetune::bench::Sweep(argc >= 3 ? std::atoi(argv[2]) : fusetune::bench::kThreads);
+    int threads = fusetune::bench::kThreads;
+    auto precision = fusetune::kernels::Precision::kF32;
+    for (int i = 2; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--bf16") == 0)
+        precision = fusetune::kernels::Precision::kBf16;
+      else
+        threads = std::atoi(argv[i]);
+    }
+    fusetune::bench::Sweep(threads, precision);
     return 0;
   }
   benchmark::Initialize(&argc, argv);

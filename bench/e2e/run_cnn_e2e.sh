@@ -21,6 +21,10 @@
 #                before each run, activations warm: ResNet-50's weights do not
 #                fit the last-level cache, so a group measured warm flatters
 #                the algorithms that read more of them) or flushed
+#   PRECISION=f32 or mixed: `tune/run --precision mixed --error-budget ERROR_BUDGET`
+#                (bf16 implicit-GEMM convs within the budget; issue 40); the
+#                database then holds the mixed records beside the f32 ones
+#   ERROR_BUDGET=1e-2
 #   MODELS="resnet18 resnet18_bn resnet50 resnet50_bn mobilenet_v2 mobilenet_v2_bn"
 #   BUILD=build  the fusetune build folder
 # Once BN is folded into the convs (issue 37, point 2) both exports of a
@@ -40,6 +44,13 @@ caches=${CACHES:-warm}
 case $caches in
   warm|flushed|cold-weights) warm="--caches $caches" ;;
   *) echo "run_cnn_e2e: CACHES is warm, cold-weights or flushed" >&2; exit 2 ;;
+esac
+precision=${PRECISION:-f32}
+error_budget=${ERROR_BUDGET:-1e-2}
+case $precision in
+  f32) ;;
+  mixed) warm="$warm --precision mixed --error-budget $error_budget" ;;
+  *) echo "run_cnn_e2e: PRECISION is f32 or mixed" >&2; exit 2 ;;
 esac
 models=${MODELS:-resnet18 resnet18_bn resnet50 resnet50_bn mobilenet_v2 mobilenet_v2_bn}
 fusetune=$root/${BUILD:-build}/cli/fusetune
@@ -87,4 +98,4 @@ for m in $models; do
 done
 # Budget 0: the header says the database's plans were measured, not a budget this run did not spend.
 [ "$tune" = 1 ] || budget=0
-DB=cnn.db CACHES=$caches ROUNDS=$rounds /usr/bin/python3 "$root/bench/e2e/assemble.py" "$out" "$budget" $models
+DB=cnn.db CACHES=$caches ROUNDS=$rounds PRECISION=$precision ERROR_BUDGET=$error_budget /usr/bin/python3 "$root/bench/e2e/assemble.py" "$out" "$budget" $models

@@ -83,6 +83,50 @@ TEST(PrecisionSpace, AttentionOffersBf16ForQueryTilesOnly) {
   EXPECT_EQ(TilingPrecision(back), kernels::Precision::kF32);
 }
 
+constexpr const char* kConvRelu = R"(graph g opset 17 { input x: f32[1, 8, 10, 10]
+  const w: f32[16, 8, 3, 3]  const b: f32[16]
+  c = Conv(x, w, b) {pads=[1, 1, 1, 1]}  r = Relu(c)  output r })";
+
+// A conv offers bf16 for its implicit-GEMM points alone (kernels/conv.h),
+// each with a bf16 micro-kernel; its text round-trips.
+TEST(PrecisionSpace, ConvOffersBf16ForImplicitGemmOnly) {
+  graph::Graph g = testing::Parse(kConvRelu);
+  kernels::KernelConfig config;
+  FusionSpace f32_space(g, config);
+  const TilingSpace& f32 = f32_space.Tilings({0, 1});
+  ASSERT_EQ(TilingTemplate(f32.Default()), KernelTemplate::kConv);
+  EXPECT_EQ(CountBf16(f32), 0);
+  EXPECT_FALSE(f32.Offers(kernels::Precision::kBf16));
+  config.offer_bf16 = true;
+  FusionSpace mixed_space(g, config);
+  const TilingSpace& mixed = mixed_space.Tilings({0, 1});
+  EXPECT_TRUE(mixed.Offers(kernels::Precision::kBf16));
+  int im2col_f32 = 0, bf16 = 0;
+  for (const Tiling& t : mixed.Enumerate()) {
+    const auto& conv = std::get<kernels::ConvTiling>(t);
+    if (conv.precision == kernels::Precision::kF32) {
+      im2col_f32 += conv.algorithm == kernels::ConvAlgorithm::kIm2colGemm;
+      continue;
+    }
+    ++bf16;
+    EXPECT_EQ(conv.algorithm, kernels::ConvAlgorithm::kIm2colGemm) << conv.ToString();
+    EXPECT_NE(kernels::FindBf16MicroKernel(conv.mr, conv.nr), nullptr) << conv.ToString();
+  }
+  EXPECT_GT(bf16, 0);
+  EXPECT_LE(bf16, im2col_f32);
+  EXPECT_EQ(mixed.size() - bf16, f32.size()) << "the f32 points are the same";
+
+  kernels::ConvTiling t;
+  EXPECT_FALSE(TilingToJson(t).contains("precision")) << "f32 text as before bf16";
+  t.precision = kernels::Precision::kBf16;
+  const nlohmann::json j = TilingToJson(t);
+  EXPECT_EQ(j.at("precision"), "bf16");
+  Tiling back;
+  ASSERT_TRUE(TilingFromJson(KernelTemplate::kConv, j, &back));
+  EXPECT_EQ(std::get<kernels::ConvTiling>(back), t);
+  EXPECT_NE(TilingToString(back).find(" bf16"), std::string::npos);
+}
+
 TEST(PrecisionSpace, TilingTextRoundTrips) {
   kernels::GemmTiling t;
   EXPECT_FALSE(TilingToJson(t).contains("precision")) << "f32 text as before bf16";
