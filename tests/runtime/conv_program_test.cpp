@@ -288,5 +288,46 @@ TEST(ConvProgram, GlobalPoolsFusedIntoConvsInEveryPlan) {
   EXPECT_GT(pooled, 40);  // random plans drew pooled convs with random tilings
 }
 
+// Under a mixed policy every conv group of the greedy plan given a bf16
+// im2col tiling drawn from its space: the program pre-packs bf16 weights
+// and its outputs stay within what bf16 products allow (2^-8 per operand,
+// summed over at most 216 terms here: 2e-2 of the output's scale is far
+// above what random signs leave, which is about 1e-3).
+TEST(ConvProgram, Bf16ConvGroupsMatchTheReferenceWithinBf16Rounding) {
+  graph::Graph g = testing::Parse(kSmallCnn);
+  kernels::KernelConfig config;
+  config.local_buffer_bytes = 256 * 1024;
+  config.offer_bf16 = true;
+  fusion_space::FusionSpace space(g, config);
+  const graph::TensorMap feeds = graph::RandomFeeds(g, 3);
+  auto want = graph::RunReference(g, feeds);
+  ASSERT_TRUE(want.ok()) << want.error().message();
+  Rng rng(40);
+  for (int trial = 0; trial < 4; ++trial) {
+    fusion_space::Plan plan = space.Greedy();
+    int bf16 = 0;
+    for (fusion_space::PlanGroup& group : plan.groups) {
+      std::vector<fusion_space::Tiling> points;
+      for (const fusion_space::Tiling& t : space.Tilings(group.nodes).Enumerate())
+        if (fusion_space::TilingTemplate(t) == fusion_space::KernelTemplate::kConv &&
+            fusion_space::TilingPrecision(t) == kernels::Precision::kBf16)
+          points.push_back(t);
+      if (points.empty()) continue;
+      group.tiling = points[rng.Below(points.size())];
+      ++bf16;
+    }
+    EXPECT_GE(bf16, 3) << Describe(space, plan);  // c0, c1 and c4; c2 and c3 are a chain
+    auto exe = KernelProgram::Compile(space, plan);
+    ASSERT_TRUE(exe.ok()) << exe.error().message();
+    for (int run = 0; run < 2; ++run) {
+      auto got = (*exe)->Run(feeds);
+      ASSERT_TRUE(got.ok()) << got.error().message();
+      const double err = testing::ScaledError(got->at("y"), want->outputs.at("y"));
+      EXPECT_LE(err, 2e-2) << Describe(space, plan);
+      EXPECT_GT(err, 0) << "bf16 rounds: the outputs cannot be exact";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fusetune::runtime
