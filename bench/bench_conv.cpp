@@ -215,7 +215,8 @@ void Sweep(int threads, Precision precision) {
     double best = 0;
     ConvTiling best_tiling;
     for (auto [mr, nr] : MicroTileShapes()) {
-      if (nr % 16 != 0 || (mr == 6 && nr == 16) || IsThinMicroTile(mr, nr)) continue;  // the wide AVX-512 shapes
+      if (nr % 16 != 0 || (mr == 6 && nr == 16) || IsThinMicroTile(mr, nr))
+        continue;  // the wide AVX-512 shapes
       if (precision == Precision::kBf16 && FindBf16MicroKernel(mr, nr) == nullptr) continue;
       for (int64_t oc : {32, 64, 128, 256})
         for (int64_t px : {64, 128, 256, 512})
@@ -230,10 +231,10 @@ void Sweep(int threads, Precision precision) {
             d.w_packed = packed.data();
             double seconds = 1e9;
             for (int rep = 0; rep < 7; ++rep)
-              seconds = std::min(seconds, LongestThreadCpu(threads, [&](int th) {
-                                   conv_detail::OpsOf(t).run_share(d, t, config,
-                                                                          RunMode::kFull, th);
-                                 }));
+              seconds =
+                  std::min(seconds, LongestThreadCpu(threads, [&](int th) {
+                             conv_detail::OpsOf(t).run_share(d, t, config, RunMode::kFull, th);
+                           }));
             const double gflops = 2.0 * s.Macs() / seconds / 1e9;
             if (gflops > best) {
               best = gflops;

@@ -198,8 +198,8 @@ void PlanIm2colGather(const ConvShape& s, int nr, const ConvTile& tile, GatherPl
   if (plan->p0 != tile.p0 || plan->ps != tile.ps) BuildPlan(s, nr, tile.p0, tile.ps, plan);
 }
 
-int64_t GatherIm2colBlock(const ConvDesc& d, const ConvTiling& t, const Step& st,
-                          GatherPlan* plan, float* b) {
+int64_t GatherIm2colBlock(const ConvDesc& d, const ConvTiling& t, const Step& st, GatherPlan* plan,
+                          float* b) {
   const ConvShape& s = d.shape;
   const ConvTile& tile = st.tile;
   const int64_t bytes = static_cast<int64_t>(sizeof(float)) * st.depth * tile.ps;

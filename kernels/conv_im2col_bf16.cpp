@@ -156,8 +156,7 @@ class Runner {
     if (d_.w_packed != nullptr) {
       const int64_t row_halves = PackedRowHalves(g_);
       const int64_t first_row = st.group * PackedGroupRows(s_, t_) + tile.oc0 % s_.out_per_group();
-      const Bf16* src =
-          reinterpret_cast<const Bf16*>(d_.w_packed) + first_row * row_halves + st.k0;
+      const Bf16* src = reinterpret_cast<const Bf16*>(d_.w_packed) + first_row * row_halves + st.k0;
       for (int64_t r = 0; r < rows; ++r)
         std::memcpy(a_ + r * depth_pad, src + r * row_halves, sizeof(Bf16) * depth_pad);
     } else {
@@ -173,10 +172,9 @@ class Runner {
       const ConvTile& tile = st.tile;
       PlanIm2colGather(s_, t_.nr, tile, &plan_);
       const int64_t plane = s_.in_h * s_.in_w;
-      GatherPairsAvx512(plan_,
-                        d_.x + (tile.image * s_.in_channels + st.group * s_.in_per_group()) * plane,
-                        plane, s_.in_per_group(), s_.kernel_h * s_.kernel_w, st.k0, st.depth,
-                        t_.nr, b_);
+      GatherPairsAvx512(
+          plan_, d_.x + (tile.image * s_.in_channels + st.group * s_.in_per_group()) * plane, plane,
+          s_.in_per_group(), s_.kernel_h * s_.kernel_w, st.k0, st.depth, t_.nr, b_);
       stats_.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * st.depth * tile.ps;
       return;
     }
@@ -257,13 +255,9 @@ KernelStats RunShare(const ConvDesc& d, const ConvTiling& t, const KernelConfig&
 }  // namespace
 
 const ConvAlgorithmOps& Im2colGemmBf16Ops() {
-  static const ConvAlgorithmOps ops{Im2colGemmOps().applies,
-                                    CheckTiling,
-                                    LocalBytes,
-                                    PackedFloats,
-                                    PrePack,
-                                    RunShare,
-                                    EstimateIm2col};
+  static const ConvAlgorithmOps ops{
+      Im2colGemmOps().applies, CheckTiling, LocalBytes, PackedFloats, PrePack, RunShare,
+      EstimateIm2col};
   return ops;
 }
 

@@ -22,6 +22,21 @@ int CountBf16(const TilingSpace& space) {
   return bf16;
 }
 
+// A default tiling of `kind` writes no precision (the text of before bf16);
+// in bf16 it writes "bf16", reads back equal and says so in its summary.
+template <typename TilingT>
+void ExpectBf16TextRoundTrips(KernelTemplate kind) {
+  TilingT t;
+  EXPECT_FALSE(TilingToJson(t).contains("precision")) << "f32 text as before bf16";
+  t.precision = kernels::Precision::kBf16;
+  const nlohmann::json j = TilingToJson(t);
+  EXPECT_EQ(j.at("precision"), "bf16");
+  Tiling back;
+  ASSERT_TRUE(TilingFromJson(kind, j, &back));
+  EXPECT_EQ(std::get<TilingT>(back), t);
+  EXPECT_NE(TilingToString(back).find(" bf16"), std::string::npos);
+}
+
 TEST(PrecisionSpace, Bf16IsOfferedOnlyWhenAsked) {
   graph::Graph g = testing::Parse(kMlp);
   kernels::KernelConfig config;
@@ -116,30 +131,16 @@ TEST(PrecisionSpace, ConvOffersBf16ForImplicitGemmOnly) {
   EXPECT_LE(bf16, im2col_f32);
   EXPECT_EQ(mixed.size() - bf16, f32.size()) << "the f32 points are the same";
 
-  kernels::ConvTiling t;
-  EXPECT_FALSE(TilingToJson(t).contains("precision")) << "f32 text as before bf16";
-  t.precision = kernels::Precision::kBf16;
-  const nlohmann::json j = TilingToJson(t);
-  EXPECT_EQ(j.at("precision"), "bf16");
-  Tiling back;
-  ASSERT_TRUE(TilingFromJson(KernelTemplate::kConv, j, &back));
-  EXPECT_EQ(std::get<kernels::ConvTiling>(back), t);
-  EXPECT_NE(TilingToString(back).find(" bf16"), std::string::npos);
+  ExpectBf16TextRoundTrips<kernels::ConvTiling>(KernelTemplate::kConv);
 }
 
 TEST(PrecisionSpace, TilingTextRoundTrips) {
+  ExpectBf16TextRoundTrips<kernels::GemmTiling>(KernelTemplate::kGemm);
   kernels::GemmTiling t;
-  EXPECT_FALSE(TilingToJson(t).contains("precision")) << "f32 text as before bf16";
   t.precision = kernels::Precision::kBf16;
-  const nlohmann::json j = TilingToJson(t);
-  EXPECT_EQ(j.at("precision"), "bf16");
-  Tiling back;
-  ASSERT_TRUE(TilingFromJson(KernelTemplate::kGemm, j, &back));
-  EXPECT_EQ(std::get<kernels::GemmTiling>(back), t);
-  EXPECT_NE(TilingToString(back).find(" bf16"), std::string::npos);
-
-  nlohmann::json bad = j;
+  nlohmann::json bad = TilingToJson(t);
   bad["precision"] = "fp8";
+  Tiling back;
   const FusionDecision d = TilingFromJson(KernelTemplate::kGemm, bad, &back);
   ASSERT_FALSE(d);
   EXPECT_NE(d.reason().find("tiling.precision \"fp8\" is not f32 or bf16"), std::string::npos)

@@ -22,7 +22,8 @@ using testing::MakeShape;
 using testing::RandomConv;
 
 ConvTiling Bf16Im2col(int64_t oc_block, int64_t pixel_block, int64_t k_block, int mr, int nr) {
-  ConvTiling t = testing::Tiling(ConvAlgorithm::kIm2colGemm, oc_block, pixel_block, k_block, mr, nr);
+  ConvTiling t =
+      testing::Tiling(ConvAlgorithm::kIm2colGemm, oc_block, pixel_block, k_block, mr, nr);
   t.precision = Precision::kBf16;
   return t;
 }
@@ -49,27 +50,28 @@ double WorstBoundRatio(const ConvShape& s, const ConvTiling& tiling, bool prepac
   for (size_t i = 0; i < want.size(); ++i) {
     const int64_t oc = static_cast<int64_t>(i) / s.pixels() % s.out_channels;
     const double added = std::abs(c.b[oc]) + (c.r.empty() ? 0.0 : std::abs(c.r[i]));
-    const double bound = per_product * magnitude[i] +
-                         4 * std::ldexp(1.0, -24) * (magnitude[i] + added) + 1e-30;
+    const double bound =
+        per_product * magnitude[i] + 4 * std::ldexp(1.0, -24) * (magnitude[i] + added) + 1e-30;
     worst = std::max(worst, std::abs(double(c.y[i]) - want[i]) / bound);
   }
   return worst;
 }
 
 std::vector<ConvShape> Shapes() {
-  return {MakeShape(1, 16, 14, 14, 32, 3, 1, 1),  MakeShape(1, 3, 32, 32, 16, 7, 2, 3),
-          MakeShape(1, 32, 9, 9, 24, 1),          MakeShape(1, 32, 10, 10, 24, 1, 2),
+  return {MakeShape(1, 16, 14, 14, 32, 3, 1, 1),   MakeShape(1, 3, 32, 32, 16, 7, 2, 3),
+          MakeShape(1, 32, 9, 9, 24, 1),           MakeShape(1, 32, 10, 10, 24, 1, 2),
           MakeShape(1, 8, 12, 12, 16, 3, 1, 2, 2), MakeShape(1, 16, 9, 11, 20, 3, 2, 1, 1, 4),
-          MakeShape(1, 8, 1, 50, 12, 5, 1, 2),    MakeShape(2, 8, 9, 9, 16, 3, 1, 1),
-          MakeShape(1, 7, 13, 11, 13, 3, 1, 1),   MakeShape(1, 4, 3, 3, 8, 5, 1, 4)};
+          MakeShape(1, 8, 1, 50, 12, 5, 1, 2),     MakeShape(2, 8, 9, 9, 16, 3, 1, 1),
+          MakeShape(1, 7, 13, 11, 13, 3, 1, 1),    MakeShape(1, 4, 3, 3, 8, 5, 1, 4)};
 }
 
 TEST(ConvIm2colBf16, WithinTheBoundOnEveryShapeAndMicroShape) {
   for (auto [mr, nr] : Bf16MicroTileShapes()) {
     if (IsThinMicroTile(mr, nr)) continue;  // decode GEMMs' tiles, not in the conv space
     // Small blocks with odd and short slices, then blocks covering the shape.
-    for (const ConvTiling& t : {Bf16Im2col(mr, nr, 7, mr, nr), Bf16Im2col(2 * mr, 2 * nr, 16, mr, nr),
-                                Bf16Im2col(8 * mr, 8 * nr, 4096, mr, nr)})
+    for (const ConvTiling& t :
+         {Bf16Im2col(mr, nr, 7, mr, nr), Bf16Im2col(2 * mr, 2 * nr, 16, mr, nr),
+          Bf16Im2col(8 * mr, 8 * nr, 4096, mr, nr)})
       for (const ConvShape& s : Shapes()) {
         SCOPED_TRACE(fmt::format("{} {}", s.ToString(), t.ToString()));
         EXPECT_LE(WorstBoundRatio(s, t, /*prepack=*/true, /*residual_relu=*/false), 1.0);
