@@ -30,7 +30,7 @@ const std::vector<std::string> kNames = {
     "tiling_0", "tiling_1", "tiling_2", "tiling_3", "tiling_4", "tiling_5", "tiling_6",
     // activation layouts a conv reads and writes (kernels/layout.h; 0 = NCHW)
     "layout_in", "layout_out",
-    // the precision a GEMM or attention computes in (kernels/precision.h; 0 = f32, 1 = bf16)
+    // the precision a GEMM, attention or conv computes in (kernels/precision.h; 0 = f32, 1 = bf16)
     "bf16",
     // op mix of prologue and epilogue (or the tile program)
     "ops_operand", "ops_activation", "ops_reduction", "ops_total", "outputs",
