@@ -157,8 +157,12 @@ class Runner {
       const int64_t row_halves = PackedRowHalves(g_);
       const int64_t first_row = st.group * PackedGroupRows(s_, t_) + tile.oc0 % s_.out_per_group();
       const Bf16* src = reinterpret_cast<const Bf16*>(d_.w_packed) + first_row * row_halves + st.k0;
-      for (int64_t r = 0; r < rows; ++r)
-        std::memcpy(a_ + r * depth_pad, src + r * row_halves, sizeof(Bf16) * depth_pad);
+      // An odd slice (k_block odd, or K's last) ends its rows in a zero of
+      // its own: the packed row's next value may be past its end.
+      for (int64_t r = 0; r < rows; ++r) {
+        std::memcpy(a_ + r * depth_pad, src + r * row_halves, sizeof(Bf16) * st.depth);
+        if (depth_pad > st.depth) a_[r * depth_pad + st.depth] = 0;
+      }
     } else {
       ConvertRows(d_, g_.k, tile.oc0, tile.ocs, rows, st.k0, st.depth, depth_pad, a_);
     }
