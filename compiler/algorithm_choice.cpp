@@ -28,26 +28,35 @@ Result<std::string> RunnerUp(TuningIndex& index, const std::string& workload_key
                              const fusion_space::KernelInstance& instance,
                              const fusion_space::TilingSpace& tilings,
                              const kernels::ConvTiling& mine, std::optional<double> mine_seconds) {
-  std::string text = fmt::format("algorithm {}, layout {}",
-                                 kernels::ConvAlgorithmName(mine.algorithm), LayoutsText(mine));
+  // A mixed compile (the space offers bf16) also names the precision.
+  const bool mixed = tilings.Offers(kernels::Precision::kBf16);
+  std::string text =
+      fmt::format("algorithm {}{}, layout {}", kernels::ConvAlgorithmName(mine.algorithm),
+                  mixed ? fmt::format(" in {}", kernels::PrecisionName(mine.precision)) : "",
+                  LayoutsText(mine));
   FT_ASSIGN_OR_RETURN(const std::vector<db::Record> records,
                       index.TopRecords(workload_key, kAlgorithmRecordsRead));
-  std::optional<std::string> algorithm, layout;
+  std::optional<std::string> algorithm, layout, precision;
+  auto runner_up = [&](const char* what, const std::string& which, const db::Record& r) {
+    return fmt::format("runner-up {} {} {:.3f} ms{}", what, which, r.seconds * 1e3,
+                       Slower(r.seconds, mine_seconds));
+  };
   for (const db::Record& r : records) {
     const auto tiling = TilingFromRecordPlan(r.plan, instance.kind, tilings);
     const auto* other = tiling ? std::get_if<kernels::ConvTiling>(&*tiling) : nullptr;
     if (other == nullptr) continue;
     if (!algorithm && other->algorithm != mine.algorithm)
-      algorithm = fmt::format("runner-up algorithm {} {:.3f} ms{}",
-                              kernels::ConvAlgorithmName(other->algorithm), r.seconds * 1e3,
-                              Slower(r.seconds, mine_seconds));
+      algorithm = runner_up("algorithm", kernels::ConvAlgorithmName(other->algorithm), r);
     if (!layout && LayoutsText(*other) != LayoutsText(mine))
-      layout = fmt::format("runner-up layout {} {:.3f} ms{}", LayoutsText(*other), r.seconds * 1e3,
-                           Slower(r.seconds, mine_seconds));
-    if (algorithm && layout) break;
+      layout = runner_up("layout", LayoutsText(*other), r);
+    if (mixed && !precision && other->precision != mine.precision)
+      precision = runner_up("precision", kernels::PrecisionName(other->precision), r);
+    if (algorithm && layout && (precision || !mixed)) break;
   }
   text += "; " + algorithm.value_or("no other algorithm measured");
-  return text + "; " + layout.value_or("no other layout measured");
+  text += "; " + layout.value_or("no other layout measured");
+  if (mixed) text += "; " + precision.value_or("no other precision measured");
+  return text;
 }
 
 // A conv chain's nodes cut where each Conv starts: every conv with the

@@ -493,6 +493,45 @@ TEST(Compiler, ExplainingAConvNamesItsAlgorithmLayoutsAndRunnersUp) {
       << text;
 }
 
+// A mixed compile names the conv's precision and the fastest record of the
+// other one.
+TEST(Compiler, ExplainingAMixedConvNamesItsPrecisionAndTheOther) {
+  Fixture f(R"(graph g { input x: f32[1, 16, 12, 12]  const w: f32[32, 16, 3, 3]
+    c = Conv(x, w) {pads=[1, 1, 1, 1]}  y = Relu(c)  output y })");
+  kernels::KernelConfig mixed;
+  mixed.offer_bf16 = true;
+  f.space = std::make_unique<fusion_space::FusionSpace>(f.graph, mixed);
+  const auto tasks = search::ExtractTasks(f.graph, *f.space);
+  const search::Task* conv = nullptr;
+  for (const search::Task& t : tasks)
+    if (t.kind == fusion_space::KernelTemplate::kConv && t.nodes.size() == 2) conv = &t;
+  ASSERT_NE(conv, nullptr);
+  auto find = [&](kernels::Precision p) {
+    for (const fusion_space::Tiling& t : conv->tilings().Enumerate()) {
+      const auto& c = std::get<kernels::ConvTiling>(t);
+      if (c.algorithm == kernels::ConvAlgorithm::kIm2colGemm && c.precision == p &&
+          c.in_layout == kernels::ActivationLayout::kNCHW &&
+          c.out_layout == kernels::ActivationLayout::kNCHW)
+        return t;
+    }
+    ADD_FAILURE() << "no tiling";
+    return conv->tilings().Default();
+  };
+  AddGroupRecord(*f.db, *conv, find(kernels::Precision::kBf16), 10e-6);
+  AddGroupRecord(*f.db, *conv, find(kernels::Precision::kF32), 15e-6);
+  CompileOptions options;
+  options.explain_alternatives = true;
+  auto index = f.Index();
+  auto plan = CompileGraph(*f.space, *index, options);
+  ASSERT_TRUE(plan.ok()) << plan.error().ToString();
+  std::string detail;
+  for (const GroupDecision& d : plan->groups)
+    if (d.kind == fusion_space::KernelTemplate::kConv) detail = d.choice.detail;
+  EXPECT_NE(detail.find("algorithm im2col_gemm in bf16, layout nchw -> nchw"), std::string::npos)
+      << detail;
+  EXPECT_NE(detail.find("runner-up precision f32 0.015 ms (+50%)"), std::string::npos) << detail;
+}
+
 // A plan from group records takes its conv layouts across groups: c0 was
 // fastest alone writing NCHW16c and c1 reading NCHW, which would need a
 // transform between them; c1's recorded NCHW16c reader costs less than
