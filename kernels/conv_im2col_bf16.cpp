@@ -35,17 +35,26 @@ int64_t PackedGroupRows(const ConvShape& s, const ConvTiling& t) {
   return RoundUp(s.out_per_group(), t.mr);
 }
 
+// Whether B's blocks go straight from X into k-pairs (GatherPairsAvx512):
+// stride 1 on NCHW X, with AVX512-BF16. Else they are gathered in f32 into
+// a staging panel and rounded in a second pass.
+bool GathersPairsDirectly(const ConvDesc& d, const ConvTiling& t) {
+  return CpuHasBf16Dot() && d.shape.stride_w == 1 && t.in_layout == ActivationLayout::kNCHW;
+}
+
 // The local buffer in bf16 halves and floats: A [mc_pad][kc_pad] bf16, the
-// f32 gather [kc][nc_pad], its bf16 k-pairs [kc_pad / 2][nc_pad][2], C f32.
+// f32 staging [kc][nc_pad] (none when B is gathered straight into pairs),
+// B's bf16 k-pairs [kc_pad / 2][nc_pad][2], C f32.
 struct Layout {
   int64_t kc_pad, a_floats, stage_floats, b_floats, c_floats;
 };
 
-Layout LayoutOf(const Geometry& g) {
+Layout LayoutOf(const ConvDesc& d, const ConvTiling& t) {
+  const Geometry g = Im2colGeometryOf(d.shape, t);
   Layout l;
   l.kc_pad = RoundUp(g.kc, 2);
   l.a_floats = g.mc_pad * l.kc_pad / 2;
-  l.stage_floats = g.b_floats();
+  l.stage_floats = GathersPairsDirectly(d, t) ? 0 : g.b_floats();
   l.b_floats = l.kc_pad * g.nc_pad / 2;
   l.c_floats = g.c_floats();
   return l;
@@ -115,14 +124,13 @@ class Runner {
         s_(d.shape),
         t_(t),
         g_(Im2colGeometryOf(d.shape, t)),
-        l_(LayoutOf(g_)),
+        l_(LayoutOf(d, t)),
         mode_(mode),
         mk_(FindBf16MicroKernel(t.mr, t.nr)),
-        pairs_direct_(CpuHasBf16Dot() && d.shape.stride_w == 1 &&
-                      t.in_layout == ActivationLayout::kNCHW),
+        pairs_direct_(GathersPairsDirectly(d, t)),
         local_(static_cast<size_t>(Im2colGemmBf16Ops().local_bytes(d, t))) {
     a_ = reinterpret_cast<Bf16*>(local_.Take(l_.a_floats));
-    stage_ = local_.Take(l_.stage_floats);
+    if (!pairs_direct_) stage_ = local_.Take(l_.stage_floats);
     b_ = reinterpret_cast<Bf16*>(local_.Take(l_.b_floats));
     c_ = local_.Take(l_.c_floats);
     // As the f32 form: compute-only runs compute on ordinary values (0.5
@@ -169,8 +177,9 @@ class Runner {
     stats_.bytes_global_to_local += static_cast<int64_t>(sizeof(Bf16)) * tile.ocs * st.depth;
   }
 
-  // The f32 gather into the staging slivers [depth][nr], then each sliver's
-  // rows in pairs to bf16 k-pairs (an odd depth's last pair ends in zeros).
+  // B's block into k-pairs: straight from X, or the f32 gather into the
+  // staging slivers [depth][nr], then each sliver's rows in pairs to bf16
+  // k-pairs (an odd depth's last pair ends in zeros).
   void GatherB(const Step& st) {
     if (pairs_direct_) {
       const ConvTile& tile = st.tile;
@@ -222,7 +231,7 @@ class Runner {
 };
 
 int64_t LocalBytes(const ConvDesc& d, const ConvTiling& t) {
-  const Layout l = LayoutOf(Im2colGeometryOf(d.shape, t));
+  const Layout l = LayoutOf(d, t);
   // Each region is rounded to 64 bytes by LocalBuffer::Take.
   return static_cast<int64_t>(sizeof(float)) *
              (l.a_floats + l.stage_floats + l.b_floats + l.c_floats) +

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <numeric>
 #include <set>
 
@@ -449,37 +450,61 @@ TEST(Compiler, TheFusedGraphHasOneCustomNodePerFusedKernelAndExports) {
   EXPECT_TRUE(graph::ExportOnnxBytes(*fused).ok());
 }
 
-// --explain on a conv: the algorithm and layouts the plan runs, the fastest
-// record of another algorithm and of other layouts, and how much slower.
-TEST(Compiler, ExplainingAConvNamesItsAlgorithmLayoutsAndRunnersUp) {
-  Fixture f(R"(graph g { input x: f32[1, 16, 12, 12]  const w: f32[32, 16, 3, 3]
-    c = Conv(x, w) {pads=[1, 1, 1, 1]}  y = Relu(c)  output y })");
-  const auto tasks = search::ExtractTasks(f.graph, *f.space);
-  const search::Task* conv = nullptr;
+constexpr const char* kOneConv = R"(graph g { input x: f32[1, 16, 12, 12]
+  const w: f32[32, 16, 3, 3]  c = Conv(x, w) {pads=[1, 1, 1, 1]}  y = Relu(c)  output y })";
+
+// The conv + ReLU group's task of `tasks` (null, and a failed test, if none).
+const search::Task* ConvTask(const std::vector<search::Task>& tasks) {
   for (const search::Task& t : tasks)
-    if (t.kind == fusion_space::KernelTemplate::kConv && t.nodes.size() == 2) conv = &t;
-  ASSERT_NE(conv, nullptr);
-  auto find = [&](kernels::ConvAlgorithm a, kernels::ActivationLayout layout) {
-    for (const fusion_space::Tiling& t : conv->tilings().Enumerate()) {
-      const auto& c = std::get<kernels::ConvTiling>(t);
-      if (c.algorithm == a && c.in_layout == layout && c.out_layout == layout) return t;
-    }
-    ADD_FAILURE() << "no tiling";
-    return conv->tilings().Default();
-  };
-  using A = kernels::ConvAlgorithm;
-  using L = kernels::ActivationLayout;
-  AddGroupRecord(*f.db, *conv, find(A::kDirect, L::kNCHWc), 10e-6);
-  AddGroupRecord(*f.db, *conv, find(A::kDirect, L::kNCHW), 11e-6);
-  AddGroupRecord(*f.db, *conv, find(A::kWinograd4, L::kNCHWc), 12e-6);
+    if (t.kind == fusion_space::KernelTemplate::kConv && t.nodes.size() == 2) return &t;
+  ADD_FAILURE() << "no conv + ReLU task";
+  return nullptr;
+}
+
+// The first tiling of `task`'s space that `wanted` accepts.
+fusion_space::Tiling FindConvTiling(const search::Task& task,
+                                    const std::function<bool(const kernels::ConvTiling&)>& wanted) {
+  for (const fusion_space::Tiling& t : task.tilings().Enumerate())
+    if (wanted(std::get<kernels::ConvTiling>(t))) return t;
+  ADD_FAILURE() << "no tiling";
+  return task.tilings().Default();
+}
+
+// The conv group's --explain detail of `plan`.
+std::string ConvDetail(const CompiledPlan& plan) {
+  std::string detail;
+  for (const GroupDecision& d : plan.groups)
+    if (d.kind == fusion_space::KernelTemplate::kConv) detail = d.choice.detail;
+  return detail;
+}
+
+Result<CompiledPlan> CompileExplained(Fixture& f) {
   CompileOptions options;
   options.explain_alternatives = true;
   auto index = f.Index();
-  auto plan = CompileGraph(*f.space, *index, options);
+  return CompileGraph(*f.space, *index, options);
+}
+
+// --explain on a conv: the algorithm and layouts the plan runs, the fastest
+// record of another algorithm and of other layouts, and how much slower.
+TEST(Compiler, ExplainingAConvNamesItsAlgorithmLayoutsAndRunnersUp) {
+  Fixture f(kOneConv);
+  const auto tasks = search::ExtractTasks(f.graph, *f.space);
+  const search::Task* conv = ConvTask(tasks);
+  ASSERT_NE(conv, nullptr);
+  using A = kernels::ConvAlgorithm;
+  using L = kernels::ActivationLayout;
+  auto find = [&](A a, L layout) {
+    return FindConvTiling(*conv, [&](const kernels::ConvTiling& c) {
+      return c.algorithm == a && c.in_layout == layout && c.out_layout == layout;
+    });
+  };
+  AddGroupRecord(*f.db, *conv, find(A::kDirect, L::kNCHWc), 10e-6);
+  AddGroupRecord(*f.db, *conv, find(A::kDirect, L::kNCHW), 11e-6);
+  AddGroupRecord(*f.db, *conv, find(A::kWinograd4, L::kNCHWc), 12e-6);
+  auto plan = CompileExplained(f);
   ASSERT_TRUE(plan.ok()) << plan.error().ToString();
-  std::string detail;
-  for (const GroupDecision& d : plan->groups)
-    if (d.kind == fusion_space::KernelTemplate::kConv) detail = d.choice.detail;
+  const std::string detail = ConvDetail(*plan);
   EXPECT_NE(detail.find("algorithm direct, layout nchw16c -> nchw16c"), std::string::npos)
       << detail;
   EXPECT_NE(detail.find("runner-up algorithm winograd4 0.012 ms (+20%)"), std::string::npos)
@@ -496,37 +521,25 @@ TEST(Compiler, ExplainingAConvNamesItsAlgorithmLayoutsAndRunnersUp) {
 // A mixed compile names the conv's precision and the fastest record of the
 // other one.
 TEST(Compiler, ExplainingAMixedConvNamesItsPrecisionAndTheOther) {
-  Fixture f(R"(graph g { input x: f32[1, 16, 12, 12]  const w: f32[32, 16, 3, 3]
-    c = Conv(x, w) {pads=[1, 1, 1, 1]}  y = Relu(c)  output y })");
+  Fixture f(kOneConv);
   kernels::KernelConfig mixed;
   mixed.offer_bf16 = true;
   f.space = std::make_unique<fusion_space::FusionSpace>(f.graph, mixed);
   const auto tasks = search::ExtractTasks(f.graph, *f.space);
-  const search::Task* conv = nullptr;
-  for (const search::Task& t : tasks)
-    if (t.kind == fusion_space::KernelTemplate::kConv && t.nodes.size() == 2) conv = &t;
+  const search::Task* conv = ConvTask(tasks);
   ASSERT_NE(conv, nullptr);
   auto find = [&](kernels::Precision p) {
-    for (const fusion_space::Tiling& t : conv->tilings().Enumerate()) {
-      const auto& c = std::get<kernels::ConvTiling>(t);
-      if (c.algorithm == kernels::ConvAlgorithm::kIm2colGemm && c.precision == p &&
-          c.in_layout == kernels::ActivationLayout::kNCHW &&
-          c.out_layout == kernels::ActivationLayout::kNCHW)
-        return t;
-    }
-    ADD_FAILURE() << "no tiling";
-    return conv->tilings().Default();
+    return FindConvTiling(*conv, [&](const kernels::ConvTiling& c) {
+      return c.algorithm == kernels::ConvAlgorithm::kIm2colGemm && c.precision == p &&
+             c.in_layout == kernels::ActivationLayout::kNCHW &&
+             c.out_layout == kernels::ActivationLayout::kNCHW;
+    });
   };
   AddGroupRecord(*f.db, *conv, find(kernels::Precision::kBf16), 10e-6);
   AddGroupRecord(*f.db, *conv, find(kernels::Precision::kF32), 15e-6);
-  CompileOptions options;
-  options.explain_alternatives = true;
-  auto index = f.Index();
-  auto plan = CompileGraph(*f.space, *index, options);
+  auto plan = CompileExplained(f);
   ASSERT_TRUE(plan.ok()) << plan.error().ToString();
-  std::string detail;
-  for (const GroupDecision& d : plan->groups)
-    if (d.kind == fusion_space::KernelTemplate::kConv) detail = d.choice.detail;
+  const std::string detail = ConvDetail(*plan);
   EXPECT_NE(detail.find("algorithm im2col_gemm in bf16, layout nchw -> nchw"), std::string::npos)
       << detail;
   EXPECT_NE(detail.find("runner-up precision f32 0.015 ms (+50%)"), std::string::npos) << detail;
