@@ -171,6 +171,14 @@ class Tuner {
   // `nchw_only`: each group's best tiling in NCHW (conv layouts), so that
   // the plan places no layout transform.
   fusion_space::Plan TunedPlan(double* predicted = nullptr, bool nchw_only = false);
+  // The greedy partition (largest legal groups first) with each group's best
+  // tiling. The min-cost partition adds up group times measured alone, once
+  // each, on a host that may be busy: one slow record can split a group that
+  // pays fused (a cluster job's finishing step chose a plan of 18 kernels
+  // that ran 14% slower than a single machine's 14). Measured beside it, the
+  // whole model decides. `predicted`: the sum of its groups' times, 0 when a group
+  // has no task.
+  fusion_space::Plan TunedGreedyPlan(double* predicted);
   // `plan` with each conv group's layouts chosen across its neighbours
   // (layout_choice.h) among its measured tilings.
   fusion_space::Plan HarmonizedPlan(const fusion_space::Plan& plan) const;

@@ -181,6 +181,12 @@ Status Tuner::MeasureTunedPlan() {
   const std::optional<double> expected =
       predicted > 0 ? std::optional<double>(predicted) : std::nullopt;
   FT_RETURN_IF_ERROR(MeasurePlan(plan, "tuned", expected));
+  if (StopReason() == "interrupted") return Status::Ok();
+  double greedy_predicted = 0;
+  const fusion_space::Plan greedy = TunedGreedyPlan(&greedy_predicted);
+  FT_RETURN_IF_ERROR(
+      MeasurePlan(greedy, "tuned",
+                  greedy_predicted > 0 ? std::optional<double>(greedy_predicted) : std::nullopt));
   // The partition adds up group times measured alone, without the layout
   // transforms between groups that disagree: the same partition with the
   // layouts chosen across its groups (layout_choice.h), and in NCHW
@@ -201,6 +207,27 @@ Status Tuner::MeasureTunedPlan() {
   const fusion_space::Plan nchw = TunedPlan(&predicted, /*nchw_only=*/true);
   in_plan_ = in_plan;
   return MeasurePlan(nchw, "tuned", expected);
+}
+
+fusion_space::Plan Tuner::TunedGreedyPlan(double* predicted) {
+  fusion_space::Plan plan = space_.Greedy();
+  const fusion_space::Plan defaults = plan;
+  const double scale = AnalyticalScale();
+  double sum = 0;
+  bool every_group_known = true;
+  for (fusion_space::PlanGroup& g : plan.groups) {
+    auto it = task_by_key_.find(space_.Key(g.nodes).ToString());
+    if (it == task_by_key_.end()) {
+      every_group_known = false;
+      continue;
+    }
+    const TaskSearch& s = *searches_[it->second];
+    const auto best = BestOf(s, /*nchw_only=*/false);
+    g.tiling = best ? best->first : s.predicted_best();
+    sum += best ? best->second : PredictedSeconds(it->second, scale);
+  }
+  if (predicted != nullptr) *predicted = every_group_known ? sum : 0;
+  return space_.Validate(plan) ? plan : defaults;
 }
 
 fusion_space::Plan Tuner::HarmonizedPlan(const fusion_space::Plan& plan) const {

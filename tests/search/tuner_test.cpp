@@ -288,6 +288,30 @@ TEST(Tuner, SpendsTheBudgetCommitsEverythingAndBeatsBothBaselines) {
   EXPECT_EQ(SummaryToJson(*back), SummaryToJson(s));
 }
 
+// Beside the min-cost partition, the greedy one (largest groups first) is
+// measured with the tasks' best tilings: one slow group record cannot then
+// split a group that pays fused without the whole model having a say.
+TEST(Tuner, TheGreedyPartitionIsMeasuredWithTunedTilings) {
+  Job job(Budget(200));
+  ASSERT_TRUE(job.tuner->Run().ok());
+  auto nodes_of = [](const fusion_space::Plan& plan) {
+    std::vector<std::vector<int32_t>> nodes;
+    for (const fusion_space::PlanGroup& g : plan.groups) nodes.push_back(g.nodes);
+    return nodes;
+  };
+  const fusion_space::Plan greedy = job.model.space->Greedy();
+  const std::string greedy_text = fusion_space::PlanToJson(*job.model.space, greedy).dump();
+  int tuned_greedy = 0;
+  for (const db::Record& r : job.committed) {
+    auto json = nlohmann::json::parse(r.plan, nullptr, false);
+    if (json.is_discarded() || !json.contains("groups")) continue;
+    auto plan = fusion_space::PlanFromJson(*job.model.space, json);
+    if (!plan.ok() || nodes_of(*plan) != nodes_of(greedy)) continue;
+    tuned_greedy += fusion_space::PlanToJson(*job.model.space, *plan).dump() != greedy_text;
+  }
+  EXPECT_GE(tuned_greedy, 1) << "the greedy partition measured with tuned tilings";
+}
+
 TEST(Tuner, ResumingMeasuresNothingTwice) {
   Job first(Budget(150));
   ASSERT_TRUE(first.tuner->Run().ok());
