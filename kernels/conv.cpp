@@ -40,6 +40,10 @@ std::optional<ConvAlgorithm> ConvAlgorithmFromName(const std::string& name) {
   return std::nullopt;
 }
 
+bool ConvAlgorithmHasBf16(ConvAlgorithm algorithm) {
+  return algorithm == ConvAlgorithm::kIm2colGemm || algorithm == ConvAlgorithm::kDirect;
+}
+
 bool ConvAlgorithmUsesMicroTile(ConvAlgorithm algorithm) {
   return algorithm == ConvAlgorithm::kIm2colGemm || algorithm == ConvAlgorithm::kWinograd2 ||
          algorithm == ConvAlgorithm::kWinograd4;
@@ -137,8 +141,10 @@ const ConvAlgorithmOps& OpsOf(ConvAlgorithm algorithm) {
 }
 
 const ConvAlgorithmOps& OpsOf(const ConvTiling& tiling) {
-  if (tiling.algorithm == ConvAlgorithm::kIm2colGemm && tiling.precision == Precision::kBf16)
-    return Im2colGemmBf16Ops();
+  if (tiling.precision == Precision::kBf16) {
+    if (tiling.algorithm == ConvAlgorithm::kIm2colGemm) return Im2colGemmBf16Ops();
+    if (tiling.algorithm == ConvAlgorithm::kDirect) return DirectBf16Ops();
+  }
   return OpsOf(tiling.algorithm);
 }
 
@@ -533,9 +539,10 @@ Status CheckConv(const ConvDesc& d, const ConvTiling& t, const KernelConfig& con
       return Error(ErrorCode::kInvalidArgument,
                    std::string("conv epilogue: ") + EpilogueKindName(op.kind) +
                        " needs whole rows, which a conv tile does not hold");
-  if (t.precision != Precision::kF32 && t.algorithm != ConvAlgorithm::kIm2colGemm)
+  if (t.precision != Precision::kF32 && !ConvAlgorithmHasBf16(t.algorithm))
     return Error(ErrorCode::kInvalidArgument,
-                 fmt::format("tiling.precision: {} is computed by im2col_gemm only, not {}",
+                 fmt::format("tiling.precision: {} is computed by im2col_gemm and direct only, "
+                             "not {}",
                              PrecisionName(t.precision), ConvAlgorithmName(t.algorithm)));
   const ConvAlgorithmOps& ops = OpsOf(t);
   FT_RETURN_IF_ERROR(ops.check_tiling(d, t));

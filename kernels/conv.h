@@ -148,10 +148,12 @@ struct ConvTiling {
   // layout, but a global pool's [N, C] output is NCHW.
   ActivationLayout in_layout = ActivationLayout::kNCHW;
   ActivationLayout out_layout = ActivationLayout::kNCHW;
-  // bf16 (kernels/precision.h): im2col only. W pre-packed in bf16, each B
-  // block gathered in f32 and rounded to bf16 k-pairs in the local buffer,
-  // products on the bf16 micro-kernels with f32 sums; bias, epilogue and
-  // pools in f32. Within the bf16 GEMM's bound (docs/PRECISION.md).
+  // bf16 (kernels/precision.h): im2col and direct (ConvAlgorithmHasBf16).
+  // W pre-packed in bf16; the input rounded to bf16 pairs in the local
+  // buffer (im2col: each B block, as the bf16 micro-kernels' k-pairs;
+  // direct: each band, as pairs of input channels); products on vdpbf16ps
+  // with f32 sums; bias, epilogue and pools in f32. Within the bf16 GEMM's
+  // bound (docs/PRECISION.md).
   Precision precision = Precision::kF32;
   std::string ToString() const;
   bool operator==(const ConvTiling&) const = default;
@@ -160,6 +162,10 @@ struct ConvTiling {
 // Ok when `algorithm` can compute `shape` at all (Winograd: 3x3 stride 1,
 // ...); the error says why not.
 Status ConvAlgorithmApplies(const ConvShape& shape, ConvAlgorithm algorithm);
+// Whether the algorithm has a bf16 form (ConvTiling::precision): im2col
+// and direct. Winograd's transformed values and depthwise's per-channel
+// taps stay f32.
+bool ConvAlgorithmHasBf16(ConvAlgorithm algorithm);
 // Which tiling fields an algorithm reads: the others are ignored, and the
 // tiling space keeps one value of them so that no two points are the same.
 bool ConvAlgorithmUsesMicroTile(ConvAlgorithm algorithm);  // im2col, Winograd

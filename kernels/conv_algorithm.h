@@ -1,7 +1,8 @@
 // Internal to the convolution template (conv.h): what each algorithm
 // provides, and the tile walk and tile finishing they share. One file per
 // algorithm (conv_im2col.cpp, conv_direct.cpp, conv_winograd.cpp,
-// conv_depthwise.cpp) defines its ConvAlgorithmOps; conv.cpp dispatches.
+// conv_depthwise.cpp) defines its ConvAlgorithmOps, and one file per bf16
+// form (conv_im2col_bf16.cpp, conv_direct_bf16.cpp); conv.cpp dispatches.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,9 @@ const ConvAlgorithmOps& DirectOps();
 const ConvAlgorithmOps& WinogradOps();  // kWinograd2 and kWinograd4 (the tiling says which)
 const ConvAlgorithmOps& DepthwiseOps();
 const ConvAlgorithmOps& Im2colGemmBf16Ops();  // kIm2colGemm in bf16 (conv_im2col_bf16.cpp)
+const ConvAlgorithmOps& DirectBf16Ops();      // kDirect in bf16 (conv_direct_bf16.cpp)
+// Its blocks without AVX512-BF16 (what DirectBf16Ops() is on such a CPU; tests).
+const ConvAlgorithmOps& DirectBf16PortableOps();
 const ConvAlgorithmOps& OpsOf(ConvAlgorithm algorithm);  // the f32 forms
 // The ops that run `tiling`: its algorithm's, in its precision.
 const ConvAlgorithmOps& OpsOf(const ConvTiling& tiling);

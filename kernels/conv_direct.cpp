@@ -19,19 +19,104 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/conv_algorithm.h"
-#include "kernels/conv_rows.h"
+#include "kernels/conv_direct.h"
 #include "kernels/row_simd.h"
 #include "kernels/simd_math.h"
 
 namespace fusetune::kernels::conv_detail {
 
+DirectLayout DirectLayoutOf(const ConvDesc& d, const ConvTiling& t) {
+  const ConvShape& s = d.shape;
+  DirectLayout l;
+  l.band_rows = std::min(AlgorithmWalk(d, t).rows_per_block(), s.out_h);
+  l.band = BandOf(s, l.band_rows);
+  l.tile_ld = l.band_rows * s.out_w;
+  const int64_t slice = t.precision == Precision::kBf16 ? DirectRoundUp(t.k_block, 2) : t.k_block;
+  l.ks = std::min(slice, s.in_channels);
+  l.vectors = (std::min(t.oc_block, s.out_channels) + kDirectLanes - 1) / kDirectLanes;
+  l.taps = s.kernel_h * s.kernel_w;
+  l.pack = d.w_packed == nullptr;
+  return l;
+}
+
+int64_t DirectChunkOf(int64_t out_w) {
+  const int64_t chunks = (out_w + kDirectMaxColumns - 1) / kDirectMaxColumns;
+  return (out_w + chunks - 1) / chunks;
+}
+
+std::vector<int64_t> DirectTapOffsets(const ConvShape& s, const BandGeometry& g) {
+  std::vector<int64_t> offsets;
+  for (int64_t kh = 0; kh < s.kernel_h; ++kh)
+    for (int64_t kw = 0; kw < s.kernel_w; ++kw) offsets.push_back(TapOffset(s, g, kh, kw));
+  return offsets;
+}
+
+void DirectUnblock(const float* acc, int64_t ocs, int64_t ps, int64_t ld, float* out) {
+  constexpr int64_t kLanes = kDirectLanes;
+  for (int64_t v = 0; v * kLanes < ocs; ++v) {
+    const float* src = acc + v * ld * kLanes;
+    const int64_t lanes = std::min(kLanes, ocs - v * kLanes);
+    float* dst = out + v * kLanes * ld;
+    int64_t p = 0;
+#if defined(__AVX512F__)
+    for (; p + kLanes <= ps; p += kLanes) {
+      __m512 r[16];
+      for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + (p + i) * kLanes);
+      Transpose16x16(r);
+      for (int64_t c = 0; c < lanes; ++c) _mm512_storeu_ps(dst + c * ld + p, r[c]);
+    }
+#endif
+    for (; p < ps; ++p)
+      for (int64_t c = 0; c < lanes; ++c) dst[c * ld + p] = src[p * kLanes + c];
+  }
+}
+
+TilingEstimate DirectEstimateOf(const ConvDesc& d, const ConvTiling& t, int threads,
+                                int64_t local_bytes) {
+  const ConvShape& s = d.shape;
+  const ConvTileWalk walk = AlgorithmWalk(d, t);
+  const DirectLayout l = DirectLayoutOf(d, t);
+  const int64_t slices = (s.in_channels + l.ks - 1) / l.ks;
+  TilingEstimate e;
+  e.local_bytes = local_bytes;
+  double total = 0, busiest = 0, useful = 0;
+  for (int th = 0; th < threads; ++th) {
+    int64_t begin = 0, end = 0;
+    walk.ShareOf(th, threads, &begin, &end);
+    double work = 0;
+    ConvTile previous;
+    for (int64_t i = begin; i < end; ++i) {
+      const ConvTile c = walk.At(i);
+      const BandGeometry g = BandOf(s, c.ps / s.out_w);
+      const int64_t ih0 = BandFirstRow(s, c.p0 / s.out_w);
+      if (!(i > begin && l.ks >= s.in_channels && previous.SameBand(c)))
+        e.bytes_in += 4.0 * s.in_channels * BandReadFloats(s, ih0, g);
+      previous = c;
+      if (l.pack) e.bytes_in += 4.0 * c.ocs * s.in_channels * l.taps;
+      if (d.bias != nullptr) e.bytes_in += 4.0 * c.ocs;
+      e.bytes_in += EpilogueReadBytes(d.epilogue, c.ocs, c.ps);
+      e.bytes_out += 4.0 * c.ocs * c.ps;
+      const double per_channel = static_cast<double>(c.ps) * s.in_channels * l.taps;
+      work += DirectRoundUp(c.ocs, kDirectLanes) * per_channel;
+      useful += c.ocs * per_channel;
+    }
+    e.max_thread_tiles = std::max(e.max_thread_tiles, end - begin);
+    busiest = std::max(busiest, work);
+    total += work;
+  }
+  e.tiles = walk.size();
+  e.max_thread_work = total > 0 ? busiest / total : 1;
+  e.lane_utilisation = total > 0 ? useful / total : 1;
+  e.steps = e.max_thread_tiles * slices;
+  return e;
+}
+
 namespace {
 
-constexpr int64_t kLanes = 16;
-constexpr int kMaxColumns = 14;  // RB: output columns of a register block
+constexpr int64_t kLanes = kDirectLanes;
+constexpr int kMaxColumns = kDirectMaxColumns;
 
-int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+int64_t RoundUp(int64_t x, int64_t m) { return DirectRoundUp(x, m); }
 
 Status DirectApplies(const ConvShape& s) {
   if (s.groups != 1)
@@ -47,35 +132,12 @@ Status DirectCheckTiling(const ConvDesc&, const ConvTiling& t) {
   return Status::Ok();
 }
 
-ConvTileWalk WalkOf(const ConvDesc& d, const ConvTiling& t) { return AlgorithmWalk(d, t); }
-
-struct Layout {
-  int64_t band_rows = 0;  // output rows per tile
-  BandGeometry band;
-  int64_t tile_ld = 0;  // positions per tile
-  int64_t ks = 0;       // input channels per slice
-  int64_t vectors = 0;  // 16-channel vectors per tile
-  int64_t taps = 0;
-  bool pack = false;  // weights packed per tile (no w_packed)
-};
-
-Layout LayoutOf(const ConvDesc& d, const ConvTiling& t) {
-  const ConvShape& s = d.shape;
-  Layout l;
-  l.band_rows = std::min(WalkOf(d, t).rows_per_block(), s.out_h);
-  l.band = BandOf(s, l.band_rows);
-  l.tile_ld = l.band_rows * s.out_w;
-  l.ks = std::min(t.k_block, s.in_channels);
-  l.vectors = (std::min(t.oc_block, s.out_channels) + kLanes - 1) / kLanes;
-  l.taps = s.kernel_h * s.kernel_w;
-  l.pack = d.w_packed == nullptr;
-  return l;
-}
+using Layout = DirectLayout;
 
 int64_t Bytes64(int64_t floats) { return RoundUp(4 * floats, 64); }
 
 int64_t DirectLocalBytes(const ConvDesc& d, const ConvTiling& t) {
-  const Layout l = LayoutOf(d, t);
+  const Layout l = DirectLayoutOf(d, t);
   const int64_t oc = l.vectors * kLanes;
   int64_t bytes = Bytes64(l.ks * l.band.floats()) + Bytes64(oc * l.tile_ld) +
                   Bytes64(std::min(t.oc_block, d.shape.out_channels) * l.tile_ld);
@@ -215,19 +277,12 @@ const BlockRow kBlocks[2][2] = {{BlockTable<1, 1>(std::make_integer_sequence<int
                                 {BlockTable<2, 1>(std::make_integer_sequence<int, kMaxColumns>{}),
                                  BlockTable<2, 2>(std::make_integer_sequence<int, kMaxColumns>{})}};
 
-// Columns per register block: out_w cut into equal chunks of at most kMaxColumns.
-int64_t ChunkOf(int64_t out_w) {
-  const int64_t chunks = (out_w + kMaxColumns - 1) / kMaxColumns;
-  return (out_w + chunks - 1) / chunks;
-}
-
 // One slice of input channels over the whole tile.
 void ComputeSlice(const ConvShape& s, const Layout& l, const float* band,
                   const std::vector<int64_t>& tap_off, const float* w, int64_t w_vstride,
                   int64_t vectors, int64_t rows, int64_t ics, bool accumulate, float* acc) {
-  const int64_t chunk = ChunkOf(s.out_w);
-  // Narrow outputs take two rows per block to keep enough sums in flight.
-  const int64_t block_rows = chunk * 2 <= kMaxColumns ? 2 : 1;
+  const int64_t chunk = DirectChunkOf(s.out_w);
+  const int64_t block_rows = DirectBlockRows(chunk);
   BlockArgs b;
   b.in_row = s.stride_h * l.band.row_floats;
   b.tap_off = tap_off.data();
@@ -256,46 +311,10 @@ void ComputeSlice(const ConvShape& s, const Layout& l, const float* band,
   }
 }
 
-#if defined(__AVX512F__)
-#endif
-
-// acc [vector][position][16] -> out [channel][position] (ld positions), ocs rows.
-void Unblock(const float* acc, int64_t ocs, int64_t ps, int64_t ld, float* out) {
-  for (int64_t v = 0; v * kLanes < ocs; ++v) {
-    const float* src = acc + v * ld * kLanes;
-    const int64_t lanes = std::min(kLanes, ocs - v * kLanes);
-    float* dst = out + v * kLanes * ld;
-    int64_t p = 0;
-#if defined(__AVX512F__)
-    for (; p + kLanes <= ps; p += kLanes) {
-      __m512 r[16];
-      for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + (p + i) * kLanes);
-      Transpose16x16(r);
-      for (int64_t c = 0; c < lanes; ++c) _mm512_storeu_ps(dst + c * ld + p, r[c]);
-    }
-#endif
-    for (; p < ps; ++p)
-      for (int64_t c = 0; c < lanes; ++c) dst[c * ld + p] = src[p * kLanes + c];
-  }
-}
-
-std::vector<int64_t> TapOffsets(const ConvShape& s, const BandGeometry& g) {
-  std::vector<int64_t> offsets;
-  for (int64_t kh = 0; kh < s.kernel_h; ++kh)
-    for (int64_t kw = 0; kw < s.kernel_w; ++kw) offsets.push_back(TapOffset(s, g, kh, kw));
-  return offsets;
-}
-
-bool SharesBand(const ConvShape& s, const Layout& l, bool has_previous, const ConvTile& previous,
-                const ConvTile& tile) {
-  return has_previous && l.ks >= s.in_channels && previous.SameBand(tile);
-}
-
 KernelStats DirectRunShare(const ConvDesc& d, const ConvTiling& t, const KernelConfig& config,
                            RunMode mode, int thread) {
   const ConvShape& s = d.shape;
-  const ConvTileWalk walk = WalkOf(d, t);
-  const Layout l = LayoutOf(d, t);
+  const Layout l = DirectLayoutOf(d, t);
   const int64_t oc_max = l.vectors * kLanes;
   LocalBuffer local(static_cast<size_t>(DirectLocalBytes(d, t)));
   float* band = local.Take(l.ks * l.band.floats());
@@ -311,84 +330,39 @@ KernelStats DirectRunShare(const ConvDesc& d, const ConvTiling& t, const KernelC
   // stream it out: zeros, not stale NaNs or denormals.
   if (mode == RunMode::kCopyOnly)
     std::fill(out, out + std::min(t.oc_block, s.out_channels) * l.tile_ld, 0.0f);
-  const std::vector<int64_t> tap_off = TapOffsets(s, l.band);
+  const std::vector<int64_t> tap_off = DirectTapOffsets(s, l.band);
   KernelStats stats;
-  int64_t begin = 0, end = 0;
-  walk.ShareOf(thread, config.threads, &begin, &end);
-  ConvTile previous;
-  for (int64_t i = begin; i < end; ++i) {
-    const ConvTile c = walk.At(i);
-    const int64_t oh0 = c.p0 / s.out_w, rows = c.ps / s.out_w;
-    const BandGeometry g = BandOf(s, rows);
-    const int64_t vectors = (c.ocs + kLanes - 1) / kLanes;
-    // With one slice, the band of the thread's previous tile is this one's
-    // when only the channel block changed: copied once for all of them.
-    const bool reuse = SharesBand(s, l, i > begin, previous, c);
-    previous = c;
-    for (int64_t ic0 = 0; ic0 < s.in_channels; ic0 += l.ks) {
-      const int64_t ics = std::min(l.ks, s.in_channels - ic0);
-      const float* w = nullptr;
-      int64_t w_vstride = 0;
-      if (l.pack) {
-        if (mode != RunMode::kComputeOnly)
-          stats.bytes_global_to_local += 4 * PackWeights(s, d.w, c.oc0, c.ocs, ic0, ics, wbuf);
-        w = wbuf;
-        w_vstride = ics * l.taps * kLanes;
-      } else {
-        w_vstride = s.in_channels * l.taps * kLanes;
-        w = d.w_packed + c.oc0 / kLanes * w_vstride + ic0 * l.taps * kLanes;
-      }
-      if (mode != RunMode::kComputeOnly && !reuse) {
-        stats.bytes_global_to_local +=
-            4 * CopyBands(s, d.x, t.in_layout, c.image, ic0, ics, BandFirstRow(s, oh0), g, band,
-                          l.band.floats());
-      }
-      if (mode != RunMode::kCopyOnly)
-        ComputeSlice(s, l, band, tap_off, w, w_vstride, vectors, rows, ics, ic0 > 0, acc);
+  auto slice = [&](const DirectSlice& sl) {
+    const ConvTile& c = *sl.tile;
+    const float* w = nullptr;
+    int64_t w_vstride = 0;
+    if (l.pack) {
+      if (mode != RunMode::kComputeOnly)
+        stats.bytes_global_to_local += 4 * PackWeights(s, d.w, c.oc0, c.ocs, sl.ic0, sl.ics, wbuf);
+      w = wbuf;
+      w_vstride = sl.ics * l.taps * kLanes;
+    } else {
+      w_vstride = s.in_channels * l.taps * kLanes;
+      w = d.w_packed + c.oc0 / kLanes * w_vstride + sl.ic0 * l.taps * kLanes;
     }
-    if (mode != RunMode::kCopyOnly) Unblock(acc, c.ocs, c.ps, l.tile_ld, out);
+    if (mode != RunMode::kComputeOnly && sl.copy_band)
+      stats.bytes_global_to_local +=
+          4 * CopyBands(s, d.x, t.in_layout, c.image, sl.ic0, sl.ics,
+                        BandFirstRow(s, c.p0 / s.out_w), sl.geometry, band, l.band.floats());
+    if (mode != RunMode::kCopyOnly)
+      ComputeSlice(s, l, band, tap_off, w, w_vstride, (c.ocs + kLanes - 1) / kLanes, sl.rows,
+                   sl.ics, sl.ic0 > 0, acc);
+  };
+  auto finish = [&](const ConvTile& c) {
+    if (mode != RunMode::kCopyOnly) DirectUnblock(acc, c.ocs, c.ps, l.tile_ld, out);
     FinishConvTile(d, c, out, l.tile_ld, t.out_layout, mode, &stats);
-  }
+  };
+  ForEachDirectSlice(d, t, l, config, thread, slice, finish);
   return stats;
 }
 
 TilingEstimate DirectEstimate(const ConvDesc& d, const ConvTiling& t, int threads) {
-  const ConvShape& s = d.shape;
-  const ConvTileWalk walk = WalkOf(d, t);
-  const Layout l = LayoutOf(d, t);
-  const int64_t slices = (s.in_channels + l.ks - 1) / l.ks;
-  TilingEstimate e;
-  e.local_bytes = DirectLocalBytes(d, t);
-  double total = 0, busiest = 0, useful = 0;
-  for (int th = 0; th < threads; ++th) {
-    int64_t begin = 0, end = 0;
-    walk.ShareOf(th, threads, &begin, &end);
-    double work = 0;
-    ConvTile previous;
-    for (int64_t i = begin; i < end; ++i) {
-      const ConvTile c = walk.At(i);
-      const BandGeometry g = BandOf(s, c.ps / s.out_w);
-      const int64_t ih0 = BandFirstRow(s, c.p0 / s.out_w);
-      if (!SharesBand(s, l, i > begin, previous, c))
-        e.bytes_in += 4.0 * s.in_channels * BandReadFloats(s, ih0, g);
-      previous = c;
-      if (l.pack) e.bytes_in += 4.0 * c.ocs * s.in_channels * l.taps;
-      if (d.bias != nullptr) e.bytes_in += 4.0 * c.ocs;
-      e.bytes_in += EpilogueReadBytes(d.epilogue, c.ocs, c.ps);
-      e.bytes_out += 4.0 * c.ocs * c.ps;
-      const double per_channel = static_cast<double>(c.ps) * s.in_channels * l.taps;
-      work += RoundUp(c.ocs, kLanes) * per_channel;
-      useful += c.ocs * per_channel;
-    }
-    e.max_thread_tiles = std::max(e.max_thread_tiles, end - begin);
-    busiest = std::max(busiest, work);
-    total += work;
-  }
-  e.tiles = walk.size();
-  e.max_thread_work = total > 0 ? busiest / total : 1;
-  e.lane_utilisation = total > 0 ? useful / total : 1;
-  e.steps = e.max_thread_tiles * slices;
-  return e;
+  return DirectEstimateOf(d, t, threads, DirectLocalBytes(d, t));
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // text round-trips (f32 keeps the text it had before precision existed).
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "fusion_space/space.h"
@@ -102,9 +104,10 @@ constexpr const char* kConvRelu = R"(graph g opset 17 { input x: f32[1, 8, 10, 1
   const w: f32[16, 8, 3, 3]  const b: f32[16]
   c = Conv(x, w, b) {pads=[1, 1, 1, 1]}  r = Relu(c)  output r })";
 
-// A conv offers bf16 for its implicit-GEMM points alone (kernels/conv.h),
-// each with a bf16 micro-kernel; its text round-trips.
-TEST(PrecisionSpace, ConvOffersBf16ForImplicitGemmOnly) {
+// A conv offers bf16 (kernels/conv.h) for its implicit-GEMM points with a
+// bf16 micro-kernel and for every direct point (each f32 direct point has
+// its bf16 twin); Winograd and depthwise stay f32. Its text round-trips.
+TEST(PrecisionSpace, ConvOffersBf16ForImplicitGemmAndDirect) {
   graph::Graph g = testing::Parse(kConvRelu);
   kernels::KernelConfig config;
   FusionSpace f32_space(g, config);
@@ -116,19 +119,26 @@ TEST(PrecisionSpace, ConvOffersBf16ForImplicitGemmOnly) {
   FusionSpace mixed_space(g, config);
   const TilingSpace& mixed = mixed_space.Tilings({0, 1});
   EXPECT_TRUE(mixed.Offers(kernels::Precision::kBf16));
-  int im2col_f32 = 0, bf16 = 0;
+  std::map<kernels::ConvAlgorithm, int> f32_points, bf16_points;
   for (const Tiling& t : mixed.Enumerate()) {
     const auto& conv = std::get<kernels::ConvTiling>(t);
     if (conv.precision == kernels::Precision::kF32) {
-      im2col_f32 += conv.algorithm == kernels::ConvAlgorithm::kIm2colGemm;
+      ++f32_points[conv.algorithm];
       continue;
     }
-    ++bf16;
-    EXPECT_EQ(conv.algorithm, kernels::ConvAlgorithm::kIm2colGemm) << conv.ToString();
-    EXPECT_NE(kernels::FindBf16MicroKernel(conv.mr, conv.nr), nullptr) << conv.ToString();
+    ++bf16_points[conv.algorithm];
+    EXPECT_TRUE(kernels::ConvAlgorithmHasBf16(conv.algorithm)) << conv.ToString();
+    if (conv.algorithm == kernels::ConvAlgorithm::kIm2colGemm) {
+      EXPECT_NE(kernels::FindBf16MicroKernel(conv.mr, conv.nr), nullptr) << conv.ToString();
+    }
   }
-  EXPECT_GT(bf16, 0);
-  EXPECT_LE(bf16, im2col_f32);
+  using kernels::ConvAlgorithm;
+  EXPECT_GT(bf16_points[ConvAlgorithm::kIm2colGemm], 0);
+  EXPECT_LE(bf16_points[ConvAlgorithm::kIm2colGemm], f32_points[ConvAlgorithm::kIm2colGemm]);
+  EXPECT_GT(f32_points[ConvAlgorithm::kDirect], 0);
+  EXPECT_EQ(bf16_points[ConvAlgorithm::kDirect], f32_points[ConvAlgorithm::kDirect]);
+  int bf16 = 0;
+  for (const auto& [algorithm, n] : bf16_points) bf16 += n;
   EXPECT_EQ(mixed.size() - bf16, f32.size()) << "the f32 points are the same";
 
   ExpectBf16TextRoundTrips<kernels::ConvTiling>(KernelTemplate::kConv);

@@ -28,33 +28,9 @@ ConvTiling Bf16Im2col(int64_t oc_block, int64_t pixel_block, int64_t k_block, in
   return t;
 }
 
-// The largest ratio of |y - exact| to the bound the bf16 GEMM is held to,
-// (2u + u^2 + K 2^-23) sum |w||x| with u = 2^-8, plus the f32 roundings of
-// the bias, the residual and the copy out (a few 2^-24 of what they add).
-// <= 1 passes. Fails the test on a kernel error.
 double WorstBoundRatio(const ConvShape& s, const ConvTiling& tiling, bool prepack,
                        bool residual_relu, int threads = 2) {
-  RandomConv c(s, /*bias=*/true, residual_relu, 11, s.batch * s.out_channels * s.pixels());
-  const std::vector<double> want = c.Want();
-  std::vector<float> ax(c.x.size()), aw(c.w.size());
-  for (size_t i = 0; i < ax.size(); ++i) ax[i] = std::abs(c.x[i]);
-  for (size_t i = 0; i < aw.size(); ++i) aw[i] = std::abs(c.w[i]);
-  const std::vector<double> magnitude = testing::ReferenceConv(s, ax, aw, {});
-  if (prepack) c.PrePack(tiling);
-  testing::ConvRun run;
-  if (!c.Run(tiling, threads, 1 << 20, &run)) return 1e9;
-  const double u = std::ldexp(1.0, -8);
-  const double k = static_cast<double>(s.in_per_group() * s.kernel_h * s.kernel_w);
-  const double per_product = 2 * u + u * u + k * std::ldexp(1.0, -23);
-  double worst = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const int64_t oc = static_cast<int64_t>(i) / s.pixels() % s.out_channels;
-    const double added = std::abs(c.b[oc]) + (c.r.empty() ? 0.0 : std::abs(c.r[i]));
-    const double bound =
-        per_product * magnitude[i] + 4 * std::ldexp(1.0, -24) * (magnitude[i] + added) + 1e-30;
-    worst = std::max(worst, std::abs(double(c.y[i]) - want[i]) / bound);
-  }
-  return worst;
+  return testing::Bf16WorstBoundRatio(s, tiling, prepack, residual_relu, threads);
 }
 
 std::vector<ConvShape> Shapes() {
@@ -126,15 +102,16 @@ TEST(ConvIm2colBf16, RunModesAndEstimateCountBf16Weights) {
   }
 }
 
-TEST(ConvIm2colBf16, RefusesOtherAlgorithmsAndMicroShapesWithoutABf16Kernel) {
+TEST(ConvIm2colBf16, RefusesAlgorithmsAndMicroShapesWithoutABf16Form) {
   const ConvShape s = MakeShape(1, 16, 14, 14, 32, 3, 1, 1);
   RandomConv c(s, true, false, 1, s.batch * s.out_channels * s.pixels());
   KernelConfig config;
-  ConvTiling direct = testing::Tiling(ConvAlgorithm::kDirect, 16, 64, 16);
-  direct.precision = Precision::kBf16;
-  const Status d = ValidateConv(c.d, direct, config);
+  ConvTiling winograd = testing::Tiling(ConvAlgorithm::kWinograd2, 16, 64, 16);
+  winograd.precision = Precision::kBf16;
+  const Status d = ValidateConv(c.d, winograd, config);
   ASSERT_FALSE(d.ok());
-  EXPECT_NE(d.error().message().find("tiling.precision: bf16 is computed by im2col_gemm only"),
+  EXPECT_NE(d.error().message().find(
+                "tiling.precision: bf16 is computed by im2col_gemm and direct only, not winograd"),
             std::string::npos)
       << d.error().message();
   for (auto [mr, nr] : MicroTileShapes()) {

@@ -223,4 +223,34 @@ inline void ExpectRunModesCountAlike(const ConvShape& s, const ConvTiling& t,
                         RunConv(d, t, config, RunMode::kComputeOnly));
 }
 
+// The largest ratio of |y - exact| to the bound a bf16 convolution (im2col
+// or direct) is held to, the bf16 GEMM's (docs/PRECISION.md):
+// (2u + u^2 + K 2^-23) sum |w||x| with u = 2^-8, plus the f32 roundings of
+// the bias, the residual and the copy out (a few 2^-24 of what they add).
+// <= 1 passes. Fails the test on a kernel error (returns 1e9).
+inline double Bf16WorstBoundRatio(const ConvShape& s, const ConvTiling& tiling, bool prepack,
+                                  bool residual_relu, int threads = 2) {
+  RandomConv c(s, /*bias=*/true, residual_relu, 11, s.batch * s.out_channels * s.pixels());
+  const std::vector<double> want = c.Want();
+  std::vector<float> ax(c.x.size()), aw(c.w.size());
+  for (size_t i = 0; i < ax.size(); ++i) ax[i] = std::abs(c.x[i]);
+  for (size_t i = 0; i < aw.size(); ++i) aw[i] = std::abs(c.w[i]);
+  const std::vector<double> magnitude = ReferenceConv(s, ax, aw, {});
+  if (prepack) c.PrePack(tiling);
+  ConvRun run;
+  if (!c.Run(tiling, threads, 1 << 20, &run)) return 1e9;
+  const double u = std::ldexp(1.0, -8);
+  const double k = static_cast<double>(s.in_per_group() * s.kernel_h * s.kernel_w);
+  const double per_product = 2 * u + u * u + k * std::ldexp(1.0, -23);
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const int64_t oc = static_cast<int64_t>(i) / s.pixels() % s.out_channels;
+    const double added = std::abs(c.b[oc]) + (c.r.empty() ? 0.0 : std::abs(c.r[i]));
+    const double bound =
+        per_product * magnitude[i] + 4 * std::ldexp(1.0, -24) * (magnitude[i] + added) + 1e-30;
+    worst = std::max(worst, std::abs(double(c.y[i]) - want[i]) / bound);
+  }
+  return worst;
+}
+
 }  // namespace fusetune::kernels::testing

@@ -1,0 +1,85 @@
+// Internal to the direct convolution's two precisions (conv_direct.cpp in
+// f32, conv_direct_bf16.cpp in bf16): the tile's layout in the local
+// buffer, the register blocks' column chunks, the tile loop and the
+// estimate they share. The sums are f32 in both, kept channel-blocked
+// ([oc/16][position][16]) across slices and transposed at the end.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/conv_algorithm.h"
+#include "kernels/conv_rows.h"
+
+namespace fusetune::kernels::conv_detail {
+
+inline constexpr int64_t kDirectLanes = 16;
+inline constexpr int kDirectMaxColumns = 14;  // RB: output columns of a register block
+
+inline int64_t DirectRoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+struct DirectLayout {
+  int64_t band_rows = 0;  // output rows per tile
+  BandGeometry band;
+  int64_t tile_ld = 0;  // positions per tile
+  // Input channels per slice: in bf16 rounded up to even, so that every
+  // slice starts at the first channel of a pair.
+  int64_t ks = 0;
+  int64_t vectors = 0;  // 16-channel vectors per tile
+  int64_t taps = 0;
+  bool pack = false;  // weights packed per tile (no w_packed)
+};
+
+DirectLayout DirectLayoutOf(const ConvDesc& d, const ConvTiling& t);
+
+// Columns per register block: out_w cut into equal chunks of at most kDirectMaxColumns.
+int64_t DirectChunkOf(int64_t out_w);
+// Narrow outputs take two rows per block to keep enough sums in flight.
+inline int64_t DirectBlockRows(int64_t chunk) { return chunk * 2 <= kDirectMaxColumns ? 2 : 1; }
+
+std::vector<int64_t> DirectTapOffsets(const ConvShape& s, const BandGeometry& g);
+
+// acc [vector][position][16] -> out [channel][position] (ld positions), ocs rows.
+void DirectUnblock(const float* acc, int64_t ocs, int64_t ps, int64_t ld, float* out);
+
+// One slice of a tile: input channels [ic0, ic0 + ics); `copy_band`: the
+// band of the slice must be copied in (false when the thread's previous
+// tile read the same band, with a single slice).
+struct DirectSlice {
+  const ConvTile* tile;
+  int64_t rows;  // output rows of the tile
+  BandGeometry geometry;
+  int64_t ic0, ics;
+  bool copy_band;
+};
+
+// The thread's tiles in the walk's order, each cut into slices of l.ks
+// input channels: `slice` for each slice, then `finish` for the tile.
+template <typename Slice, typename Finish>
+void ForEachDirectSlice(const ConvDesc& d, const ConvTiling& t, const DirectLayout& l,
+                        const KernelConfig& config, int thread, Slice&& slice, Finish&& finish) {
+  const ConvShape& s = d.shape;
+  const ConvTileWalk walk = AlgorithmWalk(d, t);
+  int64_t begin = 0, end = 0;
+  walk.ShareOf(thread, config.threads, &begin, &end);
+  ConvTile previous;
+  for (int64_t i = begin; i < end; ++i) {
+    const ConvTile c = walk.At(i);
+    const int64_t rows = c.ps / s.out_w;
+    // With one slice, the band of the thread's previous tile is this one's
+    // when only the channel block changed: copied once for all of them.
+    const bool reuse = i > begin && l.ks >= s.in_channels && previous.SameBand(c);
+    previous = c;
+    for (int64_t ic0 = 0; ic0 < s.in_channels; ic0 += l.ks)
+      slice(
+          DirectSlice{&c, rows, BandOf(s, rows), ic0, std::min(l.ks, s.in_channels - ic0), !reuse});
+    finish(c);
+  }
+}
+
+// The estimate of both precisions: the same tiles, copies and epilogue;
+// `local_bytes` the precision's.
+TilingEstimate DirectEstimateOf(const ConvDesc& d, const ConvTiling& t, int threads,
+                                int64_t local_bytes);
+
+}  // namespace fusetune::kernels::conv_detail

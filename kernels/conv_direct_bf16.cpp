@@ -1,0 +1,312 @@
+// kDirect in bf16 (conv.h's ConvTiling::precision): the f32 form's tiles,
+// slices, register blocks and f32 sums (conv_direct.h), with the products
+// on vdpbf16ps. Input channels go in pairs, as the instruction takes them:
+//   - each slice's band is copied into the local buffer in f32 as the f32
+//     form copies it (padding materialised, phase layout for strides), then
+//     rounded into pair words [ic / 2][position] = {bf16(x[2q]),
+//     bf16(x[2q + 1])}, the odd channel of an odd slice's last pair zero;
+//   - W is [oc / 16][ic / 2][tap][16][2] bf16, pre-packed when the program
+//     is prepared (else packed per tile, counted as copies);
+//   - a register block broadcasts one pair word per output column and
+//     multiplies it with V weight vectors of 16 output channels x 2 input
+//     channels: half the instructions of the f32 form's broadcast-FMA.
+// Slices of an odd k_block are rounded up to even so that every slice
+// starts at a pair. Bias, epilogue and pools stay f32 (FinishConvTile).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "kernels/bf16.h"
+#include "kernels/conv_direct.h"
+#include "kernels/precision.h"
+
+namespace fusetune::kernels::conv_detail {
+
+namespace {
+
+constexpr int64_t kLanes = kDirectLanes;
+constexpr int kMaxColumns = kDirectMaxColumns;
+
+int64_t RoundUp(int64_t x, int64_t m) { return DirectRoundUp(x, m); }
+int64_t Bytes64(int64_t bytes) { return RoundUp(bytes, 64); }
+int64_t Pairs(int64_t channels) { return (channels + 1) / 2; }
+
+// The local buffer: the f32 staging band [ks][band], the pair words
+// [ks / 2][band], the sums [oc][positions] and the tile out, and the
+// per-tile weights [vector][ks / 2][tap][16][2] bf16 without pre-packing.
+int64_t Bf16LocalBytes(const ConvDesc& d, const ConvTiling& t) {
+  const DirectLayout l = DirectLayoutOf(d, t);
+  const int64_t oc = l.vectors * kLanes, band = l.band.floats();
+  int64_t bytes = Bytes64(4 * l.ks * band) + Bytes64(4 * Pairs(l.ks) * band) +
+                  Bytes64(4 * oc * l.tile_ld) +
+                  Bytes64(4 * std::min(t.oc_block, d.shape.out_channels) * l.tile_ld);
+  if (l.pack) bytes += Bytes64(2 * oc * 2 * Pairs(l.ks) * l.taps);
+  return bytes;
+}
+
+// Halves of W per 16-channel vector, pre-packed: every input pair and tap.
+int64_t PackedVectorHalves(const ConvShape& s) {
+  return Pairs(s.in_channels) * s.kernel_h * s.kernel_w * kLanes * 2;
+}
+
+int64_t Bf16PackedFloats(const ConvDesc& d, const ConvTiling&) {
+  const ConvShape& s = d.shape;
+  return RoundUp(s.out_channels, kLanes) / kLanes * PackedVectorHalves(s) / 2;
+}
+
+// Weights of output channels [oc0, oc0 + ocs) and input channels [ic0, ic0
+// + ics) as [vector][pair][tap][16][2] bf16, zeros beyond ocs and past an
+// odd ics. Returns floats read.
+int64_t PackWeights(const ConvShape& s, const float* w, int64_t oc0, int64_t ocs, int64_t ic0,
+                    int64_t ics, Bf16* dst) {
+  const int64_t taps = s.kernel_h * s.kernel_w, pairs = Pairs(ics);
+  const int64_t vectors = (ocs + kLanes - 1) / kLanes;
+  for (int64_t v = 0; v < vectors; ++v)
+    for (int64_t q = 0; q < pairs; ++q)
+      for (int64_t tap = 0; tap < taps; ++tap) {
+        Bf16* out = dst + ((v * pairs + q) * taps + tap) * kLanes * 2;
+        for (int64_t lane = 0; lane < kLanes; ++lane) {
+          const int64_t oc = v * kLanes + lane;
+          for (int64_t half = 0; half < 2; ++half) {
+            const int64_t ic = 2 * q + half;
+            out[2 * lane + half] =
+                oc < ocs && ic < ics
+                    ? FloatToBf16(w[((oc0 + oc) * s.in_channels + ic0 + ic) * taps + tap])
+                    : Bf16{0};
+          }
+        }
+      }
+  return std::min(ocs, vectors * kLanes) * ics * taps;
+}
+
+void Bf16Prepack(const ConvDesc& d, const ConvTiling&, float* dst) {
+  const ConvShape& s = d.shape;
+  Bf16* out = reinterpret_cast<Bf16*>(dst);
+  for (int64_t oc0 = 0; oc0 < s.out_channels; oc0 += kLanes)
+    PackWeights(s, d.w, oc0, std::min(kLanes, s.out_channels - oc0), 0, s.in_channels,
+                out + oc0 / kLanes * PackedVectorHalves(s));
+}
+
+// The staging band's ics channel rows (`band` floats each) as pair words.
+void RoundToPairs(const float* stage, int64_t ics, int64_t band, uint32_t* words) {
+  for (int64_t q = 0; q < Pairs(ics); ++q)
+    InterleaveToBf16Pairs(stage + 2 * q * band,
+                          2 * q + 1 < ics ? stage + (2 * q + 1) * band : nullptr, band,
+                          reinterpret_cast<Bf16*>(words + q * band));
+}
+
+// What a register block reads and writes: R output rows x C output columns
+// x V 16-channel vectors (conv_direct.cpp's BlockArgs, in pairs).
+struct BlockArgs {
+  const uint32_t* in;      // pair word of the block's first position at tap 0, pair 0
+  int64_t in_row;          // words between the inputs of consecutive output rows
+  const int64_t* tap_off;  // band offsets of the taps
+  int64_t taps, pair_stride, pairs;
+  const Bf16* w;      // weights of pair 0, tap 0, vector 0; 32 halves per (pair, tap)
+  int64_t w_vstride;  // halves between vectors of weights
+  float* acc;         // sums of the block's first position, vector 0: 16 per position
+  int64_t acc_row;    // floats between the sums of consecutive output rows
+  int64_t acc_vstride;
+  bool accumulate;  // add to acc (later slices) or overwrite it (the first)
+};
+
+template <int V, int C, int R>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void DotBlock(const BlockArgs& b) {
+  __m512 a[V][R][C];
+#pragma GCC unroll 2
+  for (int v = 0; v < V; ++v)
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int j = 0; j < C; ++j)
+        a[v][r][j] = b.accumulate
+                         ? _mm512_loadu_ps(b.acc + v * b.acc_vstride + r * b.acc_row + j * kLanes)
+                         : _mm512_setzero_ps();
+  const Bf16* w = b.w;
+  for (int64_t q = 0; q < b.pairs; ++q) {
+    const uint32_t* src = b.in + q * b.pair_stride;
+    for (int64_t t = 0; t < b.taps; ++t, w += 2 * kLanes) {
+      const uint32_t* p = src + b.tap_off[t];
+      __m512bh wv[V];
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) wv[v] = (__m512bh)_mm512_loadu_si512(w + v * b.w_vstride);
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r) {
+        const uint32_t* row = p + r * b.in_row;
+#pragma GCC unroll 16
+        for (int j = 0; j < C; ++j) {
+          const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(row[j]));
+#pragma GCC unroll 2
+          for (int v = 0; v < V; ++v) a[v][r][j] = _mm512_dpbf16_ps(a[v][r][j], x, wv[v]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int v = 0; v < V; ++v)
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int j = 0; j < C; ++j)
+        _mm512_storeu_ps(b.acc + v * b.acc_vstride + r * b.acc_row + j * kLanes, a[v][r][j]);
+}
+
+// Without AVX512-BF16: the same products of the same bf16 values, in float.
+template <int V, int C, int R>
+void PortableBlock(const BlockArgs& b) {
+  for (int v = 0; v < V; ++v)
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < C; ++j) {
+        float* sums = b.acc + v * b.acc_vstride + r * b.acc_row + j * kLanes;
+        if (!b.accumulate) std::fill(sums, sums + kLanes, 0.0f);
+        const Bf16* w = b.w + v * b.w_vstride;
+        for (int64_t q = 0; q < b.pairs; ++q)
+          for (int64_t t = 0; t < b.taps; ++t, w += 2 * kLanes) {
+            Bf16 x[2];
+            std::memcpy(x, b.in + q * b.pair_stride + b.tap_off[t] + r * b.in_row + j, 4);
+            for (int64_t l = 0; l < kLanes; ++l)
+              sums[l] += Bf16ToFloat(w[2 * l]) * Bf16ToFloat(x[0]) +
+                         Bf16ToFloat(w[2 * l + 1]) * Bf16ToFloat(x[1]);
+          }
+      }
+}
+
+using BlockFn = void (*)(const BlockArgs&);
+using BlockRow = std::array<BlockFn, kMaxColumns + 1>;
+
+template <bool kDot, int V, int R, int... C>
+constexpr BlockRow BlockTable(std::integer_sequence<int, C...>) {
+  return {nullptr,
+          (C + 1 <= kMaxColumns / R ? (kDot ? &DotBlock<V, C + 1, R> : &PortableBlock<V, C + 1, R>)
+                                    : nullptr)...};
+}
+
+template <bool kDot>
+struct Blocks {
+  // [V - 1][R - 1][C], as conv_direct.cpp's kBlocks.
+  static constexpr std::array<std::array<BlockRow, 2>, 2> kTable = {
+      {{BlockTable<kDot, 1, 1>(std::make_integer_sequence<int, kMaxColumns>{}),
+        BlockTable<kDot, 1, 2>(std::make_integer_sequence<int, kMaxColumns>{})},
+       {BlockTable<kDot, 2, 1>(std::make_integer_sequence<int, kMaxColumns>{}),
+        BlockTable<kDot, 2, 2>(std::make_integer_sequence<int, kMaxColumns>{})}}};
+};
+
+// One slice of input pairs over the whole tile, in the f32 form's order.
+template <bool kDot>
+void ComputeSlice(const ConvShape& s, const DirectLayout& l, const uint32_t* words,
+                  const std::vector<int64_t>& tap_off, const Bf16* w, int64_t w_vstride,
+                  int64_t vectors, int64_t rows, int64_t pairs, bool accumulate, float* acc) {
+  const auto& table = Blocks<kDot>::kTable;
+  const int64_t chunk = DirectChunkOf(s.out_w);
+  const int64_t block_rows = DirectBlockRows(chunk);
+  BlockArgs b;
+  b.in_row = s.stride_h * l.band.row_floats;
+  b.tap_off = tap_off.data();
+  b.taps = l.taps;
+  b.pair_stride = l.band.floats();
+  b.pairs = pairs;
+  b.w_vstride = w_vstride;
+  b.acc_row = s.out_w * kLanes;
+  b.acc_vstride = l.tile_ld * kLanes;
+  b.accumulate = accumulate;
+  for (int64_t r = 0; r < rows;) {
+    const int64_t nr = std::min(block_rows, rows - r);
+    for (int64_t ow = 0; ow < s.out_w; ow += chunk) {
+      const int64_t cols = std::min(chunk, s.out_w - ow);
+      b.in = words + r * b.in_row + ow;
+      for (int64_t v = 0; v < vectors;) {
+        const int64_t nv = vectors - v >= 2 ? 2 : 1;
+        b.w = w + v * w_vstride;
+        b.acc = acc + v * b.acc_vstride + (r * s.out_w + ow) * kLanes;
+        table[nv - 1][nr - 1][cols](b);
+        v += nv;
+      }
+    }
+    r += nr;
+  }
+}
+
+template <bool kDot>
+KernelStats Bf16RunShare(const ConvDesc& d, const ConvTiling& t, const KernelConfig& config,
+                         RunMode mode, int thread) {
+  const ConvShape& s = d.shape;
+  const DirectLayout l = DirectLayoutOf(d, t);
+  const int64_t oc_max = l.vectors * kLanes, band_floats = l.band.floats();
+  const int64_t out_rows = std::min(t.oc_block, s.out_channels);
+  LocalBuffer local(static_cast<size_t>(Bf16LocalBytes(d, t)));
+  float* stage = local.Take(l.ks * band_floats);
+  uint32_t* words = reinterpret_cast<uint32_t*>(local.Take(Pairs(l.ks) * band_floats));
+  float* acc = local.Take(oc_max * l.tile_ld);
+  float* out = local.Take(out_rows * l.tile_ld);
+  const int64_t wbuf_halves = oc_max * 2 * Pairs(l.ks) * l.taps;
+  Bf16* wbuf = l.pack ? reinterpret_cast<Bf16*>(local.Take(wbuf_halves / 2)) : nullptr;
+  // As the f32 form: compute-only runs compute on ordinary values (pairs
+  // of 0.5), copy-only runs stream out zeros.
+  if (mode == RunMode::kComputeOnly) {
+    const Bf16 half = FloatToBf16(0.5f);
+    std::fill(words, words + Pairs(l.ks) * band_floats, (uint32_t{half} << 16) | half);
+    if (wbuf) std::fill(wbuf, wbuf + wbuf_halves, half);
+  }
+  if (mode == RunMode::kCopyOnly) std::fill(out, out + out_rows * l.tile_ld, 0.0f);
+  const std::vector<int64_t> tap_off = DirectTapOffsets(s, l.band);
+  const Bf16* packed = reinterpret_cast<const Bf16*>(d.w_packed);
+  KernelStats stats;
+  auto slice = [&](const DirectSlice& sl) {
+    const ConvTile& c = *sl.tile;
+    const Bf16* w = nullptr;
+    int64_t w_vstride = 0;
+    if (l.pack) {
+      if (mode != RunMode::kComputeOnly)
+        stats.bytes_global_to_local += 4 * PackWeights(s, d.w, c.oc0, c.ocs, sl.ic0, sl.ics, wbuf);
+      w = wbuf;
+      w_vstride = Pairs(sl.ics) * l.taps * kLanes * 2;
+    } else {
+      w_vstride = PackedVectorHalves(s);
+      w = packed + c.oc0 / kLanes * w_vstride + sl.ic0 / 2 * l.taps * kLanes * 2;
+    }
+    if (mode != RunMode::kComputeOnly && sl.copy_band) {
+      stats.bytes_global_to_local +=
+          4 * CopyBands(s, d.x, t.in_layout, c.image, sl.ic0, sl.ics,
+                        BandFirstRow(s, c.p0 / s.out_w), sl.geometry, stage, band_floats);
+      RoundToPairs(stage, sl.ics, band_floats, words);
+    }
+    if (mode != RunMode::kCopyOnly)
+      ComputeSlice<kDot>(s, l, words, tap_off, w, w_vstride, (c.ocs + kLanes - 1) / kLanes, sl.rows,
+                         Pairs(sl.ics), sl.ic0 > 0, acc);
+  };
+  auto finish = [&](const ConvTile& c) {
+    if (mode != RunMode::kCopyOnly) DirectUnblock(acc, c.ocs, c.ps, l.tile_ld, out);
+    FinishConvTile(d, c, out, l.tile_ld, t.out_layout, mode, &stats);
+  };
+  ForEachDirectSlice(d, t, l, config, thread, slice, finish);
+  return stats;
+}
+
+TilingEstimate Bf16Estimate(const ConvDesc& d, const ConvTiling& t, int threads) {
+  return DirectEstimateOf(d, t, threads, Bf16LocalBytes(d, t));
+}
+
+}  // namespace
+
+const ConvAlgorithmOps& DirectBf16Ops() {
+  if (!CpuHasBf16Dot()) return DirectBf16PortableOps();
+  const ConvAlgorithmOps& f32 = DirectOps();
+  static const ConvAlgorithmOps ops = {f32.applies,      f32.check_tiling, Bf16LocalBytes,
+                                       Bf16PackedFloats, Bf16Prepack,      Bf16RunShare<true>,
+                                       Bf16Estimate};
+  return ops;
+}
+
+const ConvAlgorithmOps& DirectBf16PortableOps() {
+  const ConvAlgorithmOps& f32 = DirectOps();
+  static const ConvAlgorithmOps ops = {f32.applies,      f32.check_tiling, Bf16LocalBytes,
+                                       Bf16PackedFloats, Bf16Prepack,      Bf16RunShare<false>,
+                                       Bf16Estimate};
+  return ops;
+}
+
+}  // namespace fusetune::kernels::conv_detail

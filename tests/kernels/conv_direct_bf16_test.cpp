@@ -1,0 +1,122 @@
+// The direct convolution in bf16 (ConvTiling::precision): every output
+// within the bf16 GEMM's stated bound of the exact convolution
+// (docs/PRECISION.md) on the shapes the f32 form is checked on (odd channel
+// counts and slices, strides, dilations, padding wider than a row, 1-D),
+// outputs that really differ from f32's, pre-packed weights identical to
+// packing them per tile, the vector and portable blocks agreeing, and the
+// run modes and the estimate counting alike.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "kernels/conv.h"
+#include "kernels/conv_algorithm.h"
+#include "kernels/estimate.h"
+#include "kernels/precision.h"
+#include "tests/kernels/conv_test_util.h"
+
+namespace fusetune::kernels {
+namespace {
+
+using testing::MakeShape;
+using testing::RandomConv;
+
+ConvTiling Bf16Direct(int64_t oc_block, int64_t pixel_block, int64_t k_block) {
+  ConvTiling t = testing::Tiling(ConvAlgorithm::kDirect, oc_block, pixel_block, k_block);
+  t.precision = Precision::kBf16;
+  return t;
+}
+
+std::vector<ConvShape> Shapes() {
+  return {MakeShape(1, 16, 14, 14, 32, 3, 1, 1),   MakeShape(1, 3, 32, 32, 16, 7, 2, 3),
+          MakeShape(1, 32, 9, 9, 24, 1),           MakeShape(1, 32, 10, 10, 24, 1, 2),
+          MakeShape(1, 8, 12, 12, 16, 3, 1, 2, 2), MakeShape(1, 16, 9, 11, 20, 3, 2, 1, 1),
+          MakeShape(1, 8, 1, 50, 12, 5, 1, 2),     MakeShape(2, 8, 9, 9, 16, 3, 1, 1),
+          MakeShape(1, 7, 13, 11, 13, 3, 1, 1),    MakeShape(1, 4, 3, 3, 8, 5, 1, 4),
+          MakeShape(1, 5, 4, 40, 33, 3, 1, 1)};
+}
+
+TEST(ConvDirectBf16, WithinTheBoundOnEveryShape) {
+  // Odd and short slices (rounded up to even), one channel vector and two,
+  // bands of one row and of the whole output, slices covering the channels.
+  for (const ConvTiling& t : {Bf16Direct(16, 1, 3), Bf16Direct(32, 64, 4), Bf16Direct(64, 4096, 7),
+                              Bf16Direct(48, 256, 4096)})
+    for (const ConvShape& s : Shapes())
+      for (bool prepack : {true, false}) {
+        SCOPED_TRACE(fmt::format("{} {} prepack={}", s.ToString(), t.ToString(), prepack));
+        EXPECT_LE(testing::Bf16WorstBoundRatio(s, t, prepack, /*residual_relu=*/false), 1.0);
+      }
+}
+
+TEST(ConvDirectBf16, EpilogueAndOneThreadWithinTheBoundAndNotF32sResults) {
+  const ConvShape s = MakeShape(2, 24, 12, 12, 40, 3, 1, 1);
+  const ConvTiling t = Bf16Direct(32, 48, 10);
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(fmt::format("threads={}", threads));
+    EXPECT_LE(testing::Bf16WorstBoundRatio(s, t, true, /*residual_relu=*/true, threads), 1.0);
+  }
+  ConvTiling f32 = t;
+  f32.precision = Precision::kF32;
+  RandomConv a(s, true, true, 5, s.batch * s.out_channels * s.pixels());
+  RandomConv b(s, true, true, 5, s.batch * s.out_channels * s.pixels());
+  testing::ConvRun ra, rb;
+  ASSERT_TRUE(a.Run(t, 2, 1 << 20, &ra));
+  ASSERT_TRUE(b.Run(f32, 2, 1 << 20, &rb));
+  EXPECT_NE(a.y, b.y) << "bf16 products round: the outputs differ from f32's";
+}
+
+TEST(ConvDirectBf16, PrePackedWeightsGiveTheSameBitsAsPackingThemPerTile) {
+  const ConvShape s = MakeShape(1, 19, 10, 10, 36, 3, 2, 1);
+  for (const ConvTiling& t : {Bf16Direct(16, 20, 5), Bf16Direct(48, 4096, 4096)}) {
+    RandomConv a(s, true, true, 3, s.batch * s.out_channels * s.pixels());
+    RandomConv b(s, true, true, 3, s.batch * s.out_channels * s.pixels());
+    b.PrePack(t);
+    ASSERT_EQ(b.packed.size(), static_cast<size_t>(PrePackedConvWeightFloats(b.d, t)));
+    testing::ConvRun ra, rb;
+    ASSERT_TRUE(a.Run(t, 2, 1 << 20, &ra));
+    ASSERT_TRUE(b.Run(t, 2, 1 << 20, &rb));
+    EXPECT_EQ(a.y, b.y) << t.ToString();
+    ConvTiling f32 = t;
+    f32.precision = Precision::kF32;
+    EXPECT_LT(PrePackedConvWeightFloats(b.d, t), PrePackedConvWeightFloats(b.d, f32))
+        << "bf16 weights take half the bytes";
+  }
+}
+
+TEST(ConvDirectBf16, VectorAndPortableBlocksGiveTheSameResults) {
+  if (!CpuHasBf16Dot()) GTEST_SKIP() << "no AVX512-BF16 here: the portable blocks alone run";
+  const ConvShape s = MakeShape(1, 13, 9, 9, 20, 3, 1, 1);
+  const ConvTiling t = Bf16Direct(32, 81, 6);
+  RandomConv vector(s, true, false, 9, s.batch * s.out_channels * s.pixels());
+  testing::ConvRun run;
+  ASSERT_TRUE(vector.Run(t, 1, 1 << 20, &run));
+  // The portable blocks' share of one thread is the whole run.
+  RandomConv portable(s, true, false, 9, s.batch * s.out_channels * s.pixels());
+  KernelConfig config;
+  config.threads = 1;
+  conv_detail::DirectBf16PortableOps().run_share(portable.d, t, config, RunMode::kFull, 0);
+  // The same bf16 products; the sums' order differs (vdpbf16ps adds a
+  // pair at once): a few f32 roundings of each output's magnitude.
+  for (size_t i = 0; i < vector.y.size(); ++i)
+    EXPECT_NEAR(vector.y[i], portable.y[i], 1e-5f * (1 + std::abs(portable.y[i]))) << i;
+}
+
+TEST(ConvDirectBf16, RunModesAndEstimateCountAlike) {
+  const ConvShape s = MakeShape(1, 16, 14, 14, 32, 3, 1, 1);
+  for (const ConvTiling& t : {Bf16Direct(16, 64, 4096), Bf16Direct(32, 28, 5)}) {
+    testing::ExpectRunModesCountAlike(s, t);
+    RandomConv c(s, true, false, 1, s.batch * s.out_channels * s.pixels());
+    for (int threads : {1, 2}) {
+      testing::ConvRun run;
+      ASSERT_TRUE(c.Run(t, threads, 1 << 20, &run));
+      const TilingEstimate e = EstimateConv(c.d, t, threads);
+      EXPECT_EQ(e.bytes_in, static_cast<double>(run.stats.bytes_global_to_local)) << t.ToString();
+      EXPECT_EQ(e.bytes_out, static_cast<double>(run.stats.bytes_local_to_global));
+      EXPECT_EQ(e.local_bytes, ConvLocalBytes(c.d, t));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fusetune::kernels
