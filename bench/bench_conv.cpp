@@ -6,12 +6,13 @@
 // convolution built from these micro-kernels can reach). Needs only
 // ft_kernels, so that it builds without the peers of bench_kernels.
 //
-// `bench_conv --sweep [THREADS] [--bf16]` instead searches a grid of tilings per layer
-// and prints the best, timed by each thread's CPU clock (every thread's share
-// on its own thread, the longest share counts) against the micro-kernel's
-// rate timed the same way: figures that stay meaningful on a shared host,
-// where wall-clock times measure the neighbours. With --bf16 the layers
-// run in bf16 against the bf16 micro-kernel's rate (vdpbf16ps).
+// `bench_conv --sweep [THREADS] [--bf16] [--direct]` instead searches a grid
+// of tilings per layer and prints the best, timed by each thread's CPU clock
+// (every thread's share on its own thread, the longest share counts) against
+// the micro-kernel's rate timed the same way: figures that stay meaningful on
+// a shared host, where wall-clock times measure the neighbours. With --bf16
+// the layers run in bf16 against the bf16 micro-kernel's rate (vdpbf16ps);
+// with --direct the direct convolution's tilings are swept instead of im2col's.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
@@ -193,10 +194,46 @@ double CpuClockPeak(int threads, Precision precision) {
   return best;
 }
 
-void Sweep(int threads, Precision precision) {
+// The tilings a sweep tries on `s`: im2col's over the wide AVX-512
+// micro-tiles (those with a bf16 kernel in bf16), or direct's channel
+// blocks, bands and slices.
+std::vector<ConvTiling> SweepTilings(const ConvShape& s, ConvAlgorithm algorithm,
+                                     Precision precision) {
+  std::vector<ConvTiling> tilings;
+  const int64_t k = s.in_channels * s.kernel_h * s.kernel_w;
+  if (algorithm == ConvAlgorithm::kDirect) {
+    for (int64_t oc : {16, 32, 48, 64, 128})
+      for (int64_t px : {56, 112, 224, 448, 896, 3136})
+        for (int64_t kb :
+             {s.in_channels, int64_t{16}, int64_t{32}, int64_t{64}, int64_t{128}, int64_t{256}}) {
+          if (kb > s.in_channels || oc > (s.out_channels + 15) / 16 * 16) continue;
+          ConvTiling t = Tiling(oc, px, kb, 8, 32);
+          t.algorithm = ConvAlgorithm::kDirect;
+          t.precision = precision;
+          tilings.push_back(t);
+        }
+    return tilings;
+  }
+  for (auto [mr, nr] : MicroTileShapes()) {
+    if (nr % 16 != 0 || (mr == 6 && nr == 16) || IsThinMicroTile(mr, nr))
+      continue;  // the wide AVX-512 shapes
+    if (precision == Precision::kBf16 && FindBf16MicroKernel(mr, nr) == nullptr) continue;
+    for (int64_t oc : {32, 64, 128, 256})
+      for (int64_t px : {64, 128, 256, 512})
+        for (int64_t kb : {k, int64_t{128}, int64_t{192}, int64_t{256}, int64_t{512}}) {
+          if (kb > k) continue;
+          ConvTiling t = Tiling(oc >= s.out_channels ? oc : oc / mr * mr, px / nr * nr, kb, mr, nr);
+          t.precision = precision;
+          tilings.push_back(t);
+        }
+  }
+  return tilings;
+}
+
+void Sweep(int threads, Precision precision, ConvAlgorithm algorithm) {
   const double peak = CpuClockPeak(threads, precision);
-  fmt::print("{} micro-kernel peak {:.1f} GFLOP/s on {} thread(s), per-thread CPU clocks\n",
-             PrecisionName(precision), peak, threads);
+  fmt::print("{} {}: micro-kernel peak {:.1f} GFLOP/s on {} thread(s), per-thread CPU clocks\n",
+             ConvAlgorithmName(algorithm), PrecisionName(precision), peak, threads);
   for (const Named& layer : Layers()) {
     const ConvShape& s = layer.shape;
     std::vector<float> x(s.in_channels * s.in_h * s.in_w, 0.5f);
@@ -211,36 +248,23 @@ void Sweep(int threads, Precision precision) {
     d.epilogue.push_back(EpilogueOp::Act(EpilogueKind::kRelu));
     KernelConfig config;
     config.threads = threads;
-    const int64_t k = s.in_channels * s.kernel_h * s.kernel_w;
     double best = 0;
     ConvTiling best_tiling;
-    for (auto [mr, nr] : MicroTileShapes()) {
-      if (nr % 16 != 0 || (mr == 6 && nr == 16) || IsThinMicroTile(mr, nr))
-        continue;  // the wide AVX-512 shapes
-      if (precision == Precision::kBf16 && FindBf16MicroKernel(mr, nr) == nullptr) continue;
-      for (int64_t oc : {32, 64, 128, 256})
-        for (int64_t px : {64, 128, 256, 512})
-          for (int64_t kb : {k, int64_t{128}, int64_t{192}, int64_t{256}, int64_t{512}}) {
-            if (kb > k) continue;
-            ConvTiling t =
-                Tiling(oc >= s.out_channels ? oc : oc / mr * mr, px / nr * nr, kb, mr, nr);
-            t.precision = precision;
-            if (!ConvTilingFits(d, t, config)) continue;
-            std::vector<float> packed(PrePackedConvWeightFloats(d, t));
-            PrePackConvWeights(d, t, packed.data());
-            d.w_packed = packed.data();
-            double seconds = 1e9;
-            for (int rep = 0; rep < 7; ++rep)
-              seconds =
-                  std::min(seconds, LongestThreadCpu(threads, [&](int th) {
+    for (const ConvTiling& t : SweepTilings(s, algorithm, precision)) {
+      if (!ConvTilingFits(d, t, config)) continue;
+      std::vector<float> packed(PrePackedConvWeightFloats(d, t));
+      PrePackConvWeights(d, t, packed.data());
+      d.w_packed = packed.data();
+      double seconds = 1e9;
+      for (int rep = 0; rep < 7; ++rep)
+        seconds = std::min(seconds, LongestThreadCpu(threads, [&](int th) {
                              conv_detail::OpsOf(t).run_share(d, t, config, RunMode::kFull, th);
                            }));
-            const double gflops = 2.0 * s.Macs() / seconds / 1e9;
-            if (gflops > best) {
-              best = gflops;
-              best_tiling = t;
-            }
-          }
+      const double gflops = 2.0 * s.Macs() / seconds / 1e9;
+      if (gflops > best) {
+        best = gflops;
+        best_tiling = t;
+      }
     }
     fmt::print("{:<38} {:6.1f} GFLOP/s {:5.1f}% of peak  {}\n", s.ToString(), best,
                100 * best / peak, best_tiling.ToString());
@@ -255,13 +279,16 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "--sweep") == 0) {
     int threads = fusetune::bench::kThreads;
     auto precision = fusetune::kernels::Precision::kF32;
+    auto algorithm = fusetune::kernels::ConvAlgorithm::kIm2colGemm;
     for (int i = 2; i < argc; ++i) {
       if (std::strcmp(argv[i], "--bf16") == 0)
         precision = fusetune::kernels::Precision::kBf16;
+      else if (std::strcmp(argv[i], "--direct") == 0)
+        algorithm = fusetune::kernels::ConvAlgorithm::kDirect;
       else
         threads = std::atoi(argv[i]);
     }
-    fusetune::bench::Sweep(threads, precision);
+    fusetune::bench::Sweep(threads, precision, algorithm);
     return 0;
   }
   benchmark::Initialize(&argc, argv);

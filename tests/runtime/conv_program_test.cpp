@@ -289,7 +289,8 @@ TEST(ConvProgram, GlobalPoolsFusedIntoConvsInEveryPlan) {
 }
 
 // Under a mixed policy every conv group of the greedy plan given a bf16
-// im2col tiling drawn from its space: the program pre-packs bf16 weights
+// tiling drawn from its space, im2col's in even trials and direct's in odd
+// ones (where the group has one): the program pre-packs bf16 weights
 // and its outputs stay within what bf16 products allow (2^-8 per operand,
 // summed over at most 216 terms here: 2e-2 of the output's scale is far
 // above what random signs leave, which is about 1e-3).
@@ -303,16 +304,23 @@ TEST(ConvProgram, Bf16ConvGroupsMatchTheReferenceWithinBf16Rounding) {
   auto want = graph::RunReference(g, feeds);
   ASSERT_TRUE(want.ok()) << want.error().message();
   Rng rng(40);
+  int direct = 0;
   for (int trial = 0; trial < 4; ++trial) {
+    const kernels::ConvAlgorithm algorithm =
+        trial % 2 ? kernels::ConvAlgorithm::kDirect : kernels::ConvAlgorithm::kIm2colGemm;
     fusion_space::Plan plan = space.Greedy();
     int bf16 = 0;
     for (fusion_space::PlanGroup& group : plan.groups) {
-      std::vector<fusion_space::Tiling> points;
+      std::vector<fusion_space::Tiling> points, of_algorithm;
       for (const fusion_space::Tiling& t : space.Tilings(group.nodes).Enumerate())
         if (fusion_space::TilingTemplate(t) == fusion_space::KernelTemplate::kConv &&
-            fusion_space::TilingPrecision(t) == kernels::Precision::kBf16)
+            fusion_space::TilingPrecision(t) == kernels::Precision::kBf16) {
           points.push_back(t);
+          if (std::get<kernels::ConvTiling>(t).algorithm == algorithm) of_algorithm.push_back(t);
+        }
       if (points.empty()) continue;
+      if (!of_algorithm.empty()) points = of_algorithm;
+      direct += algorithm == kernels::ConvAlgorithm::kDirect && !of_algorithm.empty();
       group.tiling = points[rng.Below(points.size())];
       ++bf16;
     }
@@ -327,6 +335,7 @@ TEST(ConvProgram, Bf16ConvGroupsMatchTheReferenceWithinBf16Rounding) {
       EXPECT_GT(err, 0) << "bf16 rounds: the outputs cannot be exact";
     }
   }
+  EXPECT_GE(direct, 2) << "direct bf16 groups ran";
 }
 
 }  // namespace
