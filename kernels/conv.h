@@ -14,7 +14,9 @@
 //                is copied into the local buffer as [ic][ih][iw] and the
 //                output tile is computed 16 output channels (one vector) by a
 //                register block of output columns at a time; weights are
-//                pre-packed [oc/16][ic][kh][kw][16]. groups == 1.
+//                pre-packed [oc/16][ic][kh][kw][16]. groups == 1. In bf16
+//                the tile is rounded to pairs of input channels and the
+//                weights packed [oc/16][ic/2][kh][kw][16][2].
 //   kWinograd2   Winograd F(2x2,3x3) and
 //   kWinograd4   F(4x4,3x3): 3x3, stride 1, dilation 1, groups == 1. Input
 //                tiles are transformed in the local buffer, multiplied by
@@ -22,7 +24,7 @@
 //                (alpha x alpha) batched GEMMs (tiles x input channels times
 //                input channels x output channels), and transformed back. Less
 //                exact than the direct forms: tolerances in conv_winograd.h.
-//                (im2col also computes in bf16: ConvTiling::precision.)
+//                (im2col and direct also compute in bf16: ConvTiling::precision.)
 //   kDepthwise   groups == in_channels == out_channels: each channel with its
 //                own kh x kw filter, vectorised over output columns; on
 //                NCHW16c in and out, over 16 channels instead, which fills

@@ -132,12 +132,10 @@ Status DirectCheckTiling(const ConvDesc&, const ConvTiling& t) {
   return Status::Ok();
 }
 
-using Layout = DirectLayout;
-
 int64_t Bytes64(int64_t floats) { return RoundUp(4 * floats, 64); }
 
 int64_t DirectLocalBytes(const ConvDesc& d, const ConvTiling& t) {
-  const Layout l = DirectLayoutOf(d, t);
+  const DirectLayout l = DirectLayoutOf(d, t);
   const int64_t oc = l.vectors * kLanes;
   int64_t bytes = Bytes64(l.ks * l.band.floats()) + Bytes64(oc * l.tile_ld) +
                   Bytes64(std::min(t.oc_block, d.shape.out_channels) * l.tile_ld);
@@ -278,11 +276,9 @@ const BlockRow kBlocks[2][2] = {{BlockTable<1, 1>(std::make_integer_sequence<int
                                  BlockTable<2, 2>(std::make_integer_sequence<int, kMaxColumns>{})}};
 
 // One slice of input channels over the whole tile.
-void ComputeSlice(const ConvShape& s, const Layout& l, const float* band,
+void ComputeSlice(const ConvShape& s, const DirectLayout& l, const float* band,
                   const std::vector<int64_t>& tap_off, const float* w, int64_t w_vstride,
                   int64_t vectors, int64_t rows, int64_t ics, bool accumulate, float* acc) {
-  const int64_t chunk = DirectChunkOf(s.out_w);
-  const int64_t block_rows = DirectBlockRows(chunk);
   BlockArgs b;
   b.in_row = s.stride_h * l.band.row_floats;
   b.tap_off = tap_off.data();
@@ -293,28 +289,18 @@ void ComputeSlice(const ConvShape& s, const Layout& l, const float* band,
   b.acc_row = s.out_w * kLanes;
   b.acc_vstride = l.tile_ld * kLanes;
   b.accumulate = accumulate;
-  // Channel vectors innermost: a block's input stays in L1 across them.
-  for (int64_t r = 0; r < rows;) {
-    const int64_t nr = std::min(block_rows, rows - r);
-    for (int64_t ow = 0; ow < s.out_w; ow += chunk) {
-      const int64_t cols = std::min(chunk, s.out_w - ow);
-      b.in = band + r * b.in_row + ow;
-      for (int64_t v = 0; v < vectors;) {
-        const int64_t nv = vectors - v >= 2 ? 2 : 1;
-        b.w = w + v * w_vstride;
-        b.acc = acc + v * b.acc_vstride + (r * s.out_w + ow) * kLanes;
-        kBlocks[nv - 1][nr - 1][cols](b);
-        v += nv;
-      }
-    }
-    r += nr;
-  }
+  ForEachDirectBlock(s, rows, vectors, b.in_row, [&](const DirectBlock& block) {
+    b.in = band + block.in_offset;
+    b.w = w + block.vector * w_vstride;
+    b.acc = acc + block.vector * b.acc_vstride + block.acc_offset;
+    kBlocks[block.vectors - 1][block.rows - 1][block.columns](b);
+  });
 }
 
 KernelStats DirectRunShare(const ConvDesc& d, const ConvTiling& t, const KernelConfig& config,
                            RunMode mode, int thread) {
   const ConvShape& s = d.shape;
-  const Layout l = DirectLayoutOf(d, t);
+  const DirectLayout l = DirectLayoutOf(d, t);
   const int64_t oc_max = l.vectors * kLanes;
   LocalBuffer local(static_cast<size_t>(DirectLocalBytes(d, t)));
   float* band = local.Take(l.ks * l.band.floats());

@@ -5,6 +5,7 @@
 // ([oc/16][position][16]) across slices and transposed at the end.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -36,6 +37,37 @@ DirectLayout DirectLayoutOf(const ConvDesc& d, const ConvTiling& t);
 int64_t DirectChunkOf(int64_t out_w);
 // Narrow outputs take two rows per block to keep enough sums in flight.
 inline int64_t DirectBlockRows(int64_t chunk) { return chunk * 2 <= kDirectMaxColumns ? 2 : 1; }
+
+// One register block of a slice: `vectors` (1 or 2) 16-channel vectors
+// from `vector` on, `rows` output rows, `columns` output columns.
+struct DirectBlock {
+  int64_t vectors, rows, columns;
+  int64_t vector;      // its first 16-channel vector in the tile
+  int64_t in_offset;   // of its first position's input in the band
+  int64_t acc_offset;  // of its first position's sums from its first vector's
+};
+
+// The register blocks of one slice over a tile of `rows` output rows and
+// `vectors` 16-channel vectors, channel vectors innermost (a block's input
+// stays in L1 across them); `in_row` the band's step between output rows.
+template <typename Block>
+void ForEachDirectBlock(const ConvShape& s, int64_t rows, int64_t vectors, int64_t in_row,
+                        Block&& block) {
+  const int64_t chunk = DirectChunkOf(s.out_w);
+  const int64_t block_rows = DirectBlockRows(chunk);
+  for (int64_t r = 0; r < rows;) {
+    const int64_t nr = std::min(block_rows, rows - r);
+    for (int64_t ow = 0; ow < s.out_w; ow += chunk) {
+      const int64_t cols = std::min(chunk, s.out_w - ow);
+      for (int64_t v = 0; v < vectors;) {
+        const int64_t nv = vectors - v >= 2 ? 2 : 1;
+        block(DirectBlock{nv, nr, cols, v, r * in_row + ow, (r * s.out_w + ow) * kDirectLanes});
+        v += nv;
+      }
+    }
+    r += nr;
+  }
+}
 
 std::vector<int64_t> DirectTapOffsets(const ConvShape& s, const BandGeometry& g);
 

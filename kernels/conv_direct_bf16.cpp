@@ -2,9 +2,10 @@
 // slices, register blocks and f32 sums (conv_direct.h), with the products
 // on vdpbf16ps. Input channels go in pairs, as the instruction takes them:
 //   - each slice's band is copied into the local buffer in f32 as the f32
-//     form copies it (padding materialised, phase layout for strides), then
-//     rounded into pair words [ic / 2][position] = {bf16(x[2q]),
-//     bf16(x[2q + 1])}, the odd channel of an odd slice's last pair zero;
+//     form copies it (padding materialised, phase layout for strides), 16
+//     channels at a time (an NCHW16c block), each chunk then rounded into
+//     pair words [ic / 2][position] = {bf16(x[2q]), bf16(x[2q + 1])}, the
+//     odd channel of an odd slice's last pair zero;
 //   - W is [oc / 16][ic / 2][tap][16][2] bf16, pre-packed when the program
 //     is prepared (else packed per tile, counted as copies);
 //   - a register block broadcasts one pair word per output column and
@@ -31,20 +32,21 @@ namespace {
 constexpr int64_t kLanes = kDirectLanes;
 constexpr int kMaxColumns = kDirectMaxColumns;
 
-int64_t RoundUp(int64_t x, int64_t m) { return DirectRoundUp(x, m); }
-int64_t Bytes64(int64_t bytes) { return RoundUp(bytes, 64); }
+constexpr int64_t kStageChannels = 16;  // an NCHW16c block: CopyBands' fast path
+int64_t AlignedBytes(int64_t bytes) { return DirectRoundUp(bytes, 64); }
 int64_t Pairs(int64_t channels) { return (channels + 1) / 2; }
 
-// The local buffer: the f32 staging band [ks][band], the pair words
-// [ks / 2][band], the sums [oc][positions] and the tile out, and the
+// The local buffer: the f32 staging band of up to 16 channels, the pair
+// words [ks / 2][band], the sums [oc][positions] and the tile out, and the
 // per-tile weights [vector][ks / 2][tap][16][2] bf16 without pre-packing.
+// From 32 channels a slice the band takes fewer bytes than the f32 form's.
 int64_t Bf16LocalBytes(const ConvDesc& d, const ConvTiling& t) {
   const DirectLayout l = DirectLayoutOf(d, t);
   const int64_t oc = l.vectors * kLanes, band = l.band.floats();
-  int64_t bytes = Bytes64(4 * l.ks * band) + Bytes64(4 * Pairs(l.ks) * band) +
-                  Bytes64(4 * oc * l.tile_ld) +
-                  Bytes64(4 * std::min(t.oc_block, d.shape.out_channels) * l.tile_ld);
-  if (l.pack) bytes += Bytes64(2 * oc * 2 * Pairs(l.ks) * l.taps);
+  int64_t bytes = AlignedBytes(4 * std::min(l.ks, kStageChannels) * band) +
+                  AlignedBytes(4 * Pairs(l.ks) * band) + AlignedBytes(4 * oc * l.tile_ld) +
+                  AlignedBytes(4 * std::min(t.oc_block, d.shape.out_channels) * l.tile_ld);
+  if (l.pack) bytes += AlignedBytes(2 * oc * 2 * Pairs(l.ks) * l.taps);
   return bytes;
 }
 
@@ -55,7 +57,7 @@ int64_t PackedVectorHalves(const ConvShape& s) {
 
 int64_t Bf16PackedFloats(const ConvDesc& d, const ConvTiling&) {
   const ConvShape& s = d.shape;
-  return RoundUp(s.out_channels, kLanes) / kLanes * PackedVectorHalves(s) / 2;
+  return DirectRoundUp(s.out_channels, kLanes) / kLanes * PackedVectorHalves(s) / 2;
 }
 
 // Weights of output channels [oc0, oc0 + ocs) and input channels [ic0, ic0
@@ -91,12 +93,25 @@ void Bf16Prepack(const ConvDesc& d, const ConvTiling&, float* dst) {
                 out + oc0 / kLanes * PackedVectorHalves(s));
 }
 
-// The staging band's ics channel rows (`band` floats each) as pair words.
-void RoundToPairs(const float* stage, int64_t ics, int64_t band, uint32_t* words) {
-  for (int64_t q = 0; q < Pairs(ics); ++q)
-    InterleaveToBf16Pairs(stage + 2 * q * band,
-                          2 * q + 1 < ics ? stage + (2 * q + 1) * band : nullptr, band,
-                          reinterpret_cast<Bf16*>(words + q * band));
+// The slice's band [ic0, ic0 + ics) as pair words (`stride` words per
+// pair, the first `used` of them this tile's), through the f32 staging
+// band 16 channels at a time. Returns the floats read from X.
+int64_t CopyPairs(const ConvDesc& d, const ConvTiling& t, const DirectSlice& sl, int64_t stride,
+                  float* stage, uint32_t* words) {
+  const ConvShape& s = d.shape;
+  const ConvTile& c = *sl.tile;
+  const int64_t used = sl.geometry.floats(), first_row = BandFirstRow(s, c.p0 / s.out_w);
+  int64_t read = 0;
+  for (int64_t k = 0; k < sl.ics; k += kStageChannels) {
+    const int64_t n = std::min(kStageChannels, sl.ics - k);
+    read += CopyBands(s, d.x, t.in_layout, c.image, sl.ic0 + k, n, first_row, sl.geometry, stage,
+                      stride);
+    for (int64_t q = 0; q < Pairs(n); ++q)
+      InterleaveToBf16Pairs(stage + 2 * q * stride,
+                            2 * q + 1 < n ? stage + (2 * q + 1) * stride : nullptr, used,
+                            reinterpret_cast<Bf16*>(words + (k / 2 + q) * stride));
+  }
+  return read;
 }
 
 // What a register block reads and writes: R output rows x C output columns
@@ -201,8 +216,6 @@ void ComputeSlice(const ConvShape& s, const DirectLayout& l, const uint32_t* wor
                   const std::vector<int64_t>& tap_off, const Bf16* w, int64_t w_vstride,
                   int64_t vectors, int64_t rows, int64_t pairs, bool accumulate, float* acc) {
   const auto& table = Blocks<kDot>::kTable;
-  const int64_t chunk = DirectChunkOf(s.out_w);
-  const int64_t block_rows = DirectBlockRows(chunk);
   BlockArgs b;
   b.in_row = s.stride_h * l.band.row_floats;
   b.tap_off = tap_off.data();
@@ -213,21 +226,12 @@ void ComputeSlice(const ConvShape& s, const DirectLayout& l, const uint32_t* wor
   b.acc_row = s.out_w * kLanes;
   b.acc_vstride = l.tile_ld * kLanes;
   b.accumulate = accumulate;
-  for (int64_t r = 0; r < rows;) {
-    const int64_t nr = std::min(block_rows, rows - r);
-    for (int64_t ow = 0; ow < s.out_w; ow += chunk) {
-      const int64_t cols = std::min(chunk, s.out_w - ow);
-      b.in = words + r * b.in_row + ow;
-      for (int64_t v = 0; v < vectors;) {
-        const int64_t nv = vectors - v >= 2 ? 2 : 1;
-        b.w = w + v * w_vstride;
-        b.acc = acc + v * b.acc_vstride + (r * s.out_w + ow) * kLanes;
-        table[nv - 1][nr - 1][cols](b);
-        v += nv;
-      }
-    }
-    r += nr;
-  }
+  ForEachDirectBlock(s, rows, vectors, b.in_row, [&](const DirectBlock& block) {
+    b.in = words + block.in_offset;
+    b.w = w + block.vector * w_vstride;
+    b.acc = acc + block.vector * b.acc_vstride + block.acc_offset;
+    table[block.vectors - 1][block.rows - 1][block.columns](b);
+  });
 }
 
 template <bool kDot>
@@ -238,7 +242,7 @@ KernelStats Bf16RunShare(const ConvDesc& d, const ConvTiling& t, const KernelCon
   const int64_t oc_max = l.vectors * kLanes, band_floats = l.band.floats();
   const int64_t out_rows = std::min(t.oc_block, s.out_channels);
   LocalBuffer local(static_cast<size_t>(Bf16LocalBytes(d, t)));
-  float* stage = local.Take(l.ks * band_floats);
+  float* stage = local.Take(std::min(l.ks, kStageChannels) * band_floats);
   uint32_t* words = reinterpret_cast<uint32_t*>(local.Take(Pairs(l.ks) * band_floats));
   float* acc = local.Take(oc_max * l.tile_ld);
   float* out = local.Take(out_rows * l.tile_ld);
@@ -268,12 +272,8 @@ KernelStats Bf16RunShare(const ConvDesc& d, const ConvTiling& t, const KernelCon
       w_vstride = PackedVectorHalves(s);
       w = packed + c.oc0 / kLanes * w_vstride + sl.ic0 / 2 * l.taps * kLanes * 2;
     }
-    if (mode != RunMode::kComputeOnly && sl.copy_band) {
-      stats.bytes_global_to_local +=
-          4 * CopyBands(s, d.x, t.in_layout, c.image, sl.ic0, sl.ics,
-                        BandFirstRow(s, c.p0 / s.out_w), sl.geometry, stage, band_floats);
-      RoundToPairs(stage, sl.ics, band_floats, words);
-    }
+    if (mode != RunMode::kComputeOnly && sl.copy_band)
+      stats.bytes_global_to_local += 4 * CopyPairs(d, t, sl, band_floats, stage, words);
     if (mode != RunMode::kCopyOnly)
       ComputeSlice<kDot>(s, l, words, tap_off, w, w_vstride, (c.ocs + kLanes - 1) / kLanes, sl.rows,
                          Pairs(sl.ics), sl.ic0 > 0, acc);
@@ -290,23 +290,22 @@ TilingEstimate Bf16Estimate(const ConvDesc& d, const ConvTiling& t, int threads)
   return DirectEstimateOf(d, t, threads, Bf16LocalBytes(d, t));
 }
 
+// kDot: the vdpbf16ps blocks, else the portable ones.
+template <bool kDot>
+const ConvAlgorithmOps& Bf16OpsOf() {
+  const ConvAlgorithmOps& f32 = DirectOps();
+  static const ConvAlgorithmOps ops = {f32.applies,      f32.check_tiling, Bf16LocalBytes,
+                                       Bf16PackedFloats, Bf16Prepack,      Bf16RunShare<kDot>,
+                                       Bf16Estimate};
+  return ops;
+}
+
 }  // namespace
 
 const ConvAlgorithmOps& DirectBf16Ops() {
-  if (!CpuHasBf16Dot()) return DirectBf16PortableOps();
-  const ConvAlgorithmOps& f32 = DirectOps();
-  static const ConvAlgorithmOps ops = {f32.applies,      f32.check_tiling, Bf16LocalBytes,
-                                       Bf16PackedFloats, Bf16Prepack,      Bf16RunShare<true>,
-                                       Bf16Estimate};
-  return ops;
+  return CpuHasBf16Dot() ? Bf16OpsOf<true>() : Bf16OpsOf<false>();
 }
 
-const ConvAlgorithmOps& DirectBf16PortableOps() {
-  const ConvAlgorithmOps& f32 = DirectOps();
-  static const ConvAlgorithmOps ops = {f32.applies,      f32.check_tiling, Bf16LocalBytes,
-                                       Bf16PackedFloats, Bf16Prepack,      Bf16RunShare<false>,
-                                       Bf16Estimate};
-  return ops;
-}
+const ConvAlgorithmOps& DirectBf16PortableOps() { return Bf16OpsOf<false>(); }
 
 }  // namespace fusetune::kernels::conv_detail

@@ -22,7 +22,7 @@
 #                fit the last-level cache, so a group measured warm flatters
 #                the algorithms that read more of them) or flushed
 #   PRECISION=f32 or mixed: `tune/run --precision mixed --error-budget ERROR_BUDGET`
-#                (bf16 implicit-GEMM convs within the budget; issue 40); the
+#                (bf16 implicit-GEMM and direct convs within the budget; issue 40); the
 #                database then holds the mixed records beside the f32 ones
 #   ERROR_BUDGET=1e-2
 #   MODELS="resnet18 resnet18_bn resnet50 resnet50_bn mobilenet_v2 mobilenet_v2_bn"

@@ -183,8 +183,11 @@ phase "measuring both plans"
 # is the median of the pairs' ratios cluster / single. Separate `measure`
 # processes of one plan differ by up to 30% on this host (0.17-0.23 ms seen
 # back to back), more than the difference being judged.
-if [ "$PLAN_AB" = none ]; then
-  echo "the plans' speeds are not compared: plan_ab is not built (FUSETUNE_BUILD_BENCH=OFF)"
+# (The two `compile -o` above check that the command works; plan_ab
+# compiles each database's plan itself.)
+if [ "$PLAN_AB" = none ] || [ ! -x "$PLAN_AB" ]; then
+  echo "the plans' speeds are not compared: plan_ab is not built (FUSETUNE_BUILD_BENCH=OFF," \
+    "or only fusetune was built)"
 else
   "$PLAN_AB" "$MODEL" --db "$DB" --db "$SINGLE" --threads 1 --pairs 600 --json "$TMP/ab.json" \
     >"$TMP/ab.txt" 2>&1 || { cat "$TMP/ab.txt"; fail "plan_ab"; }

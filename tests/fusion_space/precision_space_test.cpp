@@ -105,8 +105,9 @@ constexpr const char* kConvRelu = R"(graph g opset 17 { input x: f32[1, 8, 10, 1
   c = Conv(x, w, b) {pads=[1, 1, 1, 1]}  r = Relu(c)  output r })";
 
 // A conv offers bf16 (kernels/conv.h) for its implicit-GEMM points with a
-// bf16 micro-kernel and for every direct point (each f32 direct point has
-// its bf16 twin); Winograd and depthwise stay f32. Its text round-trips.
+// bf16 micro-kernel and for its direct points (on this small shape every
+// buffer fits: each f32 direct point has its bf16 twin); Winograd and
+// depthwise stay f32. Its text round-trips.
 TEST(PrecisionSpace, ConvOffersBf16ForImplicitGemmAndDirect) {
   graph::Graph g = testing::Parse(kConvRelu);
   kernels::KernelConfig config;

@@ -3,11 +3,14 @@
 // (docs/PRECISION.md) on the shapes the f32 form is checked on (odd channel
 // counts and slices, strides, dilations, padding wider than a row, 1-D),
 // outputs that really differ from f32's, pre-packed weights identical to
-// packing them per tile, the vector and portable blocks agreeing, and the
-// run modes and the estimate counting alike.
+// packing them per tile, the vector and portable blocks agreeing, the run
+// modes and the estimate counting alike, and a global pool on its sums
+// (layouts: conv_layout_test.cpp).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "kernels/conv.h"
@@ -102,20 +105,48 @@ TEST(ConvDirectBf16, VectorAndPortableBlocksGiveTheSameResults) {
     EXPECT_NEAR(vector.y[i], portable.y[i], 1e-5f * (1 + std::abs(portable.y[i]))) << i;
 }
 
+// Odd channels and an odd k_block, weights pre-packed and packed per tile.
 TEST(ConvDirectBf16, RunModesAndEstimateCountAlike) {
-  const ConvShape s = MakeShape(1, 16, 14, 14, 32, 3, 1, 1);
-  for (const ConvTiling& t : {Bf16Direct(16, 64, 4096), Bf16Direct(32, 28, 5)}) {
-    testing::ExpectRunModesCountAlike(s, t);
-    RandomConv c(s, true, false, 1, s.batch * s.out_channels * s.pixels());
-    for (int threads : {1, 2}) {
-      testing::ConvRun run;
-      ASSERT_TRUE(c.Run(t, threads, 1 << 20, &run));
-      const TilingEstimate e = EstimateConv(c.d, t, threads);
-      EXPECT_EQ(e.bytes_in, static_cast<double>(run.stats.bytes_global_to_local)) << t.ToString();
-      EXPECT_EQ(e.bytes_out, static_cast<double>(run.stats.bytes_local_to_global));
-      EXPECT_EQ(e.local_bytes, ConvLocalBytes(c.d, t));
-    }
+  for (const ConvShape& s : {MakeShape(1, 16, 14, 14, 32, 3, 1, 1), MakeShape(1, 7, 9, 9, 20, 3)})
+    for (const ConvTiling& t : {Bf16Direct(16, 64, 4096), Bf16Direct(32, 28, 3)})
+      for (bool prepack : {false, true}) {
+        SCOPED_TRACE(fmt::format("{} {} prepack={}", s.ToString(), t.ToString(), prepack));
+        testing::ExpectRunModesCountAlike(s, t);
+        RandomConv c(s, true, false, 1, s.batch * s.out_channels * s.pixels());
+        if (prepack) c.PrePack(t);
+        for (int threads : {1, 2}) {
+          testing::ConvRun run;
+          ASSERT_TRUE(c.Run(t, threads, 1 << 20, &run));
+          const TilingEstimate e = EstimateConv(c.d, t, threads);
+          EXPECT_EQ(e.bytes_in, static_cast<double>(run.stats.bytes_global_to_local));
+          EXPECT_EQ(e.bytes_out, static_cast<double>(run.stats.bytes_local_to_global));
+          EXPECT_EQ(e.local_bytes, ConvLocalBytes(c.d, t));
+        }
+      }
+}
+
+// A global average pool after the conv (ResNet's last conv) on the bf16
+// sums: the pooled values stay within bf16's rounding of the f32 form's.
+TEST(ConvDirectBf16, AGlobalPoolRunsOnItsBf16Sums) {
+  const ConvShape s = MakeShape(1, 24, 10, 10, 32, 3, 1, 1);
+  ConvTiling t = Bf16Direct(32, 4096, 8);
+  RandomConv c(s, true, false, 2, s.batch * s.out_channels);
+  c.d.global_pool = ConvGlobalPool::kAverage;
+  testing::ConvRun run;
+  ASSERT_TRUE(c.Run(t, 2, 1 << 20, &run));
+  ConvTiling f32 = t;
+  f32.precision = Precision::kF32;
+  RandomConv want(s, true, false, 2, s.batch * s.out_channels);
+  want.d.global_pool = ConvGlobalPool::kAverage;
+  testing::ConvRun run_f32;
+  ASSERT_TRUE(want.Run(f32, 2, 1 << 20, &run_f32));
+  double scale = 1e-6, err = 0;
+  for (size_t i = 0; i < want.y.size(); ++i) {
+    scale = std::max(scale, double(std::abs(want.y[i])));
+    err = std::max(err, double(std::abs(c.y[i] - want.y[i])));
   }
+  EXPECT_LE(err / scale, 1e-2);
+  EXPECT_GT(err, 0) << "bf16 rounds";
 }
 
 }  // namespace

@@ -198,6 +198,28 @@ TEST(ConvLayouts, EveryAlgorithmReadsAndWritesEachLayout) {
         }
 }
 
+// The direct convolution in bf16 copies its bands through CopyBands as the
+// f32 form does, 16 channels at a time, then rounds them to pairs: every
+// layout in and out, odd slices included (channel counts of whole NCHW16c
+// blocks: the test's rearranging assumes them). bf16 products over K <= 432
+// terms of random signs stay far below 1e-2 of the output's scale.
+TEST(ConvLayouts, DirectInBf16ReadsAndWritesEachLayout) {
+  for (const ConvShape& shape :
+       {MakeShape(2, 32, 10, 9, 48, 3, 1, 1), MakeShape(1, 16, 13, 11, 32, 3, 2, 1),
+        MakeShape(1, 32, 7, 7, 64, 1), MakeShape(1, 48, 8, 8, 16, 3, 1, 1)})
+    for (ActivationLayout in : kLayouts)
+      for (ActivationLayout out : kLayouts)
+        for (int64_t k_block : {int64_t{5}, int64_t{32}}) {
+          ConvTiling t = Tiling(ConvAlgorithm::kDirect, 48, 2 * shape.out_w, k_block);
+          t.precision = Precision::kBf16;
+          t.in_layout = in;
+          t.out_layout = out;
+          testing::RandomConv c(shape, true, /*residual_relu=*/true, 11,
+                                shape.batch * shape.out_channels * shape.pixels());
+          EXPECT_LE(RunInLayouts(c, t, 2), 1e-2) << shape.ToString() << " " << t.ToString();
+        }
+}
+
 TEST(ConvLayouts, AMaxPooledConvWritesItsPooledPlanesInTheLayout) {
   const ConvShape s = MakeShape(1, 16, 14, 14, 32, 3, 1, 1);
   const ConvMaxPool pool{3, 3, 2, 2, 1, 1, 7, 7};
