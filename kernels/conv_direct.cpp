@@ -71,6 +71,13 @@ void DirectUnblock(const float* acc, int64_t ocs, int64_t ps, int64_t ld, float*
   }
 }
 
+void DirectFinishTile(const ConvDesc& d, const ConvTiling& t, const DirectLayout& l,
+                      const ConvTile& c, const float* acc, float* out, RunMode mode,
+                      KernelStats* stats) {
+  if (mode != RunMode::kCopyOnly) DirectUnblock(acc, c.ocs, c.ps, l.tile_ld, out);
+  FinishConvTile(d, c, out, l.tile_ld, t.out_layout, mode, stats);
+}
+
 TilingEstimate DirectEstimateOf(const ConvDesc& d, const ConvTiling& t, int threads,
                                 int64_t local_bytes) {
   const ConvShape& s = d.shape;
@@ -174,20 +181,7 @@ void DirectPrepack(const ConvDesc& d, const ConvTiling&, float* dst) {
                 dst + oc0 / kLanes * per_vector);
 }
 
-// What a register block reads and writes: R output rows x C output columns
-// x V 16-channel vectors.
-struct BlockArgs {
-  const float* in;         // input of the block's first position at tap 0, channel 0
-  int64_t in_row;          // floats between the inputs of consecutive output rows
-  const int64_t* tap_off;  // band offsets of the taps
-  int64_t taps, ic_stride, ics;
-  const float* w;     // weights of channel 0, tap 0, vector 0; 16 floats per (ic, tap)
-  int64_t w_vstride;  // floats between vectors of weights
-  float* acc;         // sums of the block's first position, vector 0: 16 per position
-  int64_t acc_row;    // floats between the sums of consecutive output rows
-  int64_t acc_vstride;
-  bool accumulate;  // add to acc (later slices) or overwrite it (the first)
-};
+using BlockArgs = DirectBlockArgs<float, float>;
 
 #if defined(__AVX512F__)
 template <int V, int C, int R>
@@ -203,8 +197,8 @@ void Block(const BlockArgs& b) {
                          ? _mm512_loadu_ps(b.acc + v * b.acc_vstride + r * b.acc_row + j * kLanes)
                          : _mm512_setzero_ps();
   const float* w = b.w;
-  for (int64_t ic = 0; ic < b.ics; ++ic) {
-    const float* src = b.in + ic * b.ic_stride;
+  for (int64_t ic = 0; ic < b.channels; ++ic) {
+    const float* src = b.in + ic * b.channel_stride;
     for (int64_t t = 0; t < b.taps; ++t, w += kLanes) {
       const float* p = src + b.tap_off[t];
       __m512 wv[V];
@@ -241,8 +235,8 @@ void Block(const BlockArgs& b) {
           a[v][r][j][l] =
               b.accumulate ? b.acc[v * b.acc_vstride + r * b.acc_row + j * kLanes + l] : 0.0f;
   const float* w = b.w;
-  for (int64_t ic = 0; ic < b.ics; ++ic) {
-    const float* src = b.in + ic * b.ic_stride;
+  for (int64_t ic = 0; ic < b.channels; ++ic) {
+    const float* src = b.in + ic * b.channel_stride;
     for (int64_t t = 0; t < b.taps; ++t, w += kLanes) {
       const float* p = src + b.tap_off[t];
       for (int v = 0; v < V; ++v)
@@ -274,28 +268,6 @@ const BlockRow kBlocks[2][2] = {{BlockTable<1, 1>(std::make_integer_sequence<int
                                  BlockTable<1, 2>(std::make_integer_sequence<int, kMaxColumns>{})},
                                 {BlockTable<2, 1>(std::make_integer_sequence<int, kMaxColumns>{}),
                                  BlockTable<2, 2>(std::make_integer_sequence<int, kMaxColumns>{})}};
-
-// One slice of input channels over the whole tile.
-void ComputeSlice(const ConvShape& s, const DirectLayout& l, const float* band,
-                  const std::vector<int64_t>& tap_off, const float* w, int64_t w_vstride,
-                  int64_t vectors, int64_t rows, int64_t ics, bool accumulate, float* acc) {
-  BlockArgs b;
-  b.in_row = s.stride_h * l.band.row_floats;
-  b.tap_off = tap_off.data();
-  b.taps = l.taps;
-  b.ic_stride = l.band.floats();
-  b.ics = ics;
-  b.w_vstride = w_vstride;
-  b.acc_row = s.out_w * kLanes;
-  b.acc_vstride = l.tile_ld * kLanes;
-  b.accumulate = accumulate;
-  ForEachDirectBlock(s, rows, vectors, b.in_row, [&](const DirectBlock& block) {
-    b.in = band + block.in_offset;
-    b.w = w + block.vector * w_vstride;
-    b.acc = acc + block.vector * b.acc_vstride + block.acc_offset;
-    kBlocks[block.vectors - 1][block.rows - 1][block.columns](b);
-  });
-}
 
 KernelStats DirectRunShare(const ConvDesc& d, const ConvTiling& t, const KernelConfig& config,
                            RunMode mode, int thread) {
@@ -336,13 +308,10 @@ KernelStats DirectRunShare(const ConvDesc& d, const ConvTiling& t, const KernelC
           4 * CopyBands(s, d.x, t.in_layout, c.image, sl.ic0, sl.ics,
                         BandFirstRow(s, c.p0 / s.out_w), sl.geometry, band, l.band.floats());
     if (mode != RunMode::kCopyOnly)
-      ComputeSlice(s, l, band, tap_off, w, w_vstride, (c.ocs + kLanes - 1) / kLanes, sl.rows,
-                   sl.ics, sl.ic0 > 0, acc);
+      DirectComputeSlice(kBlocks, s, l, band, tap_off, w, w_vstride, (c.ocs + kLanes - 1) / kLanes,
+                         sl.rows, sl.ics, sl.ic0 > 0, acc);
   };
-  auto finish = [&](const ConvTile& c) {
-    if (mode != RunMode::kCopyOnly) DirectUnblock(acc, c.ocs, c.ps, l.tile_ld, out);
-    FinishConvTile(d, c, out, l.tile_ld, t.out_layout, mode, &stats);
-  };
+  auto finish = [&](const ConvTile& c) { DirectFinishTile(d, t, l, c, acc, out, mode, &stats); };
   ForEachDirectSlice(d, t, l, config, thread, slice, finish);
   return stats;
 }

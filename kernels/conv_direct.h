@@ -69,6 +69,56 @@ void ForEachDirectBlock(const ConvShape& s, int64_t rows, int64_t vectors, int64
   }
 }
 
+// What a register block reads and writes: R output rows x C output columns
+// x V 16-channel vectors. `In` is an input element of the band (a float, or
+// in bf16 a word holding a pair of channels), `W` a weight element.
+template <typename In, typename W>
+struct DirectBlockArgs {
+  const In* in;            // input of the block's first position at tap 0, channel (pair) 0
+  int64_t in_row;          // elements between the inputs of consecutive output rows
+  const int64_t* tap_off;  // band offsets of the taps
+  int64_t taps;
+  int64_t channel_stride;  // elements between the bands of consecutive channels (pairs)
+  int64_t channels;        // input channels (pairs) of the slice
+  const W* w;              // weights of channel 0, tap 0, vector 0
+  int64_t w_vstride;       // elements between vectors of weights
+  float* acc;              // sums of the block's first position, vector 0: 16 per position
+  int64_t acc_row;         // floats between the sums of consecutive output rows
+  int64_t acc_vstride;
+  bool accumulate;  // add to acc (later slices) or overwrite it (the first)
+};
+
+// One slice over the whole tile: each register block run by
+// table[vectors - 1][rows - 1][columns] (the precision's kernels).
+template <typename In, typename W, typename Table>
+void DirectComputeSlice(const Table& table, const ConvShape& s, const DirectLayout& l,
+                        const In* band, const std::vector<int64_t>& tap_off, const W* w,
+                        int64_t w_vstride, int64_t vectors, int64_t rows, int64_t channels,
+                        bool accumulate, float* acc) {
+  DirectBlockArgs<In, W> b;
+  b.in_row = s.stride_h * l.band.row_floats;
+  b.tap_off = tap_off.data();
+  b.taps = l.taps;
+  b.channel_stride = l.band.floats();
+  b.channels = channels;
+  b.w_vstride = w_vstride;
+  b.acc_row = s.out_w * kDirectLanes;
+  b.acc_vstride = l.tile_ld * kDirectLanes;
+  b.accumulate = accumulate;
+  ForEachDirectBlock(s, rows, vectors, b.in_row, [&](const DirectBlock& block) {
+    b.in = band + block.in_offset;
+    b.w = w + block.vector * w_vstride;
+    b.acc = acc + block.vector * b.acc_vstride + block.acc_offset;
+    table[block.vectors - 1][block.rows - 1][block.columns](b);
+  });
+}
+
+// A tile's sums transposed into its rows and finished (bias, epilogue,
+// pools, the copy out: FinishConvTile); copy-only runs skip the transpose.
+void DirectFinishTile(const ConvDesc& d, const ConvTiling& t, const DirectLayout& l,
+                      const ConvTile& c, const float* acc, float* out, RunMode mode,
+                      KernelStats* stats);
+
 std::vector<int64_t> DirectTapOffsets(const ConvShape& s, const BandGeometry& g);
 
 // acc [vector][position][16] -> out [channel][position] (ld positions), ocs rows.

@@ -114,20 +114,8 @@ int64_t CopyPairs(const ConvDesc& d, const ConvTiling& t, const DirectSlice& sl,
   return read;
 }
 
-// What a register block reads and writes: R output rows x C output columns
-// x V 16-channel vectors (conv_direct.cpp's BlockArgs, in pairs).
-struct BlockArgs {
-  const uint32_t* in;      // pair word of the block's first position at tap 0, pair 0
-  int64_t in_row;          // words between the inputs of consecutive output rows
-  const int64_t* tap_off;  // band offsets of the taps
-  int64_t taps, pair_stride, pairs;
-  const Bf16* w;      // weights of pair 0, tap 0, vector 0; 32 halves per (pair, tap)
-  int64_t w_vstride;  // halves between vectors of weights
-  float* acc;         // sums of the block's first position, vector 0: 16 per position
-  int64_t acc_row;    // floats between the sums of consecutive output rows
-  int64_t acc_vstride;
-  bool accumulate;  // add to acc (later slices) or overwrite it (the first)
-};
+// A block's input: pair words; its weights: 32 halves per (pair, tap).
+using BlockArgs = DirectBlockArgs<uint32_t, Bf16>;
 
 template <int V, int C, int R>
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void DotBlock(const BlockArgs& b) {
@@ -142,8 +130,8 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void DotBlock(const Block
                          ? _mm512_loadu_ps(b.acc + v * b.acc_vstride + r * b.acc_row + j * kLanes)
                          : _mm512_setzero_ps();
   const Bf16* w = b.w;
-  for (int64_t q = 0; q < b.pairs; ++q) {
-    const uint32_t* src = b.in + q * b.pair_stride;
+  for (int64_t q = 0; q < b.channels; ++q) {
+    const uint32_t* src = b.in + q * b.channel_stride;
     for (int64_t t = 0; t < b.taps; ++t, w += 2 * kLanes) {
       const uint32_t* p = src + b.tap_off[t];
       __m512bh wv[V];
@@ -179,10 +167,10 @@ void PortableBlock(const BlockArgs& b) {
         float* sums = b.acc + v * b.acc_vstride + r * b.acc_row + j * kLanes;
         if (!b.accumulate) std::fill(sums, sums + kLanes, 0.0f);
         const Bf16* w = b.w + v * b.w_vstride;
-        for (int64_t q = 0; q < b.pairs; ++q)
+        for (int64_t q = 0; q < b.channels; ++q)
           for (int64_t t = 0; t < b.taps; ++t, w += 2 * kLanes) {
             Bf16 x[2];
-            std::memcpy(x, b.in + q * b.pair_stride + b.tap_off[t] + r * b.in_row + j, 4);
+            std::memcpy(x, b.in + q * b.channel_stride + b.tap_off[t] + r * b.in_row + j, 4);
             for (int64_t l = 0; l < kLanes; ++l)
               sums[l] += Bf16ToFloat(w[2 * l]) * Bf16ToFloat(x[0]) +
                          Bf16ToFloat(w[2 * l + 1]) * Bf16ToFloat(x[1]);
@@ -209,30 +197,6 @@ struct Blocks {
        {BlockTable<kDot, 2, 1>(std::make_integer_sequence<int, kMaxColumns>{}),
         BlockTable<kDot, 2, 2>(std::make_integer_sequence<int, kMaxColumns>{})}}};
 };
-
-// One slice of input pairs over the whole tile, in the f32 form's order.
-template <bool kDot>
-void ComputeSlice(const ConvShape& s, const DirectLayout& l, const uint32_t* words,
-                  const std::vector<int64_t>& tap_off, const Bf16* w, int64_t w_vstride,
-                  int64_t vectors, int64_t rows, int64_t pairs, bool accumulate, float* acc) {
-  const auto& table = Blocks<kDot>::kTable;
-  BlockArgs b;
-  b.in_row = s.stride_h * l.band.row_floats;
-  b.tap_off = tap_off.data();
-  b.taps = l.taps;
-  b.pair_stride = l.band.floats();
-  b.pairs = pairs;
-  b.w_vstride = w_vstride;
-  b.acc_row = s.out_w * kLanes;
-  b.acc_vstride = l.tile_ld * kLanes;
-  b.accumulate = accumulate;
-  ForEachDirectBlock(s, rows, vectors, b.in_row, [&](const DirectBlock& block) {
-    b.in = words + block.in_offset;
-    b.w = w + block.vector * w_vstride;
-    b.acc = acc + block.vector * b.acc_vstride + block.acc_offset;
-    table[block.vectors - 1][block.rows - 1][block.columns](b);
-  });
-}
 
 template <bool kDot>
 KernelStats Bf16RunShare(const ConvDesc& d, const ConvTiling& t, const KernelConfig& config,
@@ -275,13 +239,10 @@ KernelStats Bf16RunShare(const ConvDesc& d, const ConvTiling& t, const KernelCon
     if (mode != RunMode::kComputeOnly && sl.copy_band)
       stats.bytes_global_to_local += 4 * CopyPairs(d, t, sl, band_floats, stage, words);
     if (mode != RunMode::kCopyOnly)
-      ComputeSlice<kDot>(s, l, words, tap_off, w, w_vstride, (c.ocs + kLanes - 1) / kLanes, sl.rows,
-                         Pairs(sl.ics), sl.ic0 > 0, acc);
+      DirectComputeSlice(Blocks<kDot>::kTable, s, l, words, tap_off, w, w_vstride,
+                         (c.ocs + kLanes - 1) / kLanes, sl.rows, Pairs(sl.ics), sl.ic0 > 0, acc);
   };
-  auto finish = [&](const ConvTile& c) {
-    if (mode != RunMode::kCopyOnly) DirectUnblock(acc, c.ocs, c.ps, l.tile_ld, out);
-    FinishConvTile(d, c, out, l.tile_ld, t.out_layout, mode, &stats);
-  };
+  auto finish = [&](const ConvTile& c) { DirectFinishTile(d, t, l, c, acc, out, mode, &stats); };
   ForEachDirectSlice(d, t, l, config, thread, slice, finish);
   return stats;
 }

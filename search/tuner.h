@@ -35,6 +35,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -184,6 +185,10 @@ class Tuner {
   fusion_space::Plan HarmonizedPlan(const fusion_space::Plan& plan) const;
   double AnalyticalScale() const;
   double PredictedSeconds(int task, double scale) const;
+  // A task's best measured tiling and seconds (in NCHW when asked, as
+  // TunedPlan's), else its predicted best and PredictedSeconds.
+  std::pair<fusion_space::Tiling, double> BestOrPredicted(int task, bool nchw_only,
+                                                          double scale) const;
   void UpdateModel();
   void AddSample(int task, const fusion_space::Tiling& tiling,
                  const measure::MeasureResult& result);

@@ -129,7 +129,19 @@ std::optional<std::pair<fusion_space::Tiling, double>> BestOf(const TaskSearch& 
   return std::nullopt;
 }
 
+// A predicted cost when there is one (0: none).
+std::optional<double> PositiveOrNone(double predicted) {
+  return predicted > 0 ? std::optional<double>(predicted) : std::nullopt;
+}
+
 }  // namespace
+
+std::pair<fusion_space::Tiling, double> Tuner::BestOrPredicted(int task, bool nchw_only,
+                                                               double scale) const {
+  const TaskSearch& s = *searches_[task];
+  if (auto best = BestOf(s, nchw_only)) return *best;
+  return {s.predicted_best(), PredictedSeconds(task, scale)};
+}
 
 // The exact minimum-cost partition over the best known group costs, each
 // group with its best measured tiling (else the predicted best).
@@ -142,8 +154,7 @@ fusion_space::Plan Tuner::TunedPlan(double* predicted, bool nchw_only) {
   for (size_t i = 0; i < groups.size(); ++i) {
     auto it = task_by_key_.find(groups[i].key.ToString());
     if (it != task_by_key_.end()) {
-      const auto best = BestOf(*searches_[it->second], nchw_only);
-      objective.group_cost[i] = best ? best->second : PredictedSeconds(it->second, scale);
+      objective.group_cost[i] = BestOrPredicted(it->second, nchw_only, scale).second;
       task_of_nodes[groups[i].nodes] = it->second;
       continue;
     }
@@ -164,9 +175,7 @@ fusion_space::Plan Tuner::TunedPlan(double* predicted, bool nchw_only) {
     auto it = task_of_nodes.find(g.nodes);
     if (it == task_of_nodes.end()) continue;
     in_plan_[it->second] = true;
-    const TaskSearch& s = *searches_[it->second];
-    const auto best = BestOf(s, nchw_only);
-    g.tiling = best ? best->first : s.predicted_best();
+    g.tiling = BestOrPredicted(it->second, nchw_only, scale).first;
   }
   return space_.Validate(plan) ? plan : defaults;
 }
@@ -178,15 +187,12 @@ Status Tuner::MeasureTunedPlan() {
   ++plans_->tuned_count;
   double predicted = 0;
   const fusion_space::Plan plan = TunedPlan(&predicted);
-  const std::optional<double> expected =
-      predicted > 0 ? std::optional<double>(predicted) : std::nullopt;
+  const std::optional<double> expected = PositiveOrNone(predicted);
   FT_RETURN_IF_ERROR(MeasurePlan(plan, "tuned", expected));
   if (StopReason() == "interrupted") return Status::Ok();
   double greedy_predicted = 0;
   const fusion_space::Plan greedy = TunedGreedyPlan(&greedy_predicted);
-  FT_RETURN_IF_ERROR(
-      MeasurePlan(greedy, "tuned",
-                  greedy_predicted > 0 ? std::optional<double>(greedy_predicted) : std::nullopt));
+  FT_RETURN_IF_ERROR(MeasurePlan(greedy, "tuned", PositiveOrNone(greedy_predicted)));
   // The partition adds up group times measured alone, without the layout
   // transforms between groups that disagree: the same partition with the
   // layouts chosen across its groups (layout_choice.h), and in NCHW
@@ -221,10 +227,9 @@ fusion_space::Plan Tuner::TunedGreedyPlan(double* predicted) {
       every_group_known = false;
       continue;
     }
-    const TaskSearch& s = *searches_[it->second];
-    const auto best = BestOf(s, /*nchw_only=*/false);
-    g.tiling = best ? best->first : s.predicted_best();
-    sum += best ? best->second : PredictedSeconds(it->second, scale);
+    const auto [tiling, seconds] = BestOrPredicted(it->second, /*nchw_only=*/false, scale);
+    g.tiling = tiling;
+    sum += seconds;
   }
   if (predicted != nullptr) *predicted = every_group_known ? sum : 0;
   return space_.Validate(plan) ? plan : defaults;
