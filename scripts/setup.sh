@@ -9,6 +9,8 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config
+  # scripts/build.sh links with lld
+  lld
   libeigen3-dev libtbb-dev libxgboost-dev libsqlite3-dev libsqlitecpp-dev libbenchmark-dev libgtest-dev
   libonnx-dev libprotobuf-dev protobuf-compiler nlohmann-json3-dev libcli11-dev libfmt-dev
   # test data: models exported by PyTorch's ONNX exporter (scripts/gen_models.py)
