@@ -20,18 +20,20 @@ namespace {
 
 constexpr double kU = 1.0 / 256;  // bf16's relative rounding error, 2^-8
 
-struct Case {
+struct Bf16AttentionCase {
   int64_t b, h, sq, skv, d, dv;  // dv: the value (and output) width
   MaskKind mask;
-  bool q_transposed, k_transposed, v_transposed;  // stored [B, H, D, S]: read through a column stride
+  bool q_transposed, k_transposed,
+      v_transposed;  // stored [B, H, D, S]: read through a column stride
   std::vector<float> q, k, v, mask_values, o;
   AttentionDesc desc;
 };
 
-Case MakeCase(Rng& rng, int64_t b, int64_t h, int64_t sq, int64_t skv, int64_t d, int64_t dv,
-              MaskKind mask) {
-  Case c{b,  h,  sq, skv, d,  dv, mask, rng.Below(2) == 1, rng.Below(2) == 1, rng.Below(2) == 1,
-         {}, {}, {}, {},  {}, {}};
+Bf16AttentionCase MakeCase(Rng& rng, int64_t b, int64_t h, int64_t sq, int64_t skv, int64_t d,
+                           int64_t dv, MaskKind mask) {
+  Bf16AttentionCase c{
+      b,  h,  sq, skv, d,  dv, mask, rng.Below(2) == 1, rng.Below(2) == 1, rng.Below(2) == 1,
+      {}, {}, {}, {},  {}, {}};
   auto fill = [&](std::vector<float>& x, int64_t n, double sd) {
     x.resize(n);
     for (float& e : x) e = static_cast<float>(rng.Normal() * sd);
@@ -77,7 +79,7 @@ double At(const AttentionView& v, int64_t b, int64_t h, int64_t row, int64_t col
 //   shift; P and V rounded add (2u + u^2), the float sum over the keys
 //   skv 2^-23:
 //   |o_ic - exact| <= ((1 + 2u + u^2 + skv 2^-23) e^(2D) - 1) sum_j w_ij |v_jc|  (+ 1e-5)
-void ExpectWithinBf16Bound(const Case& c, const std::string& what) {
+void ExpectWithinBf16Bound(const Bf16AttentionCase& c, const std::string& what) {
   const AttentionDesc& x = c.desc;
   const double rel = 2 * kU + kU * kU + c.d * 0x1p-23;
   int checked = 0;
@@ -138,7 +140,7 @@ TEST(AttentionBf16, WithinTheStatedBoundOnRandomShapesMasksAndTilings) {
     int64_t sq = queries[rng.Below(5)], skv = keys[rng.Below(6)];
     if (mask == MaskKind::kCausal) skv = std::max(skv, sq);  // every query sees a key
     const int64_t d = dims[rng.Below(4)], dv = trial % 4 == 3 ? dims[rng.Below(4)] : d;
-    Case c = MakeCase(rng, rng.Between(1, 2), rng.Between(1, 3), sq, skv, d, dv, mask);
+    Bf16AttentionCase c = MakeCase(rng, rng.Between(1, 2), rng.Between(1, 3), sq, skv, d, dv, mask);
     const AttentionTiling t = RandomBf16Tiling(rng);
     KernelConfig config;
     config.threads = static_cast<int>(rng.Between(1, 3));
@@ -157,7 +159,7 @@ TEST(AttentionBf16, WithinTheStatedBoundOnRandomShapesMasksAndTilings) {
 // are not the f32 ones (the operands really are rounded).
 TEST(AttentionBf16, CopiesTheBytesItsF32FormCopies) {
   Rng rng(59);
-  Case c = MakeCase(rng, 1, 2, 40, 72, 32, 32, MaskKind::kAdditive);
+  Bf16AttentionCase c = MakeCase(rng, 1, 2, 40, 72, 32, 32, MaskKind::kAdditive);
   AttentionTiling t;
   std::tie(t.mr, t.nr) = Bf16MicroTileShapes().front();
   t.br = 16;
@@ -179,7 +181,7 @@ TEST(AttentionBf16, CopiesTheBytesItsF32FormCopies) {
 
 TEST(AttentionBf16, DecodeQueriesComputeInF32) {
   Rng rng(61);
-  Case c = MakeCase(rng, 1, 2, kDecodeMaxQueries, 300, 64, 64, MaskKind::kCausal);
+  Bf16AttentionCase c = MakeCase(rng, 1, 2, kDecodeMaxQueries, 300, 64, 64, MaskKind::kCausal);
   AttentionTiling t;
   std::tie(t.mr, t.nr) = Bf16MicroTileShapes().front();
   t.bc = 64;
@@ -196,7 +198,7 @@ TEST(AttentionBf16, DecodeQueriesComputeInF32) {
 
 TEST(AttentionBf16, RefusesAMicroTileWithoutABf16Kernel) {
   Rng rng(67);
-  Case c = MakeCase(rng, 1, 1, 32, 32, 16, 16, MaskKind::kNone);
+  Bf16AttentionCase c = MakeCase(rng, 1, 1, 32, 32, 16, 16, MaskKind::kNone);
   for (auto [mr, nr] : MicroTileShapes()) {
     if (FindBf16MicroKernel(mr, nr)) continue;
     AttentionTiling t;

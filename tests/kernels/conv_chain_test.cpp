@@ -18,7 +18,7 @@ namespace {
 using testing::MakeShape;
 using testing::ReferenceConv;
 
-constexpr double kTolerance = 1e-5;
+constexpr double kChainTolerance = 1e-5;
 
 struct Block {
   int64_t batch = 1, c = 16, h = 14, w = 14, e = 48, out = 16, k = 3, stride = 1;
@@ -105,8 +105,8 @@ double MaxRelError(const Problem& p) {
   return err / scale;
 }
 
-ConvChainTiling Tiling(int64_t rows, int64_t e_block, std::pair<int, int> micro = {0, 0},
-                       bool split = false) {
+ConvChainTiling ChainTiling(int64_t rows, int64_t e_block, std::pair<int, int> micro = {0, 0},
+                            bool split = false) {
   ConvChainTiling t;
   t.rows = rows;
   t.e_block = e_block;
@@ -148,7 +148,7 @@ TEST(ConvChain, InvertedResidualsScaledDown) {
     for (int64_t r : rows)
       for (int64_t eb : {16, 48})
         for (bool split : {false, true})
-          EXPECT_LT(RunBlock(b, Tiling(r, eb, {0, 0}, split)), kTolerance)
+          EXPECT_LT(RunBlock(b, ChainTiling(r, eb, {0, 0}, split)), kChainTolerance)
               << "c=" << b.c << " e=" << b.e << " out=" << b.out << " rows=" << r
               << " e_block=" << eb << " split=" << split;
 }
@@ -159,9 +159,9 @@ TEST(ConvChain, EveryMicroTileThreadsAndUnpackedWeights) {
     const int64_t eb = static_cast<int64_t>(mr) * 3;  // 72 is not a multiple of every block
     for (int threads : {1, 2, 3})
       for (bool split : {false, true})
-        EXPECT_LT(RunBlock(b, Tiling(2, eb, {mr, nr}, split), threads), kTolerance)
+        EXPECT_LT(RunBlock(b, ChainTiling(2, eb, {mr, nr}, split), threads), kChainTolerance)
             << mr << "x" << nr << " threads " << threads << " split " << split;
-    EXPECT_LT(RunBlock(b, Tiling(4, eb, {mr, nr}), 2, /*prepack=*/false), kTolerance);
+    EXPECT_LT(RunBlock(b, ChainTiling(4, eb, {mr, nr}), 2, /*prepack=*/false), kChainTolerance);
   }
 }
 
@@ -170,7 +170,7 @@ TEST(ConvChain, RunModesCountAlikeAndTheEstimateMatches) {
     const bool expand = variant % 2 == 0, split = variant >= 2;
     Block b{1, 16, 12, 12, 48, 24, 3, 2, expand, true};
     if (!expand) b.e = b.c;
-    const ConvChainTiling t = Tiling(2, 16, {0, 0}, split);
+    const ConvChainTiling t = ChainTiling(2, 16, {0, 0}, split);
     Problem p = MakeProblem(b);
     KernelConfig config;
     const Result<KernelStats> full = RunConvChain(p.d, t, config, RunMode::kFull);
@@ -187,13 +187,13 @@ TEST(ConvChain, RunModesCountAlikeAndTheEstimateMatches) {
 
 TEST(ConvChain, WorkRatioCountsTheRecomputedHalo) {
   Problem p = MakeProblem(Block{1, 16, 16, 16, 64, 16, 3, 1, true, false});
-  EXPECT_DOUBLE_EQ(ConvChainWorkRatio(p.d, Tiling(16, 16)), 1.0);  // one band: no halo
-  const double two = ConvChainWorkRatio(p.d, Tiling(8, 16));
-  const double one = ConvChainWorkRatio(p.d, Tiling(1, 16));
+  EXPECT_DOUBLE_EQ(ConvChainWorkRatio(p.d, ChainTiling(16, 16)), 1.0);  // one band: no halo
+  const double two = ConvChainWorkRatio(p.d, ChainTiling(8, 16));
+  const double one = ConvChainWorkRatio(p.d, ChainTiling(1, 16));
   EXPECT_GT(two, 1.0);
   EXPECT_GT(one, two);  // bands of one row expand three rows each
   Problem dw = MakeProblem(Block{1, 16, 16, 16, 16, 16, 3, 1, false, false});
-  EXPECT_DOUBLE_EQ(ConvChainWorkRatio(dw.d, Tiling(1, 16)), 1.0);  // nothing to recompute
+  EXPECT_DOUBLE_EQ(ConvChainWorkRatio(dw.d, ChainTiling(1, 16)), 1.0);  // nothing to recompute
 }
 
 TEST(ConvChain, ErrorsNameWhatIsWrong) {
@@ -204,29 +204,29 @@ TEST(ConvChain, ErrorsNameWhatIsWrong) {
     return s.ok() ? std::string("ok") : s.error().message();
   };
   const auto [mr, nr] = MicroTileShapes().front();
-  EXPECT_NE(message(p.d, Tiling(2, mr + 1)).find("multiple of mr"), std::string::npos);
-  EXPECT_NE(message(p.d, Tiling(0, mr)).find("positive"), std::string::npos);
-  ConvChainTiling odd = Tiling(2, 48);
+  EXPECT_NE(message(p.d, ChainTiling(2, mr + 1)).find("multiple of mr"), std::string::npos);
+  EXPECT_NE(message(p.d, ChainTiling(0, mr)).find("positive"), std::string::npos);
+  ConvChainTiling odd = ChainTiling(2, 48);
   odd.nr = 5;
   EXPECT_NE(message(p.d, odd).find("micro-tile"), std::string::npos);
   KernelConfig tiny;
   tiny.local_buffer_bytes = 4096;
-  EXPECT_FALSE(ValidateConvChain(p.d, Tiling(100, 48), tiny).ok());
-  EXPECT_FALSE(ConvChainTilingFits(p.d, Tiling(100, 48), tiny));
+  EXPECT_FALSE(ValidateConvChain(p.d, ChainTiling(100, 48), tiny).ok());
+  EXPECT_FALSE(ConvChainTilingFits(p.d, ChainTiling(100, 48), tiny));
 
   ConvChainDesc bad = p.d;
   bad.depthwise.groups = 1;
-  EXPECT_NE(message(bad, Tiling(2, 48)).find("groups"), std::string::npos);
+  EXPECT_NE(message(bad, ChainTiling(2, 48)).find("groups"), std::string::npos);
   bad = p.d;
   bad.expand_w = nullptr;
-  EXPECT_NE(message(bad, Tiling(2, 48)).find("weights"), std::string::npos);
+  EXPECT_NE(message(bad, ChainTiling(2, 48)).find("weights"), std::string::npos);
   bad = p.d;
   bad.dw_act.push_back(EpilogueOp::Residual(p.x.data(), 1, 1));
-  EXPECT_NE(message(bad, Tiling(2, 48)).find("dw_act"), std::string::npos);
+  EXPECT_NE(message(bad, ChainTiling(2, 48)).find("dw_act"), std::string::npos);
   bad = p.d;
   bad.expand = false;  // 16 channels of X for 48 depthwise channels
-  EXPECT_NE(message(bad, Tiling(2, 48)).find("channels"), std::string::npos);
-  const Result<KernelStats> run = RunConvChain(bad, Tiling(2, 48), config);
+  EXPECT_NE(message(bad, ChainTiling(2, 48)).find("channels"), std::string::npos);
+  const Result<KernelStats> run = RunConvChain(bad, ChainTiling(2, 48), config);
   EXPECT_FALSE(run.ok());
 }
 

@@ -31,7 +31,7 @@ ConvTiling Bf16Direct(int64_t oc_block, int64_t pixel_block, int64_t k_block) {
   return t;
 }
 
-std::vector<ConvShape> Shapes() {
+std::vector<ConvShape> DirectBf16Shapes() {
   return {MakeShape(1, 16, 14, 14, 32, 3, 1, 1),   MakeShape(1, 3, 32, 32, 16, 7, 2, 3),
           MakeShape(1, 32, 9, 9, 24, 1),           MakeShape(1, 32, 10, 10, 24, 1, 2),
           MakeShape(1, 8, 12, 12, 16, 3, 1, 2, 2), MakeShape(1, 16, 9, 11, 20, 3, 2, 1, 1),
@@ -45,7 +45,7 @@ TEST(ConvDirectBf16, WithinTheBoundOnEveryShape) {
   // bands of one row and of the whole output, slices covering the channels.
   for (const ConvTiling& t : {Bf16Direct(16, 1, 3), Bf16Direct(32, 64, 4), Bf16Direct(64, 4096, 7),
                               Bf16Direct(48, 256, 4096)})
-    for (const ConvShape& s : Shapes())
+    for (const ConvShape& s : DirectBf16Shapes())
       for (bool prepack : {true, false}) {
         SCOPED_TRACE(fmt::format("{} {} prepack={}", s.ToString(), t.ToString(), prepack));
         EXPECT_LE(testing::Bf16WorstBoundRatio(s, t, prepack, /*residual_relu=*/false), 1.0);

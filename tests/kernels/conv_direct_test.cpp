@@ -14,7 +14,7 @@ namespace {
 using testing::MakeShape;
 using testing::RunAgainstReference;
 
-constexpr double kTolerance = 1e-5;
+constexpr double kDirectTolerance = 1e-5;
 
 ConvTiling Tiling(int64_t oc_block, int64_t pixel_block, int64_t k_block) {
   ConvTiling t;
@@ -34,7 +34,7 @@ TEST(ConvDirect, ResNetShapesScaledDown) {
   for (const ConvShape& s : shapes)
     for (const ConvTiling& t : {Tiling(64, 256, 64), Tiling(16, 1, 7), Tiling(128, 4096, 512)})
       for (bool prepack : {true, false})
-        EXPECT_LT(RunAgainstReference(s, t, true, false, prepack).max_rel_error, kTolerance)
+        EXPECT_LT(RunAgainstReference(s, t, true, false, prepack).max_rel_error, kDirectTolerance)
             << s.ToString() << " " << t.ToString() << " prepack " << prepack;
 }
 
@@ -51,7 +51,7 @@ TEST(ConvDirect, StridesPadsDilationsAndOddShapes) {
   for (const ConvShape& s : shapes)
     for (const ConvTiling& t : {Tiling(16, 1, 2), Tiling(48, 100, 256)})
       for (bool prepack : {true, false})
-        EXPECT_LT(RunAgainstReference(s, t, true, false, prepack).max_rel_error, kTolerance)
+        EXPECT_LT(RunAgainstReference(s, t, true, false, prepack).max_rel_error, kDirectTolerance)
             << s.ToString() << " " << t.ToString() << " prepack " << prepack;
 }
 
@@ -62,7 +62,7 @@ TEST(ConvDirect, BatchEpiloguesAndThreads) {
       for (int threads : {1, 2})
         EXPECT_LT(RunAgainstReference(s, Tiling(32, 40, 8), bias, residual, threads == 1, threads)
                       .max_rel_error,
-                  kTolerance)
+                  kDirectTolerance)
             << bias << residual << threads;
 }
 

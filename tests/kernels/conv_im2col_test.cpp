@@ -19,7 +19,7 @@ namespace {
 using testing::MakeShape;
 using testing::RunAgainstReference;
 
-constexpr double kTolerance = 1e-5;
+constexpr double kIm2colTolerance = 1e-5;
 
 ConvTiling Im2col(int64_t oc_block, int64_t pixel_block, int64_t k_block, int mr, int nr) {
   ConvTiling t;
@@ -77,7 +77,7 @@ TEST(ConvIm2col, MatchesReferenceOnEveryShapeTilingAndMicroShape) {
                                  t.ToString(), prepack, bias, residual_relu, threads));
         const testing::ConvRun run =
             RunAgainstReference(ns.shape, t, bias, residual_relu, prepack, threads);
-        EXPECT_LE(run.max_rel_error, kTolerance);
+        EXPECT_LE(run.max_rel_error, kIm2colTolerance);
       }
 }
 
@@ -92,14 +92,14 @@ TEST(ConvIm2col, EveryOptionOnAResnetShape) {
                                      t.ToString(), bias, residual_relu, prepack, threads));
             EXPECT_LE(
                 RunAgainstReference(s, t, bias, residual_relu, prepack, threads).max_rel_error,
-                kTolerance);
+                kIm2colTolerance);
           }
 }
 
 TEST(ConvIm2col, OcBlockMayCoverAGroupWithoutBeingAMultipleOfMr) {
   const ConvShape s = MakeShape(1, 8, 10, 10, 20, 3, 1, 1);
-  EXPECT_LE(RunAgainstReference(s, Im2col(20, 64, 4096, 8, 32)).max_rel_error, kTolerance);
-  EXPECT_LE(RunAgainstReference(s, Im2col(30, 64, 4096, 8, 32)).max_rel_error, kTolerance);
+  EXPECT_LE(RunAgainstReference(s, Im2col(20, 64, 4096, 8, 32)).max_rel_error, kIm2colTolerance);
+  EXPECT_LE(RunAgainstReference(s, Im2col(30, 64, 4096, 8, 32)).max_rel_error, kIm2colTolerance);
 }
 
 struct Tensors {

@@ -112,7 +112,7 @@ TEST(LayoutTransform, RefusesWhatALayoutCannotHold) {
           .ok());
 }
 
-double ToleranceOf(ConvAlgorithm a) {
+double LayoutToleranceOf(ConvAlgorithm a) {
   if (a == ConvAlgorithm::kWinograd4) return kWinograd4Tolerance;
   if (a == ConvAlgorithm::kWinograd2) return kWinograd2Tolerance;
   return 1e-5;
@@ -192,7 +192,7 @@ TEST(ConvLayouts, EveryAlgorithmReadsAndWritesEachLayout) {
             testing::RandomConv c(lc.shape, true, /*residual_relu=*/true, 11,
                                   lc.shape.batch * lc.shape.out_channels * lc.shape.pixels());
             for (int threads : {1, 2})
-              EXPECT_LE(RunInLayouts(c, t, threads), ToleranceOf(a))
+              EXPECT_LE(RunInLayouts(c, t, threads), LayoutToleranceOf(a))
                   << lc.shape.ToString() << " " << t.ToString() << " threads " << threads;
           }
         }

@@ -23,7 +23,7 @@ using testing::Tiling;
 
 int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-double ToleranceOf(ConvAlgorithm a) {
+double PoolToleranceOf(ConvAlgorithm a) {
   if (a == ConvAlgorithm::kWinograd4) return kWinograd4Tolerance;
   if (a == ConvAlgorithm::kWinograd2) return kWinograd2Tolerance;
   return 1e-5;
@@ -63,7 +63,7 @@ TEST_P(ConvPoolTest, PooledOutputMatchesTheReference) {
                          std::to_string(threads));
             const testing::ConvRun run =
                 RunPooledAgainstReference(s, t, pool, residual_relu, threads, threads == 2);
-            EXPECT_LT(run.max_rel_error, ToleranceOf(a));
+            EXPECT_LT(run.max_rel_error, PoolToleranceOf(a));
             // Only the pooled values leave the local buffer.
             EXPECT_EQ(run.stats.bytes_local_to_global, 4 * s.batch * s.out_channels);
             ++runs;

@@ -60,15 +60,15 @@ TEST(Bf16, VectorConversionsMatchTheScalarOne) {
   }
 }
 
-struct Case {
+struct Bf16GemmCase {
   int64_t batch, m, n, k;
   bool trans_b;
   std::vector<float> a, b, bias, c;
   GemmDesc desc;
 };
 
-Case MakeCase(Rng& rng, int64_t batch, int64_t m, int64_t n, int64_t k, bool trans_b) {
-  Case cs{batch, m, n, k, trans_b, {}, {}, {}, {}, {}};
+Bf16GemmCase MakeCase(Rng& rng, int64_t batch, int64_t m, int64_t n, int64_t k, bool trans_b) {
+  Bf16GemmCase cs{batch, m, n, k, trans_b, {}, {}, {}, {}, {}};
   auto fill = [&](std::vector<float>& v, int64_t size) {
     v.resize(size);
     for (float& x : v) x = static_cast<float>(rng.Normal());
@@ -118,7 +118,7 @@ GemmTiling RandomBf16Tiling(Rng& rng, int64_t k) {
 // computes up to the float sums: within K 2^-23 of sum |a||b| of it, which
 // an f32 GEMM of the unrounded operands is not (so a bf16 tiling that ran
 // in f32 would fail here).
-void ExpectWithinBf16Bound(const Case& cs, const std::string& what) {
+void ExpectWithinBf16Bound(const Bf16GemmCase& cs, const std::string& what) {
   const double u = std::ldexp(1.0, -8), sums = cs.k * std::ldexp(1.0, -23);
   auto rounded = [](float x) { return static_cast<double>(Bf16ToFloat(FloatToBf16(x))); };
   for (int64_t bt = 0; bt < cs.batch; ++bt)
@@ -138,7 +138,8 @@ void ExpectWithinBf16Bound(const Case& cs, const std::string& what) {
         ASSERT_LE(std::abs(got - exact), (2 * u + u * u + sums) * abs + 1e-6)
             << what << " @(" << bt << "," << i << "," << j << ")";
         ASSERT_LE(std::abs(got - of_rounded), sums * abs + 1e-6)
-            << what << " @(" << bt << "," << i << "," << j << ") is not the rounded operands' product";
+            << what << " @(" << bt << "," << i << "," << j
+            << ") is not the rounded operands' product";
       }
 }
 
@@ -146,8 +147,8 @@ TEST(GemmBf16, WithinTheStatedBoundOnRandomShapesAndTilings) {
   Rng rng(20261127);
   const int64_t sizes[] = {1, 2, 7, 16, 33, 64, 97};
   for (int trial = 0; trial < 40; ++trial) {
-    Case cs = MakeCase(rng, rng.Between(1, 2), sizes[rng.Below(7)], sizes[rng.Below(7)],
-                       sizes[rng.Below(7)], rng.Below(2) == 1);
+    Bf16GemmCase cs = MakeCase(rng, rng.Between(1, 2), sizes[rng.Below(7)], sizes[rng.Below(7)],
+                               sizes[rng.Below(7)], rng.Below(2) == 1);
     const GemmTiling t = RandomBf16Tiling(rng, cs.k);
     KernelConfig config;
     config.threads = static_cast<int>(rng.Between(1, 3));
@@ -164,8 +165,8 @@ TEST(GemmBf16, PrePackedBIsTheSameBAtHalfTheBytes) {
   Rng rng(11);
   const int64_t sizes[] = {1, 7, 33, 97};
   for (int trial = 0; trial < 20; ++trial) {
-    Case cs = MakeCase(rng, 1, sizes[rng.Below(4)], sizes[rng.Below(4)], sizes[rng.Below(4)],
-                       rng.Below(2) == 1);
+    Bf16GemmCase cs = MakeCase(rng, 1, sizes[rng.Below(4)], sizes[rng.Below(4)],
+                               sizes[rng.Below(4)], rng.Below(2) == 1);
     const GemmTiling t = RandomBf16Tiling(rng, cs.k);
     KernelConfig config;
     auto plain = RunGemm(cs.desc, t, config);
@@ -177,8 +178,8 @@ TEST(GemmBf16, PrePackedBIsTheSameBAtHalfTheBytes) {
     std::fill(cs.c.begin(), cs.c.end(), NAN);
     auto got = RunGemm(cs.desc, t, config);
     ASSERT_TRUE(got.ok()) << got.error().ToString();
-    const std::string what =
-        fmt::format("trial {}: {}x{}x{} tb={} {}", trial, cs.m, cs.n, cs.k, cs.trans_b, t.ToString());
+    const std::string what = fmt::format("trial {}: {}x{}x{} tb={} {}", trial, cs.m, cs.n, cs.k,
+                                         cs.trans_b, t.ToString());
     for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(want[i], cs.c[i]) << what << " @" << i;
     // B's bytes: 4 per element from the f32 tensor, 2 from the bf16 panels.
     const int64_t b_reads_plain = plain->bytes_global_to_local - got->bytes_global_to_local;
@@ -189,7 +190,7 @@ TEST(GemmBf16, PrePackedBIsTheSameBAtHalfTheBytes) {
 
 TEST(GemmBf16, NamesAMicroTileWithoutABf16Kernel) {
   Rng rng(1);
-  Case cs = MakeCase(rng, 1, 8, 24, 16, false);
+  Bf16GemmCase cs = MakeCase(rng, 1, 8, 24, 16, false);
   GemmTiling t;
   t.mr = 4;
   t.nr = 24;
@@ -210,7 +211,8 @@ TEST(GemmBf16, PortableAndVectorKernelsAgree) {
     alignas(64) static Bf16 bp[2 * 19 * 128];  // k-pairs x the widest nr
     ASSERT_LE(2 * kpairs * nr, static_cast<int64_t>(std::size(bp))) << mr << "x" << nr;
     for (Bf16& x : a) x = FloatToBf16(static_cast<float>(rng.Normal()));
-    for (int64_t i = 0; i < 2 * kpairs * nr; ++i) bp[i] = FloatToBf16(static_cast<float>(rng.Normal()));
+    for (int64_t i = 0; i < 2 * kpairs * nr; ++i)
+      bp[i] = FloatToBf16(static_cast<float>(rng.Normal()));
     for (bool accumulate : {true, false}) {
       std::vector<float> c1(mr * nr, 1.0f), c2(mr * nr, 1.0f);
       FindBf16MicroKernel(mr, nr)->fn(kpairs, a.data(), lda, bp, c1.data(), nr, accumulate);
@@ -230,7 +232,7 @@ namespace {
 // The operands really are rounded: 1 + 2^-10 is 1 in bf16.
 TEST(GemmBf16, RoundsTheOperands) {
   Rng rng(2);
-  Case cs = MakeCase(rng, 1, 1, 16, 1, false);
+  Bf16GemmCase cs = MakeCase(rng, 1, 1, 16, 1, false);
   cs.a[0] = 1.0f + std::ldexp(1.0f, -10);
   std::fill(cs.b.begin(), cs.b.end(), 1.0f);
   std::fill(cs.bias.begin(), cs.bias.end(), 0.0f);

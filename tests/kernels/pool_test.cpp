@@ -133,7 +133,7 @@ PoolRun RunAgainstReference(PoolDesc d, const PoolTiling& t, int threads = 2,
   return run;
 }
 
-constexpr double kTolerance = 2e-6;
+constexpr double kPoolTolerance = 2e-6;
 
 const PoolTiling kTilings[] = {{16, 8}, {3, 1}, {64, 100}, {5, 3}};
 
@@ -143,7 +143,7 @@ TEST(Pool, ResNetStemScaledDown) {
       for (int threads : {1, 2}) {
         const PoolDesc d = MakePool(kind, 1, 20, 30, 30, Square(3, 2, 1));
         EXPECT_EQ(d.out_h, 15);
-        EXPECT_LT(RunAgainstReference(d, t, threads).max_error, kTolerance)
+        EXPECT_LT(RunAgainstReference(d, t, threads).max_error, kPoolTolerance)
             << d.ToString() << " " << t.ToString() << " threads " << threads;
       }
 }
@@ -160,7 +160,7 @@ TEST(Pool, StridesPadsDilationsCeilModeAndIncludePad) {
                 const PoolDesc d =
                     MakePool(kind, 2, 17, 13, 37, Square(k, s, p, dil, ceil), include_pad);
                 for (const PoolTiling& t : {PoolTiling{16, 4}, PoolTiling{7, 1}})
-                  EXPECT_LT(RunAgainstReference(d, t).max_error, kTolerance)
+                  EXPECT_LT(RunAgainstReference(d, t).max_error, kPoolTolerance)
                       << d.ToString() << " " << t.ToString();
               }
 }
@@ -176,7 +176,7 @@ TEST(Pool, CeilModeShapes) {
             2);
   for (bool include_pad : {false, true}) {
     d = MakePool(PoolKind::kAverage, 1, 3, 5, 7, Square(2, 2, 0, 1, true), include_pad);
-    EXPECT_LT(RunAgainstReference(d, PoolTiling{2, 2}).max_error, kTolerance) << d.ToString();
+    EXPECT_LT(RunAgainstReference(d, PoolTiling{2, 2}).max_error, kPoolTolerance) << d.ToString();
   }
 }
 
@@ -185,12 +185,12 @@ TEST(Pool, AsymmetricPadsAndWindowsInThePadding) {
   for (PoolKind kind : {PoolKind::kMax, PoolKind::kAverage})
     for (bool include_pad : {false, true}) {
       const PoolDesc d = MakePool(kind, 1, 5, 9, 11, w, include_pad);
-      EXPECT_LT(RunAgainstReference(d, PoolTiling{4, 3}).max_error, kTolerance) << d.ToString();
+      EXPECT_LT(RunAgainstReference(d, PoolTiling{4, 3}).max_error, kPoolTolerance) << d.ToString();
     }
   // Pads as wide as the kernel: corner windows read no input (max -inf, average 0).
   for (PoolKind kind : {PoolKind::kMax, PoolKind::kAverage}) {
     const PoolDesc d = MakePool(kind, 1, 3, 6, 6, Square(2, 1, 2));
-    EXPECT_LT(RunAgainstReference(d, PoolTiling{16, 8}).max_error, kTolerance) << d.ToString();
+    EXPECT_LT(RunAgainstReference(d, PoolTiling{16, 8}).max_error, kPoolTolerance) << d.ToString();
   }
 }
 
@@ -199,7 +199,7 @@ TEST(Pool, OneDimensionalAsHeightOne) {
     for (int64_t s : {1, 2}) {
       const PoolDesc d = MakePool(kind, 2, 6, 1, 51, Window{1, 3, 1, s, 0, 1, 0, 1, 1, 1, false});
       EXPECT_EQ(d.out_h, 1);
-      EXPECT_LT(RunAgainstReference(d, PoolTiling{4, 8}).max_error, kTolerance) << d.ToString();
+      EXPECT_LT(RunAgainstReference(d, PoolTiling{4, 8}).max_error, kPoolTolerance) << d.ToString();
     }
 }
 
@@ -208,7 +208,7 @@ TEST(Pool, WideRowsAndChannelsNotMultiplesOfSixteen) {
   for (int64_t s : {1, 2, 3}) {
     const PoolDesc d = MakePool(PoolKind::kMax, 1, 19, 9, 301, Square(3, s, 1));
     for (int threads : {1, 2})
-      EXPECT_LT(RunAgainstReference(d, PoolTiling{16, 2}, threads).max_error, kTolerance)
+      EXPECT_LT(RunAgainstReference(d, PoolTiling{16, 2}, threads).max_error, kPoolTolerance)
           << d.ToString();
   }
 }
@@ -220,7 +220,7 @@ TEST(Pool, GlobalPools) {
       for (const PoolTiling& t : kTilings)
         for (int threads : {1, 2}) {
           PoolDesc d = MakePool(kind, 2, c, h, w, Square(1, 1, 0));
-          EXPECT_LT(RunAgainstReference(d, t, threads).max_error, kTolerance)
+          EXPECT_LT(RunAgainstReference(d, t, threads).max_error, kPoolTolerance)
               << d.ToString() << " " << t.ToString();
         }
 }

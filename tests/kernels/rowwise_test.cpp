@@ -31,14 +31,14 @@ RowwiseTiling RandomRowTiling(Rng& rng) {
   return t;
 }
 
-const int64_t kSizes[] = {1, 2, 7, 13, 16, 31, 33, 64, 97, 768};
+const int64_t kRowSizes[] = {1, 2, 7, 13, 16, 31, 33, 64, 97, 768};
 
 // softmax(x * scale + mask) over the last axis; x [B, H, S, T], mask [1, 1, S, T].
 TEST(Rowwise, ScaledMaskedSoftmaxMatchesReference) {
   Rng rng(11);
   for (int trial = 0; trial < 25; ++trial) {
-    const int64_t b = rng.Between(1, 2), h = rng.Between(1, 3), s = kSizes[rng.Below(9)],
-                  t = kSizes[rng.Below(10)];
+    const int64_t b = rng.Between(1, 2), h = rng.Between(1, 3), s = kRowSizes[rng.Below(9)],
+                  t = kRowSizes[rng.Below(10)];
     auto x = Random(b * h * s * t, rng, 3.0), mask = Random(s * t, rng, 2.0);
     const float scale = 0.125f;
     std::vector<float> y(x.size(), NAN);
@@ -88,7 +88,7 @@ TileProgram ResidualLayerNormProgram(float eps) {
 TEST(Rowwise, ResidualLayerNormMatchesReferenceAndCountsTraffic) {
   Rng rng(12);
   for (int trial = 0; trial < 25; ++trial) {
-    const int64_t rows = kSizes[rng.Below(10)], cols = kSizes[rng.Below(10)];
+    const int64_t rows = kRowSizes[rng.Below(10)], cols = kRowSizes[rng.Below(10)];
     auto x = Random(rows * cols, rng), r = Random(rows * cols, rng), gamma = Random(cols, rng),
          beta = Random(cols, rng);
     std::vector<float> sum(x.size(), NAN), y(x.size(), NAN);
@@ -133,7 +133,7 @@ TEST(Rowwise, ResidualLayerNormMatchesReferenceAndCountsTraffic) {
 TEST(Rowwise, RmsNormMatchesReference) {
   Rng rng(13);
   for (int trial = 0; trial < 10; ++trial) {
-    const int64_t rows = kSizes[rng.Below(10)], cols = kSizes[rng.Below(10)];
+    const int64_t rows = kRowSizes[rng.Below(10)], cols = kRowSizes[rng.Below(10)];
     auto x = Random(rows * cols, rng), gamma = Random(cols, rng);
     std::vector<float> y(x.size(), NAN);
     RowwiseDesc d;
@@ -195,7 +195,7 @@ TEST(Rowwise, InvalidDescriptorsAndTilingsNameTheField) {
 TEST(Elementwise, DecomposedGeluWithBroadcastsMatchesReference) {
   Rng rng(14);
   for (int trial = 0; trial < 20; ++trial) {
-    const int64_t b = rng.Between(1, 3), s = kSizes[rng.Below(9)], n = kSizes[rng.Below(10)];
+    const int64_t b = rng.Between(1, 3), s = kRowSizes[rng.Below(9)], n = kRowSizes[rng.Below(10)];
     auto x = Random(b * n * s, rng, 2.0), bias = Random(n, rng), g = Random(b * n, rng);
     std::vector<float> y(b * s * n, NAN);
     ElementwiseDesc d;
