@@ -23,8 +23,8 @@ constexpr double kU = 1.0 / 256;  // bf16's relative rounding error, 2^-8
 struct Bf16AttentionCase {
   int64_t b, h, sq, skv, d, dv;  // dv: the value (and output) width
   MaskKind mask;
-  bool q_transposed, k_transposed,
-      v_transposed;  // stored [B, H, D, S]: read through a column stride
+  // Stored [B, H, D, S]: read through a column stride.
+  bool q_transposed, k_transposed, v_transposed;
   std::vector<float> q, k, v, mask_values, o;
   AttentionDesc desc;
 };

@@ -112,12 +112,6 @@ TEST(LayoutTransform, RefusesWhatALayoutCannotHold) {
           .ok());
 }
 
-double LayoutToleranceOf(ConvAlgorithm a) {
-  if (a == ConvAlgorithm::kWinograd4) return kWinograd4Tolerance;
-  if (a == ConvAlgorithm::kWinograd2) return kWinograd2Tolerance;
-  return 1e-5;
-}
-
 // Runs `t` on `c` with X, the residual and Y in the tiling's layouts and
 // returns the largest error of Y (back in NCHW) against the reference.
 double RunInLayouts(testing::RandomConv& c, const ConvTiling& t, int threads) {
@@ -192,7 +186,7 @@ TEST(ConvLayouts, EveryAlgorithmReadsAndWritesEachLayout) {
             testing::RandomConv c(lc.shape, true, /*residual_relu=*/true, 11,
                                   lc.shape.batch * lc.shape.out_channels * lc.shape.pixels());
             for (int threads : {1, 2})
-              EXPECT_LE(RunInLayouts(c, t, threads), LayoutToleranceOf(a))
+              EXPECT_LE(RunInLayouts(c, t, threads), testing::ToleranceOf(a))
                   << lc.shape.ToString() << " " << t.ToString() << " threads " << threads;
           }
         }

@@ -22,12 +22,7 @@ namespace {
 
 using testing::MakeShape;
 using testing::Tiling;
-
-double ToleranceOf(ConvAlgorithm a) {
-  if (a == ConvAlgorithm::kWinograd4) return kWinograd4Tolerance;
-  if (a == ConvAlgorithm::kWinograd2) return kWinograd2Tolerance;
-  return 1e-5;
-}
+using testing::ToleranceOf;
 
 // ONNX's window arithmetic over the conv's output, with ceil_mode.
 ConvMaxPool MakePool(const ConvShape& s, int64_t k, int64_t stride, int64_t pad, bool ceil) {

@@ -23,12 +23,6 @@ using testing::Tiling;
 
 int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-double PoolToleranceOf(ConvAlgorithm a) {
-  if (a == ConvAlgorithm::kWinograd4) return kWinograd4Tolerance;
-  if (a == ConvAlgorithm::kWinograd2) return kWinograd2Tolerance;
-  return 1e-5;
-}
-
 // Tilings of `a` whose tiles hold whole images of `s`: channel blocks of
 // several sizes, one or several reduction slices, other micro-tiles.
 std::vector<ConvTiling> WholeImageTilings(ConvAlgorithm a, const ConvShape& s) {
@@ -63,7 +57,7 @@ TEST_P(ConvPoolTest, PooledOutputMatchesTheReference) {
                          std::to_string(threads));
             const testing::ConvRun run =
                 RunPooledAgainstReference(s, t, pool, residual_relu, threads, threads == 2);
-            EXPECT_LT(run.max_rel_error, PoolToleranceOf(a));
+            EXPECT_LT(run.max_rel_error, testing::ToleranceOf(a));
             // Only the pooled values leave the local buffer.
             EXPECT_EQ(run.stats.bytes_local_to_global, 4 * s.batch * s.out_channels);
             ++runs;

@@ -12,6 +12,7 @@
 
 #include "common/rng.h"
 #include "kernels/conv.h"
+#include "kernels/conv_winograd.h"
 
 namespace fusetune::kernels::testing {
 
@@ -80,6 +81,14 @@ inline ConvTiling Tiling(ConvAlgorithm a, int64_t oc, int64_t px, int64_t k, int
   t.mr = mr;
   t.nr = nr;
   return t;
+}
+
+// The tolerance every f32 algorithm is held to against the reference:
+// Winograd's stated bounds (kernels/conv_winograd.h), 1e-5 for the others.
+inline double ToleranceOf(ConvAlgorithm a) {
+  if (a == ConvAlgorithm::kWinograd4) return kWinograd4Tolerance;
+  if (a == ConvAlgorithm::kWinograd2) return kWinograd2Tolerance;
+  return 1e-5;
 }
 
 struct ConvRun {

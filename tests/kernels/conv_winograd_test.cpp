@@ -17,10 +17,7 @@ namespace {
 using testing::MakeShape;
 using testing::RunAgainstReference;
 using testing::Tiling;
-
-double ToleranceOf(ConvAlgorithm a) {
-  return a == ConvAlgorithm::kWinograd4 ? kWinograd4Tolerance : kWinograd2Tolerance;
-}
+using testing::ToleranceOf;
 
 class WinogradTest : public ::testing::TestWithParam<ConvAlgorithm> {};
 
