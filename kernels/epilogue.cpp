@@ -6,6 +6,7 @@
 
 #include "kernels/activation_simd.h"
 #include "kernels/fast_math.h"
+#include "kernels/gelu_piecewise.h"
 
 namespace fusetune::kernels {
 
@@ -100,12 +101,33 @@ void LayerNormTile(const EpilogueOp& op, float* tile, int64_t ldc, int64_t rows,
   }
 }
 
+bool IsRowBias(const EpilogueOp& op) {
+  return op.kind == EpilogueKind::kBiasAdd && op.row_stride == 0 && op.col_stride == 1;
+}
+
+// A bf16 kernel's GELU over the tile, after `bias` (a row, or null) in the
+// same pass.
+void GeluPiecewiseTile(const float* bias, float* tile, int64_t ldc, int64_t rows, int64_t cols) {
+  if (!bias && cols == ldc) return GeluErfPiecewise(tile, nullptr, tile, rows * cols);
+  for (int64_t r = 0; r < rows; ++r) GeluErfPiecewise(tile + r * ldc, bias, tile + r * ldc, cols);
+}
+
 }  // namespace
 
 int64_t ApplyEpilogue(const std::vector<EpilogueOp>& ops, float* tile, int64_t ldc, int64_t rows,
-                      int64_t cols, int64_t batch, int64_t row0, int64_t col0, RunMode mode) {
+                      int64_t cols, int64_t batch, int64_t row0, int64_t col0, RunMode mode,
+                      Precision precision) {
+  const bool piecewise_gelu = precision == Precision::kBf16;
   int64_t bytes = 0;
-  for (const EpilogueOp& op : ops) {
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const EpilogueOp& op = ops[i];
+    if (piecewise_gelu && mode == RunMode::kFull && IsRowBias(op) && i + 1 < ops.size() &&
+        ops[i + 1].kind == EpilogueKind::kGeluErf) {
+      GeluPiecewiseTile(op.data + batch * op.batch_stride + col0, tile, ldc, rows, cols);
+      bytes += static_cast<int64_t>(sizeof(float)) * cols;  // as the bias op alone counts it
+      ++i;
+      continue;
+    }
     if (IsRowNorm(op.kind)) {
       if (mode != RunMode::kCopyOnly) LayerNormTile(op, tile, ldc, rows, cols, col0);
       if (mode != RunMode::kComputeOnly) bytes += static_cast<int64_t>(sizeof(float)) * cols;
@@ -145,7 +167,10 @@ int64_t ApplyEpilogue(const std::vector<EpilogueOp>& ops, float* tile, int64_t l
         ForTile(tile, ldc, rows, cols, [](float v) { return v > 0 ? v : 0.0f; });
         break;
       case EpilogueKind::kGeluErf:
-        ActivateTile(Activation::kGeluErf, tile, ldc, rows, cols);
+        if (piecewise_gelu)
+          GeluPiecewiseTile(nullptr, tile, ldc, rows, cols);
+        else
+          ActivateTile(Activation::kGeluErf, tile, ldc, rows, cols);
         break;
       case EpilogueKind::kGeluTanh:
         ActivateTile(Activation::kGeluTanh, tile, ldc, rows, cols);

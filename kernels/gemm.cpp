@@ -534,8 +534,8 @@ class ThreadRunner {
       for (int64_t r = 0; r < rows; ++r)
         SiluTimes(c + r * l_.nc_pad, c_[1] + r * l_.nc_pad, blk.cols);
     const GemmOutput& out = d_.outputs[blk.output];
-    stats_.bytes_global_to_local +=
-        ApplyEpilogue(out.epilogue, c, l_.nc_pad, rows, blk.cols, blk.batch, i0, blk.j0, mode_);
+    stats_.bytes_global_to_local += ApplyEpilogue(out.epilogue, c, l_.nc_pad, rows, blk.cols,
+                                                  blk.batch, i0, blk.j0, mode_, t_.precision);
     if (mode_ != RunMode::kComputeOnly) {
       float* dst = out.c + blk.batch * out.c_batch_stride + i0 * out.c_row_stride + blk.j0;
       for (int64_t r = 0; r < rows; ++r)
@@ -656,8 +656,8 @@ TilingEstimate EstimateGemm(const GemmDesc& d, const GemmTiling& t, int threads)
   double useful = 0;
   const size_t outputs = d.swiglu ? 1 : d.outputs.size();
   for (size_t o = 0; o < outputs; ++o)
-    useful += static_cast<double>(d.batch) * d.m * d.outputs[o].n * (bf16 ? d.k / 2.0 : d.k) *
-              b_operands;
+    useful +=
+        static_cast<double>(d.batch) * d.m * d.outputs[o].n * (bf16 ? d.k / 2.0 : d.k) * b_operands;
   e.lane_utilisation = total_work > 0 ? useful / total_work : 1;
   e.max_thread_work = total_work > 0 ? *std::max_element(work.begin(), work.end()) / total_work : 1;
   return e;

@@ -10,9 +10,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <numbers>
 
 #include "common/rng.h"
 #include "kernels/bf16.h"
+#include "kernels/gelu_piecewise.h"
 #include "kernels/gemm.h"
 #include "kernels/microkernel_bf16.h"
 
@@ -110,15 +112,29 @@ GemmTiling RandomBf16Tiling(Rng& rng, int64_t k) {
   return t;
 }
 
+// The activation after the bias, with what it adds to an error: a factor
+// (its largest slope) and an absolute error of its own.
+struct Bf16Activation {
+  double (*f)(double);
+  double slope, abs_error;
+};
+const Bf16Activation kBf16Relu = {[](double x) { return std::max(x, 0.0); }, 1.0, 0.0};
+// A bf16 kernel's GELU is the piecewise one (kernels/gelu_piecewise.h);
+// GELU's slope peaks at 1.1289 near x = 1.41.
+const Bf16Activation kBf16Gelu = {
+    [](double x) { return 0.5 * x * std::erfc(-x / std::numbers::sqrt2); }, 1.129,
+    kGeluPiecewiseAbsError};
+
 // The bound a bf16 GEMM keeps, per element: each operand rounded to bf16
 // (relative error u = 2^-8), so each product is off by at most (2u + u^2)
 // of |a||b|, and the float sums add at most one float rounding (2^-24) per
-// term. Relu after the bias does not enlarge an error.
-// The same product of the operands rounded to bf16 is what the kernel
+// term; the activation multiplies that by its slope at most and adds its own
+// error. The same product of the operands rounded to bf16 is what the kernel
 // computes up to the float sums: within K 2^-23 of sum |a||b| of it, which
 // an f32 GEMM of the unrounded operands is not (so a bf16 tiling that ran
 // in f32 would fail here).
-void ExpectWithinBf16Bound(const Bf16GemmCase& cs, const std::string& what) {
+void ExpectWithinBf16Bound(const Bf16GemmCase& cs, const std::string& what,
+                           const Bf16Activation& act = kBf16Relu) {
   const double u = std::ldexp(1.0, -8), sums = cs.k * std::ldexp(1.0, -23);
   auto rounded = [](float x) { return static_cast<double>(Bf16ToFloat(FloatToBf16(x))); };
   for (int64_t bt = 0; bt < cs.batch; ++bt)
@@ -132,12 +148,10 @@ void ExpectWithinBf16Bound(const Bf16GemmCase& cs, const std::string& what) {
           of_rounded += rounded(a) * rounded(b);
           abs += std::abs(static_cast<double>(a) * b);
         }
-        exact = std::max(exact, 0.0);
-        of_rounded = std::max(of_rounded, 0.0);
-        const double got = cs.c[(bt * cs.m + i) * cs.n + j];
-        ASSERT_LE(std::abs(got - exact), (2 * u + u * u + sums) * abs + 1e-6)
+        const double got = cs.c[(bt * cs.m + i) * cs.n + j], slack = act.abs_error + 1e-6;
+        ASSERT_LE(std::abs(got - act.f(exact)), act.slope * (2 * u + u * u + sums) * abs + slack)
             << what << " @(" << bt << "," << i << "," << j << ")";
-        ASSERT_LE(std::abs(got - of_rounded), sums * abs + 1e-6)
+        ASSERT_LE(std::abs(got - act.f(of_rounded)), act.slope * sums * abs + slack)
             << what << " @(" << bt << "," << i << "," << j
             << ") is not the rounded operands' product";
       }
@@ -156,6 +170,25 @@ TEST(GemmBf16, WithinTheStatedBoundOnRandomShapesAndTilings) {
     ASSERT_TRUE(stats.ok()) << stats.error().ToString();
     ExpectWithinBf16Bound(cs, fmt::format("trial {}: {}x{}x{}x{} tb={} {}", trial, cs.batch, cs.m,
                                           cs.n, cs.k, cs.trans_b, t.ToString()));
+  }
+}
+
+// Bias and GELU after the bf16 products: the piecewise GELU in one pass
+// with the bias (kernels/epilogue.h), within the same bound through GELU.
+TEST(GemmBf16, BiasAndGeluWithinTheBoundThroughGelu) {
+  Rng rng(20261204);
+  const int64_t sizes[] = {1, 7, 16, 33, 97};
+  for (int trial = 0; trial < 20; ++trial) {
+    Bf16GemmCase cs = MakeCase(rng, rng.Between(1, 2), sizes[rng.Below(5)], sizes[rng.Below(5)],
+                               sizes[rng.Below(5)], rng.Below(2) == 1);
+    cs.desc.outputs[0].epilogue = {EpilogueOp::Bias(cs.bias.data()),
+                                   EpilogueOp::Act(EpilogueKind::kGeluErf)};
+    const GemmTiling t = RandomBf16Tiling(rng, cs.k);
+    KernelConfig config;
+    config.threads = static_cast<int>(rng.Between(1, 3));
+    auto stats = RunGemm(cs.desc, t, config);
+    ASSERT_TRUE(stats.ok()) << stats.error().ToString();
+    ExpectWithinBf16Bound(cs, fmt::format("trial {}: {}", trial, t.ToString()), kBf16Gelu);
   }
 }
 
