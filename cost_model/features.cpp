@@ -93,7 +93,7 @@ void TemplateFeatures(const fusion_space::KernelInstance& in, const fusion_space
       params[3] = t.mr;
       params[4] = t.nr;
       params[5] = t.order == kernels::LoopOrder::kMN ? 0 : 1;
-      params[6] = static_cast<double>(t.split) + (t.double_buffer ? 4 : 0);
+      params[6] = static_cast<double>(t.split) + (t.double_buffer ? 4 : 0) + (t.refill ? 8 : 0);
       *mix = EpilogueMix(g.prologue.elementwise);
       if (g.prologue.norm != kernels::NormKind::kNone) mix->reduction += 1;
       for (const auto& o : g.outputs) *mix = EpilogueMix(o.epilogue, *mix);

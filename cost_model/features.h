@@ -32,7 +32,8 @@ namespace fusetune::cost_model {
 // 8: the cache protocol as two features, warm weights and warm activations
 // (cold weights with warm activations is the third protocol).
 // 9: a GEMM tiling's precision (bf16), its compute at the BF16 dot peak.
-inline constexpr int kFeatureVersion = 9;
+// 10: a GEMM tiling's refilling of B in place (GemmTiling::refill).
+inline constexpr int kFeatureVersion = 10;
 
 // What the model knows of the machine, from its stored calibration
 // (target::CalibrationToJson), and of how candidates were measured there, so

@@ -229,7 +229,8 @@ TilingSpace::TilingSpace(const KernelInstance& k, const kernels::KernelConfig& c
                  {"order", {0, 1}},
                  {"split", {0, 1, 2}},
                  {"double_buffer", {0, 1}},
-                 {"precision", PrecisionValues(config.offer_bf16)}};
+                 {"precision", PrecisionValues(config.offer_bf16)},
+                 {"refill", {0, 1}}};
       break;
     }
     case KernelTemplate::kAttention:
@@ -297,6 +298,7 @@ Tiling TilingSpace::At(const std::vector<int>& c) const {
       t.split = static_cast<kernels::ParallelSplit>(v(5));
       t.double_buffer = v(6) != 0;
       t.precision = static_cast<kernels::Precision>(v(7));
+      t.refill = v(8) != 0;
       return t;
     }
     case KernelTemplate::kAttention: {
@@ -343,7 +345,8 @@ std::vector<int64_t> TilingValues(const Tiling& t) {
               static_cast<int>(x->order),
               static_cast<int>(x->split),
               x->double_buffer ? 1 : 0,
-              static_cast<int>(x->precision)};
+              static_cast<int>(x->precision),
+              x->refill ? 1 : 0};
   if (auto* x = std::get_if<kernels::AttentionTiling>(&t))
     values = {x->br, x->bc, MicroIndex(x->mr, x->nr), static_cast<int>(x->precision)};
   if (auto* x = std::get_if<kernels::ConvTiling>(&t))
@@ -781,6 +784,7 @@ json TilingToJson(const Tiling& t) {
     // precision was a choice (records and plan files compare it).
     if (x->precision != kernels::Precision::kF32)
       j["precision"] = kernels::PrecisionName(x->precision);
+    if (x->refill) j["refill"] = true;  // the same: absent is the tilings of before
     return j;
   }
   if (auto* x = std::get_if<kernels::AttentionTiling>(&t)) {
@@ -854,6 +858,8 @@ FusionDecision TilingFromFields(KernelTemplate kind, const TilingFields& fields,
       if (!found)
         return FusionDecision::Forbid(fmt::format("tiling.split \"{}\" is not m, n or mn", split));
       FT_RETURN_IF_DECISION(PrecisionField(fields, &t.precision));
+      if (FindField(fields, "refill") != nullptr)
+        FT_RETURN_IF_DECISION(Field(fields, "refill", &t.refill));
       *out = t;
       return FusionDecision::Allow();
     }

@@ -43,9 +43,9 @@ const char* ParallelSplitName(ParallelSplit split) {
 }
 
 std::string GemmTiling::ToString() const {
-  return fmt::format("mc={} nc={} kc={} micro={}x{} order={} split={}{}{}", mc, nc, kc, mr, nr,
+  return fmt::format("mc={} nc={} kc={} micro={}x{} order={} split={}{}{}{}", mc, nc, kc, mr, nr,
                      LoopOrderName(order), ParallelSplitName(split),
-                     double_buffer ? " double_buffer" : "",
+                     double_buffer ? " double_buffer" : "", refill ? " refill" : "",
                      precision == Precision::kBf16 ? " bf16" : "");
 }
 
@@ -159,6 +159,12 @@ bool TilingRulesHold(const GemmDesc& d, const GemmTiling& t, const KernelConfig&
             "needs whole rows in one tile",
             t.nc, o, d.outputs[o].n);
       });
+  if (t.refill && t.double_buffer)
+    return broken([] {
+      return std::string(
+          "tiling.refill: refilling B in place is single buffering; it excludes "
+          "double_buffer");
+    });
   if (t.precision == Precision::kBf16 && !FindBf16MicroKernel(t.mr, t.nr))
     return broken([&] { return NoBf16MicroKernel(t.mr, t.nr); });
   const int64_t local_bytes = GemmLocalBytes(d, t);
@@ -344,11 +350,18 @@ class ThreadRunner {
   KernelStats Run() {
     if (steps_.empty()) return stats_;
     if (t_.double_buffer) RunJobs(steps_[0], 0, SIZE_MAX);  // prime the first buffers
+    int64_t ready = 0;  // leading slivers of the step's B panels refilled by the step before
     for (size_t s = 0; s < steps_.size(); ++s) {
       const Step& step = steps_[s];
       const Step* next = s + 1 < steps_.size() ? &steps_[s + 1] : nullptr;
-      if (!t_.double_buffer) RunJobs(step, 0, SIZE_MAX);
-      Compute(step, t_.double_buffer ? next : nullptr);
+      if (t_.double_buffer) {
+        Compute(step, next);
+      } else if (ready > 0 || (next && Refills(step, *next))) {
+        ready = ComputeRefilling(step, next, ready);
+      } else {
+        RunJobs(step, 0, SIZE_MAX);
+        Compute(step, nullptr);
+      }
       if (step.p0 + step.depth == d_.k) Finish(blocks_[step.block]);
     }
     return stats_;
@@ -484,26 +497,93 @@ class ThreadRunner {
     const int64_t share = RoundUp(CeilDiv(stream.left(), calls), 16);
     size_t done = 0;
     for (int64_t q = 0; q < columns; ++q) {
-      if (mode_ != RunMode::kCopyOnly && bf16_)
-        ComputeColumnBf16(s, q, rows, stream, share);
-      else if (mode_ != RunMode::kCopyOnly)
-        for (int o = 0; o < l_.b_operands; ++o)
-          for (int64_t ir = 0; ir < rows; ir += t_.mr) {
-            const float* a = a_[s.a_slot] + ir * s.depth;
-            const float* b = b_[s.b_slot][o] + q * s.depth * t_.nr;
-            float* c = c_[o] + ir * l_.nc_pad + q * t_.nr;
-            if (stream.empty()) {
-              mk_->fn_rows(s.depth, a, s.depth, b, c, l_.nc_pad, s.slice > 0);
-              continue;
-            }
-            const CopyStream::Chunk chunk = stream.Take(share);
-            mk_->fn_rows_copy(s.depth, a, s.depth, b, c, l_.nc_pad, s.slice > 0, chunk.src,
-                              chunk.dst, chunk.floats);
-          }
+      if (mode_ != RunMode::kCopyOnly) ComputeColumn(s, q, rows, stream, share);
       if (next && done < jobs) done = RunJobs(*next, done, done + quota, b_streamed);
     }
     if (next && done < jobs) RunJobs(*next, done, jobs, b_streamed);
     stream.Drain();
+  }
+
+  // Column q of step s's micro-tiles, carrying `share` floats of `stream` per call.
+  void ComputeColumn(const Step& s, int64_t q, int64_t rows, CopyStream& stream, int64_t share) {
+    if (bf16_) return ComputeColumnBf16(s, q, rows, stream, share);
+    for (int o = 0; o < l_.b_operands; ++o)
+      for (int64_t ir = 0; ir < rows; ir += t_.mr) {
+        const float* a = a_[s.a_slot] + ir * s.depth;
+        const float* b = b_[s.b_slot][o] + q * s.depth * t_.nr;
+        float* c = c_[o] + ir * l_.nc_pad + q * t_.nr;
+        if (stream.empty()) {
+          mk_->fn_rows(s.depth, a, s.depth, b, c, l_.nc_pad, s.slice > 0);
+          continue;
+        }
+        const CopyStream::Chunk chunk = stream.Take(share);
+        mk_->fn_rows_copy(s.depth, a, s.depth, b, c, l_.nc_pad, s.slice > 0, chunk.src, chunk.dst,
+                          chunk.floats);
+      }
+  }
+
+  // Refilling (GemmTiling::refill). Once column q of a step's micro-tiles is done,
+  // its B sliver is not read again, so the next step's sliver q can take its
+  // place while column q + 1 computes, carried by those micro-kernel calls:
+  // the B copies hide behind the compute without a second buffer, so the
+  // blocks stay as large as one buffer allows (double buffering halves them;
+  // a 384x768x3072 bf16 GEMM's B copies were 9% of its time, exposed). The
+  // next step's last sliver has no free column left: it is carried by that
+  // step's own columns before its last. Needs pre-packed B (a sliver is one
+  // contiguous run) and a next step no deeper than this one (its slivers then
+  // lie within this step's done ones); copy-only and compute-only runs copy
+  // as without it.
+  bool Refills(const Step& s, const Step& next) const {
+    if (!t_.refill || mode_ != RunMode::kFull || !next.pack_b || next.b_slot != s.b_slot)
+      return false;
+    if (PanelDepth(next.depth, t_.precision) > PanelDepth(s.depth, t_.precision)) return false;
+    if (Columns(s) < 2 || Columns(next) < 2) return false;
+    for (int o = 0; o < l_.b_operands; ++o)
+      if (!BOperand(next, o).b_packed) return false;
+    return true;
+  }
+  int64_t Columns(const Step& s) const { return CeilDiv(blocks_[s.block].cols, t_.nr); }
+  int64_t SliverFloats(const Step& s) const {
+    return PanelDepth(s.depth, t_.precision) * t_.nr * l_.element_bytes / 4;
+  }
+  // Floats [from, to) of step s's sliver q of operand o, into `stream`.
+  void AddSliver(const Step& s, int o, int64_t q, int64_t from, int64_t to, CopyStream& stream) {
+    const int64_t at = q * SliverFloats(s) + from;
+    stream.Add(BOperand(s, o).b_packed + BlockOfB(s).packed_offset * l_.element_bytes / 4 + at,
+               b_[s.b_slot][o] + at, to - from);
+  }
+
+  // Step s with its first `ready` slivers in place; returns how many of the
+  // next step's slivers it refilled.
+  int64_t ComputeRefilling(const Step& s, const Step* next, int64_t ready) {
+    const int64_t columns = Columns(s), sliver = SliverFloats(s);
+    const int64_t rows = std::min(t_.mc, d_.m - blocks_[s.block].ic * t_.mc);
+    RunJobs(s, 0, ready > 0 ? AJobs(s) : SIZE_MAX);  // A, and B too when none is in place
+    const bool late = ready > 0;  // the last sliver, carried by the columns before it
+    if (late) {
+      CopyStream early;  // slivers a shorter step before did not refill (rare)
+      for (int o = 0; o < l_.b_operands; ++o)
+        for (int64_t q = ready; q + 1 < columns; ++q) AddSliver(s, o, q, 0, sliver, early);
+      early.Drain();
+      const gemm_internal::BBlock blk = BlockOfB(s);
+      stats_.bytes_global_to_local +=
+          int64_t{l_.element_bytes} * blk.depth * blk.cols * l_.b_operands;
+    }
+    const int64_t refills = next && Refills(s, *next) ? std::min(columns, Columns(*next)) - 1 : 0;
+    const int64_t piece = RoundUp(CeilDiv(sliver, columns - 1), 16);
+    const int64_t calls = l_.b_operands * CeilDiv(rows, t_.mr);
+    for (int64_t q = 0; q < columns; ++q) {
+      CopyStream stream;
+      for (int o = 0; o < l_.b_operands; ++o) {
+        if (late && q + 1 < columns)
+          AddSliver(s, o, columns - 1, std::min(sliver, q * piece),
+                    std::min(sliver, (q + 1) * piece), stream);
+        if (q >= 1 && q - 1 < refills) AddSliver(*next, o, q - 1, 0, SliverFloats(*next), stream);
+      }
+      ComputeColumn(s, q, rows, stream, RoundUp(CeilDiv(stream.left(), calls), 16));
+      stream.Drain();
+    }
+    return refills;
   }
 
   // Column q of step s's micro-tiles on the bf16 micro-kernels.

@@ -15,7 +15,9 @@
 // applied while A is packed; its row statistics come from the packed block
 // when kc covers K, else from one extra pass over the rows (counted).
 // With double buffering the panels of the next step are packed into a second
-// set of buffers, interleaved with the micro-kernel calls of the current one.
+// set of buffers, interleaved with the micro-kernel calls of the current one;
+// with refilling (single buffered) the next step's B slivers take the places
+// of the current one's as its columns finish.
 #pragma once
 
 #include <string>
@@ -84,6 +86,15 @@ struct GemmTiling {
   LoopOrder order = LoopOrder::kMN;
   ParallelSplit split = ParallelSplit::kM;
   bool double_buffer = false;
+  // Single buffered, the next step's B slivers refilled in place as the
+  // columns that read them finish, carried by the micro-kernel calls (see
+  // ThreadRunner::ComputeRefilling): the copies overlap the compute without
+  // halving the blocks, where the compute per sliver is long enough to hide
+  // one (a 384x768x3072 GEMM: 3-4% faster); where it is not, as in a
+  // weight-streaming decode GEMM, the carried copy is slower than a plain one
+  // (measured 5-30%). So it is a choice the search makes. Needs pre-packed
+  // B; elsewhere the same tiling copies as without it.
+  bool refill = false;
   // bf16: A and B rounded to bfloat16 as they are packed, the bf16
   // micro-kernels (microkernel_bf16.h), sums and epilogues in float.
   Precision precision = Precision::kF32;

@@ -108,6 +108,7 @@ GemmTiling RandomBf16Tiling(Rng& rng, int64_t k) {
   t.order = rng.Below(2) ? LoopOrder::kMN : LoopOrder::kNM;
   t.split = static_cast<ParallelSplit>(rng.Below(3));
   t.double_buffer = rng.Below(2) == 1;
+  t.refill = !t.double_buffer && rng.Below(2) == 1;
   t.precision = Precision::kBf16;
   return t;
 }

@@ -88,6 +88,7 @@ GemmTiling RandomTiling(Rng& rng, const Problem& p) {
   t.order = rng.Below(2) ? LoopOrder::kMN : LoopOrder::kNM;
   t.split = static_cast<ParallelSplit>(rng.Below(3));
   t.double_buffer = rng.Below(2) == 1;
+  t.refill = !t.double_buffer && rng.Below(2) == 1;
   return t;
 }
 
@@ -161,6 +162,57 @@ TEST(Gemm, PrePackedBGivesIdenticalResultsAndTraffic) {
     EXPECT_EQ(got->bytes_global_to_local, want->bytes_global_to_local) << what;
     EXPECT_EQ(got->bytes_local_to_global, want->bytes_local_to_global) << what;
   }
+}
+
+// Refilling B in place (GemmTiling::refill) copies the same panels at other
+// times: bit-identical results and the same counted traffic as copying each
+// step's B before it, f32 and bf16, over steps of unequal depth (kc not
+// dividing K: a deeper step after a shallower one is not refilled), edge
+// columns, 1-3 threads and both loop orders; and it excludes double buffering.
+TEST(Gemm, RefillingBInPlaceIsCopyingIt) {
+  Rng rng(20261204);
+  for (int trial = 0; trial < 24; ++trial) {
+    const Problem p{1,     rng.Between(1, 70), rng.Between(33, 300), rng.Between(1, 90),
+                    false, rng.Below(2) == 1};
+    auto a = RandomVector(p.m * p.k, rng), b = RandomVector(p.k * p.n, rng);
+    auto bias = RandomVector(p.n, rng);
+    std::vector<float> copied(p.m * p.n, NAN), refilled(copied);
+    GemmDesc d = Describe(p, a, b, copied);
+    d.outputs[0].epilogue = {EpilogueOp::Bias(bias.data()),
+                             EpilogueOp::Act(EpilogueKind::kGeluErf)};
+    GemmTiling t;
+    t.mr = 8;
+    t.nr = 32;
+    t.mc = 8 * rng.Between(1, 4);
+    t.nc = 32 * rng.Between(2, 4);
+    t.kc = rng.Between(1, p.k + 3);
+    t.order = rng.Below(2) ? LoopOrder::kMN : LoopOrder::kNM;
+    t.split = static_cast<ParallelSplit>(rng.Below(3));
+    t.precision = rng.Below(2) ? Precision::kBf16 : Precision::kF32;
+    std::vector<float> packed(PrePackedBFloats(d, 0, t), NAN);
+    PrePackB(d, 0, t, packed.data());
+    d.outputs[0].b_packed = packed.data();
+    KernelConfig config;
+    config.threads = static_cast<int>(rng.Between(1, 3));
+    auto want = RunGemm(d, t, config);
+    t.refill = true;
+    d.outputs[0].c = refilled.data();
+    auto got = RunGemm(d, t, config);
+    ASSERT_TRUE(want.ok() && got.ok());
+    const std::string what = fmt::format("trial {}: {}x{}x{} tb={} {} threads={}", trial, p.m, p.n,
+                                         p.k, p.trans_b, t.ToString(), config.threads);
+    for (size_t i = 0; i < copied.size(); ++i)
+      ASSERT_EQ(copied[i], refilled[i]) << what << " @" << i;
+    EXPECT_EQ(got->bytes_global_to_local, want->bytes_global_to_local) << what;
+    EXPECT_EQ(got->bytes_local_to_global, want->bytes_local_to_global) << what;
+  }
+  const Problem p{1, 8, 64, 8, false, false};
+  std::vector<float> a(64, 1.0f), b(512, 1.0f), c(512);
+  GemmTiling t;
+  t.refill = t.double_buffer = true;
+  auto r = RunGemm(Describe(p, a, b, c), t, KernelConfig{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("tiling.refill"), std::string::npos) << r.error().message();
 }
 
 TEST(Gemm, PrePackedBNeedsAnUnbatchedB) {
