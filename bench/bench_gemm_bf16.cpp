@@ -11,6 +11,7 @@
 //                                                (the same work: f32 in, f32 out)
 //   peer/onednn/gemm_bf16_bias_gelu_bf16_src     the same with A already bf16 (no reorder)
 //   .../compute_only                             the micro-kernels and epilogue, no copies
+//   ..._refill                                   B refilled in place (GemmTiling::refill)
 // frac_bf16_peak is GFLOP/s over MeasureBf16DotPeak.
 #include <fmt/format.h>
 
@@ -78,6 +79,12 @@ GemmTiling Bf16Tiling(int mr, int nr, int64_t mc, int64_t nc, int64_t kc, Parall
   return GemmTilingOf(mr, nr, mc, nc, kc, split, double_buffer, Precision::kBf16);
 }
 
+// The same tiling with B refilled in place (GemmTiling::refill).
+GemmTiling Refilled(GemmTiling t) {
+  t.refill = true;
+  return t;
+}
+
 #ifdef FUSETUNE_HAVE_ONEDNN
 void RunOnednn(benchmark::State& state, bool convert_a) {
   using namespace dnnl;
@@ -133,6 +140,11 @@ void RegisterGemmBf16Benchmarks() {
       {"micro12x32_mc192_nc256_kc384", Bf16Tiling(12, 32, 192, 256, 384, ParallelSplit::kM)},
       {"micro12x32_mc384_nc64_kc768_split_n", Bf16Tiling(12, 32, 384, 64, 768, ParallelSplit::kN)},
       {"micro12x32_mc96_nc128_kc768_db", Bf16Tiling(12, 32, 96, 128, 768, ParallelSplit::kM, true)},
+      {"mc192_nc256_kc768_refill", Refilled(Bf16Tiling(8, 32, 192, 256, 768, ParallelSplit::kM))},
+      {"micro12x32_mc192_nc256_kc768_refill",
+       Refilled(Bf16Tiling(12, 32, 192, 256, 768, ParallelSplit::kM))},
+      {"micro12x32_mc192_nc128_kc768_refill",
+       Refilled(Bf16Tiling(12, 32, 192, 128, 768, ParallelSplit::kM))},
   };
   for (const Named& n : tilings)
     benchmark::RegisterBenchmark(

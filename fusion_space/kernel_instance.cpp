@@ -47,7 +47,8 @@ int KernelTemplateVersion(KernelTemplate t) {
     case KernelTemplate::kAttention:
       return 3;  // 3: K and V packed once per head per thread (tiles dealt by head)
     case KernelTemplate::kGemm:
-      return 4;  // 3: constant B pre-packed per tiling; 4: its panels carried by the micro-kernels
+      return 5;  // 3: constant B pre-packed per tiling; 4: its panels carried by the micro-kernels;
+                 // 5: a bf16 GEMM's GELU piecewise (gelu_piecewise.h), B refilled in place
     case KernelTemplate::kConv:
       return 5;  // 2: depthwise tiles hold oc_block channels (1 before);
                  // 3: Winograd's GEMMs take tiles as rows and channels as columns;
