@@ -98,36 +98,52 @@ constexpr float kTinyExponent = 80.0f;  // exp(-80) = 1.8e-35
   return x;
 }
 
-// The switch sits outside the loop: one instantiation per activation.
-template <Activation F>
-void ActivateAll(const float* in, float* out, int64_t n) {
+// The switch sits outside the loop: one instantiation per activation (and
+// per whether a bias is added first).
+template <Activation F, bool kBias>
+void ActivateAll(const float* in, const float* bias, float* out, int64_t n) {
   int64_t j = 0;
-  for (; j + 16 <= n; j += 16) _mm512_storeu_ps(out + j, Activate16(F, _mm512_loadu_ps(in + j)));
+  for (; j + 16 <= n; j += 16) {
+    __m512 x = _mm512_loadu_ps(in + j);
+    if constexpr (kBias) x = _mm512_add_ps(x, _mm512_loadu_ps(bias + j));
+    _mm512_storeu_ps(out + j, Activate16(F, x));
+  }
   if (j < n) {
     const __mmask16 k = Tail(n - j);
-    _mm512_mask_storeu_ps(out + j, k, Activate16(F, _mm512_maskz_loadu_ps(k, in + j)));
+    __m512 x = _mm512_maskz_loadu_ps(k, in + j);
+    if constexpr (kBias) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(k, bias + j));
+    _mm512_mask_storeu_ps(out + j, k, Activate16(F, x));
+  }
+}
+
+template <bool kBias>
+void Dispatch(Activation f, const float* in, const float* bias, float* out, int64_t n) {
+  switch (f) {
+    case Activation::kExp:
+      return ActivateAll<Activation::kExp, kBias>(in, bias, out, n);
+    case Activation::kTanh:
+      return ActivateAll<Activation::kTanh, kBias>(in, bias, out, n);
+    case Activation::kErf:
+      return ActivateAll<Activation::kErf, kBias>(in, bias, out, n);
+    case Activation::kSigmoid:
+      return ActivateAll<Activation::kSigmoid, kBias>(in, bias, out, n);
+    case Activation::kGeluErf:
+      return ActivateAll<Activation::kGeluErf, kBias>(in, bias, out, n);
+    case Activation::kGeluTanh:
+      return ActivateAll<Activation::kGeluTanh, kBias>(in, bias, out, n);
+    case Activation::kSilu:
+      return ActivateAll<Activation::kSilu, kBias>(in, bias, out, n);
   }
 }
 
 }  // namespace
 
 void Activate(Activation f, const float* in, float* out, int64_t n) {
-  switch (f) {
-    case Activation::kExp:
-      return ActivateAll<Activation::kExp>(in, out, n);
-    case Activation::kTanh:
-      return ActivateAll<Activation::kTanh>(in, out, n);
-    case Activation::kErf:
-      return ActivateAll<Activation::kErf>(in, out, n);
-    case Activation::kSigmoid:
-      return ActivateAll<Activation::kSigmoid>(in, out, n);
-    case Activation::kGeluErf:
-      return ActivateAll<Activation::kGeluErf>(in, out, n);
-    case Activation::kGeluTanh:
-      return ActivateAll<Activation::kGeluTanh>(in, out, n);
-    case Activation::kSilu:
-      return ActivateAll<Activation::kSilu>(in, out, n);
-  }
+  Dispatch<false>(f, in, nullptr, out, n);
+}
+
+void ActivateBiased(Activation f, const float* in, const float* bias, float* out, int64_t n) {
+  Dispatch<true>(f, in, bias, out, n);
 }
 
 void SiluTimes(float* gate, const float* up, int64_t n) {
@@ -173,6 +189,10 @@ float Scalar(Activation f, float x) {
 
 void Activate(Activation f, const float* in, float* out, int64_t n) {
   for (int64_t j = 0; j < n; ++j) out[j] = Scalar(f, in[j]);
+}
+
+void ActivateBiased(Activation f, const float* in, const float* bias, float* out, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) out[j] = Scalar(f, in[j] + bias[j]);
 }
 
 void SiluTimes(float* gate, const float* up, int64_t n) {

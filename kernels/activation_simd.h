@@ -15,6 +15,9 @@ enum class Activation { kExp, kTanh, kErf, kSigmoid, kGeluErf, kGeluTanh, kSilu 
 
 // out[j] = f(in[j]) for j < n; `out` may be `in`.
 void Activate(Activation f, const float* in, float* out, int64_t n);
+// out[j] = f(in[j] + bias[j]) for j < n, in one pass (a GEMM epilogue's bias
+// and activation: one read and write of the tile instead of two).
+void ActivateBiased(Activation f, const float* in, const float* bias, float* out, int64_t n);
 // gate[j] = Silu(gate[j]) * up[j] for j < n (SwiGLU's product).
 void SiluTimes(float* gate, const float* up, int64_t n);
 

@@ -105,6 +105,22 @@ bool IsRowBias(const EpilogueOp& op) {
   return op.kind == EpilogueKind::kBiasAdd && op.row_stride == 0 && op.col_stride == 1;
 }
 
+// Whether an epilogue op is an activation_simd function, and which.
+bool ActivationOf(EpilogueKind kind, Activation* f) {
+  switch (kind) {
+    case EpilogueKind::kGeluErf:
+      return *f = Activation::kGeluErf, true;
+    case EpilogueKind::kGeluTanh:
+      return *f = Activation::kGeluTanh, true;
+    case EpilogueKind::kSilu:
+      return *f = Activation::kSilu, true;
+    case EpilogueKind::kSigmoid:
+      return *f = Activation::kSigmoid, true;
+    default:
+      return false;
+  }
+}
+
 // A bf16 kernel's GELU over the tile, after `bias` (a row, or null) in the
 // same pass.
 void GeluPiecewiseTile(const float* bias, float* tile, int64_t ldc, int64_t rows, int64_t cols) {
@@ -121,9 +137,16 @@ int64_t ApplyEpilogue(const std::vector<EpilogueOp>& ops, float* tile, int64_t l
   int64_t bytes = 0;
   for (size_t i = 0; i < ops.size(); ++i) {
     const EpilogueOp& op = ops[i];
-    if (piecewise_gelu && mode == RunMode::kFull && IsRowBias(op) && i + 1 < ops.size() &&
-        ops[i + 1].kind == EpilogueKind::kGeluErf) {
-      GeluPiecewiseTile(op.data + batch * op.batch_stride + col0, tile, ldc, rows, cols);
+    // A row bias and the activation after it: one pass over the tile.
+    Activation next_act = Activation::kExp;
+    if (mode == RunMode::kFull && IsRowBias(op) && i + 1 < ops.size() &&
+        ActivationOf(ops[i + 1].kind, &next_act)) {
+      const float* bias = op.data + batch * op.batch_stride + col0;
+      if (piecewise_gelu && next_act == Activation::kGeluErf)
+        GeluPiecewiseTile(bias, tile, ldc, rows, cols);
+      else
+        for (int64_t r = 0; r < rows; ++r)
+          ActivateBiased(next_act, tile + r * ldc, bias, tile + r * ldc, cols);
       bytes += static_cast<int64_t>(sizeof(float)) * cols;  // as the bias op alone counts it
       ++i;
       continue;

@@ -78,9 +78,9 @@ bool HasRowNorm(const std::vector<EpilogueOp>& ops);
 // `mode` kCopyOnly performs only the ops that read memory; kComputeOnly only
 // those that do not (a LayerNorm reads gamma and computes: its reads count in
 // kCopyOnly, its arithmetic runs in kComputeOnly).
+// A broadcast bias followed by an activation is one pass over the tile.
 // `precision` is the kernel's: a bf16 kernel's GELU takes the piecewise form
-// (gelu_piecewise.h: absolute error 1e-6, a third of the time), with a
-// broadcast bias before it added in the same pass.
+// (gelu_piecewise.h: absolute error 1e-6, a third of the time).
 int64_t ApplyEpilogue(const std::vector<EpilogueOp>& ops, float* tile, int64_t ldc, int64_t rows,
                       int64_t cols, int64_t batch, int64_t row0, int64_t col0,
                       RunMode mode = RunMode::kFull, Precision precision = Precision::kF32);

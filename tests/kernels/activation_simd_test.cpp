@@ -87,6 +87,23 @@ TEST(ActivationSimd, GeluTailKeepsRelativeAccuracy) {
   }
 }
 
+// The epilogues' one pass of bias and activation is the two passes.
+TEST(ActivationSimd, BiasedIsTheActivationOfTheSum) {
+  for (Activation f : kAll)
+    for (int64_t n : {0, 1, 15, 16, 17, 40}) {
+      Rng rng(static_cast<uint64_t>(n) + 9);
+      std::vector<float> in(n), bias(n), sum(n), want(n), got(n);
+      for (int64_t j = 0; j < n; ++j) {
+        in[j] = static_cast<float>(2 * rng.Normal());
+        bias[j] = static_cast<float>(rng.Normal());
+        sum[j] = in[j] + bias[j];
+      }
+      Activate(f, sum.data(), want.data(), n);
+      ActivateBiased(f, in.data(), bias.data(), got.data(), n);
+      EXPECT_EQ(got, want) << static_cast<int>(f) << " n=" << n;
+    }
+}
+
 TEST(ActivationSimd, NanStaysNan) {
   const std::vector<float> in(19, NAN);
   for (Activation f : kAll) {
