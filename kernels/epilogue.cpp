@@ -121,11 +121,24 @@ bool ActivationOf(EpilogueKind kind, Activation* f) {
   }
 }
 
-// A bf16 kernel's GELU over the tile, after `bias` (a row, or null) in the
-// same pass.
-void GeluPiecewiseTile(const float* bias, float* tile, int64_t ldc, int64_t rows, int64_t cols) {
-  if (!bias && cols == ldc) return GeluErfPiecewise(tile, nullptr, tile, rows * cols);
-  for (int64_t r = 0; r < rows; ++r) GeluErfPiecewise(tile + r * ldc, bias, tile + r * ldc, cols);
+// f over the tile, after `bias` (a row, or null) in the same pass; a bf16
+// kernel's GELU in the piecewise form.
+void ActivationPass(Activation f, bool piecewise_gelu, const float* bias, float* tile, int64_t ldc,
+                    int64_t rows, int64_t cols) {
+  const bool piecewise = piecewise_gelu && f == Activation::kGeluErf;
+  if (!bias && cols == ldc) {  // one run
+    if (piecewise) return GeluErfPiecewise(tile, nullptr, tile, rows * cols);
+    return ActivateTile(f, tile, ldc, rows, cols);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = tile + r * ldc;
+    if (piecewise)
+      GeluErfPiecewise(row, bias, row, cols);
+    else if (bias)
+      ActivateBiased(f, row, bias, row, cols);
+    else
+      Activate(f, row, row, cols);
+  }
 }
 
 }  // namespace
@@ -138,15 +151,11 @@ int64_t ApplyEpilogue(const std::vector<EpilogueOp>& ops, float* tile, int64_t l
   for (size_t i = 0; i < ops.size(); ++i) {
     const EpilogueOp& op = ops[i];
     // A row bias and the activation after it: one pass over the tile.
-    Activation next_act = Activation::kExp;
+    Activation f = Activation::kExp;
     if (mode == RunMode::kFull && IsRowBias(op) && i + 1 < ops.size() &&
-        ActivationOf(ops[i + 1].kind, &next_act)) {
+        ActivationOf(ops[i + 1].kind, &f)) {
       const float* bias = op.data + batch * op.batch_stride + col0;
-      if (piecewise_gelu && next_act == Activation::kGeluErf)
-        GeluPiecewiseTile(bias, tile, ldc, rows, cols);
-      else
-        for (int64_t r = 0; r < rows; ++r)
-          ActivateBiased(next_act, tile + r * ldc, bias, tile + r * ldc, cols);
+      ActivationPass(f, piecewise_gelu, bias, tile, ldc, rows, cols);
       bytes += static_cast<int64_t>(sizeof(float)) * cols;  // as the bias op alone counts it
       ++i;
       continue;
@@ -157,6 +166,10 @@ int64_t ApplyEpilogue(const std::vector<EpilogueOp>& ops, float* tile, int64_t l
       continue;
     }
     if (op.reads_memory() ? mode == RunMode::kComputeOnly : mode == RunMode::kCopyOnly) continue;
+    if (ActivationOf(op.kind, &f)) {
+      ActivationPass(f, piecewise_gelu, nullptr, tile, ldc, rows, cols);
+      continue;
+    }
     switch (op.kind) {
       case EpilogueKind::kBiasAdd:
       case EpilogueKind::kResidualAdd:
@@ -189,20 +202,10 @@ int64_t ApplyEpilogue(const std::vector<EpilogueOp>& ops, float* tile, int64_t l
       case EpilogueKind::kRelu:
         ForTile(tile, ldc, rows, cols, [](float v) { return v > 0 ? v : 0.0f; });
         break;
-      case EpilogueKind::kGeluErf:
-        if (piecewise_gelu)
-          GeluPiecewiseTile(nullptr, tile, ldc, rows, cols);
-        else
-          ActivateTile(Activation::kGeluErf, tile, ldc, rows, cols);
-        break;
+      case EpilogueKind::kGeluErf:  // ActivationPass, above
       case EpilogueKind::kGeluTanh:
-        ActivateTile(Activation::kGeluTanh, tile, ldc, rows, cols);
-        break;
       case EpilogueKind::kSilu:
-        ActivateTile(Activation::kSilu, tile, ldc, rows, cols);
-        break;
       case EpilogueKind::kSigmoid:
-        ActivateTile(Activation::kSigmoid, tile, ldc, rows, cols);
         break;
       case EpilogueKind::kClip: {
         const float lo = op.scalar, hi = op.scalar2;

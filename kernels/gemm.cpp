@@ -356,8 +356,8 @@ class ThreadRunner {
       const Step* next = s + 1 < steps_.size() ? &steps_[s + 1] : nullptr;
       if (t_.double_buffer) {
         Compute(step, next);
-      } else if (ready > 0 || (next && Refills(step, *next))) {
-        ready = ComputeRefilling(step, next, ready);
+      } else if (const bool refill_next = next && Refills(step, *next); ready > 0 || refill_next) {
+        ready = ComputeRefilling(step, refill_next ? next : nullptr, ready);
       } else {
         RunJobs(step, 0, SIZE_MAX);
         Compute(step, nullptr);
@@ -457,7 +457,7 @@ class ThreadRunner {
     for (int o = 0; o < l_.b_operands; ++o) {  // bf16: whole k-pairs, so an even count
       stream.Add(BOperand(s, o).b_packed + blk.packed_offset * l_.element_bytes / 4,
                  b_[s.b_slot][o], elements * l_.element_bytes / 4);
-      stats_.bytes_global_to_local += int64_t{l_.element_bytes} * blk.depth * blk.cols;
+      stats_.bytes_global_to_local += BBlockBytes(s);
     }
     return true;
   }
@@ -542,6 +542,11 @@ class ThreadRunner {
       if (!BOperand(next, o).b_packed) return false;
     return true;
   }
+  // Bytes of one operand's B block of step s, as its copy counts them.
+  int64_t BBlockBytes(const Step& s) const {
+    const gemm_internal::BBlock blk = BlockOfB(s);
+    return int64_t{l_.element_bytes} * blk.depth * blk.cols;
+  }
   int64_t Columns(const Step& s) const { return CeilDiv(blocks_[s.block].cols, t_.nr); }
   int64_t SliverFloats(const Step& s) const {
     return PanelDepth(s.depth, t_.precision) * t_.nr * l_.element_bytes / 4;
@@ -553,8 +558,8 @@ class ThreadRunner {
                b_[s.b_slot][o] + at, to - from);
   }
 
-  // Step s with its first `ready` slivers in place; returns how many of the
-  // next step's slivers it refilled.
+  // Step s with its first `ready` slivers in place, refilling `next`'s (null:
+  // none); returns how many of them it refilled.
   int64_t ComputeRefilling(const Step& s, const Step* next, int64_t ready) {
     const int64_t columns = Columns(s), sliver = SliverFloats(s);
     const int64_t rows = std::min(t_.mc, d_.m - blocks_[s.block].ic * t_.mc);
@@ -565,11 +570,9 @@ class ThreadRunner {
       for (int o = 0; o < l_.b_operands; ++o)
         for (int64_t q = ready; q + 1 < columns; ++q) AddSliver(s, o, q, 0, sliver, early);
       early.Drain();
-      const gemm_internal::BBlock blk = BlockOfB(s);
-      stats_.bytes_global_to_local +=
-          int64_t{l_.element_bytes} * blk.depth * blk.cols * l_.b_operands;
+      stats_.bytes_global_to_local += BBlockBytes(s) * l_.b_operands;
     }
-    const int64_t refills = next && Refills(s, *next) ? std::min(columns, Columns(*next)) - 1 : 0;
+    const int64_t refills = next ? std::min(columns, Columns(*next)) - 1 : 0;
     const int64_t piece = RoundUp(CeilDiv(sliver, columns - 1), 16);
     const int64_t calls = l_.b_operands * CeilDiv(rows, t_.mr);
     for (int64_t q = 0; q < columns; ++q) {
