@@ -33,7 +33,8 @@ namespace fusetune::cost_model {
 // (cold weights with warm activations is the third protocol).
 // 9: a GEMM tiling's precision (bf16), its compute at the BF16 dot peak.
 // 10: a GEMM tiling's refilling of B in place (GemmTiling::refill).
-inline constexpr int kFeatureVersion = 10;
+// 11: a conv chain's precision (bf16 products), its compute at the BF16 dot peak.
+inline constexpr int kFeatureVersion = 11;
 
 // What the model knows of the machine, from its stored calibration
 // (target::CalibrationToJson), and of how candidates were measured there, so

@@ -259,7 +259,8 @@ TilingSpace::TilingSpace(const KernelInstance& k, const kernels::KernelConfig& c
       params_ = {{"rows", BlockSizes(d.depthwise.out_h, 1, 1)},
                  {"e_block", ChainBlocks(d.depthwise.in_channels)},
                  {"micro", MicroChoices(false)},
-                 {"split", {0, 1}}};
+                 {"split", {0, 1}},
+                 {"precision", PrecisionValues(config.offer_bf16)}};
       break;
     }
     case KernelTemplate::kPool: {
@@ -326,8 +327,12 @@ Tiling TilingSpace::At(const std::vector<int>& c) const {
     case KernelTemplate::kPool:
       return kernels::PoolTiling{v(0), v(1)};
     case KernelTemplate::kConvChain:
-      return kernels::ConvChainTiling{v(0), v(1), MicroShapes()[v(2)].first,
-                                      MicroShapes()[v(2)].second, v(3) != 0};
+      return kernels::ConvChainTiling{v(0),
+                                      v(1),
+                                      MicroShapes()[v(2)].first,
+                                      MicroShapes()[v(2)].second,
+                                      v(3) != 0,
+                                      static_cast<kernels::Precision>(v(4))};
   }
   return std::monostate{};
 }
@@ -360,7 +365,8 @@ std::vector<int64_t> TilingValues(const Tiling& t) {
               static_cast<int>(x->precision)};
   if (auto* x = std::get_if<kernels::PoolTiling>(&t)) values = {x->channel_block, x->row_block};
   if (auto* x = std::get_if<kernels::ConvChainTiling>(&t))
-    values = {x->rows, x->e_block, MicroIndex(x->mr, x->nr), x->split_expanded ? 1 : 0};
+    values = {x->rows, x->e_block, MicroIndex(x->mr, x->nr), x->split_expanded ? 1 : 0,
+              static_cast<int>(x->precision)};
   return values;
 }
 
@@ -808,12 +814,16 @@ json TilingToJson(const Tiling& t) {
   }
   if (auto* x = std::get_if<kernels::PoolTiling>(&t))
     return {{"channel_block", x->channel_block}, {"row_block", x->row_block}};
-  if (auto* x = std::get_if<kernels::ConvChainTiling>(&t))
-    return {{"rows", x->rows},
-            {"e_block", x->e_block},
-            {"mr", x->mr},
-            {"nr", x->nr},
-            {"split_expanded", x->split_expanded}};
+  if (auto* x = std::get_if<kernels::ConvChainTiling>(&t)) {
+    json j = {{"rows", x->rows},
+              {"e_block", x->e_block},
+              {"mr", x->mr},
+              {"nr", x->nr},
+              {"split_expanded", x->split_expanded}};
+    if (x->precision != kernels::Precision::kF32)  // as the GEMM's
+      j["precision"] = kernels::PrecisionName(x->precision);
+    return j;
+  }
   return json::object();
 }
 
@@ -909,6 +919,7 @@ FusionDecision TilingFromFields(KernelTemplate kind, const TilingFields& fields,
       // Absent in the first records of the template, which all ran unsplit.
       if (FindField(fields, "split_expanded") != nullptr)
         FT_RETURN_IF_DECISION(Field(fields, "split_expanded", &t.split_expanded));
+      FT_RETURN_IF_DECISION(PrecisionField(fields, &t.precision));
       *out = t;
       return FusionDecision::Allow();
     }

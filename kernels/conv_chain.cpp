@@ -11,25 +11,32 @@
 #endif
 
 #include "kernels/conv_algorithm.h"
+#include "kernels/conv_chain_products.h"
 #include "kernels/conv_depthwise.h"
 #include "kernels/conv_rows.h"
 #include "kernels/estimate.h"
 #include "kernels/microkernel.h"
+#include "kernels/microkernel_bf16.h"
 
 namespace fusetune::kernels {
 
 using conv_detail::BandGeometry;
+using conv_detail::ChainExtents;
+using conv_detail::ChainProducts;
+using conv_detail::ChainProductsOf;
+using conv_detail::ChainProductsOps;
 using conv_detail::ConvTile;
 using conv_detail::ConvTileWalk;
 
 std::string ConvChainTiling::ToString() const {
-  return fmt::format("rows={} e={} micro={}x{}{}", rows, e_block, mr, nr,
-                     split_expanded ? " split=e" : "");
+  return fmt::format(
+      "rows={} e={} micro={}x{}{}{}", rows, e_block, mr, nr, split_expanded ? " split=e" : "",
+      precision != Precision::kF32 ? std::string(" ") + PrecisionName(precision) : std::string());
 }
 
 namespace {
 
-int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+int64_t RoundUp(int64_t x, int64_t m) { return conv_detail::ChainRoundUp(x, m); }
 int64_t Expanded(const ConvChainDesc& d) { return d.depthwise.in_channels; }
 int64_t Taps(const ConvChainDesc& d) { return d.depthwise.kernel_h * d.depthwise.kernel_w; }
 
@@ -67,34 +74,30 @@ Layout LayoutOf(const ConvChainDesc& d, const ConvChainTiling& t) {
   return l;
 }
 
-int64_t RegionBytes(int64_t floats) { return RoundUp(4 * floats, 64); }
+int64_t RegionBytes(int64_t floats) { return conv_detail::ChainRegionBytes(floats); }
+
+ChainExtents ExtentsOf(const Layout& l) { return {l.x_ld, l.out_ld, l.out_rows}; }
 
 int64_t LocalBytesOf(const ConvChainDesc& d, const ConvChainTiling& t, const Layout& l) {
+  // The depthwise band, its output row, the block's outputs as f32 panels,
+  // the accumulator, the block's depthwise filters, the expanded block;
+  // then the products' operands.
   int64_t bytes = RegionBytes(l.band.floats()) + RegionBytes(l.out_ld) +
-                  RegionBytes(t.e_block * l.out_ld) + RegionBytes(l.out_rows * l.out_ld);
-  // A block's weights: the depthwise filters and the project's columns (and rows of the expand).
-  bytes += RegionBytes(t.e_block * Taps(d)) + RegionBytes(l.out_rows * t.e_block);
-  if (d.expand)
-    bytes += RegionBytes(d.in_channels * l.x_ld) + RegionBytes(t.e_block * l.x_ld) +
-             RegionBytes(t.e_block * d.in_channels);
-  return bytes;
+                  RegionBytes(t.e_block * l.out_ld) + RegionBytes(l.out_rows * l.out_ld) +
+                  RegionBytes(t.e_block * Taps(d));
+  if (d.expand) bytes += RegionBytes(t.e_block * l.x_ld);
+  return bytes + ChainProductsOf(t).local_bytes(d, t, ExtentsOf(l));
 }
 
-// Pre-packed weights: the expand's [E rounded up to mr][C] rows, then the
-// project's [C' rounded up to mr][E], zero rows past the real ones, so that
-// every micro-kernel call reads whole mr-row blocks.
-int64_t ExpandPackedFloats(const ConvChainDesc& d, const ConvChainTiling& t) {
-  return d.expand ? RoundUp(Expanded(d), t.mr) * d.in_channels : 0;
-}
-
-// Floats of weights and biases a tile copies for a block of `eb` expanded
-// channels: the pre-packed rows with their zero padding to mr, as copied.
-int64_t BlockWeightFloats(const ConvChainDesc& d, const ConvChainTiling& t, int64_t eb) {
-  int64_t n = eb * Taps(d) + RoundUp(d.out_channels, t.mr) * eb;
-  if (d.expand) n += RoundUp(eb, t.mr) * d.in_channels;
-  if (d.expand && d.expand_bias) n += eb;
-  if (d.dw_bias) n += eb;
-  return n;  // the project's bias is counted by FinishConvTile
+// Bytes of weights and biases a tile copies for a block of `eb` expanded
+// channels: the depthwise filters and biases in f32, the products' weights
+// as their form copies them.
+int64_t BlockWeightBytes(const ConvChainDesc& d, const ConvChainTiling& t, int64_t eb) {
+  int64_t floats = eb * Taps(d);
+  if (d.expand && d.expand_bias) floats += eb;
+  if (d.dw_bias) floats += eb;
+  // the project's bias is counted by FinishConvTile
+  return 4 * floats + ChainProductsOf(t).block_weight_bytes(d, t, eb);
 }
 
 // The e_block blocks a thread runs: all, or its share when split.
@@ -121,11 +124,11 @@ int64_t BlockChannels(const ConvChainDesc& d, const ConvChainTiling& t, int64_t 
   return ChannelsIn(d, t, {block, block + 1});
 }
 
-// BlockWeightFloats over the blocks of `r`.
-int64_t RangeWeightFloats(const ConvChainDesc& d, const ConvChainTiling& t, BlockRange r) {
+// BlockWeightBytes over the blocks of `r`.
+int64_t RangeWeightBytes(const ConvChainDesc& d, const ConvChainTiling& t, BlockRange r) {
   int64_t n = 0;
   for (int64_t block = r.begin; block < r.end; ++block)
-    n += BlockWeightFloats(d, t, BlockChannels(d, t, block));
+    n += BlockWeightBytes(d, t, BlockChannels(d, t, block));
   return n;
 }
 
@@ -189,6 +192,84 @@ void MicroGemm(const MicroKernel& mk, int64_t rows, int64_t cols, int64_t depth,
                  accumulate);
 }
 
+// Pre-packed f32 weights: the expand's [E rounded up to mr][C] rows, then
+// the project's [C' rounded up to mr][E], zero rows past the real ones, so
+// that every micro-kernel call reads whole mr-row blocks.
+int64_t ExpandPackedFloats(const ConvChainDesc& d, const ConvChainTiling& t) {
+  return d.expand ? RoundUp(Expanded(d), t.mr) * d.in_channels : 0;
+}
+
+// The products in f32 (conv_chain_products.h): X's band in nr-column panels
+// of C rows, the block's weights as the micro-kernels' A rows.
+class F32Products final : public ChainProducts {
+ public:
+  F32Products(const ConvChainDesc& d, const ConvChainTiling& t, const ChainExtents& x,
+              const float* packed, LocalBuffer* local)
+      : d_(d),
+        t_(t),
+        x_(x),
+        mk_(*FindMicroKernel(t.mr, t.nr)),
+        expand_w_(packed),
+        project_w_(packed + ExpandPackedFloats(d, t)) {
+    block_project_w_ = local->Take(x.out_rows * t.e_block);
+    if (d.expand) {
+      x_panels_ = local->Take(d.in_channels * x.x_ld);
+      block_expand_w_ = local->Take(t.e_block * d.in_channels);
+    }
+  }
+
+  static int64_t LocalBytes(const ConvChainDesc& d, const ConvChainTiling& t,
+                            const ChainExtents& x) {
+    int64_t bytes = RegionBytes(x.out_rows * t.e_block);
+    if (d.expand)
+      bytes += RegionBytes(d.in_channels * x.x_ld) + RegionBytes(t.e_block * d.in_channels);
+    return bytes;
+  }
+
+  void PackX(const float* x, int64_t plane, int64_t n) override {
+    for (int64_t c = 0; c < d_.in_channels; ++c)
+      PackRowIntoPanels(x + c * plane, n, c, d_.in_channels, t_.nr, x_panels_);
+  }
+
+  // The project's columns [e0, e0 + eb) of every (padded) output row and
+  // the expand's rows (padded to mr), contiguous as the micro-kernels read them.
+  void CopyBlockWeights(int64_t e0, int64_t eb) override {
+    for (int64_t m = 0; m < x_.out_rows; ++m)
+      std::memcpy(block_project_w_ + m * eb, project_w_ + m * Expanded(d_) + e0,
+                  static_cast<size_t>(eb) * 4);
+    if (d_.expand)
+      std::memcpy(block_expand_w_, expand_w_ + e0 * d_.in_channels,
+                  static_cast<size_t>(RoundUp(eb, t_.mr) * d_.in_channels) * 4);
+  }
+
+  void Expand(int64_t eb, int64_t n, float* expanded, int64_t ld) override {
+    MicroGemm(mk_, eb, n, d_.in_channels, block_expand_w_, d_.in_channels, x_panels_, expanded, ld,
+              false);
+  }
+
+  void Project(const float* dw, int64_t eb, int64_t cols, float* acc, int64_t ld,
+               bool accumulate) override {
+    MicroGemm(mk_, d_.out_channels, cols, eb, block_project_w_, eb, dw, acc, ld, accumulate);
+  }
+
+  void FillForComputeOnly() override {
+    if (d_.expand) {
+      std::fill(x_panels_, x_panels_ + d_.in_channels * x_.x_ld, 0.5f);
+      std::fill(block_expand_w_, block_expand_w_ + t_.e_block * d_.in_channels, 0.01f);
+    }
+    std::fill(block_project_w_, block_project_w_ + x_.out_rows * t_.e_block, 0.01f);
+  }
+
+ private:
+  const ConvChainDesc& d_;
+  const ConvChainTiling& t_;
+  ChainExtents x_;
+  const MicroKernel& mk_;
+  const float* expand_w_;
+  const float* project_w_;
+  float *x_panels_ = nullptr, *block_expand_w_ = nullptr, *block_project_w_ = nullptr;
+};
+
 class TileRunner {
  public:
   TileRunner(const ConvChainDesc& d, const ConvChainTiling& t, const float* packed, RunMode mode)
@@ -196,11 +277,8 @@ class TileRunner {
         t_(t),
         s_(d.depthwise),
         l_(LayoutOf(d, t)),
-        mk_(*FindMicroKernel(t.mr, t.nr)),
         mode_(mode),
         local_(static_cast<size_t>(LocalBytesOf(d, t, l_))),
-        expand_w_(packed),
-        project_w_(packed + ExpandPackedFloats(d, t)),
         offsets_(conv_detail::DepthwiseTapOffsets(s_, l_.band)) {
     out_view_.shape = OutShape(d);
     out_view_.y = d.y;
@@ -211,22 +289,14 @@ class TileRunner {
     dw_panels_ = local_.Take(t.e_block * l_.out_ld);
     acc_ = local_.Take(l_.out_rows * l_.out_ld);
     block_dw_w_ = local_.Take(t.e_block * Taps(d));
-    block_project_w_ = local_.Take(l_.out_rows * t.e_block);
-    if (d.expand) {
-      x_panels_ = local_.Take(d.in_channels * l_.x_ld);
-      expanded_ = local_.Take(t.e_block * l_.x_ld);
-      block_expand_w_ = local_.Take(t.e_block * d.in_channels);
-    }
+    if (d.expand) expanded_ = local_.Take(t.e_block * l_.x_ld);
+    products_ = ChainProductsOf(t).make(d, t, ExtentsOf(l_), packed, &local_);
     // Compute-only runs read whatever X's band and the weights hold: finite
     // values, not stale NaNs or denormals; copy-only runs finish zeroed tiles.
     if (mode == RunMode::kComputeOnly) {
-      if (d.expand) {
-        std::fill(x_panels_, x_panels_ + d.in_channels * l_.x_ld, 0.5f);
-        std::fill(block_expand_w_, block_expand_w_ + t.e_block * d.in_channels, 0.01f);
-      }
+      products_->FillForComputeOnly();
       std::fill(band_, band_ + l_.band.floats(), 0.5f);
       std::fill(block_dw_w_, block_dw_w_ + t.e_block * Taps(d), 0.1f);
-      std::fill(block_project_w_, block_project_w_ + l_.out_rows * t.e_block, 0.01f);
     }
     if (mode == RunMode::kCopyOnly) std::fill(acc_, acc_ + l_.out_rows * l_.out_ld, 0.0f);
   }
@@ -258,14 +328,18 @@ class TileRunner {
     if (r.begin == r.end) return;
     const BandGeometry g = conv_detail::BandOf(s_, tile.ps / s_.out_w);
     const BandRows b = RowsOf(s_, g, tile.p0 / s_.out_w);
-    if (mode_ != RunMode::kComputeOnly && d_.expand)
-      stats->bytes_global_to_local += 4 * PackXBand(tile.image, b);
+    if (mode_ != RunMode::kComputeOnly && d_.expand) {
+      const int64_t n = (b.r1 - b.r0) * s_.in_w;
+      products_->PackX(d_.x + (tile.image * d_.in_channels * s_.in_h + b.r0) * s_.in_w,
+                       s_.in_h * s_.in_w, n);
+      stats->bytes_global_to_local += 4 * d_.in_channels * n;
+    }
     for (int64_t block = r.begin; block < r.end; ++block) {
       const int64_t e0 = block * t_.e_block;
       const int64_t eb = std::min(t_.e_block, Expanded(d_) - e0);
       if (mode_ != RunMode::kComputeOnly) {
         CopyBlockWeights(e0, eb);
-        stats->bytes_global_to_local += 4 * BlockWeightFloats(d_, t_, eb);
+        stats->bytes_global_to_local += BlockWeightBytes(d_, t_, eb);
       }
       if (d_.expand && mode_ != RunMode::kCopyOnly) Expand(tile.image, e0, eb, b);
       for (int64_t e = 0; e < eb; ++e)
@@ -276,40 +350,22 @@ class TileRunner {
         ApplyEpilogue(d_.dw_act, dw_panels_, 0, 1, PanelFloats(tile.ps, eb, t_.nr), tile.image, e0,
                       0);
       if (mode_ != RunMode::kCopyOnly)
-        MicroGemm(mk_, d_.out_channels, tile.ps, eb, block_project_w_, eb, dw_panels_, acc_,
-                  l_.out_ld, block > r.begin);
+        products_->Project(dw_panels_, eb, tile.ps, acc_, l_.out_ld, block > r.begin);
     }
   }
 
-  // A block's weights into the local buffer: the expand's rows (padded to
-  // mr), the depthwise filters, the project's columns [e0, e0 + eb) of
-  // every (padded) output row, contiguous as the micro-kernels read them.
+  // A block's weights into the local buffer: the depthwise filters, and
+  // the products' expand rows and project columns.
   void CopyBlockWeights(int64_t e0, int64_t eb) {
     const int64_t taps = Taps(d_);
     std::memcpy(block_dw_w_, d_.dw_w + e0 * taps, static_cast<size_t>(eb * taps) * 4);
-    for (int64_t m = 0; m < l_.out_rows; ++m)
-      std::memcpy(block_project_w_ + m * eb, project_w_ + m * Expanded(d_) + e0,
-                  static_cast<size_t>(eb) * 4);
-    if (d_.expand)
-      std::memcpy(block_expand_w_, expand_w_ + e0 * d_.in_channels,
-                  static_cast<size_t>(RoundUp(eb, t_.mr) * d_.in_channels) * 4);
-  }
-
-  // X's rows [r0, r1) of every input channel into B panels; returns the floats read.
-  int64_t PackXBand(int64_t image, const BandRows& b) {
-    const int64_t n = (b.r1 - b.r0) * s_.in_w;
-    for (int64_t c = 0; c < d_.in_channels; ++c) {
-      const float* src = d_.x + ((image * d_.in_channels + c) * s_.in_h + b.r0) * s_.in_w;
-      PackRowIntoPanels(src, n, c, d_.in_channels, t_.nr, x_panels_);
-    }
-    return d_.in_channels * n;
+    products_->CopyBlockWeights(e0, eb);
   }
 
   // Expanded channels [e0, e0 + eb) of the band's rows, biased and activated.
   void Expand(int64_t image, int64_t e0, int64_t eb, const BandRows& b) {
     const int64_t n = (b.r1 - b.r0) * s_.in_w;
-    MicroGemm(mk_, eb, n, d_.in_channels, block_expand_w_, d_.in_channels, x_panels_, expanded_,
-              l_.x_ld, false);
+    products_->Expand(eb, n, expanded_, l_.x_ld);
     AddRowBias(d_.expand_bias ? d_.expand_bias + e0 : nullptr, eb, n, l_.x_ld, expanded_);
     ApplyEpilogue(d_.expand_act, expanded_, l_.x_ld, eb, n, image, e0, 0);
   }
@@ -341,16 +397,13 @@ class TileRunner {
   const ConvChainTiling& t_;
   const ConvShape& s_;
   Layout l_;
-  const MicroKernel& mk_;
   RunMode mode_;
   LocalBuffer local_;
-  const float* expand_w_;
-  const float* project_w_;
   std::vector<int64_t> offsets_;
   ConvDesc out_view_;
   float *band_ = nullptr, *dw_out_ = nullptr, *dw_panels_ = nullptr, *acc_ = nullptr;
-  float *x_panels_ = nullptr, *expanded_ = nullptr;
-  float *block_dw_w_ = nullptr, *block_project_w_ = nullptr, *block_expand_w_ = nullptr;
+  float *expanded_ = nullptr, *block_dw_w_ = nullptr;
+  std::unique_ptr<ChainProducts> products_;
 };
 
 Status CheckActivations(const std::vector<EpilogueOp>& ops, const char* stage) {
@@ -402,6 +455,15 @@ Status ValidateConvChain(const ConvChainDesc& d, const ConvChainTiling& t,
     return Error(
         ErrorCode::kInvalidArgument,
         "tiling: rows and e_block must be positive, e_block a multiple of mr: " + t.ToString());
+  if (t.precision == Precision::kBf16) {
+    if (FindBf16MicroKernel(t.mr, t.nr) == nullptr)
+      return Error(ErrorCode::kInvalidArgument, NoBf16MicroKernel(t.mr, t.nr));
+    if (t.e_block % 2 != 0)
+      return Error(ErrorCode::kInvalidArgument,
+                   fmt::format("tiling.e_block: {} is odd; in bf16 the blocks of expanded "
+                               "channels start on the micro-kernels' k-pairs",
+                               t.e_block));
+  }
   return CheckMicroTileAndBuffer(t.mr, t.nr, ConvChainLocalBytes(d, t), config,
                                  [&] { return t.ToString(); });
 }
@@ -434,16 +496,43 @@ double ConvChainWorkRatio(const ConvChainDesc& d, const ConvChainTiling& t) {
 }
 
 int64_t PrePackedConvChainWeightFloats(const ConvChainDesc& d, const ConvChainTiling& t) {
-  return ExpandPackedFloats(d, t) + RoundUp(d.out_channels, t.mr) * Expanded(d);
+  return ChainProductsOf(t).packed_floats(d, t);
 }
 
 void PrePackConvChainWeights(const ConvChainDesc& d, const ConvChainTiling& t, float* dst) {
-  const int64_t e = Expanded(d);
-  const int64_t expand = ExpandPackedFloats(d, t);
-  std::fill(dst, dst + PrePackedConvChainWeightFloats(d, t), 0.0f);
-  if (d.expand) std::copy(d.expand_w, d.expand_w + e * d.in_channels, dst);
-  std::copy(d.project_w, d.project_w + d.out_channels * e, dst + expand);
+  ChainProductsOf(t).prepack(d, t, dst);
 }
+
+namespace conv_detail {
+
+const ChainProductsOps& F32ChainProducts() {
+  static const ChainProductsOps ops{
+      F32Products::LocalBytes,
+      [](const ConvChainDesc& d, const ConvChainTiling& t) {
+        return ExpandPackedFloats(d, t) + RoundUp(d.out_channels, t.mr) * Expanded(d);
+      },
+      [](const ConvChainDesc& d, const ConvChainTiling& t, float* dst) {
+        const int64_t e = Expanded(d);
+        std::fill(dst, dst + F32ChainProducts().packed_floats(d, t), 0.0f);
+        if (d.expand) std::copy(d.expand_w, d.expand_w + e * d.in_channels, dst);
+        std::copy(d.project_w, d.project_w + d.out_channels * e, dst + ExpandPackedFloats(d, t));
+      },
+      [](const ConvChainDesc& d, const ConvChainTiling& t, int64_t eb) -> int64_t {
+        const int64_t expand = d.expand ? RoundUp(eb, t.mr) * d.in_channels : 0;
+        return 4 * (RoundUp(d.out_channels, t.mr) * eb + expand);
+      },
+      [](const ConvChainDesc& d, const ConvChainTiling& t, const ChainExtents& x,
+         const float* packed, LocalBuffer* local) -> std::unique_ptr<ChainProducts> {
+        return std::make_unique<F32Products>(d, t, x, packed, local);
+      }};
+  return ops;
+}
+
+const ChainProductsOps& ChainProductsOf(const ConvChainTiling& t) {
+  return t.precision == Precision::kBf16 ? Bf16ChainProducts() : F32ChainProducts();
+}
+
+}  // namespace conv_detail
 
 namespace {
 
@@ -556,7 +645,7 @@ TileFigures FiguresOf(const ConvChainDesc& d, const ConvChainTiling& t, const Co
   const BandGeometry g = conv_detail::BandOf(s, c.ps / s.out_w);
   const BandRows b = RowsOf(s, g, c.p0 / s.out_w);
   const int64_t in_pix = (b.r1 - b.r0) * s.in_w;
-  f.bytes_in = 4.0 * RangeWeightFloats(d, t, r);
+  f.bytes_in = static_cast<double>(RangeWeightBytes(d, t, r));
   f.bytes_in +=
       d.expand ? 4.0 * d.in_channels * in_pix : 4.0 * e * conv_detail::BandReadFloats(s, b.ih0, g);
   const double expand = d.expand ? static_cast<double>(in_pix) * e * d.in_channels : 0;

@@ -8,7 +8,8 @@
 // channels, each with its bias; the activations are ReLU6 in MobileNetV2,
 // the epilogue its residual Add), and the same without the expand: a
 // depthwise convolution fused with the pointwise one after it. NCHW in and
-// out, f32.
+// out, f32; the expand and project products in f32 or bf16
+// (ConvChainTiling::precision, conv_chain_products.h).
 //
 // A tile is a band of `rows` output rows of one image, all C' output
 // channels. For each block of e_block expanded channels the tile:
@@ -40,6 +41,7 @@
 #include "common/status.h"
 #include "kernels/conv.h"
 #include "kernels/epilogue.h"
+#include "kernels/precision.h"
 #include "kernels/traffic.h"
 
 namespace fusetune::kernels {
@@ -81,7 +83,16 @@ struct ConvChainTiling {
   // images, whose few bands would leave a thread idle or recompute most of
   // the expand; the partial sums are traffic the estimate counts.
   bool split_expanded = false;
-  std::string ToString() const;  // "rows=4 e=32 micro=8x32", + " split=e" when split
+  // bf16: the expand and project weights pre-packed in bf16, X's band and
+  // the depthwise outputs rounded to the bf16 micro-kernels' k-pairs as
+  // they are packed in the local buffer, products on vdpbf16ps with f32
+  // sums; the depthwise stage, biases, activations and epilogue in f32.
+  // Needs an even e_block (blocks start on k-pairs) and a micro-tile with a
+  // bf16 micro-kernel. Within the bf16 GEMM's bound for each product
+  // (docs/PRECISION.md).
+  Precision precision = Precision::kF32;
+  // "rows=4 e=32 micro=8x32", + " split=e" when split, + " bf16"
+  std::string ToString() const;
   bool operator==(const ConvChainTiling&) const = default;
 };
 

@@ -145,6 +145,40 @@ TEST(PrecisionSpace, ConvOffersBf16ForImplicitGemmAndDirect) {
   ExpectBf16TextRoundTrips<kernels::ConvTiling>(KernelTemplate::kConv);
 }
 
+constexpr const char* kInvertedResidual = R"(graph g opset 17 { input x: f32[1, 8, 12, 12]
+  const we: f32[48, 8, 1, 1]  const be: f32[48]  const wd: f32[48, 1, 3, 3]  const bd: f32[48]
+  const wp: f32[8, 48, 1, 1]  const bp: f32[8]  const zero: f32[] = [0]  const six: f32[] = [6]
+  e = Conv(x, we, be)  re = Clip(e, zero, six)  d = Conv(re, wd, bd) {group=48, pads=[1, 1, 1, 1]}
+  rd = Clip(d, zero, six)  p = Conv(rd, wp, bp)  a = Add(p, x)  output a })";
+
+// A conv chain offers bf16 (kernels/conv_chain.h) for its points with a
+// bf16 micro-kernel and an even block of expanded channels; its text
+// round-trips.
+TEST(PrecisionSpace, ConvChainOffersBf16WithEvenBlocksAndBf16MicroTiles) {
+  graph::Graph g = testing::Parse(kInvertedResidual);
+  const std::vector<int32_t> chain = {0, 1, 2, 3, 4, 5};
+  kernels::KernelConfig config;
+  FusionSpace f32_space(g, config);
+  const TilingSpace& f32 = f32_space.Tilings(chain);
+  ASSERT_EQ(TilingTemplate(f32.Default()), KernelTemplate::kConvChain);
+  EXPECT_FALSE(f32.Offers(kernels::Precision::kBf16));
+  EXPECT_EQ(CountBf16(f32), 0);
+  config.offer_bf16 = true;
+  FusionSpace mixed_space(g, config);
+  const TilingSpace& mixed = mixed_space.Tilings(chain);
+  EXPECT_TRUE(mixed.Offers(kernels::Precision::kBf16));
+  const int bf16 = CountBf16(mixed);
+  EXPECT_GT(bf16, 0);
+  EXPECT_EQ(mixed.size() - bf16, f32.size()) << "the f32 points are the same";
+  for (const Tiling& t : mixed.Enumerate()) {
+    const auto& c = std::get<kernels::ConvChainTiling>(t);
+    if (c.precision != kernels::Precision::kBf16) continue;
+    EXPECT_EQ(c.e_block % 2, 0) << c.ToString();
+    EXPECT_NE(kernels::FindBf16MicroKernel(c.mr, c.nr), nullptr) << c.ToString();
+  }
+  ExpectBf16TextRoundTrips<kernels::ConvChainTiling>(KernelTemplate::kConvChain);
+}
+
 TEST(PrecisionSpace, TilingTextRoundTrips) {
   ExpectBf16TextRoundTrips<kernels::GemmTiling>(KernelTemplate::kGemm);
   kernels::GemmTiling t;

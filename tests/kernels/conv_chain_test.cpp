@@ -2,14 +2,17 @@
 // depthwise -> pointwise) against the unfused definition in double:
 // MobileNetV2's block shapes scaled down, strides, padded micro-tiles,
 // tilings and threads, epilogues, pre-packed and not; run modes, the
-// estimate against what a run counts, the work ratio, and its errors.
+// estimate against what a run counts, the work ratio, and its errors; in
+// bf16, within the bf16 GEMM's bound carried through the chain's stages.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "kernels/conv_chain.h"
 #include "kernels/estimate.h"
 #include "kernels/microkernel.h"
+#include "kernels/microkernel_bf16.h"
 #include "tests/kernels/conv_test_util.h"
 
 namespace fusetune::kernels {
@@ -30,6 +33,9 @@ struct Problem {
   ConvChainDesc d;
   std::vector<float> x, we, be, wd, bd, wp, bp, r, y;
   std::vector<double> want;
+  // The stages' shapes and exact activated outputs (for the bf16 bound).
+  ConvShape expand_shape, dw_shape, project_shape;
+  std::vector<double> hidden, mid;
 };
 
 std::vector<float> Random(Rng& rng, int64_t n) {
@@ -68,6 +74,11 @@ Problem MakeProblem(const Block& b, uint64_t seed = 3) {
   std::vector<double> mid = ReferenceConv(dw, ToFloat(hidden), p.wd, p.bd);
   Relu6(&mid);
   p.want = ReferenceConv(project, ToFloat(mid), p.wp, p.bp);
+  p.expand_shape = expand;
+  p.dw_shape = dw;
+  p.project_shape = project;
+  p.hidden = hidden;
+  p.mid = mid;
   p.y.assign(p.want.size(), -1.0f);
   if (b.residual) {
     p.r = Random(rng, static_cast<int64_t>(p.want.size()));
@@ -103,6 +114,54 @@ double MaxRelError(const Problem& p) {
     scale = std::max(scale, std::abs(p.want[i]));
   }
   return err / scale;
+}
+
+std::vector<float> Abs(const std::vector<float>& v) {
+  std::vector<float> a(v.size());
+  for (size_t i = 0; i < v.size(); ++i) a[i] = std::abs(v[i]);
+  return a;
+}
+std::vector<float> Abs(const std::vector<double>& v) {
+  std::vector<float> a(v.size());
+  for (size_t i = 0; i < v.size(); ++i) a[i] = static_cast<float>(std::abs(v[i]));
+  return a;
+}
+
+// The bound a bf16 chain's output is held to: the bf16 GEMM's for each
+// product, (2u + u^2 + K 2^-23) sum |w||x| with u = 2^-8 (docs/PRECISION.md),
+// carried through the stages: the activations (ReLU6) do not grow an error,
+// the depthwise stage (f32) multiplies it by |w_dw| and adds its own f32
+// roundings, the project multiplies it by |w_p| (rounded to bf16 too).
+std::vector<double> Bf16ChainBound(const Problem& p) {
+  const double u = std::ldexp(1.0, -8), f32 = 4 * std::ldexp(1.0, -24);
+  auto per_product = [&](int64_t k) {
+    return 2 * u + u * u + static_cast<double>(k) * std::ldexp(1.0, -23);
+  };
+  const ConvShape& dw = p.dw_shape;
+  std::vector<double> hidden_err(p.hidden.size(), 0.0);
+  if (p.d.expand) {
+    const std::vector<double> mag = ReferenceConv(p.expand_shape, Abs(p.x), Abs(p.we), {});
+    const int64_t pixels = p.expand_shape.pixels();
+    for (size_t i = 0; i < mag.size(); ++i)
+      hidden_err[i] = per_product(p.d.in_channels) * mag[i] +
+                      f32 * (mag[i] + std::abs(p.be[i / pixels % dw.in_channels]));
+  }
+  const double dw_f32 = static_cast<double>(dw.kernel_h * dw.kernel_w + 2) * std::ldexp(1.0, -24);
+  std::vector<double> mid_err = ReferenceConv(dw, Abs(hidden_err), Abs(p.wd), {});
+  const std::vector<double> dw_mag = ReferenceConv(dw, Abs(p.hidden), Abs(p.wd), {});
+  for (size_t i = 0; i < mid_err.size(); ++i)
+    mid_err[i] += dw_f32 * (dw_mag[i] + std::abs(p.bd[i / dw.pixels() % dw.out_channels]));
+  const double per = per_product(dw.out_channels);
+  const std::vector<double> carried = ReferenceConv(p.project_shape, Abs(mid_err), Abs(p.wp), {});
+  const std::vector<double> mag = ReferenceConv(p.project_shape, Abs(p.mid), Abs(p.wp), {});
+  std::vector<double> bound(mag.size());
+  const int64_t pixels = p.project_shape.pixels();
+  for (size_t i = 0; i < bound.size(); ++i) {
+    const double added =
+        std::abs(p.bp[i / pixels % p.d.out_channels]) + (p.r.empty() ? 0.0 : std::abs(p.r[i]));
+    bound[i] = 1.001 * ((1 + per) * carried[i] + per * mag[i] + f32 * (mag[i] + added)) + 1e-30;
+  }
+  return bound;
 }
 
 ConvChainTiling ChainTiling(int64_t rows, int64_t e_block, std::pair<int, int> micro = {0, 0},
@@ -165,12 +224,81 @@ TEST(ConvChain, EveryMicroTileThreadsAndUnpackedWeights) {
   }
 }
 
+// The largest ratio of a bf16 run's error to Bf16ChainBound (<= 1 passes).
+double Bf16BoundRatio(const Block& b, const ConvChainTiling& tiling, int threads = 2,
+                      bool prepack = true) {
+  ConvChainTiling t = tiling;
+  t.precision = Precision::kBf16;
+  Problem p = MakeProblem(b, 5);
+  std::vector<float> packed;
+  if (prepack) {
+    packed.resize(PrePackedConvChainWeightFloats(p.d, t));
+    PrePackConvChainWeights(p.d, t, packed.data());
+    p.d.w_packed = packed.data();
+  }
+  KernelConfig config;
+  config.threads = threads;
+  const Result<KernelStats> stats = RunConvChain(p.d, t, config);
+  EXPECT_TRUE(stats.ok()) << (stats.ok() ? "" : stats.error().message()) << " " << t.ToString();
+  if (!stats.ok()) return 1e9;
+  const std::vector<double> bound = Bf16ChainBound(p);
+  double worst = 0;
+  for (size_t i = 0; i < bound.size(); ++i)
+    worst = std::max(worst, std::abs(double(p.y[i]) - p.want[i]) / bound[i]);
+  return worst;
+}
+
+TEST(ConvChainBf16, InvertedResidualsWithinTheBound) {
+  const Block blocks[] = {
+      {1, 16, 20, 20, 96, 24, 3, 2, true, false}, {1, 24, 14, 14, 144, 24, 3, 1, true, true},
+      {1, 15, 9, 11, 50, 21, 3, 1, true, true},  // odd C, C', E
+      {2, 8, 11, 13, 48, 16, 3, 1, true, true},   {1, 32, 20, 20, 32, 16, 3, 1, false, false},
+      {1, 13, 9, 31, 13, 20, 5, 2, false, false},  // no expand, odd channels
+  };
+  for (const Block& b : blocks)
+    for (int64_t r : {1, 3, 100})
+      for (int64_t eb : {16, 48})
+        for (bool split : {false, true}) {
+          const double ratio = Bf16BoundRatio(b, ChainTiling(r, eb, {0, 0}, split));
+          EXPECT_LE(ratio, 1.0) << "c=" << b.c << " e=" << b.e << " out=" << b.out << " rows=" << r
+                                << " e_block=" << eb << " split=" << split;
+          EXPECT_GT(ratio, 0.0);  // not the f32 result: the bound is what holds it
+        }
+}
+
+TEST(ConvChainBf16, EveryBf16MicroTileThreadsAndUnpackedWeights) {
+  const Block b{1, 23, 10, 23, 74, 28, 3, 1, true, true};
+  for (auto [mr, nr] : Bf16MicroTileShapes()) {
+    if (IsThinMicroTile(mr, nr)) continue;
+    const int64_t eb = static_cast<int64_t>(mr) * 2;  // even; 74 is not a multiple of every block
+    for (int threads : {1, 2, 3})
+      for (bool split : {false, true})
+        EXPECT_LE(Bf16BoundRatio(b, ChainTiling(2, eb, {mr, nr}, split), threads), 1.0)
+            << mr << "x" << nr << " threads " << threads << " split " << split;
+    EXPECT_LE(Bf16BoundRatio(b, ChainTiling(4, eb, {mr, nr}), 2, /*prepack=*/false), 1.0);
+  }
+}
+
+TEST(ConvChainBf16, HalvesTheWeightsBytesAndTheLocalBuffer) {
+  Problem p = MakeProblem(Block{1, 24, 14, 14, 144, 24, 3, 1, true, true});
+  ConvChainTiling f32 = ChainTiling(2, 48), bf16 = f32;
+  bf16.precision = Precision::kBf16;
+  EXPECT_EQ(PrePackedConvChainWeightFloats(p.d, bf16),
+            PrePackedConvChainWeightFloats(p.d, f32) / 2);  // even rows: exactly half
+  EXPECT_LT(ConvChainLocalBytes(p.d, bf16), ConvChainLocalBytes(p.d, f32));
+  const TilingEstimate a = EstimateConvChain(p.d, f32, 2), b = EstimateConvChain(p.d, bf16, 2);
+  EXPECT_LT(b.bytes_in, a.bytes_in);
+  EXPECT_EQ(b.bytes_out, a.bytes_out);
+  EXPECT_EQ(bf16.ToString(), f32.ToString() + " bf16");
+}
+
 TEST(ConvChain, RunModesCountAlikeAndTheEstimateMatches) {
-  for (int variant = 0; variant < 4; ++variant) {
-    const bool expand = variant % 2 == 0, split = variant >= 2;
+  for (int variant = 0; variant < 8; ++variant) {
+    const bool expand = variant % 2 == 0, split = variant % 4 >= 2, bf16 = variant >= 4;
     Block b{1, 16, 12, 12, 48, 24, 3, 2, expand, true};
     if (!expand) b.e = b.c;
-    const ConvChainTiling t = ChainTiling(2, 16, {0, 0}, split);
+    ConvChainTiling t = ChainTiling(2, 16, {0, 0}, split);
+    if (bf16) t.precision = Precision::kBf16;
     Problem p = MakeProblem(b);
     KernelConfig config;
     const Result<KernelStats> full = RunConvChain(p.d, t, config, RunMode::kFull);
@@ -228,6 +356,16 @@ TEST(ConvChain, ErrorsNameWhatIsWrong) {
   EXPECT_NE(message(bad, ChainTiling(2, 48)).find("channels"), std::string::npos);
   const Result<KernelStats> run = RunConvChain(bad, ChainTiling(2, 48), config);
   EXPECT_FALSE(run.ok());
+
+  ConvChainTiling bf16 = ChainTiling(2, 42, {6, 32});
+  bf16.precision = Precision::kBf16;
+  EXPECT_EQ(message(p.d, bf16), "ok");
+  bf16 = ChainTiling(2, 21, {7, 32});
+  bf16.precision = Precision::kBf16;
+  EXPECT_NE(message(p.d, bf16).find("k-pairs"), std::string::npos);
+  bf16 = ChainTiling(2, 48, {4, 24});
+  bf16.precision = Precision::kBf16;
+  EXPECT_NE(message(p.d, bf16).find("no bf16 micro-kernel"), std::string::npos);
 }
 
 }  // namespace

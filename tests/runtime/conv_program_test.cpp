@@ -288,9 +288,9 @@ TEST(ConvProgram, GlobalPoolsFusedIntoConvsInEveryPlan) {
   EXPECT_GT(pooled, 40);  // random plans drew pooled convs with random tilings
 }
 
-// Under a mixed policy every conv group of the greedy plan given a bf16
-// tiling drawn from its space, im2col's in even trials and direct's in odd
-// ones (where the group has one): the program pre-packs bf16 weights
+// Under a mixed policy every conv and conv-chain group of the greedy plan
+// given a bf16 tiling drawn from its space, im2col's in even trials and
+// direct's in odd ones (where the group has one): the program pre-packs bf16 weights
 // and its outputs stay within what bf16 products allow (2^-8 per operand,
 // summed over at most 216 terms here: 2e-2 of the output's scale is far
 // above what random signs leave, which is about 1e-3).
@@ -304,7 +304,7 @@ TEST(ConvProgram, Bf16ConvGroupsMatchTheReferenceWithinBf16Rounding) {
   auto want = graph::RunReference(g, feeds);
   ASSERT_TRUE(want.ok()) << want.error().message();
   Rng rng(40);
-  int direct = 0;
+  int direct = 0, chains = 0;
   for (int trial = 0; trial < 4; ++trial) {
     const kernels::ConvAlgorithm algorithm =
         trial % 2 ? kernels::ConvAlgorithm::kDirect : kernels::ConvAlgorithm::kIm2colGemm;
@@ -313,18 +313,20 @@ TEST(ConvProgram, Bf16ConvGroupsMatchTheReferenceWithinBf16Rounding) {
     for (fusion_space::PlanGroup& group : plan.groups) {
       std::vector<fusion_space::Tiling> points, of_algorithm;
       for (const fusion_space::Tiling& t : space.Tilings(group.nodes).Enumerate())
-        if (fusion_space::TilingTemplate(t) == fusion_space::KernelTemplate::kConv &&
-            fusion_space::TilingPrecision(t) == kernels::Precision::kBf16) {
+        if (fusion_space::TilingPrecision(t) == kernels::Precision::kBf16) {
           points.push_back(t);
-          if (std::get<kernels::ConvTiling>(t).algorithm == algorithm) of_algorithm.push_back(t);
+          const auto* conv = std::get_if<kernels::ConvTiling>(&t);
+          if (conv && conv->algorithm == algorithm) of_algorithm.push_back(t);
         }
       if (points.empty()) continue;
       if (!of_algorithm.empty()) points = of_algorithm;
       direct += algorithm == kernels::ConvAlgorithm::kDirect && !of_algorithm.empty();
+      chains +=
+          fusion_space::TilingTemplate(points.front()) == fusion_space::KernelTemplate::kConvChain;
       group.tiling = points[rng.Below(points.size())];
       ++bf16;
     }
-    EXPECT_GE(bf16, 3) << Describe(space, plan);  // c0, c1 and c4; c2 and c3 are a chain
+    EXPECT_GE(bf16, 4) << Describe(space, plan);  // c0, c1 and c4, and the chain of c2 and c3
     auto exe = KernelProgram::Compile(space, plan);
     ASSERT_TRUE(exe.ok()) << exe.error().message();
     for (int run = 0; run < 2; ++run) {
@@ -336,6 +338,7 @@ TEST(ConvProgram, Bf16ConvGroupsMatchTheReferenceWithinBf16Rounding) {
     }
   }
   EXPECT_GE(direct, 2) << "direct bf16 groups ran";
+  EXPECT_EQ(chains, 4) << "the conv chain ran in bf16 in every trial";
 }
 
 }  // namespace
