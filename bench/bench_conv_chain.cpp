@@ -6,7 +6,10 @@
 // memory. Both sides are timed in the same run, 2 threads, pre-packed
 // weights, median of repeated runs on warm caches. Needs only ft_kernels.
 //
-//   bench_conv_chain [--quick] [BLOCK]   (BLOCK: a name's first word, "b15")
+// With --bf16 the fused block runs in bf16 too (ConvChainTiling::precision,
+// its own best tiling), printed beside the f32 one with their ratio.
+//
+//   bench_conv_chain [--quick] [--bf16] [BLOCK]   (BLOCK: a name's first word, "b15")
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -20,6 +23,7 @@
 #include "kernels/conv.h"
 #include "kernels/conv_chain.h"
 #include "kernels/microkernel.h"
+#include "kernels/microkernel_bf16.h"
 
 namespace fusetune::bench {
 namespace {
@@ -159,7 +163,8 @@ double Unfused(const BlockShape& b, bool quick, int reps) {
 }
 
 // The best fused time and its tiling.
-std::pair<double, ConvChainTiling> Fused(const BlockShape& b, bool quick, int reps) {
+std::pair<double, ConvChainTiling> Fused(const BlockShape& b, bool quick, int reps,
+                                         Precision precision = Precision::kF32) {
   const int64_t e = b.expand ? b.e : b.c;
   ConvChainDesc d;
   d.depthwise = Shape(e, b.size, e, 3, b.stride, e);
@@ -191,7 +196,8 @@ std::pair<double, ConvChainTiling> Fused(const BlockShape& b, bool quick, int re
       for (auto [mr, nr] : MicroTileShapes())
         for (bool split : {false, true}) {
           if ((quick && (mr != 8 || nr != 32)) || IsThinMicroTile(mr, nr)) continue;
-          const ConvChainTiling t{rows, eb, mr, nr, split};
+          if (precision == Precision::kBf16 && FindBf16MicroKernel(mr, nr) == nullptr) continue;
+          const ConvChainTiling t{rows, eb, mr, nr, split, precision};
           if (!ConvChainTilingFits(d, t, config)) continue;
           std::vector<float> packed(PrePackedConvChainWeightFloats(d, t));
           PrePackConvChainWeights(d, t, packed.data());
@@ -207,18 +213,21 @@ std::pair<double, ConvChainTiling> Fused(const BlockShape& b, bool quick, int re
 
 int main(int argc, char** argv) {
   using namespace fusetune::bench;
-  bool quick = false;
+  bool quick = false, bf16 = false;
   std::string only;  // a block name's prefix ("b15"): that block alone
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0)
       quick = true;
+    else if (std::strcmp(argv[i], "--bf16") == 0)
+      bf16 = true;
     else
       only = argv[i];
   }
   const int reps = quick ? 7 : 15;
   fmt::print("{:<26} {:>10} {:>10} {:>7}  {}\n", "block", "unfused_ms", "fused_ms", "ratio",
              "fused tiling");
-  double total_unfused = 0, total_fused = 0;
+  if (bf16) fmt::print("{:<26} {:>10} {:>10} {:>7}  {}\n", "", "", "bf16_ms", "vs f32", "tiling");
+  double total_unfused = 0, total_fused = 0, total_bf16 = 0;
   for (const BlockShape& b : kBlocks) {
     if (!only.empty() && std::string(b.name).rfind(only + " ", 0) != 0) continue;
     const double u = Unfused(b, quick, reps);
@@ -227,7 +236,14 @@ int main(int argc, char** argv) {
     total_fused += f;
     fmt::print("{:<26} {:>10.4f} {:>10.4f} {:>6.2f}x  {}\n", b.name, u * 1e3, f * 1e3, u / f,
                t.ToString());
+    if (!bf16) continue;
+    const auto [h, th] = Fused(b, quick, reps, fusetune::kernels::Precision::kBf16);
+    total_bf16 += h;
+    fmt::print("{:<26} {:>10} {:>10.4f} {:>6.2f}x  {}\n", "", "", h * 1e3, f / h, th.ToString());
   }
+  if (bf16)
+    fmt::print("{:<26} {:>10} {:>10.4f} {:>6.2f}x  (bf16 fused against f32 fused)\n", "sum in bf16",
+               "", total_bf16 * 1e3, total_fused / total_bf16);
   fmt::print("{:<26} {:>10.4f} {:>10.4f} {:>6.2f}x\n", "sum (each shape once)", total_unfused * 1e3,
              total_fused * 1e3, total_unfused / total_fused);
 }
