@@ -407,8 +407,8 @@ bool FirstOfItsKind(const std::vector<int64_t>& list, int64_t value, Key&& key) 
 
 bool ConvTilingCanonical(const kernels::ConvShape& s, const kernels::ConvTiling& t) {
   using kernels::ConvAlgorithm;
-  // bf16 is im2col's and direct's (kernels/conv.h): the other algorithms'
-  // bf16 points would be refused by the kernel's check.
+  // bf16 is im2col's, direct's and Winograd F(2x2)'s (kernels/conv.h): the
+  // other algorithms' bf16 points would be refused by the kernel's check.
   if (t.precision != kernels::Precision::kF32 && !kernels::ConvAlgorithmHasBf16(t.algorithm))
     return false;
   if (!kernels::ConvAlgorithmUsesMicroTile(t.algorithm) &&

@@ -33,7 +33,10 @@ inline float Bf16ToFloat(Bf16 h) {
 void ConvertToBf16(const float* src, int64_t n, Bf16* dst);
 // Two rows of n floats to n pairs: dst[2j] = bf16(first[j]), dst[2j + 1] =
 // bf16(second[j]) (0 when `second` is null): the k-pair layout of the bf16
-// micro-kernels' B panels (kernels/microkernel_bf16.h).
+// micro-kernels' B panels (kernels/microkernel_bf16.h). In place too: dst
+// may lie at or below `first` (each 16 columns of both rows are read before
+// their pairs are written, and pair j never lies past first[j]) when
+// `second` lies at or past first + n.
 void InterleaveToBf16Pairs(const float* first, const float* second, int64_t n, Bf16* dst);
 
 }  // namespace fusetune::kernels

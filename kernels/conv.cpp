@@ -41,7 +41,8 @@ std::optional<ConvAlgorithm> ConvAlgorithmFromName(const std::string& name) {
 }
 
 bool ConvAlgorithmHasBf16(ConvAlgorithm algorithm) {
-  return algorithm == ConvAlgorithm::kIm2colGemm || algorithm == ConvAlgorithm::kDirect;
+  return algorithm == ConvAlgorithm::kIm2colGemm || algorithm == ConvAlgorithm::kDirect ||
+         algorithm == ConvAlgorithm::kWinograd2;
 }
 
 bool ConvAlgorithmUsesMicroTile(ConvAlgorithm algorithm) {
@@ -541,8 +542,8 @@ Status CheckConv(const ConvDesc& d, const ConvTiling& t, const KernelConfig& con
                        " needs whole rows, which a conv tile does not hold");
   if (t.precision != Precision::kF32 && !ConvAlgorithmHasBf16(t.algorithm))
     return Error(ErrorCode::kInvalidArgument,
-                 fmt::format("tiling.precision: {} is computed by im2col_gemm and direct only, "
-                             "not {}",
+                 fmt::format("tiling.precision: {} is computed by im2col_gemm, direct and "
+                             "winograd2 only, not {} (conv.h's ConvAlgorithmHasBf16)",
                              PrecisionName(t.precision), ConvAlgorithmName(t.algorithm)));
   const ConvAlgorithmOps& ops = OpsOf(t);
   FT_RETURN_IF_ERROR(ops.check_tiling(d, t));

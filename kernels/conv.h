@@ -24,7 +24,10 @@
 //                (alpha x alpha) batched GEMMs (tiles x input channels times
 //                input channels x output channels), and transformed back. Less
 //                exact than the direct forms: tolerances in conv_winograd.h.
-//                (im2col and direct also compute in bf16: ConvTiling::precision.)
+//                In bf16 (F(2x2) only) the batched GEMMs take V and U
+//                rounded to bf16 k-pairs (transforms and sums in f32).
+//                (im2col, direct and Winograd F(2x2) compute in bf16 too:
+//                ConvTiling::precision.)
 //   kDepthwise   groups == in_channels == out_channels: each channel with its
 //                own kh x kw filter, vectorised over output columns; on
 //                NCHW16c in and out, over 16 channels instead, which fills
@@ -150,12 +153,15 @@ struct ConvTiling {
   // layout, but a global pool's [N, C] output is NCHW.
   ActivationLayout in_layout = ActivationLayout::kNCHW;
   ActivationLayout out_layout = ActivationLayout::kNCHW;
-  // bf16 (kernels/precision.h): im2col and direct (ConvAlgorithmHasBf16).
-  // W pre-packed in bf16; the input rounded to bf16 pairs in the local
-  // buffer (im2col: each B block, as the bf16 micro-kernels' k-pairs;
-  // direct: each band, as pairs of input channels); products on vdpbf16ps
-  // with f32 sums; bias, epilogue and pools in f32. Within the bf16 GEMM's
-  // bound (docs/PRECISION.md).
+  // bf16 (kernels/precision.h): im2col, direct and Winograd F(2x2)
+  // (ConvAlgorithmHasBf16). W pre-packed in bf16 (Winograd: its transform
+  // U); the input rounded to bf16 pairs in the local buffer (im2col: each
+  // B block, as the bf16 micro-kernels' k-pairs; direct: each band, as pairs
+  // of input channels; Winograd: its transform V, as k-pairs); products on
+  // vdpbf16ps with f32 sums; bias, epilogue and pools in f32. im2col and
+  // direct within the bf16 GEMM's bound (docs/PRECISION.md); Winograd
+  // within conv_winograd.h's bf16 tolerance (its transforms amplify the
+  // rounding of V and U).
   Precision precision = Precision::kF32;
   std::string ToString() const;
   bool operator==(const ConvTiling&) const = default;
@@ -164,9 +170,12 @@ struct ConvTiling {
 // Ok when `algorithm` can compute `shape` at all (Winograd: 3x3 stride 1,
 // ...); the error says why not.
 Status ConvAlgorithmApplies(const ConvShape& shape, ConvAlgorithm algorithm);
-// Whether the algorithm has a bf16 form (ConvTiling::precision): im2col
-// and direct. Winograd's transformed values and depthwise's per-channel
-// taps stay f32.
+// Whether the algorithm has a bf16 form (ConvTiling::precision): im2col,
+// direct and Winograd F(2x2,3x3). F(4x4,3x3)'s transforms amplify bf16's
+// rounding of V and U to 4-7% of the output's scale (conv_winograd.h):
+// past any useful error budget, so it stays f32. Depthwise's per-channel
+// taps stay f32 too (it has no dot products to pair and its traffic is
+// activations, not weights).
 bool ConvAlgorithmHasBf16(ConvAlgorithm algorithm);
 // Which tiling fields an algorithm reads: the others are ignored, and the
 // tiling space keeps one value of them so that no two points are the same.

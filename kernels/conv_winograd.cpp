@@ -36,10 +36,12 @@
 #include <immintrin.h>
 #endif
 
+#include "kernels/bf16.h"
 #include "kernels/conv_algorithm.h"
 #include "kernels/conv_rows.h"
 #include "kernels/conv_winograd.h"
 #include "kernels/microkernel.h"
+#include "kernels/microkernel_bf16.h"
 
 namespace fusetune::kernels::conv_detail {
 
@@ -158,13 +160,23 @@ void TransformWeightOf(int m, const float* g, float* u, int64_t us_i, int64_t us
 
 // Everything the kernel, its buffer size and its estimate derive from a
 // tiling, in one place so that they agree.
+//
+// In bf16 (ConvTiling::precision) the GEMMs run on the bf16 micro-kernels:
+// U is pre-packed in bf16 as their B panels ([alpha^2][oc panel][ic pair]
+// [nr][2]); V is computed in f32 as above, then each point's slivers are
+// rounded in place to k-pairs ([tile sliver][ic pair][mr] 32-bit words,
+// the micro-kernels' packed A). U and V are then counted in 32-bit words,
+// a word per channel in f32 and per channel pair in bf16; M and the
+// transforms stay f32.
 struct Geometry {
   int m, alpha, points, mr, nr;
+  bool bf16;
   int64_t tw;        // Winograd tiles across the output width
   int64_t uw;        // input columns per phase: tw + 1 (the halo of the last tile)
   int64_t rows_pb;   // output rows per band (the tile walk's, a multiple of m)
   int64_t tpad_max;  // tiles of a full band rounded up to mr
   int64_t kb;        // input channels per slice
+  int64_t kw;        // U's words per output channel of a slice: kb, or kb / 2 rounded up in bf16
   int64_t ocb;       // output channels per tile rounded up to nr (M's leading dimension)
   int64_t band_row;  // floats per band row: m phases of uw
   int64_t rows_in;   // band rows with the halo: rows_pb + 2
@@ -188,11 +200,13 @@ struct Geometry {
     rows_pb = std::min(rows_pb, RoundUp(s.out_h, m));
     tpad_max = RoundUp(rows_pb / m * tw, mr);
     kb = std::min(t.k_block, s.in_channels);
+    bf16 = t.precision == Precision::kBf16;
+    kw = Words(kb);
     ocb = RoundUp(std::min(t.oc_block, s.out_channels), nr);
     band_row = m * uw;
     rows_in = rows_pb + 2;
     band_floats = kb * rows_in * band_row + kLanes;  // slack past the last row
-    ustride = ocb * kb + kLanes;
+    ustride = ocb * kw + kLanes;
     vstride = kb * tpad_max + kLanes;
     mstride = ocb * tpad_max + kLanes;
     v_floats = points * vstride;
@@ -206,6 +220,11 @@ struct Geometry {
   int64_t oc_step, oc_blocks, slices;  // the tile walk's channel blocks, the input slices
 
   int64_t Floats() const { return band_floats + v_floats + u_floats + m_floats + out_floats; }
+  // The 32-bit words `channels` input channels take in U's panels and V's
+  // bf16 slivers.
+  int64_t Words(int64_t channels) const { return bf16 ? CeilDiv(channels, 2) : channels; }
+  // Bytes of one pre-packed transformed weight.
+  int64_t PackedWeightBytes() const { return bf16 ? 2 : 4; }
   // The pre-packed U of channel block `block` and slice `slice`: the local
   // buffer's U region as it will be, so that loading it is one copy.
   int64_t PackedBlock(int64_t block, int64_t slice) const {
@@ -225,7 +244,10 @@ Status Applies(const ConvShape& s) {
 }
 
 Status CheckTiling(const ConvDesc&, const ConvTiling& t) {
-  if (FindMicroKernel(t.mr, t.nr) == nullptr) {
+  if (t.precision == Precision::kBf16) {
+    if (FindBf16MicroKernel(t.mr, t.nr) == nullptr)
+      return Error(ErrorCode::kInvalidArgument, NoBf16MicroKernel(t.mr, t.nr));
+  } else if (FindMicroKernel(t.mr, t.nr) == nullptr) {
     std::string shapes;
     for (auto [m, n] : MicroTileShapes()) shapes += fmt::format(" {}x{}", m, n);
     return Error(
@@ -247,21 +269,36 @@ int64_t PackedFloats(const ConvDesc& d, const ConvTiling& t) {
   return g.oc_blocks * g.slices * g.u_floats;
 }
 
+// One filter's U = G g G^T into a block's U (`u`: point 0 of a channel
+// block and slice of kbh channels) as output channel o and input channel c
+// of it: in f32 at [point][o / nr][c][o % nr], in bf16 at [point][o / nr]
+// [c / 2][o % nr][c % 2].
+void StoreFilterU(const Geometry& g, const float* filter, int64_t o, int64_t c, int64_t kbh,
+                  float* u) {
+  const int64_t panel = (o / g.nr) * g.nr * g.Words(kbh);
+  if (!g.bf16) {
+    TransformWeightOf(g.m, filter, u + panel + c * g.nr + o % g.nr, g.alpha * g.ustride,
+                      g.ustride);
+    return;
+  }
+  float t[6 * 6];
+  TransformWeightOf(g.m, filter, t, g.alpha, 1);
+  Bf16* at = reinterpret_cast<Bf16*>(u + panel) + (c / 2 * g.nr + o % g.nr) * 2 + c % 2;
+  for (int pt = 0; pt < g.points; ++pt) at[2 * pt * g.ustride] = FloatToBf16(t[pt]);
+}
+
 // Packed layout: per (channel block, input slice), U as the local buffer
-// holds it: [alpha^2 (at ustride)][oc panel][ic of the slice][nr], padding
-// channels zero. Specific to the tiling's oc_block, k_block and nr.
+// holds it (StoreFilterU), padding channels zero. Specific to the tiling's
+// oc_block, k_block, nr and precision.
 void PrePack(const ConvDesc& d, const ConvTiling& t, float* dst) {
   const Geometry g(d, t);
   const ConvShape& s = d.shape;
   std::fill(dst, dst + PackedFloats(d, t), 0.0f);
   for (int64_t oc = 0; oc < s.out_channels; ++oc)
     for (int64_t ic = 0; ic < s.in_channels; ++ic) {
-      const int64_t o = oc % g.oc_step, c = ic % g.kb, slice = ic / g.kb;
-      const int64_t kbh = std::min(g.kb, s.in_channels - slice * g.kb);
-      float* u = dst + g.PackedBlock(oc / g.oc_step, slice) + (o / g.nr) * g.nr * kbh + c * g.nr +
-                 o % g.nr;
-      TransformWeightOf(g.m, d.w + (oc * s.in_channels + ic) * 9, u, g.alpha * g.ustride,
-                        g.ustride);
+      const int64_t slice = ic / g.kb, kbh = std::min(g.kb, s.in_channels - slice * g.kb);
+      StoreFilterU(g, d.w + (oc * s.in_channels + ic) * 9, oc % g.oc_step, ic % g.kb, kbh,
+                   dst + g.PackedBlock(oc / g.oc_step, slice));
     }
 }
 
@@ -367,6 +404,7 @@ class Runner {
         g_(d, t),
         mode_(mode),
         mk_(FindMicroKernel(t.mr, t.nr)),
+        bk_(g_.bf16 ? FindBf16MicroKernel(t.mr, t.nr) : nullptr),
         local_(static_cast<size_t>(LocalBytes(d, t))) {
     band_ = local_.Take(g_.band_floats);
     v_ = local_.Take(g_.v_floats);
@@ -425,6 +463,7 @@ class Runner {
           TransformInput<4>(kbh, tiles, tpad);
         else
           TransformInput<2>(kbh, tiles, tpad);
+        if (g_.bf16) RoundVToPairs(kbh, tpad);
       }
       Multiply(tile, kbh, tpad, slice > 0, NextWeights(tile, ic0, next));
     }
@@ -491,26 +530,24 @@ class Runner {
     u_oc0_ = tile.oc0;
     u_ic0_ = ic0;
     if (mode_ == RunMode::kComputeOnly) return;
-    const int64_t panels = CeilDiv(tile.ocs, g_.nr), ustride = g_.ustride;
+    const int64_t panels = CeilDiv(tile.ocs, g_.nr), ustride = g_.ustride,
+                  words = g_.Words(kbh);
     if (d_.w_packed != nullptr) {
       // One run (one stream for the hardware prefetcher), up to the last
       // point's panels.
       std::memcpy(u_, d_.w_packed + g_.PackedBlock(tile.oc0 / g_.oc_step, ic0 / g_.kb),
-                  sizeof(float) * ((g_.points - 1) * ustride + panels * g_.nr * kbh));
-      stats_.bytes_global_to_local +=
-          static_cast<int64_t>(sizeof(float)) * g_.points * tile.ocs * kbh;
+                  sizeof(float) * ((g_.points - 1) * ustride + panels * g_.nr * words));
+      stats_.bytes_global_to_local += g_.PackedWeightBytes() * g_.points * tile.ocs * kbh;
       return;
     }
-    if (tile.ocs % g_.nr != 0)  // the last panel's padding columns
+    // The last panel's padding columns (and in bf16 an odd slice's last
+    // pair): zeros.
+    if (tile.ocs % g_.nr != 0 || (g_.bf16 && kbh % 2 != 0))
       for (int pt = 0; pt < g_.points; ++pt)
-        std::fill(u_ + pt * ustride + (panels - 1) * g_.nr * kbh,
-                  u_ + pt * ustride + panels * g_.nr * kbh, 0.0f);
+        std::fill(u_ + pt * ustride, u_ + pt * ustride + panels * g_.nr * words, 0.0f);
     for (int64_t o = 0; o < tile.ocs; ++o)
-      for (int64_t c = 0; c < kbh; ++c) {
-        float* u = u_ + (o / g_.nr) * g_.nr * kbh + c * g_.nr + o % g_.nr;
-        TransformWeightOf(g_.m, d_.w + ((tile.oc0 + o) * s_.in_channels + ic0 + c) * 9, u,
-                          g_.alpha * ustride, ustride);
-      }
+      for (int64_t c = 0; c < kbh; ++c)
+        StoreFilterU(g_, d_.w + ((tile.oc0 + o) * s_.in_channels + ic0 + c) * 9, o, c, kbh, u_);
     stats_.bytes_global_to_local += static_cast<int64_t>(sizeof(float)) * 9 * tile.ocs * kbh;
   }
 
@@ -606,6 +643,44 @@ class Runner {
     }
   }
 
+  // bf16: each point's f32 slivers of V ([sliver][kbh][mr] floats) rounded
+  // in place to k-pairs ([sliver][kbh / 2 rounded up][mr] words, an odd
+  // slice's last pair ending in zeros): a word never lands past the floats
+  // still to be read (InterleaveToBf16Pairs' in-place rule).
+  void RoundVToPairs(int64_t kbh, int64_t tpad) {
+    const int mr = g_.mr;
+    const int64_t pairs = g_.Words(kbh);
+    for (int pt = 0; pt < g_.points; ++pt)
+      for (int64_t q = 0; q < tpad; q += mr) {
+        float* sliver = v_ + pt * g_.vstride + q * kbh;
+        float* words = v_ + pt * g_.vstride + q * pairs;
+        for (int64_t k = 0; k < pairs; ++k)
+          InterleaveToBf16Pairs(sliver + 2 * k * mr,
+                                2 * k + 1 < kbh ? sliver + (2 * k + 1) * mr : nullptr, mr,
+                                reinterpret_cast<Bf16*>(words + k * mr));
+      }
+  }
+
+  // One micro-tile of a point's GEMM, carrying `n` floats of the next U from
+  // copy_src to copy_dst (n 0: none); in bf16 on V's and U's k-pairs.
+  void MicroTile(int64_t kbh, const float* v, const float* u, float* m, bool accumulate,
+                 const float* copy_src, float* copy_dst, int64_t n) const {
+    if (g_.bf16) {
+      const auto* a = reinterpret_cast<const Bf16*>(v);
+      const auto* b = reinterpret_cast<const Bf16*>(u);
+      if (n > 0)
+        bk_->fn_packed_a_copy(g_.Words(kbh), a, 0, b, m, g_.ocb, accumulate, copy_src, copy_dst,
+                              n);
+      else
+        bk_->fn_packed_a(g_.Words(kbh), a, 0, b, m, g_.ocb, accumulate);
+      return;
+    }
+    if (n > 0)
+      mk_->fn_copy(kbh, v, u, m, g_.ocb, accumulate, copy_src, copy_dst, n);
+    else
+      mk_->fn(kbh, v, u, m, g_.ocb, accumulate);
+  }
+
   // alpha^2 GEMMs of the slice: M[pt] (+)= V[pt] x U[pt], each weight panel
   // kept in L1 across the band's tile slivers.
   // With pre-packed weights, the next step's U panels (`next`, when they
@@ -616,28 +691,26 @@ class Runner {
   void Multiply(const ConvTile& tile, int64_t kbh, int64_t tpad, bool accumulate,
                 const WeightSlice& next) {
     const int64_t ustride = g_.ustride, vstride = g_.vstride, mstride = g_.mstride,
-                  ocs_pad = RoundUp(tile.ocs, g_.nr);
+                  ocs_pad = RoundUp(tile.ocs, g_.nr), words = g_.Words(kbh);
     const bool ahead = mode_ == RunMode::kFull && d_.w_packed != nullptr && next.oc0 >= 0 &&
                        (next.oc0 != u_oc0_ || next.ic0 != u_ic0_);
     const float* src =
         ahead ? d_.w_packed + g_.PackedBlock(next.oc0 / g_.oc_step, next.ic0 / g_.kb) : nullptr;
-    const int64_t point_floats = ahead ? CeilDiv(next.ocs, g_.nr) * g_.nr * next.kbh : 0;
+    const int64_t point_floats =
+        ahead ? CeilDiv(next.ocs, g_.nr) * g_.nr * g_.Words(next.kbh) : 0;
     const int64_t calls = (ocs_pad / g_.nr) * (tpad / g_.mr);
     const int64_t share = RoundUp(CeilDiv(point_floats, std::max<int64_t>(calls, 1)), kLanes);
     for (int pt = 0; pt < g_.points; ++pt) {
       int64_t copied = 0;
       for (int64_t p = 0; p < ocs_pad; p += g_.nr)
         for (int64_t q = 0; q < tpad; q += g_.mr) {
-          const float* v = v_ + pt * vstride + q * kbh;
-          const float* u = u_ + pt * ustride + p * kbh;
+          const float* v = v_ + pt * vstride + q * words;
+          const float* u = u_ + pt * ustride + p * words;
           float* m = m_ + pt * mstride + q * g_.ocb + p;
-          const int64_t n = pt > 0 ? std::min(share, point_floats - copied) : 0;
-          if (n <= 0) {
-            mk_->fn(kbh, v, u, m, g_.ocb, accumulate);
-            continue;
-          }
+          const int64_t n = pt > 0 ? std::max<int64_t>(0, std::min(share, point_floats - copied)) : 0;
           const int64_t at = (pt - 1) * ustride + copied;
-          mk_->fn_copy(kbh, v, u, m, g_.ocb, accumulate, src + at, u_ + at, n);
+          MicroTile(kbh, v, u, m, accumulate, n > 0 ? src + at : nullptr,
+                    n > 0 ? u_ + at : nullptr, n);
           copied += n;  // calls x share >= point_floats: the point is whole after its calls
         }
     }
@@ -646,8 +719,7 @@ class Runner {
     std::memcpy(u_ + last, src + last, sizeof(float) * point_floats);
     u_oc0_ = next.oc0;
     u_ic0_ = next.ic0;
-    stats_.bytes_global_to_local +=
-        static_cast<int64_t>(sizeof(float)) * g_.points * next.ocs * next.kbh;
+    stats_.bytes_global_to_local += g_.PackedWeightBytes() * g_.points * next.ocs * next.kbh;
   }
 
   // Y = A^T M A into the output tile, 16 output channels per vector, each
@@ -695,6 +767,7 @@ class Runner {
   Geometry g_;
   RunMode mode_;
   const MicroKernel* mk_;
+  const Bf16MicroKernel* bk_;  // bf16 only
   LocalBuffer local_;
   float *band_, *v_, *u_, *m_, *out_;
   std::vector<float> row_;
@@ -744,7 +817,8 @@ TilingEstimate Estimate(const ConvDesc& d, const ConvTiling& t, int threads) {
       for (int64_t ic0 = 0; ic0 < s.in_channels; ic0 += g.kb) {
         const int64_t kbh = std::min(g.kb, s.in_channels - ic0);
         if (tile.oc0 != u_oc0 || ic0 != u_ic0)
-          e.bytes_in += 4.0 * (d.w_packed != nullptr ? g.points : 9) * tile.ocs * kbh;
+          e.bytes_in += d.w_packed != nullptr ? 1.0 * g.PackedWeightBytes() * g.points * tile.ocs * kbh
+                                              : 4.0 * 9 * tile.ocs * kbh;
         u_oc0 = tile.oc0;
         u_ic0 = ic0;
       }

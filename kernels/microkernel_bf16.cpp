@@ -14,14 +14,22 @@ namespace fusetune::kernels {
 
 namespace {
 
-template <int MR, int NR>
+// Where row i's k-pair q of A lies: row-major with leading dimension lda,
+// or packed in k-pairs (microkernel_bf16.h's fn_packed_a).
+template <int MR, bool kPackedA>
+inline const Bf16* PairOf(const Bf16* a, int64_t lda, int64_t q, int i) {
+  return kPackedA ? a + (q * MR + i) * 2 : a + i * lda + 2 * q;
+}
+
+template <int MR, int NR, bool kPackedA = false>
 void PortableBf16(int64_t kpairs, const Bf16* a, int64_t lda, const Bf16* bp, float* c,
                   int64_t ldc, bool accumulate) {
   float acc[MR][NR] = {};
   for (int64_t q = 0; q < kpairs; ++q) {
     const Bf16* b = bp + q * NR * 2;
     for (int i = 0; i < MR; ++i) {
-      const float a0 = Bf16ToFloat(a[i * lda + 2 * q]), a1 = Bf16ToFloat(a[i * lda + 2 * q + 1]);
+      const Bf16* pair = PairOf<MR, kPackedA>(a, lda, q, i);
+      const float a0 = Bf16ToFloat(pair[0]), a1 = Bf16ToFloat(pair[1]);
       for (int j = 0; j < NR; ++j)
         acc[i][j] += a0 * Bf16ToFloat(b[2 * j]) + a1 * Bf16ToFloat(b[2 * j + 1]);
     }
@@ -31,11 +39,11 @@ void PortableBf16(int64_t kpairs, const Bf16* a, int64_t lda, const Bf16* bp, fl
       c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
 }
 
-template <int MR, int NR>
+template <int MR, int NR, bool kPackedA = false>
 void PortableBf16Copy(int64_t kpairs, const Bf16* a, int64_t lda, const Bf16* bp, float* c,
                       int64_t ldc, bool accumulate, const float* copy_src, float* copy_dst,
                       int64_t copy_floats) {
-  PortableBf16<MR, NR>(kpairs, a, lda, bp, c, ldc, accumulate);
+  PortableBf16<MR, NR, kPackedA>(kpairs, a, lda, bp, c, ldc, accumulate);
   if (copy_floats > 0) std::memcpy(copy_dst, copy_src, copy_floats * sizeof(float));
 }
 
@@ -43,7 +51,7 @@ void PortableBf16Copy(int64_t kpairs, const Bf16* a, int64_t lda, const Bf16* bp
 // from the B panel, MR broadcasts of one A pair (32 bits), MR x NV
 // vdpbf16ps: the same register blocking as the f32 kernel at twice the
 // multiply-adds per instruction.
-template <int MR, int NV, bool kCopy>
+template <int MR, int NV, bool kCopy, bool kPackedA>
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Bf16Core(
     int64_t kpairs, const Bf16* a, int64_t lda, const Bf16* bp, float* c, int64_t ldc,
     bool accumulate, const float* copy_src, float* copy_dst, int64_t copy_floats) {
@@ -62,7 +70,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Bf16Core(
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       int32_t pair;
-      std::memcpy(&pair, a + i * lda + 2 * q, 4);
+      std::memcpy(&pair, PairOf<MR, kPackedA>(a, lda, q, i), 4);
       const __m512bh ai = (__m512bh)_mm512_set1_epi32(pair);
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], ai, b[v]);
@@ -72,24 +80,31 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Bf16Core(
   avx512_internal::StoreTile<MR, NV>(acc, c, ldc, accumulate);
 }
 
-template <int MR, int NV>
+template <int MR, int NV, bool kPackedA = false>
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Bf16Kernel(
     int64_t kpairs, const Bf16* a, int64_t lda, const Bf16* bp, float* c, int64_t ldc,
     bool accumulate) {
-  Bf16Core<MR, NV, false>(kpairs, a, lda, bp, c, ldc, accumulate, nullptr, nullptr, 0);
+  Bf16Core<MR, NV, false, kPackedA>(kpairs, a, lda, bp, c, ldc, accumulate, nullptr, nullptr, 0);
 }
 
-template <int MR, int NV>
+template <int MR, int NV, bool kPackedA = false>
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Bf16KernelCopy(
     int64_t kpairs, const Bf16* a, int64_t lda, const Bf16* bp, float* c, int64_t ldc,
     bool accumulate, const float* copy_src, float* copy_dst, int64_t copy_floats) {
-  Bf16Core<MR, NV, true>(kpairs, a, lda, bp, c, ldc, accumulate, copy_src, copy_dst, copy_floats);
+  Bf16Core<MR, NV, true, kPackedA>(kpairs, a, lda, bp, c, ldc, accumulate, copy_src, copy_dst,
+                                   copy_floats);
 }
 
-#define FT_BF16_PORTABLE(mr, nr) \
-  Bf16MicroKernel { mr, nr, "portable", PortableBf16<mr, nr>, PortableBf16Copy<mr, nr> }
-#define FT_BF16_AVX512(mr, nv) \
-  Bf16MicroKernel { mr, nv * 16, "avx512_bf16", Bf16Kernel<mr, nv>, Bf16KernelCopy<mr, nv> }
+#define FT_BF16_PORTABLE(mr, nr)                                                            \
+  Bf16MicroKernel {                                                                         \
+    mr, nr, "portable", PortableBf16<mr, nr>, PortableBf16Copy<mr, nr>,                     \
+        PortableBf16<mr, nr, true>, PortableBf16Copy<mr, nr, true>                          \
+  }
+#define FT_BF16_AVX512(mr, nv)                                                              \
+  Bf16MicroKernel {                                                                         \
+    mr, nv * 16, "avx512_bf16", Bf16Kernel<mr, nv>, Bf16KernelCopy<mr, nv>,                 \
+        Bf16Kernel<mr, nv, true>, Bf16KernelCopy<mr, nv, true>                              \
+  }
 
 const std::vector<Bf16MicroKernel>& Portable() {
   static const std::vector<Bf16MicroKernel> k = {

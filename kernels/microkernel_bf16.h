@@ -33,6 +33,12 @@ struct Bf16MicroKernel {
   const char* isa;  // "avx512_bf16" or "portable"
   Bf16MicroKernelFn fn;
   Bf16MicroKernelCopyFn fn_copy;
+  // The same with A packed in k-pairs as the B panels are: element (i, p) at
+  // a[(p / 2 * mr + i) * 2 + p % 2], lda unused. Winograd's transformed
+  // tiles are stored so (conv_winograd.cpp): one row of 32-bit pairs per
+  // k-pair, written 16 tiles at a time.
+  Bf16MicroKernelFn fn_packed_a;
+  Bf16MicroKernelCopyFn fn_packed_a_copy;
 };
 
 // The bf16 micro-tile shapes, in the order of MicroTileShapes().

@@ -164,8 +164,23 @@ class Tuner {
   // its groups' measured times: a plan that runs far slower than that and
   // than the best plan so far is measured once more (a busy host slows one
   // measurement; both records are kept, and the faster counts).
+  // `wrong`, when given: whether its outputs missed the tolerance (now or
+  // when it was measured before).
   Status MeasurePlan(const fusion_space::Plan& plan, const std::string& kind,
-                     std::optional<double> predicted = std::nullopt);
+                     std::optional<double> predicted = std::nullopt, bool* wrong = nullptr);
+  // MeasurePlan, then (mixed precision) FitErrorBudget when the plan's
+  // outputs missed the error budget.
+  Status MeasurePlanWithinBudget(const fusion_space::Plan& plan, const std::string& kind,
+                                 std::optional<double> predicted);
+  // Each group's tiling chosen by its task's fastest measurement, the
+  // precision included: a plan of many bf16 groups can miss the error
+  // budget end to end although each group met it alone (MobileNetV2's 52
+  // convs in bf16 were 3-4% off where the budget was 1%: a 12-minute job
+  // kept its greedy f32 plan). The plan is measured again with some bf16
+  // groups put back to their tasks' best f32 tilings, those that save
+  // least over f32 first: a binary search for the fewest put back that
+  // meet the budget (tuner_precision.cpp).
+  Status FitErrorBudget(const fusion_space::Plan& plan, const std::string& kind);
   Status MeasureTunedPlan();
   bool ReopenConverged(std::vector<TaskStanding>* standing);
   // `predicted`, when given, receives the partition's cost (sum of its groups').

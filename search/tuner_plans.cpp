@@ -30,13 +30,14 @@ bool Tuner::PlanState::AddPrior(const db::Record& record) {
   r.groups = plan.contains("groups") ? static_cast<int64_t>(plan["groups"].size()) : 0;
   r.bytes = static_cast<double>(metrics->measured.bytes_in + metrics->measured.bytes_out);
   r.record_id = record.id;
-  Add(r, plan, record.status == db::RecordStatus::kOk);
+  Add(r, plan, record.status);
   return true;
 }
 
-void Tuner::PlanState::Add(PlanReport report, nlohmann::json plan, bool ok) {
+void Tuner::PlanState::Add(PlanReport report, nlohmann::json plan, db::RecordStatus status) {
   known.insert(plan.dump());
-  if (!ok) return;
+  if (status == db::RecordStatus::kWrong) wrong.insert(plan.dump());
+  if (status != db::RecordStatus::kOk) return;
   const size_t i = measured.size();
   if (report.kind == "unfused" && !unfused.has_value()) unfused = i;
   if (report.kind == "greedy" && !greedy.has_value()) greedy = i;
@@ -46,8 +47,9 @@ void Tuner::PlanState::Add(PlanReport report, nlohmann::json plan, bool ok) {
 }
 
 Status Tuner::MeasurePlan(const fusion_space::Plan& plan, const std::string& kind,
-                          std::optional<double> predicted) {
+                          std::optional<double> predicted, bool* wrong) {
   measure::Candidate candidate = measure::PlanCandidate(graph_, space_, plan, kind);
+  if (wrong != nullptr) *wrong = plans_->wrong.count(candidate.plan.dump()) > 0;
   if (plans_->known.count(candidate.plan.dump())) return Status::Ok();
   std::vector<fusion_space::KernelTemplate> templates;
   for (const fusion_space::PlanGroup& g : plan.groups)
@@ -65,7 +67,8 @@ Status Tuner::MeasurePlan(const fusion_space::Plan& plan, const std::string& kin
                       static_cast<double>(result.bytes_in + result.bytes_out), record.id};
     const bool slower_than_best =
         !plans_->best.has_value() || record.seconds > plans_->measured[*plans_->best].seconds;
-    plans_->Add(report, candidate.plan, result.ok());
+    plans_->Add(report, candidate.plan, record.status);
+    if (wrong != nullptr) *wrong = record.status == db::RecordStatus::kWrong;
     if (!result.ok() || !predicted || !slower_than_best ||
         record.seconds <= kRemeasureAbovePrediction * *predicted || StopReason() == "interrupted")
       break;
@@ -188,11 +191,11 @@ Status Tuner::MeasureTunedPlan() {
   double predicted = 0;
   const fusion_space::Plan plan = TunedPlan(&predicted);
   const std::optional<double> expected = PositiveOrNone(predicted);
-  FT_RETURN_IF_ERROR(MeasurePlan(plan, "tuned", expected));
+  FT_RETURN_IF_ERROR(MeasurePlanWithinBudget(plan, "tuned", expected));
   if (StopReason() == "interrupted") return Status::Ok();
   double greedy_predicted = 0;
   const fusion_space::Plan greedy = TunedGreedyPlan(&greedy_predicted);
-  FT_RETURN_IF_ERROR(MeasurePlan(greedy, "tuned", PositiveOrNone(greedy_predicted)));
+  FT_RETURN_IF_ERROR(MeasurePlanWithinBudget(greedy, "tuned", PositiveOrNone(greedy_predicted)));
   // The partition adds up group times measured alone, without the layout
   // transforms between groups that disagree: the same partition with the
   // layouts chosen across its groups (layout_choice.h), and in NCHW
@@ -205,14 +208,14 @@ Status Tuner::MeasureTunedPlan() {
   const fusion_space::Plan harmonized = HarmonizedPlan(plan);
   if (fusion_space::PlanToJson(space_, harmonized) != fusion_space::PlanToJson(space_, plan) &&
       any_layout(harmonized))
-    FT_RETURN_IF_ERROR(MeasurePlan(harmonized, "tuned", expected));
+    FT_RETURN_IF_ERROR(MeasurePlanWithinBudget(harmonized, "tuned", expected));
   if (StopReason() == "interrupted") return Status::Ok();
   // TunedPlan marks its groups' tasks as in the plan (the scheduler favours
   // them): the partition's own groups stay marked, not the NCHW variant's.
   const std::vector<bool> in_plan = in_plan_;
   const fusion_space::Plan nchw = TunedPlan(&predicted, /*nchw_only=*/true);
   in_plan_ = in_plan;
-  return MeasurePlan(nchw, "tuned", expected);
+  return MeasurePlanWithinBudget(nchw, "tuned", expected);
 }
 
 fusion_space::Plan Tuner::TunedGreedyPlan(double* predicted) {

@@ -16,11 +16,12 @@ struct Tuner::PlanState {
   std::vector<PlanReport> measured;  // ok measurements only
   std::vector<nlohmann::json> plan_json;
   std::set<std::string> known;  // plan JSON text of everything measured, failed included
+  std::set<std::string> wrong;  // of those, the ones whose outputs missed the tolerance
   std::optional<size_t> unfused, greedy, best;
   int tuned_count = 0;  // tuned plans built (measured or already known)
 
   bool AddPrior(const db::Record& record);
-  void Add(PlanReport report, nlohmann::json plan, bool ok);
+  void Add(PlanReport report, nlohmann::json plan, db::RecordStatus status);
 };
 
 }  // namespace fusetune::search

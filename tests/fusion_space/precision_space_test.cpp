@@ -104,10 +104,10 @@ constexpr const char* kConvRelu = R"(graph g opset 17 { input x: f32[1, 8, 10, 1
   const w: f32[16, 8, 3, 3]  const b: f32[16]
   c = Conv(x, w, b) {pads=[1, 1, 1, 1]}  r = Relu(c)  output r })";
 
-// A conv offers bf16 (kernels/conv.h) for its implicit-GEMM points with a
-// bf16 micro-kernel and for its direct points (on this small shape every
-// buffer fits: each f32 direct point has its bf16 twin); Winograd and
-// depthwise stay f32. Its text round-trips.
+// A conv offers bf16 (kernels/conv.h) for its implicit-GEMM and Winograd
+// F(2x2) points with a bf16 micro-kernel and for its direct points (on this
+// small shape every buffer fits: each f32 direct point has its bf16 twin);
+// Winograd F(4x4) and depthwise stay f32. Its text round-trips.
 TEST(PrecisionSpace, ConvOffersBf16ForImplicitGemmAndDirect) {
   graph::Graph g = testing::Parse(kConvRelu);
   kernels::KernelConfig config;
@@ -129,7 +129,7 @@ TEST(PrecisionSpace, ConvOffersBf16ForImplicitGemmAndDirect) {
     }
     ++bf16_points[conv.algorithm];
     EXPECT_TRUE(kernels::ConvAlgorithmHasBf16(conv.algorithm)) << conv.ToString();
-    if (conv.algorithm == kernels::ConvAlgorithm::kIm2colGemm) {
+    if (kernels::ConvAlgorithmUsesMicroTile(conv.algorithm)) {
       EXPECT_NE(kernels::FindBf16MicroKernel(conv.mr, conv.nr), nullptr) << conv.ToString();
     }
   }
@@ -138,6 +138,10 @@ TEST(PrecisionSpace, ConvOffersBf16ForImplicitGemmAndDirect) {
   EXPECT_LE(bf16_points[ConvAlgorithm::kIm2colGemm], f32_points[ConvAlgorithm::kIm2colGemm]);
   EXPECT_GT(f32_points[ConvAlgorithm::kDirect], 0);
   EXPECT_EQ(bf16_points[ConvAlgorithm::kDirect], f32_points[ConvAlgorithm::kDirect]);
+  EXPECT_GT(bf16_points[ConvAlgorithm::kWinograd2], 0);
+  EXPECT_LE(bf16_points[ConvAlgorithm::kWinograd2], f32_points[ConvAlgorithm::kWinograd2]);
+  EXPECT_GT(f32_points[ConvAlgorithm::kWinograd4], 0);
+  EXPECT_EQ(bf16_points[ConvAlgorithm::kWinograd4], 0) << "F(4x4)'s bf16 error is too large";
   int bf16 = 0;
   for (const auto& [algorithm, n] : bf16_points) bf16 += n;
   EXPECT_EQ(mixed.size() - bf16, f32.size()) << "the f32 points are the same";

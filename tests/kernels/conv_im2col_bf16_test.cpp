@@ -106,12 +106,14 @@ TEST(ConvIm2colBf16, RefusesAlgorithmsAndMicroShapesWithoutABf16Form) {
   const ConvShape s = MakeShape(1, 16, 14, 14, 32, 3, 1, 1);
   RandomConv c(s, true, false, 1, s.batch * s.out_channels * s.pixels());
   KernelConfig config;
-  ConvTiling winograd = testing::Tiling(ConvAlgorithm::kWinograd2, 16, 64, 16);
-  winograd.precision = Precision::kBf16;
-  const Status d = ValidateConv(c.d, winograd, config);
+  const ConvShape dw_shape = MakeShape(1, 16, 14, 14, 16, 3, 1, 1, 1, 16);
+  RandomConv dw(dw_shape, true, false, 1, dw_shape.out_channels * dw_shape.pixels());
+  ConvTiling depthwise = testing::Tiling(ConvAlgorithm::kDepthwise, 16, 64, 16);
+  depthwise.precision = Precision::kBf16;
+  const Status d = ValidateConv(dw.d, depthwise, config);
   ASSERT_FALSE(d.ok());
-  EXPECT_NE(d.error().message().find(
-                "tiling.precision: bf16 is computed by im2col_gemm and direct only, not winograd"),
+  EXPECT_NE(d.error().message().find("tiling.precision: bf16 is computed by im2col_gemm, direct "
+                                     "and winograd2 only, not depthwise"),
             std::string::npos)
       << d.error().message();
   for (auto [mr, nr] : MicroTileShapes()) {

@@ -263,6 +263,50 @@ TEST(GemmBf16, PortableAndVectorKernelsAgree) {
 namespace fusetune::kernels {
 namespace {
 
+// A packed in k-pairs (fn_packed_a, Winograd's V) gives the bits the
+// row-major A gives, on every shape and both ISAs, with and without a
+// carried copy.
+TEST(GemmBf16, PackedAKernelsEqualTheRowMajorOnes) {
+  Rng rng(8);
+  for (auto [mr, nr] : Bf16MicroTileShapes())
+    for (const Bf16MicroKernel* k : {FindBf16MicroKernel(mr, nr), FindPortableBf16MicroKernel(mr, nr)}) {
+      const int64_t kpairs = 7, lda = 2 * kpairs;
+      std::vector<Bf16> a(mr * lda), packed(mr * lda);
+      alignas(64) static Bf16 bp[2 * 7 * 128];
+      for (Bf16& x : a) x = FloatToBf16(static_cast<float>(rng.Normal()));
+      for (int64_t i = 0; i < 2 * kpairs * nr; ++i)
+        bp[i] = FloatToBf16(static_cast<float>(rng.Normal()));
+      for (int i = 0; i < mr; ++i)
+        for (int64_t p = 0; p < lda; ++p) packed[(p / 2 * mr + i) * 2 + p % 2] = a[i * lda + p];
+      std::vector<float> src(40, 3.0f), dst(40, 0.0f);
+      for (bool accumulate : {true, false}) {
+        std::vector<float> c1(mr * nr, 1.0f), c2(mr * nr, 1.0f), c3(mr * nr, 1.0f);
+        k->fn(kpairs, a.data(), lda, bp, c1.data(), nr, accumulate);
+        k->fn_packed_a(kpairs, packed.data(), 0, bp, c2.data(), nr, accumulate);
+        k->fn_packed_a_copy(kpairs, packed.data(), 0, bp, c3.data(), nr, accumulate, src.data(),
+                            dst.data(), 40);
+        ASSERT_EQ(c1, c2) << mr << "x" << nr << " " << k->isa;
+        ASSERT_EQ(c1, c3) << mr << "x" << nr << " " << k->isa;
+        ASSERT_EQ(dst, src) << "the carried copy";
+      }
+    }
+}
+
+// In place (Winograd rounds its f32 slivers so): pairs written at or below
+// the first row give what a separate destination gets.
+TEST(Bf16, InterleavesInPlace) {
+  Rng rng(9);
+  for (int64_t n : {1, 7, 14, 16, 17, 40}) {
+    std::vector<float> rows(2 * n);
+    for (float& f : rows) f = static_cast<float>(rng.Normal());
+    std::vector<Bf16> want(2 * n);
+    InterleaveToBf16Pairs(rows.data(), rows.data() + n, n, want.data());
+    InterleaveToBf16Pairs(rows.data(), rows.data() + n, n, reinterpret_cast<Bf16*>(rows.data()));
+    const Bf16* got = reinterpret_cast<const Bf16*>(rows.data());
+    ASSERT_EQ(std::vector<Bf16>(got, got + 2 * n), want) << n;
+  }
+}
+
 // The operands really are rounded: 1 + 2^-10 is 1 in bf16.
 TEST(GemmBf16, RoundsTheOperands) {
   Rng rng(2);

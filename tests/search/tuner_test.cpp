@@ -41,11 +41,22 @@ struct Model {
   std::unique_ptr<fusion_space::FusionSpace> space;
 };
 
-Model Load(const std::string& name) {
+Model Load(const std::string& name, bool offer_bf16 = false) {
   Model m;
   m.graph = std::make_shared<const graph::Graph>(testing::LoadTestModel(name));
-  m.space = std::make_unique<fusion_space::FusionSpace>(*m.graph, kernels::KernelConfig{});
+  kernels::KernelConfig config;
+  config.offer_bf16 = offer_bf16;
+  m.space = std::make_unique<fusion_space::FusionSpace>(*m.graph, config);
   return m;
+}
+
+// The bf16 groups of a whole plan's text.
+int Bf16Groups(const std::string& plan_text) {
+  int n = 0;
+  for (size_t at = plan_text.find("\"bf16\""); at != std::string::npos;
+       at = plan_text.find("\"bf16\"", at + 1))
+    ++n;
+  return n;
 }
 
 TEST(TaskSearch, ProposalsAreLegalFreshAndStartWithTheDefault) {
@@ -218,10 +229,16 @@ struct FakeDevice {
   int64_t calls = 0;
   std::multiset<std::string> measured;
   bool busy_on_first_tuned = false;  // a whole tuned plan's first measurement takes 1 s
+  // Mixed precision: a group in bf16 runs in half the time, and a whole
+  // plan of more than this many bf16 groups misses the error budget.
+  int bf16_groups_within_budget = -1;  // -1: no precision effects
   measure::MeasureResult operator()(const measure::Candidate& c) {
     ++calls;
     const std::string text = c.plan.dump();
     measured.insert(text);
+    const bool whole = !c.group;
+    if (bf16_groups_within_budget >= 0 && whole && Bf16Groups(text) > bf16_groups_within_budget)
+      return measure::MeasureResult::Failure(measure::MeasureStatus::kWrong, "over the budget");
     if (busy_on_first_tuned && c.label == "tuned" && measured.count(text) == 1) {
       measure::MeasureResult r;
       r.status = measure::MeasureStatus::kOk;
@@ -232,6 +249,8 @@ struct FakeDevice {
     r.status = measure::MeasureStatus::kOk;
     const uint64_t h = HashBytes(text.data(), text.size(), 7);
     r.time.median = 1e-5 * (1.0 + static_cast<double>(h % 1000) / 1000.0);
+    if (bf16_groups_within_budget >= 0 && Bf16Groups(text) > 0)  // bf16 groups pay
+      r.time.median /= whole ? 1 + 0.1 * Bf16Groups(text) : 2;
     r.bytes_in = static_cast<int64_t>(h % 4096);
     r.overlap = 0.5;
     return r;
@@ -239,13 +258,16 @@ struct FakeDevice {
 };
 
 struct Job {
-  Model model = Load("encoder_postln_op13");
+  Model model;
   FakeDevice device;
   std::vector<db::Record> committed;
   std::unique_ptr<Tuner> tuner;
 
-  explicit Job(TunerOptions options, std::function<bool()> stop = {}, bool busy = false) {
+  explicit Job(TunerOptions options, std::function<bool()> stop = {}, bool busy = false,
+               int bf16_groups_within_budget = -1)
+      : model(Load("encoder_postln_op13", bf16_groups_within_budget >= 0)) {
     device.busy_on_first_tuned = busy;
+    device.bf16_groups_within_budget = bf16_groups_within_budget;
     options.model_update_every = 0;
     TunerCallbacks callbacks;
     callbacks.commit = [this](db::Record& r) {
@@ -479,6 +501,24 @@ TEST(Tuner, ASlowWholePlanMeasurementIsTakenAgain) {
   }
   ASSERT_TRUE(s.best.has_value());
   EXPECT_LT(s.best->seconds, 1.0);
+}
+
+// Mixed precision: every group is faster in bf16, but a whole plan of more
+// than two bf16 groups misses the error budget. The tuner fits its plans to
+// the budget (the least-saving bf16 groups back to f32) rather than keep
+// its f32 baselines: the best plan has exactly two bf16 groups and beats
+// the greedy one.
+TEST(Tuner, APlanOverTheErrorBudgetIsFittedByPuttingGroupsBackToF32) {
+  Job job(Budget(300), {}, false, /*bf16_groups_within_budget=*/2);
+  ASSERT_TRUE(job.tuner->Run().ok());
+  const TuneSummary s = job.tuner->Summary();
+  int wrong = 0;
+  for (const db::Record& r : job.committed) wrong += r.status == db::RecordStatus::kWrong;
+  EXPECT_GT(wrong, 0) << "the tasks' fastest tilings together miss the budget";
+  ASSERT_TRUE(s.best && s.greedy);
+  EXPECT_EQ(Bf16Groups(s.best_plan.dump()), 2);
+  EXPECT_LT(s.best->seconds, s.greedy->seconds);
+  for (const auto& text : job.device.measured) EXPECT_EQ(job.device.measured.count(text), 1u);
 }
 
 // db/ declares its own record status so that it needs nothing from
