@@ -5,6 +5,7 @@
 // `frac_peak`, that rate over the FMA peak calibrated on the Zen 5 guest
 // (519 GFLOP/s on 2 threads, 286 on 1, bench/README.md); `traffic_mb` the
 // bytes the kernel copied.
+// F(2x2) runs in bf16 as well (its name ends in "bf16"), beside its f32 form.
 // Times are each benchmark's fastest iteration. reference/gemm_512 is the
 // GEMM template timed alike, the yardstick when the guest is busy.
 #include <benchmark/benchmark.h>
@@ -170,12 +171,20 @@ void Register() {
       t.mr = mr;
       t.nr = nr;
       const ConvShape s = Layer(c.channels, c.hw);
-      for (int threads : {2, 1})
-        benchmark::RegisterBenchmark(
-            fmt::format("winograd/{}/{}/threads:{}", s.ToString(), t.ToString(), threads).c_str(),
-            [s, t, threads](benchmark::State& st) { Run(st, s, t, threads); })
-            ->UseRealTime()
-            ->Unit(benchmark::kMicrosecond);
+      // F(2x2) in bf16 too, beside its f32 form (F(4x4) stays f32: conv.h).
+      std::vector<ConvTiling> forms = {t};
+      if (m == 2) {
+        forms.push_back(t);
+        forms.back().precision = kernels::Precision::kBf16;
+      }
+      for (const ConvTiling& form : forms)
+        for (int threads : {2, 1})
+          benchmark::RegisterBenchmark(
+              fmt::format("winograd/{}/{}/threads:{}", s.ToString(), form.ToString(), threads)
+                  .c_str(),
+              [s, form, threads](benchmark::State& st) { Run(st, s, form, threads); })
+              ->UseRealTime()
+              ->Unit(benchmark::kMicrosecond);
     }
   for (int threads : {2, 1})
     benchmark::RegisterBenchmark(fmt::format("reference/gemm_512/threads:{}", threads).c_str(),

@@ -38,5 +38,11 @@ void ConvertToBf16(const float* src, int64_t n, Bf16* dst);
 // their pairs are written, and pair j never lies past first[j]) when
 // `second` lies at or past first + n.
 void InterleaveToBf16Pairs(const float* first, const float* second, int64_t n, Bf16* dst);
+// `rows` consecutive rows of n floats (row r at src + r * n) to their
+// pairs: dst[(q * n + j) * 2 + h] = bf16(row 2q + h, column j), 0 for an odd
+// count's missing last row. In place too: dst may lie at or below src (pair
+// q's words land at or below row 2q's floats, which are read first). With
+// AVX512-BF16 and n <= 16, one short vector sequence a pair of rows.
+void PairConsecutiveRows(const float* src, int64_t rows, int64_t n, Bf16* dst);
 
 }  // namespace fusetune::kernels

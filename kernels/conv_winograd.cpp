@@ -277,8 +277,7 @@ void StoreFilterU(const Geometry& g, const float* filter, int64_t o, int64_t c, 
                   float* u) {
   const int64_t panel = (o / g.nr) * g.nr * g.Words(kbh);
   if (!g.bf16) {
-    TransformWeightOf(g.m, filter, u + panel + c * g.nr + o % g.nr, g.alpha * g.ustride,
-                      g.ustride);
+    TransformWeightOf(g.m, filter, u + panel + c * g.nr + o % g.nr, g.alpha * g.ustride, g.ustride);
     return;
   }
   float t[6 * 6];
@@ -530,8 +529,7 @@ class Runner {
     u_oc0_ = tile.oc0;
     u_ic0_ = ic0;
     if (mode_ == RunMode::kComputeOnly) return;
-    const int64_t panels = CeilDiv(tile.ocs, g_.nr), ustride = g_.ustride,
-                  words = g_.Words(kbh);
+    const int64_t panels = CeilDiv(tile.ocs, g_.nr), ustride = g_.ustride, words = g_.Words(kbh);
     if (d_.w_packed != nullptr) {
       // One run (one stream for the hardware prefetcher), up to the last
       // point's panels.
@@ -645,20 +643,16 @@ class Runner {
 
   // bf16: each point's f32 slivers of V ([sliver][kbh][mr] floats) rounded
   // in place to k-pairs ([sliver][kbh / 2 rounded up][mr] words, an odd
-  // slice's last pair ending in zeros): a word never lands past the floats
-  // still to be read (InterleaveToBf16Pairs' in-place rule).
+  // slice's last pair ending in zeros). Slivers move down as they shrink,
+  // first to last: sliver s's words start at or below its floats, past
+  // sliver s - 1's words (PairConsecutiveRows' in-place rule).
   void RoundVToPairs(int64_t kbh, int64_t tpad) {
     const int mr = g_.mr;
     const int64_t pairs = g_.Words(kbh);
     for (int pt = 0; pt < g_.points; ++pt)
-      for (int64_t q = 0; q < tpad; q += mr) {
-        float* sliver = v_ + pt * g_.vstride + q * kbh;
-        float* words = v_ + pt * g_.vstride + q * pairs;
-        for (int64_t k = 0; k < pairs; ++k)
-          InterleaveToBf16Pairs(sliver + 2 * k * mr,
-                                2 * k + 1 < kbh ? sliver + (2 * k + 1) * mr : nullptr, mr,
-                                reinterpret_cast<Bf16*>(words + k * mr));
-      }
+      for (int64_t q = 0; q < tpad; q += mr)
+        PairConsecutiveRows(v_ + pt * g_.vstride + q * kbh, kbh, mr,
+                            reinterpret_cast<Bf16*>(v_ + pt * g_.vstride + q * pairs));
   }
 
   // One micro-tile of a point's GEMM, carrying `n` floats of the next U from
@@ -669,8 +663,7 @@ class Runner {
       const auto* a = reinterpret_cast<const Bf16*>(v);
       const auto* b = reinterpret_cast<const Bf16*>(u);
       if (n > 0)
-        bk_->fn_packed_a_copy(g_.Words(kbh), a, 0, b, m, g_.ocb, accumulate, copy_src, copy_dst,
-                              n);
+        bk_->fn_packed_a_copy(g_.Words(kbh), a, 0, b, m, g_.ocb, accumulate, copy_src, copy_dst, n);
       else
         bk_->fn_packed_a(g_.Words(kbh), a, 0, b, m, g_.ocb, accumulate);
       return;
@@ -696,8 +689,7 @@ class Runner {
                        (next.oc0 != u_oc0_ || next.ic0 != u_ic0_);
     const float* src =
         ahead ? d_.w_packed + g_.PackedBlock(next.oc0 / g_.oc_step, next.ic0 / g_.kb) : nullptr;
-    const int64_t point_floats =
-        ahead ? CeilDiv(next.ocs, g_.nr) * g_.nr * g_.Words(next.kbh) : 0;
+    const int64_t point_floats = ahead ? CeilDiv(next.ocs, g_.nr) * g_.nr * g_.Words(next.kbh) : 0;
     const int64_t calls = (ocs_pad / g_.nr) * (tpad / g_.mr);
     const int64_t share = RoundUp(CeilDiv(point_floats, std::max<int64_t>(calls, 1)), kLanes);
     for (int pt = 0; pt < g_.points; ++pt) {
@@ -707,10 +699,11 @@ class Runner {
           const float* v = v_ + pt * vstride + q * words;
           const float* u = u_ + pt * ustride + p * words;
           float* m = m_ + pt * mstride + q * g_.ocb + p;
-          const int64_t n = pt > 0 ? std::max<int64_t>(0, std::min(share, point_floats - copied)) : 0;
+          const int64_t n =
+              pt > 0 ? std::max<int64_t>(0, std::min(share, point_floats - copied)) : 0;
           const int64_t at = (pt - 1) * ustride + copied;
-          MicroTile(kbh, v, u, m, accumulate, n > 0 ? src + at : nullptr,
-                    n > 0 ? u_ + at : nullptr, n);
+          MicroTile(kbh, v, u, m, accumulate, n > 0 ? src + at : nullptr, n > 0 ? u_ + at : nullptr,
+                    n);
           copied += n;  // calls x share >= point_floats: the point is whole after its calls
         }
     }
@@ -817,8 +810,9 @@ TilingEstimate Estimate(const ConvDesc& d, const ConvTiling& t, int threads) {
       for (int64_t ic0 = 0; ic0 < s.in_channels; ic0 += g.kb) {
         const int64_t kbh = std::min(g.kb, s.in_channels - ic0);
         if (tile.oc0 != u_oc0 || ic0 != u_ic0)
-          e.bytes_in += d.w_packed != nullptr ? 1.0 * g.PackedWeightBytes() * g.points * tile.ocs * kbh
-                                              : 4.0 * 9 * tile.ocs * kbh;
+          e.bytes_in += d.w_packed != nullptr
+                            ? 1.0 * g.PackedWeightBytes() * g.points * tile.ocs * kbh
+                            : 4.0 * 9 * tile.ocs * kbh;
         u_oc0 = tile.oc0;
         u_ic0 = ic0;
       }

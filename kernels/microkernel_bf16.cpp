@@ -22,8 +22,8 @@ inline const Bf16* PairOf(const Bf16* a, int64_t lda, int64_t q, int i) {
 }
 
 template <int MR, int NR, bool kPackedA = false>
-void PortableBf16(int64_t kpairs, const Bf16* a, int64_t lda, const Bf16* bp, float* c,
-                  int64_t ldc, bool accumulate) {
+void PortableBf16(int64_t kpairs, const Bf16* a, int64_t lda, const Bf16* bp, float* c, int64_t ldc,
+                  bool accumulate) {
   float acc[MR][NR] = {};
   for (int64_t q = 0; q < kpairs; ++q) {
     const Bf16* b = bp + q * NR * 2;
@@ -81,9 +81,11 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Bf16Core(
 }
 
 template <int MR, int NV, bool kPackedA = false>
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void Bf16Kernel(
-    int64_t kpairs, const Bf16* a, int64_t lda, const Bf16* bp, float* c, int64_t ldc,
-    bool accumulate) {
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void Bf16Kernel(int64_t kpairs,
+                                                                       const Bf16* a, int64_t lda,
+                                                                       const Bf16* bp, float* c,
+                                                                       int64_t ldc,
+                                                                       bool accumulate) {
   Bf16Core<MR, NV, false, kPackedA>(kpairs, a, lda, bp, c, ldc, accumulate, nullptr, nullptr, 0);
 }
 
@@ -95,33 +97,32 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Bf16KernelCopy(
                                    copy_floats);
 }
 
-#define FT_BF16_PORTABLE(mr, nr)                                                            \
-  Bf16MicroKernel {                                                                         \
-    mr, nr, "portable", PortableBf16<mr, nr>, PortableBf16Copy<mr, nr>,                     \
-        PortableBf16<mr, nr, true>, PortableBf16Copy<mr, nr, true>                          \
+#define FT_BF16_PORTABLE(mr, nr)                                        \
+  Bf16MicroKernel {                                                     \
+    mr, nr, "portable", PortableBf16<mr, nr>, PortableBf16Copy<mr, nr>, \
+        PortableBf16<mr, nr, true>, PortableBf16Copy<mr, nr, true>      \
   }
-#define FT_BF16_AVX512(mr, nv)                                                              \
-  Bf16MicroKernel {                                                                         \
-    mr, nv * 16, "avx512_bf16", Bf16Kernel<mr, nv>, Bf16KernelCopy<mr, nv>,                 \
-        Bf16Kernel<mr, nv, true>, Bf16KernelCopy<mr, nv, true>                              \
+#define FT_BF16_AVX512(mr, nv)                                              \
+  Bf16MicroKernel {                                                         \
+    mr, nv * 16, "avx512_bf16", Bf16Kernel<mr, nv>, Bf16KernelCopy<mr, nv>, \
+        Bf16Kernel<mr, nv, true>, Bf16KernelCopy<mr, nv, true>              \
   }
 
 const std::vector<Bf16MicroKernel>& Portable() {
   static const std::vector<Bf16MicroKernel> k = {
-      FT_BF16_PORTABLE(8, 32), FT_BF16_PORTABLE(6, 32), FT_BF16_PORTABLE(14, 16),
-      FT_BF16_PORTABLE(7, 32), FT_BF16_PORTABLE(12, 32), FT_BF16_PORTABLE(6, 16),
-      FT_BF16_PORTABLE(1, 128), FT_BF16_PORTABLE(2, 64), FT_BF16_PORTABLE(4, 64)};
+      FT_BF16_PORTABLE(8, 32),  FT_BF16_PORTABLE(6, 32),  FT_BF16_PORTABLE(14, 16),
+      FT_BF16_PORTABLE(7, 32),  FT_BF16_PORTABLE(12, 32), FT_BF16_PORTABLE(6, 16),
+      FT_BF16_PORTABLE(1, 128), FT_BF16_PORTABLE(2, 64),  FT_BF16_PORTABLE(4, 64)};
   return k;
 }
 
 const std::vector<Bf16MicroKernel>& Best() {
   static const std::vector<Bf16MicroKernel> k = [] {
     if (!CpuHasBf16Dot()) return Portable();
-    return std::vector<Bf16MicroKernel>{FT_BF16_AVX512(8, 2), FT_BF16_AVX512(6, 2),
-                                        FT_BF16_AVX512(14, 1), FT_BF16_AVX512(7, 2),
-                                        FT_BF16_AVX512(12, 2), FT_BF16_AVX512(6, 1),
-                                        FT_BF16_AVX512(1, 8), FT_BF16_AVX512(2, 4),
-                                        FT_BF16_AVX512(4, 4)};
+    return std::vector<Bf16MicroKernel>{
+        FT_BF16_AVX512(8, 2), FT_BF16_AVX512(6, 2),  FT_BF16_AVX512(14, 1),
+        FT_BF16_AVX512(7, 2), FT_BF16_AVX512(12, 2), FT_BF16_AVX512(6, 1),
+        FT_BF16_AVX512(1, 8), FT_BF16_AVX512(2, 4),  FT_BF16_AVX512(4, 4)};
   }();
   return k;
 }

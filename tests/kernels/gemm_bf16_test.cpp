@@ -269,7 +269,8 @@ namespace {
 TEST(GemmBf16, PackedAKernelsEqualTheRowMajorOnes) {
   Rng rng(8);
   for (auto [mr, nr] : Bf16MicroTileShapes())
-    for (const Bf16MicroKernel* k : {FindBf16MicroKernel(mr, nr), FindPortableBf16MicroKernel(mr, nr)}) {
+    for (const Bf16MicroKernel* k :
+         {FindBf16MicroKernel(mr, nr), FindPortableBf16MicroKernel(mr, nr)}) {
       const int64_t kpairs = 7, lda = 2 * kpairs;
       std::vector<Bf16> a(mr * lda), packed(mr * lda);
       alignas(64) static Bf16 bp[2 * 7 * 128];
@@ -305,6 +306,33 @@ TEST(Bf16, InterleavesInPlace) {
     const Bf16* got = reinterpret_cast<const Bf16*>(rows.data());
     ASSERT_EQ(std::vector<Bf16>(got, got + 2 * n), want) << n;
   }
+}
+
+// Consecutive rows paired as InterleaveToBf16Pairs pairs two, odd counts
+// ending in zeros, in place and below the rows (Winograd's V slivers).
+TEST(Bf16, PairsConsecutiveRowsInPlace) {
+  Rng rng(10);
+  for (int64_t n : {1, 6, 7, 8, 14, 16, 20})
+    for (int64_t rows : {1, 2, 5, 8}) {
+      std::vector<float> src(rows * n + 8);
+      for (float& f : src) f = static_cast<float>(rng.Normal());
+      const int64_t pairs = (rows + 1) / 2;
+      std::vector<Bf16> want(2 * pairs * n);
+      for (int64_t q = 0; q < pairs; ++q)
+        InterleaveToBf16Pairs(src.data() + 2 * q * n,
+                              2 * q + 1 < rows ? src.data() + (2 * q + 1) * n : nullptr, n,
+                              want.data() + 2 * q * n);
+      std::vector<Bf16> apart(2 * pairs * n);
+      PairConsecutiveRows(src.data(), rows, n, apart.data());
+      ASSERT_EQ(apart, want) << n << " x " << rows;
+      for (int64_t below : {0, 3}) {  // floats the words start below the rows
+        std::vector<float> moved(below + src.size());
+        std::copy(src.begin(), src.end(), moved.begin() + below);
+        auto* dst = reinterpret_cast<Bf16*>(moved.data());
+        PairConsecutiveRows(moved.data() + below, rows, n, dst);
+        ASSERT_EQ(std::vector<Bf16>(dst, dst + 2 * pairs * n), want) << n << " x " << rows;
+      }
+    }
 }
 
 // The operands really are rounded: 1 + 2^-10 is 1 in bf16.
