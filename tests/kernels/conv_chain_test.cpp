@@ -177,20 +177,27 @@ ConvChainTiling ChainTiling(int64_t rows, int64_t e_block, std::pair<int, int> m
   return t;
 }
 
-// Runs and compares; a kernel error fails the test.
-double RunBlock(const Block& b, const ConvChainTiling& t, int threads = 2, bool prepack = true) {
-  Problem p = MakeProblem(b);
-  std::vector<float> packed;
+// Runs `t` on `p` (its weights pre-packed into `packed` when asked); false
+// (and a failed test) on a kernel error.
+bool RunChain(Problem& p, const ConvChainTiling& t, int threads, bool prepack,
+              std::vector<float>* packed) {
   if (prepack) {
-    packed.resize(PrePackedConvChainWeightFloats(p.d, t));
-    PrePackConvChainWeights(p.d, t, packed.data());
-    p.d.w_packed = packed.data();
+    packed->resize(PrePackedConvChainWeightFloats(p.d, t));
+    PrePackConvChainWeights(p.d, t, packed->data());
+    p.d.w_packed = packed->data();
   }
   KernelConfig config;
   config.threads = threads;
   const Result<KernelStats> stats = RunConvChain(p.d, t, config);
   EXPECT_TRUE(stats.ok()) << (stats.ok() ? "" : stats.error().message()) << " " << t.ToString();
-  return stats.ok() ? MaxRelError(p) : 1e9;
+  return stats.ok();
+}
+
+// Runs and compares; a kernel error fails the test.
+double RunBlock(const Block& b, const ConvChainTiling& t, int threads = 2, bool prepack = true) {
+  Problem p = MakeProblem(b);
+  std::vector<float> packed;
+  return RunChain(p, t, threads, prepack, &packed) ? MaxRelError(p) : 1e9;
 }
 
 TEST(ConvChain, InvertedResidualsScaledDown) {
@@ -231,16 +238,7 @@ double Bf16BoundRatio(const Block& b, const ConvChainTiling& tiling, int threads
   t.precision = Precision::kBf16;
   Problem p = MakeProblem(b, 5);
   std::vector<float> packed;
-  if (prepack) {
-    packed.resize(PrePackedConvChainWeightFloats(p.d, t));
-    PrePackConvChainWeights(p.d, t, packed.data());
-    p.d.w_packed = packed.data();
-  }
-  KernelConfig config;
-  config.threads = threads;
-  const Result<KernelStats> stats = RunConvChain(p.d, t, config);
-  EXPECT_TRUE(stats.ok()) << (stats.ok() ? "" : stats.error().message()) << " " << t.ToString();
-  if (!stats.ok()) return 1e9;
+  if (!RunChain(p, t, threads, prepack, &packed)) return 1e9;
   const std::vector<double> bound = Bf16ChainBound(p);
   double worst = 0;
   for (size_t i = 0; i < bound.size(); ++i)

@@ -13,6 +13,7 @@
 #include "common/rng.h"
 #include "kernels/conv.h"
 #include "kernels/conv_winograd.h"
+#include "kernels/estimate.h"
 
 namespace fusetune::kernels::testing {
 
@@ -230,6 +231,22 @@ inline void ExpectRunModesCountAlike(const ConvShape& s, const ConvTiling& t,
   ExpectModeCountsAlike(RunConv(d, t, config, RunMode::kFull),
                         RunConv(d, t, config, RunMode::kCopyOnly),
                         RunConv(d, t, config, RunMode::kComputeOnly));
+}
+
+// The estimate of `t` on random data of `s` (pre-packed or not) counts
+// the bytes and the local buffer that runs on 1 and 2 threads count.
+inline void ExpectEstimateCountsWhatRunsCount(const ConvShape& s, const ConvTiling& t,
+                                              bool prepack) {
+  RandomConv c(s, true, false, 1, s.batch * s.out_channels * s.pixels());
+  if (prepack) c.PrePack(t);
+  for (int threads : {1, 2}) {
+    ConvRun run;
+    ASSERT_TRUE(c.Run(t, threads, 1 << 20, &run));
+    const TilingEstimate e = EstimateConv(c.d, t, threads);
+    EXPECT_EQ(e.bytes_in, static_cast<double>(run.stats.bytes_global_to_local));
+    EXPECT_EQ(e.bytes_out, static_cast<double>(run.stats.bytes_local_to_global));
+    EXPECT_EQ(e.local_bytes, ConvLocalBytes(c.d, t));
+  }
 }
 
 // The largest ratio of |y - exact| to the bound a bf16 convolution (im2col

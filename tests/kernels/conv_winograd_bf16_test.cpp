@@ -17,7 +17,6 @@
 #include "kernels/conv.h"
 #include "kernels/conv_algorithm.h"
 #include "kernels/conv_winograd.h"
-#include "kernels/estimate.h"
 #include "kernels/microkernel_bf16.h"
 #include "kernels/precision.h"
 #include "tests/kernels/conv_test_util.h"
@@ -112,16 +111,7 @@ TEST(WinogradBf16, EstimateAndRunModesCountWhatRunsCount) {
       for (bool prepack : {false, true}) {
         SCOPED_TRACE(fmt::format("{} {} prepack={}", s.ToString(), t.ToString(), prepack));
         testing::ExpectRunModesCountAlike(s, t);
-        RandomConv c(s, true, false, 1, s.batch * s.out_channels * s.pixels());
-        if (prepack) c.PrePack(t);
-        for (int threads : {1, 2}) {
-          testing::ConvRun run;
-          ASSERT_TRUE(c.Run(t, threads, 1 << 20, &run));
-          const TilingEstimate e = EstimateConv(c.d, t, threads);
-          EXPECT_EQ(e.bytes_in, static_cast<double>(run.stats.bytes_global_to_local));
-          EXPECT_EQ(e.bytes_out, static_cast<double>(run.stats.bytes_local_to_global));
-          EXPECT_EQ(e.local_bytes, ConvLocalBytes(c.d, t));
-        }
+        testing::ExpectEstimateCountsWhatRunsCount(s, t, prepack);
       }
 }
 
