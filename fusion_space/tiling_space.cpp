@@ -440,14 +440,16 @@ bool ConvTilingCanonical(const kernels::ConvShape& s, const kernels::ConvTiling&
   });
 }
 
-// A block of expanded channels at or past their count (rounded up to mr)
-// runs the same schedule: only the smallest such block that holds whole
-// micro-tiles is a point of the space.
+// A block of expanded channels at or past their count (rounded up to the
+// block unit) runs the same schedule: only the smallest such block that
+// holds whole units is a point of the space. The unit is mr, and in bf16
+// an even multiple of it (k-pairs: an odd mr's odd blocks are refused).
 bool ConvChainTilingCanonical(const kernels::ConvChainDesc& d, const kernels::ConvChainTiling& t) {
-  if (t.mr < 1 || t.e_block % t.mr != 0) return true;  // the kernel's check explains
-  const int64_t whole = (d.depthwise.in_channels + t.mr - 1) / t.mr * t.mr;
+  const int64_t unit = t.precision == kernels::Precision::kBf16 && t.mr % 2 != 0 ? 2 * t.mr : t.mr;
+  if (unit < 1 || t.e_block % unit != 0) return true;  // the kernel's check explains
+  const int64_t whole = (d.depthwise.in_channels + unit - 1) / unit * unit;
   return FirstOfItsKind(ChainBlocks(d.depthwise.in_channels), t.e_block,
-                        [&](int64_t v) { return v % t.mr != 0 ? -v : std::min(v, whole); });
+                        [&](int64_t v) { return v % unit != 0 ? -v : std::min(v, whole); });
 }
 
 // The rules of a tiling on an instance, in order: its template's, then the

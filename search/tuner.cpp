@@ -101,10 +101,11 @@ bool Tuner::AddPrior(const db::Record& record) {
   const bool ok = record.status == db::RecordStatus::kOk;
   searches_[t]->AddMeasured(tiling, ok ? std::optional<double>(record.seconds) : std::nullopt);
   if (ok) {
-    Measured facts{record.seconds, 0, -1};
+    Measured facts{record.seconds, 0, -1, 0};
     if (auto m = measure::MetricsFromText(record.metrics); m.ok()) {
       facts.bytes = static_cast<double>(m->measured.bytes_in + m->measured.bytes_out);
       facts.overlap = m->measured.overlap;
+      facts.max_error = m->measured.max_error;
     }
     task_results_[t][fusion_space::TilingToString(tiling)] = facts;
   }
@@ -170,7 +171,8 @@ Status Tuner::MeasureTiling(int task, const Proposal& proposal) {
     return Status::Ok();
   }
   task_results_[task][fusion_space::TilingToString(proposal.tiling)] = {
-      result.time.median, static_cast<double>(result.bytes_in + result.bytes_out), result.overlap};
+      result.time.median, static_cast<double>(result.bytes_in + result.bytes_out), result.overlap,
+      result.max_error};
   if (t.kind != fusion_space::KernelTemplate::kReference) {
     AddSample(task, proposal.tiling, result);
     ++new_ok_;

@@ -154,6 +154,7 @@ class Tuner {
  private:
   struct Measured {
     double seconds = 0, bytes = 0, overlap = -1;
+    double max_error = 0;  // of the group's outputs against the reference (bf16: rounding)
   };
   struct PlanState;
 
@@ -164,10 +165,11 @@ class Tuner {
   // its groups' measured times: a plan that runs far slower than that and
   // than the best plan so far is measured once more (a busy host slows one
   // measurement; both records are kept, and the faster counts).
-  // `wrong`, when given: whether its outputs missed the tolerance (now or
-  // when it was measured before).
+  // `status`, when given: how its measurement ended (now, or when it was
+  // measured before: then it is not measured again).
   Status MeasurePlan(const fusion_space::Plan& plan, const std::string& kind,
-                     std::optional<double> predicted = std::nullopt, bool* wrong = nullptr);
+                     std::optional<double> predicted = std::nullopt,
+                     db::RecordStatus* status = nullptr);
   // MeasurePlan, then (mixed precision) FitErrorBudget when the plan's
   // outputs missed the error budget.
   Status MeasurePlanWithinBudget(const fusion_space::Plan& plan, const std::string& kind,
@@ -177,10 +179,14 @@ class Tuner {
   // budget end to end although each group met it alone (MobileNetV2's 52
   // convs in bf16 were 3-4% off where the budget was 1%: a 12-minute job
   // kept its greedy f32 plan). The plan is measured again with some bf16
-  // groups put back to their tasks' best f32 tilings, those that save
-  // least over f32 first: a binary search for the fewest put back that
-  // meet the budget (tuner_precision.cpp).
+  // groups put back to their tasks' best f32 tilings in the same layouts,
+  // those that save least over f32 per unit of their measured error first:
+  // a binary search for the fewest put back that meet the budget
+  // (tuner_precision.cpp).
   Status FitErrorBudget(const fusion_space::Plan& plan, const std::string& kind);
+  // The f32 tiling a bf16 group of a plan goes back to, and what bf16 saves
+  // over it per unit of the bf16 record's error (tuner_precision.cpp).
+  std::pair<fusion_space::Tiling, double> F32TilingOf(const fusion_space::PlanGroup& g);
   Status MeasureTunedPlan();
   bool ReopenConverged(std::vector<TaskStanding>* standing);
   // `predicted`, when given, receives the partition's cost (sum of its groups').

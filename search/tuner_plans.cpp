@@ -35,8 +35,7 @@ bool Tuner::PlanState::AddPrior(const db::Record& record) {
 }
 
 void Tuner::PlanState::Add(PlanReport report, nlohmann::json plan, db::RecordStatus status) {
-  known.insert(plan.dump());
-  if (status == db::RecordStatus::kWrong) wrong.insert(plan.dump());
+  this->status[plan.dump()] = status;
   if (status != db::RecordStatus::kOk) return;
   const size_t i = measured.size();
   if (report.kind == "unfused" && !unfused.has_value()) unfused = i;
@@ -47,10 +46,12 @@ void Tuner::PlanState::Add(PlanReport report, nlohmann::json plan, db::RecordSta
 }
 
 Status Tuner::MeasurePlan(const fusion_space::Plan& plan, const std::string& kind,
-                          std::optional<double> predicted, bool* wrong) {
+                          std::optional<double> predicted, db::RecordStatus* status) {
   measure::Candidate candidate = measure::PlanCandidate(graph_, space_, plan, kind);
-  if (wrong != nullptr) *wrong = plans_->wrong.count(candidate.plan.dump()) > 0;
-  if (plans_->known.count(candidate.plan.dump())) return Status::Ok();
+  if (auto it = plans_->status.find(candidate.plan.dump()); it != plans_->status.end()) {
+    if (status != nullptr) *status = it->second;
+    return Status::Ok();
+  }
   std::vector<fusion_space::KernelTemplate> templates;
   for (const fusion_space::PlanGroup& g : plan.groups)
     templates.push_back(space_.Match(g.nodes).instance.kind);
@@ -68,7 +69,7 @@ Status Tuner::MeasurePlan(const fusion_space::Plan& plan, const std::string& kin
     const bool slower_than_best =
         !plans_->best.has_value() || record.seconds > plans_->measured[*plans_->best].seconds;
     plans_->Add(report, candidate.plan, record.status);
-    if (wrong != nullptr) *wrong = record.status == db::RecordStatus::kWrong;
+    if (status != nullptr) *status = record.status;
     if (!result.ok() || !predicted || !slower_than_best ||
         record.seconds <= kRemeasureAbovePrediction * *predicted || StopReason() == "interrupted")
       break;

@@ -4,7 +4,6 @@
 
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -15,8 +14,9 @@ namespace fusetune::search {
 struct Tuner::PlanState {
   std::vector<PlanReport> measured;  // ok measurements only
   std::vector<nlohmann::json> plan_json;
-  std::set<std::string> known;  // plan JSON text of everything measured, failed included
-  std::set<std::string> wrong;  // of those, the ones whose outputs missed the tolerance
+  // Plan JSON text of everything measured, failed included, and how its
+  // last measurement ended.
+  std::map<std::string, db::RecordStatus> status;
   std::optional<size_t> unfused, greedy, best;
   int tuned_count = 0;  // tuned plans built (measured or already known)
 

@@ -110,7 +110,7 @@ TEST(ConvDirectBf16, RunModesAndEstimateCountAlike) {
     for (const ConvTiling& t : {Bf16Direct(16, 64, 4096), Bf16Direct(32, 28, 3)})
       for (bool prepack : {false, true}) {
         SCOPED_TRACE(fmt::format("{} {} prepack={}", s.ToString(), t.ToString(), prepack));
-        testing::ExpectRunModesCountAlike(s, t);
+        testing::ExpectRunModesCountAlike(s, t, ConvGlobalPool::kNone, prepack);
         testing::ExpectEstimateCountsWhatRunsCount(s, t, prepack);
       }
 }

@@ -214,9 +214,11 @@ inline void ExpectModeCountsAlike(const Result<KernelStats>& full, const Result<
   EXPECT_EQ(compute->tiles, full->tiles);
 }
 
-// ExpectModeCountsAlike on one conv (ones everywhere: no data dependence).
+// ExpectModeCountsAlike on one conv (ones everywhere: no data dependence),
+// its weights pre-packed when asked.
 inline void ExpectRunModesCountAlike(const ConvShape& s, const ConvTiling& t,
-                                     ConvGlobalPool pool = ConvGlobalPool::kNone) {
+                                     ConvGlobalPool pool = ConvGlobalPool::kNone,
+                                     bool prepack = false) {
   std::vector<float> x(s.batch * s.in_channels * s.in_h * s.in_w, 1.0f);
   std::vector<float> w(s.out_channels * s.in_per_group() * s.kernel_h * s.kernel_w, 1.0f);
   std::vector<float> b(s.out_channels, 1.0f), y(s.batch * s.out_channels * s.pixels());
@@ -227,6 +229,12 @@ inline void ExpectRunModesCountAlike(const ConvShape& s, const ConvTiling& t,
   d.bias = b.data();
   d.y = y.data();
   d.global_pool = pool;
+  std::vector<float> packed;
+  if (prepack) {
+    packed.resize(static_cast<size_t>(PrePackedConvWeightFloats(d, t)));
+    PrePackConvWeights(d, t, packed.data());
+    d.w_packed = packed.data();
+  }
   KernelConfig config;
   ExpectModeCountsAlike(RunConv(d, t, config, RunMode::kFull),
                         RunConv(d, t, config, RunMode::kCopyOnly),

@@ -110,7 +110,7 @@ TEST(WinogradBf16, EstimateAndRunModesCountWhatRunsCount) {
                                 WinogradBf16(a, 64, 1000, 64), WinogradBf16(a, 8, 1, 4)})
       for (bool prepack : {false, true}) {
         SCOPED_TRACE(fmt::format("{} {} prepack={}", s.ToString(), t.ToString(), prepack));
-        testing::ExpectRunModesCountAlike(s, t);
+        testing::ExpectRunModesCountAlike(s, t, ConvGlobalPool::kNone, prepack);
         testing::ExpectEstimateCountsWhatRunsCount(s, t, prepack);
       }
 }
