@@ -241,6 +241,19 @@ inline void ExpectRunModesCountAlike(const ConvShape& s, const ConvTiling& t,
                         RunConv(d, t, config, RunMode::kComputeOnly));
 }
 
+// A bf16 tiling's outputs (bias, residual, ReLU) differ from its f32
+// twin's on the same data: the operands really are rounded.
+inline void ExpectBf16DiffersFromF32(const ConvShape& s, const ConvTiling& bf16) {
+  ConvTiling f32 = bf16;
+  f32.precision = Precision::kF32;
+  RandomConv a(s, true, true, 5, s.batch * s.out_channels * s.pixels());
+  RandomConv b(s, true, true, 5, s.batch * s.out_channels * s.pixels());
+  ConvRun ra, rb;
+  ASSERT_TRUE(a.Run(bf16, 2, 1 << 20, &ra));
+  ASSERT_TRUE(b.Run(f32, 2, 1 << 20, &rb));
+  EXPECT_NE(a.y, b.y) << "bf16 rounds: the outputs differ from f32's";
+}
+
 // The estimate of `t` on random data of `s` (pre-packed or not) counts
 // the bytes and the local buffer that runs on 1 and 2 threads count.
 inline void ExpectEstimateCountsWhatRunsCount(const ConvShape& s, const ConvTiling& t,
