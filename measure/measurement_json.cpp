@@ -44,6 +44,8 @@ nlohmann::json NoteToJson(const SearchNote& n) {
   if (!n.plan_kind.empty()) {
     nlohmann::json j{{"plan_kind", n.plan_kind}};
     if (n.remeasure) j["remeasure"] = true;
+    if (n.anchor_seconds > 0)
+      j["anchor"] = {{"seconds", n.anchor_seconds}, {"reference_seconds", n.anchor_reference_seconds}};
     return j;
   }
   nlohmann::json j{{"predicted_seconds", n.predicted_seconds},
@@ -58,6 +60,10 @@ SearchNote NoteFromJson(const nlohmann::json& j) {
   SearchNote n;
   n.plan_kind = j.value("plan_kind", "");
   n.remeasure = j.value("remeasure", false);
+  if (const auto anchor = j.find("anchor"); anchor != j.end() && anchor->is_object()) {
+    n.anchor_seconds = anchor->value("seconds", 0.0);
+    n.anchor_reference_seconds = anchor->value("reference_seconds", 0.0);
+  }
   n.predicted_seconds = j.value("predicted_seconds", 0.0);
   n.model = j.value("model", "");
   n.random = j.value("random", false);

@@ -95,6 +95,11 @@ std::string ResultSummary(const MeasureResult& r);  // one line for logs
 struct SearchNote {
   std::string plan_kind;                   // "unfused", "greedy", "tuned", ...; empty for a tiling
   bool remeasure = false;                  // a whole plan measured twice on purpose
+  // A whole plan timed beside the anchor (the greedy plan, search/tuner.h):
+  // the anchor's time just before it and its first time. The record's
+  // seconds are the plan's time scaled by reference / now; the measured
+  // median stays as it was.
+  double anchor_seconds = 0, anchor_reference_seconds = 0;
   double predicted_seconds = 0;            // the model's prediction for the tiling
   std::string model;                       // name/form of the model that predicted it
   bool random = false, suggested = false;  // how the tiling was proposed

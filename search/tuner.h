@@ -170,6 +170,17 @@ class Tuner {
   Status MeasurePlan(const fusion_space::Plan& plan, const std::string& kind,
                      std::optional<double> predicted = std::nullopt,
                      db::RecordStatus* status = nullptr);
+  // Whole plans are timed beside an anchor, the greedy plan, measured just
+  // before each of them: this host's speed swings by up to 1.9x within
+  // seconds (a 12-minute MobileNetV2 job measured plans of the same 31
+  // kernels at 2.4-2.6 ms in one batch and 4.6-5.0 ms in another, 35 s
+  // later), so the fastest raw record was the one measured in the fastest
+  // moment, and it ran 1.9x slower after the job. A plan's record holds its
+  // time scaled by the anchor's first time over its time now: the plan's
+  // time at the speed of the greedy baseline's measurement, comparable
+  // across moments and jobs. Returns {now, first}; nullopt before the greedy
+  // plan was measured or when its run fails (the plan's time stays raw).
+  std::optional<std::pair<double, double>> MeasureAnchor();
   // MeasurePlan, then (mixed precision) FitErrorBudget when the plan's
   // outputs missed the error budget.
   Status MeasurePlanWithinBudget(const fusion_space::Plan& plan, const std::string& kind,

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <tuple>
 
 #include "fusion_space/layout_choice.h"
 #include "fusion_space/partition.h"
@@ -60,9 +61,13 @@ Status Tuner::MeasurePlan(const fusion_space::Plan& plan, const std::string& kin
     search_info.plan_kind = kind;
     search_info.remeasure = attempt > 0;  // measured twice on purpose
     ReportProgress("whole model, " + kind + " plan" + (attempt ? " again" : ""));
+    if (const auto anchor = kind == "greedy" ? std::nullopt : MeasureAnchor())
+      std::tie(search_info.anchor_seconds, search_info.anchor_reference_seconds) = *anchor;
     const measure::MeasureResult result = measure_(candidate);
     db::Record record = MakeRecord(graph_key_, candidate, result, context_.target, context_.job_id,
                                    templates, search_info);
+    if (search_info.anchor_seconds > 0 && record.status == db::RecordStatus::kOk)
+      record.seconds *= search_info.anchor_reference_seconds / search_info.anchor_seconds;
     FT_RETURN_IF_ERROR(callbacks_.commit(record));
     PlanReport report{kind, record.seconds, static_cast<int64_t>(plan.groups.size()),
                       static_cast<double>(result.bytes_in + result.bytes_out), record.id};
@@ -77,8 +82,23 @@ Status Tuner::MeasurePlan(const fusion_space::Plan& plan, const std::string& kin
   return Status::Ok();
 }
 
+std::optional<std::pair<double, double>> Tuner::MeasureAnchor() {
+  if (!plans_->anchor)
+    plans_->anchor = measure::PlanCandidate(graph_, space_, space_.Greedy(), "anchor");
+  // Its first time: the first ok record of the same plan (this job's
+  // greedy baseline, or an earlier job's).
+  std::optional<double> first;
+  for (size_t i = 0; i < plans_->measured.size() && !first; ++i)
+    if (plans_->plan_json[i] == plans_->anchor->plan) first = plans_->measured[i].seconds;
+  if (!first || *first <= 0) return std::nullopt;
+  const measure::MeasureResult now = measure_(*plans_->anchor);
+  if (!now.ok() || now.time.median <= 0) return std::nullopt;
+  return std::pair{now.time.median, *first};
+}
+
+// The greedy plan first: it is the anchor the unfused one is timed beside.
 Status Tuner::MeasureBaselines() {
-  for (const char* kind : {"unfused", "greedy"}) {
+  for (const char* kind : {"greedy", "unfused"}) {
     if (auto reason = StopReason(); reason == "interrupted") {
       stop_reason_ = *reason;
       return Status::Ok();

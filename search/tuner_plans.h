@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "measure/measurer.h"
 #include "search/tuner.h"
 
 namespace fusetune::search {
@@ -19,6 +20,9 @@ struct Tuner::PlanState {
   std::map<std::string, db::RecordStatus> status;
   std::optional<size_t> unfused, greedy, best;
   int tuned_count = 0;  // tuned plans built (measured or already known)
+  // The anchor whole plans are timed beside (Tuner::MeasureAnchor), made
+  // at its first use.
+  std::optional<measure::Candidate> anchor;
 
   bool AddPrior(const db::Record& record);
   void Add(PlanReport report, nlohmann::json plan, db::RecordStatus status);

@@ -225,17 +225,32 @@ TEST(TaskSearch, MeasuredResidualsSteerTheRankingAwayFromWhatTheModelMisses) {
 }
 
 // A deterministic stand-in for the device: a time from the plan's text.
+// `calls` and `measured` leave out the anchor's runs (the greedy plan timed
+// before each whole plan), which make no record.
 struct FakeDevice {
-  int64_t calls = 0;
+  int64_t calls = 0, anchor_runs = 0;
   std::multiset<std::string> measured;
   bool busy_on_first_tuned = false;  // a whole tuned plan's first measurement takes 1 s
   // Mixed precision: a group in bf16 runs in half the time, and a whole
   // plan of more than this many bf16 groups misses the error budget.
   int bf16_groups_within_budget = -1;  // -1: no precision effects
+  // A host whose speed swings: whole plans run kSwing[anchor_runs % 3]
+  // times their time, so an anchor run and the plan after it share one.
+  bool swings = false;
+  static constexpr double kSwing[] = {1.0, 0.5, 2.0};
   measure::MeasureResult operator()(const measure::Candidate& c) {
-    ++calls;
+    measure::MeasureResult r = Steady(c);
+    if (swings && !c.group && r.ok()) r.time.median *= kSwing[anchor_runs % 3];
+    return r;
+  }
+  measure::MeasureResult Steady(const measure::Candidate& c) {
     const std::string text = c.plan.dump();
-    measured.insert(text);
+    if (c.label == "anchor") {
+      ++anchor_runs;
+    } else {
+      ++calls;
+      measured.insert(text);
+    }
     const bool whole = !c.group;
     if (bf16_groups_within_budget >= 0 && whole && Bf16Groups(text) > bf16_groups_within_budget)
       return measure::MeasureResult::Failure(measure::MeasureStatus::kWrong, "over the budget");
@@ -519,6 +534,35 @@ TEST(Tuner, APlanOverTheErrorBudgetIsFittedByPuttingGroupsBackToF32) {
   EXPECT_EQ(Bf16Groups(s.best_plan.dump()), 2);
   EXPECT_LT(s.best->seconds, s.greedy->seconds);
   for (const auto& text : job.device.measured) EXPECT_EQ(job.device.measured.count(text), 1u);
+}
+
+// The host's speed swings between whole-plan measurements (x1, x0.5, x2):
+// each whole plan's record holds its time at the speed of the greedy
+// baseline's measurement, so the best plan is the fastest one, not the one
+// measured in the fastest moment.
+TEST(Tuner, WholePlansAreTimedBesideTheGreedyPlan) {
+  Job job(Budget(200));
+  job.device.swings = true;
+  ASSERT_TRUE(job.tuner->Run().ok());
+  FakeDevice steady;
+  auto steady_seconds = [&](const db::Record& r) {
+    measure::Candidate c{nullptr, nlohmann::json::parse(r.plan), "", false, false};
+    return steady.Steady(c).time.median;
+  };
+  std::optional<double> fastest;
+  int anchored = 0;
+  for (const db::Record& r : job.committed) {
+    if (r.workload_key != job.tuner->graph_key() || r.status != db::RecordStatus::kOk) continue;
+    const double want = steady_seconds(r);
+    EXPECT_NEAR(r.seconds, want, 1e-9 * want) << r.metrics;
+    anchored += r.metrics.find("\"anchor\"") != std::string::npos;
+    fastest = std::min(fastest.value_or(want), want);
+  }
+  EXPECT_GT(job.device.anchor_runs, 2);
+  EXPECT_EQ(anchored, job.device.anchor_runs) << "every run of the anchor times one plan";
+  const TuneSummary s = job.tuner->Summary();
+  ASSERT_TRUE(s.best && fastest);
+  EXPECT_NEAR(s.best->seconds, *fastest, 1e-9 * *fastest);
 }
 
 // db/ declares its own record status so that it needs nothing from
