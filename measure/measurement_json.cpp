@@ -38,14 +38,20 @@ TimeStats StatsFromJson(const nlohmann::json& j) {
   return s;
 }
 
-// Only the keys a note of its kind had when the search wrote it inline, so
-// that stored text is what it was before the note was a struct.
+void AddAnchor(const SearchNote& n, nlohmann::json* j) {
+  if (n.anchor_seconds > 0)
+    (*j)["anchor"] = {{"seconds", n.anchor_seconds},
+                      {"reference_seconds", n.anchor_reference_seconds}};
+}
+
+// Only the keys a note of its kind had when the search wrote it inline
+// (and an anchor's, when it had one), so that stored text is what it was
+// before the note was a struct.
 nlohmann::json NoteToJson(const SearchNote& n) {
   if (!n.plan_kind.empty()) {
     nlohmann::json j{{"plan_kind", n.plan_kind}};
     if (n.remeasure) j["remeasure"] = true;
-    if (n.anchor_seconds > 0)
-      j["anchor"] = {{"seconds", n.anchor_seconds}, {"reference_seconds", n.anchor_reference_seconds}};
+    AddAnchor(n, &j);
     return j;
   }
   nlohmann::json j{{"predicted_seconds", n.predicted_seconds},
@@ -53,6 +59,7 @@ nlohmann::json NoteToJson(const SearchNote& n) {
                    {"random", n.random},
                    {"suggested", n.suggested}};
   if (n.out_of_range) j["out_of_range"] = true;
+  AddAnchor(n, &j);
   return j;
 }
 

@@ -32,6 +32,9 @@ struct Candidate {
   // Some group computes in bf16: verified with
   // MeasureOptions::reduced_precision_tolerance.
   bool reduced_precision = false;
+  // A run that times the host, not the candidate: the tuner's anchors
+  // (search/tuner.h), which make no record.
+  bool anchor = false;
 };
 
 // A fused group as a graph of its own (graph/subgraph.h), to measure its

@@ -93,12 +93,13 @@ std::string ResultSummary(const MeasureResult& r);  // one line for logs
 // Why the search measured a candidate, stored beside its measurement. A note
 // is either a whole plan's (plan_kind set) or a proposed tiling's.
 struct SearchNote {
-  std::string plan_kind;                   // "unfused", "greedy", "tuned", ...; empty for a tiling
-  bool remeasure = false;                  // a whole plan measured twice on purpose
-  // A whole plan timed beside the anchor (the greedy plan, search/tuner.h):
-  // the anchor's time just before it and its first time. The record's
-  // seconds are the plan's time scaled by reference / now; the measured
-  // median stays as it was.
+  std::string plan_kind;   // "unfused", "greedy", "tuned", ...; empty for a tiling
+  bool remeasure = false;  // a whole plan measured twice on purpose
+  // A candidate timed beside an anchor (search/tuner.h: the greedy plan for
+  // whole plans, the task's best tiling for a round's tilings): the
+  // anchor's time just before it and its recorded time. The record's
+  // seconds are the candidate's time scaled by reference / now; the
+  // measured median stays as it was.
   double anchor_seconds = 0, anchor_reference_seconds = 0;
   double predicted_seconds = 0;            // the model's prediction for the tiling
   std::string model;                       // name/form of the model that predicted it

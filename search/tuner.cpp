@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <tuple>
+
 #include "cost_model/xgboost_model.h"
 #include "fusion_space/plan_json.h"
 #include "search/tuner_plans.h"
@@ -141,14 +143,14 @@ void Tuner::ReportProgress(const std::string& current) {
 }
 
 void Tuner::AddSample(int task, const fusion_space::Tiling& tiling,
-                      const measure::MeasureResult& result) {
+                      const measure::MeasureResult& result, double seconds) {
   const std::string& key = tasks_[task].key.ToString();
   auto [it, added] =
       history_workloads_.emplace(key, static_cast<int>(history_.workload_keys.size()));
   if (added) history_.workload_keys.push_back(key);
   cost_model::Sample s;
   s.workload = it->second;
-  s.seconds = result.time.median;
+  s.seconds = seconds;
   s.traffic_bytes = static_cast<double>(result.bytes_in + result.bytes_out);
   s.overhead = result.overhead_seconds;
   s.eta = result.overlap;
@@ -156,25 +158,40 @@ void Tuner::AddSample(int task, const fusion_space::Tiling& tiling,
   history_.y.push_back(s);
 }
 
-Status Tuner::MeasureTiling(int task, const Proposal& proposal) {
+std::optional<std::pair<double, double>> Tuner::MeasureIncumbent(int task) {
+  const TaskSearch& s = *searches_[task];
+  if (!s.best_tiling() || !s.best_seconds() || *s.best_seconds() <= 0) return std::nullopt;
+  const Task& t = tasks_[task];
+  auto candidate = measure::GroupCandidate(t.graph, *t.space, *s.best_tiling(), t.summary);
+  if (!candidate.ok()) return std::nullopt;
+  candidate->anchor = true;
+  const measure::MeasureResult now = measure_(*candidate);
+  if (!now.ok() || now.time.median <= 0) return std::nullopt;
+  return std::pair{now.time.median, *s.best_seconds()};
+}
+
+Status Tuner::MeasureTiling(int task, const Proposal& proposal,
+                            std::optional<std::pair<double, double>> anchor) {
   const Task& t = tasks_[task];
   TaskSearch& search = *searches_[task];
-  Trial trial = MeasureTrial(t, proposal.tiling, measure_, context_.target, context_.job_id,
-                             NoteOf(proposal, *model_));
+  measure::SearchNote note = NoteOf(proposal, *model_);
+  if (anchor) std::tie(note.anchor_seconds, note.anchor_reference_seconds) = *anchor;
+  Trial trial = MeasureTrial(t, proposal.tiling, measure_, context_.target, context_.job_id, note);
   const measure::MeasureResult& result = trial.result;
+  const double seconds = result.time.median * (anchor ? anchor->second / anchor->first : 1.0);
   ++trials_;
+  if (trial.record && result.ok()) trial.record->seconds = seconds;
   if (trial.record) FT_RETURN_IF_ERROR(callbacks_.commit(*trial.record));
-  search.AddMeasured(proposal.tiling,
-                     result.ok() ? std::optional<double>(result.time.median) : std::nullopt);
+  search.AddMeasured(proposal.tiling, result.ok() ? std::optional<double>(seconds) : std::nullopt);
   if (!result.ok()) {
     ++failed_;
     return Status::Ok();
   }
   task_results_[task][fusion_space::TilingToString(proposal.tiling)] = {
-      result.time.median, static_cast<double>(result.bytes_in + result.bytes_out), result.overlap,
+      seconds, static_cast<double>(result.bytes_in + result.bytes_out), result.overlap,
       result.max_error};
   if (t.kind != fusion_space::KernelTemplate::kReference) {
-    AddSample(task, proposal.tiling, result);
+    AddSample(task, proposal.tiling, result, seconds);
     ++new_ok_;
   }
   tasks_changed_ = true;
@@ -186,13 +203,14 @@ Status Tuner::RunRound(int task) {
   const int count = search.rounds() == 0 ? options_.first_round_size : options_.round_size;
   const std::vector<Proposal> proposals =
       search.Propose(count, *model_, context_.target_features, SiblingBests(task));
+  const auto incumbent = proposals.empty() ? std::nullopt : MeasureIncumbent(task);
   for (const Proposal& p : proposals) {
     if (auto reason = StopReason()) {
       stop_reason_ = *reason;
       break;
     }
     ReportProgress(tasks_[task].summary);
-    FT_RETURN_IF_ERROR(MeasureTiling(task, p));
+    FT_RETURN_IF_ERROR(MeasureTiling(task, p, incumbent));
   }
   search.EndRound();
   ++rounds_;

@@ -160,7 +160,18 @@ class Tuner {
 
   Status MeasureBaselines();
   Status RunRound(int task);
-  Status MeasureTiling(int task, const Proposal& proposal);
+  // `anchor`: MeasureIncumbent's {now, recorded} for the round.
+  Status MeasureTiling(int task, const Proposal& proposal,
+                       std::optional<std::pair<double, double>> anchor);
+  // A task's rounds are timed beside its incumbent, as whole plans beside
+  // the greedy plan (MeasureAnchor, below): its best tiling runs again
+  // before the round's proposals, and their records hold their times
+  // scaled by the incumbent's recorded time over its time now. So a task's
+  // records share the frame of its first round, not each its own moment
+  // (a tiling measured in a fast second is not the best for that alone).
+  // Returns {now, recorded}; nullopt before the task has a best tiling or
+  // when its run fails.
+  std::optional<std::pair<double, double>> MeasureIncumbent(int task);
   // Measures a whole plan and commits its record. `predicted`, the sum of
   // its groups' measured times: a plan that runs far slower than that and
   // than the best plan so far is measured once more (a busy host slows one
@@ -222,8 +233,9 @@ class Tuner {
   std::pair<fusion_space::Tiling, double> BestOrPredicted(int task, bool nchw_only,
                                                           double scale) const;
   void UpdateModel();
-  void AddSample(int task, const fusion_space::Tiling& tiling,
-                 const measure::MeasureResult& result);
+  // `seconds`: the measurement's time, anchored (MeasureIncumbent).
+  void AddSample(int task, const fusion_space::Tiling& tiling, const measure::MeasureResult& result,
+                 double seconds);
   std::optional<std::string> StopReason();
   void ReportProgress(const std::string& current);
   double Elapsed() const;

@@ -83,8 +83,10 @@ Status Tuner::MeasurePlan(const fusion_space::Plan& plan, const std::string& kin
 }
 
 std::optional<std::pair<double, double>> Tuner::MeasureAnchor() {
-  if (!plans_->anchor)
-    plans_->anchor = measure::PlanCandidate(graph_, space_, space_.Greedy(), "anchor");
+  if (!plans_->anchor) {
+    plans_->anchor = measure::PlanCandidate(graph_, space_, space_.Greedy(), "greedy (anchor)");
+    plans_->anchor->anchor = true;
+  }
   // Its first time: the first ok record of the same plan (this job's
   // greedy baseline, or an earlier job's).
   std::optional<double> first;

@@ -225,8 +225,9 @@ TEST(TaskSearch, MeasuredResidualsSteerTheRankingAwayFromWhatTheModelMisses) {
 }
 
 // A deterministic stand-in for the device: a time from the plan's text.
-// `calls` and `measured` leave out the anchor's runs (the greedy plan timed
-// before each whole plan), which make no record.
+// `calls` and `measured` leave out the anchors' runs (the greedy plan timed
+// before each whole plan, a task's best tiling before each round), which
+// make no record.
 struct FakeDevice {
   int64_t calls = 0, anchor_runs = 0;
   std::multiset<std::string> measured;
@@ -234,18 +235,18 @@ struct FakeDevice {
   // Mixed precision: a group in bf16 runs in half the time, and a whole
   // plan of more than this many bf16 groups misses the error budget.
   int bf16_groups_within_budget = -1;  // -1: no precision effects
-  // A host whose speed swings: whole plans run kSwing[anchor_runs % 3]
-  // times their time, so an anchor run and the plan after it share one.
+  // A host whose speed swings: everything runs kSwing[anchor_runs % 3]
+  // times its time, so an anchor's run and the runs after it share one.
   bool swings = false;
   static constexpr double kSwing[] = {1.0, 0.5, 2.0};
   measure::MeasureResult operator()(const measure::Candidate& c) {
     measure::MeasureResult r = Steady(c);
-    if (swings && !c.group && r.ok()) r.time.median *= kSwing[anchor_runs % 3];
+    if (swings && r.ok()) r.time.median *= kSwing[anchor_runs % 3];
     return r;
   }
   measure::MeasureResult Steady(const measure::Candidate& c) {
     const std::string text = c.plan.dump();
-    if (c.label == "anchor") {
+    if (c.anchor) {
       ++anchor_runs;
     } else {
       ++calls;
@@ -536,33 +537,50 @@ TEST(Tuner, APlanOverTheErrorBudgetIsFittedByPuttingGroupsBackToF32) {
   for (const auto& text : job.device.measured) EXPECT_EQ(job.device.measured.count(text), 1u);
 }
 
-// The host's speed swings between whole-plan measurements (x1, x0.5, x2):
-// each whole plan's record holds its time at the speed of the greedy
-// baseline's measurement, so the best plan is the fastest one, not the one
-// measured in the fastest moment.
-TEST(Tuner, WholePlansAreTimedBesideTheGreedyPlan) {
+// The host's speed swings between anchor runs (x1, x0.5, x2): each whole
+// plan's record holds its time at the speed of the greedy baseline's
+// measurement, so the best plan is the fastest one, not the one measured in
+// the fastest moment; each task's tilings are all recorded at the speed of
+// its first round, so its best tiling is its fastest.
+TEST(Tuner, PlansAndTilingsAreTimedBesideAnAnchor) {
   Job job(Budget(200));
   job.device.swings = true;
   ASSERT_TRUE(job.tuner->Run().ok());
   FakeDevice steady;
-  auto steady_seconds = [&](const db::Record& r) {
-    measure::Candidate c{nullptr, nlohmann::json::parse(r.plan), "", false, false};
+  auto steady_seconds = [&](const db::Record& r, bool group) {
+    measure::Candidate c{nullptr, nlohmann::json::parse(r.plan), "", group, false};
     return steady.Steady(c).time.median;
   };
   std::optional<double> fastest;
-  int anchored = 0;
+  std::map<std::string, double> frame;  // per task: recorded over steady time
+  std::map<std::string, std::pair<double, std::string>> best;  // per task: steady time, plan
+  int whole_anchored = 0;
   for (const db::Record& r : job.committed) {
-    if (r.workload_key != job.tuner->graph_key() || r.status != db::RecordStatus::kOk) continue;
-    const double want = steady_seconds(r);
-    EXPECT_NEAR(r.seconds, want, 1e-9 * want) << r.metrics;
-    anchored += r.metrics.find("\"anchor\"") != std::string::npos;
-    fastest = std::min(fastest.value_or(want), want);
+    if (r.status != db::RecordStatus::kOk) continue;
+    const bool whole = r.workload_key == job.tuner->graph_key();
+    const double want = steady_seconds(r, !whole);
+    if (whole) {
+      EXPECT_NEAR(r.seconds, want, 1e-9 * want) << r.metrics;
+      whole_anchored += r.metrics.find("\"anchor\"") != std::string::npos;
+      fastest = std::min(fastest.value_or(want), want);
+      continue;
+    }
+    const double ratio = frame.emplace(r.workload_key, r.seconds / want).first->second;
+    EXPECT_NEAR(r.seconds / want, ratio, 1e-9) << "one frame per task: " << r.workload_key;
+    auto [it, added] = best.emplace(r.workload_key, std::pair{want, r.plan});
+    if (want < it->second.first) it->second = {want, r.plan};
   }
-  EXPECT_GT(job.device.anchor_runs, 2);
-  EXPECT_EQ(anchored, job.device.anchor_runs) << "every run of the anchor times one plan";
+  EXPECT_GT(whole_anchored, 2);
   const TuneSummary s = job.tuner->Summary();
   ASSERT_TRUE(s.best && fastest);
   EXPECT_NEAR(s.best->seconds, *fastest, 1e-9 * *fastest);
+  int tasks_checked = 0;
+  for (const TaskReport& t : s.tasks) {
+    if (!best.count(t.key) || !t.best_seconds) continue;
+    ++tasks_checked;
+    EXPECT_NEAR(*t.best_seconds, best[t.key].first * frame[t.key], 1e-9 * *t.best_seconds) << t.key;
+  }
+  EXPECT_GT(tasks_checked, 1);
 }
 
 // db/ declares its own record status so that it needs nothing from
