@@ -39,7 +39,7 @@ Tuner::Tuner(std::shared_ptr<const graph::Graph> graph, fusion_space::FusionSpac
       graph_key_(GraphWorkloadKey(*graph_)),
       model_(options.guided ? cost_model::MakeAnalyticalModel()
                             : cost_model::MakeUnguidedModel(options.seed)),
-      plans_(std::make_unique<PlanState>()),
+      plans_(std::make_unique<PlanState>(options_.anchor_max_age_seconds)),
       start_(std::chrono::steady_clock::now()) {
   // Residuals correct a model's ranking; random scores have none to correct.
   if (!options_.guided) options_.evolution.correct_residuals = false;
@@ -101,6 +101,8 @@ bool Tuner::AddPrior(const db::Record& record) {
   if (!plan.ok() || plan->groups.size() != 1) return false;
   const fusion_space::Tiling& tiling = plan->groups[0].tiling;
   const bool ok = record.status == db::RecordStatus::kOk;
+  if (auto m = measure::MetricsFromText(record.metrics); m.ok() && m->search)
+    plans_->speed.AddRun(m->search->anchor_seconds);
   searches_[t]->AddMeasured(tiling, ok ? std::optional<double>(record.seconds) : std::nullopt);
   if (ok) {
     Measured facts{record.seconds, 0, -1, 0};
@@ -158,18 +160,6 @@ void Tuner::AddSample(int task, const fusion_space::Tiling& tiling,
   history_.y.push_back(s);
 }
 
-std::optional<std::pair<double, double>> Tuner::MeasureIncumbent(int task) {
-  const TaskSearch& s = *searches_[task];
-  if (!s.best_tiling() || !s.best_seconds() || *s.best_seconds() <= 0) return std::nullopt;
-  const Task& t = tasks_[task];
-  auto candidate = measure::GroupCandidate(t.graph, *t.space, *s.best_tiling(), t.summary);
-  if (!candidate.ok()) return std::nullopt;
-  candidate->anchor = true;
-  const measure::MeasureResult now = measure_(*candidate);
-  if (!now.ok() || now.time.median <= 0) return std::nullopt;
-  return std::pair{now.time.median, *s.best_seconds()};
-}
-
 Status Tuner::MeasureTiling(int task, const Proposal& proposal,
                             std::optional<std::pair<double, double>> anchor) {
   const Task& t = tasks_[task];
@@ -203,14 +193,14 @@ Status Tuner::RunRound(int task) {
   const int count = search.rounds() == 0 ? options_.first_round_size : options_.round_size;
   const std::vector<Proposal> proposals =
       search.Propose(count, *model_, context_.target_features, SiblingBests(task));
-  const auto incumbent = proposals.empty() ? std::nullopt : MeasureIncumbent(task);
+  const auto anchor = proposals.empty() ? std::nullopt : ReadAnchor();
   for (const Proposal& p : proposals) {
     if (auto reason = StopReason()) {
       stop_reason_ = *reason;
       break;
     }
     ReportProgress(tasks_[task].summary);
-    FT_RETURN_IF_ERROR(MeasureTiling(task, p, incumbent));
+    FT_RETURN_IF_ERROR(MeasureTiling(task, p, anchor));
   }
   search.EndRound();
   ++rounds_;

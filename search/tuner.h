@@ -43,6 +43,7 @@
 #include "cost_model/dataset.h"
 #include "search/evolution.h"
 #include "search/scheduler.h"
+#include "search/speed_anchor.h"
 
 namespace fusetune::search {
 
@@ -58,6 +59,8 @@ struct TunerOptions {
   int model_update_every = 64;  // new ok results between online updates; 0: never
   double model_update_seconds = 10;
   int partition_every = 16;  // rounds between whole-plan measurements
+  // How old a run of the anchor may be and still be read (SpeedAnchor).
+  double anchor_max_age_seconds = SpeedAnchor::kMaxAgeSeconds;
   // When every task has converged: stop, or (a trial or time budget left)
   // reopen the tasks whose spaces are not exhausted, with doubled patience.
   bool stop_when_converged = true;
@@ -160,18 +163,10 @@ class Tuner {
 
   Status MeasureBaselines();
   Status RunRound(int task);
-  // `anchor`: MeasureIncumbent's {now, recorded} for the round.
+  // `anchor`: ReadAnchor's {now, reference} for the round: the record holds
+  // the time scaled by reference / now.
   Status MeasureTiling(int task, const Proposal& proposal,
                        std::optional<std::pair<double, double>> anchor);
-  // A task's rounds are timed beside its incumbent, as whole plans beside
-  // the greedy plan (MeasureAnchor, below): its best tiling runs again
-  // before the round's proposals, and their records hold their times
-  // scaled by the incumbent's recorded time over its time now. So a task's
-  // records share the frame of its first round, not each its own moment
-  // (a tiling measured in a fast second is not the best for that alone).
-  // Returns {now, recorded}; nullopt before the task has a best tiling or
-  // when its run fails.
-  std::optional<std::pair<double, double>> MeasureIncumbent(int task);
   // Measures a whole plan and commits its record. `predicted`, the sum of
   // its groups' measured times: a plan that runs far slower than that and
   // than the best plan so far is measured once more (a busy host slows one
@@ -181,17 +176,12 @@ class Tuner {
   Status MeasurePlan(const fusion_space::Plan& plan, const std::string& kind,
                      std::optional<double> predicted = std::nullopt,
                      db::RecordStatus* status = nullptr);
-  // Whole plans are timed beside an anchor, the greedy plan, measured just
-  // before each of them: this host's speed swings by up to 1.9x within
-  // seconds (a 12-minute MobileNetV2 job measured plans of the same 31
-  // kernels at 2.4-2.6 ms in one batch and 4.6-5.0 ms in another, 35 s
-  // later), so the fastest raw record was the one measured in the fastest
-  // moment, and it ran 1.9x slower after the job. A plan's record holds its
-  // time scaled by the anchor's first time over its time now: the plan's
-  // time at the speed of the greedy baseline's measurement, comparable
-  // across moments and jobs. Returns {now, first}; nullopt before the greedy
-  // plan was measured or when its run fails (the plan's time stays raw).
-  std::optional<std::pair<double, double>> MeasureAnchor();
+  // Whole plans and each round of a task are timed beside an anchor, the
+  // greedy plan, read just before them (search/speed_anchor.h: the host's
+  // speed swings by up to 1.9x within seconds, and the fastest raw record
+  // was the fastest moment's). Returns {now, reference}; nullopt when the
+  // anchor's run fails (the times stay raw).
+  std::optional<std::pair<double, double>> ReadAnchor();
   // MeasurePlan, then (mixed precision) FitErrorBudget when the plan's
   // outputs missed the error budget.
   Status MeasurePlanWithinBudget(const fusion_space::Plan& plan, const std::string& kind,
@@ -233,7 +223,7 @@ class Tuner {
   std::pair<fusion_space::Tiling, double> BestOrPredicted(int task, bool nchw_only,
                                                           double scale) const;
   void UpdateModel();
-  // `seconds`: the measurement's time, anchored (MeasureIncumbent).
+  // `seconds`: the measurement's time, anchored (ReadAnchor).
   void AddSample(int task, const fusion_space::Tiling& tiling, const measure::MeasureResult& result,
                  double seconds);
   std::optional<std::string> StopReason();

@@ -31,6 +31,8 @@ bool Tuner::PlanState::AddPrior(const db::Record& record) {
   r.groups = plan.contains("groups") ? static_cast<int64_t>(plan["groups"].size()) : 0;
   r.bytes = static_cast<double>(metrics->measured.bytes_in + metrics->measured.bytes_out);
   r.record_id = record.id;
+  if (record.status == db::RecordStatus::kOk && r.kind == "greedy") speed.AddRun(record.seconds);
+  if (metrics->search) speed.AddRun(metrics->search->anchor_seconds);
   Add(r, plan, record.status);
   return true;
 }
@@ -61,13 +63,14 @@ Status Tuner::MeasurePlan(const fusion_space::Plan& plan, const std::string& kin
     search_info.plan_kind = kind;
     search_info.remeasure = attempt > 0;  // measured twice on purpose
     ReportProgress("whole model, " + kind + " plan" + (attempt ? " again" : ""));
-    if (const auto anchor = kind == "greedy" ? std::nullopt : MeasureAnchor())
+    if (const auto anchor = kind == "greedy" ? std::nullopt : ReadAnchor())
       std::tie(search_info.anchor_seconds, search_info.anchor_reference_seconds) = *anchor;
     const measure::MeasureResult result = measure_(candidate);
     db::Record record = MakeRecord(graph_key_, candidate, result, context_.target, context_.job_id,
                                    templates, search_info);
     if (search_info.anchor_seconds > 0 && record.status == db::RecordStatus::kOk)
       record.seconds *= search_info.anchor_reference_seconds / search_info.anchor_seconds;
+    if (kind == "greedy" && result.ok()) plans_->speed.AddRun(result.time.median);
     FT_RETURN_IF_ERROR(callbacks_.commit(record));
     PlanReport report{kind, record.seconds, static_cast<int64_t>(plan.groups.size()),
                       static_cast<double>(result.bytes_in + result.bytes_out), record.id};
@@ -82,20 +85,12 @@ Status Tuner::MeasurePlan(const fusion_space::Plan& plan, const std::string& kin
   return Status::Ok();
 }
 
-std::optional<std::pair<double, double>> Tuner::MeasureAnchor() {
+std::optional<std::pair<double, double>> Tuner::ReadAnchor() {
   if (!plans_->anchor) {
     plans_->anchor = measure::PlanCandidate(graph_, space_, space_.Greedy(), "greedy (anchor)");
     plans_->anchor->anchor = true;
   }
-  // Its first time: the first ok record of the same plan (this job's
-  // greedy baseline, or an earlier job's).
-  std::optional<double> first;
-  for (size_t i = 0; i < plans_->measured.size() && !first; ++i)
-    if (plans_->plan_json[i] == plans_->anchor->plan) first = plans_->measured[i].seconds;
-  if (!first || *first <= 0) return std::nullopt;
-  const measure::MeasureResult now = measure_(*plans_->anchor);
-  if (!now.ok() || now.time.median <= 0) return std::nullopt;
-  return std::pair{now.time.median, *first};
+  return plans_->speed.Read(*plans_->anchor, measure_);
 }
 
 // The greedy plan first: it is the anchor the unfused one is timed beside.

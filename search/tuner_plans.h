@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "measure/measurer.h"
+#include "search/speed_anchor.h"
 #include "search/tuner.h"
 
 namespace fusetune::search {
@@ -20,9 +21,12 @@ struct Tuner::PlanState {
   std::map<std::string, db::RecordStatus> status;
   std::optional<size_t> unfused, greedy, best;
   int tuned_count = 0;  // tuned plans built (measured or already known)
-  // The anchor whole plans are timed beside (Tuner::MeasureAnchor), made
-  // at its first use.
+  // The anchor plans and rounds are timed beside (Tuner::ReadAnchor): the
+  // greedy plan's candidate, made at its first use, and its runs.
   std::optional<measure::Candidate> anchor;
+  SpeedAnchor speed;
+
+  explicit PlanState(double anchor_max_age_seconds) : speed(anchor_max_age_seconds) {}
 
   bool AddPrior(const db::Record& record);
   void Add(PlanReport report, nlohmann::json plan, db::RecordStatus status);
