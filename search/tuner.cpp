@@ -101,12 +101,12 @@ bool Tuner::AddPrior(const db::Record& record) {
   if (!plan.ok() || plan->groups.size() != 1) return false;
   const fusion_space::Tiling& tiling = plan->groups[0].tiling;
   const bool ok = record.status == db::RecordStatus::kOk;
-  if (auto m = measure::MetricsFromText(record.metrics); m.ok() && m->search)
-    plans_->speed.AddRun(m->search->anchor_seconds);
+  const auto m = measure::MetricsFromText(record.metrics);  // read once, for both uses
+  if (m.ok() && m->search) plans_->speed.AddRun(m->search->anchor_seconds);
   searches_[t]->AddMeasured(tiling, ok ? std::optional<double>(record.seconds) : std::nullopt);
   if (ok) {
     Measured facts{record.seconds, 0, -1, 0};
-    if (auto m = measure::MetricsFromText(record.metrics); m.ok()) {
+    if (m.ok()) {
       facts.bytes = static_cast<double>(m->measured.bytes_in + m->measured.bytes_out);
       facts.overlap = m->measured.overlap;
       facts.max_error = m->measured.max_error;
