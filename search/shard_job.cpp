@@ -54,12 +54,16 @@ std::optional<fusion_space::Tiling> TilingOf(const Task& task, const db::Record&
 }  // namespace
 
 nlohmann::json ShardResultToJson(const ShardJobResult& r) {
-  return {{"job_id", r.job_id},     {"tasks", r.tasks},
+  return {{"job_id", r.job_id},
+          {"tasks", r.tasks},
           {"tasks_finished", r.tasks_finished},
-          {"trials", r.trials},     {"trials_total", r.trials_total},
-          {"quota", r.quota},       {"job_quota", r.job_quota},
+          {"trials", r.trials},
+          {"trials_total", r.trials_total},
+          {"quota", r.quota},
+          {"job_quota", r.job_quota},
           {"failed", r.failed},
-          {"seconds", r.seconds},   {"stop_reason", r.stop_reason}};
+          {"seconds", r.seconds},
+          {"stop_reason", r.stop_reason}};
 }
 
 ShardJob::ShardJob(db::Database& shard_db, db::Database* base, ShardJobOptions options,
@@ -174,7 +178,8 @@ Status ShardJob::MakePlan() {
 Status ShardJob::TakeTarget() {
   measure::MeasureOptions& measure = options_.tuner.measure;
   measure.caches = options_.caches;
-  if (options_.precision.mixed) measure.reduced_precision_tolerance = options_.precision.error_budget;
+  if (options_.precision.mixed)
+    measure.reduced_precision_tolerance = options_.precision.error_budget;
   const std::string key = target::ThisMachineKey(options_.caches, options_.precision);
   if (base_ != nullptr) {
     for (const std::string& k : {key, target::FlushedKeyOf(key)}) {
@@ -298,9 +303,9 @@ Result<int64_t> ShardJob::CountMeasured(const Task& task) {
 }
 
 // The best measured tiling of each other task of the unit (suggestions).
-static Result<std::vector<fusion_space::Tiling>> UnitBests(
-    const std::vector<const Task*>& siblings, db::Database* base, db::Database& shard,
-    const std::string& target) {
+static Result<std::vector<fusion_space::Tiling>> UnitBests(const std::vector<const Task*>& siblings,
+                                                           db::Database* base, db::Database& shard,
+                                                           const std::string& target) {
   std::vector<fusion_space::Tiling> bests;
   for (const Task* s : siblings) {
     std::optional<db::Record> best;
@@ -367,8 +372,8 @@ Status ShardJob::TuneTask(int index) {
   result_.trials_total += std::min(measured, quota);
   while (measured < quota && !search.converged() && !search.exhausted()) {
     FT_ASSIGN_OR_RETURN(const auto suggestions, UnitBests(siblings, base_, shard_db_, target_));
-    const int size = search.rounds() == 0 ? options_.tuner.first_round_size
-                                          : options_.tuner.round_size;
+    const int size =
+        search.rounds() == 0 ? options_.tuner.first_round_size : options_.tuner.round_size;
     const int count = static_cast<int>(std::min<int64_t>(size, quota - measured));
     const int64_t measured_before_round = search.measured();
     FT_RETURN_IF_ERROR(MeasureRound(task, &search, count, suggestions));
@@ -413,8 +418,7 @@ Result<ShardJobResult> ShardJob::Run() {
     const std::string key = tasks_[t].task.key.ToString();
     if (finished_.count(key) > 0) {  // in an earlier run of this shard
       FT_ASSIGN_OR_RETURN(const int64_t measured, CountMeasured(tasks_[t].task));
-      result_.trials_total +=
-          std::min(measured, WaveQuotaOf(t));
+      result_.trials_total += std::min(measured, WaveQuotaOf(t));
       continue;
     }
     if (Status st = TuneTask(t); !st.ok()) {

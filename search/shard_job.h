@@ -90,12 +90,12 @@ struct ShardJobCallbacks {
 struct ShardJobResult {
   int64_t job_id = 0;
   int tasks = 0, tasks_finished = 0;
-  int64_t trials = 0;        // measured by this run
+  int64_t trials = 0;  // measured by this run
   // Measured of the shard's tasks through this wave (up to each quota):
   // earlier waves' and earlier runs' included.
   int64_t trials_total = 0;
-  int64_t quota = 0;         // of the shard's tasks, through this wave
-  int64_t job_quota = 0;     // of every task over the whole job (>= the trials asked)
+  int64_t quota = 0;      // of the shard's tasks, through this wave
+  int64_t job_quota = 0;  // of every task over the whole job (>= the trials asked)
   int64_t failed = 0;
   double seconds = 0;
   std::string stop_reason;  // done, time, interrupted
@@ -150,7 +150,7 @@ class ShardJob {
   std::vector<std::unique_ptr<fusion_space::FusionSpace>> spaces_;
   std::vector<JobTask> tasks_;  // every task of the job, in key order
   ShardPlan plan_;
-  std::vector<int> mine_;       // this shard's tasks, in the order it tunes them
+  std::vector<int> mine_;  // this shard's tasks, in the order it tunes them
   std::string target_;
   cost_model::TargetFeatures features_;
   std::unique_ptr<measure::Measurer> measurer_;

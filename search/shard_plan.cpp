@@ -25,8 +25,10 @@ std::vector<int64_t> ProportionalQuotas(const std::vector<double>& weight,
   for (size_t pass = 0; pass <= n; ++pass) {
     double free_weight = 0, left = static_cast<double>(budget);
     for (size_t i = 0; i < n; ++i) {
-      if (pinned[i]) left -= share[i];
-      else free_weight += weight[i];
+      if (pinned[i])
+        left -= share[i];
+      else
+        free_weight += weight[i];
     }
     bool changed = false;
     for (size_t i = 0; i < n && !changed; ++i) {

@@ -62,9 +62,9 @@ Result<ShardPlan> PlanShards(const std::vector<ShardTaskInfo>& tasks,
 // to the least loaded of `bins` (ties: the lower bin; units of equal load:
 // the smaller unit key). Tasks of a unit keep the order of `keys`.
 struct LoadBalance {
-  std::vector<int> bin;                // per task, 0-based
-  std::vector<double> load;            // per bin
-  std::vector<std::vector<int>> order; // per bin: its tasks in the order they run
+  std::vector<int> bin;                 // per task, 0-based
+  std::vector<double> load;             // per bin
+  std::vector<std::vector<int>> order;  // per bin: its tasks in the order they run
 };
 LoadBalance BalanceUnits(const std::vector<std::string>& keys,
                          const std::vector<std::string>& units, const std::vector<double>& load,

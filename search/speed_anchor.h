@@ -18,12 +18,25 @@
 #include <chrono>
 #include <optional>
 #include <set>
-#include <utility>
 #include <vector>
 
+#include "measure/result.h"
 #include "search/tasks.h"
 
 namespace fusetune::search {
+
+// One reading of the anchor: its time now and the reference.
+struct AnchorReading {
+  double now = 0;
+  double reference = 0;
+  // A time measured beside this reading, brought to the reference speed.
+  double Scale(double seconds) const { return seconds * reference / now; }
+  // Written into the record's search note beside the raw time.
+  void WriteTo(measure::SearchNote* note) const {
+    note->anchor_seconds = now;
+    note->anchor_reference_seconds = reference;
+  }
+};
 
 class SpeedAnchor {
  public:
@@ -31,6 +44,15 @@ class SpeedAnchor {
   // A run younger than this is read again rather than taken anew: the
   // host's swings last seconds, and a round of trials takes well under one.
   static constexpr double kMaxAgeSeconds = 1.0;
+  // A new run this much slower than the reference is taken once more and
+  // the second run read: a stall of a few hundred milliseconds that hits
+  // the anchor's run alone would make everything measured beside it look
+  // up to twice as fast as it is (a ResNet-18 job's anchor once read 29.9
+  // ms against a 13.3 ms reference while the plan after it ran at its usual
+  // speed), and the tuner keeps its fastest records. A slowdown that lasts
+  // reads slow twice and is taken; a fast reading needs no check, as it can
+  // only make records look slower.
+  static constexpr double kConfirmAbove = 1.25;
 
   explicit SpeedAnchor(double max_age_seconds = kMaxAgeSeconds) : max_age_(max_age_seconds) {}
 
@@ -38,14 +60,17 @@ class SpeedAnchor {
   // an earlier record's anchor run (each run once, however many records it
   // timed).
   void AddRun(double seconds);
-  // {now, reference}: the anchor's time now (run when the last run is older
-  // than the max age or fewer than kSeedRuns are known) and the median
-  // of all runs. nullopt when no run succeeded.
-  std::optional<std::pair<double, double>> Read(const measure::Candidate& anchor,
-                                                const MeasureFn& measure);
+  // The anchor's time now (run when the last run is older than the max age
+  // or fewer than kSeedRuns are known, run again when kConfirmAbove the
+  // reference) and the reference, the median of all runs. nullopt when no
+  // run succeeded.
+  std::optional<AnchorReading> Read(const measure::Candidate& anchor, const MeasureFn& measure);
   size_t runs() const { return runs_.size(); }
 
  private:
+  bool Run(const measure::Candidate& anchor, const MeasureFn& measure);
+  double Median() const;
+
   double max_age_;
   std::vector<double> runs_;
   std::set<double> known_;  // AddRun's times, to take each earlier run once

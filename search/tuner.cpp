@@ -161,14 +161,14 @@ void Tuner::AddSample(int task, const fusion_space::Tiling& tiling,
 }
 
 Status Tuner::MeasureTiling(int task, const Proposal& proposal,
-                            std::optional<std::pair<double, double>> anchor) {
+                            std::optional<AnchorReading> anchor) {
   const Task& t = tasks_[task];
   TaskSearch& search = *searches_[task];
   measure::SearchNote note = NoteOf(proposal, *model_);
-  if (anchor) std::tie(note.anchor_seconds, note.anchor_reference_seconds) = *anchor;
+  if (anchor) anchor->WriteTo(&note);
   Trial trial = MeasureTrial(t, proposal.tiling, measure_, context_.target, context_.job_id, note);
   const measure::MeasureResult& result = trial.result;
-  const double seconds = result.time.median * (anchor ? anchor->second / anchor->first : 1.0);
+  const double seconds = anchor ? anchor->Scale(result.time.median) : result.time.median;
   ++trials_;
   if (trial.record && result.ok()) trial.record->seconds = seconds;
   if (trial.record) FT_RETURN_IF_ERROR(callbacks_.commit(*trial.record));

@@ -163,10 +163,9 @@ class Tuner {
 
   Status MeasureBaselines();
   Status RunRound(int task);
-  // `anchor`: ReadAnchor's {now, reference} for the round: the record holds
+  // `anchor`: ReadAnchor's reading for the round: the record holds
   // the time scaled by reference / now.
-  Status MeasureTiling(int task, const Proposal& proposal,
-                       std::optional<std::pair<double, double>> anchor);
+  Status MeasureTiling(int task, const Proposal& proposal, std::optional<AnchorReading> anchor);
   // Measures a whole plan and commits its record. `predicted`, the sum of
   // its groups' measured times: a plan that runs far slower than that and
   // than the best plan so far is measured once more (a busy host slows one
@@ -181,7 +180,7 @@ class Tuner {
   // speed swings by up to 1.9x within seconds, and the fastest raw record
   // was the fastest moment's). Returns {now, reference}; nullopt when the
   // anchor's run fails (the times stay raw).
-  std::optional<std::pair<double, double>> ReadAnchor();
+  std::optional<AnchorReading> ReadAnchor();
   // MeasurePlan, then (mixed precision) FitErrorBudget when the plan's
   // outputs missed the error budget.
   Status MeasurePlanWithinBudget(const fusion_space::Plan& plan, const std::string& kind,

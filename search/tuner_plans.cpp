@@ -63,13 +63,14 @@ Status Tuner::MeasurePlan(const fusion_space::Plan& plan, const std::string& kin
     search_info.plan_kind = kind;
     search_info.remeasure = attempt > 0;  // measured twice on purpose
     ReportProgress("whole model, " + kind + " plan" + (attempt ? " again" : ""));
-    if (const auto anchor = kind == "greedy" ? std::nullopt : ReadAnchor())
-      std::tie(search_info.anchor_seconds, search_info.anchor_reference_seconds) = *anchor;
+    std::optional<AnchorReading> anchor;  // none for the greedy plan: it is the anchor
+    if (kind != "greedy") anchor = ReadAnchor();
+    if (anchor) anchor->WriteTo(&search_info);
     const measure::MeasureResult result = measure_(candidate);
     db::Record record = MakeRecord(graph_key_, candidate, result, context_.target, context_.job_id,
                                    templates, search_info);
-    if (search_info.anchor_seconds > 0 && record.status == db::RecordStatus::kOk)
-      record.seconds *= search_info.anchor_reference_seconds / search_info.anchor_seconds;
+    if (anchor && record.status == db::RecordStatus::kOk)
+      record.seconds = anchor->Scale(record.seconds);
     if (kind == "greedy" && result.ok()) plans_->speed.AddRun(result.time.median);
     FT_RETURN_IF_ERROR(callbacks_.commit(record));
     PlanReport report{kind, record.seconds, static_cast<int64_t>(plan.groups.size()),
@@ -85,7 +86,7 @@ Status Tuner::MeasurePlan(const fusion_space::Plan& plan, const std::string& kin
   return Status::Ok();
 }
 
-std::optional<std::pair<double, double>> Tuner::ReadAnchor() {
+std::optional<AnchorReading> Tuner::ReadAnchor() {
   if (!plans_->anchor) {
     plans_->anchor = measure::PlanCandidate(graph_, space_, space_.Greedy(), "greedy (anchor)");
     plans_->anchor->anchor = true;
