@@ -51,6 +51,7 @@ nlohmann::json NoteToJson(const SearchNote& n) {
   if (!n.plan_kind.empty()) {
     nlohmann::json j{{"plan_kind", n.plan_kind}};
     if (n.remeasure) j["remeasure"] = true;
+    if (n.confirm_runs > 0) j["confirm_runs"] = n.confirm_runs;
     AddAnchor(n, &j);
     return j;
   }
@@ -67,6 +68,7 @@ SearchNote NoteFromJson(const nlohmann::json& j) {
   SearchNote n;
   n.plan_kind = j.value("plan_kind", "");
   n.remeasure = j.value("remeasure", false);
+  n.confirm_runs = j.value("confirm_runs", 0);
   if (const auto anchor = j.find("anchor"); anchor != j.end() && anchor->is_object()) {
     n.anchor_seconds = anchor->value("seconds", 0.0);
     n.anchor_reference_seconds = anchor->value("reference_seconds", 0.0);

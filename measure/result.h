@@ -95,6 +95,9 @@ std::string ResultSummary(const MeasureResult& r);  // one line for logs
 struct SearchNote {
   std::string plan_kind;   // "unfused", "greedy", "tuned", ...; empty for a tiling
   bool remeasure = false;  // a whole plan measured twice on purpose
+  // A whole plan run this many times (each beside its own anchor run) and
+  // recorded at its median run (search/tuner.h: ConfirmContender); 0: once.
+  int confirm_runs = 0;
   // A candidate timed beside an anchor (search/tuner.h: the greedy plan for
   // whole plans, the task's best tiling for a round's tilings): the
   // anchor's time just before it and its recorded time. The record's

@@ -25,7 +25,7 @@ double SpeedAnchor::Median() const {
 }
 
 std::optional<AnchorReading> SpeedAnchor::Read(const measure::Candidate& anchor,
-                                               const MeasureFn& measure) {
+                                               const MeasureFn& measure, bool fresh) {
   const auto age = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - last_at_).count();
   };
@@ -33,7 +33,7 @@ std::optional<AnchorReading> SpeedAnchor::Read(const measure::Candidate& anchor,
   // known; a failed run reads nothing.
   bool ran = false;
   for (;;) {
-    const bool stale = !last_ || age() >= max_age_;
+    const bool stale = fresh || !last_ || age() >= max_age_;
     if (runs_.size() >= kSeedRuns && (ran || !stale)) break;
     if (!Run(anchor, measure)) return std::nullopt;
     ran = true;

@@ -62,9 +62,11 @@ class SpeedAnchor {
   void AddRun(double seconds);
   // The anchor's time now (run when the last run is older than the max age
   // or fewer than kSeedRuns are known, run again when kConfirmAbove the
-  // reference) and the reference, the median of all runs. nullopt when no
-  // run succeeded.
-  std::optional<AnchorReading> Read(const measure::Candidate& anchor, const MeasureFn& measure);
+  // reference) and the reference, the median of all runs. `fresh`: run it
+  // now whatever the last run's age (a whole plan's confirmation runs, each
+  // beside its own anchor run). nullopt when no run succeeded.
+  std::optional<AnchorReading> Read(const measure::Candidate& anchor, const MeasureFn& measure,
+                                    bool fresh = false);
   size_t runs() const { return runs_.size(); }
 
  private:

@@ -21,7 +21,9 @@
 //      after that, the exact minimum-cost partition (fusion_space/partition.h)
 //      over the best known group costs (measured, else predicted) is turned
 //      into a whole plan and measured end to end, unless the same plan was
-//      measured before; and once more at the end.
+//      measured before; and once more at the end. A whole plan about as
+//      fast as the best so far is run three times and recorded at its
+//      median run (ConfirmContender), the greedy baseline too.
 // The best whole plan is the fastest measured one, unfused and greedy
 // included, so it is never slower than either.
 //
@@ -180,7 +182,21 @@ class Tuner {
   // speed swings by up to 1.9x within seconds, and the fastest raw record
   // was the fastest moment's). Returns {now, reference}; nullopt when the
   // anchor's run fails (the times stay raw).
-  std::optional<AnchorReading> ReadAnchor();
+  std::optional<AnchorReading> ReadAnchor(bool fresh = false);
+  // One run of a whole plan (tuner_plans.h), beside an anchor run unless it
+  // is the greedy plan, the anchor itself. `fresh`: the anchor run now.
+  struct PlanRun;
+  PlanRun RunWholePlan(const measure::Candidate& candidate, const std::string& kind, bool fresh);
+  // A whole plan within kContenderWithin of the best so far (the greedy
+  // plan always) is run kContenderRuns times, each beside its own anchor
+  // run, and recorded at the median run. The best plan is the fastest of
+  // some hundred records of one or two runs each, and the host swings by
+  // 10% between an anchor run and the plan after it: a ResNet-18 job kept a
+  // plan recorded at 11.3 ms that ran at 13.4 ms beside its greedy plan's
+  // 12.5 (the greedy one, its first run recorded raw at 14.3 ms, lost).
+  // `runs_taken`: how many runs it took, the first included.
+  PlanRun ConfirmContender(const measure::Candidate& candidate, const std::string& kind,
+                           PlanRun first, int* runs_taken);
   // MeasurePlan, then (mixed precision) FitErrorBudget when the plan's
   // outputs missed the error budget.
   Status MeasurePlanWithinBudget(const fusion_space::Plan& plan, const std::string& kind,

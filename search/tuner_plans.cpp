@@ -20,6 +20,13 @@ namespace fusetune::search {
 // partition at 62.8 and 91.0 ms; its groups summed to 60.6 ms).
 constexpr double kRemeasureAbovePrediction = 1.15;
 
+// Whole plans this close to the best so far are run kContenderRuns times
+// (Tuner::ConfirmContender in tuner.h); those further off keep their one
+// run, as only a run luckier than this could make them the best. Each
+// confirmation run costs a run of the plan and one of the anchor.
+constexpr double kContenderWithin = 1.05;
+constexpr int kContenderRuns = 3;
+
 bool Tuner::PlanState::AddPrior(const db::Record& record) {
   const auto plan = nlohmann::json::parse(record.plan, nullptr, false);
   const auto metrics = measure::MetricsFromText(record.metrics);
@@ -63,15 +70,18 @@ Status Tuner::MeasurePlan(const fusion_space::Plan& plan, const std::string& kin
     search_info.plan_kind = kind;
     search_info.remeasure = attempt > 0;  // measured twice on purpose
     ReportProgress("whole model, " + kind + " plan" + (attempt ? " again" : ""));
-    std::optional<AnchorReading> anchor;  // none for the greedy plan: it is the anchor
-    if (kind != "greedy") anchor = ReadAnchor();
-    if (anchor) anchor->WriteTo(&search_info);
-    const measure::MeasureResult result = measure_(candidate);
+    PlanRun run = RunWholePlan(candidate, kind, /*fresh=*/false);
+    const bool contender =
+        run.result.ok() &&
+        (!plans_->best.has_value() ||
+         run.seconds <= kContenderWithin * plans_->measured[*plans_->best].seconds);
+    if (contender)
+      run = ConfirmContender(candidate, kind, std::move(run), &search_info.confirm_runs);
+    if (run.anchor) run.anchor->WriteTo(&search_info);
+    const measure::MeasureResult& result = run.result;
     db::Record record = MakeRecord(graph_key_, candidate, result, context_.target, context_.job_id,
                                    templates, search_info);
-    if (anchor && record.status == db::RecordStatus::kOk)
-      record.seconds = anchor->Scale(record.seconds);
-    if (kind == "greedy" && result.ok()) plans_->speed.AddRun(result.time.median);
+    if (record.status == db::RecordStatus::kOk) record.seconds = run.seconds;
     FT_RETURN_IF_ERROR(callbacks_.commit(record));
     PlanReport report{kind, record.seconds, static_cast<int64_t>(plan.groups.size()),
                       static_cast<double>(result.bytes_in + result.bytes_out), record.id};
@@ -86,12 +96,41 @@ Status Tuner::MeasurePlan(const fusion_space::Plan& plan, const std::string& kin
   return Status::Ok();
 }
 
-std::optional<AnchorReading> Tuner::ReadAnchor() {
+std::optional<AnchorReading> Tuner::ReadAnchor(bool fresh) {
   if (!plans_->anchor) {
     plans_->anchor = measure::PlanCandidate(graph_, space_, space_.Greedy(), "greedy (anchor)");
     plans_->anchor->anchor = true;
   }
-  return plans_->speed.Read(*plans_->anchor, measure_);
+  return plans_->speed.Read(*plans_->anchor, measure_, fresh);
+}
+
+Tuner::PlanRun Tuner::RunWholePlan(const measure::Candidate& candidate, const std::string& kind,
+                                   bool fresh) {
+  PlanRun run;
+  if (kind != "greedy") run.anchor = ReadAnchor(fresh);
+  run.result = measure_(candidate);
+  run.seconds = run.result.time.median;
+  if (!run.result.ok()) return run;
+  if (run.anchor) run.seconds = run.anchor->Scale(run.seconds);
+  if (kind == "greedy") plans_->speed.AddRun(run.result.time.median);  // its runs are the anchor's
+  return run;
+}
+
+Tuner::PlanRun Tuner::ConfirmContender(const measure::Candidate& candidate, const std::string& kind,
+                                       PlanRun first, int* runs_taken) {
+  std::vector<PlanRun> runs;
+  runs.push_back(std::move(first));
+  while (static_cast<int>(runs.size()) < kContenderRuns && StopReason() != "interrupted") {
+    ReportProgress("whole model, " + kind + " plan, confirming (" +
+                   std::to_string(runs.size() + 1) + " of " + std::to_string(kContenderRuns) + ")");
+    PlanRun run = RunWholePlan(candidate, kind, /*fresh=*/true);
+    *runs_taken = static_cast<int>(runs.size()) + 1;
+    if (!run.result.ok()) return run;  // a wrong output or a crash now is the plan's result
+    runs.push_back(std::move(run));
+  }
+  std::sort(runs.begin(), runs.end(),
+            [](const PlanRun& a, const PlanRun& b) { return a.seconds < b.seconds; });
+  return std::move(runs[runs.size() / 2]);  // the median; of two, the slower
 }
 
 // The greedy plan first: it is the anchor the unfused one is timed beside.

@@ -32,4 +32,12 @@ struct Tuner::PlanState {
   void Add(PlanReport report, nlohmann::json plan, db::RecordStatus status);
 };
 
+// A whole plan's run: what was measured, the anchor reading beside it
+// (none for the greedy plan) and its time at the reference speed.
+struct Tuner::PlanRun {
+  measure::MeasureResult result;
+  std::optional<AnchorReading> anchor;
+  double seconds = 0;
+};
+
 }  // namespace fusetune::search

@@ -6,11 +6,33 @@
 
 #include <set>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "common/hash.h"
+#include "db/database.h"
 #include "measure/measurer.h"
+#include "measure/result.h"
 
 namespace fusetune::testing {
+
+// The device runs the records stand for, as the plan texts a device saw:
+// one per record, a confirmed whole plan's record its confirm_runs
+// (search/tuner.h: ConfirmContender runs it beside fresh anchor runs and
+// records its median run).
+inline std::multiset<std::string> RunsOfRecords(const std::vector<db::Record>& records) {
+  std::multiset<std::string> runs;
+  for (const db::Record& r : records) {
+    const auto metrics = measure::MetricsFromText(r.metrics);
+    const int n = metrics.ok() && metrics->search && metrics->search->confirm_runs > 0
+                      ? metrics->search->confirm_runs
+                      : 1;
+    const std::string text = nlohmann::json::parse(r.plan).dump();
+    for (int i = 0; i < n; ++i) runs.insert(text);
+  }
+  return runs;
+}
 
 struct HashTimedDevice {
   std::multiset<std::string> measured;

@@ -16,6 +16,7 @@
 #include "measure/result.h"
 #include "search/tuner.h"
 #include "tests/fusion_space/model_util.h"
+#include "tests/search/hash_timed_device.h"
 
 namespace fusetune::search {
 namespace {
@@ -232,6 +233,7 @@ struct FakeDevice {
   int64_t calls = 0, anchor_runs = 0;
   std::multiset<std::string> measured;
   bool busy_on_first_tuned = false;  // a whole tuned plan's first measurement takes 1 s
+  bool lucky_first_tuned = false;    // ... runs in a third of its time
   // Mixed precision: a group in bf16 runs in half the time, and a whole
   // plan of more than this many bf16 groups misses the error budget.
   int bf16_groups_within_budget = -1;  // -1: no precision effects
@@ -255,7 +257,8 @@ struct FakeDevice {
     const bool whole = !c.group;
     if (bf16_groups_within_budget >= 0 && whole && Bf16Groups(text) > bf16_groups_within_budget)
       return measure::MeasureResult::Failure(measure::MeasureStatus::kWrong, "over the budget");
-    if (busy_on_first_tuned && c.label == "tuned" && measured.count(text) == 1) {
+    const bool first_tuned = c.label == "tuned" && measured.count(text) == 1;
+    if (busy_on_first_tuned && first_tuned) {
       measure::MeasureResult r;
       r.status = measure::MeasureStatus::kOk;
       r.time.median = 1.0;
@@ -267,6 +270,7 @@ struct FakeDevice {
     r.time.median = 1e-5 * (1.0 + static_cast<double>(h % 1000) / 1000.0);
     if (bf16_groups_within_budget >= 0 && Bf16Groups(text) > 0)  // bf16 groups pay
       r.time.median /= whole ? 1 + 0.1 * Bf16Groups(text) : 2;
+    if (lucky_first_tuned && first_tuned) r.time.median /= 3;
     r.bytes_in = static_cast<int64_t>(h % 4096);
     r.overlap = 0.5;
     return r;
@@ -299,6 +303,15 @@ struct Job {
   }
 };
 
+// Every device run (the anchors' aside) is in a record, and no candidate is
+// recorded twice: a confirmed whole plan's runs make one record.
+void ExpectEachCandidateRecordedOnce(const Job& job) {
+  EXPECT_EQ(testing::RunsOfRecords(job.committed), job.device.measured);
+  std::set<std::string> recorded;
+  for (const db::Record& r : job.committed)
+    EXPECT_TRUE(recorded.insert(r.workload_key + r.plan).second) << "measured twice: " << r.plan;
+}
+
 TunerOptions Budget(int64_t trials) {
   TunerOptions o;
   o.max_trials = trials;
@@ -311,8 +324,7 @@ TEST(Tuner, SpendsTheBudgetCommitsEverythingAndBeatsBothBaselines) {
   const TuneSummary s = job.tuner->Summary();
   EXPECT_EQ(s.trials, 300);
   EXPECT_EQ(s.stop_reason, "trials");
-  EXPECT_EQ(static_cast<int64_t>(job.committed.size()), job.device.calls);
-  for (const auto& text : job.device.measured) EXPECT_EQ(job.device.measured.count(text), 1u);
+  ExpectEachCandidateRecordedOnce(job);
   ASSERT_TRUE(s.best && s.unfused && s.greedy);
   EXPECT_LE(s.best->seconds, s.unfused->seconds);
   EXPECT_LE(s.best->seconds, s.greedy->seconds);
@@ -430,8 +442,7 @@ TEST(Tuner, ConvergenceEndsTheJobOnlyWhenAskedOtherwiseTheBudgetIsSpent) {
   const TuneSummary s = spending.tuner->Summary();
   EXPECT_EQ(s.stop_reason, "trials");
   EXPECT_EQ(s.trials, c.trials + 200);
-  for (const auto& text : spending.device.measured)
-    EXPECT_EQ(spending.device.measured.count(text), 1u);
+  ExpectEachCandidateRecordedOnce(spending);
 }
 
 TEST(Tuner, StopsWhenAskedWithoutMeasuringMore) {
@@ -498,7 +509,7 @@ TEST(Tuner, ASlowWholePlanMeasurementIsTakenAgain) {
   Job job(Budget(200), {}, /*busy=*/true);
   ASSERT_TRUE(job.tuner->Run().ok());
   const TuneSummary s = job.tuner->Summary();
-  EXPECT_EQ(static_cast<int64_t>(job.committed.size()), job.device.calls);
+  EXPECT_EQ(testing::RunsOfRecords(job.committed), job.device.measured);
   int tuned_plans = 0;
   for (const PlanReport& p : s.plans)
     if (p.kind == "tuned") ++tuned_plans;
@@ -512,11 +523,42 @@ TEST(Tuner, ASlowWholePlanMeasurementIsTakenAgain) {
     remeasures += r.metrics.find("\"remeasure\":true") != std::string::npos;
   EXPECT_EQ(remeasures, static_cast<int>(tuned.size())) << "the second record is marked";
   for (const std::string& text : tuned) {
-    const auto plan = nlohmann::json::parse(text).dump();
-    EXPECT_EQ(job.device.measured.count(plan), 2u) << "measured once more, no more";
+    const auto records = std::count_if(job.committed.begin(), job.committed.end(),
+                                       [&](const db::Record& r) { return r.plan == text; });
+    EXPECT_EQ(records, 2) << "measured once more, no more";
   }
   ASSERT_TRUE(s.best.has_value());
   EXPECT_LT(s.best->seconds, 1.0);
+}
+
+// Each tuned whole plan's first run comes at a lucky moment, three times
+// as fast as the plan is. A plan that would then be the best is run twice
+// more, each time beside its own anchor run, and recorded at its median
+// run: at its true time. Without that, the best plan would be the one
+// measured at the luckiest moment. The greedy baseline is confirmed too.
+TEST(Tuner, AWholePlanAboutAsFastAsTheBestIsRecordedAtItsMedianOfThreeRuns) {
+  Job job(Budget(200));
+  job.device.lucky_first_tuned = true;
+  ASSERT_TRUE(job.tuner->Run().ok());
+  EXPECT_EQ(testing::RunsOfRecords(job.committed), job.device.measured);
+  FakeDevice steady;
+  int confirmed_tuned = 0;
+  for (const db::Record& r : job.committed) {
+    if (r.workload_key != job.tuner->graph_key() || r.status != db::RecordStatus::kOk) continue;
+    const auto metrics = measure::MetricsFromText(r.metrics);
+    ASSERT_TRUE(metrics.ok() && metrics->search);
+    measure::Candidate c{nullptr, nlohmann::json::parse(r.plan), "", false, false};
+    const double want = steady.Steady(c).time.median;
+    if (metrics->search->plan_kind == "greedy") {
+      EXPECT_EQ(metrics->search->confirm_runs, 3);
+    } else if (metrics->search->plan_kind == "tuned") {
+      EXPECT_EQ(metrics->search->confirm_runs, 3)
+          << "a lucky run makes every tuned plan a contender";
+      EXPECT_NEAR(r.seconds, want, 1e-9 * want) << "recorded at its true time, not the lucky one";
+      ++confirmed_tuned;
+    }
+  }
+  EXPECT_GT(confirmed_tuned, 0);
 }
 
 // Mixed precision: every group is faster in bf16, but a whole plan of more
@@ -534,7 +576,7 @@ TEST(Tuner, APlanOverTheErrorBudgetIsFittedByPuttingGroupsBackToF32) {
   ASSERT_TRUE(s.best && s.greedy);
   EXPECT_EQ(Bf16Groups(s.best_plan.dump()), 2);
   EXPECT_LT(s.best->seconds, s.greedy->seconds);
-  for (const auto& text : job.device.measured) EXPECT_EQ(job.device.measured.count(text), 1u);
+  ExpectEachCandidateRecordedOnce(job);
 }
 
 // The host's speed swings between runs of the anchor (x1, x0.5, x2; read

@@ -107,7 +107,7 @@ TEST_F(TuningJobTest, ANewJobCommitsEveryResultAndEndsDoneWithItsSummary) {
   ASSERT_TRUE(result->summary.best.has_value());
   EXPECT_LE(result->summary.best->seconds, result->summary.unfused->seconds);
   // Every measurement is in the database, under this job and target.
-  EXPECT_EQ(committed_.size(), device_.measured.size());
+  EXPECT_EQ(testing::RunsOfRecords(committed_), device_.measured);
   EXPECT_EQ(RecordsOfJob(result->job_id), static_cast<int64_t>(committed_.size()));
   for (const db::Record& r : committed_) {
     EXPECT_GT(r.id, 0);
@@ -172,8 +172,11 @@ TEST_F(TuningJobTest, TheStopPredicateEndsTheJobInterruptedAndResumingFinishesIt
   EXPECT_EQ(done->summary.trials, 120);
   EXPECT_EQ(done->summary.stop_reason, "trials");
   EXPECT_EQ(Job(done->job_id).state, "done");
-  for (const std::string& plan : device_.measured)
-    EXPECT_EQ(device_.measured.count(plan), 1u) << "measured twice: " << plan;
+  // Each candidate once: a confirmed whole plan's runs make one record.
+  EXPECT_EQ(testing::RunsOfRecords(committed_), device_.measured);
+  std::set<std::string> recorded;
+  for (const db::Record& r : committed_)
+    EXPECT_TRUE(recorded.insert(r.workload_key + r.plan).second) << "measured twice: " << r.plan;
   EXPECT_GT(device_.measured.size(), measured_before.size());
 
   // A finished job is not resumed.
