@@ -215,11 +215,27 @@ class Tuner {
   // over it per unit of the bf16 record's error (tuner_precision.cpp).
   std::pair<fusion_space::Tiling, double> F32TilingOf(const fusion_space::PlanGroup& g);
   Status MeasureTunedPlan();
+  // The min-cost partition under Ranking::kWeightsStreamed, measured whole.
+  Status MeasureWeightsStreamedPlan();
   bool ReopenConverged(std::vector<TaskStanding>* standing);
+  // How TunedPlan ranks each task's measured tilings.
+  enum class Ranking {
+    kMeasured,  // the fastest measured
+    // The fastest in NCHW (conv layouts), so that the plan places no layout
+    // transform.
+    kNchw,
+    // Measured time plus the conv's weights read from DRAM
+    // (StreamedWeightSeconds): under the warm protocol a conv measured alone
+    // in a loop finds its weights in the caches, but in a model whose
+    // weights exceed the last-level cache each layer's come from DRAM every
+    // run, and Winograd's transformed weights are 16/9 (F(2x2)) or 4x
+    // (F(4x4)) the direct kernel's: ResNet-18's 512-channel 3x3 layers read
+    // 37.7 MB each in F(4x4) against 9.4 direct. Measured as a whole plan
+    // beside the others, so the model decides.
+    kWeightsStreamed,
+  };
   // `predicted`, when given, receives the partition's cost (sum of its groups').
-  // `nchw_only`: each group's best tiling in NCHW (conv layouts), so that
-  // the plan places no layout transform.
-  fusion_space::Plan TunedPlan(double* predicted = nullptr, bool nchw_only = false);
+  fusion_space::Plan TunedPlan(double* predicted = nullptr, Ranking ranking = Ranking::kMeasured);
   // The greedy partition (largest legal groups first) with each group's best
   // tiling. The min-cost partition adds up group times measured alone, once
   // each, on a host that may be busy: one slow record can split a group that
@@ -233,10 +249,13 @@ class Tuner {
   fusion_space::Plan HarmonizedPlan(const fusion_space::Plan& plan) const;
   double AnalyticalScale() const;
   double PredictedSeconds(int task, double scale) const;
-  // A task's best measured tiling and seconds (in NCHW when asked, as
-  // TunedPlan's), else its predicted best and PredictedSeconds.
-  std::pair<fusion_space::Tiling, double> BestOrPredicted(int task, bool nchw_only,
+  // A task's best measured tiling and its cost under `ranking` (TunedPlan's),
+  // else its predicted best and PredictedSeconds.
+  std::pair<fusion_space::Tiling, double> BestOrPredicted(int task, Ranking ranking,
                                                           double scale) const;
+  // Seconds to read a conv group's weights for `tiling` (its pre-packed form
+  // where it has one) at the calibrated DRAM bandwidth; 0 for other groups.
+  double StreamedWeightSeconds(int task, const fusion_space::Tiling& tiling) const;
   void UpdateModel();
   // `seconds`: the measurement's time, anchored (ReadAnchor).
   void AddSample(int task, const fusion_space::Tiling& tiling, const measure::MeasureResult& result,

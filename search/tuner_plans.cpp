@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <tuple>
 
@@ -12,6 +13,7 @@
 #include "fusion_space/partition.h"
 #include "fusion_space/plan_json.h"
 #include "graph/workload_key.h"
+#include "kernels/conv.h"
 
 namespace fusetune::search {
 
@@ -190,6 +192,17 @@ std::optional<std::pair<fusion_space::Tiling, double>> BestOf(const TaskSearch& 
   return std::nullopt;
 }
 
+// The measured tiling of least `cost(tiling, seconds)`, with that cost.
+std::optional<std::pair<fusion_space::Tiling, double>> LeastCost(
+    const TaskSearch& s, const std::function<double(const fusion_space::Tiling&, double)>& cost) {
+  std::optional<std::pair<fusion_space::Tiling, double>> least;
+  for (const auto& [tiling, seconds] : s.measured_ok()) {
+    const double c = cost(tiling, seconds);
+    if (!least || c < least->second) least = std::make_pair(tiling, c);
+  }
+  return least;
+}
+
 // A predicted cost when there is one (0: none).
 std::optional<double> PositiveOrNone(double predicted) {
   return predicted > 0 ? std::optional<double>(predicted) : std::nullopt;
@@ -197,16 +210,35 @@ std::optional<double> PositiveOrNone(double predicted) {
 
 }  // namespace
 
-std::pair<fusion_space::Tiling, double> Tuner::BestOrPredicted(int task, bool nchw_only,
+std::pair<fusion_space::Tiling, double> Tuner::BestOrPredicted(int task, Ranking ranking,
                                                                double scale) const {
   const TaskSearch& s = *searches_[task];
-  if (auto best = BestOf(s, nchw_only)) return *best;
+  if (ranking == Ranking::kWeightsStreamed) {
+    auto streamed = [&](const fusion_space::Tiling& t, double seconds) {
+      return seconds + StreamedWeightSeconds(task, t);
+    };
+    if (auto least = LeastCost(s, streamed)) return *least;
+    return {s.predicted_best(), streamed(s.predicted_best(), PredictedSeconds(task, scale))};
+  }
+  if (auto best = BestOf(s, ranking == Ranking::kNchw)) return *best;
   return {s.predicted_best(), PredictedSeconds(task, scale)};
+}
+
+double Tuner::StreamedWeightSeconds(int task, const fusion_space::Tiling& tiling) const {
+  const fusion_space::KernelInstance& instance = searches_[task]->group().instance;
+  const auto* conv = std::get_if<kernels::ConvTiling>(&tiling);
+  if (instance.kind != fusion_space::KernelTemplate::kConv || conv == nullptr) return 0;
+  const kernels::ConvShape& shape = instance.conv.shape;
+  const int64_t packed = kernels::PrePackedConvWeightFloats(instance.conv, *conv);
+  const int64_t floats =
+      packed > 0 ? packed
+                 : shape.out_channels * shape.in_per_group() * shape.kernel_h * shape.kernel_w;
+  return static_cast<double>(floats) * sizeof(float) / (context_.target_features.dram_gbps * 1e9);
 }
 
 // The exact minimum-cost partition over the best known group costs, each
 // group with its best measured tiling (else the predicted best).
-fusion_space::Plan Tuner::TunedPlan(double* predicted, bool nchw_only) {
+fusion_space::Plan Tuner::TunedPlan(double* predicted, Ranking ranking) {
   const auto& groups = space_.candidates().groups;
   fusion_space::PartitionObjective objective;
   objective.group_cost.resize(groups.size());
@@ -215,7 +247,7 @@ fusion_space::Plan Tuner::TunedPlan(double* predicted, bool nchw_only) {
   for (size_t i = 0; i < groups.size(); ++i) {
     auto it = task_by_key_.find(groups[i].key.ToString());
     if (it != task_by_key_.end()) {
-      objective.group_cost[i] = BestOrPredicted(it->second, nchw_only, scale).second;
+      objective.group_cost[i] = BestOrPredicted(it->second, ranking, scale).second;
       task_of_nodes[groups[i].nodes] = it->second;
       continue;
     }
@@ -236,7 +268,7 @@ fusion_space::Plan Tuner::TunedPlan(double* predicted, bool nchw_only) {
     auto it = task_of_nodes.find(g.nodes);
     if (it == task_of_nodes.end()) continue;
     in_plan_[it->second] = true;
-    g.tiling = BestOrPredicted(it->second, nchw_only, scale).first;
+    g.tiling = BestOrPredicted(it->second, ranking, scale).first;
   }
   return space_.Validate(plan) ? plan : defaults;
 }
@@ -254,6 +286,8 @@ Status Tuner::MeasureTunedPlan() {
   double greedy_predicted = 0;
   const fusion_space::Plan greedy = TunedGreedyPlan(&greedy_predicted);
   FT_RETURN_IF_ERROR(MeasurePlanWithinBudget(greedy, "tuned", PositiveOrNone(greedy_predicted)));
+  if (StopReason() == "interrupted") return Status::Ok();
+  if (context_.target_features.warm_weights) FT_RETURN_IF_ERROR(MeasureWeightsStreamedPlan());
   // The partition adds up group times measured alone, without the layout
   // transforms between groups that disagree: the same partition with the
   // layouts chosen across its groups (layout_choice.h), and in NCHW
@@ -271,9 +305,20 @@ Status Tuner::MeasureTunedPlan() {
   // TunedPlan marks its groups' tasks as in the plan (the scheduler favours
   // them): the partition's own groups stay marked, not the NCHW variant's.
   const std::vector<bool> in_plan = in_plan_;
-  const fusion_space::Plan nchw = TunedPlan(&predicted, /*nchw_only=*/true);
+  const fusion_space::Plan nchw = TunedPlan(&predicted, Ranking::kNchw);
   in_plan_ = in_plan;
   return MeasurePlanWithinBudget(nchw, "tuned", expected);
+}
+
+// Measured only under the warm protocol: the others' records already read
+// the weights from DRAM. A measured plan is not measured again (MeasurePlan),
+// so where no conv changes this costs nothing.
+Status Tuner::MeasureWeightsStreamedPlan() {
+  const std::vector<bool> in_plan = in_plan_;  // the min-cost partition's, as below
+  double predicted = 0;
+  const fusion_space::Plan plan = TunedPlan(&predicted, Ranking::kWeightsStreamed);
+  in_plan_ = in_plan;
+  return MeasurePlanWithinBudget(plan, "tuned", PositiveOrNone(predicted));
 }
 
 fusion_space::Plan Tuner::TunedGreedyPlan(double* predicted) {
@@ -288,7 +333,7 @@ fusion_space::Plan Tuner::TunedGreedyPlan(double* predicted) {
       every_group_known = false;
       continue;
     }
-    const auto [tiling, seconds] = BestOrPredicted(it->second, /*nchw_only=*/false, scale);
+    const auto [tiling, seconds] = BestOrPredicted(it->second, Ranking::kMeasured, scale);
     g.tiling = tiling;
     sum += seconds;
   }

@@ -241,6 +241,10 @@ struct FakeDevice {
   // times its time, so an anchor's run and the runs after it share one.
   bool swings = false;
   static constexpr double kSwing[] = {1.0, 0.5, 2.0};
+  // A conv group in Winograd runs in a tenth of its time alone (its weights
+  // in the caches), and a whole plan with any Winograd group three times
+  // slower (the weights stream from DRAM).
+  bool winograd_pays_alone_only = false;
   measure::MeasureResult operator()(const measure::Candidate& c) {
     measure::MeasureResult r = Steady(c);
     if (swings && r.ok()) r.time.median *= kSwing[anchor_runs % 3];
@@ -271,6 +275,8 @@ struct FakeDevice {
     if (bf16_groups_within_budget >= 0 && Bf16Groups(text) > 0)  // bf16 groups pay
       r.time.median /= whole ? 1 + 0.1 * Bf16Groups(text) : 2;
     if (lucky_first_tuned && first_tuned) r.time.median /= 3;
+    if (winograd_pays_alone_only && text.find("winograd") != std::string::npos)
+      r.time.median = whole ? r.time.median * 3 : r.time.median / 10;
     r.bytes_in = static_cast<int64_t>(h % 4096);
     r.overlap = 0.5;
     return r;
@@ -288,6 +294,18 @@ struct Job {
       : model(Load("encoder_postln_op13", bf16_groups_within_budget >= 0)) {
     device.busy_on_first_tuned = busy;
     device.bf16_groups_within_budget = bf16_groups_within_budget;
+    Start(options, std::move(stop), TunerContext{"target", {}, 1});
+  }
+  // Another model, measured under `context` (its cache protocol's features).
+  Job(const std::string& model_name, TunerOptions options, TunerContext context,
+      std::function<void(FakeDevice&)> set_up)
+      : model(Load(model_name)) {
+    set_up(device);
+    Start(options, {}, std::move(context));
+  }
+
+ private:
+  void Start(TunerOptions options, std::function<bool()> stop, TunerContext context) {
     options.model_update_every = 0;
     TunerCallbacks callbacks;
     callbacks.commit = [this](db::Record& r) {
@@ -298,8 +316,7 @@ struct Job {
     callbacks.should_stop = std::move(stop);
     tuner = std::make_unique<Tuner>(
         model.graph, *model.space, ExtractTasks(*model.graph, *model.space, true), options,
-        TunerContext{"target", {}, 1}, [this](const measure::Candidate& c) { return device(c); },
-        callbacks);
+        std::move(context), [this](const measure::Candidate& c) { return device(c); }, callbacks);
   }
 };
 
@@ -367,6 +384,38 @@ TEST(Tuner, TheGreedyPartitionIsMeasuredWithTunedTilings) {
   // the unfused plan is not), so only TunedGreedyPlan measures it tuned.
   EXPECT_GE(other_partitions, 2);
   EXPECT_GE(tuned_greedy, 1) << "the greedy partition measured with tuned tilings";
+}
+
+// Under the warm protocol a conv measured alone finds its weights in the
+// caches, and Winograd (whose transformed weights are up to 4x the direct
+// kernel's) looks faster than it runs inside a model whose weights stream
+// from DRAM. The partition ranked with each conv's weights read at the DRAM
+// bandwidth is measured whole too: a tuned plan without Winograd. The other
+// protocols' records already read the weights from DRAM, and no such plan
+// is added: every tuned plan keeps the measured-fastest Winograd tilings.
+TEST(Tuner, UnderWarmWeightsAPlanWithTheConvWeightsStreamedIsMeasuredWhole) {
+  auto tuned_without_winograd = [](bool warm) {
+    TunerContext context{"target", {}, 1};
+    context.target_features.warm_weights = warm;
+    context.target_features.dram_gbps = 1e-3;  // the weights' reads outweigh any group's time
+    Job job("cnn_folded_op13", Budget(150), context,
+            [](FakeDevice& d) { d.winograd_pays_alone_only = true; });
+    EXPECT_TRUE(job.tuner->Run().ok());
+    ExpectEachCandidateRecordedOnce(job);
+    int tuned = 0, with_winograd = 0;
+    for (const db::Record& r : job.committed) {
+      const auto metrics = measure::MetricsFromText(r.metrics);
+      if (r.workload_key != job.tuner->graph_key() || !metrics.ok() || !metrics->search ||
+          metrics->search->plan_kind != "tuned")
+        continue;
+      ++tuned;
+      with_winograd += r.plan.find("winograd") != std::string::npos;
+    }
+    EXPECT_GT(with_winograd, 0) << "the premise: the fastest tilings alone are Winograd";
+    return tuned - with_winograd;
+  };
+  EXPECT_GE(tuned_without_winograd(/*warm=*/true), 1);
+  EXPECT_EQ(tuned_without_winograd(/*warm=*/false), 0);
 }
 
 TEST(Tuner, ResumingMeasuresNothingTwice) {
