@@ -61,8 +61,8 @@ Result<Curves> ReadCurves(db::Database& database, const db::JobEntry& job,
     const bool ok = r.status == db::RecordStatus::kOk;
     if (r.workload_key == graph_key) {
       if (!ok) return true;
-      const std::string kind = note ? note->plan_kind : "";
-      if (kind == "unfused") c.unfused.Add(double(job_trials), t, r.seconds * 1e3);
+      if (note && note->plan_kind == measure::PlanKind::kUnfused)
+        c.unfused.Add(double(job_trials), t, r.seconds * 1e3);
       best_plan = best_plan == 0 ? r.seconds : std::min(best_plan, r.seconds);
       c.model.Add(double(job_trials), t, best_plan * 1e3);
       return true;

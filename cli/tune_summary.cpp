@@ -57,7 +57,7 @@ std::string FormatTuneSummary(const search::TuneSummary& s, int max_rows) {
                      Ratio(unfused, greedy));
   out += fmt::format("  best     {:>10} ms  {} faster than unfused, {} than greedy ({} plan)\n",
                      Ms(best), Ratio(unfused, best), Ratio(greedy, best),
-                     s.best.has_value() ? s.best->kind : "-");
+                     s.best.has_value() ? measure::PlanKindName(s.best->kind) : "-");
   if (s.best.has_value() && s.unfused.has_value() && s.best->bytes > 0)
     out += fmt::format("  traffic  {:.1f} MiB, {:.2f}x less than unfused\n",
                        s.best->bytes / 1048576, s.unfused->bytes / s.best->bytes);

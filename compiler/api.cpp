@@ -411,7 +411,7 @@ TuneSummary MakeSummary(const search::TuningJobResult& result) {
   out.unfused_ms = Ms(s.unfused);
   out.greedy_ms = Ms(s.greedy);
   out.best_ms = Ms(s.best);
-  if (s.best) out.best_kind = s.best->kind;
+  if (s.best) out.best_kind = measure::PlanKindName(s.best->kind);
   if (!s.best_plan.is_null()) out.best_plan_json = s.best_plan.dump();
   out.trials = s.trials;
   out.failed_trials = s.failed_trials;

@@ -48,8 +48,8 @@ void AddAnchor(const SearchNote& n, nlohmann::json* j) {
 // (and an anchor's, when it had one), so that stored text is what it was
 // before the note was a struct.
 nlohmann::json NoteToJson(const SearchNote& n) {
-  if (!n.plan_kind.empty()) {
-    nlohmann::json j{{"plan_kind", n.plan_kind}};
+  if (n.plan_kind) {
+    nlohmann::json j{{"plan_kind", PlanKindName(*n.plan_kind)}};
     if (n.remeasure) j["remeasure"] = true;
     if (n.confirm_runs > 0) j["confirm_runs"] = n.confirm_runs;
     AddAnchor(n, &j);
@@ -66,7 +66,10 @@ nlohmann::json NoteToJson(const SearchNote& n) {
 
 SearchNote NoteFromJson(const nlohmann::json& j) {
   SearchNote n;
-  n.plan_kind = j.value("plan_kind", "");
+  // A whole plan's note whose kind this version does not know (a newer
+  // one's) is a plan the search built; none (or "") is a tiling's note.
+  if (const std::string kind = j.value("plan_kind", ""); !kind.empty())
+    n.plan_kind = PlanKindFromName(kind).value_or(PlanKind::kTuned);
   n.remeasure = j.value("remeasure", false);
   n.confirm_runs = j.value("confirm_runs", 0);
   if (const auto anchor = j.find("anchor"); anchor != j.end() && anchor->is_object()) {

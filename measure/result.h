@@ -43,6 +43,31 @@ inline std::optional<MeasureStatus> StatusFromName(std::string_view name) {
   return std::nullopt;
 }
 
+// Which whole plan the search measured: one of its two baselines, or a
+// plan it built from its tasks' measurements.
+enum class PlanKind { kUnfused, kGreedy, kTuned };
+inline constexpr PlanKind kAllPlanKinds[] = {PlanKind::kUnfused, PlanKind::kGreedy,
+                                             PlanKind::kTuned};
+
+// The kind's text, as stored: "unfused", "greedy", "tuned".
+inline const char* PlanKindName(PlanKind kind) {
+  switch (kind) {
+    case PlanKind::kUnfused:
+      return "unfused";
+    case PlanKind::kGreedy:
+      return "greedy";
+    case PlanKind::kTuned:
+      return "tuned";
+  }
+  return "tuned";
+}
+
+inline std::optional<PlanKind> PlanKindFromName(std::string_view name) {
+  for (PlanKind k : kAllPlanKinds)
+    if (name == PlanKindName(k)) return k;
+  return std::nullopt;
+}
+
 struct TimeStats {
   double median = 0, min = 0, max = 0;
   double spread = 0;  // interquartile range / median
@@ -93,8 +118,8 @@ std::string ResultSummary(const MeasureResult& r);  // one line for logs
 // Why the search measured a candidate, stored beside its measurement. A note
 // is either a whole plan's (plan_kind set) or a proposed tiling's.
 struct SearchNote {
-  std::string plan_kind;   // "unfused", "greedy", "tuned", ...; empty for a tiling
-  bool remeasure = false;  // a whole plan measured twice on purpose
+  std::optional<PlanKind> plan_kind;  // none for a tiling
+  bool remeasure = false;             // a whole plan measured twice on purpose
   // A whole plan run this many times (each beside its own anchor run) and
   // recorded at its median run (search/tuner.h: ConfirmContender); 0: once.
   int confirm_runs = 0;

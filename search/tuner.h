@@ -43,6 +43,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cost_model/dataset.h"
+#include "measure/result.h"
 #include "search/evolution.h"
 #include "search/scheduler.h"
 #include "search/speed_anchor.h"
@@ -117,7 +118,7 @@ struct TaskReport {
 };
 
 struct PlanReport {
-  std::string kind;  // unfused, greedy, tuned
+  measure::PlanKind kind = measure::PlanKind::kTuned;
   double seconds = 0;
   int64_t groups = 0;
   double bytes = 0;
@@ -174,7 +175,7 @@ class Tuner {
   // measurement; both records are kept, and the faster counts).
   // `status`, when given: how its measurement ended (now, or when it was
   // measured before: then it is not measured again).
-  Status MeasurePlan(const fusion_space::Plan& plan, const std::string& kind,
+  Status MeasurePlan(const fusion_space::Plan& plan, measure::PlanKind kind,
                      std::optional<double> predicted = std::nullopt,
                      db::RecordStatus* status = nullptr);
   // Whole plans and each round of a task are timed beside an anchor, the
@@ -186,7 +187,7 @@ class Tuner {
   // One run of a whole plan (tuner_plans.h), beside an anchor run unless it
   // is the greedy plan, the anchor itself. `fresh`: the anchor run now.
   struct PlanRun;
-  PlanRun RunWholePlan(const measure::Candidate& candidate, const std::string& kind, bool fresh);
+  PlanRun RunWholePlan(const measure::Candidate& candidate, measure::PlanKind kind, bool fresh);
   // A whole plan within kContenderWithin of the best so far (the greedy
   // plan always) is run kContenderRuns times, each beside its own anchor
   // run, and recorded at the median run. The best plan is the fastest of
@@ -195,11 +196,11 @@ class Tuner {
   // plan recorded at 11.3 ms that ran at 13.4 ms beside its greedy plan's
   // 12.5 (the greedy one, its first run recorded raw at 14.3 ms, lost).
   // `runs_taken`: how many runs it took, the first included.
-  PlanRun ConfirmContender(const measure::Candidate& candidate, const std::string& kind,
+  PlanRun ConfirmContender(const measure::Candidate& candidate, measure::PlanKind kind,
                            PlanRun first, int* runs_taken);
   // MeasurePlan, then (mixed precision) FitErrorBudget when the plan's
   // outputs missed the error budget.
-  Status MeasurePlanWithinBudget(const fusion_space::Plan& plan, const std::string& kind,
+  Status MeasurePlanWithinBudget(const fusion_space::Plan& plan, measure::PlanKind kind,
                                  std::optional<double> predicted);
   // Each group's tiling chosen by its task's fastest measurement, the
   // precision included: a plan of many bf16 groups can miss the error
@@ -210,7 +211,7 @@ class Tuner {
   // those that save least over f32 per unit of their measured error first:
   // a binary search for the fewest put back that meet the budget
   // (tuner_precision.cpp).
-  Status FitErrorBudget(const fusion_space::Plan& plan, const std::string& kind);
+  Status FitErrorBudget(const fusion_space::Plan& plan, measure::PlanKind kind);
   // The f32 tiling a bf16 group of a plan goes back to, and what bf16 saves
   // over it per unit of the bf16 record's error (tuner_precision.cpp).
   std::pair<fusion_space::Tiling, double> F32TilingOf(const fusion_space::PlanGroup& g);
@@ -224,14 +225,15 @@ class Tuner {
     // The fastest in NCHW (conv layouts), so that the plan places no layout
     // transform.
     kNchw,
-    // Measured time plus the conv's weights read from DRAM
-    // (StreamedWeightSeconds): under the warm protocol a conv measured alone
-    // in a loop finds its weights in the caches, but in a model whose
-    // weights exceed the last-level cache each layer's come from DRAM every
-    // run, and Winograd's transformed weights are 16/9 (F(2x2)) or 4x
-    // (F(4x4)) the direct kernel's: ResNet-18's 512-channel 3x3 layers read
-    // 37.7 MB each in F(4x4) against 9.4 direct. Measured as a whole plan
-    // beside the others, so the model decides.
+    // Measured time plus the reads from DRAM of a conv's pre-packed weights
+    // beyond the weights as given (ExtraWeightSeconds): under the warm
+    // protocol a conv measured alone in a loop finds its weights in the
+    // caches, but in a model whose weights exceed the last-level cache each
+    // layer's come from DRAM every run, and Winograd's transformed weights
+    // are 16/9 (F(2x2)) or 4x (F(4x4)) the direct kernel's: ResNet-18's
+    // 512-channel 3x3 layers read 37.7 MB each in F(4x4) against 9.4
+    // direct. Measured as a whole plan beside the others, so the model
+    // decides (where the weights fit the cache, against this plan).
     kWeightsStreamed,
   };
   // `predicted`, when given, receives the partition's cost (sum of its groups').
@@ -253,9 +255,13 @@ class Tuner {
   // else its predicted best and PredictedSeconds.
   std::pair<fusion_space::Tiling, double> BestOrPredicted(int task, Ranking ranking,
                                                           double scale) const;
-  // Seconds to read a conv group's weights for `tiling` (its pre-packed form
-  // where it has one) at the calibrated DRAM bandwidth; 0 for other groups.
-  double StreamedWeightSeconds(int task, const fusion_space::Tiling& tiling) const;
+  // Seconds to read from DRAM what a conv group's pre-packed weights for
+  // `tiling` (Winograd's transformed U) hold beyond the weights as given, at
+  // the target's DRAM read bandwidth (calibrated; 40 GB/s without a
+  // calibration); 0 for other groups and tilings. Every partition reads the
+  // weights as given once, so only the excess ranks tilings, and groups of
+  // other templates (conv chains) are not charged for weights all pay.
+  double ExtraWeightSeconds(int task, const fusion_space::Tiling& tiling) const;
   void UpdateModel();
   // `seconds`: the measurement's time, anchored (ReadAnchor).
   void AddSample(int task, const fusion_space::Tiling& tiling, const measure::MeasureResult& result,

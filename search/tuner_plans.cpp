@@ -17,6 +17,8 @@
 
 namespace fusetune::search {
 
+using measure::PlanKind;
+
 // A whole plan this much slower than the sum of its groups' measured times is
 // measured again (on the Intel guest, one 30-minute MLP job measured the same
 // partition at 62.8 and 91.0 ms; its groups summed to 60.6 ms).
@@ -35,12 +37,13 @@ bool Tuner::PlanState::AddPrior(const db::Record& record) {
   if (!plan.is_object() || !metrics.ok()) return false;
   PlanReport r;
   r.kind =
-      metrics->search && !metrics->search->plan_kind.empty() ? metrics->search->plan_kind : "tuned";
+      metrics->search ? metrics->search->plan_kind.value_or(PlanKind::kTuned) : PlanKind::kTuned;
   r.seconds = record.seconds;
   r.groups = plan.contains("groups") ? static_cast<int64_t>(plan["groups"].size()) : 0;
   r.bytes = static_cast<double>(metrics->measured.bytes_in + metrics->measured.bytes_out);
   r.record_id = record.id;
-  if (record.status == db::RecordStatus::kOk && r.kind == "greedy") speed.AddRun(record.seconds);
+  if (record.status == db::RecordStatus::kOk && r.kind == PlanKind::kGreedy)
+    speed.AddRun(record.seconds);
   if (metrics->search) speed.AddRun(metrics->search->anchor_seconds);
   Add(r, plan, record.status);
   return true;
@@ -50,16 +53,16 @@ void Tuner::PlanState::Add(PlanReport report, nlohmann::json plan, db::RecordSta
   this->status[plan.dump()] = status;
   if (status != db::RecordStatus::kOk) return;
   const size_t i = measured.size();
-  if (report.kind == "unfused" && !unfused.has_value()) unfused = i;
-  if (report.kind == "greedy" && !greedy.has_value()) greedy = i;
+  if (report.kind == PlanKind::kUnfused && !unfused.has_value()) unfused = i;
+  if (report.kind == PlanKind::kGreedy && !greedy.has_value()) greedy = i;
   if (!best.has_value() || report.seconds < measured[*best].seconds) best = i;
   measured.push_back(std::move(report));
   plan_json.push_back(std::move(plan));
 }
 
-Status Tuner::MeasurePlan(const fusion_space::Plan& plan, const std::string& kind,
+Status Tuner::MeasurePlan(const fusion_space::Plan& plan, measure::PlanKind kind,
                           std::optional<double> predicted, db::RecordStatus* status) {
-  measure::Candidate candidate = measure::PlanCandidate(graph_, space_, plan, kind);
+  measure::Candidate candidate = measure::PlanCandidate(graph_, space_, plan, PlanKindName(kind));
   if (auto it = plans_->status.find(candidate.plan.dump()); it != plans_->status.end()) {
     if (status != nullptr) *status = it->second;
     return Status::Ok();
@@ -71,7 +74,8 @@ Status Tuner::MeasurePlan(const fusion_space::Plan& plan, const std::string& kin
     measure::SearchNote search_info;
     search_info.plan_kind = kind;
     search_info.remeasure = attempt > 0;  // measured twice on purpose
-    ReportProgress("whole model, " + kind + " plan" + (attempt ? " again" : ""));
+    ReportProgress(
+        fmt::format("whole model, {} plan{}", PlanKindName(kind), attempt ? " again" : ""));
     PlanRun run = RunWholePlan(candidate, kind, /*fresh=*/false);
     const bool contender =
         run.result.ok() &&
@@ -106,25 +110,26 @@ std::optional<AnchorReading> Tuner::ReadAnchor(bool fresh) {
   return plans_->speed.Read(*plans_->anchor, measure_, fresh);
 }
 
-Tuner::PlanRun Tuner::RunWholePlan(const measure::Candidate& candidate, const std::string& kind,
+Tuner::PlanRun Tuner::RunWholePlan(const measure::Candidate& candidate, measure::PlanKind kind,
                                    bool fresh) {
   PlanRun run;
-  if (kind != "greedy") run.anchor = ReadAnchor(fresh);
+  if (kind != PlanKind::kGreedy) run.anchor = ReadAnchor(fresh);
   run.result = measure_(candidate);
   run.seconds = run.result.time.median;
   if (!run.result.ok()) return run;
   if (run.anchor) run.seconds = run.anchor->Scale(run.seconds);
-  if (kind == "greedy") plans_->speed.AddRun(run.result.time.median);  // its runs are the anchor's
+  if (kind == PlanKind::kGreedy)
+    plans_->speed.AddRun(run.result.time.median);  // its runs are the anchor's
   return run;
 }
 
-Tuner::PlanRun Tuner::ConfirmContender(const measure::Candidate& candidate, const std::string& kind,
+Tuner::PlanRun Tuner::ConfirmContender(const measure::Candidate& candidate, measure::PlanKind kind,
                                        PlanRun first, int* runs_taken) {
   std::vector<PlanRun> runs;
   runs.push_back(std::move(first));
   while (static_cast<int>(runs.size()) < kContenderRuns && StopReason() != "interrupted") {
-    ReportProgress("whole model, " + kind + " plan, confirming (" +
-                   std::to_string(runs.size() + 1) + " of " + std::to_string(kContenderRuns) + ")");
+    ReportProgress(fmt::format("whole model, {} plan, confirming ({} of {})", PlanKindName(kind),
+                               runs.size() + 1, kContenderRuns));
     PlanRun run = RunWholePlan(candidate, kind, /*fresh=*/true);
     *runs_taken = static_cast<int>(runs.size()) + 1;
     if (!run.result.ok()) return run;  // a wrong output or a crash now is the plan's result
@@ -137,13 +142,12 @@ Tuner::PlanRun Tuner::ConfirmContender(const measure::Candidate& candidate, cons
 
 // The greedy plan first: it is the anchor the unfused one is timed beside.
 Status Tuner::MeasureBaselines() {
-  for (const char* kind : {"greedy", "unfused"}) {
+  for (PlanKind kind : {PlanKind::kGreedy, PlanKind::kUnfused}) {
     if (auto reason = StopReason(); reason == "interrupted") {
       stop_reason_ = *reason;
       return Status::Ok();
     }
-    const fusion_space::Plan plan =
-        std::string(kind) == "unfused" ? space_.Unfused() : space_.Greedy();
+    const fusion_space::Plan plan = kind == PlanKind::kUnfused ? space_.Unfused() : space_.Greedy();
     FT_RETURN_IF_ERROR(MeasurePlan(plan, kind));
   }
   return Status::Ok();
@@ -215,7 +219,7 @@ std::pair<fusion_space::Tiling, double> Tuner::BestOrPredicted(int task, Ranking
   const TaskSearch& s = *searches_[task];
   if (ranking == Ranking::kWeightsStreamed) {
     auto streamed = [&](const fusion_space::Tiling& t, double seconds) {
-      return seconds + StreamedWeightSeconds(task, t);
+      return seconds + ExtraWeightSeconds(task, t);
     };
     if (auto least = LeastCost(s, streamed)) return *least;
     return {s.predicted_best(), streamed(s.predicted_best(), PredictedSeconds(task, scale))};
@@ -224,16 +228,16 @@ std::pair<fusion_space::Tiling, double> Tuner::BestOrPredicted(int task, Ranking
   return {s.predicted_best(), PredictedSeconds(task, scale)};
 }
 
-double Tuner::StreamedWeightSeconds(int task, const fusion_space::Tiling& tiling) const {
+double Tuner::ExtraWeightSeconds(int task, const fusion_space::Tiling& tiling) const {
   const fusion_space::KernelInstance& instance = searches_[task]->group().instance;
   const auto* conv = std::get_if<kernels::ConvTiling>(&tiling);
   if (instance.kind != fusion_space::KernelTemplate::kConv || conv == nullptr) return 0;
   const kernels::ConvShape& shape = instance.conv.shape;
   const int64_t packed = kernels::PrePackedConvWeightFloats(instance.conv, *conv);
-  const int64_t floats =
-      packed > 0 ? packed
-                 : shape.out_channels * shape.in_per_group() * shape.kernel_h * shape.kernel_w;
-  return static_cast<double>(floats) * sizeof(float) / (context_.target_features.dram_gbps * 1e9);
+  const int64_t given = shape.out_channels * shape.in_per_group() * shape.kernel_h * shape.kernel_w;
+  if (packed <= given) return 0;
+  return static_cast<double>(packed - given) * sizeof(float) /
+         (context_.target_features.dram_gbps * 1e9);
 }
 
 // The exact minimum-cost partition over the best known group costs, each
@@ -281,11 +285,12 @@ Status Tuner::MeasureTunedPlan() {
   double predicted = 0;
   const fusion_space::Plan plan = TunedPlan(&predicted);
   const std::optional<double> expected = PositiveOrNone(predicted);
-  FT_RETURN_IF_ERROR(MeasurePlanWithinBudget(plan, "tuned", expected));
+  FT_RETURN_IF_ERROR(MeasurePlanWithinBudget(plan, PlanKind::kTuned, expected));
   if (StopReason() == "interrupted") return Status::Ok();
   double greedy_predicted = 0;
   const fusion_space::Plan greedy = TunedGreedyPlan(&greedy_predicted);
-  FT_RETURN_IF_ERROR(MeasurePlanWithinBudget(greedy, "tuned", PositiveOrNone(greedy_predicted)));
+  FT_RETURN_IF_ERROR(
+      MeasurePlanWithinBudget(greedy, PlanKind::kTuned, PositiveOrNone(greedy_predicted)));
   if (StopReason() == "interrupted") return Status::Ok();
   if (context_.target_features.warm_weights) FT_RETURN_IF_ERROR(MeasureWeightsStreamedPlan());
   // The partition adds up group times measured alone, without the layout
@@ -300,14 +305,14 @@ Status Tuner::MeasureTunedPlan() {
   const fusion_space::Plan harmonized = HarmonizedPlan(plan);
   if (fusion_space::PlanToJson(space_, harmonized) != fusion_space::PlanToJson(space_, plan) &&
       any_layout(harmonized))
-    FT_RETURN_IF_ERROR(MeasurePlanWithinBudget(harmonized, "tuned", expected));
+    FT_RETURN_IF_ERROR(MeasurePlanWithinBudget(harmonized, PlanKind::kTuned, expected));
   if (StopReason() == "interrupted") return Status::Ok();
   // TunedPlan marks its groups' tasks as in the plan (the scheduler favours
   // them): the partition's own groups stay marked, not the NCHW variant's.
   const std::vector<bool> in_plan = in_plan_;
   const fusion_space::Plan nchw = TunedPlan(&predicted, Ranking::kNchw);
   in_plan_ = in_plan;
-  return MeasurePlanWithinBudget(nchw, "tuned", expected);
+  return MeasurePlanWithinBudget(nchw, PlanKind::kTuned, expected);
 }
 
 // Measured only under the warm protocol: the others' records already read
@@ -318,7 +323,12 @@ Status Tuner::MeasureWeightsStreamedPlan() {
   double predicted = 0;
   const fusion_space::Plan plan = TunedPlan(&predicted, Ranking::kWeightsStreamed);
   in_plan_ = in_plan;
-  return MeasurePlanWithinBudget(plan, "tuned", PositiveOrNone(predicted));
+  // Its expected time, against which a slow run is taken again, is what its
+  // groups were measured at: without the weights' extra reads.
+  for (const fusion_space::PlanGroup& g : plan.groups)
+    if (auto it = task_by_key_.find(space_.Key(g.nodes).ToString()); it != task_by_key_.end())
+      predicted -= ExtraWeightSeconds(it->second, g.tiling);
+  return MeasurePlanWithinBudget(plan, PlanKind::kTuned, PositiveOrNone(predicted));
 }
 
 fusion_space::Plan Tuner::TunedGreedyPlan(double* predicted) {
@@ -408,15 +418,16 @@ std::optional<double> OptionalFrom(const nlohmann::json& j, const char* key) {
   return j[key].get<double>();
 }
 nlohmann::json PlanToSummaryJson(const PlanReport& p) {
-  return {{"kind", p.kind},
+  return {{"kind", PlanKindName(p.kind)},
           {"seconds", p.seconds},
           {"groups", p.groups},
           {"bytes", p.bytes},
           {"record_id", p.record_id}};
 }
+// A kind this version does not know (a newer one's) is a plan the search built.
 PlanReport PlanFromSummaryJson(const nlohmann::json& j) {
-  return {j.at("kind").get<std::string>(), j.at("seconds").get<double>(),
-          j.at("groups").get<int64_t>(), j.at("bytes").get<double>(),
+  return {measure::PlanKindFromName(j.at("kind").get<std::string>()).value_or(PlanKind::kTuned),
+          j.at("seconds").get<double>(), j.at("groups").get<int64_t>(), j.at("bytes").get<double>(),
           j.at("record_id").get<int64_t>()};
 }
 

@@ -47,7 +47,7 @@ constexpr double kErrorFloor = 1e-6;
 
 }  // namespace
 
-Status Tuner::MeasurePlanWithinBudget(const fusion_space::Plan& plan, const std::string& kind,
+Status Tuner::MeasurePlanWithinBudget(const fusion_space::Plan& plan, measure::PlanKind kind,
                                       std::optional<double> predicted) {
   db::RecordStatus status = db::RecordStatus::kOk;
   FT_RETURN_IF_ERROR(MeasurePlan(plan, kind, predicted, &status));
@@ -77,7 +77,7 @@ std::pair<fusion_space::Tiling, double> Tuner::F32TilingOf(const fusion_space::P
   return {best_f32->first, saves_per_error};
 }
 
-Status Tuner::FitErrorBudget(const fusion_space::Plan& plan, const std::string& kind) {
+Status Tuner::FitErrorBudget(const fusion_space::Plan& plan, measure::PlanKind kind) {
   std::vector<Bf16Group> groups;
   for (size_t i = 0; i < plan.groups.size(); ++i) {
     if (!InBf16(plan.groups[i].tiling)) continue;

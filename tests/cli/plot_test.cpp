@@ -216,7 +216,7 @@ class RooflineFromDatabase : public ::testing::Test {
 
 TEST_F(RooflineFromDatabase, KernelsOfTheBestWholePlanWithTheirTiling) {
   search::TuneSummary summary;
-  summary.best = search::PlanReport{"tuned", 1e-3, 3, 0, graph_record_};
+  summary.best = search::PlanReport{measure::PlanKind::kTuned, 1e-3, 3, 0, graph_record_};
   const auto group = [](int w, int tile, const char* kernel) {
     return nlohmann::json{{"workload_key", db::testing::WorkloadKeyFor(w)},
                           {"tiling", {{"tile", tile}}},

@@ -103,16 +103,34 @@ TEST(RecordMetrics, EveryStatusAndNoteKindRoundTripsInMetrics) {
     EXPECT_EQ(back->measured.status, s);
   }
   RecordMetrics plan = FullMetrics();
-  plan.search = SearchNote{};
-  plan.search->plan_kind = "greedy";
-  plan.search->remeasure = true;
+  for (PlanKind kind : kAllPlanKinds) {
+    plan.search = SearchNote{};
+    plan.search->plan_kind = kind;
+    plan.search->remeasure = true;
+    auto back = MetricsFromText(MetricsToText(plan));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(back->search, plan.search);
+  }
+  plan.search.reset();
   auto back = MetricsFromText(MetricsToText(plan));
   ASSERT_TRUE(back.ok());
-  EXPECT_EQ(back->search, plan.search);
-  plan.search.reset();
-  back = MetricsFromText(MetricsToText(plan));
-  ASSERT_TRUE(back.ok());
   EXPECT_FALSE(back->search.has_value());
+}
+
+// A whole plan's note of a kind this version does not know (a newer
+// version's) reads as a plan the search built, not as a tiling's note.
+TEST(RecordMetrics, AnUnknownPlanKindReadsAsTuned) {
+  RecordMetrics m;
+  m.measured.status = MeasureStatus::kOk;
+  m.search = SearchNote{};
+  m.search->plan_kind = PlanKind::kGreedy;
+  std::string text = MetricsToText(m);
+  const size_t at = text.find("\"greedy\"");
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, 8, "\"sharded\"");
+  auto back = MetricsFromText(text);
+  ASSERT_TRUE(back.ok() && back->search);
+  EXPECT_EQ(back->search->plan_kind, PlanKind::kTuned);
 }
 
 TEST(RecordMetrics, NonFiniteErrorsRoundTrip) {
@@ -131,7 +149,7 @@ TEST(RecordMetrics, NoteTextIsTheSearchsFormerText) {
   RecordMetrics m;
   m.measured.status = MeasureStatus::kOk;
   m.search = SearchNote{};
-  m.search->plan_kind = "unfused";
+  m.search->plan_kind = PlanKind::kUnfused;
   const std::string plan = MetricsToText(m);
   EXPECT_NE(plan.find(R"("search":{"plan_kind":"unfused"})"), std::string::npos) << plan;
   m.search = SearchNote{};

@@ -227,7 +227,7 @@ TEST_F(TuningJobTest, AResumedJobKeepsSearchingWithOrWithoutTheModel) {
   int unguided_notes = 0;
   for (const db::Record& r : committed_) {
     const auto metrics = measure::MetricsFromText(r.metrics);
-    if (!metrics.ok() || !metrics->search || !metrics->search->plan_kind.empty()) continue;
+    if (!metrics.ok() || !metrics->search || metrics->search->plan_kind) continue;
     EXPECT_EQ(metrics->search->model, "none/random");
     ++unguided_notes;
   }
