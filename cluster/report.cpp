@@ -30,9 +30,8 @@ Json StepJson(const std::optional<StepStatus>& file, const std::string& slurm_id
   if (state == "running" && it == slurm.end() && asked_slurm && !slurm_id.empty() &&
       UnixNow() - file->updated_at > kLostAfterSeconds) {
     j["state"] = "failed";
-    j["error"] =
-        fmt::format("lost: no word from it for {:.0f} min and Slurm no longer knows its job",
-                    (UnixNow() - file->updated_at) / 60);
+    j["error"] = fmt::format("lost: no word from it for {:.0f} min and Slurm no longer knows its job",
+                             (UnixNow() - file->updated_at) / 60);
     return j;
   }
   if (state == "done" || state == "cancelled" || it == slurm.end()) return j;
@@ -63,8 +62,8 @@ void RerunByTheMerge(const std::map<std::string, SlurmJobState>& slurm, const st
   if ((*shard)["state"] != "failed" || it == slurm.end() || !it->second.runs_again_by_its_merge())
     return;
   (*shard)["state"] = "requeued";
-  (*shard)["error"] =
-      fmt::format("Slurm ended it ({}); the wave's merge runs it again", it->second.state_text);
+  (*shard)["error"] = fmt::format("Slurm ended it ({}); the wave's merge runs it again",
+                                  it->second.state_text);
 }
 
 Result<std::map<std::string, SlurmJobState>> AskSlurm(const StepIds& ids, Scheduler* scheduler) {
@@ -84,8 +83,9 @@ std::string FirstInState(const Json& status, const std::string& state) {
   for (const Json& w : status["waves"]) {
     for (const Json& s : w["shards"])
       if (s["state"] == state)
-        return fmt::format("wave {} shard {} {}{}: {}", w["wave"].get<int>(), s["shard"].get<int>(),
-                           state, s.value("node", "").empty() ? "" : " on " + s.value("node", ""),
+        return fmt::format("wave {} shard {} {}{}: {}", w["wave"].get<int>(),
+                           s["shard"].get<int>(), state,
+                           s.value("node", "").empty() ? "" : " on " + s.value("node", ""),
                            s.value("error", ""));
     if (w["merge"]["state"] == state)
       return fmt::format("wave {}'s merge {}: {}", w["wave"].get<int>(), state,
@@ -122,8 +122,8 @@ void SetOverall(const ClusterJob& job, Json* status) {
                    "again with the same flags: the job continues from the first wave not merged.";
   } else if (job.submissions.empty()) {
     s["state"] = "not submitted";
-    s["message"] =
-        "scripts written (--dry-run); submit.sh in " + JobPaths(job.spec.db).dir + " submits them";
+    s["message"] = "scripts written (--dry-run); submit.sh in " + JobPaths(job.spec.db).dir +
+                   " submits them";
   } else {
     s["state"] = "running";
     int wave = 1;
@@ -141,12 +141,9 @@ Json ModelPlanJson(const std::string& model, const std::string& target,
   const auto ms = [](const std::optional<search::PlanReport>& p) {
     return p ? Json(p->seconds * 1e3) : Json(nullptr);
   };
-  Json j{{"model", model},
-         {"target", target},
-         {"job", r.job_id},
-         {"unfused_ms", ms(r.summary.unfused)},
-         {"greedy_ms", ms(r.summary.greedy)},
-         {"best_ms", ms(r.summary.best)},
+  Json j{{"model", model},       {"target", target},
+         {"job", r.job_id},      {"unfused_ms", ms(r.summary.unfused)},
+         {"greedy_ms", ms(r.summary.greedy)}, {"best_ms", ms(r.summary.best)},
          {"best_kind", r.summary.best ? measure::PlanKindName(r.summary.best->kind) : ""}};
   if (r.summary.best && r.summary.unfused)
     j["speedup_vs_unfused"] = r.summary.unfused->seconds / r.summary.best->seconds;
@@ -157,16 +154,14 @@ Result<Json> CollectStatus(const ClusterJob& job, Scheduler* scheduler) {
   const JobPaths paths(job.spec.db);
   const StepIds ids = LatestStepIds(job);
   FT_ASSIGN_OR_RETURN(auto slurm, AskSlurm(ids, scheduler));
-  Json status{{"db", job.spec.db},
-              {"nodes", job.spec.nodes},
-              {"waves_total", job.spec.waves},
+  Json status{{"db", job.spec.db}, {"nodes", job.spec.nodes}, {"waves_total", job.spec.waves},
               {"waves", Json::array()}};
   for (int w = 1; w <= job.spec.waves; ++w) {
     Json wave{{"wave", w}, {"shards", Json::array()}};
     const std::string array = ids.array_of(w);
     const auto merge_job = slurm.find(ids.merge_of(w));
-    const bool merge_to_come =
-        merge_job != slurm.end() && !merge_job->second.ended() && !merge_job->second.never_runs();
+    const bool merge_to_come = merge_job != slurm.end() && !merge_job->second.ended() &&
+                               !merge_job->second.never_runs();
     for (int i = 1; i <= job.spec.nodes; ++i) {
       FT_ASSIGN_OR_RETURN(auto file, ReadStep(paths.shard_status(w, i)));
       const std::string task = array.empty() ? "" : fmt::format("{}_{}", array, i);
@@ -189,8 +184,8 @@ namespace {
 
 std::string ShardLine(const Json& s) {
   const Json& p = s.value("progress", Json::object());
-  std::string line =
-      fmt::format("    shard {:<3} {:<12}", s["shard"].get<int>(), s["state"].get<std::string>());
+  std::string line = fmt::format("    shard {:<3} {:<12}", s["shard"].get<int>(),
+                                 s["state"].get<std::string>());
   if (p.contains("quota"))
     line += fmt::format(" {:>6}/{:<6} trials", p.value("trials_total", p.value("trials", 0L)),
                         p["quota"].get<int64_t>());
@@ -213,12 +208,12 @@ std::string MergeLine(const Json& m) {
   }
   if (p.contains("model")) {
     const Json& model = p["model"];
-    line +=
-        model.value("retrained", false)
-            ? fmt::format("; cost model #{} ({}, Spearman {:.3f}) {}", model.value("model_id", 0L),
-                          model.value("form", ""), model.value("spearman", 0.0),
-                          model.value("promoted", false) ? "active" : "kept inactive")
-            : "; not retrained: " + model.value("why", "");
+    line += model.value("retrained", false)
+                ? fmt::format("; cost model #{} ({}, Spearman {:.3f}) {}",
+                              model.value("model_id", 0L), model.value("form", ""),
+                              model.value("spearman", 0.0),
+                              model.value("promoted", false) ? "active" : "kept inactive")
+                : "; not retrained: " + model.value("why", "");
   }
   if (p.contains("waiting")) {
     const Json& w = p["waiting"];
@@ -234,9 +229,9 @@ std::string MergeLine(const Json& m) {
 }  // namespace
 
 std::string FormatStatus(const Json& status) {
-  std::string out =
-      fmt::format("cluster job of {}: {} ({})\n", status["db"].get<std::string>(),
-                  status["state"].get<std::string>(), status["message"].get<std::string>());
+  std::string out = fmt::format("cluster job of {}: {} ({})\n", status["db"].get<std::string>(),
+                                status["state"].get<std::string>(),
+                                status["message"].get<std::string>());
   for (const Json& w : status["waves"]) {
     int done = 0;
     for (const Json& s : w["shards"]) done += s["state"] == "done";
@@ -257,8 +252,7 @@ Result<Json> BuildReport(const ClusterJob& job, const Json& plans) {
   int64_t trials = 0;  // the records the merges added: each measurement once
   double first_start = 0, merge_seconds = 0, retrain_seconds = 0;
   for (const Json& w : status["waves"]) {
-    for (const Json& s :
-         w["merge"].value("progress", Json::object()).value("shards", Json::array()))
+    for (const Json& s : w["merge"].value("progress", Json::object()).value("shards", Json::array()))
       trials += s.value("records_added", 0L);
     for (const Json& s : w["shards"]) {
       const double started = s.value("started_at", 0.0);
@@ -291,12 +285,12 @@ std::string FormatReport(const Json& report) {
     const auto ms = [&](const char* k) {
       return p[k].is_null() ? std::string("-") : fmt::format("{:.3f} ms", p[k].get<double>());
     };
-    out +=
-        fmt::format("  {}: unfused {}, greedy {}, best {} ({}){}\n", p["model"].get<std::string>(),
-                    ms("unfused_ms"), ms("greedy_ms"), ms("best_ms"), p.value("best_kind", ""),
-                    p.contains("speedup_vs_unfused")
-                        ? fmt::format(", {:.2f}x unfused", p["speedup_vs_unfused"].get<double>())
-                        : "");
+    out += fmt::format("  {}: unfused {}, greedy {}, best {} ({}){}\n",
+                       p["model"].get<std::string>(), ms("unfused_ms"), ms("greedy_ms"),
+                       ms("best_ms"), p.value("best_kind", ""),
+                       p.contains("speedup_vs_unfused")
+                           ? fmt::format(", {:.2f}x unfused", p["speedup_vs_unfused"].get<double>())
+                           : "");
   }
   return out;
 }
