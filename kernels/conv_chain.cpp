@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <memory>
+#include <optional>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+#include "kernels/simd_math.h"  // <immintrin.h>, GCC 12's false -Wmaybe-uninitialized silenced
 
 #include "kernels/conv_algorithm.h"
 #include "kernels/conv_chain_products.h"
@@ -20,6 +20,7 @@
 
 namespace fusetune::kernels {
 
+using conv_detail::BandActivation;
 using conv_detail::BandGeometry;
 using conv_detail::ChainExtents;
 using conv_detail::ChainProducts;
@@ -145,18 +146,41 @@ BandRows RowsOf(const ConvShape& s, const BandGeometry& g, int64_t oh0) {
   return b;
 }
 
+// An activation list as one clamp (none, ReLU, Clip: MobileNetV2's ReLU6),
+// which the copies between the stages apply on the way instead of a pass
+// over the block of their own; nullopt for any other op.
+std::optional<BandActivation> AsClamp(const std::vector<EpilogueOp>& ops) {
+  BandActivation a;
+  for (const EpilogueOp& op : ops) {
+    float lo = 0.0f, hi = std::numeric_limits<float>::infinity();
+    if (op.kind == EpilogueKind::kClip) {
+      lo = op.scalar;
+      hi = op.scalar2;
+    } else if (op.kind != EpilogueKind::kRelu) {
+      return std::nullopt;
+    }
+    // clamp(clamp(x, a.lo, a.hi), lo, hi) == clamp(x, clamp(a.lo), clamp(a.hi))
+    a.lo = std::min(std::max(a.lo, lo), hi);
+    a.hi = std::min(std::max(a.hi, lo), hi);
+  }
+  return a;
+}
+
 // Copies `n` floats of a row into consecutive nr-column panels of `depth`
-// rows (the micro-kernels' B layout), zeros past n.
+// rows (the micro-kernels' B layout), zeros past n, each value clamped to
+// [clamp.lo, clamp.hi] (clamp.bias is not added; NaNs pass).
 void PackRowIntoPanels(const float* src, int64_t n, int64_t row, int64_t depth, int nr,
-                       float* panels) {
+                       float* panels, const BandActivation& clamp = {}) {
 #if defined(__AVX512F__)
   if (nr % 16 == 0) {  // masked vectors: no call per panel (memcpy and memset were 7%)
+    const __m512 lo = _mm512_set1_ps(clamp.lo), hi = _mm512_set1_ps(clamp.hi);
     for (int64_t p = 0; p * nr < n; ++p) {
       float* dst = panels + (p * depth + row) * nr;
       for (int64_t j = 0; j < nr; j += 16) {
         const int64_t left = std::clamp<int64_t>(n - p * nr - j, 0, 16);
         const __mmask16 m = static_cast<__mmask16>((1u << left) - 1);
-        _mm512_storeu_ps(dst + j, _mm512_maskz_loadu_ps(m, src + p * nr + j));
+        const __m512 v = _mm512_maskz_loadu_ps(m, src + p * nr + j);
+        _mm512_storeu_ps(dst + j, _mm512_min_ps(hi, _mm512_max_ps(lo, v)));
       }
     }
     return;
@@ -165,7 +189,8 @@ void PackRowIntoPanels(const float* src, int64_t n, int64_t row, int64_t depth, 
   for (int64_t p = 0; p * nr < n; ++p) {
     const int64_t cols = std::min<int64_t>(nr, n - p * nr);
     float* dst = panels + (p * depth + row) * nr;
-    std::memcpy(dst, src + p * nr, static_cast<size_t>(cols) * sizeof(float));
+    for (int64_t j = 0; j < cols; ++j)
+      dst[j] = std::min(std::max(src[p * nr + j], clamp.lo), clamp.hi);
     std::fill(dst + cols, dst + nr, 0.0f);
   }
 }
@@ -279,7 +304,9 @@ class TileRunner {
         l_(LayoutOf(d, t)),
         mode_(mode),
         local_(static_cast<size_t>(LocalBytesOf(d, t, l_))),
-        offsets_(conv_detail::DepthwiseTapOffsets(s_, l_.band)) {
+        offsets_(conv_detail::DepthwiseTapOffsets(s_, l_.band)),
+        expand_clamp_(d.expand ? AsClamp(d.expand_act) : std::nullopt),
+        dw_clamp_(AsClamp(d.dw_act)) {
     out_view_.shape = OutShape(d);
     out_view_.y = d.y;
     out_view_.bias = d.project_bias;
@@ -344,9 +371,10 @@ class TileRunner {
       if (d_.expand && mode_ != RunMode::kCopyOnly) Expand(tile.image, e0, eb, b);
       for (int64_t e = 0; e < eb; ++e)
         stats->bytes_global_to_local += 4 * Depthwise(tile, e0 + e, e, eb, g, b);
-      // dw_act is pointwise without operands: one pass over the block's
-      // panels as one row (padding columns included) instead of one per channel.
-      if (mode_ != RunMode::kCopyOnly)
+      // dw_act is pointwise without operands: applied as the depthwise rows
+      // are packed when it is a clamp, else one pass over the block's panels
+      // as one row (padding columns included) instead of one per channel.
+      if (mode_ != RunMode::kCopyOnly && !dw_clamp_)
         ApplyEpilogue(d_.dw_act, dw_panels_, 0, 1, PanelFloats(tile.ps, eb, t_.nr), tile.image, e0,
                       0);
       if (mode_ != RunMode::kCopyOnly)
@@ -362,10 +390,12 @@ class TileRunner {
     products_->CopyBlockWeights(e0, eb);
   }
 
-  // Expanded channels [e0, e0 + eb) of the band's rows, biased and activated.
+  // Expanded channels [e0, e0 + eb) of the band's rows, biased and
+  // activated here unless the band's copy does it (expand_clamp_).
   void Expand(int64_t image, int64_t e0, int64_t eb, const BandRows& b) {
     const int64_t n = (b.r1 - b.r0) * s_.in_w;
     products_->Expand(eb, n, expanded_, l_.x_ld);
+    if (expand_clamp_) return;
     AddRowBias(d_.expand_bias ? d_.expand_bias + e0 : nullptr, eb, n, l_.x_ld, expanded_);
     ApplyEpilogue(d_.expand_act, expanded_, l_.x_ld, eb, n, image, e0, 0);
   }
@@ -379,7 +409,14 @@ class TileRunner {
       if (mode_ != RunMode::kCopyOnly) {
         ConvShape rows_held = s_;  // the expanded block holds rows [r0, r1)
         rows_held.in_h = b.r1 - b.r0;
-        conv_detail::CopyBand(rows_held, expanded_ + slot * l_.x_ld, b.ih0 - b.r0, g, band_);
+        const float* channel = expanded_ + slot * l_.x_ld;
+        if (expand_clamp_) {
+          BandActivation act = *expand_clamp_;
+          act.bias = d_.expand_bias ? d_.expand_bias[e] : 0.0f;
+          conv_detail::CopyBandActivated(rows_held, channel, b.ih0 - b.r0, g, act, band_);
+        } else {
+          conv_detail::CopyBand(rows_held, channel, b.ih0 - b.r0, g, band_);
+        }
       }
     } else if (mode_ != RunMode::kComputeOnly) {
       const float* plane = d_.x + (tile.image * s_.in_channels + e) * s_.in_h * s_.in_w;
@@ -389,7 +426,8 @@ class TileRunner {
     const int64_t rows = tile.ps / s_.out_w;
     conv_detail::DepthwiseChannel(s_, g, band_, offsets_.data(), block_dw_w_ + slot * Taps(d_),
                                   d_.dw_bias ? d_.dw_bias[e] : 0.0f, rows, dw_out_);
-    PackRowIntoPanels(dw_out_, tile.ps, slot, eb, t_.nr, dw_panels_);
+    PackRowIntoPanels(dw_out_, tile.ps, slot, eb, t_.nr, dw_panels_,
+                      dw_clamp_.value_or(BandActivation{}));
     return read;
   }
 
@@ -400,6 +438,8 @@ class TileRunner {
   RunMode mode_;
   LocalBuffer local_;
   std::vector<int64_t> offsets_;
+  // expand_act and dw_act when they are clamps, applied by the copies.
+  std::optional<BandActivation> expand_clamp_, dw_clamp_;
   ConvDesc out_view_;
   float *band_ = nullptr, *dw_out_ = nullptr, *dw_panels_ = nullptr, *acc_ = nullptr;
   float *expanded_ = nullptr, *block_dw_w_ = nullptr;
@@ -705,3 +745,7 @@ TilingEstimate EstimateConvChain(const ConvChainDesc& d, const ConvChainTiling& 
 }
 
 }  // namespace fusetune::kernels
+
+#if defined(__AVX512F__)
+FT_SIMD_MATH_END
+#endif

@@ -231,6 +231,28 @@ TEST(ConvChain, EveryMicroTileThreadsAndUnpackedWeights) {
   }
 }
 
+// ReLU6 written as clamps the copies fold in (ReLU then Clip) and as ops they
+// cannot (a Clip then a scale by 1, run as passes over the block) gives the
+// same output: both paths against the one reference.
+TEST(ConvChain, ActivationsFoldedIntoTheCopiesOrRunAsPasses) {
+  const Block blocks[] = {{1, 16, 20, 20, 96, 24, 3, 2, true, false},
+                          {1, 24, 14, 14, 48, 24, 3, 1, true, true}};
+  const std::vector<EpilogueOp> folded = {EpilogueOp::Act(EpilogueKind::kRelu),
+                                          EpilogueOp::Clip(-1.0f, 6.0f)};
+  const std::vector<EpilogueOp> passes = {EpilogueOp::Clip(0.0f, 6.0f), EpilogueOp::Scale(1.0f)};
+  for (const Block& b : blocks)
+    for (const auto& acts : {folded, passes})
+      for (bool split : {false, true}) {
+        Problem p = MakeProblem(b);
+        p.d.expand_act = acts;
+        p.d.dw_act = acts;
+        std::vector<float> packed;
+        ASSERT_TRUE(RunChain(p, ChainTiling(3, 16, {0, 0}, split), 2, true, &packed));
+        EXPECT_LT(MaxRelError(p), kChainTolerance)
+            << "ops " << acts.size() << " " << EpilogueKindName(acts[0].kind) << " split " << split;
+      }
+}
+
 // The largest ratio of a bf16 run's error to Bf16ChainBound (<= 1 passes).
 double Bf16BoundRatio(const Block& b, const ConvChainTiling& tiling, int threads = 2,
                       bool prepack = true) {
