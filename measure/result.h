@@ -14,58 +14,40 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "common/enum_names.h"
 #include "common/status.h"
 
 namespace fusetune::measure {
 
 enum class MeasureStatus { kOk, kFailed, kTimeout, kWrong };
-inline constexpr MeasureStatus kAllMeasureStatuses[] = {
-    MeasureStatus::kOk, MeasureStatus::kFailed, MeasureStatus::kTimeout, MeasureStatus::kWrong};
-
 // The status's text, as piped and stored: "ok", "failed", "timeout", "wrong".
+inline constexpr EnumNames<MeasureStatus, 4> kMeasureStatusNames{{{
+    {MeasureStatus::kOk, "ok"},
+    {MeasureStatus::kFailed, "failed"},
+    {MeasureStatus::kTimeout, "timeout"},
+    {MeasureStatus::kWrong, "wrong"},
+}}};
+inline constexpr auto kAllMeasureStatuses = kMeasureStatusNames.Values();
 inline const char* StatusName(MeasureStatus status) {
-  switch (status) {
-    case MeasureStatus::kOk:
-      return "ok";
-    case MeasureStatus::kFailed:
-      return "failed";
-    case MeasureStatus::kTimeout:
-      return "timeout";
-    case MeasureStatus::kWrong:
-      return "wrong";
-  }
-  return "failed";
+  return kMeasureStatusNames.Name(status, "failed");
 }
-
 inline std::optional<MeasureStatus> StatusFromName(std::string_view name) {
-  for (MeasureStatus s : kAllMeasureStatuses)
-    if (name == StatusName(s)) return s;
-  return std::nullopt;
+  return kMeasureStatusNames.FromName(name);
 }
 
 // Which whole plan the search measured: one of its two baselines, or a
 // plan it built from its tasks' measurements.
 enum class PlanKind { kUnfused, kGreedy, kTuned };
-inline constexpr PlanKind kAllPlanKinds[] = {PlanKind::kUnfused, PlanKind::kGreedy,
-                                             PlanKind::kTuned};
-
 // The kind's text, as stored: "unfused", "greedy", "tuned".
-inline const char* PlanKindName(PlanKind kind) {
-  switch (kind) {
-    case PlanKind::kUnfused:
-      return "unfused";
-    case PlanKind::kGreedy:
-      return "greedy";
-    case PlanKind::kTuned:
-      return "tuned";
-  }
-  return "tuned";
-}
-
+inline constexpr EnumNames<PlanKind, 3> kPlanKindNames{{{
+    {PlanKind::kUnfused, "unfused"},
+    {PlanKind::kGreedy, "greedy"},
+    {PlanKind::kTuned, "tuned"},
+}}};
+inline constexpr auto kAllPlanKinds = kPlanKindNames.Values();
+inline const char* PlanKindName(PlanKind kind) { return kPlanKindNames.Name(kind, "tuned"); }
 inline std::optional<PlanKind> PlanKindFromName(std::string_view name) {
-  for (PlanKind k : kAllPlanKinds)
-    if (name == PlanKindName(k)) return k;
-  return std::nullopt;
+  return kPlanKindNames.FromName(name);
 }
 
 struct TimeStats {

@@ -6,6 +6,7 @@
 
 #include <tuple>
 
+#include "common/enum_names.h"
 #include "cost_model/xgboost_model.h"
 #include "fusion_space/plan_json.h"
 #include "search/tuner_plans.h"
@@ -121,11 +122,24 @@ double Tuner::Elapsed() const {
          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
-std::optional<std::string> Tuner::StopReason() {
-  if (callbacks_.should_stop && callbacks_.should_stop()) return "interrupted";
+const char* StopCauseName(StopCause cause) {
+  static constexpr EnumNames<StopCause, 5> kNames{{{
+      {StopCause::kInterrupted, "interrupted"},
+      {StopCause::kTrials, "trials"},
+      {StopCause::kTime, "time"},
+      {StopCause::kConverged, "converged"},
+      {StopCause::kWholeModel, "whole-model"},
+  }}};
+  return kNames.Name(cause);
+}
+
+bool Tuner::Interrupted() const { return callbacks_.should_stop && callbacks_.should_stop(); }
+
+std::optional<StopCause> Tuner::DueStop() {
+  if (Interrupted()) return StopCause::kInterrupted;
   if (options_.max_trials > 0 && options_.trials_before + trials_ >= options_.max_trials)
-    return "trials";
-  if (options_.max_seconds > 0 && Elapsed() >= options_.max_seconds) return "time";
+    return StopCause::kTrials;
+  if (options_.max_seconds > 0 && Elapsed() >= options_.max_seconds) return StopCause::kTime;
   return std::nullopt;
 }
 
@@ -195,10 +209,7 @@ Status Tuner::RunRound(int task) {
       search.Propose(count, *model_, context_.target_features, SiblingBests(task));
   const auto anchor = proposals.empty() ? std::nullopt : ReadAnchor();
   for (const Proposal& p : proposals) {
-    if (auto reason = StopReason()) {
-      stop_reason_ = *reason;
-      break;
-    }
+    if ((stop_ = DueStop())) break;
     ReportProgress(tasks_[task].summary);
     FT_RETURN_IF_ERROR(MeasureTiling(task, p, anchor));
   }
@@ -213,7 +224,7 @@ Status Tuner::RunRound(int task) {
 void Tuner::UpdateModel() {
   if (!options_.guided || options_.model_update_every <= 0 || new_ok_ < options_.model_update_every)
     return;
-  if (!stop_reason_.empty()) return;
+  if (stop_) return;
   new_ok_ = 0;
   if (history_.size() < 2 * options_.model_update_every) return;
   cost_model::XgboostOptions o;
@@ -245,14 +256,11 @@ bool Tuner::ReopenConverged(std::vector<TaskStanding>* standing) {
 
 Status Tuner::Run() {
   start_ = std::chrono::steady_clock::now();
-  stop_reason_.clear();
+  stop_.reset();
   FT_RETURN_IF_ERROR(MeasureBaselines());
-  if (options_.whole_model_only) stop_reason_ = "whole-model";
-  while (stop_reason_.empty()) {
-    if (auto reason = StopReason()) {
-      stop_reason_ = *reason;
-      break;
-    }
+  if (options_.whole_model_only && !stop_) stop_ = StopCause::kWholeModel;
+  while (!stop_) {
+    if ((stop_ = DueStop())) break;
     std::vector<TaskStanding> standing(tasks_.size());
     const double scale = AnalyticalScale();
     bool all_started = true;
@@ -275,14 +283,14 @@ Status Tuner::Run() {
     if (next < 0 && !options_.stop_when_converged && ReopenConverged(&standing))
       next = PickTask(standing);
     if (next < 0) {
-      stop_reason_ = "converged";
+      stop_ = StopCause::kConverged;
       break;
     }
     FT_RETURN_IF_ERROR(RunRound(next));
     UpdateModel();
     if (callbacks_.checkpoint) FT_RETURN_IF_ERROR(callbacks_.checkpoint(SummaryToJson(Summary())));
   }
-  if (stop_reason_ != "interrupted") FT_RETURN_IF_ERROR(MeasureTunedPlan());
+  if (stop_ != StopCause::kInterrupted) FT_RETURN_IF_ERROR(MeasureTunedPlan());
   ReportProgress("done");
   if (callbacks_.checkpoint) FT_RETURN_IF_ERROR(callbacks_.checkpoint(SummaryToJson(Summary())));
   return Status::Ok();

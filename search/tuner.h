@@ -125,6 +125,11 @@ struct PlanReport {
   int64_t record_id = 0;
 };
 
+// Why a run stopped. Its name (StopCauseName) is the summary's stop_reason:
+// text only at the boundaries (the job's JSON, the CLI, the Python binding).
+enum class StopCause { kInterrupted, kTrials, kTime, kConverged, kWholeModel };
+const char* StopCauseName(StopCause cause);
+
 struct TuneSummary {
   std::vector<TaskReport> tasks;
   std::vector<PlanReport> plans;  // every whole plan measured, in order
@@ -132,7 +137,7 @@ struct TuneSummary {
   nlohmann::json best_plan;  // plan file JSON of `best`
   int64_t trials = 0, failed_trials = 0, model_updates = 0;
   double seconds = 0;
-  std::string stop_reason;  // trials, time, converged, interrupted, error
+  std::string stop_reason;  // a StopCauseName, or "error"
 };
 nlohmann::json SummaryToJson(const TuneSummary& summary);
 Result<TuneSummary> SummaryFromJson(const nlohmann::json& json);
@@ -237,6 +242,7 @@ class Tuner {
     kWeightsStreamed,
   };
   // `predicted`, when given, receives the partition's cost (sum of its groups').
+  // Under kMeasured the plan's tasks become in_plan_.
   fusion_space::Plan TunedPlan(double* predicted = nullptr, Ranking ranking = Ranking::kMeasured);
   // The greedy partition (largest legal groups first) with each group's best
   // tiling. The min-cost partition adds up group times measured alone, once
@@ -266,7 +272,11 @@ class Tuner {
   // `seconds`: the measurement's time, anchored (ReadAnchor).
   void AddSample(int task, const fusion_space::Tiling& tiling, const measure::MeasureResult& result,
                  double seconds);
-  std::optional<std::string> StopReason();
+  // The stop that is due now (callbacks' should_stop, trial or time budget).
+  std::optional<StopCause> DueStop();
+  // Whether the callbacks ask to stop: the one stop that also cuts the
+  // partition rounds and the baselines short.
+  bool Interrupted() const;
   void ReportProgress(const std::string& current);
   double Elapsed() const;
   std::vector<fusion_space::Tiling> SiblingBests(int task) const;
@@ -297,7 +307,7 @@ class Tuner {
   int64_t trials_ = 0, failed_ = 0, new_ok_ = 0, model_updates_ = 0;
   int rounds_ = 0, rounds_since_plan_ = 0;
   bool tasks_changed_ = false;
-  std::string stop_reason_;
+  std::optional<StopCause> stop_;
   std::chrono::steady_clock::time_point start_;
 };
 

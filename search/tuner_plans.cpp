@@ -96,7 +96,7 @@ Status Tuner::MeasurePlan(const fusion_space::Plan& plan, measure::PlanKind kind
     plans_->Add(report, candidate.plan, record.status);
     if (status != nullptr) *status = record.status;
     if (!result.ok() || !predicted || !slower_than_best ||
-        record.seconds <= kRemeasureAbovePrediction * *predicted || StopReason() == "interrupted")
+        record.seconds <= kRemeasureAbovePrediction * *predicted || Interrupted())
       break;
   }
   return Status::Ok();
@@ -127,7 +127,7 @@ Tuner::PlanRun Tuner::ConfirmContender(const measure::Candidate& candidate, meas
                                        PlanRun first, int* runs_taken) {
   std::vector<PlanRun> runs;
   runs.push_back(std::move(first));
-  while (static_cast<int>(runs.size()) < kContenderRuns && StopReason() != "interrupted") {
+  while (static_cast<int>(runs.size()) < kContenderRuns && !Interrupted()) {
     ReportProgress(fmt::format("whole model, {} plan, confirming ({} of {})", PlanKindName(kind),
                                runs.size() + 1, kContenderRuns));
     PlanRun run = RunWholePlan(candidate, kind, /*fresh=*/true);
@@ -143,8 +143,8 @@ Tuner::PlanRun Tuner::ConfirmContender(const measure::Candidate& candidate, meas
 // The greedy plan first: it is the anchor the unfused one is timed beside.
 Status Tuner::MeasureBaselines() {
   for (PlanKind kind : {PlanKind::kGreedy, PlanKind::kUnfused}) {
-    if (auto reason = StopReason(); reason == "interrupted") {
-      stop_reason_ = *reason;
+    if (Interrupted()) {
+      stop_ = StopCause::kInterrupted;
       return Status::Ok();
     }
     const fusion_space::Plan plan = kind == PlanKind::kUnfused ? space_.Unfused() : space_.Greedy();
@@ -267,11 +267,15 @@ fusion_space::Plan Tuner::TunedPlan(double* predicted, Ranking ranking) {
   if (predicted != nullptr) *predicted = choice.cost;
   fusion_space::Plan plan = fusion_space::PlanFromCandidates(space_, choice.groups);
   const fusion_space::Plan defaults = plan;
-  std::fill(in_plan_.begin(), in_plan_.end(), false);
+  // The min-cost partition's tasks are marked as in the plan (the scheduler
+  // favours them); the variants ranked otherwise (NCHW, weights streamed)
+  // leave the marks as they are.
+  const bool mark = ranking == Ranking::kMeasured;
+  if (mark) std::fill(in_plan_.begin(), in_plan_.end(), false);
   for (fusion_space::PlanGroup& g : plan.groups) {
     auto it = task_of_nodes.find(g.nodes);
     if (it == task_of_nodes.end()) continue;
-    in_plan_[it->second] = true;
+    if (mark) in_plan_[it->second] = true;
     g.tiling = BestOrPredicted(it->second, ranking, scale).first;
   }
   return space_.Validate(plan) ? plan : defaults;
@@ -286,12 +290,12 @@ Status Tuner::MeasureTunedPlan() {
   const fusion_space::Plan plan = TunedPlan(&predicted);
   const std::optional<double> expected = PositiveOrNone(predicted);
   FT_RETURN_IF_ERROR(MeasurePlanWithinBudget(plan, PlanKind::kTuned, expected));
-  if (StopReason() == "interrupted") return Status::Ok();
+  if (Interrupted()) return Status::Ok();
   double greedy_predicted = 0;
   const fusion_space::Plan greedy = TunedGreedyPlan(&greedy_predicted);
   FT_RETURN_IF_ERROR(
       MeasurePlanWithinBudget(greedy, PlanKind::kTuned, PositiveOrNone(greedy_predicted)));
-  if (StopReason() == "interrupted") return Status::Ok();
+  if (Interrupted()) return Status::Ok();
   if (context_.target_features.warm_weights) FT_RETURN_IF_ERROR(MeasureWeightsStreamedPlan());
   // The partition adds up group times measured alone, without the layout
   // transforms between groups that disagree: the same partition with the
@@ -301,17 +305,13 @@ Status Tuner::MeasureTunedPlan() {
     return std::any_of(p.groups.begin(), p.groups.end(),
                        [](const fusion_space::PlanGroup& g) { return !InNchw(g.tiling); });
   };
-  if (!any_layout(plan) || StopReason() == "interrupted") return Status::Ok();
+  if (!any_layout(plan) || Interrupted()) return Status::Ok();
   const fusion_space::Plan harmonized = HarmonizedPlan(plan);
   if (fusion_space::PlanToJson(space_, harmonized) != fusion_space::PlanToJson(space_, plan) &&
       any_layout(harmonized))
     FT_RETURN_IF_ERROR(MeasurePlanWithinBudget(harmonized, PlanKind::kTuned, expected));
-  if (StopReason() == "interrupted") return Status::Ok();
-  // TunedPlan marks its groups' tasks as in the plan (the scheduler favours
-  // them): the partition's own groups stay marked, not the NCHW variant's.
-  const std::vector<bool> in_plan = in_plan_;
+  if (Interrupted()) return Status::Ok();
   const fusion_space::Plan nchw = TunedPlan(&predicted, Ranking::kNchw);
-  in_plan_ = in_plan;
   return MeasurePlanWithinBudget(nchw, PlanKind::kTuned, expected);
 }
 
@@ -319,10 +319,8 @@ Status Tuner::MeasureTunedPlan() {
 // the weights from DRAM. A measured plan is not measured again (MeasurePlan),
 // so where no conv changes this costs nothing.
 Status Tuner::MeasureWeightsStreamedPlan() {
-  const std::vector<bool> in_plan = in_plan_;  // the min-cost partition's, as below
   double predicted = 0;
   const fusion_space::Plan plan = TunedPlan(&predicted, Ranking::kWeightsStreamed);
-  in_plan_ = in_plan;
   // Its expected time, against which a slow run is taken again, is what its
   // groups were measured at: without the weights' extra reads.
   for (const fusion_space::PlanGroup& g : plan.groups)
@@ -404,7 +402,7 @@ TuneSummary Tuner::Summary() const {
   s.failed_trials = failed_;
   s.model_updates = model_updates_;
   s.seconds = Elapsed();
-  s.stop_reason = stop_reason_;
+  s.stop_reason = stop_ ? StopCauseName(*stop_) : "";
   return s;
 }
 

@@ -53,8 +53,7 @@ Status Tuner::MeasurePlanWithinBudget(const fusion_space::Plan& plan, measure::P
   FT_RETURN_IF_ERROR(MeasurePlan(plan, kind, predicted, &status));
   const bool any_bf16 = std::any_of(plan.groups.begin(), plan.groups.end(),
                                     [](const auto& g) { return InBf16(g.tiling); });
-  if (status != db::RecordStatus::kWrong || !any_bf16 || StopReason() == "interrupted")
-    return Status::Ok();
+  if (status != db::RecordStatus::kWrong || !any_bf16 || Interrupted()) return Status::Ok();
   return FitErrorBudget(plan, kind);
 }
 
@@ -97,14 +96,14 @@ Status Tuner::FitErrorBudget(const fusion_space::Plan& plan, measure::PlanKind k
   // failed); `hi` is not known to be one.
   size_t lo = 0, hi = groups.size();
   while (lo + 1 < hi) {
-    if (StopReason() == "interrupted") return Status::Ok();
+    if (Interrupted()) return Status::Ok();
     const size_t mid = (lo + hi) / 2;
     const fusion_space::Plan p = with_back(mid);
     db::RecordStatus status = db::RecordStatus::kFailed;
     if (space_.Validate(p)) FT_RETURN_IF_ERROR(MeasurePlan(p, kind, std::nullopt, &status));
     (status == db::RecordStatus::kOk ? hi : lo) = mid;
   }
-  if (StopReason() == "interrupted") return Status::Ok();
+  if (Interrupted()) return Status::Ok();
   const fusion_space::Plan p = with_back(hi);
   return space_.Validate(p) ? MeasurePlan(p, kind) : Status::Ok();
 }

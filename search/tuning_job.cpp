@@ -240,7 +240,7 @@ Result<TuningJobResult> TuningJob::Run() {
   result.summary = tuner_->Summary();
   // The tuner's own word, not the predicate asked again: a caller's
   // predicate need not stay true once it has stopped the job.
-  result.interrupted = result.summary.stop_reason == "interrupted";
+  result.interrupted = result.summary.stop_reason == StopCauseName(StopCause::kInterrupted);
   const char* state = !run.ok() ? "failed" : result.interrupted ? "interrupted" : "done";
   // The job's end is recorded on a best-effort basis: a job left "running"
   // is resumed like an interrupted one.
