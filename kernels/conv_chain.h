@@ -16,11 +16,13 @@
 //   1. expands its input band (the input rows the band's depthwise windows
 //      read, halo included) with the GEMM micro-kernels: X's band is packed
 //      once per tile as their B panels, the pre-packed expand weights are
-//      their A rows; then adds the bias and runs expand_act;
+//      their A rows;
 //   2. lays each expanded channel into the depthwise band layout
-//      (conv_rows.h: zero padding materialised, stride phases) and runs the
-//      depthwise algorithm's channel computation (conv_depthwise.h), adds
-//      the bias and runs dw_act;
+//      (conv_rows.h: zero padding materialised, stride phases), adding the
+//      expand's bias and running expand_act on the way when it is a clamp
+//      (ReLU, ReLU6; else as passes over the block before), and runs the
+//      depthwise algorithm's channel computation (conv_depthwise.h) from
+//      its bias, then dw_act (a clamp: as its rows are packed for step 3);
 //   3. multiplies the block into the tile's C' x pixels accumulator with the
 //      project weights' slice (micro-kernels again, k = the block).
 // The accumulator then gets the project's bias and the epilogue and is
