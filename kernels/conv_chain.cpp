@@ -20,7 +20,6 @@
 
 namespace fusetune::kernels {
 
-using conv_detail::BandActivation;
 using conv_detail::BandGeometry;
 using conv_detail::ChainExtents;
 using conv_detail::ChainProducts;
@@ -59,7 +58,10 @@ ConvTileWalk WalkOf(const ConvChainDesc& d, const ConvChainTiling& t) {
 struct Layout {
   int64_t rows = 0;      // output rows per tile
   BandGeometry band;     // one channel's depthwise band
-  int64_t x_ld = 0;      // columns of X's packed band and of the expanded block
+  // Columns of X's packed band and of the expanded block: the depthwise
+  // band layout (padding and stride phases), so that each expanded channel
+  // is its depthwise band as the expand writes it.
+  int64_t x_ld = 0;
   int64_t out_ld = 0;    // columns of the depthwise output and the accumulator
   int64_t out_rows = 0;  // accumulator rows: C' rounded up to mr
 };
@@ -69,7 +71,7 @@ Layout LayoutOf(const ConvChainDesc& d, const ConvChainTiling& t) {
   Layout l;
   l.rows = std::min(t.rows, s.out_h);
   l.band = conv_detail::BandOf(s, l.rows);
-  l.x_ld = RoundUp(std::min(l.band.rows, s.in_h) * s.in_w, t.nr);
+  l.x_ld = RoundUp(l.band.floats(), t.nr);
   l.out_ld = RoundUp(l.rows * s.out_w, t.nr);
   l.out_rows = RoundUp(d.out_channels, t.mr);
   return l;
@@ -80,13 +82,18 @@ int64_t RegionBytes(int64_t floats) { return conv_detail::ChainRegionBytes(float
 ChainExtents ExtentsOf(const Layout& l) { return {l.x_ld, l.out_ld, l.out_rows}; }
 
 int64_t LocalBytesOf(const ConvChainDesc& d, const ConvChainTiling& t, const Layout& l) {
-  // The depthwise band, its output row, the block's outputs as f32 panels,
-  // the accumulator, the block's depthwise filters, the expanded block;
-  // then the products' operands.
-  int64_t bytes = RegionBytes(l.band.floats()) + RegionBytes(l.out_ld) +
-                  RegionBytes(t.e_block * l.out_ld) + RegionBytes(l.out_rows * l.out_ld) +
-                  RegionBytes(t.e_block * Taps(d));
-  if (d.expand) bytes += RegionBytes(t.e_block * l.x_ld);
+  // The depthwise output row, the block's outputs as f32 panels, the
+  // accumulator, the block's depthwise filters; with an expand the
+  // expanded block, two of X's channels' bands on their way into the
+  // panels and the band's inside mask, else the depthwise band; then the
+  // products' operands.
+  int64_t bytes = RegionBytes(l.out_ld) + RegionBytes(t.e_block * l.out_ld) +
+                  RegionBytes(l.out_rows * l.out_ld) + RegionBytes(t.e_block * Taps(d));
+  if (d.expand)
+    bytes += RegionBytes(t.e_block * l.x_ld) + RegionBytes(2 * l.band.floats()) +
+             RegionBytes(l.band.floats());
+  else
+    bytes += RegionBytes(l.band.floats());
   return bytes + ChainProductsOf(t).local_bytes(d, t, ExtentsOf(l));
 }
 
@@ -146,6 +153,14 @@ BandRows RowsOf(const ConvShape& s, const BandGeometry& g, int64_t oh0) {
   return b;
 }
 
+// min(max(x + bias, lo), hi): the expand's bias and a ReLU or Clip applied
+// in one pass, or dw_act's clamp applied as the depthwise rows are packed.
+struct BandActivation {
+  float bias = 0.0f;
+  float lo = -std::numeric_limits<float>::infinity();
+  float hi = std::numeric_limits<float>::infinity();
+};
+
 // An activation list as one clamp (none, ReLU, Clip: MobileNetV2's ReLU6),
 // which the copies between the stages apply on the way instead of a pass
 // over the block of their own; nullopt for any other op.
@@ -193,6 +208,23 @@ void PackRowIntoPanels(const float* src, int64_t n, int64_t row, int64_t depth, 
       dst[j] = std::min(std::max(src[p * nr + j], clamp.lo), clamp.hi);
     std::fill(dst + cols, dst + nr, 0.0f);
   }
+}
+
+// v = min(max(v + a.bias, a.lo), a.hi) where inside[i] != 0, else 0: an
+// expanded channel's band biased and clamped, its padding (where the expand
+// read X's zeros, and the bias would leave a value) zeroed. NaNs pass.
+void ActivateInside(const BandActivation& a, const float* inside, int64_t n, float* v) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512 bias = _mm512_set1_ps(a.bias), lo = _mm512_set1_ps(a.lo),
+               hi = _mm512_set1_ps(a.hi), zero = _mm512_setzero_ps();
+  for (; i + 16 <= n; i += 16) {
+    const __mmask16 in = _mm512_cmp_ps_mask(_mm512_loadu_ps(inside + i), zero, _CMP_NEQ_OQ);
+    const __m512 x = _mm512_add_ps(_mm512_loadu_ps(v + i), bias);
+    _mm512_storeu_ps(v + i, _mm512_maskz_mov_ps(in, _mm512_min_ps(hi, _mm512_max_ps(lo, x))));
+  }
+#endif
+  for (; i < n; ++i) v[i] = inside[i] != 0 ? std::min(std::max(v[i] + a.bias, a.lo), a.hi) : 0.0f;
 }
 
 // Floats of the nr-column panels of `depth` rows covering n columns.
@@ -251,9 +283,9 @@ class F32Products final : public ChainProducts {
     return bytes;
   }
 
-  void PackX(const float* x, int64_t plane, int64_t n) override {
-    for (int64_t c = 0; c < d_.in_channels; ++c)
-      PackRowIntoPanels(x + c * plane, n, c, d_.in_channels, t_.nr, x_panels_);
+  void PackX(const float* x, int64_t plane, int64_t n, int64_t c0, int64_t count) override {
+    for (int64_t i = 0; i < count; ++i)
+      PackRowIntoPanels(x + i * plane, n, c0 + i, d_.in_channels, t_.nr, x_panels_);
   }
 
   // The project's columns [e0, e0 + eb) of every (padded) output row and
@@ -311,7 +343,12 @@ class TileRunner {
     out_view_.y = d.y;
     out_view_.bias = d.project_bias;
     out_view_.epilogue = d.epilogue;
-    band_ = local_.Take(l_.band.floats());
+    if (d.expand) {
+      x_bands_ = local_.Take(2 * l_.band.floats());
+      inside_ = local_.Take(l_.band.floats());
+    } else {
+      band_ = local_.Take(l_.band.floats());
+    }
     dw_out_ = local_.Take(l_.out_ld);
     dw_panels_ = local_.Take(t.e_block * l_.out_ld);
     acc_ = local_.Take(l_.out_rows * l_.out_ld);
@@ -322,7 +359,7 @@ class TileRunner {
     // values, not stale NaNs or denormals; copy-only runs finish zeroed tiles.
     if (mode == RunMode::kComputeOnly) {
       products_->FillForComputeOnly();
-      std::fill(band_, band_ + l_.band.floats(), 0.5f);
+      if (band_) std::fill(band_, band_ + l_.band.floats(), 0.5f);
       std::fill(block_dw_w_, block_dw_w_ + t.e_block * Taps(d), 0.1f);
     }
     if (mode == RunMode::kCopyOnly) std::fill(acc_, acc_ + l_.out_rows * l_.out_ld, 0.0f);
@@ -355,11 +392,9 @@ class TileRunner {
     if (r.begin == r.end) return;
     const BandGeometry g = conv_detail::BandOf(s_, tile.ps / s_.out_w);
     const BandRows b = RowsOf(s_, g, tile.p0 / s_.out_w);
-    if (mode_ != RunMode::kComputeOnly && d_.expand) {
-      const int64_t n = (b.r1 - b.r0) * s_.in_w;
-      products_->PackX(d_.x + (tile.image * d_.in_channels * s_.in_h + b.r0) * s_.in_w,
-                       s_.in_h * s_.in_w, n);
-      stats->bytes_global_to_local += 4 * d_.in_channels * n;
+    if (d_.expand) {
+      conv_detail::InsideBand(s_, b.ih0, g, inside_);
+      if (mode_ != RunMode::kComputeOnly) stats->bytes_global_to_local += 4 * PackX(tile, g, b);
     }
     for (int64_t block = r.begin; block < r.end; ++block) {
       const int64_t e0 = block * t_.e_block;
@@ -368,7 +403,7 @@ class TileRunner {
         CopyBlockWeights(e0, eb);
         stats->bytes_global_to_local += BlockWeightBytes(d_, t_, eb);
       }
-      if (d_.expand && mode_ != RunMode::kCopyOnly) Expand(tile.image, e0, eb, b);
+      if (d_.expand && mode_ != RunMode::kCopyOnly) Expand(tile.image, e0, eb, g);
       for (int64_t e = 0; e < eb; ++e)
         stats->bytes_global_to_local += 4 * Depthwise(tile, e0 + e, e, eb, g, b);
       // dw_act is pointwise without operands: applied as the depthwise rows
@@ -390,14 +425,36 @@ class TileRunner {
     products_->CopyBlockWeights(e0, eb);
   }
 
-  // Expanded channels [e0, e0 + eb) of the band's rows, biased and
-  // activated here unless the band's copy does it (expand_clamp_).
-  void Expand(int64_t image, int64_t e0, int64_t eb, const BandRows& b) {
-    const int64_t n = (b.r1 - b.r0) * s_.in_w;
+  // X's band (the rows the tile's depthwise windows read) laid out as the
+  // depthwise band, zero padding and stride phases included, into the B
+  // panels, two channels at a time. Returns the floats read from X.
+  int64_t PackX(const ConvTile& tile, const BandGeometry& g, const BandRows& b) {
+    const int64_t plane = s_.in_h * s_.in_w, n = g.floats();
+    const float* x = d_.x + tile.image * d_.in_channels * plane;
+    int64_t read = 0;
+    for (int64_t c0 = 0; c0 < d_.in_channels; c0 += 2) {
+      const int64_t count = std::min<int64_t>(2, d_.in_channels - c0);
+      for (int64_t i = 0; i < count; ++i)
+        read += conv_detail::CopyBand(s_, x + (c0 + i) * plane, b.ih0, g, x_bands_ + i * n);
+      products_->PackX(x_bands_, n, n, c0, count);
+    }
+    return read;
+  }
+
+  // Expanded channels [e0, e0 + eb), each its depthwise band: biased and
+  // activated (in one pass with a clamp), the padding zeroed again.
+  void Expand(int64_t image, int64_t e0, int64_t eb, const BandGeometry& g) {
+    const int64_t n = g.floats();
     products_->Expand(eb, n, expanded_, l_.x_ld);
-    if (expand_clamp_) return;
-    AddRowBias(d_.expand_bias ? d_.expand_bias + e0 : nullptr, eb, n, l_.x_ld, expanded_);
-    ApplyEpilogue(d_.expand_act, expanded_, l_.x_ld, eb, n, image, e0, 0);
+    if (!expand_clamp_) {
+      AddRowBias(d_.expand_bias ? d_.expand_bias + e0 : nullptr, eb, n, l_.x_ld, expanded_);
+      ApplyEpilogue(d_.expand_act, expanded_, l_.x_ld, eb, n, image, e0, 0);
+    }
+    for (int64_t slot = 0; slot < eb; ++slot) {
+      BandActivation act = expand_clamp_.value_or(BandActivation{});
+      act.bias = expand_clamp_ && d_.expand_bias ? d_.expand_bias[e0 + slot] : 0.0f;
+      ActivateInside(act, inside_, n, expanded_ + slot * l_.x_ld);
+    }
   }
 
   // Channel `e` of the depthwise stage (row `slot` of the block) into the
@@ -405,26 +462,15 @@ class TileRunner {
   int64_t Depthwise(const ConvTile& tile, int64_t e, int64_t slot, int64_t eb,
                     const BandGeometry& g, const BandRows& b) {
     int64_t read = 0;
-    if (d_.expand) {
-      if (mode_ != RunMode::kCopyOnly) {
-        ConvShape rows_held = s_;  // the expanded block holds rows [r0, r1)
-        rows_held.in_h = b.r1 - b.r0;
-        const float* channel = expanded_ + slot * l_.x_ld;
-        if (expand_clamp_) {
-          BandActivation act = *expand_clamp_;
-          act.bias = d_.expand_bias ? d_.expand_bias[e] : 0.0f;
-          conv_detail::CopyBandActivated(rows_held, channel, b.ih0 - b.r0, g, act, band_);
-        } else {
-          conv_detail::CopyBand(rows_held, channel, b.ih0 - b.r0, g, band_);
-        }
-      }
-    } else if (mode_ != RunMode::kComputeOnly) {
+    // With an expand, the expanded channel is its band already.
+    const float* band = d_.expand ? expanded_ + slot * l_.x_ld : band_;
+    if (!d_.expand && mode_ != RunMode::kComputeOnly) {
       const float* plane = d_.x + (tile.image * s_.in_channels + e) * s_.in_h * s_.in_w;
       read = conv_detail::CopyBand(s_, plane, b.ih0, g, band_);
     }
     if (mode_ == RunMode::kCopyOnly) return read;
     const int64_t rows = tile.ps / s_.out_w;
-    conv_detail::DepthwiseChannel(s_, g, band_, offsets_.data(), block_dw_w_ + slot * Taps(d_),
+    conv_detail::DepthwiseChannel(s_, g, band, offsets_.data(), block_dw_w_ + slot * Taps(d_),
                                   d_.dw_bias ? d_.dw_bias[e] : 0.0f, rows, dw_out_);
     PackRowIntoPanels(dw_out_, tile.ps, slot, eb, t_.nr, dw_panels_,
                       dw_clamp_.value_or(BandActivation{}));
@@ -443,6 +489,7 @@ class TileRunner {
   ConvDesc out_view_;
   float *band_ = nullptr, *dw_out_ = nullptr, *dw_panels_ = nullptr, *acc_ = nullptr;
   float *expanded_ = nullptr, *block_dw_w_ = nullptr;
+  float *x_bands_ = nullptr, *inside_ = nullptr;  // with an expand
   std::unique_ptr<ChainProducts> products_;
 };
 

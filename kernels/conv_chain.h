@@ -15,14 +15,15 @@
 // channels. For each block of e_block expanded channels the tile:
 //   1. expands its input band (the input rows the band's depthwise windows
 //      read, halo included) with the GEMM micro-kernels: X's band is packed
-//      once per tile as their B panels, the pre-packed expand weights are
-//      their A rows;
-//   2. lays each expanded channel into the depthwise band layout
-//      (conv_rows.h: zero padding materialised, stride phases), adding the
-//      expand's bias and running expand_act on the way when it is a clamp
-//      (ReLU, ReLU6; else as passes over the block before), and runs the
-//      depthwise algorithm's channel computation (conv_depthwise.h) from
-//      its bias, then dw_act (a clamp: as its rows are packed for step 3);
+//      once per tile as their B panels, laid out as the depthwise band
+//      (conv_rows.h: zero padding materialised, stride phases), so that
+//      each expanded channel comes out as its depthwise band; the
+//      pre-packed expand weights are their A rows. The bias and expand_act
+//      follow (one pass when the activation is a clamp: ReLU, ReLU6), the
+//      padding zeroed again;
+//   2. runs the depthwise algorithm's channel computation (conv_depthwise.h)
+//      on each expanded channel from its bias, then dw_act (a clamp: as its
+//      rows are packed for step 3);
 //   3. multiplies the block into the tile's C' x pixels accumulator with the
 //      project weights' slice (micro-kernels again, k = the block).
 // The accumulator then gets the project's bias and the epilogue and is

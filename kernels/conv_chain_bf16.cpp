@@ -81,10 +81,11 @@ class Bf16Products final : public ChainProducts {
 
   // Pairs of input channels (c, c + 1) into the expand's B panels of
   // in_pad_ / 2 k-pairs.
-  void PackX(const float* x, int64_t plane, int64_t n) override {
-    for (int64_t c = 0; c < d_.in_channels; c += 2)
-      InterleaveIntoPanels(x + c * plane, c + 1 < d_.in_channels ? x + (c + 1) * plane : nullptr, n,
-                           t_.nr, in_pad_ * t_.nr, x_pairs_ + c * t_.nr);
+  void PackX(const float* x, int64_t plane, int64_t n, int64_t c0, int64_t count) override {
+    for (int64_t c = c0; c < c0 + count; c += 2)
+      InterleaveIntoPanels(x + (c - c0) * plane,
+                           c + 1 < c0 + count ? x + (c + 1 - c0) * plane : nullptr, n, t_.nr,
+                           in_pad_ * t_.nr, x_pairs_ + c * t_.nr);
   }
 
   // The project's columns [e0, e0 + eb rounded up to 2) of every (padded)

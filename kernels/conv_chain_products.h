@@ -23,7 +23,7 @@ namespace fusetune::kernels::conv_detail {
 
 // The runner's extents the products' regions are sized by, in elements.
 struct ChainExtents {
-  int64_t x_ld = 0;      // columns of X's packed band (and of the expanded block)
+  int64_t x_ld = 0;      // columns of X's packed band (and of the expanded block), band layout
   int64_t out_ld = 0;    // columns of the depthwise outputs and the accumulator
   int64_t out_rows = 0;  // the project's rows: C' rounded up to mr
 };
@@ -32,8 +32,10 @@ struct ChainExtents {
 class ChainProducts {
  public:
   virtual ~ChainProducts() = default;
-  // X's band into B panels: `channels` rows of n floats, row c at x + c * plane.
-  virtual void PackX(const float* x, int64_t plane, int64_t n) = 0;
+  // Channels [c0, c0 + count) of X's band into the B panels: rows of n
+  // floats, channel c0 + i's at x + i * plane. c0 is even (the bf16 form
+  // packs channels in pairs) and count at most 2 unless it ends at C.
+  virtual void PackX(const float* x, int64_t plane, int64_t n, int64_t c0, int64_t count) = 0;
   // The block's expand rows and project columns from the pre-packed weights.
   virtual void CopyBlockWeights(int64_t e0, int64_t eb) = 0;
   // expanded[eb x n] (rows ld apart) = the block's expand rows x X's band.

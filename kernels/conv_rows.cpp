@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
-#include <type_traits>
 #include <vector>
 
 #include "kernels/simd_math.h"
@@ -26,38 +24,6 @@ int64_t InCols(const ConvShape& s, const BandGeometry& g) {
   return std::clamp<int64_t>(g.width - s.pad_left, 0, s.in_w);
 }
 
-// What a copied value of X becomes: itself, or the conv chain's expand
-// bias and clamp (BandActivation).
-struct NoActivation {
-  float operator()(float v) const { return v; }
-#if defined(__AVX512F__)
-  __m512 operator()(__m512 v) const { return v; }
-#endif
-};
-
-struct ClampedBias {
-  explicit ClampedBias(const BandActivation& a) : a_(a) {
-#if defined(__AVX512F__)
-    bias_ = _mm512_set1_ps(a.bias);
-    lo_ = _mm512_set1_ps(a.lo);
-    hi_ = _mm512_set1_ps(a.hi);
-#endif
-  }
-  float operator()(float v) const { return std::min(std::max(v + a_.bias, a_.lo), a_.hi); }
-#if defined(__AVX512F__)
-  // The bounds first: a NaN passes through as in the scalar form.
-  __m512 operator()(__m512 v) const {
-    return _mm512_min_ps(hi_, _mm512_max_ps(lo_, _mm512_add_ps(v, bias_)));
-  }
-#endif
-
- private:
-  BandActivation a_;
-#if defined(__AVX512F__)
-  __m512 bias_, lo_, hi_;
-#endif
-};
-
 #if defined(__AVX512F__)
 // Lanes [lo, hi) of a 16-lane mask.
 __mmask16 LaneRange(int64_t lo, int64_t hi) {
@@ -69,35 +35,28 @@ __mmask16 LaneRange(int64_t lo, int64_t hi) {
 
 // The 16 padded columns [j, j + 16) of a row: X where inside it, else
 // `fill`. Masked-off lanes are not read, so the window may hang over either end.
-template <typename Act>
 __m512 PaddedWindow(const float* src, int64_t in_cols, int64_t pad, int64_t width, int64_t j,
-                    __m512 fill, const Act& act) {
+                    __m512 fill) {
   const __mmask16 m = LaneRange(pad - j, std::min(pad + in_cols, width) - j);
-  if constexpr (std::is_same_v<Act, NoActivation>) {
-    return _mm512_mask_loadu_ps(fill, m, src + (j - pad));
-  } else {
-    return _mm512_mask_mov_ps(fill, m, act(_mm512_maskz_loadu_ps(m, src + (j - pad))));
-  }
+  return _mm512_mask_loadu_ps(fill, m, src + (j - pad));
 }
 
-template <typename Act>
 void CopyRowStride1(const float* src, int64_t in_cols, int64_t pad, const BandGeometry& g,
-                    __m512 fill, const Act& act, float* dst) {
+                    __m512 fill, float* dst) {
   for (int64_t j = 0; j < g.row_floats; j += 16)
     _mm512_mask_storeu_ps(dst + j, LaneRange(0, g.row_floats - j),
-                          PaddedWindow(src, in_cols, pad, g.width, j, fill, act));
+                          PaddedWindow(src, in_cols, pad, g.width, j, fill));
 }
 
 // Stride 2: even padded columns to phase 0, odd ones to phase 1, 16 of each
 // from a window of 32.
-template <typename Act>
 void CopyRowStride2(const float* src, int64_t in_cols, int64_t pad, const BandGeometry& g,
-                    __m512 fill, const Act& act, float* dst) {
+                    __m512 fill, float* dst) {
   const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   const __m512i odds = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
   for (int64_t i = 0; i < g.phase; i += 16) {
-    const __m512 a = PaddedWindow(src, in_cols, pad, g.width, 2 * i, fill, act);
-    const __m512 b = PaddedWindow(src, in_cols, pad, g.width, 2 * i + 16, fill, act);
+    const __m512 a = PaddedWindow(src, in_cols, pad, g.width, 2 * i, fill);
+    const __m512 b = PaddedWindow(src, in_cols, pad, g.width, 2 * i + 16, fill);
     const __mmask16 m = LaneRange(0, g.phase - i);
     _mm512_mask_storeu_ps(dst + i, m, _mm512_permutex2var_ps(a, evens, b));
     _mm512_mask_storeu_ps(dst + g.phase + i, m, _mm512_permutex2var_ps(a, odds, b));
@@ -105,27 +64,26 @@ void CopyRowStride2(const float* src, int64_t in_cols, int64_t pad, const BandGe
 }
 #endif
 
-template <typename Act = NoActivation>
 void CopyRow(const ConvShape& s, const float* src, int64_t in_cols, const BandGeometry& g,
-             float pad_value, float* dst, const Act& act = {}) {
+             float pad_value, float* dst) {
   const int64_t pad = s.pad_left;
 #if defined(__AVX512F__)
   const __m512 fill = _mm512_set1_ps(pad_value);
-  if (s.stride_w == 1) return CopyRowStride1(src, in_cols, pad, g, fill, act, dst);
-  if (s.stride_w == 2) return CopyRowStride2(src, in_cols, pad, g, fill, act, dst);
+  if (s.stride_w == 1) return CopyRowStride1(src, in_cols, pad, g, fill, dst);
+  if (s.stride_w == 2) return CopyRowStride2(src, in_cols, pad, g, fill, dst);
 #endif
   for (int64_t q = 0; q < s.stride_w; ++q)
     for (int64_t i = 0; i < g.phase; ++i) {
       const int64_t j = q + i * s.stride_w, iw = j - pad;
-      dst[q * g.phase + i] = (j < g.width && iw >= 0 && iw < in_cols) ? act(src[iw]) : pad_value;
+      dst[q * g.phase + i] = (j < g.width && iw >= 0 && iw < in_cols) ? src[iw] : pad_value;
     }
 }
 
 // The band's rows, each input row as RowOf gives it (contiguous floats),
 // padding rows filled. Returns the floats read from X.
-template <typename RowOf, typename Act = NoActivation>
+template <typename RowOf>
 int64_t CopyBandRows(const ConvShape& s, int64_t ih0, const BandGeometry& g, float* dst,
-                     float pad_value, RowOf&& row_of, const Act& act = {}) {
+                     float pad_value, RowOf&& row_of) {
   const int64_t in_cols = InCols(s, g);
   int64_t rows_read = 0;
   for (int64_t r = 0; r < g.rows; ++r) {
@@ -135,7 +93,7 @@ int64_t CopyBandRows(const ConvShape& s, int64_t ih0, const BandGeometry& g, flo
       std::fill(row, row + g.row_floats, pad_value);
       continue;
     }
-    CopyRow(s, row_of(ih), in_cols, g, pad_value, row, act);
+    CopyRow(s, row_of(ih), in_cols, g, pad_value, row);
     ++rows_read;
   }
   return rows_read * in_cols;
@@ -164,10 +122,10 @@ int64_t CopyBand(const ConvShape& s, const float* plane, int64_t ih0, const Band
   return CopyBandRows(s, ih0, g, dst, pad_value, [&](int64_t ih) { return plane + ih * s.in_w; });
 }
 
-int64_t CopyBandActivated(const ConvShape& s, const float* plane, int64_t ih0,
-                          const BandGeometry& g, const BandActivation& act, float* dst) {
-  return CopyBandRows(
-      s, ih0, g, dst, 0.0f, [&](int64_t ih) { return plane + ih * s.in_w; }, ClampedBias(act));
+void InsideBand(const ConvShape& s, int64_t ih0, const BandGeometry& g, float* dst) {
+  thread_local std::vector<float> ones;
+  ones.assign(static_cast<size_t>(s.in_w), 1.0f);
+  CopyBandRows(s, ih0, g, dst, 0.0f, [&](int64_t) { return ones.data(); });
 }
 
 const float* PlaneRow(const ConvShape& s, const float* x, const PlaneView& view, int64_t ih,

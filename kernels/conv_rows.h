@@ -6,11 +6,10 @@
 // phase (kw * dilation_w) % stride_w at index ow + (kw * dilation_w) /
 // stride_w, so consecutive output columns read consecutive floats at every
 // stride (vector loads for depthwise, broadcasts at unit offsets for direct).
-// Used by conv_depthwise.cpp, conv_direct.cpp and pool.cpp.
+// Used by conv_depthwise.cpp, conv_direct.cpp, conv_chain.cpp and pool.cpp.
 #pragma once
 
 #include <cstdint>
-#include <limits>
 
 #include "kernels/conv.h"
 
@@ -43,18 +42,9 @@ int64_t CopyBand(const ConvShape& s, const float* plane, int64_t ih0, const Band
 // rows whose positions lie apart are gathered first.
 int64_t CopyBand(const ConvShape& s, const float* x, const PlaneView& view, int64_t ih0,
                  const BandGeometry& g, float* dst, float pad_value = 0.0f);
-// What the conv chain's expanded values become as their band is copied:
-// min(max(x + bias, lo), hi), the expand's bias and a ReLU or Clip folded
-// into the copy instead of two passes over the expanded block. The padding
-// stays 0: it pads the activated map.
-struct BandActivation {
-  float bias = 0.0f;
-  float lo = -std::numeric_limits<float>::infinity();
-  float hi = std::numeric_limits<float>::infinity();
-};
-// CopyBand with `act` applied to the values inside X, padding 0.
-int64_t CopyBandActivated(const ConvShape& s, const float* plane, int64_t ih0,
-                          const BandGeometry& g, const BandActivation& act, float* dst);
+// The band of a plane of ones: 1 where the band lies inside X, 0 in the
+// padding (the conv chain zeroes its expanded band's padding with it).
+void InsideBand(const ConvShape& s, int64_t ih0, const BandGeometry& g, float* dst);
 // CopyBand for `count` consecutive channels from c0 of image `image`, X in
 // `layout`, channel i's band at dst + i * dst_stride. Whole NCHW16c blocks
 // are read a row of 16 channels at a time (one transpose), not a channel

@@ -231,10 +231,10 @@ TEST(ConvChain, EveryMicroTileThreadsAndUnpackedWeights) {
   }
 }
 
-// ReLU6 written as clamps the copies fold in (ReLU then Clip) and as ops they
-// cannot (a Clip then a scale by 1, run as passes over the block) gives the
-// same output: both paths against the one reference.
-TEST(ConvChain, ActivationsFoldedIntoTheCopiesOrRunAsPasses) {
+// ReLU6 written as clamps run in one pass with the bias (ReLU then Clip) and
+// as ops that are not one clamp (a Clip then a scale by 1, run as passes
+// over the block) gives the same output: both paths against one reference.
+TEST(ConvChain, ActivationsAsOneClampOrAsPasses) {
   const Block blocks[] = {{1, 16, 20, 20, 96, 24, 3, 2, true, false},
                           {1, 24, 14, 14, 48, 24, 3, 1, true, true}};
   const std::vector<EpilogueOp> folded = {EpilogueOp::Act(EpilogueKind::kRelu),
