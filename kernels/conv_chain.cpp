@@ -162,8 +162,9 @@ struct BandActivation {
 };
 
 // An activation list as one clamp (none, ReLU, Clip: MobileNetV2's ReLU6),
-// which the copies between the stages apply on the way instead of a pass
-// over the block of their own; nullopt for any other op.
+// applied with the bias in the expanded block's one pass (ActivateInside)
+// or as the depthwise rows are packed; nullopt for any other op, which
+// then runs as passes of its own (ApplyEpilogue).
 std::optional<BandActivation> AsClamp(const std::vector<EpilogueOp>& ops) {
   BandActivation a;
   for (const EpilogueOp& op : ops) {
@@ -451,8 +452,11 @@ class TileRunner {
       ApplyEpilogue(d_.expand_act, expanded_, l_.x_ld, eb, n, image, e0, 0);
     }
     for (int64_t slot = 0; slot < eb; ++slot) {
-      BandActivation act = expand_clamp_.value_or(BandActivation{});
-      act.bias = expand_clamp_ && d_.expand_bias ? d_.expand_bias[e0 + slot] : 0.0f;
+      BandActivation act;  // without a clamp (done above): only the padding zeroed
+      if (expand_clamp_) {
+        act = *expand_clamp_;
+        act.bias = d_.expand_bias ? d_.expand_bias[e0 + slot] : 0.0f;
+      }
       ActivateInside(act, inside_, n, expanded_ + slot * l_.x_ld);
     }
   }
