@@ -18,11 +18,15 @@ Result<std::vector<search::ShardModel>> LoadShardModels(const std::vector<std::s
 }
 
 std::string FormatShardResult(const search::ShardJobResult& r, const std::string& db) {
+  const std::string ended =
+      r.stop == search::ShardStop::kDone
+          ? "done"
+          : fmt::format("stopped: {}", r.stop ? search::ShardStopName(*r.stop) : "running");
   return fmt::format(
       "shard job {} in {}: {} of {} tasks finished, {} trials this run ({} failed), {}/{} of the "
       "wave's quota, {:.1f} s, {}\n",
       r.job_id, db, r.tasks_finished, r.tasks, r.trials, r.failed, r.trials_total, r.quota,
-      r.seconds, r.stop_reason == "done" ? "done" : "stopped: " + r.stop_reason);
+      r.seconds, ended);
 }
 
 void UpdateShardBar(ProgressLine& bar, const search::ShardProgress& p) {

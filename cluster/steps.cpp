@@ -123,7 +123,7 @@ Result<search::ShardJobResult> RunShardStep(const ClusterJob& job, int wave, int
       [](const search::ShardJobResult& r) { return search::ShardResultToJson(r); };
   std::function<std::string(const search::ShardJobResult&)> stopped =
       [](const search::ShardJobResult& r) {
-        return r.stop_reason == "interrupted"
+        return r.stop == search::ShardStop::kInterrupted
                    ? std::string("stopped by a signal before its quotas were measured")
                    : std::string();
       };

@@ -6,6 +6,7 @@
 #include <map>
 #include <span>
 
+#include "common/enum_names.h"
 #include "cost_model/training.h"
 #include "fusion_space/plan_json.h"
 #include "search/job_target.h"
@@ -63,7 +64,16 @@ nlohmann::json ShardResultToJson(const ShardJobResult& r) {
           {"job_quota", r.job_quota},
           {"failed", r.failed},
           {"seconds", r.seconds},
-          {"stop_reason", r.stop_reason}};
+          {"stop_reason", r.stop ? ShardStopName(*r.stop) : "running"}};
+}
+
+const char* ShardStopName(ShardStop stop) {
+  static constexpr EnumNames<ShardStop, 3> kNames{{{
+      {ShardStop::kDone, "done"},
+      {ShardStop::kTime, "time"},
+      {ShardStop::kInterrupted, "interrupted"},
+  }}};
+  return kNames.Name(stop);
 }
 
 ShardJob::ShardJob(db::Database& shard_db, db::Database* base, ShardJobOptions options,
@@ -245,9 +255,9 @@ double ShardJob::Elapsed() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
-std::optional<std::string> ShardJob::StopReason() const {
-  if (callbacks_.should_stop && callbacks_.should_stop()) return "interrupted";
-  if (options_.max_seconds > 0 && Elapsed() >= options_.max_seconds) return "time";
+std::optional<ShardStop> ShardJob::DueStop() const {
+  if (callbacks_.should_stop && callbacks_.should_stop()) return ShardStop::kInterrupted;
+  if (options_.max_seconds > 0 && Elapsed() >= options_.max_seconds) return ShardStop::kTime;
   return std::nullopt;
 }
 
@@ -337,10 +347,7 @@ Status ShardJob::MeasureRound(const Task& task, TaskSearch* search, int count,
   int measured = 0;
   for (const Proposal& p : proposals) {
     if (measured >= count) break;  // suggestions come on top of `count`
-    if (auto reason = StopReason()) {
-      result_.stop_reason = *reason;
-      break;
-    }
+    if ((result_.stop = DueStop())) break;
     ReportProgress(task.summary);
     Trial trial = MeasureTrial(task, p.tiling, measure_, target_, job_id_, NoteOf(p, *model_));
     if (trial.record) {
@@ -377,7 +384,7 @@ Status ShardJob::TuneTask(int index) {
     const int count = static_cast<int>(std::min<int64_t>(size, quota - measured));
     const int64_t measured_before_round = search.measured();
     FT_RETURN_IF_ERROR(MeasureRound(task, &search, count, suggestions));
-    if (!result_.stop_reason.empty()) return Status::Ok();
+    if (result_.stop) return Status::Ok();
     if (search.measured() == measured_before_round) break;  // nothing left to propose
     measured += search.measured() - measured_before_round;
   }
@@ -401,7 +408,7 @@ Status ShardJob::SpendLeftoverTime() {
       if (measured == 0) continue;
       if (search.exhausted()) continue;
       FT_RETURN_IF_ERROR(MeasureRound(task, &search, options_.tuner.round_size));
-      if (!result_.stop_reason.empty()) return Status::Ok();
+      if (result_.stop) return Status::Ok();
     }
     if (result_.trials == before) return Status::Ok();
   }
@@ -426,18 +433,18 @@ Result<ShardJobResult> ShardJob::Run() {
       (void)Checkpoint("failed");
       return st.error();
     }
-    if (!result_.stop_reason.empty()) break;
+    if (result_.stop) break;
   }
   // A shard run again after it ended (its wave rerun for a failed merge)
   // spends no more time.
-  if (result_.stop_reason.empty() && options_.max_seconds > 0 && !was_done_) {
+  if (!result_.stop && options_.max_seconds > 0 && !was_done_) {
     if (Status st = SpendLeftoverTime(); !st.ok()) return st.error();
   }
   result_.tasks_finished = static_cast<int>(finished_.size());
   result_.seconds = Elapsed();
-  if (result_.stop_reason.empty()) result_.stop_reason = "done";
+  if (!result_.stop) result_.stop = ShardStop::kDone;
   ReportProgress("done");
-  FT_RETURN_IF_ERROR(Checkpoint(result_.stop_reason == "done" ? "done" : "interrupted"));
+  FT_RETURN_IF_ERROR(Checkpoint(result_.stop == ShardStop::kDone ? "done" : "interrupted"));
   return result_;
 }
 

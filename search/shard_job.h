@@ -37,6 +37,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -87,6 +88,11 @@ struct ShardJobCallbacks {
   std::function<bool()> should_stop;  // polled between measurements
 };
 
+// Why a shard's run ended. Its name (ShardStopName) is the result JSON's
+// stop_reason; a cluster step reads the value, not the text.
+enum class ShardStop { kDone, kTime, kInterrupted };
+const char* ShardStopName(ShardStop stop);
+
 struct ShardJobResult {
   int64_t job_id = 0;
   int tasks = 0, tasks_finished = 0;
@@ -98,7 +104,7 @@ struct ShardJobResult {
   int64_t job_quota = 0;  // of every task over the whole job (>= the trials asked)
   int64_t failed = 0;
   double seconds = 0;
-  std::string stop_reason;  // done, time, interrupted
+  std::optional<ShardStop> stop;  // set once the run ends or is stopped
 };
 nlohmann::json ShardResultToJson(const ShardJobResult& result);
 
@@ -140,7 +146,7 @@ class ShardJob {
   int64_t WaveQuotaOf(int task) const;
   Status Checkpoint(const std::string& state);
   void ReportProgress(const std::string& current);
-  std::optional<std::string> StopReason() const;
+  std::optional<ShardStop> DueStop() const;
   double Elapsed() const;
 
   db::Database& shard_db_;

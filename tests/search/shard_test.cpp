@@ -190,7 +190,7 @@ TEST_F(ShardJobTest, ShardsMergedHoldExactlyTheRecordsOfOneMachine) {
   auto single = Open("single.db");
   auto r = RunShard(*single, nullptr, Options(1, 1));
   ASSERT_TRUE(r.ok()) << r.error().message();
-  EXPECT_EQ(r->stop_reason, "done");
+  EXPECT_EQ(r->stop, ShardStop::kDone);
   const auto want = Records(*single);
   ASSERT_GT(want.size(), 50u);
 
@@ -218,10 +218,10 @@ TEST_F(ShardJobTest, AShardRunAgainOrStoppedMeasuresNothingTwice) {
   int polls = 0;
   auto first = RunShard(*shard, nullptr, Options(2, 3), [&] { return ++polls > 40; });
   ASSERT_TRUE(first.ok()) << first.error().message();
-  EXPECT_EQ(first->stop_reason, "interrupted");
+  EXPECT_EQ(first->stop, ShardStop::kInterrupted);
   auto second = RunShard(*shard, nullptr, Options(2, 3));
   ASSERT_TRUE(second.ok());
-  EXPECT_EQ(second->stop_reason, "done");
+  EXPECT_EQ(second->stop, ShardStop::kDone);
   EXPECT_EQ(second->job_id, first->job_id);  // the same job row, continued
   for (const auto& plan : seen_) EXPECT_EQ(seen_.count(plan), 1u) << plan;
   const size_t measured = seen_.size();
