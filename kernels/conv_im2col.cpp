@@ -69,6 +69,16 @@ void AddPiece(std::vector<Piece>& pieces, const Piece& p, int64_t stride_w) {
   pieces.push_back(p);
 }
 
+// The floats of a vector step's window that its `lanes` read: lane t reads
+// the window's float t * stride (stride 1 or 2: a window of 16 or 32).
+uint32_t WindowMask(uint32_t lanes, int64_t stride) {
+  if (stride == 1) return lanes;
+  uint32_t window = 0;
+  for (int t = 0; t < 16; ++t)
+    if (lanes >> t & 1u) window |= 1u << (2 * t);
+  return window;
+}
+
 // Splits the output positions [p0, p0 + ps) into pieces: at output-row ends
 // (a new input row) and at sliver ends, then zero pieces up to the last
 // sliver's end. Adjacent pieces that continue each other (a 1x1 stride-1
@@ -117,16 +127,20 @@ void BuildPlan(const ConvShape& s, int nr, int64_t p0, int64_t ps, GatherPlan* p
   plan->read_hi = std::clamp<int64_t>(last_row + 1, 0, s.in_h) * s.in_w;
   plan->vectors.clear();
   plan->first_vector.assign(1, 0);
+  if (s.stride_w > kIm2colVectorStrides) return;
   for (size_t r = 0; r + 1 < plan->first.size(); ++r) {
     for (int64_t i = plan->first[r]; i < plan->first[r + 1]; ++i) {
       const Piece& p = plan->pieces[i];
       for (int32_t v = 0; v < p.n; v += 16) {
         const int32_t count = std::min(16, p.n - v);
         const int32_t lo = std::clamp(p.lo - v, 0, 16), hi = std::clamp(p.hi - v, 0, 16);
-        const uint32_t load = hi > lo ? ((1u << hi) - 1) & ~((1u << lo) - 1) : 0;
-        plan->vectors.push_back({p.src + v, p.sliver, static_cast<uint16_t>(p.lane + v),
-                                 static_cast<uint16_t>(load),
-                                 static_cast<uint16_t>((1u << count) - 1)});
+        const uint32_t lanes = hi > lo ? ((1u << hi) - 1) & ~((1u << lo) - 1) : 0;
+        const uint32_t window = WindowMask(lanes, s.stride_w);
+        plan->vectors.push_back({p.src + v * s.stride_w, p.sliver,
+                                 static_cast<uint16_t>(p.lane + v),
+                                 static_cast<uint16_t>(window & 0xffffu),
+                                 static_cast<uint16_t>((1u << count) - 1),
+                                 static_cast<uint16_t>(window >> 16)});
       }
     }
     plan->first_vector.push_back(static_cast<int64_t>(plan->vectors.size()));
@@ -138,8 +152,27 @@ void CopyPiecePortable(const Piece& p, const float* xc, int64_t stride_w, float*
     dst[t] = t >= p.lo && t < p.hi ? xc[p.src + t * stride_w] : 0.0f;
 }
 
-// Stride 1: B rows [k0, k0 + depth) by the plan's vector steps. Masked
-// lanes are never read (and never fault), so padding costs nothing extra.
+// A vector step's 16 values: X at src + t * kStride (t < 16), lanes
+// outside the input as zeros. Masked lanes are never read (and never
+// fault), so padding costs nothing extra; stride 2 keeps the even floats of
+// a 32-float window (one permute: the direct conv's stride-2 rows do the same).
+template <int kStride>
+__attribute__((target("avx512f"), always_inline)) inline __m512 LoadStep(const VectorCopy& v,
+                                                                         const float* xc) {
+  if constexpr (kStride == 1) {
+    return _mm512_maskz_loadu_ps(v.load, xc + v.src);
+  } else {
+    static_assert(kStride == 2);
+    const __m512i evens =
+        _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512 a = _mm512_maskz_loadu_ps(v.load, xc + v.src);
+    const __m512 b = _mm512_maskz_loadu_ps(v.load_hi, xc + v.src + 16);
+    return _mm512_permutex2var_ps(a, evens, b);
+  }
+}
+
+// Stride 1 or 2: B rows [k0, k0 + depth) by the plan's vector steps.
+template <int kStride>
 __attribute__((target("avx512f"))) void GatherAvx512(const GatherPlan& plan, const float* x_group,
                                                      int64_t plane, int64_t channels, int64_t khw,
                                                      int64_t k0, int64_t depth, int nr, float* b) {
@@ -158,10 +191,9 @@ __attribute__((target("avx512f"))) void GatherAvx512(const GatherPlan& plan, con
     }
     float* row = b + (kk - k0) * nr;
     const VectorCopy* end = plan.vectors.data() + plan.first_vector[r + 1];
-    for (const VectorCopy* v = plan.vectors.data() + plan.first_vector[r]; v != end; ++v) {
-      const __m512 x = _mm512_maskz_loadu_ps(v->load, xc + v->src);
-      _mm512_mask_storeu_ps(row + v->sliver * sliver_stride + v->lane, v->store, x);
-    }
+    for (const VectorCopy* v = plan.vectors.data() + plan.first_vector[r]; v != end; ++v)
+      _mm512_mask_storeu_ps(row + v->sliver * sliver_stride + v->lane, v->store,
+                            LoadStep<kStride>(*v, xc));
   }
 }
 
@@ -212,7 +244,11 @@ int64_t GatherIm2colBlock(const ConvDesc& d, const ConvTiling& t, const Step& st
   const float* x_group = d.x + (tile.image * s.in_channels + st.group * s.in_per_group()) * plane;
   static const bool avx512 = HasAvx512();
   if (avx512 && s.stride_w == 1) {
-    GatherAvx512(*plan, x_group, plane, s.in_per_group(), khw, st.k0, st.depth, t.nr, b);
+    GatherAvx512<1>(*plan, x_group, plane, s.in_per_group(), khw, st.k0, st.depth, t.nr, b);
+    return bytes;
+  }
+  if (avx512 && s.stride_w == 2) {
+    GatherAvx512<2>(*plan, x_group, plane, s.in_per_group(), khw, st.k0, st.depth, t.nr, b);
     return bytes;
   }
   const int64_t sliver_stride = st.depth * t.nr;
@@ -285,10 +321,11 @@ GatherCursor StartGather(const GatherPlan& plan, const float* x_group, int64_t p
   return g;
 }
 
+template <int kStride>
 __attribute__((target("avx512f"), always_inline)) inline void GatherStep(GatherCursor* g) {
   const VectorCopy* v = g->v;
-  const __m512 x = _mm512_maskz_loadu_ps(v->load, g->xc + v->src);
-  _mm512_mask_storeu_ps(g->row + v->sliver * g->sliver_stride + v->lane, v->store, x);
+  _mm512_mask_storeu_ps(g->row + v->sliver * g->sliver_stride + v->lane, v->store,
+                        LoadStep<kStride>(*v, g->xc));
   --g->left;
   if (++g->v != g->row_end || --g->rows_left == 0) return;
   g->row += g->nr;
@@ -302,8 +339,9 @@ __attribute__((target("avx512f"), always_inline)) inline void GatherStep(GatherC
   g->row_end = g->steps + g->first[g->r + 1];
 }
 
+template <int kStride>
 __attribute__((target("avx512f"))) void FinishGather(GatherCursor* g) {
-  while (g->left > 0) GatherStep(g);
+  while (g->left > 0) GatherStep<kStride>(g);
 }
 
 // The AVX-512 micro-kernels of microkernel.cpp (packed A kc x MR, B kc x
@@ -311,7 +349,7 @@ __attribute__((target("avx512f"))) void FinishGather(GatherCursor* g) {
 using GatherKernelFn = void (*)(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,
                                 bool accumulate, GatherCursor* g, int64_t quota);
 
-template <int MR, int NV>
+template <int MR, int NV, int kStride>
 __attribute__((target("avx512f,fma"))) void KernelWithGather(int64_t kc, const float* ap,
                                                              const float* bp, float* c, int64_t ldc,
                                                              bool accumulate, GatherCursor* g,
@@ -326,7 +364,7 @@ __attribute__((target("avx512f,fma"))) void KernelWithGather(int64_t kc, const f
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) b[v] = _mm512_load_ps(bp + p * NV * 16 + v * 16);
     if (quota > 0) {
-      GatherStep(g);
+      GatherStep<kStride>(g);
       --quota;
     }
 #pragma GCC unroll 16
@@ -336,18 +374,31 @@ __attribute__((target("avx512f,fma"))) void KernelWithGather(int64_t kc, const f
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
     }
   }
-  while (quota-- > 0) GatherStep(g);
+  while (quota-- > 0) GatherStep<kStride>(g);
   avx512_internal::StoreTile<MR, NV>(acc, c, ldc, accumulate);
 }
 
-// The gather-carrying kernel of micro shape mr x nr, or nullptr.
-GatherKernelFn FindGatherKernel(int mr, int nr) {
-  if (!HasAvx512()) return nullptr;
-  if (mr == 8 && nr == 32) return KernelWithGather<8, 2>;
-  if (mr == 6 && nr == 32) return KernelWithGather<6, 2>;
-  if (mr == 14 && nr == 16) return KernelWithGather<14, 1>;
-  if (mr == 12 && nr == 32) return KernelWithGather<12, 2>;
+template <int kStride>
+GatherKernelFn FindGatherKernelOfStride(int mr, int nr) {
+  if (mr == 8 && nr == 32) return KernelWithGather<8, 2, kStride>;
+  if (mr == 6 && nr == 32) return KernelWithGather<6, 2, kStride>;
+  if (mr == 14 && nr == 16) return KernelWithGather<14, 1, kStride>;
+  if (mr == 12 && nr == 32) return KernelWithGather<12, 2, kStride>;
   return nullptr;
+}
+
+// A gather-carrying kernel and the finish of its gather.
+struct GatherKernel {
+  GatherKernelFn compute = nullptr;
+  void (*finish)(GatherCursor*) = nullptr;
+};
+
+// The gather-carrying kernel of micro shape mr x nr over NCHW X, or none.
+GatherKernel FindGatherKernel(const ConvShape& s, const ConvTiling& t) {
+  if (!HasAvx512() || t.in_layout != ActivationLayout::kNCHW) return {};
+  if (s.stride_w == 1) return {FindGatherKernelOfStride<1>(t.mr, t.nr), FinishGather<1>};
+  if (s.stride_w == 2) return {FindGatherKernelOfStride<2>(t.mr, t.nr), FinishGather<2>};
+  return {};
 }
 
 // One thread's share of a run.
@@ -360,9 +411,7 @@ class Runner {
         g_(Im2colGeometryOf(d.shape, t)),
         mode_(mode),
         mk_(FindMicroKernel(t.mr, t.nr)),
-        gather_kernel_(d.shape.stride_w == 1 && t.in_layout == ActivationLayout::kNCHW
-                           ? FindGatherKernel(t.mr, t.nr)
-                           : nullptr),
+        gather_kernel_(FindGatherKernel(d.shape, t)),
         local_(static_cast<size_t>(Im2colGemmOps().local_bytes(d, t))) {
     a_ = local_.Take(g_.a_floats());
     b_[0] = local_.Take(g_.b_floats());
@@ -392,11 +441,11 @@ class Runner {
         if (step.pack_b && !ready) GatherB(step, b_[cur]);
       }
       const Step* next = i + 1 < steps.size() && steps[i + 1].pack_b ? &steps[i + 1] : nullptr;
-      ready = mode_ == RunMode::kFull && next != nullptr && gather_kernel_ != nullptr;
+      ready = mode_ == RunMode::kFull && next != nullptr && gather_kernel_.compute != nullptr;
       if (ready) {
         GatherCursor g = StartGatherB(*next, b_[cur ^ 1]);
         Compute(step, b_[cur], &g);
-        FinishGather(&g);
+        gather_kernel_.finish(&g);
       } else if (mode_ != RunMode::kCopyOnly) {
         Compute(step, b_[cur], nullptr);
       }
@@ -422,7 +471,7 @@ class Runner {
     stats_.bytes_global_to_local += GatherIm2colBlock(d_, t_, st, &plan_, b);
   }
 
-  // The same gather as GatherB (stride 1, AVX-512), to be carried by Compute.
+  // The same gather as GatherB (stride 1 or 2, AVX-512), to be carried by Compute.
   GatherCursor StartGatherB(const Step& st, float* b) {
     const ConvTile& tile = st.tile;
     PlanIm2colGather(s_, t_.nr, tile, &plan_);
@@ -445,7 +494,7 @@ class Runner {
         const float* ap = a_ + i0 * st.depth;
         float* c = c_ + i0 * g_.nc_pad + q * t_.nr;
         if (g != nullptr)
-          gather_kernel_(st.depth, ap, bp, c, g_.nc_pad, accumulate, g,
+          gather_kernel_.compute(st.depth, ap, bp, c, g_.nc_pad, accumulate, g,
                          CeilDiv(g->left, calls_left));
         else
           mk_->fn(st.depth, ap, bp, c, g_.nc_pad, accumulate);
@@ -459,7 +508,7 @@ class Runner {
   Geometry g_;
   RunMode mode_;
   const MicroKernel* mk_;
-  GatherKernelFn gather_kernel_;
+  GatherKernel gather_kernel_;
   LocalBuffer local_;
   float *a_ = nullptr, *c_ = nullptr;
   float* b_[2] = {};

@@ -78,18 +78,24 @@ struct Im2colPiece {
   int64_t src;
 };
 
-// One 16-lane step of a stride-1 piece: a masked load of X (lanes in the
-// padding are not read, and load as zeros) and a masked store into the panel.
+// One 16-lane step of a stride-1 or stride-2 piece: a masked load of X
+// (lanes in the padding are not read, and load as zeros) and a masked store
+// into the panel. With stride 2 the step reads a window of 32 floats from
+// src, `load` masking its first 16 and `load_hi` its last (even lanes only),
+// and keeps the even ones.
 struct Im2colVectorCopy {
   int64_t src;
   int32_t sliver;
-  uint16_t lane, load, store;
+  uint16_t lane, load, store, load_hi;
 };
 
 // The pieces of every B row of a position block, per kernel offset (kh, kw):
 // rows of different input channels share them, only X's channel changes.
-// With stride 1 they are also cut into vector steps, so that gathering a row
-// is one loop of the same few instructions, without data-dependent branches.
+// With stride 1 or 2 they are also cut into vector steps, so that gathering
+// a row is one loop of the same few instructions, without data-dependent
+// branches (kIm2colVectorStrides).
+inline constexpr int64_t kIm2colVectorStrides = 2;  // strides 1 and 2 have vector steps
+
 struct GatherPlan {
   int64_t p0 = -1, ps = 0;
   std::vector<Im2colPiece> pieces;

@@ -43,6 +43,9 @@ std::vector<NamedShape> Shapes() {
       {"stem_7x7_s2", MakeShape(1, 3, 32, 32, 16, 7, 2, 3)},
       {"pointwise_s1", MakeShape(1, 32, 9, 9, 24, 1)},
       {"pointwise_s2", MakeShape(1, 32, 10, 10, 24, 1, 2)},
+      // Rows wider than one 32-float window of the stride-2 vector steps.
+      {"pointwise_s2_wide", MakeShape(1, 8, 6, 70, 12, 1, 2)},
+      {"3x3_s2_wide_odd", MakeShape(1, 6, 7, 67, 16, 3, 2, 1)},
       {"dilation_2", MakeShape(1, 8, 12, 12, 16, 3, 1, 2, 2)},
       {"groups_2", MakeShape(1, 16, 10, 10, 32, 3, 1, 1, 1, 2)},
       {"groups_4_s2", MakeShape(1, 16, 9, 11, 20, 3, 2, 1, 1, 4)},
