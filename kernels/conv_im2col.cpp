@@ -136,11 +136,10 @@ void BuildPlan(const ConvShape& s, int nr, int64_t p0, int64_t ps, GatherPlan* p
         const int32_t lo = std::clamp(p.lo - v, 0, 16), hi = std::clamp(p.hi - v, 0, 16);
         const uint32_t lanes = hi > lo ? ((1u << hi) - 1) & ~((1u << lo) - 1) : 0;
         const uint32_t window = WindowMask(lanes, s.stride_w);
-        plan->vectors.push_back({p.src + v * s.stride_w, p.sliver,
-                                 static_cast<uint16_t>(p.lane + v),
-                                 static_cast<uint16_t>(window & 0xffffu),
-                                 static_cast<uint16_t>((1u << count) - 1),
-                                 static_cast<uint16_t>(window >> 16)});
+        plan->vectors.push_back(
+            {p.src + v * s.stride_w, p.sliver, static_cast<uint16_t>(p.lane + v),
+             static_cast<uint16_t>(window & 0xffffu), static_cast<uint16_t>((1u << count) - 1),
+             static_cast<uint16_t>(window >> 16)});
       }
     }
     plan->first_vector.push_back(static_cast<int64_t>(plan->vectors.size()));
@@ -495,7 +494,7 @@ class Runner {
         float* c = c_ + i0 * g_.nc_pad + q * t_.nr;
         if (g != nullptr)
           gather_kernel_.compute(st.depth, ap, bp, c, g_.nc_pad, accumulate, g,
-                         CeilDiv(g->left, calls_left));
+                                 CeilDiv(g->left, calls_left));
         else
           mk_->fn(st.depth, ap, bp, c, g_.nc_pad, accumulate);
       }
