@@ -86,15 +86,20 @@ struct DirectBlockArgs {
   int64_t acc_row;         // floats between the sums of consecutive output rows
   int64_t acc_vstride;
   bool accumulate;  // add to acc (later slices) or overwrite it (the first)
+  // The next block's weights (same layout), prefetched as this block runs,
+  // or null: see DirectComputeSlice.
+  const W* w_next = nullptr;
 };
 
 // One slice over the whole tile: each register block run by
 // table[vectors - 1][rows - 1][columns] (the precision's kernels).
+// `w_vectors`: the channel vectors whose weights lie from `w` on, the
+// tile's and, with pre-packed weights, the next tiles' (0: the tile's).
 template <typename In, typename W, typename Table>
 void DirectComputeSlice(const Table& table, const ConvShape& s, const DirectLayout& l,
                         const In* band, const std::vector<int64_t>& tap_off, const W* w,
                         int64_t w_vstride, int64_t vectors, int64_t rows, int64_t channels,
-                        bool accumulate, float* acc) {
+                        bool accumulate, float* acc, int64_t w_vectors = 0) {
   DirectBlockArgs<In, W> b;
   b.in_row = s.stride_h * l.band.row_floats;
   b.tap_off = tap_off.data();
@@ -108,6 +113,16 @@ void DirectComputeSlice(const Table& table, const ConvShape& s, const DirectLayo
   ForEachDirectBlock(s, rows, vectors, b.in_row, [&](const DirectBlock& block) {
     b.in = band + block.in_offset;
     b.w = w + block.vector * w_vstride;
+    // The blocks of the first rows read each channel vector's weights for
+    // the first time: from DRAM when a model's weights exceed the caches
+    // (measured inside MobileNetV2: its 7x7 layers' 1x1 convs ran 5-15%
+    // faster with this). Each prefetches the next vectors' as it computes,
+    // the last the next tile's, so that their reads overlap its arithmetic;
+    // later rows find them in L2.
+    const int64_t next = block.vector + block.vectors;
+    b.w_next = block.acc_offset < s.out_w * kDirectLanes && next < std::max(vectors, w_vectors)
+                   ? w + next * w_vstride
+                   : nullptr;
     b.acc = acc + block.vector * b.acc_vstride + block.acc_offset;
     table[block.vectors - 1][block.rows - 1][block.columns](b);
   });
