@@ -174,45 +174,66 @@ void Tuner::AddSample(int task, const fusion_space::Tiling& tiling,
   history_.y.push_back(s);
 }
 
-Status Tuner::MeasureTiling(int task, const Proposal& proposal,
-                            std::optional<AnchorReading> anchor) {
-  const Task& t = tasks_[task];
-  TaskSearch& search = *searches_[task];
-  measure::SearchNote note = NoteOf(proposal, *model_);
-  if (anchor) anchor->WriteTo(&note);
-  Trial trial = MeasureTrial(t, proposal.tiling, measure_, context_.target, context_.job_id, note);
-  const measure::MeasureResult& result = trial.result;
-  const double seconds = anchor ? anchor->Scale(result.time.median) : result.time.median;
+Tuner::RoundTrial Tuner::MeasureProposal(int task, const Proposal& proposal) {
+  RoundTrial r{proposal, {}, NoteOf(proposal, *model_)};
+  r.trial = MeasureTrial(tasks_[task], proposal.tiling, measure_, context_.target,
+                         context_.job_id, r.note);
   ++trials_;
-  if (trial.record && result.ok()) trial.record->seconds = seconds;
-  if (trial.record) FT_RETURN_IF_ERROR(callbacks_.commit(*trial.record));
-  search.AddMeasured(proposal.tiling, result.ok() ? std::optional<double>(seconds) : std::nullopt);
+  return r;
+}
+
+std::optional<AnchorReading> Tuner::AfterRound(std::optional<AnchorReading> before) {
+  if (!before || before->now <= SpeedAnchor::kConfirmAbove * before->reference || Interrupted())
+    return before;
+  const std::optional<AnchorReading> after = ReadAnchor(/*fresh=*/true);
+  return after && after->now < before->now ? after : before;
+}
+
+Status Tuner::RecordTrial(int task, RoundTrial& r, std::optional<AnchorReading> anchor) {
+  TaskSearch& search = *searches_[task];
+  const measure::MeasureResult& result = r.trial.result;
+  const double seconds = anchor ? anchor->Scale(result.time.median) : result.time.median;
+  if (r.trial.record) {
+    if (anchor) {
+      anchor->WriteTo(&r.note);
+      r.trial.record->metrics = measure::MetricsToText({result, r.note});
+    }
+    if (result.ok()) r.trial.record->seconds = seconds;
+    FT_RETURN_IF_ERROR(callbacks_.commit(*r.trial.record));
+  }
+  search.AddMeasured(r.proposal.tiling,
+                     result.ok() ? std::optional<double>(seconds) : std::nullopt);
   if (!result.ok()) {
     ++failed_;
     return Status::Ok();
   }
-  task_results_[task][fusion_space::TilingToString(proposal.tiling)] = {
+  task_results_[task][fusion_space::TilingToString(r.proposal.tiling)] = {
       seconds, static_cast<double>(result.bytes_in + result.bytes_out), result.overlap,
       result.max_error};
-  if (t.kind != fusion_space::KernelTemplate::kReference) {
-    AddSample(task, proposal.tiling, result, seconds);
+  if (tasks_[task].kind != fusion_space::KernelTemplate::kReference) {
+    AddSample(task, r.proposal.tiling, result, seconds);
     ++new_ok_;
   }
   tasks_changed_ = true;
   return Status::Ok();
 }
 
+// A round's tilings are measured first and recorded after, so that a slow
+// anchor reading can be checked against a second one (AfterRound).
 Status Tuner::RunRound(int task) {
   TaskSearch& search = *searches_[task];
   const int count = search.rounds() == 0 ? options_.first_round_size : options_.round_size;
   const std::vector<Proposal> proposals =
       search.Propose(count, *model_, context_.target_features, SiblingBests(task));
-  const auto anchor = proposals.empty() ? std::nullopt : ReadAnchor();
+  std::optional<AnchorReading> anchor = proposals.empty() ? std::nullopt : ReadAnchor();
+  std::vector<RoundTrial> round;
   for (const Proposal& p : proposals) {
     if ((stop_ = DueStop())) break;
     ReportProgress(tasks_[task].summary);
-    FT_RETURN_IF_ERROR(MeasureTiling(task, p, anchor));
+    round.push_back(MeasureProposal(task, p));
   }
+  if (!round.empty()) anchor = AfterRound(anchor);
+  for (RoundTrial& r : round) FT_RETURN_IF_ERROR(RecordTrial(task, r, anchor));
   search.EndRound();
   ++rounds_;
   ++rounds_since_plan_;

@@ -171,9 +171,28 @@ class Tuner {
 
   Status MeasureBaselines();
   Status RunRound(int task);
-  // `anchor`: ReadAnchor's reading for the round: the record holds
-  // the time scaled by reference / now.
-  Status MeasureTiling(int task, const Proposal& proposal, std::optional<AnchorReading> anchor);
+  // A proposal measured in a round, recorded once the round's anchor
+  // reading is settled (AfterRound).
+  struct RoundTrial {
+    Proposal proposal;
+    Trial trial;
+    measure::SearchNote note;
+  };
+  RoundTrial MeasureProposal(int task, const Proposal& proposal);
+  // A reading of the anchor slower than SpeedAnchor::kConfirmAbove x its
+  // reference, taken before the round, was confirmed on the anchor alone:
+  // a stall of the anchor's runs that the round's did not share would make
+  // every tiling of the round look faster than it is, and the tuner keeps
+  // its fastest records (a MobileNetV2 job's conv chain was recorded at
+  // 0.276 ms from a raw 0.409 beside an anchor reading 1.48x its reference,
+  // and kept as its task's best). Such a reading is taken again after the
+  // round, and the faster of the two scales the round: a slowdown that
+  // lasted through the round reads slow both times; one that ended during
+  // it leaves records slower than they are, which the search survives.
+  std::optional<AnchorReading> AfterRound(std::optional<AnchorReading> before);
+  // Commits the trial's record, its time scaled by `anchor`'s reference /
+  // now, and hands it to the task's search and the cost model's samples.
+  Status RecordTrial(int task, RoundTrial& round_trial, std::optional<AnchorReading> anchor);
   // Measures a whole plan and commits its record. `predicted`, the sum of
   // its groups' measured times: a plan that runs far slower than that and
   // than the best plan so far is measured once more (a busy host slows one

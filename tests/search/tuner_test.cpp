@@ -241,6 +241,10 @@ struct FakeDevice {
   // times its time, so an anchor's run and the runs after it share one.
   bool swings = false;
   static constexpr double kSwing[] = {1.0, 0.5, 2.0};
+  // The anchor's runs alone stall (twice their time) two at a time, the
+  // 4th and 5th of every 6: a reading and its confirmation, while the
+  // candidates measured beside them run at their usual speed.
+  bool anchor_stalls = false;
   // A conv group in Winograd runs in a tenth of its time alone (its weights
   // in the caches), and a whole plan with any Winograd group three times
   // slower (the weights stream from DRAM).
@@ -248,6 +252,7 @@ struct FakeDevice {
   measure::MeasureResult operator()(const measure::Candidate& c) {
     measure::MeasureResult r = Steady(c);
     if (swings && r.ok()) r.time.median *= kSwing[anchor_runs % 3];
+    if (anchor_stalls && c.anchor && r.ok() && anchor_runs % 6 >= 4) r.time.median *= 2;
     return r;
   }
   measure::MeasureResult Steady(const measure::Candidate& c) {
@@ -669,6 +674,29 @@ TEST(Tuner, PlansAndTilingsAreTimedBesideTheAnchor) {
     EXPECT_NEAR(*t.best_seconds, task_fastest[t.key], 1e-9 * *t.best_seconds) << t.key;
   }
   EXPECT_GT(tasks_checked, 1);
+}
+
+// A stall that hits the anchor's reading and its confirmation but not the
+// round after them: the round's tilings are recorded at their own speed
+// (the anchor read again after the round, the faster reading taken), not
+// twice as fast as they ran.
+TEST(Tuner, AStallOfTheAnchorAloneDoesNotFlatterTheRound) {
+  TunerOptions options = Budget(200);
+  options.anchor_max_age_seconds = 0;
+  Job job(options);
+  job.device.anchor_stalls = true;
+  ASSERT_TRUE(job.tuner->Run().ok());
+  FakeDevice steady;
+  int groups = 0;
+  for (const db::Record& r : job.committed) {
+    if (r.status != db::RecordStatus::kOk || r.workload_key == job.tuner->graph_key()) continue;
+    measure::Candidate c{nullptr, nlohmann::json::parse(r.plan), "", true, false};
+    const double want = steady.Steady(c).time.median;
+    EXPECT_NEAR(r.seconds, want, 1e-9 * want) << r.metrics;
+    ++groups;
+  }
+  EXPECT_GT(groups, 50);
+  EXPECT_GT(job.device.anchor_runs, 20);
 }
 
 // db/ declares its own record status so that it needs nothing from
