@@ -176,8 +176,8 @@ void Tuner::AddSample(int task, const fusion_space::Tiling& tiling,
 
 Tuner::RoundTrial Tuner::MeasureProposal(int task, const Proposal& proposal) {
   RoundTrial r{proposal, {}, NoteOf(proposal, *model_)};
-  r.trial = MeasureTrial(tasks_[task], proposal.tiling, measure_, context_.target,
-                         context_.job_id, r.note);
+  r.trial = MeasureTrial(tasks_[task], proposal.tiling, measure_, context_.target, context_.job_id,
+                         r.note);
   ++trials_;
   return r;
 }
