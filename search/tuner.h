@@ -12,8 +12,8 @@
 //   1. measures the whole model's unfused and greedy plans (the baselines);
 //   2. repeats: the scheduler (scheduler.h) picks a task, its evolutionary
 //      search (evolution.h) proposes a round of tilings ranked by the cost
-//      model, corrected by the task's own residuals (residuals.h), each is measured and handed to
-//      callbacks.commit as it arrives; every `model_update_every` new results the XGBoost model is
+//      model, corrected by the task's own residuals (residuals.h), each is measured, and handed to
+//      callbacks.commit when the round ends (AfterRound settles its anchor reading); every `model_update_every` new results the XGBoost model is
 //      retrained within `model_update_seconds` (online update); a task's round also tries the best
 //      tilings of tasks with the same tiling space (the same GEMM with another epilogue), and such
 //      an untried tiling reopens a converged task;
@@ -100,7 +100,7 @@ struct TunerProgress {
 };
 
 struct TunerCallbacks {
-  std::function<Status(db::Record& record)> commit;  // each result as it arrives
+  std::function<Status(db::Record& record)> commit;  // each result, at its round's end
   std::function<void(const TunerProgress&)> progress;
   std::function<bool()> should_stop;  // polled between measurements (Ctrl-C)
   // After every round: what resuming and reporting need (the job's progress).
