@@ -183,7 +183,7 @@ Tuner::RoundTrial Tuner::MeasureProposal(int task, const Proposal& proposal) {
 }
 
 std::optional<AnchorReading> Tuner::AfterRound(std::optional<AnchorReading> before) {
-  if (!before || before->now <= SpeedAnchor::kConfirmAbove * before->reference || Interrupted())
+  if (!before || before->now <= kRecheckAbove * before->reference || Interrupted())
     return before;
   const std::optional<AnchorReading> after = ReadAnchor(/*fresh=*/true);
   return after && after->now < before->now ? after : before;
