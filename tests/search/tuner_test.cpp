@@ -636,29 +636,41 @@ TEST(Tuner, APlanOverTheErrorBudgetIsFittedByPuttingGroupsBackToF32) {
   ExpectEachCandidateRecordedOnce(job);
 }
 
+// A 200-trial job whose anchor is read anew before every round and whole
+// plan, on a host `set_up` describes.
+std::unique_ptr<Job> RunAnchoredJob(const std::function<void(FakeDevice&)>& set_up) {
+  TunerOptions options = Budget(200);
+  options.anchor_max_age_seconds = 0;
+  auto job = std::make_unique<Job>(options);
+  set_up(job->device);
+  EXPECT_TRUE(job->tuner->Run().ok());
+  return job;
+}
+
+// What a record's candidate takes on a steady host.
+double SteadyTime(const Job& job, const db::Record& r) {
+  const bool whole = r.workload_key == job.tuner->graph_key();
+  measure::Candidate c{nullptr, nlohmann::json::parse(r.plan), "", !whole, false};
+  return FakeDevice().Steady(c).time.median;
+}
+
 // The host's speed swings between runs of the anchor (x1, x0.5, x2; read
 // anew each time here): each record holds its time at the speed of the
 // anchor's median run, so every plan and tiling is recorded as on a steady
 // host, the best plan is the fastest one, not the one measured in the
 // fastest moment, and each task's best tiling is its fastest.
 TEST(Tuner, PlansAndTilingsAreTimedBesideTheAnchor) {
-  TunerOptions options = Budget(200);
-  options.anchor_max_age_seconds = 0;
-  Job job(options);
-  job.device.swings = true;
-  ASSERT_TRUE(job.tuner->Run().ok());
-  FakeDevice steady;
+  const auto job_ptr = RunAnchoredJob([](FakeDevice& d) { d.swings = true; });
+  const Job& job = *job_ptr;
   std::optional<double> fastest;
   std::map<std::string, double> task_fastest;
   int anchored = 0;
   for (const db::Record& r : job.committed) {
     if (r.status != db::RecordStatus::kOk) continue;
-    const bool whole = r.workload_key == job.tuner->graph_key();
-    measure::Candidate c{nullptr, nlohmann::json::parse(r.plan), "", !whole, false};
-    const double want = steady.Steady(c).time.median;
+    const double want = SteadyTime(job, r);
     EXPECT_NEAR(r.seconds, want, 1e-9 * want) << r.metrics;
     anchored += r.metrics.find("\"anchor\"") != std::string::npos;
-    if (whole) fastest = std::min(fastest.value_or(want), want);
+    if (r.workload_key == job.tuner->graph_key()) fastest = std::min(fastest.value_or(want), want);
     auto [it, added] = task_fastest.emplace(r.workload_key, want);
     it->second = std::min(it->second, want);
   }
@@ -681,22 +693,16 @@ TEST(Tuner, PlansAndTilingsAreTimedBesideTheAnchor) {
 // (the anchor read again after the round, the faster reading taken), not
 // twice as fast as they ran.
 TEST(Tuner, AStallOfTheAnchorAloneDoesNotFlatterTheRound) {
-  TunerOptions options = Budget(200);
-  options.anchor_max_age_seconds = 0;
-  Job job(options);
-  job.device.anchor_stalls = true;
-  ASSERT_TRUE(job.tuner->Run().ok());
-  FakeDevice steady;
+  const auto job = RunAnchoredJob([](FakeDevice& d) { d.anchor_stalls = true; });
   int groups = 0;
-  for (const db::Record& r : job.committed) {
-    if (r.status != db::RecordStatus::kOk || r.workload_key == job.tuner->graph_key()) continue;
-    measure::Candidate c{nullptr, nlohmann::json::parse(r.plan), "", true, false};
-    const double want = steady.Steady(c).time.median;
+  for (const db::Record& r : job->committed) {
+    if (r.status != db::RecordStatus::kOk || r.workload_key == job->tuner->graph_key()) continue;
+    const double want = SteadyTime(*job, r);
     EXPECT_NEAR(r.seconds, want, 1e-9 * want) << r.metrics;
     ++groups;
   }
   EXPECT_GT(groups, 50);
-  EXPECT_GT(job.device.anchor_runs, 20);
+  EXPECT_GT(job->device.anchor_runs, 20);
 }
 
 // db/ declares its own record status so that it needs nothing from
