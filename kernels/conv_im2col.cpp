@@ -242,12 +242,9 @@ int64_t GatherIm2colBlock(const ConvDesc& d, const ConvTiling& t, const Step& st
   const int64_t khw = s.kernel_h * s.kernel_w, plane = s.in_h * s.in_w;
   const float* x_group = d.x + (tile.image * s.in_channels + st.group * s.in_per_group()) * plane;
   static const bool avx512 = HasAvx512();
-  if (avx512 && s.stride_w == 1) {
-    GatherAvx512<1>(*plan, x_group, plane, s.in_per_group(), khw, st.k0, st.depth, t.nr, b);
-    return bytes;
-  }
-  if (avx512 && s.stride_w == 2) {
-    GatherAvx512<2>(*plan, x_group, plane, s.in_per_group(), khw, st.k0, st.depth, t.nr, b);
+  if (avx512 && s.stride_w <= kIm2colVectorStrides) {
+    const auto gather = s.stride_w == 1 ? GatherAvx512<1> : GatherAvx512<2>;
+    gather(*plan, x_group, plane, s.in_per_group(), khw, st.k0, st.depth, t.nr, b);
     return bytes;
   }
   const int64_t sliver_stride = st.depth * t.nr;

@@ -13,10 +13,11 @@
 //   2. repeats: the scheduler (scheduler.h) picks a task, its evolutionary
 //      search (evolution.h) proposes a round of tilings ranked by the cost
 //      model, corrected by the task's own residuals (residuals.h), each is measured, and handed to
-//      callbacks.commit when the round ends (AfterRound settles its anchor reading); every `model_update_every` new results the XGBoost model is
-//      retrained within `model_update_seconds` (online update); a task's round also tries the best
-//      tilings of tasks with the same tiling space (the same GEMM with another epilogue), and such
-//      an untried tiling reopens a converged task;
+//      callbacks.commit when the round ends (AfterRound settles its anchor reading); every
+//      `model_update_every` new results the XGBoost model is retrained within
+//      `model_update_seconds` (online update); a task's round also tries the best tilings of tasks
+//      with the same tiling space (the same GEMM with another epilogue), and such an untried
+//      tiling reopens a converged task;
 //   3. once every task has had a round, and every `partition_every` rounds
 //      after that, the exact minimum-cost partition (fusion_space/partition.h)
 //      over the best known group costs (measured, else predicted) is turned
@@ -180,9 +181,9 @@ class Tuner {
   };
   RoundTrial MeasureProposal(int task, const Proposal& proposal);
   // A reading of the anchor slower than kRecheckAbove x its reference,
-  // taken before the round, may be the anchor's alone:
-  // a stall of the anchor's runs that the round's did not share would make
-  // every tiling of the round look faster than it is, and the tuner keeps
+  // taken before the round, may be the anchor's alone: a stall of the
+  // anchor's runs that the round's did not share would make every tiling
+  // of the round look faster than it is, and the tuner keeps
   // its fastest records (a MobileNetV2 job's conv chain was recorded at
   // 0.276 ms from a raw 0.409 beside an anchor reading 1.48x its reference,
   // and kept as its task's best). Such a reading is taken again after the
