@@ -2,6 +2,8 @@
 //   measure/fixed_cost      what measuring costs beyond the candidate's own
 //                           runs, for the small groups of the example model
 //   measure/repeatability   one candidate measured 10 times: spread of the medians
+//   measure/retest          the example's group candidates measured in 5
+//                           passes: how alike the passes order them
 //   measure/double_buffer   eta and time with and without double buffering on a
 //                           memory-bound and a compute-bound GEMM
 //   measure/fresh_worker    the example's unfused plan (98 launches) as the
@@ -79,25 +81,40 @@ const measure::MeasureOptions& SharedOptions() {
   return o;
 }
 
-void FixedCost(benchmark::State& state) {
+// Eight sampled tilings of each fused group (two nodes or more) of the
+// example model's greedy plan, as a tuning job measures them; `group` gets
+// each candidate's group index.
+struct ExampleCandidates {
+  std::vector<measure::Candidate> candidates;
+  std::vector<int> group;
+  std::vector<std::unique_ptr<fusion_space::FusionSpace>> spaces;
+};
+std::optional<ExampleCandidates> ExampleGroupCandidates() {
   auto g = graph::ImportOnnxFile(std::string(FUSETUNE_SOURCE_DIR) + "/examples/encoder_small.onnx");
-  if (!g.ok() || !graph::RunStandardPasses(*g).ok())
-    return state.SkipWithError("cannot load the example");
+  if (!g.ok() || !graph::RunStandardPasses(*g).ok()) return std::nullopt;
   kernels::KernelConfig config;
   fusion_space::FusionSpace space(*g, config);
-  std::vector<measure::Candidate> candidates;
-  std::vector<std::unique_ptr<fusion_space::FusionSpace>> spaces;
+  ExampleCandidates out;
   Rng rng(11);
   for (const fusion_space::PlanGroup& group : space.Greedy().groups) {
     if (group.nodes.size() < 2) continue;
     auto sub = measure::GroupGraph(*g, group.nodes);
-    spaces.push_back(std::make_unique<fusion_space::FusionSpace>(*sub, config));
+    out.spaces.push_back(std::make_unique<fusion_space::FusionSpace>(*sub, config));
     for (int i = 0; i < 8; ++i) {
-      auto c = measure::GroupCandidate(sub, *spaces.back(),
-                                       spaces.back()->Tilings(AllNodes(*sub)).Sample(rng));
-      if (c.ok()) candidates.push_back(std::move(*c));
+      auto c = measure::GroupCandidate(sub, *out.spaces.back(),
+                                       out.spaces.back()->Tilings(AllNodes(*sub)).Sample(rng));
+      if (!c.ok()) continue;
+      out.candidates.push_back(std::move(*c));
+      out.group.push_back(static_cast<int>(out.spaces.size()) - 1);
     }
   }
+  return out;
+}
+
+void FixedCost(benchmark::State& state) {
+  auto example = ExampleGroupCandidates();
+  if (!example) return state.SkipWithError("cannot load the example");
+  const std::vector<measure::Candidate>& candidates = example->candidates;
   std::vector<measure::MeasureResult> results;
   for (auto _ : state) results = SharedMeasurer().MeasureBatch(candidates, SharedOptions());
   // The first candidate of each group also loads its graph and runs the
@@ -138,6 +155,64 @@ void Repeatability(benchmark::State& state, int64_t m, int64_t k, int64_t n) {
   const double mean = std::accumulate(medians.begin(), medians.end(), 0.0) / medians.size();
   state.counters["median_ms"] = mean * 1e3;
   state.counters["medians_range_pct"] = (*hi - *lo) / mean * 100;  // goal: within 3%
+}
+
+// The same candidates measured again: what a tuning label is worth. Every
+// candidate of ExampleGroupCandidates measured in 5 passes (one batch each,
+// as a tuning job measures). Counters: the spread of a candidate's medians
+// over the passes ((max - min) / mean, its median over candidates) against
+// the spread inside one measurement (interquartile range / median); and the
+// share of a group's candidate pairs that two passes order alike, by the
+// medians and by the fastest repeats (1: the passes agree; 0.5: chance).
+void Retest(benchmark::State& state) {
+  auto example = ExampleGroupCandidates();
+  if (!example) return state.SkipWithError("cannot load the example");
+  constexpr int kPasses = 5;
+  std::vector<std::vector<measure::MeasureResult>> passes;
+  for (auto _ : state)
+    for (int p = 0; p < kPasses; ++p)
+      passes.push_back(SharedMeasurer().MeasureBatch(example->candidates, SharedOptions()));
+  const size_t n = example->candidates.size();
+  std::vector<double> between, within;
+  for (size_t c = 0; c < n; ++c) {
+    std::vector<double> medians;
+    for (const auto& pass : passes)
+      if (pass[c].ok()) {
+        medians.push_back(pass[c].time.median);
+        within.push_back(pass[c].time.spread);
+      }
+    if (medians.size() < 2) continue;
+    const auto [lo, hi] = std::minmax_element(medians.begin(), medians.end());
+    between.push_back((*hi - *lo) / (std::accumulate(medians.begin(), medians.end(), 0.0) /
+                                     static_cast<double>(medians.size())));
+  }
+  auto agreement = [&](auto stat) {
+    int64_t same = 0, pairs = 0;
+    for (int a = 0; a < kPasses; ++a)
+      for (int b = a + 1; b < kPasses; ++b)
+        for (size_t i = 0; i < n; ++i)
+          for (size_t j = i + 1; j < n; ++j) {
+            if (example->group[i] != example->group[j]) continue;
+            const auto &ai = passes[a][i], &aj = passes[a][j], &bi = passes[b][i],
+                       &bj = passes[b][j];
+            if (!ai.ok() || !aj.ok() || !bi.ok() || !bj.ok()) continue;
+            ++pairs;
+            same += (stat(ai) < stat(aj)) == (stat(bi) < stat(bj));
+          }
+    return pairs > 0 ? static_cast<double>(same) / static_cast<double>(pairs) : 0.0;
+  };
+  auto median_of = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  state.counters["candidates"] = static_cast<double>(n);
+  state.counters["between_passes_range_pct"] = median_of(between) * 100;
+  state.counters["within_iqr_pct"] = median_of(within) * 100;
+  state.counters["pairs_agree_median"] =
+      agreement([](const measure::MeasureResult& r) { return r.time.median; });
+  state.counters["pairs_agree_fastest"] =
+      agreement([](const measure::MeasureResult& r) { return r.time.min; });
 }
 
 // The machine's own noise: the FMA peak loop measured 10 times. When this
@@ -233,6 +308,9 @@ void Register() {
         [=](benchmark::State& s) { Repeatability(s, m, k, n); })
         ->Iterations(1)
         ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("measure/retest/encoder_small_groups", Retest)
+      ->Iterations(1)
+      ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("measure/repeatability/fma_peak_probe", FmaProbe)
       ->Iterations(1)
       ->Unit(benchmark::kMillisecond);

@@ -248,6 +248,17 @@ void AddCachesOptions(CLI::App* cmd, CachesArgs* args, bool measures) {
       ->excludes(caches);
 }
 
+void AddTimeLabelOption(CLI::App* cmd, cost_model::TimeLabel* label) {
+  std::map<std::string, cost_model::TimeLabel> names;
+  for (cost_model::TimeLabel l : cost_model::kTimeLabelNames.Values())
+    names[cost_model::kTimeLabelNames.Name(l)] = l;
+  cmd->add_option("--label", *label,
+                  "A sample's time: median (the record's seconds, its repeats' median) or fastest "
+                  "(its fastest repeat, scaled as the record was)")
+      ->transform(CLI::CheckedTransformer(names, CLI::ignore_case))
+      ->default_str(cost_model::kTimeLabelNames.Name(*label));
+}
+
 void AddPrecisionOptions(CLI::App* cmd, PrecisionArgs* args, bool tunes) {
   cmd->add_option("--precision", args->precision,
                   tunes ? "What fused groups may compute in: f32, or mixed (a GEMM group in bf16 "

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "cost_model/dataset.h"
 #include "db/database.h"
 #include "fusion_space/space.h"
 #include "graph/graph.h"
@@ -123,6 +124,10 @@ struct PrecisionArgs {
 };
 inline constexpr double kDefaultErrorBudget = 1e-2;
 void AddPrecisionOptions(CLI::App* cmd, PrecisionArgs* args, bool tunes);
+
+// --label median|fastest: which statistic of a record's repeats the cost
+// model trains and is scored on (cost_model/dataset.h).
+void AddTimeLabelOption(CLI::App* cmd, cost_model::TimeLabel* label);
 
 // "calibrating this machine (once per database)..." on stderr.
 void PrintCalibrating();

@@ -61,9 +61,10 @@ void PrintTuningScores(const cost_model::RetrainReport& r) {
 
 void PrintScores(const cost_model::RetrainReport& r) {
   fmt::print(
-      "{} records -> {} samples ({} skipped); training on {} workloads ({} samples), "
-      "validating on {} unseen workloads ({} samples){}\n",
+      "{} records -> {} samples ({} skipped; labels: each record's {}); training on {} workloads "
+      "({} samples), validating on {} unseen workloads ({} samples){}\n",
       r.data.records, r.data.samples, r.data.skipped_unreadable + r.data.skipped_graph_workloads,
+      r.data.label == cost_model::TimeLabel::kMedian ? "median" : "fastest repeat",
       r.train_workloads, r.train_samples, r.valid_workloads, r.valid_samples,
       r.splits > 1 ? fmt::format("; the mean over {} splits", r.splits) : "");
   if (r.data.merged_repeats > 0)
@@ -151,6 +152,7 @@ void AddCommonOptions(CLI::App* cmd, RetrainArgs* args) {
   cmd->add_option("--form", args->form, "Model form: auto, composed, corrected, direct, pairwise")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "composed", "corrected", "direct", "pairwise"}));
+  AddTimeLabelOption(cmd, &args->options.label);
   cmd->add_flag("--json", args->json, "Print the report as JSON");
 }
 

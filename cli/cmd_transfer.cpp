@@ -111,6 +111,7 @@ void AddEvaluateTransferCommand(CLI::App& app, std::function<void(int)> set_resu
       ->check(CLI::Range(1, 10000));
   cmd->add_flag("--balance", args->options.balance,
                 "Weight the new target's share to count as much as the old target's records");
+  AddTimeLabelOption(cmd, &args->options.label);
   cmd->add_flag("--json", args->json, "Print the report as JSON");
   cmd->callback([args, set_result] { set_result(Run(*args)); });
 }

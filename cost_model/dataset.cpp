@@ -83,10 +83,16 @@ void Dataset::Add(const Dataset& other, int64_t row) {
   y.push_back(other.y[row]);
 }
 
+double LabelSeconds(double recorded, const measure::TimeStats& time, TimeLabel label) {
+  if (label == TimeLabel::kMedian || time.median <= 0 || time.min <= 0) return recorded;
+  return recorded * time.min / time.median;
+}
+
 Result<Dataset> LoadDataset(db::Database& database, const DatasetOptions& options,
                             DatasetSummary* summary) {
   DatasetSummary local;
   DatasetSummary& s = summary ? *summary : local;
+  s.label = options.label;
   Dataset data;
   std::map<std::string, TargetFeatures> targets;
   std::map<std::string, std::unique_ptr<Rebuilt>> rebuilt;  // null: unusable workload
@@ -143,8 +149,8 @@ Result<Dataset> LoadDataset(db::Database& database, const DatasetOptions& option
                                   fusion_space::TilingToString(plan->groups[0].tiling);
     Sample sample;
     sample.workload = wi->second;
-    sample.seconds = r.seconds;
     const measure::MeasureResult& m = metrics->measured;
+    sample.seconds = LabelSeconds(r.seconds, m.time, options.label);
     sample.traffic_bytes = static_cast<double>(m.bytes_in + m.bytes_out);
     sample.overhead = m.overhead_seconds;
     sample.eta = m.overlap;

@@ -8,9 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "common/enum_names.h"
 #include "common/status.h"
 #include "cost_model/cost_model.h"
 #include "db/database.h"
+#include "measure/result.h"
 
 namespace fusetune::cost_model {
 
@@ -44,13 +46,33 @@ struct Dataset {
   void Add(const Dataset& other, int64_t row);
 };
 
+// Which statistic of a record's repeats a sample's time label is. A record's
+// seconds are its repeats' median (scaled beside an anchor when the tuner
+// timed it so: search/tuner.h). For kernels of a few microseconds on a
+// shared host, the median of one job and of another disagree on the order
+// of a workload's candidates more than their fastest repeats do
+// (bench/ablation/label_retest.py: mean Spearman 0.45 against 0.65 between
+// two tunes of five transformers on the Zen 4 guest): the host's
+// interruptions only ever add time.
+enum class TimeLabel { kMedian, kFastestRepeat };
+inline constexpr EnumNames<TimeLabel, 2> kTimeLabelNames{{{
+    {TimeLabel::kMedian, "median"},
+    {TimeLabel::kFastestRepeat, "fastest"},
+}}};
+// The label of a record whose seconds are `recorded` and whose repeats
+// `time` summarises: kFastestRepeat scales the fastest repeat as the median
+// was scaled (the anchor's factor kept).
+double LabelSeconds(double recorded, const measure::TimeStats& time, TimeLabel label);
+
 struct DatasetOptions {
   std::string target;  // fingerprint; "" for every target
+  TimeLabel label = TimeLabel::kMedian;
   // Called as records are read: (records read, samples made).
   std::function<void(int64_t, int64_t)> progress;
 };
 
 struct DatasetSummary {
+  TimeLabel label = TimeLabel::kMedian;  // the labels' statistic (DatasetOptions)
   int64_t records = 0, samples = 0;
   int64_t skipped_graph_workloads = 0, skipped_unreadable = 0;
   // Records of a candidate already read (same workload, target and tiling):

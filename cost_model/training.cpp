@@ -28,6 +28,7 @@ ModelScore Score(std::string model, const Prepared& p, const std::vector<Predict
 Result<Dataset> Load(db::Database& database, const RetrainOptions& o, RetrainReport* report) {
   DatasetOptions d;
   d.target = o.target;
+  d.label = o.label;
   if (o.progress) d.progress = [&](int64_t records, int64_t) { o.progress("loading", records, 0); };
   FT_ASSIGN_OR_RETURN(Dataset all, LoadDataset(database, d, &report->data));
   if (all.workload_keys.size() < 2)
@@ -225,6 +226,7 @@ nlohmann::json RetrainReportToJson(const RetrainReport& r) {
                    {"samples", r.data.samples},
                    {"skipped", r.data.skipped_unreadable + r.data.skipped_graph_workloads},
                    {"merged_repeats", r.data.merged_repeats},
+                   {"label", kTimeLabelNames.Name(r.data.label)},
                    {"train_workloads", r.train_workloads},
                    {"valid_workloads", r.valid_workloads},
                    {"train_samples", r.train_samples},

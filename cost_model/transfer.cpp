@@ -147,6 +147,7 @@ Result<Dataset> LoadTarget(db::Database& database, const std::string& key,
   if (key.empty()) return Error(ErrorCode::kInvalidArgument, "a target key is empty");
   DatasetOptions d;
   d.target = key;
+  d.label = o.label;
   if (o.progress)
     d.progress = [&](int64_t records, int64_t) { o.progress("loading " + key, records, 0); };
   FT_ASSIGN_OR_RETURN(Dataset data, LoadDataset(database, d));

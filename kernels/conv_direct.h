@@ -45,6 +45,7 @@ struct DirectBlock {
   int64_t vector;      // its first 16-channel vector in the tile
   int64_t in_offset;   // of its first position's input in the band
   int64_t acc_offset;  // of its first position's sums from its first vector's
+  bool first_rows;     // among the tile's first output rows: it reads its weights first
 };
 
 // The register blocks of one slice over a tile of `rows` output rows and
@@ -61,7 +62,8 @@ void ForEachDirectBlock(const ConvShape& s, int64_t rows, int64_t vectors, int64
       const int64_t cols = std::min(chunk, s.out_w - ow);
       for (int64_t v = 0; v < vectors;) {
         const int64_t nv = vectors - v >= 2 ? 2 : 1;
-        block(DirectBlock{nv, nr, cols, v, r * in_row + ow, (r * s.out_w + ow) * kDirectLanes});
+        block(DirectBlock{nv, nr, cols, v, r * in_row + ow, (r * s.out_w + ow) * kDirectLanes,
+                          r == 0});
         v += nv;
       }
     }
@@ -120,9 +122,8 @@ void DirectComputeSlice(const Table& table, const ConvShape& s, const DirectLayo
     // the last the next tile's, so that their reads overlap its arithmetic;
     // later rows find them in L2.
     const int64_t next = block.vector + block.vectors;
-    b.w_next = block.acc_offset < s.out_w * kDirectLanes && next < std::max(vectors, w_vectors)
-                   ? w + next * w_vstride
-                   : nullptr;
+    b.w_next =
+        block.first_rows && next < std::max(vectors, w_vectors) ? w + next * w_vstride : nullptr;
     b.acc = acc + block.vector * b.acc_vstride + block.acc_offset;
     table[block.vectors - 1][block.rows - 1][block.columns](b);
   });

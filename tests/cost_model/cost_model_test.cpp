@@ -333,6 +333,39 @@ TEST(Dataset, RepeatedMeasurementsOfACandidateAreOneSampleAtTheirFastest) {
   EXPECT_EQ(seconds, (std::vector<double>{1e-4, 2e-4}));
 }
 
+TEST(Dataset, TheFastestRepeatLabelKeepsTheRecordsAnchorScaling) {
+  // A record timed beside an anchor holds its median times the anchor's
+  // factor; the fastest-repeat label is its fastest repeat times the same.
+  Groups g = LoadGroups("encoder_postln_op13");
+  const search::Task& t = g.tasks.front();
+  auto db = DatabaseWithTasks(g);
+  const fusion_space::Tiling first = t.tilings().Default();
+  Rng rng(5);
+  fusion_space::Tiling second = t.tilings().Sample(rng);
+  while (fusion_space::TilingToString(second) == fusion_space::TilingToString(first))
+    second = t.tilings().Sample(rng);
+  db::Record anchored = RecordOf(t, first, 4e-4, 3e-4);
+  anchored.seconds = 2 * 4e-4;  // the anchor ran at half its reference speed
+  const db::Record unknown = RecordOf(t, second, 5e-4);  // no fastest repeat stored
+  std::vector<db::Record> records = {anchored, unknown};
+  ASSERT_TRUE(db->CommitRecords(records).ok());
+  auto median = LoadDataset(*db, {});
+  DatasetSummary summary;
+  DatasetOptions by_fastest_repeat;
+  by_fastest_repeat.label = TimeLabel::kFastestRepeat;
+  auto fastest = LoadDataset(*db, by_fastest_repeat, &summary);
+  ASSERT_TRUE(median.ok() && fastest.ok());
+  EXPECT_EQ(summary.label, TimeLabel::kFastestRepeat);
+  ASSERT_EQ(fastest->size(), 2);
+  std::vector<double> by_median = {median->y[0].seconds, median->y[1].seconds};
+  std::vector<double> by_fastest = {fastest->y[0].seconds, fastest->y[1].seconds};
+  std::sort(by_median.begin(), by_median.end());
+  std::sort(by_fastest.begin(), by_fastest.end());
+  EXPECT_EQ(by_median, (std::vector<double>{5e-4, 8e-4}));
+  EXPECT_NEAR(by_fastest[0], 5e-4, 1e-12);  // unknown: the record's seconds
+  EXPECT_NEAR(by_fastest[1], 6e-4, 1e-12);  // 3e-4 x 2
+}
+
 TEST(Features, TheCacheProtocolIsAFeatureAndNothingElseMoves) {
   Groups g = LoadGroups("encoder_postln_op13");
   const search::Task& t = g.tasks.front();

@@ -30,14 +30,16 @@ inline Groups LoadGroups(const std::string& model) {
   return g;
 }
 
-// One ok record of `tiling` for task `t`, measured at `seconds`.
+// One ok record of `tiling` for task `t`, measured at `seconds` (its
+// repeats' median), its fastest repeat at `fastest` (0: not known).
 inline db::Record RecordOf(const search::Task& t, const fusion_space::Tiling& tiling,
-                           double seconds) {
+                           double seconds, double fastest = 0) {
   auto candidate = measure::GroupCandidate(t.graph, *t.space, tiling);
   FT_CHECK(candidate.ok(), "tiling does not fit its task");
   measure::MeasureResult result;
   result.status = measure::MeasureStatus::kOk;
   result.time.median = seconds;
+  result.time.min = fastest;
   result.bytes_in = 1000;
   return search::MakeRecord(t, *candidate, result, "target", 0);
 }
