@@ -48,13 +48,16 @@ struct Dataset {
 
 // Which statistic of a record's repeats a sample's time label is. A record's
 // seconds are its repeats' median (scaled beside an anchor when the tuner
-// timed it so: search/tuner.h). For kernels of a few microseconds on a
-// shared host, the median of one job and of another disagree on the order
-// of a workload's candidates more than their fastest repeats do
-// (bench/ablation/label_retest.py: mean Spearman 0.45 against 0.65 between
-// two tunes of five transformers on the Zen 4 guest): the host's
-// interruptions only ever add time.
+// timed it so: search/tuner.h). Two tuning jobs of the same models order a
+// workload's candidates more alike by their fastest repeats, scaled as the
+// records were, than by the records' seconds (bench/ablation/label_retest.py
+// on the Zen 4 guest: mean Spearman 0.52 against 0.43 for four transformer
+// blocks and the example, 0.43 against 0.34 for the test models), and the
+// model trained on them ranks the blocks' unseen workloads better (Spearman
+// 0.62-0.63 against 0.55-0.59, top-1 and regret@1 better on both sets:
+// docs/COST_MODEL.md). The host's interruptions only ever add time.
 enum class TimeLabel { kMedian, kFastestRepeat };
+inline constexpr TimeLabel kDefaultTimeLabel = TimeLabel::kFastestRepeat;
 inline constexpr EnumNames<TimeLabel, 2> kTimeLabelNames{{{
     {TimeLabel::kMedian, "median"},
     {TimeLabel::kFastestRepeat, "fastest"},
@@ -66,13 +69,13 @@ double LabelSeconds(double recorded, const measure::TimeStats& time, TimeLabel l
 
 struct DatasetOptions {
   std::string target;  // fingerprint; "" for every target
-  TimeLabel label = TimeLabel::kMedian;
+  TimeLabel label = kDefaultTimeLabel;
   // Called as records are read: (records read, samples made).
   std::function<void(int64_t, int64_t)> progress;
 };
 
 struct DatasetSummary {
-  TimeLabel label = TimeLabel::kMedian;  // the labels' statistic (DatasetOptions)
+  TimeLabel label = kDefaultTimeLabel;  // the labels' statistic (DatasetOptions)
   int64_t records = 0, samples = 0;
   int64_t skipped_graph_workloads = 0, skipped_unreadable = 0;
   // Records of a candidate already read (same workload, target and tiling):

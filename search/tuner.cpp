@@ -166,7 +166,9 @@ void Tuner::AddSample(int task, const fusion_space::Tiling& tiling,
   if (added) history_.workload_keys.push_back(key);
   cost_model::Sample s;
   s.workload = it->second;
-  s.seconds = seconds;
+  // The label the stored records train on (cost_model::LoadDataset), so that
+  // the history loaded at the start and the job's own samples agree.
+  s.seconds = cost_model::LabelSeconds(seconds, result.time, cost_model::kDefaultTimeLabel);
   s.traffic_bytes = static_cast<double>(result.bytes_in + result.bytes_out);
   s.overhead = result.overhead_seconds;
   s.eta = result.overlap;

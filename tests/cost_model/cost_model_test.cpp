@@ -349,11 +349,12 @@ TEST(Dataset, TheFastestRepeatLabelKeepsTheRecordsAnchorScaling) {
   const db::Record unknown = RecordOf(t, second, 5e-4);  // no fastest repeat stored
   std::vector<db::Record> records = {anchored, unknown};
   ASSERT_TRUE(db->CommitRecords(records).ok());
-  auto median = LoadDataset(*db, {});
+  DatasetOptions median_label, fastest_label;
+  median_label.label = TimeLabel::kMedian;
+  fastest_label.label = TimeLabel::kFastestRepeat;
+  auto median = LoadDataset(*db, median_label);
   DatasetSummary summary;
-  DatasetOptions by_fastest_repeat;
-  by_fastest_repeat.label = TimeLabel::kFastestRepeat;
-  auto fastest = LoadDataset(*db, by_fastest_repeat, &summary);
+  auto fastest = LoadDataset(*db, fastest_label, &summary);
   ASSERT_TRUE(median.ok() && fastest.ok());
   EXPECT_EQ(summary.label, TimeLabel::kFastestRepeat);
   ASSERT_EQ(fastest->size(), 2);
