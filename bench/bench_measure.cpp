@@ -81,7 +81,7 @@ const measure::MeasureOptions& SharedOptions() {
   return o;
 }
 
-// Eight sampled tilings of each fused group (two nodes or more) of the
+// Up to eight sampled tilings of each fused group (two nodes or more) of the
 // example model's greedy plan, as a tuning job measures them; `group` gets
 // each candidate's group index.
 struct ExampleCandidates {
@@ -157,6 +157,29 @@ void Repeatability(benchmark::State& state, int64_t m, int64_t k, int64_t n) {
   state.counters["medians_range_pct"] = (*hi - *lo) / mean * 100;  // goal: within 3%
 }
 
+// Of the pairs of candidates of one group (`group[i]`) and the pairs of
+// passes, the share whose two passes order the pair alike by `stat`.
+template <typename Stat>
+double PairsOrderedAlike(const std::vector<std::vector<measure::MeasureResult>>& passes,
+                         const std::vector<int>& group, Stat stat) {
+  int64_t same = 0, pairs = 0;
+  auto ordered = [&](const std::vector<measure::MeasureResult>& pass, size_t i, size_t j) {
+    return pass[i].ok() && pass[j].ok() ? std::optional<bool>(stat(pass[i]) < stat(pass[j]))
+                                        : std::nullopt;
+  };
+  for (size_t a = 0; a < passes.size(); ++a)
+    for (size_t b = a + 1; b < passes.size(); ++b)
+      for (size_t i = 0; i < group.size(); ++i)
+        for (size_t j = i + 1; j < group.size(); ++j) {
+          if (group[i] != group[j]) continue;
+          const auto in_a = ordered(passes[a], i, j), in_b = ordered(passes[b], i, j);
+          if (!in_a || !in_b) continue;
+          ++pairs;
+          same += *in_a == *in_b;
+        }
+  return pairs > 0 ? static_cast<double>(same) / static_cast<double>(pairs) : 0.0;
+}
+
 // The same candidates measured again: what a tuning label is worth. Every
 // candidate of ExampleGroupCandidates measured in 5 passes (one batch each,
 // as a tuning job measures). Counters: the spread of a candidate's medians
@@ -186,21 +209,6 @@ void Retest(benchmark::State& state) {
     between.push_back((*hi - *lo) / (std::accumulate(medians.begin(), medians.end(), 0.0) /
                                      static_cast<double>(medians.size())));
   }
-  auto agreement = [&](auto stat) {
-    int64_t same = 0, pairs = 0;
-    for (int a = 0; a < kPasses; ++a)
-      for (int b = a + 1; b < kPasses; ++b)
-        for (size_t i = 0; i < n; ++i)
-          for (size_t j = i + 1; j < n; ++j) {
-            if (example->group[i] != example->group[j]) continue;
-            const auto &ai = passes[a][i], &aj = passes[a][j], &bi = passes[b][i],
-                       &bj = passes[b][j];
-            if (!ai.ok() || !aj.ok() || !bi.ok() || !bj.ok()) continue;
-            ++pairs;
-            same += (stat(ai) < stat(aj)) == (stat(bi) < stat(bj));
-          }
-    return pairs > 0 ? static_cast<double>(same) / static_cast<double>(pairs) : 0.0;
-  };
   auto median_of = [](std::vector<double> v) {
     if (v.empty()) return 0.0;
     std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
@@ -209,10 +217,10 @@ void Retest(benchmark::State& state) {
   state.counters["candidates"] = static_cast<double>(n);
   state.counters["between_passes_range_pct"] = median_of(between) * 100;
   state.counters["within_iqr_pct"] = median_of(within) * 100;
-  state.counters["pairs_agree_median"] =
-      agreement([](const measure::MeasureResult& r) { return r.time.median; });
-  state.counters["pairs_agree_fastest"] =
-      agreement([](const measure::MeasureResult& r) { return r.time.min; });
+  state.counters["pairs_agree_median"] = PairsOrderedAlike(
+      passes, example->group, [](const measure::MeasureResult& r) { return r.time.median; });
+  state.counters["pairs_agree_fastest"] = PairsOrderedAlike(
+      passes, example->group, [](const measure::MeasureResult& r) { return r.time.min; });
 }
 
 // The machine's own noise: the FMA peak loop measured 10 times. When this

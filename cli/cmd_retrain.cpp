@@ -64,7 +64,7 @@ void PrintScores(const cost_model::RetrainReport& r) {
       "{} records -> {} samples ({} skipped; labels: each record's {}); training on {} workloads "
       "({} samples), validating on {} unseen workloads ({} samples){}\n",
       r.data.records, r.data.samples, r.data.skipped_unreadable + r.data.skipped_graph_workloads,
-      r.data.label == cost_model::TimeLabel::kMedian ? "median" : "fastest repeat",
+      r.data.label == cost_model::TimeLabel::kMedian ? "median" : "fastest repeat, scaled",
       r.train_workloads, r.train_samples, r.valid_workloads, r.valid_samples,
       r.splits > 1 ? fmt::format("; the mean over {} splits", r.splits) : "");
   if (r.data.merged_repeats > 0)

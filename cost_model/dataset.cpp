@@ -98,7 +98,8 @@ Result<Dataset> LoadDataset(db::Database& database, const DatasetOptions& option
   std::map<std::string, std::unique_ptr<Rebuilt>> rebuilt;  // null: unusable workload
   std::map<std::string, int> workload_index;
   // (workload, target, tiling) -> row: a candidate measured again (the same
-  // group in two models, or two jobs) is one sample, its fastest measurement.
+  // group in two models, or two jobs) is one sample, its lowest label (so a
+  // candidate measured more often sits a little lower than its neighbours).
   // Repeats differ by what else ran on the host; as two samples they would
   // teach the ranking that one candidate is both faster and slower than its
   // neighbours.

@@ -50,12 +50,10 @@ struct Dataset {
 // seconds are its repeats' median (scaled beside an anchor when the tuner
 // timed it so: search/tuner.h). Two tuning jobs of the same models order a
 // workload's candidates more alike by their fastest repeats, scaled as the
-// records were, than by the records' seconds (bench/ablation/label_retest.py
-// on the Zen 4 guest: mean Spearman 0.52 against 0.43 for four transformer
-// blocks and the example, 0.43 against 0.34 for the test models), and the
-// model trained on them ranks the blocks' unseen workloads better (Spearman
-// 0.62-0.63 against 0.55-0.59, top-1 and regret@1 better on both sets:
-// docs/COST_MODEL.md). The host's interruptions only ever add time.
+// records were, than by the records' seconds, and a model trained on them
+// picks better top-1 candidates (bench/ablation/label_retest.py and
+// docs/COST_MODEL.md, "Test-retest"). The host's interruptions only ever
+// add time.
 enum class TimeLabel { kMedian, kFastestRepeat };
 inline constexpr TimeLabel kDefaultTimeLabel = TimeLabel::kFastestRepeat;
 inline constexpr EnumNames<TimeLabel, 2> kTimeLabelNames{{{
@@ -66,6 +64,12 @@ inline constexpr EnumNames<TimeLabel, 2> kTimeLabelNames{{{
 // `time` summarises: kFastestRepeat scales the fastest repeat as the median
 // was scaled (the anchor's factor kept).
 double LabelSeconds(double recorded, const measure::TimeStats& time, TimeLabel label);
+// The label a model trained by default learns (kDefaultTimeLabel): what the
+// tuner corrects and trains its own model on, so that its samples and the
+// database's agree.
+inline double DefaultLabelSeconds(double recorded, const measure::TimeStats& time) {
+  return LabelSeconds(recorded, time, kDefaultTimeLabel);
+}
 
 struct DatasetOptions {
   std::string target;  // fingerprint; "" for every target

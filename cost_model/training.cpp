@@ -204,6 +204,7 @@ Result<RetrainReport> Retrain(db::Database& database, const RetrainOptions& o) {
   entry.feature_version = kFeatureVersion;
   nlohmann::json metrics = MetricsToJson(report.chosen);
   metrics["form"] = report.chosen_form;
+  metrics["label"] = kTimeLabelNames.Name(report.data.label);
   metrics["train_workloads"] = report.train_workloads;
   metrics["valid_workloads"] = report.valid_workloads;
   entry.metrics = metrics.dump();

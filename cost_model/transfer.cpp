@@ -187,6 +187,7 @@ Result<TransferReport> EvaluateTransfer(db::Database& database, const TransferOp
   report.from = o.from;
   report.to = o.to;
   report.form = o.xgboost.form;
+  report.label = o.label;
   report.from_samples = from.size();
   report.to_samples = to.size();
   report.splits = o.splits;
@@ -236,6 +237,7 @@ nlohmann::json TransferReportToJson(const TransferReport& r) {
   return {{"from", r.from},
           {"to", r.to},
           {"form", r.form},
+          {"label", kTimeLabelNames.Name(r.label)},
           {"from_samples", r.from_samples},
           {"to_samples", r.to_samples},
           {"train_workloads", r.train_workloads},

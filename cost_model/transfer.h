@@ -65,6 +65,7 @@ struct TransferArm {
 
 struct TransferReport {
   std::string from, to, form;
+  TimeLabel label = kDefaultTimeLabel;  // the samples' time label (TransferOptions)
   int64_t from_samples = 0, to_samples = 0;
   int train_workloads = 0, valid_workloads = 0;  // of the new target, per split
   int splits = 1;

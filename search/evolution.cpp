@@ -16,10 +16,14 @@ TaskSearch::TaskSearch(const Task& task, EvolutionOptions options, uint64_t seed
       rng_(seed),
       predicted_best_(task.tilings().Default()) {}
 
-void TaskSearch::AddMeasured(const fusion_space::Tiling& tiling, std::optional<double> seconds) {
+void TaskSearch::AddMeasured(const fusion_space::Tiling& tiling, std::optional<double> seconds,
+                             double label) {
   const auto [it, added] =
       measured_.insert_or_assign(fusion_space::TilingToString(tiling), seconds);
-  if (added && seconds.has_value() && *seconds > 0) measured_ok_.emplace_back(tiling, *seconds);
+  if (added && seconds.has_value() && *seconds > 0) {
+    measured_ok_.emplace_back(tiling, *seconds);
+    labels_ok_.push_back(label > 0 ? label : *seconds);
+  }
   if (seconds.has_value() && (!best_seconds_.has_value() || *seconds < *best_seconds_)) {
     best_seconds_ = seconds;
     best_tiling_ = tiling;
@@ -63,7 +67,7 @@ void TaskSearch::FitCorrection(const cost_model::CostModel& model,
     auto choice = task_->tilings().ChoiceOf(measured_ok_[i].first);
     if (!choice.has_value()) continue;
     choices.push_back(std::move(*choice));
-    seconds.push_back(measured_ok_[i].second);
+    seconds.push_back(labels_ok_[i]);
     x.Add(group_, measured_ok_[i].first, target);
   }
   std::vector<double> residuals(choices.size());

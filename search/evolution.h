@@ -59,9 +59,14 @@ class TaskSearch {
  public:
   TaskSearch(const Task& task, EvolutionOptions options, uint64_t seed);
 
-  // A tiling measured before this search (a resumed job, another job): it is
-  // never proposed again; `seconds` when it ran correctly.
-  void AddMeasured(const fusion_space::Tiling& tiling, std::optional<double> seconds);
+  // A tiling measured (before this search: a resumed job, another job): it
+  // is never proposed again; `seconds` when it ran correctly, what the search
+  // compares. `label`: the same measurement as the cost model's label
+  // (cost_model::DefaultLabelSeconds; 0: `seconds`), what the model's
+  // predictions are corrected against, so that the residuals do not carry
+  // the difference between the two statistics.
+  void AddMeasured(const fusion_space::Tiling& tiling, std::optional<double> seconds,
+                   double label = 0);
   // Up to `count` tilings not measured yet, best predicted first. Before
   // them, `suggestions` that are legal here and not measured yet: the best
   // tilings of tasks with the same tiling space (the same GEMM with another
@@ -119,6 +124,7 @@ class TaskSearch {
   Rng rng_;
   std::map<std::string, std::optional<double>> measured_;             // TilingToString -> seconds
   std::vector<std::pair<fusion_space::Tiling, double>> measured_ok_;  // in the order measured
+  std::vector<double> labels_ok_;  // measured_ok_'s labels (AddMeasured), in the same order
   ResidualCorrection correction_;
   std::optional<double> best_seconds_, best_at_round_start_;
   std::optional<fusion_space::Tiling> best_tiling_;

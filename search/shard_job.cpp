@@ -296,10 +296,14 @@ Result<int64_t> ShardJob::LoadPriors(const Task& task, TaskSearch* search) {
       it->second = &r;
   }
   for (const auto& [plan, r] : by_plan) {
-    if (auto tiling = TilingOf(task, *r))
-      search->AddMeasured(*tiling, r->status == db::RecordStatus::kOk
-                                       ? std::optional<double>(r->seconds)
-                                       : std::nullopt);
+    if (auto tiling = TilingOf(task, *r)) {
+      const bool ok = r->status == db::RecordStatus::kOk;
+      const auto metrics = measure::MetricsFromText(r->metrics);
+      search->AddMeasured(*tiling, ok ? std::optional<double>(r->seconds) : std::nullopt,
+                          ok && metrics.ok()
+                              ? cost_model::DefaultLabelSeconds(r->seconds, metrics->measured.time)
+                              : 0);
+    }
   }
   return static_cast<int64_t>(by_plan.size());
 }
@@ -354,9 +358,10 @@ Status ShardJob::MeasureRound(const Task& task, TaskSearch* search, int count,
       auto committed = shard_db_.CommitRecords(std::span<db::Record>(&*trial.record, 1));
       if (!committed.ok()) return committed.error();
     }
-    search->AddMeasured(p.tiling, trial.result.ok()
-                                      ? std::optional<double>(trial.result.time.median)
-                                      : std::nullopt);
+    const measure::MeasureResult& result = trial.result;
+    search->AddMeasured(
+        p.tiling, result.ok() ? std::optional<double>(result.time.median) : std::nullopt,
+        result.ok() ? cost_model::DefaultLabelSeconds(result.time.median, result.time) : 0);
     ++measured;
     ++result_.trials;
     ++result_.trials_total;

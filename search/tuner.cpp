@@ -104,7 +104,9 @@ bool Tuner::AddPrior(const db::Record& record) {
   const bool ok = record.status == db::RecordStatus::kOk;
   const auto m = measure::MetricsFromText(record.metrics);  // read once, for both uses
   if (m.ok() && m->search) plans_->speed.AddRun(m->search->anchor_seconds);
-  searches_[t]->AddMeasured(tiling, ok ? std::optional<double>(record.seconds) : std::nullopt);
+  searches_[t]->AddMeasured(
+      tiling, ok ? std::optional<double>(record.seconds) : std::nullopt,
+      ok && m.ok() ? cost_model::DefaultLabelSeconds(record.seconds, m->measured.time) : 0);
   if (ok) {
     Measured facts{record.seconds, 0, -1, 0};
     if (m.ok()) {
@@ -168,7 +170,7 @@ void Tuner::AddSample(int task, const fusion_space::Tiling& tiling,
   s.workload = it->second;
   // The label the stored records train on (cost_model::LoadDataset), so that
   // the history loaded at the start and the job's own samples agree.
-  s.seconds = cost_model::LabelSeconds(seconds, result.time, cost_model::kDefaultTimeLabel);
+  s.seconds = cost_model::DefaultLabelSeconds(seconds, result.time);
   s.traffic_bytes = static_cast<double>(result.bytes_in + result.bytes_out);
   s.overhead = result.overhead_seconds;
   s.eta = result.overlap;
@@ -203,8 +205,8 @@ Status Tuner::RecordTrial(int task, RoundTrial& r, std::optional<AnchorReading> 
     if (result.ok()) r.trial.record->seconds = seconds;
     FT_RETURN_IF_ERROR(callbacks_.commit(*r.trial.record));
   }
-  search.AddMeasured(r.proposal.tiling,
-                     result.ok() ? std::optional<double>(seconds) : std::nullopt);
+  search.AddMeasured(r.proposal.tiling, result.ok() ? std::optional<double>(seconds) : std::nullopt,
+                     result.ok() ? cost_model::DefaultLabelSeconds(seconds, result.time) : 0);
   if (!result.ok()) {
     ++failed_;
     return Status::Ok();

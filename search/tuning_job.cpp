@@ -207,6 +207,7 @@ Status TuningJob::MakeTuner(TunerContext context) {
   tuner_->SetModel(cost_model::ActiveOrAnalytical(database_));
   cost_model::DatasetOptions data_options;
   data_options.target = target_;
+  data_options.label = cost_model::kDefaultTimeLabel;  // as Tuner::AddSample's
   if (auto history = cost_model::LoadDataset(database_, data_options); history.ok())
     tuner_->SetHistory(std::move(*history));
   return Status::Ok();

@@ -10,6 +10,9 @@
 # Usage: bench/ablation/anchored_labels.sh DB [OUT_DIR]   (default build/anchored_labels)
 #   SPLITS=5     workload splits averaged
 #   FORM=pairwise
+#   LABEL=median the statistic evaluate-model labels with (median: the records'
+#                seconds, as this comparison means; fastest: their fastest
+#                repeats, scaled as each record was)
 #   BUILD=build  the fusetune build folder
 # Writes OUT/anchored.json, OUT/raw.json and prints both reports.
 set -euo pipefail
@@ -43,6 +46,6 @@ for labels in anchored raw; do
   file=$db
   [ $labels = raw ] && file=$raw
   echo "== $labels labels"
-  "$fusetune" evaluate-model --db "$file" --splits "$splits" --form "$form" --json >"$out/$labels.json"
-  "$fusetune" evaluate-model --db "$file" --splits "$splits" --form "$form"
+  "$fusetune" evaluate-model --db "$file" --splits "$splits" --form "$form" --label "${LABEL:-median}" --json >"$out/$labels.json"
+  "$fusetune" evaluate-model --db "$file" --splits "$splits" --form "$form" --label "${LABEL:-median}"
 done

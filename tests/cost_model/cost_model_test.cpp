@@ -365,6 +365,13 @@ TEST(Dataset, TheFastestRepeatLabelKeepsTheRecordsAnchorScaling) {
   EXPECT_EQ(by_median, (std::vector<double>{5e-4, 8e-4}));
   EXPECT_NEAR(by_fastest[0], 5e-4, 1e-12);  // unknown: the record's seconds
   EXPECT_NEAR(by_fastest[1], 6e-4, 1e-12);  // 3e-4 x 2
+  // Without both statistics the label is the record's seconds.
+  measure::TimeStats no_median, no_fastest;
+  no_median.min = 1e-4;
+  no_fastest.median = 2e-4;
+  EXPECT_EQ(LabelSeconds(3e-4, no_median, TimeLabel::kFastestRepeat), 3e-4);
+  EXPECT_EQ(LabelSeconds(3e-4, no_fastest, TimeLabel::kFastestRepeat), 3e-4);
+  EXPECT_EQ(LabelSeconds(3e-4, no_fastest, TimeLabel::kMedian), 3e-4);
 }
 
 TEST(Features, TheCacheProtocolIsAFeatureAndNothingElseMoves) {
