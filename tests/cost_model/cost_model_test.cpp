@@ -310,14 +310,10 @@ TEST(Training, EmptyAndTinyDatabasesAreClearErrors) {
 TEST(Dataset, RepeatedMeasurementsOfACandidateAreOneSampleAtTheirFastest) {
   // The same group in two models is measured twice; with the host's load the
   // two times can differ by 2x. One candidate is one sample, its fastest.
-  Groups g = LoadGroups("encoder_postln_op13");
-  const search::Task& t = g.tasks.front();
-  auto db = DatabaseWithTasks(g);
-  const fusion_space::Tiling first = t.tilings().Default();
-  Rng rng(4);
-  fusion_space::Tiling second = t.tilings().Sample(rng);
-  while (fusion_space::TilingToString(second) == fusion_space::TilingToString(first))
-    second = t.tilings().Sample(rng);
+  TwoTilings s(4);
+  const search::Task& t = *s.task;
+  db::Database* db = s.db.get();
+  const fusion_space::Tiling &first = s.first, &second = s.second;
   std::vector<db::Record> records = {RecordOf(t, first, 3e-4), RecordOf(t, second, 2e-4),
                                      RecordOf(t, first, 1e-4), RecordOf(t, first, 5e-4)};
   ASSERT_TRUE(db->CommitRecords(records).ok());
@@ -336,14 +332,10 @@ TEST(Dataset, RepeatedMeasurementsOfACandidateAreOneSampleAtTheirFastest) {
 TEST(Dataset, TheFastestRepeatLabelKeepsTheRecordsAnchorScaling) {
   // A record timed beside an anchor holds its median times the anchor's
   // factor; the fastest-repeat label is its fastest repeat times the same.
-  Groups g = LoadGroups("encoder_postln_op13");
-  const search::Task& t = g.tasks.front();
-  auto db = DatabaseWithTasks(g);
-  const fusion_space::Tiling first = t.tilings().Default();
-  Rng rng(5);
-  fusion_space::Tiling second = t.tilings().Sample(rng);
-  while (fusion_space::TilingToString(second) == fusion_space::TilingToString(first))
-    second = t.tilings().Sample(rng);
+  TwoTilings s(5);
+  const search::Task& t = *s.task;
+  db::Database* db = s.db.get();
+  const fusion_space::Tiling &first = s.first, &second = s.second;
   db::Record anchored = RecordOf(t, first, 4e-4, 3e-4);
   anchored.seconds = 2 * 4e-4;  // the anchor ran at half its reference speed
   const db::Record unknown = RecordOf(t, second, 5e-4);  // no fastest repeat stored

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/check.h"
+#include "common/rng.h"
 #include "db/database.h"
 #include "measure/measurer.h"
 #include "search/tasks.h"
@@ -44,6 +45,16 @@ inline db::Record RecordOf(const search::Task& t, const fusion_space::Tiling& ti
   return search::MakeRecord(t, *candidate, result, "target", 0);
 }
 
+// A sampled tiling of `t` other than `other`.
+inline fusion_space::Tiling AnotherTiling(const search::Task& t, const fusion_space::Tiling& other,
+                                          uint64_t seed) {
+  Rng rng(seed);
+  fusion_space::Tiling tiling = t.tilings().Sample(rng);
+  while (fusion_space::TilingToString(tiling) == fusion_space::TilingToString(other))
+    tiling = t.tilings().Sample(rng);
+  return tiling;
+}
+
 inline std::unique_ptr<db::Database> DatabaseWithTasks(const Groups& g) {
   auto db = db::MakeSqliteDatabase(":memory:");
   FT_CHECK(db.ok(), "in-memory database");
@@ -51,5 +62,24 @@ inline std::unique_ptr<db::Database> DatabaseWithTasks(const Groups& g) {
   for (const search::Task& t : g.tasks) FT_CHECK((*db)->PutWorkload(t.Workload()).ok(), "workload");
   return std::move(*db);
 }
+
+// The first task of encoder_postln_op13 in a database, with its default
+// tiling and another one (drawn with `seed`). Built in place and never moved:
+// the groups' space refers to their graph.
+struct TwoTilings {
+  explicit TwoTilings(uint64_t seed)
+      : groups(LoadGroups("encoder_postln_op13")),
+        db(DatabaseWithTasks(groups)),
+        task(&groups.tasks.front()),
+        first(task->tilings().Default()),
+        second(AnotherTiling(*task, first, seed)) {}
+  TwoTilings(const TwoTilings&) = delete;
+  TwoTilings& operator=(const TwoTilings&) = delete;
+
+  Groups groups;
+  std::unique_ptr<db::Database> db;
+  const search::Task* task;
+  fusion_space::Tiling first, second;
+};
 
 }  // namespace fusetune::cost_model::test_records
