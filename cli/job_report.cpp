@@ -11,6 +11,7 @@
 #include "cli/svg_plot.h"
 #include "cli/tune_summary.h"
 #include "cost_model/cost_model.h"
+#include "cost_model/dataset.h"
 
 namespace fusetune::cli {
 
@@ -77,10 +78,12 @@ Result<Curves> ReadCurves(db::Database& database, const db::JobEntry& job,
       const double p = note->predicted_seconds;
       const std::string& model = note->model;
       // Predictions the model pulled in from beyond its training data's
-      // range are a series of their own: there it does not know.
+      // range are a series of their own: there it does not know. Measured
+      // as the model learns it (its label: the scaled fastest repeat).
+      const double label = cost_model::DefaultLabelSeconds(r.seconds, m->measured.time);
       if (p > 0 && cost_model::PredictsSeconds(model))
         c.predicted[note->out_of_range ? model + " (beyond range)" : model].points.push_back(
-            {p * 1e3, r.seconds * 1e3});
+            {p * 1e3, label * 1e3});
     }
     return true;
   }));
