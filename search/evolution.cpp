@@ -5,6 +5,7 @@
 #include <numeric>
 #include <set>
 
+#include "cost_model/dataset.h"
 #include "search/sampling.h"
 
 namespace fusetune::search {
@@ -17,12 +18,12 @@ TaskSearch::TaskSearch(const Task& task, EvolutionOptions options, uint64_t seed
       predicted_best_(task.tilings().Default()) {}
 
 void TaskSearch::AddMeasured(const fusion_space::Tiling& tiling, std::optional<double> seconds,
-                             double label) {
+                             const measure::TimeStats& time) {
   const auto [it, added] =
       measured_.insert_or_assign(fusion_space::TilingToString(tiling), seconds);
   if (added && seconds.has_value() && *seconds > 0) {
     measured_ok_.emplace_back(tiling, *seconds);
-    labels_ok_.push_back(label > 0 ? label : *seconds);
+    labels_ok_.push_back(cost_model::DefaultLabelSeconds(*seconds, time));
   }
   if (seconds.has_value() && (!best_seconds_.has_value() || *seconds < *best_seconds_)) {
     best_seconds_ = seconds;

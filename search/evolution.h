@@ -23,6 +23,7 @@
 
 #include "common/rng.h"
 #include "cost_model/cost_model.h"
+#include "measure/result.h"
 #include "search/residuals.h"
 #include "search/tasks.h"
 
@@ -61,12 +62,12 @@ class TaskSearch {
 
   // A tiling measured (before this search: a resumed job, another job): it
   // is never proposed again; `seconds` when it ran correctly, what the search
-  // compares. `label`: the same measurement as the cost model's label
-  // (cost_model::DefaultLabelSeconds; 0: `seconds`), what the model's
-  // predictions are corrected against, so that the residuals do not carry
-  // the difference between the two statistics.
+  // compares. `time` summarises its repeats (empty when unknown): the model's
+  // predictions are corrected against the same measurement as the model's
+  // label (cost_model::DefaultLabelSeconds), so that the residuals do not
+  // carry the difference between the two statistics.
   void AddMeasured(const fusion_space::Tiling& tiling, std::optional<double> seconds,
-                   double label = 0);
+                   const measure::TimeStats& time = {});
   // Up to `count` tilings not measured yet, best predicted first. Before
   // them, `suggestions` that are legal here and not measured yet: the best
   // tilings of tasks with the same tiling space (the same GEMM with another

@@ -297,12 +297,11 @@ Result<int64_t> ShardJob::LoadPriors(const Task& task, TaskSearch* search) {
   }
   for (const auto& [plan, r] : by_plan) {
     if (auto tiling = TilingOf(task, *r)) {
-      const bool ok = r->status == db::RecordStatus::kOk;
       const auto metrics = measure::MetricsFromText(r->metrics);
-      search->AddMeasured(*tiling, ok ? std::optional<double>(r->seconds) : std::nullopt,
-                          ok && metrics.ok()
-                              ? cost_model::DefaultLabelSeconds(r->seconds, metrics->measured.time)
-                              : 0);
+      search->AddMeasured(
+          *tiling,
+          r->status == db::RecordStatus::kOk ? std::optional<double>(r->seconds) : std::nullopt,
+          metrics.ok() ? metrics->measured.time : measure::TimeStats{});
     }
   }
   return static_cast<int64_t>(by_plan.size());
@@ -359,9 +358,9 @@ Status ShardJob::MeasureRound(const Task& task, TaskSearch* search, int count,
       if (!committed.ok()) return committed.error();
     }
     const measure::MeasureResult& result = trial.result;
-    search->AddMeasured(
-        p.tiling, result.ok() ? std::optional<double>(result.time.median) : std::nullopt,
-        result.ok() ? cost_model::DefaultLabelSeconds(result.time.median, result.time) : 0);
+    search->AddMeasured(p.tiling,
+                        result.ok() ? std::optional<double>(result.time.median) : std::nullopt,
+                        result.time);
     ++measured;
     ++result_.trials;
     ++result_.trials_total;

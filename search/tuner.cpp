@@ -104,9 +104,8 @@ bool Tuner::AddPrior(const db::Record& record) {
   const bool ok = record.status == db::RecordStatus::kOk;
   const auto m = measure::MetricsFromText(record.metrics);  // read once, for both uses
   if (m.ok() && m->search) plans_->speed.AddRun(m->search->anchor_seconds);
-  searches_[t]->AddMeasured(
-      tiling, ok ? std::optional<double>(record.seconds) : std::nullopt,
-      ok && m.ok() ? cost_model::DefaultLabelSeconds(record.seconds, m->measured.time) : 0);
+  searches_[t]->AddMeasured(tiling, ok ? std::optional<double>(record.seconds) : std::nullopt,
+                            m.ok() ? m->measured.time : measure::TimeStats{});
   if (ok) {
     Measured facts{record.seconds, 0, -1, 0};
     if (m.ok()) {
@@ -206,7 +205,7 @@ Status Tuner::RecordTrial(int task, RoundTrial& r, std::optional<AnchorReading> 
     FT_RETURN_IF_ERROR(callbacks_.commit(*r.trial.record));
   }
   search.AddMeasured(r.proposal.tiling, result.ok() ? std::optional<double>(seconds) : std::nullopt,
-                     result.ok() ? cost_model::DefaultLabelSeconds(seconds, result.time) : 0);
+                     result.time);
   if (!result.ok()) {
     ++failed_;
     return Status::Ok();
