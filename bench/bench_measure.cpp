@@ -163,9 +163,12 @@ template <typename Stat>
 double PairsOrderedAlike(const std::vector<std::vector<measure::MeasureResult>>& passes,
                          const std::vector<int>& group, Stat stat) {
   int64_t same = 0, pairs = 0;
+  // Pairs tied in a pass (equal times: timer resolution) order neither way
+  // and are left out, not counted as disagreeing.
   auto ordered = [&](const std::vector<measure::MeasureResult>& pass, size_t i, size_t j) {
-    return pass[i].ok() && pass[j].ok() ? std::optional<bool>(stat(pass[i]) < stat(pass[j]))
-                                        : std::nullopt;
+    if (!pass[i].ok() || !pass[j].ok() || stat(pass[i]) == stat(pass[j]))
+      return std::optional<bool>();
+    return std::optional<bool>(stat(pass[i]) < stat(pass[j]));
   };
   for (size_t a = 0; a < passes.size(); ++a)
     for (size_t b = a + 1; b < passes.size(); ++b)

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
-#include "cost_model/dataset.h"
+#include "cost_model/time_label.h"
 #include "db/database.h"
 #include "fusion_space/space.h"
 #include "graph/graph.h"
@@ -126,7 +126,7 @@ inline constexpr double kDefaultErrorBudget = 1e-2;
 void AddPrecisionOptions(CLI::App* cmd, PrecisionArgs* args, bool tunes);
 
 // --label median|fastest: which statistic of a record's repeats the cost
-// model trains and is scored on (cost_model/dataset.h).
+// model trains and is scored on (cost_model/time_label.h).
 void AddTimeLabelOption(CLI::App* cmd, cost_model::TimeLabel* label);
 
 // "calibrating this machine (once per database)..." on stderr.

@@ -83,11 +83,6 @@ void Dataset::Add(const Dataset& other, int64_t row) {
   y.push_back(other.y[row]);
 }
 
-double LabelSeconds(double recorded, const measure::TimeStats& time, TimeLabel label) {
-  if (label == TimeLabel::kMedian || time.median <= 0 || time.min <= 0) return recorded;
-  return recorded * time.min / time.median;
-}
-
 Result<Dataset> LoadDataset(db::Database& database, const DatasetOptions& options,
                             DatasetSummary* summary) {
   DatasetSummary local;

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "common/enum_names.h"
 #include "common/status.h"
 #include "cost_model/cost_model.h"
+#include "cost_model/time_label.h"
 #include "db/database.h"
 #include "measure/result.h"
 
@@ -45,31 +45,6 @@ struct Dataset {
   Dataset Rows(const std::vector<int64_t>& rows) const;
   void Add(const Dataset& other, int64_t row);
 };
-
-// Which statistic of a record's repeats a sample's time label is. A record's
-// seconds are its repeats' median (scaled beside an anchor when the tuner
-// timed it so: search/tuner.h). Two tuning jobs of the same models order a
-// workload's candidates more alike by their fastest repeats, scaled as the
-// records were, than by the records' seconds, and a model trained on them
-// picks better top-1 candidates (bench/ablation/label_retest.py and
-// docs/COST_MODEL.md, "Test-retest"). The host's interruptions only ever
-// add time.
-enum class TimeLabel { kMedian, kFastestRepeat };
-inline constexpr TimeLabel kDefaultTimeLabel = TimeLabel::kFastestRepeat;
-inline constexpr EnumNames<TimeLabel, 2> kTimeLabelNames{{{
-    {TimeLabel::kMedian, "median"},
-    {TimeLabel::kFastestRepeat, "fastest"},
-}}};
-// The label of a record whose seconds are `recorded` and whose repeats
-// `time` summarises: kFastestRepeat scales the fastest repeat as the median
-// was scaled (the anchor's factor kept).
-double LabelSeconds(double recorded, const measure::TimeStats& time, TimeLabel label);
-// The label a model trained by default learns (kDefaultTimeLabel): what the
-// tuner corrects and trains its own model on, so that its samples and the
-// database's agree.
-inline double DefaultLabelSeconds(double recorded, const measure::TimeStats& time) {
-  return LabelSeconds(recorded, time, kDefaultTimeLabel);
-}
 
 struct DatasetOptions {
   std::string target;  // fingerprint; "" for every target

@@ -30,7 +30,7 @@ inline constexpr const char* kXgboostModelName = "xgboost";
 
 struct RetrainOptions {
   std::string target;  // only this target's records; "" for all
-  TimeLabel label = kDefaultTimeLabel;  // what a sample's time is (dataset.h)
+  TimeLabel label = kDefaultTimeLabel;  // what a sample's time is (time_label.h)
   double valid_fraction = 0.3;
   uint64_t seed = 1;
   XgboostOptions xgboost;

@@ -32,7 +32,7 @@ namespace fusetune::cost_model {
 
 struct TransferOptions {
   std::string from, to;                    // target keys (db stats lists them)
-  TimeLabel label = kDefaultTimeLabel;     // what a sample's time is (dataset.h)
+  TimeLabel label = kDefaultTimeLabel;     // what a sample's time is (time_label.h)
   std::vector<double> fractions = {0.05};  // of the new target's training records
   double valid_fraction = 0.3;
   // Weight the new target's share so that it counts as much in training as

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -388,13 +389,25 @@ class TileRunner {
   }
 
  private:
+  // inside_ for the band from input row ih0. The mask depends only on how
+  // many of the band's rows lie above and below X: the interior bands share
+  // one, computed once per thread rather than once per tile.
+  void RefreshInside(int64_t ih0, const BandGeometry& g) {
+    const std::array<int64_t, 3> key{std::clamp<int64_t>(-ih0, 0, g.rows),
+                                     std::clamp<int64_t>(ih0 + g.rows - s_.in_h, 0, g.rows),
+                                     g.rows};
+    if (key == inside_key_) return;
+    conv_detail::InsideBand(s_, ih0, g, inside_);
+    inside_key_ = key;
+  }
+
   // The project's sums over blocks `r` of one tile into acc_.
   void Accumulate(const ConvTile& tile, BlockRange r, KernelStats* stats) {
     if (r.begin == r.end) return;
     const BandGeometry g = conv_detail::BandOf(s_, tile.ps / s_.out_w);
     const BandRows b = RowsOf(s_, g, tile.p0 / s_.out_w);
     if (d_.expand) {
-      conv_detail::InsideBand(s_, b.ih0, g, inside_);
+      RefreshInside(b.ih0, g);
       if (mode_ != RunMode::kComputeOnly) stats->bytes_global_to_local += 4 * PackX(tile, g, b);
     }
     for (int64_t block = r.begin; block < r.end; ++block) {
@@ -494,6 +507,7 @@ class TileRunner {
   float *band_ = nullptr, *dw_out_ = nullptr, *dw_panels_ = nullptr, *acc_ = nullptr;
   float *expanded_ = nullptr, *block_dw_w_ = nullptr;
   float *x_bands_ = nullptr, *inside_ = nullptr;  // with an expand
+  std::array<int64_t, 3> inside_key_{-1, -1, -1};  // RefreshInside's rows above, below, held
   std::unique_ptr<ChainProducts> products_;
 };
 

@@ -5,7 +5,7 @@
 #include <numeric>
 #include <set>
 
-#include "cost_model/dataset.h"
+#include "cost_model/time_label.h"
 #include "search/sampling.h"
 
 namespace fusetune::search {

@@ -12,6 +12,7 @@
 #   SEEDS="1 2 3"   root seeds; each seed tunes once with and once without the model
 #   TRIALS=300      group measurements per tune
 #   WITHIN=0.05     "within 5% of the best"
+#   MIN_US=0        leave out groups whose best is under this many microseconds
 #   BUILD=build     the fusetune build folder
 # The reference best of a group is the fastest time any run of that model
 # measured for it (both arms, every seed), so an arm that stops short of it
@@ -24,6 +25,7 @@ models=${MODELS:-"$root/examples/encoder_small.onnx $root/examples/cnn_small.onn
 seeds=${SEEDS:-1 2 3}
 trials=${TRIALS:-300}
 within=${WITHIN:-0.05}
+min_us=${MIN_US:-0}
 fusetune="$root/${BUILD:-build}/cli/fusetune"
 [ -x "$fusetune" ] || { echo "run_model_ablation: no $fusetune (scripts/build.sh release)" >&2; exit 2; }
 
@@ -49,5 +51,5 @@ for model in $models; do
     done
   done
 done
-/usr/bin/python3 "$root/bench/ablation/trials_to_within.py" --within "$within" \
+/usr/bin/python3 "$root/bench/ablation/trials_to_within.py" --within "$within" --min-us "$min_us" \
   --json "$out/ablation.json" "${dbs[@]}" | tee "$out/ablation.md"
