@@ -131,6 +131,25 @@ double MeasureBf16DotPeak(int threads) {
   });
 }
 
+// Sums floats [lo, hi) of `a` as kStreams interleaved sweeps of equal parts.
+// With two, each core keeps two sequential streams in flight: on the Zen 4
+// guest (2 threads, 512 MiB, alternated) they read more from DRAM than one in
+// 8 pairs of 8, by 4-12% (median 6%) where the host's load held still. A
+// kernel can stream two weight panels at once, so the read bandwidth the
+// figures are set against is the better of the two forms, not one stream's.
+template <int kStreams>
+float SumStreams(const float* a, size_t lo, size_t hi) {
+  const size_t part = (hi - lo) / kStreams / 32 * 32;
+  float acc[kStreams][32] = {};
+  for (size_t i = 0; i < part; i += 32)
+    for (int s = 0; s < kStreams; ++s)
+      for (int k = 0; k < 32; ++k) acc[s][k] += a[lo + s * part + i + k];
+  float sum = 0;
+  for (const auto& row : acc)
+    for (float v : row) sum += v;
+  return sum;
+}
+
 double MeasureBandwidth(StreamKind kind, int threads, size_t bytes, int passes) {
   const size_t n = bytes / sizeof(float);
   FloatBuffer a = Allocate(bytes), b = Allocate(bytes), c = Allocate(bytes);
@@ -138,7 +157,9 @@ double MeasureBandwidth(StreamKind kind, int threads, size_t bytes, int passes) 
   const double moved = passes * (kind == StreamKind::kRead   ? bytes
                                  : kind == StreamKind::kCopy ? 2.0 * bytes
                                                              : 3.0 * bytes);
-  return BestOf(4, [&] {
+  int run = 0;
+  return BestOf(kind == StreamKind::kRead ? 8 : 4, [&] {
+    const bool two_streams = run++ % 2 == 1;  // reads alternate one and two streams a thread
     const auto start = std::chrono::steady_clock::now();
     kernels::ForEachThread(threads, [&](int t) {
       const size_t lo = n * t / threads, hi = n * (t + 1) / threads;
@@ -147,12 +168,7 @@ double MeasureBandwidth(StreamKind kind, int threads, size_t bytes, int passes) 
       const float* pc = c.get();
       for (int pass = 0; pass < passes; ++pass) {
         if (kind == StreamKind::kRead) {
-          float acc[32] = {};
-          for (size_t i = lo; i + 32 <= hi; i += 32)
-            for (int k = 0; k < 32; ++k) acc[k] += pa[i + k];
-          float s = 0;
-          for (float v : acc) s += v;
-          sums[t] += s;
+          sums[t] += two_streams ? SumStreams<2>(pa, lo, hi) : SumStreams<1>(pa, lo, hi);
         } else if (kind == StreamKind::kCopy) {
           std::memcpy(pa + lo, pb + lo, (hi - lo) * sizeof(float));
         } else {

@@ -4,7 +4,8 @@
 // fraction of what this machine reaches rather than of a datasheet figure.
 //   MeasureFmaPeak       FP32 FMA throughput of independent register chains
 //   MeasureBf16DotPeak   the same for the bf16 dot-product instruction
-//   MeasureBandwidth     streaming read, copy and triad over buffers far larger than L3
+//   MeasureBandwidth     streaming read (one or two streams a thread), copy and triad
+//                        over buffers far larger than L3
 #pragma once
 
 #include <cstddef>
@@ -22,7 +23,7 @@ double MeasureFmaPeak(int threads);
 double MeasureBf16DotPeak(int threads);
 
 enum class StreamKind {
-  kRead,   // sum of an array: bytes read
+  kRead,   // sum of an array, one or two streams a thread (the better): bytes read
   kCopy,   // b = a: bytes read + bytes written
   kTriad,  // a = b + s * c: bytes read + bytes written
 };
