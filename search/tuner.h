@@ -162,6 +162,10 @@ class Tuner {
   TuneSummary Summary() const;
   const std::vector<Task>& tasks() const { return tasks_; }
   const std::string& graph_key() const { return graph_key_; }
+  // What the online model trains on: the history set before the run and a
+  // sample of each group tiling measured since, labelled as the stored
+  // records load (cost_model::DefaultLabelSeconds).
+  const cost_model::Dataset& samples() const { return history_; }
 
  private:
   struct Measured {

@@ -267,6 +267,8 @@ struct FakeDevice {
   // in the caches), and a whole plan with any Winograd group three times
   // slower (the weights stream from DRAM).
   bool winograd_pays_alone_only = false;
+  // Repeats that differ: the fastest at 0.6 of the median.
+  bool spread_repeats = false;
   measure::MeasureResult operator()(const measure::Candidate& c) {
     measure::MeasureResult r = Steady(c);
     if (swings && r.ok()) r.time.median *= kSwing[anchor_runs % 3];
@@ -302,6 +304,7 @@ struct FakeDevice {
       r.time.median = whole ? r.time.median * 3 : r.time.median / 10;
     r.bytes_in = static_cast<int64_t>(h % 4096);
     r.overlap = 0.5;
+    if (spread_repeats) r.time.min = 0.6 * r.time.median;
     return r;
   }
 };
@@ -381,6 +384,37 @@ TEST(Tuner, SpendsTheBudgetCommitsEverythingAndBeatsBothBaselines) {
 // Beside the min-cost partition, the greedy one (largest groups first) is
 // measured with the tasks' best tilings: one slow group record cannot then
 // split a group that pays fused without the whole model having a say.
+// The job's own samples carry the label its records load with
+// (cost_model::LoadDataset at kDefaultTimeLabel, the fastest repeat): the
+// online model, the loaded history and the residual correction then learn
+// one quantity. One sample per ok record of a task that is not the
+// reference executor's, at the record's label.
+TEST(Tuner, ItsOwnSamplesCarryTheLabelItsRecordsLoadWith) {
+  Job job("encoder_postln_op13", Budget(150), TunerContext{"target", {}, 1},
+          [](FakeDevice& d) { d.spread_repeats = true; });
+  ASSERT_TRUE(job.tuner->Run().ok());
+  std::set<std::string> sampled_keys;
+  for (const Task& t : job.tuner->tasks())
+    if (t.kind != fusion_space::KernelTemplate::kReference) sampled_keys.insert(t.key.ToString());
+  std::vector<double> want;
+  for (const db::Record& r : job.committed) {
+    if (r.status != db::RecordStatus::kOk || !sampled_keys.count(r.workload_key)) continue;
+    const auto m = measure::MetricsFromText(r.metrics);
+    ASSERT_TRUE(m.ok());
+    want.push_back(cost_model::LabelSeconds(r.seconds, m->measured.time,
+                                            cost_model::TimeLabel::kFastestRepeat));
+    EXPECT_NEAR(want.back(), 0.6 * r.seconds, 1e-12 * r.seconds);
+  }
+  std::vector<double> got;
+  for (const cost_model::Sample& s : job.tuner->samples().y) got.push_back(s.seconds);
+  std::sort(want.begin(), want.end());
+  std::sort(got.begin(), got.end());
+  ASSERT_FALSE(want.empty());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)  // the records' repeats pass through text
+    EXPECT_NEAR(got[i], want[i], 1e-9 * want[i]) << i;
+}
+
 TEST(Tuner, TheGreedyPartitionIsMeasuredWithTunedTilings) {
   Job job(Budget(200));
   ASSERT_TRUE(job.tuner->Run().ok());
