@@ -7,7 +7,12 @@
 // of the DRAM read bandwidth `fusetune calibrate` measures (issue 39's goal:
 // 85%). The 8-row tiles compute 8 rows for the one there is; the thin ones
 // (kernels/microkernel.cpp) compute it alone.
+//   reference/gemv_in_place/f32
+// is the bound the copies cost: the same product over the same bytes, packed
+// as 128-column panels, read in place by 2 threads (no local buffer), as a
+// runtime that streams weights straight from DRAM does (bench/README.md).
 #include <fmt/format.h>
+#include <immintrin.h>
 
 #include "bench/bench_common.h"
 #include "kernels/gemm.h"
@@ -48,9 +53,47 @@ void RunDecodeGemm(benchmark::State& state, GemmTiling t) {
   state.SetLabel(t.ToString());
 }
 
+// y[128 columns] += x[0, K) times one K x 128 panel, read in place.
+__attribute__((target("avx512f,fma"))) void PanelInPlace(const float* x, const float* panel,
+                                                         float* y) {
+  __m512 acc[8];
+  for (int v = 0; v < 8; ++v) acc[v] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kK; ++p) {
+    const __m512 a = _mm512_set1_ps(x[p]);
+    for (int v = 0; v < 8; ++v)
+      acc[v] = _mm512_fmadd_ps(a, _mm512_load_ps(panel + p * 128 + v * 16), acc[v]);
+  }
+  for (int v = 0; v < 8; ++v) _mm512_storeu_ps(y + v * 16, acc[v]);
+}
+
+void RunGemvInPlace(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx512f")) return state.SkipWithError("needs AVX-512");
+  DecodeData& data = TheData();
+  constexpr int64_t kPanels = kN / 128;
+  float* packed = static_cast<float*>(std::aligned_alloc(64, kK * kN * sizeof(float)));
+  for (int64_t q = 0; q < kPanels; ++q)
+    for (int64_t p = 0; p < kK; ++p)
+      std::copy_n(data.b.data() + p * kN + q * 128, 128, packed + (q * kK + p) * 128);
+  const double seconds = TimedLoop(state, [&] {
+    kernels::ForEachThread(kThreads, [&](int t) {
+      for (int64_t q = kPanels * t / kThreads; q < kPanels * (t + 1) / kThreads; ++q)
+        PanelInPlace(data.a.data(), packed + q * kK * 128, data.c.data() + q * 128);
+    });
+    return Status::Ok();
+  });
+  std::free(packed);
+  if (seconds <= 0) return;
+  const double gbps = 4.0 * kK * kN * static_cast<double>(state.iterations()) / seconds * 1e-9;
+  state.counters["gbps"] = gbps;
+  state.counters["frac_dram_read"] = gbps / Roof().read_gbps;
+}
+
 }  // namespace
 
 void RegisterGemmDecodeBenchmarks() {
+  benchmark::RegisterBenchmark("reference/gemv_in_place/f32", RunGemvInPlace)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
   for (Precision precision : {Precision::kF32, Precision::kBf16})
     for (auto [mr, nr] : {std::pair{8, 32}, std::pair{6, 32}, std::pair{1, 128}, std::pair{2, 64},
                           std::pair{4, 64}})
