@@ -131,12 +131,14 @@ double MeasureBf16DotPeak(int threads) {
   });
 }
 
-// Sums floats [lo, hi) of `a` as kStreams interleaved sweeps of equal parts.
-// With two, each core keeps two sequential streams in flight: on the Zen 4
-// guest (2 threads, 512 MiB, alternated) they read more from DRAM than one in
-// 8 pairs of 8, by 4-12% (median 6%) where the host's load held still. A
-// kernel can stream two weight panels at once, so the read bandwidth the
-// figures are set against is the better of the two forms, not one stream's.
+// Sums floats [lo, hi) of `a` as kStreams interleaved sweeps of equal parts
+// (a tail of fewer than 32 * kStreams floats left out: nothing against the
+// bytes counted). With two, each core keeps two sequential streams in
+// flight: in a standalone test on the Zen 4 guest (2 threads, 512 MiB, the
+// forms alternated) they read more from DRAM than one in 8 pairs of 8, by
+// 4-21% (median 5%) where the host's load held still. A kernel can stream
+// two weight panels at once, so the read bandwidth the figures are set
+// against is the better of the two forms, not one stream's.
 template <int kStreams>
 float SumStreams(const float* a, size_t lo, size_t hi) {
   const size_t part = (hi - lo) / kStreams / 32 * 32;

@@ -162,9 +162,9 @@ class Tuner {
   TuneSummary Summary() const;
   const std::vector<Task>& tasks() const { return tasks_; }
   const std::string& graph_key() const { return graph_key_; }
-  // What the online model trains on: the history set before the run and a
-  // sample of each group tiling measured since, labelled as the stored
-  // records load (cost_model::DefaultLabelSeconds).
+  // What the online model trains on: the history set before the run and one
+  // sample per ok trial since of a task not run by the reference executor,
+  // labelled as the stored records load (cost_model::DefaultLabelSeconds).
   const cost_model::Dataset& samples() const { return history_; }
 
  private:

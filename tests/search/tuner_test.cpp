@@ -381,28 +381,31 @@ TEST(Tuner, SpendsTheBudgetCommitsEverythingAndBeatsBothBaselines) {
   EXPECT_EQ(SummaryToJson(*back), SummaryToJson(s));
 }
 
-// Beside the min-cost partition, the greedy one (largest groups first) is
-// measured with the tasks' best tilings: one slow group record cannot then
-// split a group that pays fused without the whole model having a say.
-// The job's own samples carry the label its records load with
-// (cost_model::LoadDataset at kDefaultTimeLabel, the fastest repeat): the
-// online model, the loaded history and the residual correction then learn
-// one quantity. One sample per ok record of a task that is not the
-// reference executor's, at the record's label.
+// The job's own samples carry the label its records load with (the label
+// cost_model::LoadDataset computes at kDefaultTimeLabel, the fastest repeat
+// scaled as the record was): the online model, the loaded history and the
+// residual correction then learn one quantity. One sample per ok group
+// record of a task that is not the reference executor's.
 TEST(Tuner, ItsOwnSamplesCarryTheLabelItsRecordsLoadWith) {
   Job job("encoder_postln_op13", Budget(150), TunerContext{"target", {}, 1},
           [](FakeDevice& d) { d.spread_repeats = true; });
   ASSERT_TRUE(job.tuner->Run().ok());
-  std::set<std::string> sampled_keys;
+  std::set<std::string> sampled_keys, reference_keys;
   for (const Task& t : job.tuner->tasks())
-    if (t.kind != fusion_space::KernelTemplate::kReference) sampled_keys.insert(t.key.ToString());
+    (t.kind == fusion_space::KernelTemplate::kReference ? reference_keys : sampled_keys)
+        .insert(t.key.ToString());
   std::vector<double> want;
+  int whole_plans = 0, reference_records = 0;
   for (const db::Record& r : job.committed) {
-    if (r.status != db::RecordStatus::kOk || !sampled_keys.count(r.workload_key)) continue;
+    whole_plans += r.workload_key == job.tuner->graph_key();
+    reference_records += r.status == db::RecordStatus::kOk && reference_keys.count(r.workload_key);
+    if (r.status != db::RecordStatus::kOk || !sampled_keys.count(r.workload_key) ||
+        r.workload_key == job.tuner->graph_key())
+      continue;
     const auto m = measure::MetricsFromText(r.metrics);
     ASSERT_TRUE(m.ok());
-    want.push_back(cost_model::LabelSeconds(r.seconds, m->measured.time,
-                                            cost_model::TimeLabel::kFastestRepeat));
+    want.push_back(
+        cost_model::LabelSeconds(r.seconds, m->measured.time, cost_model::kDefaultTimeLabel));
     EXPECT_NEAR(want.back(), 0.6 * r.seconds, 1e-12 * r.seconds);
   }
   std::vector<double> got;
@@ -410,11 +413,17 @@ TEST(Tuner, ItsOwnSamplesCarryTheLabelItsRecordsLoadWith) {
   std::sort(want.begin(), want.end());
   std::sort(got.begin(), got.end());
   ASSERT_FALSE(want.empty());
+  // Records that are not samples were there to leave out.
+  EXPECT_GT(whole_plans, 0);
+  EXPECT_GT(reference_records, 0);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i)  // the records' repeats pass through text
     EXPECT_NEAR(got[i], want[i], 1e-9 * want[i]) << i;
 }
 
+// Beside the min-cost partition, the greedy one (largest groups first) is
+// measured with the tasks' best tilings: one slow group record cannot then
+// split a group that pays fused without the whole model having a say.
 TEST(Tuner, TheGreedyPartitionIsMeasuredWithTunedTilings) {
   Job job(Budget(200));
   ASSERT_TRUE(job.tuner->Run().ok());
