@@ -2,7 +2,9 @@
 // a LLaMA layer's gate and up weights side by side (2048 x 11264: 92 MB in
 // f32, 46 MB in bf16, more than the last-level cache holds, so every run
 // streams them from DRAM), pre-packed as a compiled program holds them.
-//   fusetune/gemm_decode/<precision>/<mr>x<nr>_nc<nc>_kc<kc>
+//   fusetune/gemm_decode/<precision>/<mr>x<nr>_nc<nc>_kc<kc>[_db|_refill]
+// (B's copies after each step's compute; _db double buffered, carried by the
+// micro-kernels, kc halved to fit; _refill: refilled in place, GemmTiling)
 // gbps is the weight bytes per run over its time; frac_dram_read the share
 // of the DRAM read bandwidth `fusetune calibrate` measures (issue 39's goal:
 // 85%). The 8-row tiles compute 8 rows for the one there is; the thin ones
@@ -128,13 +130,20 @@ void RegisterGemmDecodeBenchmarks() {
         t.kc = kc;
         t.split = ParallelSplit::kN;
         t.precision = precision;
-        benchmark::RegisterBenchmark(
-            fmt::format("fusetune/gemm_decode/{}/{}x{}_nc{}_kc{}",
-                        precision == Precision::kBf16 ? "bf16" : "f32", mr, nr, nc, kc)
-                .c_str(),
-            [t](benchmark::State& s) { RunDecodeGemm(s, t); })
-            ->Unit(benchmark::kMillisecond)
-            ->UseRealTime();
+        // The B copies after each step's compute, double buffered (carried
+        // by the micro-kernels, blocks halved) or refilled in place.
+        for (const char* copies : {"", "_db", "_refill"}) {
+          t.double_buffer = std::string(copies) == "_db";
+          t.refill = std::string(copies) == "_refill";
+          t.kc = t.double_buffer ? kc / 2 : kc;  // two buffers in the same local buffer
+          benchmark::RegisterBenchmark(
+              fmt::format("fusetune/gemm_decode/{}/{}x{}_nc{}_kc{}{}",
+                          precision == Precision::kBf16 ? "bf16" : "f32", mr, nr, nc, t.kc, copies)
+                  .c_str(),
+              [t](benchmark::State& s) { RunDecodeGemm(s, t); })
+              ->Unit(benchmark::kMillisecond)
+              ->UseRealTime();
+        }
       }
 }
 
