@@ -31,6 +31,14 @@ void TaskSearch::AddMeasured(const fusion_space::Tiling& tiling, std::optional<d
   }
 }
 
+void TaskSearch::AddRecord(const fusion_space::Tiling& tiling, const db::Record& record,
+                           const Result<measure::RecordMetrics>& metrics) {
+  AddMeasured(
+      tiling,
+      record.status == db::RecordStatus::kOk ? std::optional<double>(record.seconds) : std::nullopt,
+      metrics.ok() ? metrics->measured.time : measure::TimeStats{});
+}
+
 bool TaskSearch::exhausted() const { return measured() >= task_->tilings().size(); }
 
 bool TaskSearch::WouldTry(const fusion_space::Tiling& tiling) const {

@@ -68,6 +68,11 @@ class TaskSearch {
   // carry the difference between the two statistics.
   void AddMeasured(const fusion_space::Tiling& tiling, std::optional<double> seconds,
                    const measure::TimeStats& time = {});
+  // The same for a stored record of `tiling`: its seconds when it ran
+  // correctly, its repeats' summary from `metrics` (the record's metrics
+  // column, parsed once by the caller, who may read more of it).
+  void AddRecord(const fusion_space::Tiling& tiling, const db::Record& record,
+                 const Result<measure::RecordMetrics>& metrics);
   // Up to `count` tilings not measured yet, best predicted first. Before
   // them, `suggestions` that are legal here and not measured yet: the best
   // tilings of tasks with the same tiling space (the same GEMM with another

@@ -296,13 +296,8 @@ Result<int64_t> ShardJob::LoadPriors(const Task& task, TaskSearch* search) {
       it->second = &r;
   }
   for (const auto& [plan, r] : by_plan) {
-    if (auto tiling = TilingOf(task, *r)) {
-      const auto metrics = measure::MetricsFromText(r->metrics);
-      search->AddMeasured(
-          *tiling,
-          r->status == db::RecordStatus::kOk ? std::optional<double>(r->seconds) : std::nullopt,
-          metrics.ok() ? metrics->measured.time : measure::TimeStats{});
-    }
+    if (auto tiling = TilingOf(task, *r))
+      search->AddRecord(*tiling, *r, measure::MetricsFromText(r->metrics));
   }
   return static_cast<int64_t>(by_plan.size());
 }

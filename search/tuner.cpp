@@ -104,8 +104,7 @@ bool Tuner::AddPrior(const db::Record& record) {
   const bool ok = record.status == db::RecordStatus::kOk;
   const auto m = measure::MetricsFromText(record.metrics);  // read once, for both uses
   if (m.ok() && m->search) plans_->speed.AddRun(m->search->anchor_seconds);
-  searches_[t]->AddMeasured(tiling, ok ? std::optional<double>(record.seconds) : std::nullopt,
-                            m.ok() ? m->measured.time : measure::TimeStats{});
+  searches_[t]->AddRecord(tiling, record, m);
   if (ok) {
     Measured facts{record.seconds, 0, -1, 0};
     if (m.ok()) {
