@@ -207,9 +207,16 @@ phase "a job that fails"
 BROKEN=$TMP/broken.db
 cp "$TMP/calibrated.db" "$BROKEN"
 cp "$SMALL_MODEL" "$TMP/copy.onnx"
+# The nodes drained while the job is submitted and its model moved away, so
+# that wave 1's shards start only once they cannot load it: submitted on
+# idle nodes, a shard could open the model before the move (wave 1 then
+# passed and wave 2 failed, a race this test once lost).
+NODES="node[1-3]"
+scontrol update nodename="$NODES" state=drain reason=fusetune-test-hold || fail "drain the nodes"
 "$FUSETUNE" cluster submit "$TMP/copy.onnx" --db "$BROKEN" --nodes 3 --waves 2 --trials 200 \
   --threads 1 >/dev/null 2>&1 || fail "cluster submit (broken)"
 mv "$TMP/copy.onnx" "$TMP/moved.onnx"  # the shards cannot load the model
+scontrol update nodename="$NODES" state=resume || fail "resume the nodes"
 wait_job "$BROKEN" 300 >/dev/null
 # The wave's merge fails the wave; Slurm then cancels the steps after it.
 for _ in $(seq 1 120); do
