@@ -204,11 +204,7 @@ void Block(const BlockArgs& b) {
       __m512 wv[V];
 #pragma GCC unroll 2
       for (int v = 0; v < V; ++v) wv[v] = _mm512_loadu_ps(w + v * b.w_vstride);
-      if (b.w_next != nullptr) {
-        const char* next = reinterpret_cast<const char*>(b.w_next + (w - b.w));
-#pragma GCC unroll 2
-        for (int v = 0; v < V; ++v) _mm_prefetch(next + 4 * v * b.w_vstride, _MM_HINT_T0);
-      }
+      PrefetchNextWeights<V>(b, w);
 #pragma GCC unroll 2
       for (int r = 0; r < R; ++r) {
         const float* row = p + r * b.in_row;  // one base per row, columns as displacements
@@ -312,7 +308,7 @@ KernelStats DirectRunShare(const ConvDesc& d, const ConvTiling& t, const KernelC
       stats.bytes_global_to_local +=
           4 * CopyBands(s, d.x, t.in_layout, c.image, sl.ic0, sl.ics,
                         BandFirstRow(s, c.p0 / s.out_w), sl.geometry, band, l.band.floats());
-    const int64_t w_vectors = l.pack ? 0 : (s.out_channels - c.oc0 + kLanes - 1) / kLanes;
+    const int64_t w_vectors = DirectPrefetchVectors(s, l, c.oc0);
     if (mode != RunMode::kCopyOnly)
       DirectComputeSlice(kBlocks, s, l, band, tap_off, w, w_vstride, (c.ocs + kLanes - 1) / kLanes,
                          sl.rows, sl.ics, sl.ic0 > 0, acc, w_vectors);

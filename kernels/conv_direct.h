@@ -93,6 +93,25 @@ struct DirectBlockArgs {
   const W* w_next = nullptr;
 };
 
+// The channel vectors from a tile's first output channel (oc0) on whose
+// weights its blocks may prefetch: with pre-packed weights the next tiles'
+// too (a tile's last block fetches the next tile's first), else the tile's
+// own (0: DirectComputeSlice's `w_vectors`).
+inline int64_t DirectPrefetchVectors(const ConvShape& s, const DirectLayout& l, int64_t oc0) {
+  return l.pack ? 0 : (s.out_channels - oc0 + kDirectLanes - 1) / kDirectLanes;
+}
+
+// In a register block's (channel, tap) step at `w`: the same step's weights
+// of the V vectors after the block's (b.w_next), fetched into L1 while the
+// block computes; nothing when there are none.
+template <int V, typename In, typename W>
+inline void PrefetchNextWeights(const DirectBlockArgs<In, W>& b, const W* w) {
+  if (b.w_next == nullptr) return;
+  const W* next = b.w_next + (w - b.w);
+#pragma GCC unroll 2
+  for (int v = 0; v < V; ++v) __builtin_prefetch(next + v * b.w_vstride, 0, 3);
+}
+
 // One slice over the whole tile: each register block run by
 // table[vectors - 1][rows - 1][columns] (the precision's kernels).
 // `w_vectors`: the channel vectors whose weights lie from `w` on, the

@@ -137,11 +137,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void DotBlock(const Block
       __m512bh wv[V];
 #pragma GCC unroll 2
       for (int v = 0; v < V; ++v) wv[v] = (__m512bh)_mm512_loadu_si512(w + v * b.w_vstride);
-      if (b.w_next != nullptr) {  // the next vectors' weights, as the f32 blocks fetch them
-        const char* next = reinterpret_cast<const char*>(b.w_next + (w - b.w));
-#pragma GCC unroll 2
-        for (int v = 0; v < V; ++v) _mm_prefetch(next + 2 * v * b.w_vstride, _MM_HINT_T0);
-      }
+      PrefetchNextWeights<V>(b, w);
 #pragma GCC unroll 2
       for (int r = 0; r < R; ++r) {
         const uint32_t* row = p + r * b.in_row;
@@ -243,8 +239,7 @@ KernelStats Bf16RunShare(const ConvDesc& d, const ConvTiling& t, const KernelCon
     }
     if (mode != RunMode::kComputeOnly && sl.copy_band)
       stats.bytes_global_to_local += 4 * CopyPairs(d, t, sl, band_floats, stage, words);
-    // With pre-packed weights the last block prefetches the next tile's.
-    const int64_t w_vectors = l.pack ? 0 : (s.out_channels - c.oc0 + kLanes - 1) / kLanes;
+    const int64_t w_vectors = DirectPrefetchVectors(s, l, c.oc0);
     if (mode != RunMode::kCopyOnly)
       DirectComputeSlice(Blocks<kDot>::kTable, s, l, words, tap_off, w, w_vstride,
                          (c.ocs + kLanes - 1) / kLanes, sl.rows, Pairs(sl.ics), sl.ic0 > 0, acc,

@@ -39,7 +39,8 @@ start=$(date -u +%FT%TZ)
 
 echo "== 1/3: the bf16 GEMM + bias + GELU" >&2
 mkdir -p "$out/gemm" "$out/blocks" "$out/decode"
-rm -f "$out"/blocks/e2e.db* "$out"/decode/f32.db* "$out"/decode/mixed.db*  # tunes start empty
+# Tunes start from empty databases; the blocks' figures are this run's.
+rm -f "$out"/blocks/e2e.db* "$out"/blocks/e2e.json "$out"/decode/f32.db* "$out"/decode/mixed.db*
 "$bench_kernels" --benchmark_filter=gemm_bf16_bias_gelu --benchmark_format=json \
   >"$out/gemm/gemm_bf16.json" 2>"$out/gemm/gemm_bf16.log" || {
   echo "run_bf16_figures: bench_kernels failed; its log: $out/gemm/gemm_bf16.log" >&2
@@ -47,7 +48,6 @@ rm -f "$out"/blocks/e2e.db* "$out"/decode/f32.db* "$out"/decode/mixed.db*  # tun
 }
 
 echo "== 2/3: the blocks, tuned $budget each in mixed precision" >&2
-rm -f "$out/blocks/e2e.json"
 # run_e2e.sh writes e2e.json, then fails when an output is past its
 # tolerance: fusetune's past the budget is a figure of this run (the
 # summary's "no"), not a stop; ONNX Runtime's or PyTorch's past 1e-3 is
