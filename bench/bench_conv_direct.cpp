@@ -143,7 +143,10 @@ void Register() {
       {Shape(256, 56, 64, 1, 1, 1),
        {Tiling(kD, 64, 224, 256), Tiling(kD, 64, 448, 64), Tiling(kD, 64, 112, 32)}},
       {Shape(1024, 14, 256, 1, 1, 1),
-       {Tiling(kD, 64, 196, 256), Tiling(kD, 128, 98, 512), Tiling(kD, 256, 196, 64)}}};
+       {Tiling(kD, 64, 196, 256), Tiling(kD, 128, 98, 512), Tiling(kD, 256, 196, 64)}},
+      // MobileNetV2's stem: 3 input channels, stride 2 (27 taps a sum).
+      {Shape(3, 224, 32, 3, 2, 1),
+       {Tiling(kD, 16, 448, 16), Tiling(kD, 32, 448, 16), Tiling(kD, 32, 224, 16)}}};
   for (const Case& c : direct)
     for (const ConvTiling& t : c.tilings)
       for (int threads : {1, 2})

@@ -103,6 +103,22 @@ ConvTileWalk AlgorithmWalk(const ConvDesc& desc, const ConvTiling& tiling);
 void FinishConvTile(const ConvDesc& desc, const ConvTile& tile, float* acc, int64_t ld,
                     ActivationLayout y_layout, RunMode mode, KernelStats* stats);
 
+// Whether every epilogue operand can be addressed on a tile held as
+// 16-channel blocks ([position][16] per block): one of Y's shape (a
+// residual, in Y's NCHW16c) or one value per channel; scalars and
+// activations read none.
+bool EpilogueAddressableInBlocks(const ConvShape& s, const std::vector<EpilogueOp>& ops);
+// The epilogue as block `block`'s [position][16] tile sees it: rows =
+// positions, columns = the block's 16 channels.
+std::vector<EpilogueOp> BlockEpilogue(const ConvDesc& desc, int64_t block);
+// Finishes a computed tile held as whole 16-channel blocks, block i's
+// [position][16] at blocks + i * block_ld, into Y in NCHW16c (no pool):
+// adds the bias, runs the epilogue and copies each block's run out, counted
+// as FinishConvTile counts them (not the tile itself). kComputeOnly skips
+// the copies (and reads), kCopyOnly the arithmetic.
+void FinishBlockedConvTile(const ConvDesc& desc, const ConvTile& tile, float* blocks,
+                           int64_t block_ld, RunMode mode, KernelStats* stats);
+
 // The bytes ApplyEpilogue reads from global memory for a rows x cols tile:
 // what an estimate adds for a tile's epilogue operands.
 double EpilogueReadBytes(const std::vector<EpilogueOp>& ops, int64_t rows, int64_t cols);

@@ -44,34 +44,6 @@ BlockedLayout BlockedLayoutOf(const ConvDesc& d, const ConvTiling& t) {
 
 int64_t RoundUp64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 
-// An epilogue operand the [position][16] tile can address: one of Y's shape
-// (a residual) or one value per channel; scalars and activations read none.
-bool Addressable(const ConvShape& s, const EpilogueOp& op) {
-  if (!op.reads_memory()) return true;
-  return (op.row_stride == s.pixels() && op.col_stride == 1) ||
-         (op.row_stride == 1 && op.col_stride == 0) || (op.row_stride == 0 && op.col_stride == 0);
-}
-
-// The epilogue as the tile of block `block` sees it: rows = positions,
-// columns = the block's 16 channels.
-std::vector<EpilogueOp> BlockEpilogue(const ConvDesc& d, int64_t block) {
-  const ConvShape& s = d.shape;
-  std::vector<EpilogueOp> ops = d.epilogue;
-  for (EpilogueOp& op : ops) {
-    if (!op.reads_memory()) continue;
-    if (op.row_stride == s.pixels() && op.col_stride == 1) {  // NCHW16c, as Y
-      op.data += block * kBlock * s.pixels();
-      op.row_stride = kBlock;
-      op.col_stride = 1;
-    } else if (op.row_stride == 1 && op.col_stride == 0) {  // per channel
-      op.data += block * kBlock;
-      op.row_stride = 0;
-      op.col_stride = 1;
-    }
-  }
-  return ops;
-}
-
 // Rows [ih0, ih0 + rows_in) of one block of X into [row][width][16], zero
 // where they fall in the padding. Returns the floats read from X.
 int64_t CopyBlockBand(const ConvShape& s, const float* x_block, int64_t ih0, const BlockedLayout& l,
@@ -154,7 +126,7 @@ Status BlockedDepthwiseCheck(const ConvDesc& d, const ConvTiling& t) {
   if (t.oc_block % kBlock != 0) return forbid("needs oc_block a multiple of 16");
   if (d.max_pool.active()) return forbid("has no max pool");
   for (const EpilogueOp& op : d.epilogue)
-    if (!Addressable(d.shape, op))
+    if (!EpilogueAddressableInBlocks(d.shape, {op}))
       return forbid(std::string("cannot address the operand of ") + EpilogueKindName(op.kind));
   return Status::Ok();
 }
@@ -178,7 +150,9 @@ KernelStats BlockedDepthwiseRunShare(const ConvDesc& d, const ConvTiling& t,
   float* w = local.Take((taps + 1) * kBlock);  // the block's taps [tap][16], then its bias
   if (mode == RunMode::kComputeOnly) std::fill(band, band + l.band_floats(), 0.5f);
   if (mode == RunMode::kCopyOnly) std::fill(tile, tile + l.tile_floats, 0.0f);
-  const bool stream = StreamsOutput(4 * s.batch * s.out_channels * s.pixels());
+  // The bias starts the sums: the finish adds none.
+  ConvDesc unbiased = d;
+  unbiased.bias = nullptr;
   KernelStats stats;
   int64_t begin = 0, end = 0;
   walk.ShareOf(thread, config.threads, &begin, &end);
@@ -187,8 +161,6 @@ KernelStats BlockedDepthwiseRunShare(const ConvDesc& d, const ConvTiling& t,
     const int64_t oh0 = tile_at.p0 / s.out_w, rows = tile_at.ps / s.out_w;
     const int64_t ih0 = oh0 * s.stride_h - s.pad_top;
     for (int64_t c0 = tile_at.oc0; c0 < tile_at.oc0 + tile_at.ocs; c0 += kBlock) {
-      const int64_t block = c0 / kBlock;
-      const int64_t plane_block = (tile_at.image * s.out_channels + c0) * s.pixels();
       if (mode != RunMode::kComputeOnly) {
         const float* x_block = d.x + (tile_at.image * s.in_channels + c0) * s.in_h * s.in_w;
         stats.bytes_global_to_local += 4 * CopyBlockBand(s, x_block, ih0, l, band);
@@ -203,13 +175,10 @@ KernelStats BlockedDepthwiseRunShare(const ConvDesc& d, const ConvTiling& t,
           OutputRow(s, l, band + r * s.stride_h * l.width * kBlock, w, bias,
                     tile + r * s.out_w * kBlock);
       }
-      const int64_t read = ApplyEpilogue(BlockEpilogue(d, block), tile, kBlock, tile_at.ps, kBlock,
-                                         tile_at.image, tile_at.p0, 0, mode);
-      if (mode != RunMode::kComputeOnly) {
-        stats.bytes_global_to_local += read;
-        WriteOut(d.y + plane_block + tile_at.p0 * kBlock, tile, tile_at.ps * kBlock, stream);
-        stats.bytes_local_to_global += 4 * tile_at.ps * kBlock;
-      }
+      ConvTile block = tile_at;
+      block.oc0 = c0;
+      block.ocs = kBlock;
+      FinishBlockedConvTile(unbiased, block, tile, l.tile_floats, mode, &stats);
     }
     stats.tiles += 1;
   }

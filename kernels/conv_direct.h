@@ -50,10 +50,11 @@ struct DirectBlock {
 
 // The register blocks of one slice over a tile of `rows` output rows and
 // `vectors` 16-channel vectors, channel vectors innermost (a block's input
-// stays in L1 across them); `in_row` the band's step between output rows.
+// stays in L1 across them); `in_row` the band's step between output rows,
+// `in_col` between output columns.
 template <typename Block>
 void ForEachDirectBlock(const ConvShape& s, int64_t rows, int64_t vectors, int64_t in_row,
-                        Block&& block) {
+                        int64_t in_col, Block&& block) {
   const int64_t chunk = DirectChunkOf(s.out_w);
   const int64_t block_rows = DirectBlockRows(chunk);
   for (int64_t r = 0; r < rows;) {
@@ -62,8 +63,8 @@ void ForEachDirectBlock(const ConvShape& s, int64_t rows, int64_t vectors, int64
       const int64_t cols = std::min(chunk, s.out_w - ow);
       for (int64_t v = 0; v < vectors;) {
         const int64_t nv = vectors - v >= 2 ? 2 : 1;
-        block(DirectBlock{nv, nr, cols, v, r * in_row + ow, (r * s.out_w + ow) * kDirectLanes,
-                          r == 0});
+        block(DirectBlock{nv, nr, cols, v, r * in_row + ow * in_col,
+                          (r * s.out_w + ow) * kDirectLanes, r == 0});
         v += nv;
       }
     }
@@ -80,7 +81,8 @@ struct DirectBlockArgs {
   int64_t in_row;          // elements between the inputs of consecutive output rows
   const int64_t* tap_off;  // band offsets of the taps
   int64_t taps;
-  int64_t channel_stride;  // elements between the bands of consecutive channels (pairs)
+  int64_t channel_stride;  // elements between the bands of consecutive channels (pairs), or
+                           // of consecutive 16-channel blocks (a blocked band)
   int64_t channels;        // input channels (pairs) of the slice
   const W* w;              // weights of channel 0, tap 0, vector 0
   int64_t w_vstride;       // elements between vectors of weights
@@ -116,22 +118,25 @@ inline void PrefetchNextWeights(const DirectBlockArgs<In, W>& b, const W* w) {
 // table[vectors - 1][rows - 1][columns] (the precision's kernels).
 // `w_vectors`: the channel vectors whose weights lie from `w` on, the
 // tile's and, with pre-packed weights, the next tiles' (0: the tile's).
+// `in_col`: 1 for a band of channel planes, kDirectLanes for a band of
+// 16-channel blocks (DirectBandIsBlocked), whose channel_stride then steps
+// from one block to the next.
 template <typename In, typename W, typename Table>
 void DirectComputeSlice(const Table& table, const ConvShape& s, const DirectLayout& l,
                         const In* band, const std::vector<int64_t>& tap_off, const W* w,
                         int64_t w_vstride, int64_t vectors, int64_t rows, int64_t channels,
-                        bool accumulate, float* acc, int64_t w_vectors = 0) {
+                        bool accumulate, float* acc, int64_t w_vectors = 0, int64_t in_col = 1) {
   DirectBlockArgs<In, W> b;
-  b.in_row = s.stride_h * l.band.row_floats;
+  b.in_row = s.stride_h * l.band.row_floats * in_col;
   b.tap_off = tap_off.data();
   b.taps = l.taps;
-  b.channel_stride = l.band.floats();
+  b.channel_stride = l.band.floats() * in_col;
   b.channels = channels;
   b.w_vstride = w_vstride;
   b.acc_row = s.out_w * kDirectLanes;
   b.acc_vstride = l.tile_ld * kDirectLanes;
   b.accumulate = accumulate;
-  ForEachDirectBlock(s, rows, vectors, b.in_row, [&](const DirectBlock& block) {
+  ForEachDirectBlock(s, rows, vectors, b.in_row, in_col, [&](const DirectBlock& block) {
     b.in = band + block.in_offset;
     b.w = w + block.vector * w_vstride;
     // The blocks of the first rows read each channel vector's weights for
@@ -150,9 +155,10 @@ void DirectComputeSlice(const Table& table, const ConvShape& s, const DirectLayo
 
 // A tile's sums transposed into its rows and finished (bias, epilogue,
 // pools, the copy out: FinishConvTile); copy-only runs skip the transpose.
+// Into NCHW16c Y (no pool) the sums, already its blocks, are finished where
+// they lie (FinishBlockedConvTile), overwritten.
 void DirectFinishTile(const ConvDesc& d, const ConvTiling& t, const DirectLayout& l,
-                      const ConvTile& c, const float* acc, float* out, RunMode mode,
-                      KernelStats* stats);
+                      const ConvTile& c, float* acc, float* out, RunMode mode, KernelStats* stats);
 
 std::vector<int64_t> DirectTapOffsets(const ConvShape& s, const BandGeometry& g);
 

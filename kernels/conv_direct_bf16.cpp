@@ -220,7 +220,10 @@ KernelStats Bf16RunShare(const ConvDesc& d, const ConvTiling& t, const KernelCon
     std::fill(words, words + Pairs(l.ks) * band_floats, (uint32_t{half} << 16) | half);
     if (wbuf) std::fill(wbuf, wbuf + wbuf_halves, half);
   }
-  if (mode == RunMode::kCopyOnly) std::fill(out, out + out_rows * l.tile_ld, 0.0f);
+  if (mode == RunMode::kCopyOnly) {  // zeros in the tile and the sums (conv_direct.cpp)
+    std::fill(out, out + out_rows * l.tile_ld, 0.0f);
+    std::fill(acc, acc + oc_max * l.tile_ld, 0.0f);
+  }
   const std::vector<int64_t> tap_off = DirectTapOffsets(s, l.band);
   const Bf16* packed = reinterpret_cast<const Bf16*>(d.w_packed);
   KernelStats stats;

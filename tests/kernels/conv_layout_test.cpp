@@ -214,6 +214,54 @@ TEST(ConvLayouts, DirectInBf16ReadsAndWritesEachLayout) {
         }
 }
 
+// A 1x1 stride-1 direct conv on NCHW16c reads X's blocks as they lie
+// (conv_direct.cpp, DirectBandIsBlocked): slices of whole blocks (16, 32,
+// 64 channels; 48 leaves a last slice of 16), tiles of partial rows and
+// a last short tile, two images, every output layout; against the
+// reference, and counted as the NCHW input's copies are. Slices that cut
+// blocks (k_block 24, 5) take the transposing copy: the same answers.
+TEST(ConvLayouts, DirectPointwiseReadsNchw16cBlocksAsTheyLie) {
+  const ConvShape s = MakeShape(2, 64, 7, 9, 48, 1);
+  for (ActivationLayout out : kLayouts)
+    for (int64_t k_block :
+         {int64_t{16}, int64_t{32}, int64_t{48}, int64_t{64}, int64_t{24}, int64_t{5}})
+      for (int64_t rows : {int64_t{2}, int64_t{7}}) {
+        ConvTiling t = Tiling(ConvAlgorithm::kDirect, 32, rows * s.out_w, k_block);
+        t.in_layout = ActivationLayout::kNCHWc;
+        t.out_layout = out;
+        testing::RandomConv c(s, true, /*residual_relu=*/true, 5,
+                              s.batch * s.out_channels * s.pixels());
+        for (int threads : {1, 2})
+          EXPECT_LE(RunInLayouts(c, t, threads), testing::ToleranceOf(ConvAlgorithm::kDirect))
+              << t.ToString() << " threads " << threads;
+        testing::ConvRun blocked, planes;
+        ASSERT_TRUE(c.Run(t, 2, 1 << 20, &blocked));
+        t.in_layout = ActivationLayout::kNCHW;
+        ASSERT_TRUE(c.Run(t, 2, 1 << 20, &planes));
+        EXPECT_EQ(blocked.stats.bytes_global_to_local, planes.stats.bytes_global_to_local)
+            << t.ToString();
+        t.in_layout = ActivationLayout::kNCHWc;
+        testing::ExpectRunModesCountAlike(s, t);
+      }
+}
+
+// Into NCHW16c the direct conv finishes its sums in their blocks
+// (FinishBlockedConvTile), not transposed into rows and back: counted as
+// into NCHW (bias, residual, output), in every run mode.
+TEST(ConvLayouts, DirectFinishedInBlocksCountsAsInRows) {
+  const ConvShape s = MakeShape(2, 32, 9, 8, 48, 3, 1, 1);
+  ConvTiling t = Tiling(ConvAlgorithm::kDirect, 32, 3 * s.out_w, 16);
+  testing::RandomConv c(s, true, /*residual_relu=*/true, 4, s.batch * s.out_channels * s.pixels());
+  testing::ConvRun rows, blocks;
+  ASSERT_TRUE(c.Run(t, 2, 1 << 20, &rows));
+  t.out_layout = ActivationLayout::kNCHWc;
+  ASSERT_TRUE(c.Run(t, 2, 1 << 20, &blocks));
+  EXPECT_EQ(blocks.stats.bytes_global_to_local, rows.stats.bytes_global_to_local);
+  EXPECT_EQ(blocks.stats.bytes_local_to_global, rows.stats.bytes_local_to_global);
+  EXPECT_EQ(blocks.stats.tiles, rows.stats.tiles);
+  testing::ExpectRunModesCountAlike(s, t);
+}
+
 TEST(ConvLayouts, AMaxPooledConvWritesItsPooledPlanesInTheLayout) {
   const ConvShape s = MakeShape(1, 16, 14, 14, 32, 3, 1, 1);
   const ConvMaxPool pool{3, 3, 2, 2, 1, 1, 7, 7};
