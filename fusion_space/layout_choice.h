@@ -8,8 +8,9 @@
 // time plus the transforms it causes is least: reading its input or a
 // residual in a layout other than the one its producer wrote, or writing a
 // value that a reader needs in NCHW (a graph output, a kernel that reads
-// NCHW only) in another layout. A producer's layout is known when its
-// readers choose, so they adapt to it.
+// NCHW only) in another layout, plus, one step ahead, the least its conv
+// readers will take with its output in that layout. A producer's layout is
+// known when its readers choose, so they adapt to it.
 #pragma once
 
 #include <functional>

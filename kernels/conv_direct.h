@@ -91,8 +91,9 @@ struct DirectBlockArgs {
   int64_t acc_vstride;
   bool accumulate;  // add to acc (later slices) or overwrite it (the first)
   // The next block's weights (same layout), prefetched as this block runs,
-  // or null: see DirectComputeSlice.
+  // or null: see DirectComputeSlice; `next_vectors` of them (1 or 2) lie there.
   const W* w_next = nullptr;
+  int64_t next_vectors = 0;
 };
 
 // The channel vectors from a tile's first output channel (oc0) on whose
@@ -104,14 +105,15 @@ inline int64_t DirectPrefetchVectors(const ConvShape& s, const DirectLayout& l, 
 }
 
 // In a register block's (channel, tap) step at `w`: the same step's weights
-// of the V vectors after the block's (b.w_next), fetched into L1 while the
-// block computes; nothing when there are none.
+// of up to V vectors after the block's (b.w_next, as many as lie there),
+// fetched into L1 while the block computes; nothing when there are none.
 template <int V, typename In, typename W>
 inline void PrefetchNextWeights(const DirectBlockArgs<In, W>& b, const W* w) {
   if (b.w_next == nullptr) return;
   const W* next = b.w_next + (w - b.w);
 #pragma GCC unroll 2
-  for (int v = 0; v < V; ++v) __builtin_prefetch(next + v * b.w_vstride, 0, 3);
+  for (int v = 0; v < V && v < b.next_vectors; ++v)
+    __builtin_prefetch(next + v * b.w_vstride, 0, 3);
 }
 
 // One slice over the whole tile: each register block run by
@@ -146,8 +148,9 @@ void DirectComputeSlice(const Table& table, const ConvShape& s, const DirectLayo
     // the last the next tile's, so that their reads overlap its arithmetic;
     // later rows find them in L2.
     const int64_t next = block.vector + block.vectors;
-    b.w_next =
-        block.first_rows && next < std::max(vectors, w_vectors) ? w + next * w_vstride : nullptr;
+    const int64_t ahead = std::max(vectors, w_vectors) - next;
+    b.w_next = block.first_rows && ahead > 0 ? w + next * w_vstride : nullptr;
+    b.next_vectors = std::min<int64_t>(ahead, 2);
     b.acc = acc + block.vector * b.acc_vstride + block.acc_offset;
     table[block.vectors - 1][block.rows - 1][block.columns](b);
   });

@@ -79,5 +79,47 @@ TEST(HarmonizeLayouts, ReadersAdaptToTheirProducersAndTransformsAreCounted) {
   EXPECT_TRUE(space.Validate(plan).allowed());
 }
 
+// A producer looks one step ahead: c0 is a little faster writing NCHW, but
+// its reader c1 much faster on NCHW16c (as a depthwise conv after a 1x1):
+// c0 writes NCHW16c (10.5 + 12 + 12 against 10 + 13 + 13: c1's X and
+// residual each read in NCHW16c, or transformed), and c1 needs no transform.
+TEST(HarmonizeLayouts, AProducerWritesTheLayoutItsReadersAreFastIn) {
+  graph::Graph g = fusetune::testing::Parse(fusetune::testing::kLayoutCnn);
+  kernels::KernelConfig config;
+  config.local_buffer_bytes = 256 * 1024;
+  FusionSpace space(g, config);
+  const Plan greedy = space.Greedy();
+  std::vector<std::vector<std::pair<Tiling, double>>> measured;
+  std::vector<size_t> conv_groups;
+  for (size_t i = 0; i < greedy.groups.size(); ++i) {
+    const KernelInstance k = space.Match(greedy.groups[i].nodes).instance;
+    if (k.kind != KernelTemplate::kConv) continue;
+    const TilingSpace tilings(k, config);
+    const size_t n = conv_groups.size();
+    conv_groups.push_back(i);
+    if (n == 0)
+      measured.push_back(
+          {{Direct(tilings, kNCHW, kNCHW), 10e-6}, {Direct(tilings, kNCHW, kBlocked), 10.5e-6}});
+    if (n == 1)
+      measured.push_back(
+          {{Direct(tilings, kNCHW, kNCHW), 20e-6}, {Direct(tilings, kBlocked, kBlocked), 12e-6}});
+    if (n == 2) measured.push_back({{Direct(tilings, kNCHW, kNCHW), 6e-6}});
+  }
+  ASSERT_EQ(conv_groups.size(), 3u);
+  auto measured_of = [&](const PlanGroup& group) {
+    for (size_t n = 0; n < conv_groups.size(); ++n)
+      if (greedy.groups[conv_groups[n]].nodes == group.nodes) return measured[n];
+    return std::vector<std::pair<Tiling, double>>{};
+  };
+  TransformCost cost;
+  cost.launch_seconds = 1e-6;
+  cost.seconds_per_byte = 0;
+  const Plan plan = HarmonizeLayouts(space, greedy, measured_of, cost);
+  EXPECT_EQ(Out(plan.groups[conv_groups[0]].tiling), kBlocked);
+  EXPECT_EQ(In(plan.groups[conv_groups[1]].tiling), kBlocked);
+  EXPECT_EQ(Out(plan.groups[conv_groups[1]].tiling), kBlocked);
+  EXPECT_TRUE(space.Validate(plan).allowed());
+}
+
 }  // namespace
 }  // namespace fusetune::fusion_space
