@@ -112,8 +112,8 @@ inline void PrefetchNextWeights(const DirectBlockArgs<In, W>& b, const W* w) {
   if (b.w_next == nullptr) return;
   const W* next = b.w_next + (w - b.w);
 #pragma GCC unroll 2
-  for (int v = 0; v < V && v < b.next_vectors; ++v)
-    __builtin_prefetch(next + v * b.w_vstride, 0, 3);
+  for (int v = 0; v < V; ++v)
+    if (v < b.next_vectors) __builtin_prefetch(next + v * b.w_vstride, 0, 3);
 }
 
 // One slice over the whole tile: each register block run by
