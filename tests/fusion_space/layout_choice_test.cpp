@@ -3,6 +3,10 @@
 // to their producers' layouts; the result is a valid plan.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <utility>
+#include <vector>
+
 #include "fusion_space/layout_choice.h"
 #include "fusion_space/space.h"
 #include "fusion_space/tiling_space.h"
@@ -29,42 +33,54 @@ Tiling Direct(const TilingSpace& tilings, ActivationLayout in, ActivationLayout 
 ActivationLayout In(const Tiling& t) { return std::get<kernels::ConvTiling>(t).in_layout; }
 ActivationLayout Out(const Tiling& t) { return std::get<kernels::ConvTiling>(t).out_layout; }
 
-TEST(HarmonizeLayouts, ReadersAdaptToTheirProducersAndTransformsAreCounted) {
+using Options = std::vector<std::pair<Tiling, double>>;
+// The measured options of the n-th conv group (plan order) from its tilings.
+using OptionsOf = std::function<Options(size_t n, const TilingSpace& tilings)>;
+
+// kLayoutCnn's greedy plan (three conv groups) harmonized with each conv
+// group's options from `options_of` and transforms of 1 us each; the plan
+// and its conv groups' indices.
+std::pair<Plan, std::vector<size_t>> Harmonized(const OptionsOf& options_of) {
   graph::Graph g = fusetune::testing::Parse(fusetune::testing::kLayoutCnn);
   kernels::KernelConfig config;
   config.local_buffer_bytes = 256 * 1024;
   FusionSpace space(g, config);
   const Plan greedy = space.Greedy();
-  // Times per conv group (in plan order), in microseconds.
-  std::vector<std::vector<std::pair<Tiling, double>>> measured;
+  std::vector<Options> measured;
   std::vector<size_t> conv_groups;
   for (size_t i = 0; i < greedy.groups.size(); ++i) {
     const KernelInstance k = space.Match(greedy.groups[i].nodes).instance;
     if (k.kind != KernelTemplate::kConv) continue;
-    const TilingSpace tilings(k, config);
-    const size_t n = conv_groups.size();
+    measured.push_back(options_of(conv_groups.size(), TilingSpace(k, config)));
     conv_groups.push_back(i);
-    if (n == 0)  // c0: NCHW16c out is faster
-      measured.push_back(
-          {{Direct(tilings, kNCHW, kNCHW), 11e-6}, {Direct(tilings, kNCHW, kBlocked), 10e-6}});
-    if (n == 1)  // c1: all NCHW a little slower than NCHW16c through
-      measured.push_back(
-          {{Direct(tilings, kNCHW, kNCHW), 10.5e-6}, {Direct(tilings, kBlocked, kBlocked), 10e-6}});
-    if (n == 2)  // c2: writes an output; NCHW16c throughout fastest alone
-      measured.push_back({{Direct(tilings, kNCHW, kNCHW), 6e-6},
-                          {Direct(tilings, kBlocked, kNCHW), 5.5e-6},
-                          {Direct(tilings, kBlocked, kBlocked), 5e-6}});
   }
-  ASSERT_EQ(conv_groups.size(), 3u);
+  EXPECT_EQ(conv_groups.size(), 3u);
   auto measured_of = [&](const PlanGroup& group) {
     for (size_t n = 0; n < conv_groups.size(); ++n)
       if (greedy.groups[conv_groups[n]].nodes == group.nodes) return measured[n];
-    return std::vector<std::pair<Tiling, double>>{};
+    return Options{};
   };
   TransformCost cost;
   cost.launch_seconds = 1e-6;
   cost.seconds_per_byte = 0;
-  const Plan plan = HarmonizeLayouts(space, greedy, measured_of, cost);
+  Plan plan = HarmonizeLayouts(space, greedy, measured_of, cost);
+  EXPECT_TRUE(space.Validate(plan).allowed());
+  return {std::move(plan), conv_groups};
+}
+
+TEST(HarmonizeLayouts, ReadersAdaptToTheirProducersAndTransformsAreCounted) {
+  // Times per conv group (in plan order).
+  const auto [plan, conv_groups] = Harmonized([](size_t n, const TilingSpace& tilings) -> Options {
+    if (n == 0)  // c0: NCHW16c out is faster
+      return {{Direct(tilings, kNCHW, kNCHW), 11e-6}, {Direct(tilings, kNCHW, kBlocked), 10e-6}};
+    if (n == 1)  // c1: all NCHW a little slower than NCHW16c through
+      return {{Direct(tilings, kNCHW, kNCHW), 10.5e-6}, {Direct(tilings, kBlocked, kBlocked), 10e-6}};
+    // c2: writes an output; NCHW16c throughout fastest alone
+    return {{Direct(tilings, kNCHW, kNCHW), 6e-6},
+            {Direct(tilings, kBlocked, kNCHW), 5.5e-6},
+            {Direct(tilings, kBlocked, kBlocked), 5e-6}};
+  });
+  ASSERT_EQ(conv_groups.size(), 3u);
   // c0 writes NCHW16c (r0 is read by c1 alone, as X and residual); c1 reads
   // it as it is and writes r1 in NCHW16c although the pool needs NCHW (10 +
   // 1 < 10.5 + 2); c2 reads r1 in NCHW16c and writes its output in NCHW.
@@ -76,7 +92,6 @@ TEST(HarmonizeLayouts, ReadersAdaptToTheirProducersAndTransformsAreCounted) {
   EXPECT_EQ(Out(c1), kBlocked);
   EXPECT_EQ(In(c2), kBlocked);
   EXPECT_EQ(Out(c2), kNCHW);
-  EXPECT_TRUE(space.Validate(plan).allowed());
 }
 
 // A producer looks one step ahead: c0 is a little faster writing NCHW, but
@@ -84,41 +99,17 @@ TEST(HarmonizeLayouts, ReadersAdaptToTheirProducersAndTransformsAreCounted) {
 // c0 writes NCHW16c (10.5 + 12 + 12 against 10 + 13 + 13: c1's X and
 // residual each read in NCHW16c, or transformed), and c1 needs no transform.
 TEST(HarmonizeLayouts, AProducerWritesTheLayoutItsReadersAreFastIn) {
-  graph::Graph g = fusetune::testing::Parse(fusetune::testing::kLayoutCnn);
-  kernels::KernelConfig config;
-  config.local_buffer_bytes = 256 * 1024;
-  FusionSpace space(g, config);
-  const Plan greedy = space.Greedy();
-  std::vector<std::vector<std::pair<Tiling, double>>> measured;
-  std::vector<size_t> conv_groups;
-  for (size_t i = 0; i < greedy.groups.size(); ++i) {
-    const KernelInstance k = space.Match(greedy.groups[i].nodes).instance;
-    if (k.kind != KernelTemplate::kConv) continue;
-    const TilingSpace tilings(k, config);
-    const size_t n = conv_groups.size();
-    conv_groups.push_back(i);
+  const auto [plan, conv_groups] = Harmonized([](size_t n, const TilingSpace& tilings) -> Options {
     if (n == 0)
-      measured.push_back(
-          {{Direct(tilings, kNCHW, kNCHW), 10e-6}, {Direct(tilings, kNCHW, kBlocked), 10.5e-6}});
+      return {{Direct(tilings, kNCHW, kNCHW), 10e-6}, {Direct(tilings, kNCHW, kBlocked), 10.5e-6}};
     if (n == 1)
-      measured.push_back(
-          {{Direct(tilings, kNCHW, kNCHW), 20e-6}, {Direct(tilings, kBlocked, kBlocked), 12e-6}});
-    if (n == 2) measured.push_back({{Direct(tilings, kNCHW, kNCHW), 6e-6}});
-  }
+      return {{Direct(tilings, kNCHW, kNCHW), 20e-6}, {Direct(tilings, kBlocked, kBlocked), 12e-6}};
+    return {{Direct(tilings, kNCHW, kNCHW), 6e-6}};
+  });
   ASSERT_EQ(conv_groups.size(), 3u);
-  auto measured_of = [&](const PlanGroup& group) {
-    for (size_t n = 0; n < conv_groups.size(); ++n)
-      if (greedy.groups[conv_groups[n]].nodes == group.nodes) return measured[n];
-    return std::vector<std::pair<Tiling, double>>{};
-  };
-  TransformCost cost;
-  cost.launch_seconds = 1e-6;
-  cost.seconds_per_byte = 0;
-  const Plan plan = HarmonizeLayouts(space, greedy, measured_of, cost);
   EXPECT_EQ(Out(plan.groups[conv_groups[0]].tiling), kBlocked);
   EXPECT_EQ(In(plan.groups[conv_groups[1]].tiling), kBlocked);
   EXPECT_EQ(Out(plan.groups[conv_groups[1]].tiling), kBlocked);
-  EXPECT_TRUE(space.Validate(plan).allowed());
 }
 
 }  // namespace
