@@ -52,38 +52,49 @@ std::set<graph::ValueId> NeededInNchw(const graph::Graph& g,
   return nchw;
 }
 
-// A later conv group that reads a value: as its X (in its in_layout) or as
-// a residual (in its out_layout).
-struct Reader {
-  size_t group;
-  bool as_x;
-};
-
-std::map<graph::ValueId, std::vector<Reader>> ConvReaders(
-    const std::vector<KernelInstance>& groups) {
-  std::map<graph::ValueId, std::vector<Reader>> readers;
+// The conv groups that read each value, as X or a residual.
+std::map<graph::ValueId, std::set<size_t>> ConvReaders(const std::vector<KernelInstance>& groups) {
+  std::map<graph::ValueId, std::set<size_t>> readers;
   for (size_t j = 0; j < groups.size(); ++j) {
     if (!IsConv(groups[j])) continue;
     const ConvValues v = ValuesOf(groups[j]);
-    if (v.x != graph::kNoValue) readers[v.x].push_back({j, true});
+    if (v.x != graph::kNoValue) readers[v.x].insert(j);
     for (graph::ValueId r : v.residuals)
-      if (r != graph::kNoValue) readers[r].push_back({j, false});
+      if (r != graph::kNoValue) readers[r].insert(j);
   }
   return readers;
 }
 
-// The reader's least time over its measured tilings with the value it
-// reads lying in `layout`: a tiling that reads it in another pays
-// `transform`. 0 when nothing of the reader was measured.
-double ReaderSeconds(const std::vector<std::pair<Tiling, double>>& options, bool as_x,
-                     ActivationLayout layout, double transform) {
+// The copies of value `value` that a conv group's tiling `t` causes when the
+// value lies in `lies_in`: one per layout it reads the value in (X in
+// in_layout, residuals in out_layout) other than that one, since the
+// program copies a value once per layout whoever reads it
+// (runtime/layout_plan.cpp); `has_nchw_copy`: another reader needs the
+// value in NCHW, so an NCHW copy is there anyway.
+int CopiesOf(graph::ValueId value, const ConvValues& reads, const kernels::ConvTiling& t,
+             ActivationLayout lies_in, bool has_nchw_copy) {
+  std::set<ActivationLayout> wanted;
+  if (reads.x == value) wanted.insert(t.in_layout);
+  for (graph::ValueId r : reads.residuals)
+    if (r == value) wanted.insert(t.out_layout);
+  int copies = 0;
+  for (ActivationLayout layout : wanted)
+    if (layout != lies_in && !(layout == ActivationLayout::kNCHW && has_nchw_copy)) ++copies;
+  return copies;
+}
+
+// A reader's least time over its measured tilings with `value` lying in
+// `lies_in`, the copies of it each tiling causes at `copy` seconds each.
+// 0 when nothing of the reader was measured.
+double ReaderSeconds(const std::vector<std::pair<Tiling, double>>& options, const ConvValues& reads,
+                     graph::ValueId value, ActivationLayout lies_in, bool has_nchw_copy,
+                     double copy) {
   double best = 0;
   bool found = false;
   for (const auto& [tiling, seconds] : options) {
     const auto* t = std::get_if<kernels::ConvTiling>(&tiling);
     if (t == nullptr) continue;
-    const double total =
-        seconds + ((as_x ? t->in_layout : t->out_layout) != layout ? transform : 0);
+    const double total = seconds + copy * CopiesOf(value, reads, *t, lies_in, has_nchw_copy);
     if (!found || total < best) best = total;
     found = true;
   }
@@ -98,7 +109,7 @@ Plan HarmonizeLayouts(FusionSpace& space, Plan plan, const MeasuredTilings& meas
   std::vector<KernelInstance> instances;
   for (const PlanGroup& group : plan.groups) instances.push_back(space.Match(group.nodes).instance);
   const std::set<graph::ValueId> nchw = NeededInNchw(g, instances);
-  const std::map<graph::ValueId, std::vector<Reader>> readers = ConvReaders(instances);
+  const std::map<graph::ValueId, std::set<size_t>> readers = ConvReaders(instances);
   std::vector<std::vector<std::pair<Tiling, double>>> options(plan.groups.size());
   for (size_t i = 0; i < plan.groups.size(); ++i)
     if (IsConv(instances[i])) options[i] = measured(plan.groups[i]);
@@ -119,18 +130,24 @@ Plan HarmonizeLayouts(FusionSpace& space, Plan plan, const MeasuredTilings& meas
       const auto* t = std::get_if<kernels::ConvTiling>(&tiling);
       if (t == nullptr) continue;
       double total = seconds;
-      if (v.x != graph::kNoValue && t->in_layout != held_in(v.x)) total += cost.Of(bytes(v.x));
-      for (graph::ValueId r : v.residuals)
-        if (r != graph::kNoValue && t->out_layout != held_in(r)) total += cost.Of(bytes(r));
-      if (v.y != graph::kNoValue && t->out_layout != ActivationLayout::kNCHW && nchw.count(v.y))
-        total += cost.Of(bytes(v.y));
-      // One step ahead: what the conv groups reading Y will take with Y in
+      std::set<graph::ValueId> read(v.residuals.begin(), v.residuals.end());
+      read.insert(v.x);
+      for (graph::ValueId value : read)
+        if (value != graph::kNoValue)
+          total += cost.Of(bytes(value)) *
+                   CopiesOf(value, v, *t, held_in(value),
+                            held_in(value) != ActivationLayout::kNCHW && nchw.count(value));
+      const bool y_copied_to_nchw =
+          v.y != graph::kNoValue && t->out_layout != ActivationLayout::kNCHW && nchw.count(v.y);
+      if (y_copied_to_nchw) total += cost.Of(bytes(v.y));
+      // One step ahead: what each conv group reading Y will take with Y in
       // this layout (a depthwise conv after a 1x1 runs about twice as fast
       // on NCHW16c in MobileNetV2, so the 1x1 writes it when that pays).
       if (read_by != readers.end())
-        for (const Reader& r : read_by->second)
-          if (r.group > i)
-            total += ReaderSeconds(options[r.group], r.as_x, t->out_layout, cost.Of(bytes(v.y)));
+        for (size_t j : read_by->second)
+          if (j > i)
+            total += ReaderSeconds(options[j], ValuesOf(instances[j]), v.y, t->out_layout,
+                                   y_copied_to_nchw, cost.Of(bytes(v.y)));
       if (!found || total < best) {
         best = total;
         found = true;

@@ -436,16 +436,21 @@ void FinishConvTile(const ConvDesc& d, const ConvTile& t, float* acc, int64_t ld
   stats->tiles += 1;
 }
 
+bool EpilogueOpAddressableInBlocks(const ConvShape& s, const EpilogueOp& op) {
+  return !op.reads_memory() || (op.row_stride == s.pixels() && op.col_stride == 1) ||
+         (op.row_stride == 1 && op.col_stride == 0) || (op.row_stride == 0 && op.col_stride == 0);
+}
+
 bool EpilogueAddressableInBlocks(const ConvShape& s, const std::vector<EpilogueOp>& ops) {
-  for (const EpilogueOp& op : ops) {
-    const bool addressable =
-        !op.reads_memory() || (op.row_stride == s.pixels() && op.col_stride == 1) ||
-        (op.row_stride == 1 && op.col_stride == 0) || (op.row_stride == 0 && op.col_stride == 0);
-    if (!addressable) return false;
-  }
+  for (const EpilogueOp& op : ops)
+    if (!EpilogueOpAddressableInBlocks(s, op)) return false;
   return true;
 }
 
+namespace {
+
+// The epilogue as block `block`'s [position][16] tile sees it: rows =
+// positions, columns = the block's 16 channels.
 std::vector<EpilogueOp> BlockEpilogue(const ConvDesc& d, int64_t block) {
   const ConvShape& s = d.shape;
   std::vector<EpilogueOp> ops = d.epilogue;
@@ -464,6 +469,8 @@ std::vector<EpilogueOp> BlockEpilogue(const ConvDesc& d, int64_t block) {
   return ops;
 }
 
+}  // namespace
+
 void FinishBlockedConvTile(const ConvDesc& d, const ConvTile& t, float* blocks, int64_t block_ld,
                            RunMode mode, KernelStats* stats) {
   constexpr int64_t kBlock = kLayoutChannelBlock;
@@ -477,10 +484,13 @@ void FinishBlockedConvTile(const ConvDesc& d, const ConvTile& t, float* blocks, 
         for (int64_t p = 0; p < t.ps; ++p)
           for (int64_t c = 0; c < kBlock; ++c) tile[p * kBlock + c] += d.bias[c0 + c];
     }
-    const int64_t read = ApplyEpilogue(BlockEpilogue(d, c0 / kBlock), tile, kBlock, t.ps, kBlock,
-                                       t.image, t.p0, 0, mode);
+    ApplyEpilogue(BlockEpilogue(d, c0 / kBlock), tile, kBlock, t.ps, kBlock, t.image, t.p0, 0,
+                  mode);
     if (mode == RunMode::kComputeOnly) continue;
-    stats->bytes_global_to_local += read;
+    // Operands counted as in the rows' form and the estimates (a
+    // per-channel operand once per position).
+    stats->bytes_global_to_local +=
+        static_cast<int64_t>(EpilogueReadBytes(d.epilogue, kBlock, t.ps));
     WriteOut(d.y + (t.image * s.out_channels + c0) * s.pixels() + t.p0 * kBlock, tile,
              t.ps * kBlock, stream);
     stats->bytes_local_to_global += 4 * t.ps * kBlock;

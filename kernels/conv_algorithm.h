@@ -103,19 +103,18 @@ ConvTileWalk AlgorithmWalk(const ConvDesc& desc, const ConvTiling& tiling);
 void FinishConvTile(const ConvDesc& desc, const ConvTile& tile, float* acc, int64_t ld,
                     ActivationLayout y_layout, RunMode mode, KernelStats* stats);
 
-// Whether every epilogue operand can be addressed on a tile held as
-// 16-channel blocks ([position][16] per block): one of Y's shape (a
-// residual, in Y's NCHW16c) or one value per channel; scalars and
-// activations read none.
+// Whether an epilogue operand can be addressed on a tile held as 16-channel
+// blocks ([position][16] per block): one of Y's shape (a residual, in Y's
+// NCHW16c), one value per channel, or one value for the whole tile; ops
+// that read no memory (activations, scalars) always can.
+bool EpilogueOpAddressableInBlocks(const ConvShape& s, const EpilogueOp& op);
 bool EpilogueAddressableInBlocks(const ConvShape& s, const std::vector<EpilogueOp>& ops);
-// The epilogue as block `block`'s [position][16] tile sees it: rows =
-// positions, columns = the block's 16 channels.
-std::vector<EpilogueOp> BlockEpilogue(const ConvDesc& desc, int64_t block);
 // Finishes a computed tile held as whole 16-channel blocks, block i's
 // [position][16] at blocks + i * block_ld, into Y in NCHW16c (no pool):
 // adds the bias, runs the epilogue and copies each block's run out, counted
-// as FinishConvTile counts them (not the tile itself). kComputeOnly skips
-// the copies (and reads), kCopyOnly the arithmetic.
+// as FinishConvTile and the estimates count them (EpilogueReadBytes; not
+// the tile itself). kComputeOnly skips the copies (and reads), kCopyOnly
+// the arithmetic.
 void FinishBlockedConvTile(const ConvDesc& desc, const ConvTile& tile, float* blocks,
                            int64_t block_ld, RunMode mode, KernelStats* stats);
 

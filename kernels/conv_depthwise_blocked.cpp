@@ -126,7 +126,7 @@ Status BlockedDepthwiseCheck(const ConvDesc& d, const ConvTiling& t) {
   if (t.oc_block % kBlock != 0) return forbid("needs oc_block a multiple of 16");
   if (d.max_pool.active()) return forbid("has no max pool");
   for (const EpilogueOp& op : d.epilogue)
-    if (!EpilogueAddressableInBlocks(d.shape, {op}))
+    if (!EpilogueOpAddressableInBlocks(d.shape, op))
       return forbid(std::string("cannot address the operand of ") + EpilogueKindName(op.kind));
   return Status::Ok();
 }

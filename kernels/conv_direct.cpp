@@ -6,7 +6,8 @@
 // columns x V 16-channel vectors accumulates in zmm registers: one broadcast
 // input value and V weight vectors per tap. The sums are kept channel-blocked
 // ([oc/16][position][16]) across slices and transposed at the end into the
-// rows = channels tile FinishConvTile takes.
+// rows = channels tile FinishConvTile takes, or, into NCHW16c Y, finished
+// where they lie (FinishBlockedConvTile).
 //
 // A 1x1 stride-1 unpadded conv reading NCHW16c keeps its band as X holds it,
 // [ic/16][position][16] (a copy of whole rows per block of 16 channels, no
@@ -77,11 +78,22 @@ void DirectUnblock(const float* acc, int64_t ocs, int64_t ps, int64_t ld, float*
   }
 }
 
-// The sums are Y's NCHW16c blocks already: finished where they lie, not
-// transposed into rows and back (no pool; operands the blocks can address).
+bool DirectBandIsBlocked(const ConvDesc& d, const ConvTiling& t) {
+  const ConvShape& s = d.shape;
+  return t.precision == Precision::kF32 && t.in_layout == ActivationLayout::kNCHWc &&
+         s.kernel_h == 1 && s.kernel_w == 1 && s.stride_h == 1 && s.stride_w == 1 &&
+         s.pad_top == 0 && s.pad_left == 0 && s.out_h == s.in_h && s.out_w == s.in_w &&
+         s.in_channels % kDirectLanes == 0 && DirectLayoutOf(d, t).ks % kDirectLanes == 0;
+}
+
+// Not transposed into rows and back.
 bool DirectFinishesBlocks(const ConvDesc& d, const ConvTiling& t) {
   return t.out_layout == ActivationLayout::kNCHWc && d.global_pool == ConvGlobalPool::kNone &&
          !d.max_pool.active() && EpilogueAddressableInBlocks(d.shape, d.epilogue);
+}
+
+int64_t DirectRowTileFloats(const ConvDesc& d, const ConvTiling& t, const DirectLayout& l) {
+  return DirectFinishesBlocks(d, t) ? 0 : std::min(t.oc_block, d.shape.out_channels) * l.tile_ld;
 }
 
 void DirectFinishTile(const ConvDesc& d, const ConvTiling& t, const DirectLayout& l,
@@ -162,7 +174,7 @@ int64_t DirectLocalBytes(const ConvDesc& d, const ConvTiling& t) {
   const DirectLayout l = DirectLayoutOf(d, t);
   const int64_t oc = l.vectors * kLanes;
   int64_t bytes = Bytes64(l.ks * l.band.floats()) + Bytes64(oc * l.tile_ld) +
-                  Bytes64(std::min(t.oc_block, d.shape.out_channels) * l.tile_ld);
+                  Bytes64(DirectRowTileFloats(d, t, l));
   if (l.pack) bytes += Bytes64(oc * l.ks * l.taps);
   return bytes;
 }
@@ -300,15 +312,6 @@ constexpr BlockRow kBlocks[2][2] = {
     {BlockTable<2, 1, BLOCKED>(std::make_integer_sequence<int, kMaxColumns>{}),
      BlockTable<2, 2, BLOCKED>(std::make_integer_sequence<int, kMaxColumns>{})}};
 
-// Whether the slices' bands are X's NCHW16c blocks as they lie: a 1x1
-// stride-1 conv whose positions are X's, slices of whole blocks, in f32.
-bool DirectBandIsBlocked(const ConvDesc& d, const DirectLayout& l, ActivationLayout in) {
-  const ConvShape& s = d.shape;
-  return in == ActivationLayout::kNCHWc && s.kernel_h == 1 && s.kernel_w == 1 && s.stride_h == 1 &&
-         s.stride_w == 1 && s.pad_top == 0 && s.pad_left == 0 && s.out_h == s.in_h &&
-         s.out_w == s.in_w && s.in_channels % kLanes == 0 && l.ks % kLanes == 0;
-}
-
 // The band of input channels [ic0, ic0 + ics) (whole blocks of 16) for
 // `rows` output rows from oh0: each block's rows copied as they lie.
 // Returns the floats read.
@@ -332,7 +335,8 @@ KernelStats DirectRunShare(const ConvDesc& d, const ConvTiling& t, const KernelC
   LocalBuffer local(static_cast<size_t>(DirectLocalBytes(d, t)));
   float* band = local.Take(l.ks * l.band.floats());
   float* acc = local.Take(oc_max * l.tile_ld);
-  float* out = local.Take(std::min(t.oc_block, s.out_channels) * l.tile_ld);
+  const int64_t out_floats = DirectRowTileFloats(d, t, l);
+  float* out = local.Take(out_floats);
   float* wbuf = l.pack ? local.Take(oc_max * l.ks * l.taps) : nullptr;
   // Compute-only runs read whatever the buffers hold: finite values.
   if (mode == RunMode::kComputeOnly) {
@@ -343,11 +347,11 @@ KernelStats DirectRunShare(const ConvDesc& d, const ConvTiling& t, const KernelC
   // stream it out: zeros, not stale NaNs or denormals (in the sums too, which
   // a tile finished in its NCHW16c blocks reads).
   if (mode == RunMode::kCopyOnly) {
-    std::fill(out, out + std::min(t.oc_block, s.out_channels) * l.tile_ld, 0.0f);
+    std::fill(out, out + out_floats, 0.0f);
     std::fill(acc, acc + oc_max * l.tile_ld, 0.0f);
   }
   const std::vector<int64_t> tap_off = DirectTapOffsets(s, l.band);
-  const bool blocked = DirectBandIsBlocked(d, l, t.in_layout);
+  const bool blocked = DirectBandIsBlocked(d, t);
   KernelStats stats;
   auto slice = [&](const DirectSlice& sl) {
     const ConvTile& c = *sl.tile;

@@ -2,7 +2,8 @@
 // f32, conv_direct_bf16.cpp in bf16): the tile's layout in the local
 // buffer, the register blocks' column chunks, the tile loop and the
 // estimate they share. The sums are f32 in both, kept channel-blocked
-// ([oc/16][position][16]) across slices and transposed at the end.
+// ([oc/16][position][16]) across slices and transposed at the end into
+// rows, or, into NCHW16c Y, finished where they lie.
 #pragma once
 
 #include <algorithm>
@@ -37,6 +38,18 @@ DirectLayout DirectLayoutOf(const ConvDesc& d, const ConvTiling& t);
 int64_t DirectChunkOf(int64_t out_w);
 // Narrow outputs take two rows per block to keep enough sums in flight.
 inline int64_t DirectBlockRows(int64_t chunk) { return chunk * 2 <= kDirectMaxColumns ? 2 : 1; }
+
+// Whether the f32 direct conv keeps X's NCHW16c blocks as its band
+// ([ic/16][position][16], no transpose): a 1x1 stride-1 conv whose
+// positions are X's, slices of whole 16-channel blocks.
+bool DirectBandIsBlocked(const ConvDesc& d, const ConvTiling& t);
+// Whether a tile's sums, Y's NCHW16c blocks already, are finished where
+// they lie (FinishBlockedConvTile): NCHW16c Y, no pool, epilogue operands
+// the blocks can address.
+bool DirectFinishesBlocks(const ConvDesc& d, const ConvTiling& t);
+// Floats of the tile of rows the sums are transposed into (0 when they are
+// finished in their blocks).
+int64_t DirectRowTileFloats(const ConvDesc& d, const ConvTiling& t, const DirectLayout& l);
 
 // One register block of a slice: `vectors` (1 or 2) 16-channel vectors
 // from `vector` on, `rows` output rows, `columns` output columns.
@@ -122,7 +135,8 @@ inline void PrefetchNextWeights(const DirectBlockArgs<In, W>& b, const W* w) {
 // tile's and, with pre-packed weights, the next tiles' (0: the tile's).
 // `in_col`: 1 for a band of channel planes, kDirectLanes for a band of
 // 16-channel blocks (DirectBandIsBlocked), whose channel_stride then steps
-// from one block to the next.
+// from one block to the next. The tap offsets are not scaled by it: a
+// blocked band is a 1x1 conv's, whose one tap is at 0.
 template <typename In, typename W, typename Table>
 void DirectComputeSlice(const Table& table, const ConvShape& s, const DirectLayout& l,
                         const In* band, const std::vector<int64_t>& tap_off, const W* w,

@@ -96,8 +96,8 @@ TEST(HarmonizeLayouts, ReadersAdaptToTheirProducersAndTransformsAreCounted) {
 
 // A producer looks one step ahead: c0 is a little faster writing NCHW, but
 // its reader c1 much faster on NCHW16c (as a depthwise conv after a 1x1):
-// c0 writes NCHW16c (10.5 + 12 + 12 against 10 + 13 + 13: c1's X and
-// residual each read in NCHW16c, or transformed), and c1 needs no transform.
+// c0 writes NCHW16c (10.5 + 12 against 10 + 13: c1 reads r0 as X and as
+// residual, both in NCHW16c, from one copy), and c1 needs no transform.
 TEST(HarmonizeLayouts, AProducerWritesTheLayoutItsReadersAreFastIn) {
   const auto [plan, conv_groups] = Harmonized([](size_t n, const TilingSpace& tilings) -> Options {
     if (n == 0)
@@ -110,6 +110,23 @@ TEST(HarmonizeLayouts, AProducerWritesTheLayoutItsReadersAreFastIn) {
   EXPECT_EQ(Out(plan.groups[conv_groups[0]].tiling), kBlocked);
   EXPECT_EQ(In(plan.groups[conv_groups[1]].tiling), kBlocked);
   EXPECT_EQ(Out(plan.groups[conv_groups[1]].tiling), kBlocked);
+}
+
+// A reader that reads a value twice (c1: r0 as X and as residual) is one
+// reader, and one copy serves both reads: c0 writes NCHW (10 + min(13.5, 12
+// + 1) = 23 against 11.6 + 12 = 23.6), where counting each read as a reader
+// of its own (10 + 13 + 13 against 11.6 + 12 + 12) wrote NCHW16c.
+TEST(HarmonizeLayouts, AReaderOfAValueTwiceCountsOnceAndOneCopyServesBoth) {
+  const auto [plan, conv_groups] = Harmonized([](size_t n, const TilingSpace& tilings) -> Options {
+    if (n == 0)
+      return {{Direct(tilings, kNCHW, kNCHW), 10e-6}, {Direct(tilings, kNCHW, kBlocked), 11.6e-6}};
+    if (n == 1)
+      return {{Direct(tilings, kNCHW, kNCHW), 13.5e-6},
+              {Direct(tilings, kBlocked, kBlocked), 12e-6}};
+    return {{Direct(tilings, kNCHW, kNCHW), 6e-6}};
+  });
+  ASSERT_EQ(conv_groups.size(), 3u);
+  EXPECT_EQ(Out(plan.groups[conv_groups[0]].tiling), kNCHW);
 }
 
 }  // namespace

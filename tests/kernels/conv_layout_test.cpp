@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/conv.h"
+#include "kernels/conv_direct.h"
 #include "kernels/conv_winograd.h"
 #include "kernels/layout.h"
 #include "tests/kernels/conv_test_util.h"
@@ -216,45 +217,56 @@ TEST(ConvLayouts, DirectInBf16ReadsAndWritesEachLayout) {
 
 // A 1x1 stride-1 direct conv on NCHW16c reads X's blocks as they lie
 // (conv_direct.cpp, DirectBandIsBlocked): slices of whole blocks (16, 32,
-// 64 channels; 48 leaves a last slice of 16), tiles of partial rows and
-// a last short tile, two images, every output layout; against the
-// reference, and counted as the NCHW input's copies are. Slices that cut
-// blocks (k_block 24, 5) take the transposing copy: the same answers.
+// 64 channels; 48 leaves a last slice of 16), tiles of 2 rows (the last
+// one short) and of all of them, two images, maps of one column chunk (9
+// wide), of two-row register blocks (7 wide) and of two chunks (20 wide),
+// every output layout; against the reference, and counted as the NCHW
+// input's copies are. Slices that cut blocks (k_block 24, 5) take the
+// transposing copy: the same answers.
 TEST(ConvLayouts, DirectPointwiseReadsNchw16cBlocksAsTheyLie) {
-  const ConvShape s = MakeShape(2, 64, 7, 9, 48, 1);
-  for (ActivationLayout out : kLayouts)
-    for (int64_t k_block :
-         {int64_t{16}, int64_t{32}, int64_t{48}, int64_t{64}, int64_t{24}, int64_t{5}})
-      for (int64_t rows : {int64_t{2}, int64_t{7}}) {
-        ConvTiling t = Tiling(ConvAlgorithm::kDirect, 32, rows * s.out_w, k_block);
-        t.in_layout = ActivationLayout::kNCHWc;
-        t.out_layout = out;
-        testing::RandomConv c(s, true, /*residual_relu=*/true, 5,
-                              s.batch * s.out_channels * s.pixels());
-        for (int threads : {1, 2})
-          EXPECT_LE(RunInLayouts(c, t, threads), testing::ToleranceOf(ConvAlgorithm::kDirect))
-              << t.ToString() << " threads " << threads;
-        testing::ConvRun blocked, planes;
-        ASSERT_TRUE(c.Run(t, 2, 1 << 20, &blocked));
-        t.in_layout = ActivationLayout::kNCHW;
-        ASSERT_TRUE(c.Run(t, 2, 1 << 20, &planes));
-        EXPECT_EQ(blocked.stats.bytes_global_to_local, planes.stats.bytes_global_to_local)
-            << t.ToString();
-        t.in_layout = ActivationLayout::kNCHWc;
-        testing::ExpectRunModesCountAlike(s, t);
-      }
+  for (const ConvShape& s : {MakeShape(2, 64, 7, 9, 48, 1), MakeShape(1, 64, 7, 7, 32, 1),
+                             MakeShape(1, 32, 3, 20, 32, 1)})
+    for (ActivationLayout out : kLayouts)
+      for (int64_t k_block :
+           {int64_t{16}, int64_t{32}, int64_t{48}, int64_t{64}, int64_t{24}, int64_t{5}})
+        for (int64_t rows : {int64_t{2}, s.out_h}) {
+          ConvTiling t = Tiling(ConvAlgorithm::kDirect, 32, rows * s.out_w, k_block);
+          t.in_layout = ActivationLayout::kNCHWc;
+          t.out_layout = out;
+          testing::RandomConv c(s, true, /*residual_relu=*/true, 5,
+                                s.batch * s.out_channels * s.pixels());
+          EXPECT_EQ(conv_detail::DirectBandIsBlocked(c.d, t), k_block % 16 == 0) << k_block;
+          for (int threads : {1, 2})
+            EXPECT_LE(RunInLayouts(c, t, threads), testing::ToleranceOf(ConvAlgorithm::kDirect))
+                << s.ToString() << " " << t.ToString() << " threads " << threads;
+          testing::ConvRun blocked, planes;
+          ASSERT_TRUE(c.Run(t, 2, 1 << 20, &blocked));
+          t.in_layout = ActivationLayout::kNCHW;
+          ASSERT_TRUE(c.Run(t, 2, 1 << 20, &planes));
+          EXPECT_EQ(blocked.stats.bytes_global_to_local, planes.stats.bytes_global_to_local)
+              << t.ToString();
+          t.in_layout = ActivationLayout::kNCHWc;
+          testing::ExpectRunModesCountAlike(s, t);
+        }
 }
 
 // Into NCHW16c the direct conv finishes its sums in their blocks
-// (FinishBlockedConvTile), not transposed into rows and back: counted as
-// into NCHW (bias, residual, output), in every run mode.
+// (FinishBlockedConvTile), not transposed into rows and back, and needs no
+// tile of rows in its local buffer: counted as into NCHW (bias, residual, a
+// per-channel multiplier once per position, output), in every run mode.
 TEST(ConvLayouts, DirectFinishedInBlocksCountsAsInRows) {
   const ConvShape s = MakeShape(2, 32, 9, 8, 48, 3, 1, 1);
   ConvTiling t = Tiling(ConvAlgorithm::kDirect, 32, 3 * s.out_w, 16);
   testing::RandomConv c(s, true, /*residual_relu=*/true, 4, s.batch * s.out_channels * s.pixels());
+  const std::vector<float> per_channel(static_cast<size_t>(s.out_channels), 0.5f);
+  c.d.epilogue.push_back({EpilogueKind::kMultiply, per_channel.data(), 1, 0, 0, 1});
   testing::ConvRun rows, blocks;
   ASSERT_TRUE(c.Run(t, 2, 1 << 20, &rows));
+  const int64_t rows_local = ConvLocalBytes(c.d, t);
+  EXPECT_FALSE(conv_detail::DirectFinishesBlocks(c.d, t));
   t.out_layout = ActivationLayout::kNCHWc;
+  EXPECT_TRUE(conv_detail::DirectFinishesBlocks(c.d, t));
+  EXPECT_LT(ConvLocalBytes(c.d, t), rows_local);
   ASSERT_TRUE(c.Run(t, 2, 1 << 20, &blocks));
   EXPECT_EQ(blocks.stats.bytes_global_to_local, rows.stats.bytes_global_to_local);
   EXPECT_EQ(blocks.stats.bytes_local_to_global, rows.stats.bytes_local_to_global);
