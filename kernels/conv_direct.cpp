@@ -13,7 +13,7 @@
 // [ic/16][position][16] (a copy of whole rows per block of 16 channels, no
 // transpose), and its register blocks read a column's input 16 floats on:
 // each band copy through CopyBands transposed those blocks into planes, and
-// such a conv ran 1.4-1.5x as long as on NCHW input inside MobileNetV2.
+// such a conv ran 1.1-1.55x as long as on NCHW input inside MobileNetV2.
 //
 // Weights: [oc/16][ic][kh][kw][16] (oc padded with zeros to 16). Pre-packed
 // (desc.w_packed) they are read in place; without, each tile packs the
