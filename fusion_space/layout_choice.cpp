@@ -52,16 +52,21 @@ std::set<graph::ValueId> NeededInNchw(const graph::Graph& g,
   return nchw;
 }
 
+// The values each conv group reads (X and residuals), without kNoValue.
+std::set<graph::ValueId> ReadValues(const ConvValues& v) {
+  std::set<graph::ValueId> read(v.residuals.begin(), v.residuals.end());
+  read.insert(v.x);
+  read.erase(graph::kNoValue);
+  return read;
+}
+
 // The conv groups that read each value, as X or a residual.
-std::map<graph::ValueId, std::set<size_t>> ConvReaders(const std::vector<KernelInstance>& groups) {
+std::map<graph::ValueId, std::set<size_t>> ConvReaders(const std::vector<KernelInstance>& groups,
+                                                       const std::vector<ConvValues>& values) {
   std::map<graph::ValueId, std::set<size_t>> readers;
-  for (size_t j = 0; j < groups.size(); ++j) {
-    if (!IsConv(groups[j])) continue;
-    const ConvValues v = ValuesOf(groups[j]);
-    if (v.x != graph::kNoValue) readers[v.x].insert(j);
-    for (graph::ValueId r : v.residuals)
-      if (r != graph::kNoValue) readers[r].insert(j);
-  }
+  for (size_t j = 0; j < groups.size(); ++j)
+    if (IsConv(groups[j]))
+      for (graph::ValueId v : ReadValues(values[j])) readers[v].insert(j);
   return readers;
 }
 
@@ -109,10 +114,16 @@ Plan HarmonizeLayouts(FusionSpace& space, Plan plan, const MeasuredTilings& meas
   std::vector<KernelInstance> instances;
   for (const PlanGroup& group : plan.groups) instances.push_back(space.Match(group.nodes).instance);
   const std::set<graph::ValueId> nchw = NeededInNchw(g, instances);
-  const std::map<graph::ValueId, std::set<size_t>> readers = ConvReaders(instances);
+  // Each conv group's values and measured tilings, once: the readers' are
+  // looked at again for every tiling of their producers.
+  std::vector<ConvValues> values(plan.groups.size());
   std::vector<std::vector<std::pair<Tiling, double>>> options(plan.groups.size());
   for (size_t i = 0; i < plan.groups.size(); ++i)
-    if (IsConv(instances[i])) options[i] = measured(plan.groups[i]);
+    if (IsConv(instances[i])) {
+      values[i] = ValuesOf(instances[i]);
+      options[i] = measured(plan.groups[i]);
+    }
+  const std::map<graph::ValueId, std::set<size_t>> readers = ConvReaders(instances, values);
   std::map<graph::ValueId, ActivationLayout> held;  // values written in another layout
   auto held_in = [&](graph::ValueId v) {
     auto it = held.find(v);
@@ -120,9 +131,9 @@ Plan HarmonizeLayouts(FusionSpace& space, Plan plan, const MeasuredTilings& meas
   };
   auto bytes = [&](graph::ValueId v) { return static_cast<double>(g.type(v).nbytes()); };
   for (size_t i = 0; i < plan.groups.size(); ++i) {
-    const KernelInstance& k = instances[i];
-    if (!IsConv(k)) continue;
-    const ConvValues v = ValuesOf(k);
+    if (!IsConv(instances[i])) continue;
+    const ConvValues& v = values[i];
+    const std::set<graph::ValueId> read = ReadValues(v);
     double best = 0;
     bool found = false;
     const auto read_by = readers.find(v.y);
@@ -130,13 +141,10 @@ Plan HarmonizeLayouts(FusionSpace& space, Plan plan, const MeasuredTilings& meas
       const auto* t = std::get_if<kernels::ConvTiling>(&tiling);
       if (t == nullptr) continue;
       double total = seconds;
-      std::set<graph::ValueId> read(v.residuals.begin(), v.residuals.end());
-      read.insert(v.x);
       for (graph::ValueId value : read)
-        if (value != graph::kNoValue)
-          total += cost.Of(bytes(value)) *
-                   CopiesOf(value, v, *t, held_in(value),
-                            held_in(value) != ActivationLayout::kNCHW && nchw.count(value));
+        total += cost.Of(bytes(value)) *
+                 CopiesOf(value, v, *t, held_in(value),
+                          held_in(value) != ActivationLayout::kNCHW && nchw.count(value));
       const bool y_copied_to_nchw =
           v.y != graph::kNoValue && t->out_layout != ActivationLayout::kNCHW && nchw.count(v.y);
       if (y_copied_to_nchw) total += cost.Of(bytes(v.y));
@@ -146,8 +154,8 @@ Plan HarmonizeLayouts(FusionSpace& space, Plan plan, const MeasuredTilings& meas
       if (read_by != readers.end())
         for (size_t j : read_by->second)
           if (j > i)
-            total += ReaderSeconds(options[j], ValuesOf(instances[j]), v.y, t->out_layout,
-                                   y_copied_to_nchw, cost.Of(bytes(v.y)));
+            total += ReaderSeconds(options[j], values[j], v.y, t->out_layout, y_copied_to_nchw,
+                                   cost.Of(bytes(v.y)));
       if (!found || total < best) {
         best = total;
         found = true;

@@ -43,6 +43,15 @@ DirectLayout DirectLayoutOf(const ConvDesc& d, const ConvTiling& t) {
   l.vectors = (std::min(t.oc_block, s.out_channels) + kDirectLanes - 1) / kDirectLanes;
   l.taps = s.kernel_h * s.kernel_w;
   l.pack = d.w_packed == nullptr;
+  l.band_blocked = t.precision == Precision::kF32 && t.in_layout == ActivationLayout::kNCHWc &&
+                   s.kernel_h == 1 && s.kernel_w == 1 && s.stride_h == 1 && s.stride_w == 1 &&
+                   s.pad_top == 0 && s.pad_left == 0 && s.out_h == s.in_h && s.out_w == s.in_w &&
+                   s.in_channels % kDirectLanes == 0 && l.ks % kDirectLanes == 0;
+  // Not transposed into rows and back.
+  l.finish_blocks = t.out_layout == ActivationLayout::kNCHWc &&
+                    d.global_pool == ConvGlobalPool::kNone && !d.max_pool.active() &&
+                    EpilogueAddressableInBlocks(s, d.epilogue);
+  l.row_tile_floats = l.finish_blocks ? 0 : std::min(t.oc_block, s.out_channels) * l.tile_ld;
   return l;
 }
 
@@ -78,27 +87,9 @@ void DirectUnblock(const float* acc, int64_t ocs, int64_t ps, int64_t ld, float*
   }
 }
 
-bool DirectBandIsBlocked(const ConvDesc& d, const ConvTiling& t) {
-  const ConvShape& s = d.shape;
-  return t.precision == Precision::kF32 && t.in_layout == ActivationLayout::kNCHWc &&
-         s.kernel_h == 1 && s.kernel_w == 1 && s.stride_h == 1 && s.stride_w == 1 &&
-         s.pad_top == 0 && s.pad_left == 0 && s.out_h == s.in_h && s.out_w == s.in_w &&
-         s.in_channels % kDirectLanes == 0 && DirectLayoutOf(d, t).ks % kDirectLanes == 0;
-}
-
-// Not transposed into rows and back.
-bool DirectFinishesBlocks(const ConvDesc& d, const ConvTiling& t) {
-  return t.out_layout == ActivationLayout::kNCHWc && d.global_pool == ConvGlobalPool::kNone &&
-         !d.max_pool.active() && EpilogueAddressableInBlocks(d.shape, d.epilogue);
-}
-
-int64_t DirectRowTileFloats(const ConvDesc& d, const ConvTiling& t, const DirectLayout& l) {
-  return DirectFinishesBlocks(d, t) ? 0 : std::min(t.oc_block, d.shape.out_channels) * l.tile_ld;
-}
-
 void DirectFinishTile(const ConvDesc& d, const ConvTiling& t, const DirectLayout& l,
                       const ConvTile& c, float* acc, float* out, RunMode mode, KernelStats* stats) {
-  if (DirectFinishesBlocks(d, t)) {
+  if (l.finish_blocks) {
     FinishBlockedConvTile(d, c, acc, l.tile_ld * kDirectLanes, mode, stats);
     stats->tiles += 1;
     return;
@@ -173,8 +164,8 @@ int64_t Bytes64(int64_t floats) { return RoundUp(4 * floats, 64); }
 int64_t DirectLocalBytes(const ConvDesc& d, const ConvTiling& t) {
   const DirectLayout l = DirectLayoutOf(d, t);
   const int64_t oc = l.vectors * kLanes;
-  int64_t bytes = Bytes64(l.ks * l.band.floats()) + Bytes64(oc * l.tile_ld) +
-                  Bytes64(DirectRowTileFloats(d, t, l));
+  int64_t bytes =
+      Bytes64(l.ks * l.band.floats()) + Bytes64(oc * l.tile_ld) + Bytes64(l.row_tile_floats);
   if (l.pack) bytes += Bytes64(oc * l.ks * l.taps);
   return bytes;
 }
@@ -212,7 +203,7 @@ void DirectPrepack(const ConvDesc& d, const ConvTiling&, float* dst) {
 
 using BlockArgs = DirectBlockArgs<float, float>;
 
-// BLOCKED: the band is [ic/16][position][16] (DirectBandIsBlocked): a
+// BLOCKED: the band is [ic/16][position][16] (DirectLayout::band_blocked): a
 // column's input lies kLanes floats after the previous column's, a
 // channel's one float after the previous channel's within its block.
 template <bool BLOCKED>
@@ -335,8 +326,7 @@ KernelStats DirectRunShare(const ConvDesc& d, const ConvTiling& t, const KernelC
   LocalBuffer local(static_cast<size_t>(DirectLocalBytes(d, t)));
   float* band = local.Take(l.ks * l.band.floats());
   float* acc = local.Take(oc_max * l.tile_ld);
-  const int64_t out_floats = DirectRowTileFloats(d, t, l);
-  float* out = local.Take(out_floats);
+  float* out = local.Take(l.row_tile_floats);
   float* wbuf = l.pack ? local.Take(oc_max * l.ks * l.taps) : nullptr;
   // Compute-only runs read whatever the buffers hold: finite values.
   if (mode == RunMode::kComputeOnly) {
@@ -347,11 +337,11 @@ KernelStats DirectRunShare(const ConvDesc& d, const ConvTiling& t, const KernelC
   // stream it out: zeros, not stale NaNs or denormals (in the sums too, which
   // a tile finished in its NCHW16c blocks reads).
   if (mode == RunMode::kCopyOnly) {
-    std::fill(out, out + out_floats, 0.0f);
+    std::fill(out, out + l.row_tile_floats, 0.0f);
     std::fill(acc, acc + oc_max * l.tile_ld, 0.0f);
   }
   const std::vector<int64_t> tap_off = DirectTapOffsets(s, l.band);
-  const bool blocked = DirectBandIsBlocked(d, t);
+  const bool blocked = l.band_blocked;
   KernelStats stats;
   auto slice = [&](const DirectSlice& sl) {
     const ConvTile& c = *sl.tile;

@@ -30,6 +30,17 @@ struct DirectLayout {
   int64_t vectors = 0;  // 16-channel vectors per tile
   int64_t taps = 0;
   bool pack = false;  // weights packed per tile (no w_packed)
+  // The f32 conv keeps X's NCHW16c blocks as its band ([ic/16][position][16],
+  // no transpose): a 1x1 stride-1 conv whose positions are X's, slices of
+  // whole 16-channel blocks.
+  bool band_blocked = false;
+  // A tile's sums, Y's NCHW16c blocks already, are finished where they lie
+  // (FinishBlockedConvTile): NCHW16c Y, no pool, epilogue operands the
+  // blocks can address.
+  bool finish_blocks = false;
+  // Floats of the tile of rows the sums are transposed into (0 when they
+  // are finished in their blocks).
+  int64_t row_tile_floats = 0;
 };
 
 DirectLayout DirectLayoutOf(const ConvDesc& d, const ConvTiling& t);
@@ -38,18 +49,6 @@ DirectLayout DirectLayoutOf(const ConvDesc& d, const ConvTiling& t);
 int64_t DirectChunkOf(int64_t out_w);
 // Narrow outputs take two rows per block to keep enough sums in flight.
 inline int64_t DirectBlockRows(int64_t chunk) { return chunk * 2 <= kDirectMaxColumns ? 2 : 1; }
-
-// Whether the f32 direct conv keeps X's NCHW16c blocks as its band
-// ([ic/16][position][16], no transpose): a 1x1 stride-1 conv whose
-// positions are X's, slices of whole 16-channel blocks.
-bool DirectBandIsBlocked(const ConvDesc& d, const ConvTiling& t);
-// Whether a tile's sums, Y's NCHW16c blocks already, are finished where
-// they lie (FinishBlockedConvTile): NCHW16c Y, no pool, epilogue operands
-// the blocks can address.
-bool DirectFinishesBlocks(const ConvDesc& d, const ConvTiling& t);
-// Floats of the tile of rows the sums are transposed into (0 when they are
-// finished in their blocks).
-int64_t DirectRowTileFloats(const ConvDesc& d, const ConvTiling& t, const DirectLayout& l);
 
 // One register block of a slice: `vectors` (1 or 2) 16-channel vectors
 // from `vector` on, `rows` output rows, `columns` output columns.
@@ -134,7 +133,7 @@ inline void PrefetchNextWeights(const DirectBlockArgs<In, W>& b, const W* w) {
 // `w_vectors`: the channel vectors whose weights lie from `w` on, the
 // tile's and, with pre-packed weights, the next tiles' (0: the tile's).
 // `in_col`: 1 for a band of channel planes, kDirectLanes for a band of
-// 16-channel blocks (DirectBandIsBlocked), whose channel_stride then steps
+// 16-channel blocks (DirectLayout::band_blocked), whose channel_stride then steps
 // from one block to the next. The tap offsets are not scaled by it: a
 // blocked band is a 1x1 conv's, whose one tap is at 0.
 template <typename In, typename W, typename Table>

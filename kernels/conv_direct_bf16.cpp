@@ -45,7 +45,7 @@ int64_t Bf16LocalBytes(const ConvDesc& d, const ConvTiling& t) {
   const int64_t oc = l.vectors * kLanes, band = l.band.floats();
   int64_t bytes = AlignedBytes(4 * std::min(l.ks, kStageChannels) * band) +
                   AlignedBytes(4 * Pairs(l.ks) * band) + AlignedBytes(4 * oc * l.tile_ld) +
-                  AlignedBytes(4 * DirectRowTileFloats(d, t, l));
+                  AlignedBytes(4 * l.row_tile_floats);
   if (l.pack) bytes += AlignedBytes(2 * oc * 2 * Pairs(l.ks) * l.taps);
   return bytes;
 }
@@ -205,12 +205,11 @@ KernelStats Bf16RunShare(const ConvDesc& d, const ConvTiling& t, const KernelCon
   const ConvShape& s = d.shape;
   const DirectLayout l = DirectLayoutOf(d, t);
   const int64_t oc_max = l.vectors * kLanes, band_floats = l.band.floats();
-  const int64_t out_floats = DirectRowTileFloats(d, t, l);
   LocalBuffer local(static_cast<size_t>(Bf16LocalBytes(d, t)));
   float* stage = local.Take(std::min(l.ks, kStageChannels) * band_floats);
   uint32_t* words = reinterpret_cast<uint32_t*>(local.Take(Pairs(l.ks) * band_floats));
   float* acc = local.Take(oc_max * l.tile_ld);
-  float* out = local.Take(out_floats);
+  float* out = local.Take(l.row_tile_floats);
   const int64_t wbuf_halves = oc_max * 2 * Pairs(l.ks) * l.taps;
   Bf16* wbuf = l.pack ? reinterpret_cast<Bf16*>(local.Take(wbuf_halves / 2)) : nullptr;
   // As the f32 form: compute-only runs compute on ordinary values (pairs
@@ -221,7 +220,7 @@ KernelStats Bf16RunShare(const ConvDesc& d, const ConvTiling& t, const KernelCon
     if (wbuf) std::fill(wbuf, wbuf + wbuf_halves, half);
   }
   if (mode == RunMode::kCopyOnly) {  // zeros in the tile and the sums (conv_direct.cpp)
-    std::fill(out, out + out_floats, 0.0f);
+    std::fill(out, out + l.row_tile_floats, 0.0f);
     std::fill(acc, acc + oc_max * l.tile_ld, 0.0f);
   }
   const std::vector<int64_t> tap_off = DirectTapOffsets(s, l.band);

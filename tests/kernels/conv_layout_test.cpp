@@ -220,7 +220,7 @@ TEST(ConvLayouts, DirectInBf16ReadsAndWritesEachLayout) {
 }
 
 // A 1x1 stride-1 direct conv on NCHW16c reads X's blocks as they lie
-// (conv_direct.cpp, DirectBandIsBlocked): slices of whole blocks (16, 32,
+// (conv_direct.cpp, DirectLayout::band_blocked): slices of whole blocks (16, 32,
 // 64 channels; 48 leaves a last slice of 16), tiles of 2 rows (the last
 // one short) and of all of them, two images, maps of one column chunk (9
 // wide), of two-row register blocks (7 wide) and of two chunks (20 wide),
@@ -239,7 +239,7 @@ TEST(ConvLayouts, DirectPointwiseReadsNchw16cBlocksAsTheyLie) {
           t.out_layout = out;
           testing::RandomConv c(s, true, /*residual_relu=*/true, 5,
                                 s.batch * s.out_channels * s.pixels());
-          EXPECT_EQ(conv_detail::DirectBandIsBlocked(c.d, t), k_block % 16 == 0) << k_block;
+          EXPECT_EQ(conv_detail::DirectLayoutOf(c.d, t).band_blocked, k_block % 16 == 0) << k_block;
           for (int threads : {1, 2})
             EXPECT_LE(RunInLayouts(c, t, threads), testing::ToleranceOf(ConvAlgorithm::kDirect))
                 << s.ToString() << " " << t.ToString() << " threads " << threads;
@@ -267,9 +267,9 @@ TEST(ConvLayouts, DirectFinishedInBlocksCountsAsInRows) {
   testing::ConvRun rows, blocks;
   ASSERT_TRUE(c.Run(t, 2, 1 << 20, &rows));
   const int64_t rows_local = ConvLocalBytes(c.d, t);
-  EXPECT_FALSE(conv_detail::DirectFinishesBlocks(c.d, t));
+  EXPECT_FALSE(conv_detail::DirectLayoutOf(c.d, t).finish_blocks);
   t.out_layout = ActivationLayout::kNCHWc;
-  EXPECT_TRUE(conv_detail::DirectFinishesBlocks(c.d, t));
+  EXPECT_TRUE(conv_detail::DirectLayoutOf(c.d, t).finish_blocks);
   EXPECT_LT(ConvLocalBytes(c.d, t), rows_local);
   ASSERT_TRUE(c.Run(t, 2, 1 << 20, &blocks));
   EXPECT_EQ(blocks.stats.bytes_global_to_local, rows.stats.bytes_global_to_local);
