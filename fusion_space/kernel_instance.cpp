@@ -50,14 +50,17 @@ int KernelTemplateVersion(KernelTemplate t) {
       return 5;  // 3: constant B pre-packed per tiling; 4: its panels carried by the micro-kernels;
                  // 5: a bf16 GEMM's GELU piecewise (gelu_piecewise.h), B refilled in place
     case KernelTemplate::kConv:
-      return 6;  // 2: depthwise tiles hold oc_block channels (1 before);
+      return 7;  // 2: depthwise tiles hold oc_block channels (1 before);
                  // 3: Winograd's GEMMs take tiles as rows and channels as columns;
                  // 4: Winograd's next weight panels carried by the micro-kernels,
                  //    bands that are X's rows copied as one run;
                  // 5: outputs that fit the last-level cache written with plain
                  //    stores (kernels/traffic.h StreamsOutput);
                  // 6: direct convs read a 1x1's NCHW16c input as it lies and
-                 //    finish NCHW16c outputs in their blocks (conv_direct.cpp)
+                 //    finish NCHW16c outputs in their blocks (conv_direct.cpp);
+                 // 7: NCHW outputs of the direct conv and of the NCHW16c
+                 //    depthwise finished in their blocks, transposed as they
+                 //    are copied out (conv_finish_blocks.cpp)
     case KernelTemplate::kPool:
       return 2;  // 2: outputs that fit the last-level cache written with plain stores
     case KernelTemplate::kConvChain:

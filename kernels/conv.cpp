@@ -436,67 +436,6 @@ void FinishConvTile(const ConvDesc& d, const ConvTile& t, float* acc, int64_t ld
   stats->tiles += 1;
 }
 
-bool EpilogueOpAddressableInBlocks(const ConvShape& s, const EpilogueOp& op) {
-  return !op.reads_memory() || (op.row_stride == s.pixels() && op.col_stride == 1) ||
-         (op.row_stride == 1 && op.col_stride == 0) || (op.row_stride == 0 && op.col_stride == 0);
-}
-
-bool EpilogueAddressableInBlocks(const ConvShape& s, const std::vector<EpilogueOp>& ops) {
-  for (const EpilogueOp& op : ops)
-    if (!EpilogueOpAddressableInBlocks(s, op)) return false;
-  return true;
-}
-
-namespace {
-
-// The epilogue as block `block`'s [position][16] tile sees it: rows =
-// positions, columns = the block's 16 channels.
-std::vector<EpilogueOp> BlockEpilogue(const ConvDesc& d, int64_t block) {
-  const ConvShape& s = d.shape;
-  std::vector<EpilogueOp> ops = d.epilogue;
-  for (EpilogueOp& op : ops) {
-    if (!op.reads_memory()) continue;
-    if (op.row_stride == s.pixels() && op.col_stride == 1) {  // NCHW16c, as Y
-      op.data += block * kLayoutChannelBlock * s.pixels();
-      op.row_stride = kLayoutChannelBlock;
-      op.col_stride = 1;
-    } else if (op.row_stride == 1 && op.col_stride == 0) {  // per channel
-      op.data += block * kLayoutChannelBlock;
-      op.row_stride = 0;
-      op.col_stride = 1;
-    }
-  }
-  return ops;
-}
-
-}  // namespace
-
-void FinishBlockedConvTile(const ConvDesc& d, const ConvTile& t, float* blocks, int64_t block_ld,
-                           RunMode mode, KernelStats* stats) {
-  constexpr int64_t kBlock = kLayoutChannelBlock;
-  const ConvShape& s = d.shape;
-  const bool stream = StreamsOutput(4 * s.batch * s.out_channels * s.pixels());
-  for (int64_t c0 = t.oc0; c0 < t.oc0 + t.ocs; c0 += kBlock) {
-    float* tile = blocks + (c0 - t.oc0) / kBlock * block_ld;
-    if (d.bias != nullptr) {
-      if (mode != RunMode::kComputeOnly) stats->bytes_global_to_local += 4 * kBlock;
-      if (mode != RunMode::kCopyOnly)
-        for (int64_t p = 0; p < t.ps; ++p)
-          for (int64_t c = 0; c < kBlock; ++c) tile[p * kBlock + c] += d.bias[c0 + c];
-    }
-    ApplyEpilogue(BlockEpilogue(d, c0 / kBlock), tile, kBlock, t.ps, kBlock, t.image, t.p0, 0,
-                  mode);
-    if (mode == RunMode::kComputeOnly) continue;
-    // Operands counted as in the rows' form and the estimates (a
-    // per-channel operand once per position).
-    stats->bytes_global_to_local +=
-        static_cast<int64_t>(EpilogueReadBytes(d.epilogue, kBlock, t.ps));
-    WriteOut(d.y + (t.image * s.out_channels + c0) * s.pixels() + t.p0 * kBlock, tile,
-             t.ps * kBlock, stream);
-    stats->bytes_local_to_global += 4 * t.ps * kBlock;
-  }
-}
-
 }  // namespace conv_detail
 
 using conv_detail::ConvAlgorithmOps;

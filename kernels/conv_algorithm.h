@@ -109,14 +109,22 @@ void FinishConvTile(const ConvDesc& desc, const ConvTile& tile, float* acc, int6
 // that read no memory (activations, scalars) always can.
 bool EpilogueOpAddressableInBlocks(const ConvShape& s, const EpilogueOp& op);
 bool EpilogueAddressableInBlocks(const ConvShape& s, const std::vector<EpilogueOp>& ops);
+// Whether a tile held as whole 16-channel blocks can be finished where it
+// lies into Y in `y_layout` (FinishBlockedConvTile): no pool, and NCHW16c Y
+// with operands addressable in blocks, or NCHW Y whose operands hold one
+// value per channel or per tile (one of Y's shape would be read across 16
+// planes per position).
+bool FinishableInBlocks(const ConvDesc& desc, ActivationLayout y_layout);
 // Finishes a computed tile held as whole 16-channel blocks, block i's
-// [position][16] at blocks + i * block_ld, into Y in NCHW16c (no pool):
-// adds the bias, runs the epilogue and copies each block's run out, counted
-// as FinishConvTile and the estimates count them (EpilogueReadBytes; not
-// the tile itself). kComputeOnly skips the copies (and reads), kCopyOnly
-// the arithmetic.
+// [position][16] at blocks + i * block_ld, into Y in `y_layout` where
+// FinishableInBlocks (conv_finish_blocks.cpp): the bias and the epilogue on
+// the blocks, then each block copied out as it lies (NCHW16c) or transposed
+// into Y's planes (NCHW), counted as FinishConvTile and the estimates count
+// them (EpilogueReadBytes; not the tile itself). kComputeOnly skips the
+// copies and the ops that read memory, kCopyOnly the arithmetic.
 void FinishBlockedConvTile(const ConvDesc& desc, const ConvTile& tile, float* blocks,
-                           int64_t block_ld, RunMode mode, KernelStats* stats);
+                           int64_t block_ld, ActivationLayout y_layout, RunMode mode,
+                           KernelStats* stats);
 
 // The bytes ApplyEpilogue reads from global memory for a rows x cols tile:
 // what an estimate adds for a tile's epilogue operands.

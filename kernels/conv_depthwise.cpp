@@ -28,7 +28,7 @@ Status DepthwiseApplies(const ConvShape& s) {
 // Any positive blocks work: a band is whole rows, channels are independent
 // (on NCHW16c, whole blocks of 16).
 Status DepthwiseCheckTiling(const ConvDesc& d, const ConvTiling& t) {
-  return DepthwiseBlocked(t) ? BlockedDepthwiseCheck(d, t) : Status::Ok();
+  return DepthwiseBlocked(d, t) ? BlockedDepthwiseCheck(d, t) : Status::Ok();
 }
 
 ConvTileWalk WalkOf(const ConvDesc& d, const ConvTiling& t) { return AlgorithmWalk(d, t); }
@@ -50,7 +50,7 @@ Layout LayoutOf(const ConvDesc& d, const ConvTiling& t) {
 int64_t RoundUp64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 
 int64_t DepthwiseLocalBytes(const ConvDesc& d, const ConvTiling& t) {
-  if (DepthwiseBlocked(t)) return BlockedDepthwiseLocalBytes(d, t);
+  if (DepthwiseBlocked(d, t)) return BlockedDepthwiseLocalBytes(d, t);
   const Layout l = LayoutOf(d, t);
   const int64_t ocs = std::min(t.oc_block, d.shape.out_channels);
   return RoundUp64(4 * ocs * l.band.floats()) + RoundUp64(4 * ocs * l.tile_ld);
@@ -226,7 +226,7 @@ void ComputeTile(const ConvShape& s, const Layout& l, const float* band, const f
 
 KernelStats DepthwiseRunShare(const ConvDesc& d, const ConvTiling& t, const KernelConfig& config,
                               RunMode mode, int thread) {
-  if (DepthwiseBlocked(t)) return BlockedDepthwiseRunShare(d, t, config, mode, thread);
+  if (DepthwiseBlocked(d, t)) return BlockedDepthwiseRunShare(d, t, config, mode, thread);
   const ConvShape& s = d.shape;
   const ConvTileWalk walk = WalkOf(d, t);
   const Layout l = LayoutOf(d, t);
@@ -299,9 +299,9 @@ TilingEstimate DepthwiseEstimate(const ConvDesc& d, const ConvTiling& t, int thr
   e.steps = e.max_thread_tiles;
   // NCHW vectorises along a row (lanes past its end wasted), NCHW16c across
   // channels (every lane used).
-  e.lane_utilisation = DepthwiseBlocked(t) ? 1.0
-                                           : static_cast<double>(s.out_w) /
-                                                 static_cast<double>((s.out_w + 15) / 16 * 16);
+  e.lane_utilisation = DepthwiseBlocked(d, t) ? 1.0
+                                              : static_cast<double>(s.out_w) /
+                                                    static_cast<double>((s.out_w + 15) / 16 * 16);
   return e;
 }
 

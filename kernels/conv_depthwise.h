@@ -21,9 +21,11 @@ std::vector<int64_t> DepthwiseTapOffsets(const ConvShape& s, const BandGeometry&
 void DepthwiseChannel(const ConvShape& s, const BandGeometry& g, const float* band,
                       const int64_t* offsets, const float* w, float bias, int64_t rows, float* out);
 
-// kDepthwise on NCHW16c in and out (conv_depthwise_blocked.cpp): 16
-// channels a vector, whatever the map's width.
-bool DepthwiseBlocked(const ConvTiling& t);
+// kDepthwise on NCHW16c input (conv_depthwise_blocked.cpp): 16 channels a
+// vector, whatever the map's width; NCHW16c out, or NCHW out where the
+// blocks can be finished into it (FinishableInBlocks) and oc_block is whole
+// blocks (else the NCHW form runs, its band copies transposing X's blocks).
+bool DepthwiseBlocked(const ConvDesc& d, const ConvTiling& t);
 Status BlockedDepthwiseCheck(const ConvDesc& d, const ConvTiling& t);
 int64_t BlockedDepthwiseLocalBytes(const ConvDesc& d, const ConvTiling& t);
 KernelStats BlockedDepthwiseRunShare(const ConvDesc& d, const ConvTiling& t,

@@ -1,13 +1,17 @@
-// kDepthwise on NCHW16c activations (ConvTiling in_layout and out_layout
-// both kNCHWc): 16 channels are one vector, so every output position is 16
-// channels' sums at once and every map width fills whole vectors, where the
-// NCHW form vectorises along a row and wastes lanes on small maps (7x7:
-// 7 of 16). A tile is oc_block channels (whole blocks of 16) by a band of
-// whole output rows; for each block of 16 its band of input rows, zero
-// padded, is one contiguous copy per row ([row][padded column][16] in the
-// local buffer), the output tile [position][16] is computed with the
-// filter's taps in registers, the epilogue runs on it in that order, and it
-// is written back as one contiguous run of the output block.
+// kDepthwise on NCHW16c input (ConvTiling in_layout kNCHWc; out_layout
+// kNCHWc, or kNCHW as DepthwiseBlocked allows): 16 channels are one vector,
+// so every output position is 16 channels' sums at once and every map width
+// fills whole vectors, where the NCHW form vectorises along a row and wastes
+// lanes on small maps (7x7: 7 of 16). A tile is oc_block channels (whole
+// blocks of 16) by a band of whole output rows; for each block of 16 its
+// band of input rows, zero padded, is one contiguous copy per row
+// ([row][padded column][16] in the local buffer), the output tile
+// [position][16] is computed with the filter's taps in registers, the
+// epilogue runs on it in that order, and it is written back as one
+// contiguous run of the output block, or into NCHW planes transposed on the
+// way (FinishBlockedConvTile): MobileNetV2's 1x1 convs after a depthwise
+// read NCHW faster, and a layout transform between them was a pass of its
+// own.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -114,8 +118,11 @@ void OutputRow(const ConvShape& s, const BlockedLayout& l, const float* in, cons
 
 }  // namespace
 
-bool DepthwiseBlocked(const ConvTiling& t) {
-  return t.in_layout == ActivationLayout::kNCHWc && t.out_layout == ActivationLayout::kNCHWc;
+bool DepthwiseBlocked(const ConvDesc& d, const ConvTiling& t) {
+  if (t.in_layout != ActivationLayout::kNCHWc) return false;
+  if (t.out_layout == ActivationLayout::kNCHWc) return true;
+  return t.out_layout == ActivationLayout::kNCHW && t.oc_block % kBlock == 0 &&
+         FinishableInBlocks(d, t.out_layout);
 }
 
 Status BlockedDepthwiseCheck(const ConvDesc& d, const ConvTiling& t) {
@@ -178,7 +185,7 @@ KernelStats BlockedDepthwiseRunShare(const ConvDesc& d, const ConvTiling& t,
       ConvTile block = tile_at;
       block.oc0 = c0;
       block.ocs = kBlock;
-      FinishBlockedConvTile(unbiased, block, tile, l.tile_floats, mode, &stats);
+      FinishBlockedConvTile(unbiased, block, tile, l.tile_floats, t.out_layout, mode, &stats);
     }
     stats.tiles += 1;
   }

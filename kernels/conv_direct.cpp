@@ -5,9 +5,11 @@
 // (phase layout for strides, conv_rows.h), and a register block of RB output
 // columns x V 16-channel vectors accumulates in zmm registers: one broadcast
 // input value and V weight vectors per tap. The sums are kept channel-blocked
-// ([oc/16][position][16]) across slices and transposed at the end into the
-// rows = channels tile FinishConvTile takes, or, into NCHW16c Y, finished
-// where they lie (FinishBlockedConvTile).
+// ([oc/16][position][16]) across slices and finished where they lie
+// (FinishBlockedConvTile: into NCHW16c Y as they lie, into NCHW Y transposed
+// as they are copied out), or, where the epilogue reads an operand of Y's
+// shape in NCHW or a pool follows, transposed at the end into the rows =
+// channels tile FinishConvTile takes.
 //
 // A 1x1 stride-1 unpadded conv reading NCHW16c keeps its band as X holds it,
 // [ic/16][position][16] (a copy of whole rows per block of 16 channels, no
@@ -48,9 +50,7 @@ DirectLayout DirectLayoutOf(const ConvDesc& d, const ConvTiling& t) {
                    s.pad_top == 0 && s.pad_left == 0 && s.out_h == s.in_h && s.out_w == s.in_w &&
                    s.in_channels % kDirectLanes == 0 && l.ks % kDirectLanes == 0;
   // Not transposed into rows and back.
-  l.finish_blocks = t.out_layout == ActivationLayout::kNCHWc &&
-                    d.global_pool == ConvGlobalPool::kNone && !d.max_pool.active() &&
-                    EpilogueAddressableInBlocks(s, d.epilogue);
+  l.finish_blocks = FinishableInBlocks(d, t.out_layout);
   l.row_tile_floats = l.finish_blocks ? 0 : std::min(t.oc_block, s.out_channels) * l.tile_ld;
   return l;
 }
@@ -90,7 +90,7 @@ void DirectUnblock(const float* acc, int64_t ocs, int64_t ps, int64_t ld, float*
 void DirectFinishTile(const ConvDesc& d, const ConvTiling& t, const DirectLayout& l,
                       const ConvTile& c, float* acc, float* out, RunMode mode, KernelStats* stats) {
   if (l.finish_blocks) {
-    FinishBlockedConvTile(d, c, acc, l.tile_ld * kDirectLanes, mode, stats);
+    FinishBlockedConvTile(d, c, acc, l.tile_ld * kDirectLanes, t.out_layout, mode, stats);
     stats->tiles += 1;
     return;
   }

@@ -34,9 +34,10 @@ struct DirectLayout {
   // no transpose): a 1x1 stride-1 conv whose positions are X's, slices of
   // whole 16-channel blocks.
   bool band_blocked = false;
-  // A tile's sums, Y's NCHW16c blocks already, are finished where they lie
-  // (FinishBlockedConvTile): NCHW16c Y, no pool, epilogue operands the
-  // blocks can address.
+  // A tile's sums are finished where they lie (FinishBlockedConvTile,
+  // FinishableInBlocks): NCHW16c Y (its blocks already) or NCHW Y (transposed
+  // as they are copied out), no pool, epilogue operands the blocks can
+  // address.
   bool finish_blocks = false;
   // Floats of the tile of rows the sums are transposed into (0 when they
   // are finished in their blocks).
@@ -171,8 +172,8 @@ void DirectComputeSlice(const Table& table, const ConvShape& s, const DirectLayo
 
 // A tile's sums transposed into its rows and finished (bias, epilogue,
 // pools, the copy out: FinishConvTile); copy-only runs skip the transpose.
-// Into NCHW16c Y (no pool) the sums, already its blocks, are finished where
-// they lie (FinishBlockedConvTile), overwritten.
+// Where DirectLayout::finish_blocks the sums are finished where they lie
+// (FinishBlockedConvTile), overwritten.
 void DirectFinishTile(const ConvDesc& d, const ConvTiling& t, const DirectLayout& l,
                       const ConvTile& c, float* acc, float* out, RunMode mode, KernelStats* stats);
 

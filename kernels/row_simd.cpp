@@ -30,30 +30,6 @@ float LanesSum(__m512 v) {
 
 }  // namespace
 
-// Rows r[0..15] become columns: r[k] holds element k of every input row.
-void Transpose16x16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int i = 0; i < 2; ++i)
-    for (int j = 0; j < 4; ++j) {
-      t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0x88);
-      t[8 * i + 4 + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0xDD);
-    }
-  for (int j = 0; j < 8; ++j) {
-    r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
-    r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xDD);
-  }
-}
-
 float RowMax(const float* s, int64_t n) {
   __m512 m = _mm512_set1_ps(-INFINITY);
   int64_t j = 0;
