@@ -1,6 +1,6 @@
 // The direct and depthwise convolution algorithms (kernels/conv_direct.cpp,
 // kernels/conv_depthwise.cpp) on ResNet-50's and MobileNetV2's layers, 1 and
-// 2 threads, a few tilings each. Direct reports `gflops` (2 x the direct
+// 2 threads, a few tilings (and activation layouts) each. Direct reports `gflops` (2 x the direct
 // definition's multiply-adds per second), depthwise `gbps` (input + output
 // bytes per second). Both report `traffic_mb`, what the kernel copied.
 // On a machine shared with other work the wall-clock rates fall with the
@@ -103,6 +103,12 @@ ConvTiling Tiling(ConvAlgorithm a, int64_t oc, int64_t px, int64_t k) {
   return t;
 }
 
+ConvTiling Laid(ConvTiling t, kernels::ActivationLayout in, kernels::ActivationLayout out) {
+  t.in_layout = in;
+  t.out_layout = out;
+  return t;
+}
+
 #if defined(__AVX512F__)
 // This thread's FP32 FMA peak now (24 independent chains), so that the
 // direct figures can be read against what the core gives under the same load.
@@ -135,6 +141,8 @@ void Register() {
     std::vector<ConvTiling> tilings;
   };
   const ConvAlgorithm kD = ConvAlgorithm::kDirect;
+  constexpr auto kNCHW = kernels::ActivationLayout::kNCHW;
+  constexpr auto kNCHWc = kernels::ActivationLayout::kNCHWc;
   const std::vector<Case> direct = {
       {Shape(64, 56, 64, 3, 1, 1), {Tiling(kD, 64, 224, 64), Tiling(kD, 64, 448, 32)}},
       {Shape(128, 28, 128, 3, 1, 1), {Tiling(kD, 64, 112, 128), Tiling(kD, 128, 112, 64)}},
@@ -146,7 +154,13 @@ void Register() {
        {Tiling(kD, 64, 196, 256), Tiling(kD, 128, 98, 512), Tiling(kD, 256, 196, 64)}},
       // MobileNetV2's stem: 3 input channels, stride 2 (27 taps a sum).
       {Shape(3, 224, 32, 3, 2, 1),
-       {Tiling(kD, 16, 448, 16), Tiling(kD, 32, 448, 16), Tiling(kD, 32, 224, 16)}}};
+       {Tiling(kD, 16, 448, 16), Tiling(kD, 32, 448, 16), Tiling(kD, 32, 224, 16)}},
+      // MobileNetV2's 576 -> 96 project after its 14x14 depthwise: X in
+      // NCHW, or in NCHW16c read as its blocks lie; Y in NCHW (the blocks
+      // transposed as they are copied out) or NCHW16c.
+      {Shape(576, 14, 96, 1, 1, 1),
+       {Tiling(kD, 32, 196, 576), Laid(Tiling(kD, 32, 196, 576), kNCHWc, kNCHW),
+        Laid(Tiling(kD, 32, 196, 576), kNCHWc, kNCHWc)}}};
   for (const Case& c : direct)
     for (const ConvTiling& t : c.tilings)
       for (int threads : {1, 2})
@@ -161,9 +175,13 @@ void Register() {
       Shape(192, 28, 192, 3, 1, 192), Shape(384, 14, 384, 3, 1, 384),
       Shape(576, 14, 576, 3, 1, 576), Shape(576, 14, 576, 3, 2, 576),
       Shape(960, 7, 960, 3, 1, 960)};
+  // The NCHW form's tilings, then NCHW16c in (16 channels a vector) with Y
+  // in NCHW16c or in NCHW (transposed as it is copied out).
   for (const ConvShape& s : depthwise)
-    for (const ConvTiling& t : {Tiling(kW, 1, 1024, 1), Tiling(kW, 4, 448, 1),
-                                Tiling(kW, 8, 224, 1), Tiling(kW, 16, 1024, 1)})
+    for (const ConvTiling& t :
+         {Tiling(kW, 1, 1024, 1), Tiling(kW, 4, 448, 1), Tiling(kW, 8, 224, 1),
+          Tiling(kW, 16, 1024, 1), Laid(Tiling(kW, 32, 448, 1), kNCHWc, kNCHWc),
+          Laid(Tiling(kW, 32, 448, 1), kNCHWc, kNCHW)})
       for (int threads : {1, 2})
         benchmark::RegisterBenchmark(
             fmt::format("depthwise/{}/{}/t{}", s.ToString(), t.ToString(), threads).c_str(),
