@@ -30,9 +30,9 @@
 //                ConvTiling::precision.)
 //   kDepthwise   groups == in_channels == out_channels: each channel with its
 //                own kh x kw filter, vectorised over output columns; on
-//                NCHW16c in and out, over 16 channels instead, which fills
-//                every lane whatever the map's width (7x7 maps: 16 of 16
-//                lanes rather than 7).
+//                NCHW16c input (out NCHW16c or NCHW), over 16 channels
+//                instead, which fills every lane whatever the map's width
+//                (7x7 maps: 16 of 16 lanes rather than 7).
 //
 // Every algorithm computes one output tile at a time: oc_block output
 // channels by pixel_block output positions (flattened oh * out_w + ow of one

@@ -120,11 +120,15 @@ bool FinishableInBlocks(const ConvDesc& desc, ActivationLayout y_layout);
 // FinishableInBlocks (conv_finish_blocks.cpp): the bias and the epilogue on
 // the blocks, then each block copied out as it lies (NCHW16c) or transposed
 // into Y's planes (NCHW), counted as FinishConvTile and the estimates count
-// them (EpilogueReadBytes; not the tile itself). kComputeOnly skips the
-// copies and the ops that read memory, kCopyOnly the arithmetic.
+// them (EpilogueReadBytes; not the tile itself). Run modes as FinishConvTile:
+// kComputeOnly skips the copies and the epilogue's ops that read memory,
+// kCopyOnly the bias and the ops that read none.
 void FinishBlockedConvTile(const ConvDesc& desc, const ConvTile& tile, float* blocks,
                            int64_t block_ld, ActivationLayout y_layout, RunMode mode,
                            KernelStats* stats);
+// A block's [position][16] tile, `lanes` (<= 16) channels of ps positions,
+// into channel planes: channel c's run at planes + c * ld.
+void BlockToPlanes(const float* block, int64_t ps, int64_t lanes, float* planes, int64_t ld);
 
 // The bytes ApplyEpilogue reads from global memory for a rows x cols tile:
 // what an estimate adds for a tile's epilogue operands.

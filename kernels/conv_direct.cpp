@@ -68,23 +68,9 @@ std::vector<int64_t> DirectTapOffsets(const ConvShape& s, const BandGeometry& g)
 }
 
 void DirectUnblock(const float* acc, int64_t ocs, int64_t ps, int64_t ld, float* out) {
-  constexpr int64_t kLanes = kDirectLanes;
-  for (int64_t v = 0; v * kLanes < ocs; ++v) {
-    const float* src = acc + v * ld * kLanes;
-    const int64_t lanes = std::min(kLanes, ocs - v * kLanes);
-    float* dst = out + v * kLanes * ld;
-    int64_t p = 0;
-#if defined(__AVX512F__)
-    for (; p + kLanes <= ps; p += kLanes) {
-      __m512 r[16];
-      for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + (p + i) * kLanes);
-      Transpose16x16(r);
-      for (int64_t c = 0; c < lanes; ++c) _mm512_storeu_ps(dst + c * ld + p, r[c]);
-    }
-#endif
-    for (; p < ps; ++p)
-      for (int64_t c = 0; c < lanes; ++c) dst[c * ld + p] = src[p * kLanes + c];
-  }
+  for (int64_t v = 0; v * kDirectLanes < ocs; ++v)
+    BlockToPlanes(acc + v * ld * kDirectLanes, ps, std::min(kDirectLanes, ocs - v * kDirectLanes),
+                  out + v * kDirectLanes * ld, ld);
 }
 
 void DirectFinishTile(const ConvDesc& d, const ConvTiling& t, const DirectLayout& l,
@@ -335,7 +321,7 @@ KernelStats DirectRunShare(const ConvDesc& d, const ConvTiling& t, const KernelC
   }
   // Copy-only runs still apply the epilogue's operand ops to the tile and
   // stream it out: zeros, not stale NaNs or denormals (in the sums too, which
-  // a tile finished in its NCHW16c blocks reads).
+  // a tile finished in its blocks reads).
   if (mode == RunMode::kCopyOnly) {
     std::fill(out, out + l.row_tile_floats, 0.0f);
     std::fill(acc, acc + oc_max * l.tile_ld, 0.0f);

@@ -2,8 +2,9 @@
 // f32, conv_direct_bf16.cpp in bf16): the tile's layout in the local
 // buffer, the register blocks' column chunks, the tile loop and the
 // estimate they share. The sums are f32 in both, kept channel-blocked
-// ([oc/16][position][16]) across slices and transposed at the end into
-// rows, or, into NCHW16c Y, finished where they lie.
+// ([oc/16][position][16]) across slices and finished where they lie
+// (FinishBlockedConvTile), or, where a pool or an NCHW operand of Y's shape
+// follows, transposed at the end into rows.
 #pragma once
 
 #include <algorithm>

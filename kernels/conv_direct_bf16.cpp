@@ -12,7 +12,7 @@
 //     multiplies it with V weight vectors of 16 output channels x 2 input
 //     channels: half the instructions of the f32 form's broadcast-FMA.
 // Slices of an odd k_block are rounded up to even so that every slice
-// starts at a pair. Bias, epilogue and pools stay f32 (FinishConvTile).
+// starts at a pair. Bias, epilogue and pools stay f32 (DirectFinishTile).
 #include <immintrin.h>
 
 #include <algorithm>

@@ -27,45 +27,49 @@ bool PerChannelOrScalar(const EpilogueOp& op) {
          (op.row_stride == 0 && op.col_stride == 0);
 }
 
-// The bias, then the epilogue, as block `block`'s [position][16] tile sees
-// them: rows = positions, columns = the block's 16 channels.
+// The epilogue as block `block`'s [position][16] tile sees it: rows =
+// positions, columns = the block's 16 channels.
 std::vector<EpilogueOp> BlockEpilogue(const ConvDesc& d, int64_t block) {
   const ConvShape& s = d.shape;
-  std::vector<EpilogueOp> ops;
-  if (d.bias != nullptr) ops.push_back(EpilogueOp::Bias(d.bias + block * kBlock));
-  for (EpilogueOp op : d.epilogue) {
-    if (op.reads_memory() && op.row_stride == s.pixels() && op.col_stride == 1) {
-      // Y's shape in NCHW16c, as Y
+  std::vector<EpilogueOp> ops = d.epilogue;
+  for (EpilogueOp& op : ops) {
+    if (!op.reads_memory()) continue;
+    if (op.row_stride == s.pixels() && op.col_stride == 1) {  // Y's shape in NCHW16c, as Y
       op.data += block * kBlock * s.pixels();
       op.row_stride = kBlock;
       op.col_stride = 1;
-    } else if (op.reads_memory() && op.row_stride == 1 && op.col_stride == 0) {  // per channel
+    } else if (op.row_stride == 1 && op.col_stride == 0) {  // per channel
       op.data += block * kBlock;
       op.row_stride = 0;
       op.col_stride = 1;
     }
-    ops.push_back(op);
   }
   return ops;
 }
 
 #if defined(__AVX512F__)
 // A block's bias and epilogue as one vector function of each position's 16
-// sums: v = clamp(v * mul + add (+ the residual's vector), lo, hi). It holds
-// the epilogues of the convs that matter (a bias, per-channel or scalar
-// multiplies and adds, an NCHW16c residual, then ReLU or Clip: ResNet's
-// and MobileNetV2's), which then cost one pass that also copies the block
-// out; ApplyEpilogue on a [position][16] tile ran its ops as 16-float rows,
-// each with a loop of its own (a fifth of the stem conv's cycles).
+// sums: v = clamp(v * mul + add (+ the residual's vector)). It holds the
+// epilogues of the convs that matter (a bias, per-channel or scalar
+// multiplies and adds, an NCHW16c residual, then ReLU or Clip: ResNet's and
+// MobileNetV2's), which then cost one pass that also copies the block out;
+// ApplyEpilogue on a [position][16] tile ran its ops as 16-float rows, each
+// with a loop of its own (a fifth of the stem conv's cycles). The clamps
+// treat NaN as ApplyEpilogue's do: ReLU makes it 0, Clip keeps it.
 struct LaneFinish {
+  enum class Clamp { kNone, kRelu, kClip };
   __m512 mul = _mm512_set1_ps(1.0f), add = _mm512_setzero_ps();
-  __m512 lo = _mm512_set1_ps(-INFINITY), hi = _mm512_set1_ps(INFINITY);
   const float* residual = nullptr;  // the block's [position][16] at the tile's first position
+  Clamp clamp = Clamp::kNone;
+  __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
 
   __m512 operator()(__m512 v, int64_t p) const {
     v = _mm512_fmadd_ps(v, mul, add);
     if (residual != nullptr) v = _mm512_add_ps(v, _mm512_loadu_ps(residual + p * kBlock));
-    return _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+    // max_ps and min_ps return their second operand where one is NaN.
+    if (clamp == Clamp::kRelu) return _mm512_max_ps(v, _mm512_setzero_ps());
+    if (clamp == Clamp::kClip) return _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+    return v;
   }
 };
 
@@ -78,14 +82,16 @@ bool LaneFinishOf(const ConvDesc& d, const ConvTile& t, int64_t c0, int64_t lane
   const ConvShape& s = d.shape;
   const __mmask16 valid = simd::Tail(lanes);
   if (d.bias != nullptr) f->add = _mm512_maskz_loadu_ps(valid, d.bias + c0);
-  bool clamped = false;
   for (const EpilogueOp& op : d.epilogue) {
-    if (clamped) return false;
-    if (op.kind == EpilogueKind::kRelu || op.kind == EpilogueKind::kClip) {
-      const bool relu = op.kind == EpilogueKind::kRelu;
-      f->lo = _mm512_set1_ps(relu ? 0.0f : op.scalar);
-      if (!relu) f->hi = _mm512_set1_ps(op.scalar2);
-      clamped = true;
+    if (f->clamp != LaneFinish::Clamp::kNone) return false;
+    if (op.kind == EpilogueKind::kRelu) {
+      f->clamp = LaneFinish::Clamp::kRelu;
+      continue;
+    }
+    if (op.kind == EpilogueKind::kClip) {
+      f->clamp = LaneFinish::Clamp::kClip;
+      f->lo = _mm512_set1_ps(op.scalar);
+      f->hi = _mm512_set1_ps(op.scalar2);
       continue;
     }
     if (f->residual != nullptr) return false;
@@ -117,41 +123,52 @@ bool LaneFinishOf(const ConvDesc& d, const ConvTile& t, int64_t c0, int64_t lane
 }
 
 // The block's 16 x ps sums, finished by f, into Y: NCHW16c as they lie
-// (y at the block's first position), or NCHW transposed 16 positions at a
-// time (y at channel c0's plane, position p0; the last few one by one).
+// (y at the block's first position; streamed: finished in place, then one
+// run), or NCHW transposed 16 positions at a time (y at channel c0's plane,
+// position p0).
 void WriteFinishedBlock(const LaneFinish& f, float* tile, int64_t ps, int64_t lanes,
-                        ActivationLayout y_layout, float* y, int64_t plane) {
-  if (y_layout == ActivationLayout::kNCHWc) {
+                        ActivationLayout y_layout, bool stream, float* y, int64_t plane) {
+  if (y_layout == ActivationLayout::kNCHWc && !stream) {
     for (int64_t p = 0; p < ps; ++p)
       _mm512_storeu_ps(y + p * kBlock, f(_mm512_loadu_ps(tile + p * kBlock), p));
     return;
   }
   int64_t p = 0;
-  for (; p + kBlock <= ps; p += kBlock) {
-    __m512 r[16];
-    for (int i = 0; i < 16; ++i) r[i] = f(_mm512_loadu_ps(tile + (p + i) * kBlock), p + i);
-    Transpose16x16(r);
-    for (int64_t c = 0; c < lanes; ++c) _mm512_storeu_ps(y + c * plane + p, r[c]);
-  }
-  for (; p < ps; ++p) {
-    _mm512_storeu_ps(tile + p * kBlock, f(_mm512_loadu_ps(tile + p * kBlock), p));
-    for (int64_t c = 0; c < lanes; ++c) y[c * plane + p] = tile[p * kBlock + c];
-  }
+  if (y_layout == ActivationLayout::kNCHW)
+    for (; p + kBlock <= ps; p += kBlock) {
+      __m512 r[16];
+      for (int i = 0; i < 16; ++i) r[i] = f(_mm512_loadu_ps(tile + (p + i) * kBlock), p + i);
+      Transpose16x16(r);
+      for (int64_t c = 0; c < lanes; ++c) _mm512_storeu_ps(y + c * plane + p, r[c]);
+    }
+  for (int64_t q = p; q < ps; ++q)
+    _mm512_storeu_ps(tile + q * kBlock, f(_mm512_loadu_ps(tile + q * kBlock), q));
+  if (y_layout == ActivationLayout::kNCHWc)
+    WriteOut(y, tile, ps * kBlock, stream);
+  else
+    BlockToPlanes(tile + p * kBlock, ps - p, lanes, y + p, plane);
 }
 #endif
-
-// A block's [position][16] tile, finished already, `lanes` channels of it,
-// into NCHW planes (channel c's positions at y + c * plane).
-void WriteBlockAsPlanes(float* tile, int64_t ps, int64_t lanes, float* y, int64_t plane) {
-#if defined(__AVX512F__)
-  WriteFinishedBlock(LaneFinish{}, tile, ps, lanes, ActivationLayout::kNCHW, y, plane);
-#else
-  for (int64_t p = 0; p < ps; ++p)
-    for (int64_t c = 0; c < lanes; ++c) y[c * plane + p] = tile[p * kBlock + c];
-#endif
-}
 
 }  // namespace
+
+void BlockToPlanes(const float* block, int64_t ps, int64_t lanes, float* planes, int64_t ld) {
+  int64_t p = 0;
+#if defined(__AVX512F__)
+  for (; p < ps; p += kBlock) {
+    const int64_t n = std::min(kBlock, ps - p);
+    __m512 r[16];
+    for (int i = 0; i < 16; ++i)
+      r[i] = _mm512_maskz_loadu_ps(i < n ? 0xffff : 0,
+                                   block + (p + std::min<int64_t>(i, n - 1)) * kBlock);
+    Transpose16x16(r);
+    const __mmask16 first = simd::Tail(n);
+    for (int64_t c = 0; c < lanes; ++c) _mm512_mask_storeu_ps(planes + c * ld + p, first, r[c]);
+  }
+#endif
+  for (; p < ps; ++p)
+    for (int64_t c = 0; c < lanes; ++c) planes[c * ld + p] = block[p * kBlock + c];
+}
 
 bool EpilogueOpAddressableInBlocks(const ConvShape& s, const EpilogueOp& op) {
   return PerChannelOrScalar(op) || (op.row_stride == s.pixels() && op.col_stride == 1);
@@ -168,8 +185,12 @@ bool FinishableInBlocks(const ConvDesc& d, ActivationLayout y_layout) {
   if (y_layout == ActivationLayout::kNCHWc) return EpilogueAddressableInBlocks(d.shape, d.epilogue);
   if (y_layout != ActivationLayout::kNCHW) return false;
   // An operand of Y's shape lies in NCHW planes: a block's 16 channels of
-  // it are 16 strided reads per position.
-  return std::all_of(d.epilogue.begin(), d.epilogue.end(), PerChannelOrScalar);
+  // it are 16 strided reads per position. A Y too large to stay cached is
+  // streamed out by the rows' form in whole runs; transposed blocks would
+  // write it 16 partial lines at a time.
+  const ConvShape& s = d.shape;
+  return std::all_of(d.epilogue.begin(), d.epilogue.end(), PerChannelOrScalar) &&
+         !StreamsOutput(4 * s.batch * s.out_channels * s.pixels());
 }
 
 void FinishBlockedConvTile(const ConvDesc& d, const ConvTile& t, float* blocks, int64_t block_ld,
@@ -178,7 +199,7 @@ void FinishBlockedConvTile(const ConvDesc& d, const ConvTile& t, float* blocks, 
   const bool stream = StreamsOutput(4 * s.batch * s.out_channels * s.pixels());
   if (mode != RunMode::kComputeOnly) {
     // Counted for the whole tile as the rows' form and the estimates count
-    // it (a per-channel operand once per position, a scalar once per tile).
+    // it (EpilogueReadBytes).
     stats->bytes_global_to_local +=
         static_cast<int64_t>(EpilogueReadBytes(d.epilogue, t.ocs, t.ps));
     if (d.bias != nullptr) stats->bytes_global_to_local += 4 * t.ocs;
@@ -191,20 +212,24 @@ void FinishBlockedConvTile(const ConvDesc& d, const ConvTile& t, float* blocks, 
                t.p0 * (y_layout == ActivationLayout::kNCHWc ? kBlock : 1);
 #if defined(__AVX512F__)
     LaneFinish f;
-    if (mode == RunMode::kFull && !(stream && y_layout == ActivationLayout::kNCHWc) &&
-        LaneFinishOf(d, t, c0, lanes, y_layout, &f)) {
-      WriteFinishedBlock(f, tile, t.ps, lanes, y_layout, y, s.pixels());
+    if (mode == RunMode::kFull && LaneFinishOf(d, t, c0, lanes, y_layout, &f)) {
+      WriteFinishedBlock(f, tile, t.ps, lanes, y_layout, stream, y, s.pixels());
       continue;
     }
 #endif
+    // As FinishConvTile: the bias is arithmetic (kCopyOnly skips it), the
+    // epilogue's ops that read memory run in kCopyOnly.
+    if (d.bias != nullptr && mode != RunMode::kCopyOnly)
+      for (int64_t p = 0; p < t.ps; ++p)
+        for (int64_t c = 0; c < lanes; ++c) tile[p * kBlock + c] += d.bias[c0 + c];
     // Block-aligned: a tile's channels start on a block (its oc_block is a
     // multiple of 16) and col0 0 is the block's first channel.
     ApplyEpilogue(BlockEpilogue(d, c0 / kBlock), tile, kBlock, t.ps, lanes, t.image, t.p0, 0, mode);
     if (mode == RunMode::kComputeOnly) continue;
     if (y_layout == ActivationLayout::kNCHWc)
       WriteOut(y, tile, t.ps * kBlock, stream);
-    else  // transposed on the way: no run to stream
-      WriteBlockAsPlanes(tile, t.ps, lanes, y, s.pixels());
+    else
+      BlockToPlanes(tile, t.ps, lanes, y, s.pixels());
   }
 }
 

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "kernels/row_simd.h"
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -58,35 +60,6 @@ PlaneView ChannelPlane(ActivationLayout layout, const ActivationDims& d, int64_t
 namespace {
 
 #if defined(__AVX512F__)
-// r[i] = row i of a 16x16 block becomes r[i] = column i.
-void Transpose16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  auto lo = [](__m512 a, __m512 b) {
-    return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
-  };
-  auto hi = [](__m512 a, __m512 b) {
-    return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
-  };
-  for (int i = 0; i < 4; ++i) {
-    r[4 * i] = lo(t[4 * i], t[4 * i + 2]);
-    r[4 * i + 1] = hi(t[4 * i], t[4 * i + 2]);
-    r[4 * i + 2] = lo(t[4 * i + 1], t[4 * i + 3]);
-    r[4 * i + 3] = hi(t[4 * i + 1], t[4 * i + 3]);
-  }
-  for (int i = 0; i < 2; ++i)
-    for (int j = 0; j < 4; ++j) {
-      t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + j + 4], 0x88);
-      t[8 * i + j + 4] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + j + 4], 0xdd);
-    }
-  for (int j = 0; j < 8; ++j) {
-    r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
-    r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
-  }
-}
 
 __mmask16 FirstLanes(int64_t n) {
   return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
@@ -102,7 +75,7 @@ void RowsToBlocked(const float* rows, int64_t ld, int64_t n, float* dst) {
     const __mmask16 m = FirstLanes(n - p);
     __m512 r[16];
     for (int i = 0; i < 16; ++i) r[i] = _mm512_maskz_loadu_ps(m, rows + i * ld + p);
-    Transpose16(r);
+    Transpose16x16(r);
     for (int64_t j = 0; j < std::min<int64_t>(16, n - p); ++j)
       _mm512_storeu_ps(dst + (p + j) * 16, r[j]);
   }
@@ -119,7 +92,7 @@ void BlockedToRows(const float* src, int64_t n, float* rows, int64_t ld) {
     __m512 r[16];
     for (int64_t j = 0; j < 16; ++j)
       r[j] = j < count ? _mm512_loadu_ps(src + (p + j) * 16) : _mm512_setzero_ps();
-    Transpose16(r);
+    Transpose16x16(r);
     const __mmask16 m = FirstLanes(count);
     for (int i = 0; i < 16; ++i) _mm512_mask_storeu_ps(rows + i * ld + p, m, r[i]);
   }

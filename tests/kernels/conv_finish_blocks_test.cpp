@@ -32,20 +32,33 @@ struct NamedEpilogue {
 };
 
 // Per-channel operands are one value per output channel (rows' view:
-// row_stride 1, column stride 0); the scalar one value for the tile.
-std::vector<NamedEpilogue> Epilogues(const std::vector<float>& per_channel, const float* scalar) {
+// row_stride 1, column stride 0); the scalar one value for the tile; the
+// residual one of Y's shape (NCHW here, laid out as Y when run).
+std::vector<NamedEpilogue> Epilogues(const ConvShape& s, const std::vector<float>& per_channel,
+                                     const float* scalar, const float* residual) {
   const EpilogueOp multiply{EpilogueKind::kMultiply, per_channel.data(), 1, 0, 0, 1};
   const EpilogueOp add{EpilogueKind::kBiasAdd, per_channel.data(), 1, 0, 0, 1};
   const EpilogueOp add_scalar{EpilogueKind::kBiasAdd, scalar, 0, 0, 0, 1};
   const EpilogueOp relu = EpilogueOp::Act(EpilogueKind::kRelu);
+  const EpilogueOp res = EpilogueOp::Residual(residual, s.pixels(), s.out_channels * s.pixels());
   return {{"bias only", {}},
           {"relu", {relu}},
           {"relu6", {EpilogueOp::Clip(0, 6)}},
-          {"per-channel multiply, relu6", {multiply, EpilogueOp::Clip(0, 6)}},
+          {"per-channel multiply, clip(-1, 1)", {multiply, EpilogueOp::Clip(-1, 1)}},
           {"scale, per-channel add, scalar add, relu",
            {EpilogueOp::Scale(0.5f), add, add_scalar, relu}},
+          {"residual, relu", {res, relu}},
+          {"per-channel multiply, residual, clip(-1, 1)", {multiply, res, EpilogueOp::Clip(-1, 1)}},
           {"silu (ApplyEpilogue)", {EpilogueOp::Act(EpilogueKind::kSilu)}},
-          {"relu then scale (ApplyEpilogue)", {relu, EpilogueOp::Scale(2.0f)}}};
+          {"per-channel multiply, silu (ApplyEpilogue)",
+           {multiply, EpilogueOp::Act(EpilogueKind::kSilu)}},
+          {"relu then scale (ApplyEpilogue)", {relu, EpilogueOp::Scale(2.0f)}},
+          {"residual then scale (ApplyEpilogue)", {res, EpilogueOp::Scale(2.0f)}}};
+}
+
+bool HasResidual(const std::vector<EpilogueOp>& ops) {
+  return std::any_of(ops.begin(), ops.end(),
+                     [](const EpilogueOp& op) { return op.kind == EpilogueKind::kResidualAdd; });
 }
 
 std::vector<float> Laid(const std::vector<float>& nchw, const ActivationDims& d,
@@ -81,10 +94,13 @@ Finished RunLaidOut(const testing::RandomConv& c, const ConvTiling& t, int threa
   const ActivationDims in{s.batch, s.in_channels, s.in_h, s.in_w};
   const ActivationDims out{s.batch, s.out_channels, s.out_h, s.out_w};
   const std::vector<float> x = Laid(c.x, in, t.in_layout);
+  const std::vector<float> r = c.r.empty() ? c.r : Laid(c.r, out, t.out_layout);
   std::vector<float> y(static_cast<size_t>(out.elements()), -1.0f);
   ConvDesc d = c.d;
   d.x = x.data();
   d.y = y.data();
+  for (EpilogueOp& op : d.epilogue)
+    if (op.kind == EpilogueKind::kResidualAdd) op.data = r.data();
   KernelConfig config;
   config.threads = threads;
   Result<KernelStats> stats = RunConv(d, t, config);
@@ -102,8 +118,9 @@ double MaxRelativeDifference(const std::vector<float>& got, const std::vector<fl
 }
 
 // The blocks' finish against the rows' (the same tiling into NHWC) for every
-// epilogue; the rows' form against the reference where the epilogue is the
-// bias alone.
+// epilogue (finished in blocks where want_blocks, but for a residual into
+// NCHW); the rows' form against the reference where the epilogue is the
+// bias alone. A NaN in X stays NaN where the rows' form keeps it.
 void ExpectBlocksFinishAsRows(const ConvShape& s, ConvTiling t, ActivationLayout out,
                               bool want_blocks) {
   const std::vector<float> per_channel = [&] {
@@ -112,29 +129,39 @@ void ExpectBlocksFinishAsRows(const ConvShape& s, ConvTiling t, ActivationLayout
     return v;
   }();
   const float scalar = -0.75f;
-  for (const NamedEpilogue& e : Epilogues(per_channel, &scalar)) {
-    testing::RandomConv c(s, true, false, 9, s.batch * s.out_channels * s.pixels());
+  testing::RandomConv c(s, true, /*residual_relu=*/true, 9, s.batch * s.out_channels * s.pixels());
+  c.x[c.x.size() / 2] = std::nanf("");
+  for (const NamedEpilogue& e : Epilogues(s, per_channel, &scalar, c.r.data())) {
     c.d.epilogue = e.ops;
     t.out_layout = out;
     const bool blocks = t.algorithm == ConvAlgorithm::kDepthwise
                             ? conv_detail::DepthwiseBlocked(c.d, t)
                             : conv_detail::DirectLayoutOf(c.d, t).finish_blocks;
-    EXPECT_EQ(blocks, want_blocks) << e.name << " " << t.ToString();
+    EXPECT_EQ(blocks, want_blocks && !(out == ActivationLayout::kNCHW && HasResidual(e.ops)))
+        << e.name << " " << t.ToString();
     ConvTiling rows_t = t;
     rows_t.out_layout = ActivationLayout::kNHWC;
     for (int threads : {1, 2}) {
-      const Finished got = RunLaidOut(c, t, threads), rows = RunLaidOut(c, rows_t, threads);
+      const Finished got = RunLaidOut(c, t, threads);
+      Finished rows = RunLaidOut(c, rows_t, threads);
       EXPECT_LE(MaxRelativeDifference(got.y, rows.y), 1e-6)
           << s.ToString() << " " << t.ToString() << " " << e.name << " threads " << threads;
+      int64_t nan_differs = 0;
+      for (size_t i = 0; i < got.y.size(); ++i)
+        nan_differs += std::isnan(got.y[i]) != std::isnan(rows.y[i]);
+      EXPECT_EQ(nan_differs, 0) << e.name << " " << t.ToString();
       // The NCHW16c depthwise finishes block by block, a scalar operand
-      // counted once per block where the rows' form counts it once per tile.
+      // counted for each block where the rows' form counts it for the tile.
       const bool scalar_per_block = blocks && t.algorithm == ConvAlgorithm::kDepthwise &&
                                     e.name.find("scalar") != std::string::npos;
-      if (!scalar_per_block)
+      if (!scalar_per_block) {
         EXPECT_EQ(got.stats.bytes_global_to_local, rows.stats.bytes_global_to_local) << e.name;
+      }
       EXPECT_EQ(got.stats.bytes_local_to_global, rows.stats.bytes_local_to_global) << e.name;
       if (e.ops.empty()) {
-        const std::vector<double> want = c.Want();
+        testing::RandomConv clean(s, true, false, 9, s.batch * s.out_channels * s.pixels());
+        const std::vector<double> want = clean.Want();
+        rows = RunLaidOut(clean, rows_t, threads);
         EXPECT_LE(MaxRelativeDifference(rows.y, std::vector<float>(want.begin(), want.end())),
                   testing::ToleranceOf(t.algorithm))
             << s.ToString() << " " << rows_t.ToString();
