@@ -23,8 +23,10 @@
 namespace fusetune::kernels {
 namespace {
 
+using testing::FromLayout;
 using testing::MakeShape;
 using testing::Tiling;
+using testing::ToLayout;
 
 struct NamedEpilogue {
   std::string name;
@@ -61,28 +63,6 @@ bool HasResidual(const std::vector<EpilogueOp>& ops) {
                      [](const EpilogueOp& op) { return op.kind == EpilogueKind::kResidualAdd; });
 }
 
-std::vector<float> Laid(const std::vector<float>& nchw, const ActivationDims& d,
-                        ActivationLayout layout) {
-  std::vector<float> out(nchw.size());
-  for (int64_t n = 0; n < d.batch; ++n)
-    for (int64_t c = 0; c < d.channels; ++c)
-      for (int64_t i = 0; i < d.height * d.width; ++i)
-        out[ElementIndex(layout, d, n, c, i / d.width, i % d.width)] =
-            nchw[(n * d.channels + c) * d.height * d.width + i];
-  return out;
-}
-
-std::vector<float> Nchw(const std::vector<float>& laid, const ActivationDims& d,
-                        ActivationLayout layout) {
-  std::vector<float> out(laid.size());
-  for (int64_t n = 0; n < d.batch; ++n)
-    for (int64_t c = 0; c < d.channels; ++c)
-      for (int64_t i = 0; i < d.height * d.width; ++i)
-        out[(n * d.channels + c) * d.height * d.width + i] =
-            laid[ElementIndex(layout, d, n, c, i / d.width, i % d.width)];
-  return out;
-}
-
 struct Finished {
   std::vector<float> y;  // NCHW
   KernelStats stats;
@@ -93,8 +73,8 @@ Finished RunLaidOut(const testing::RandomConv& c, const ConvTiling& t, int threa
   const ConvShape& s = c.d.shape;
   const ActivationDims in{s.batch, s.in_channels, s.in_h, s.in_w};
   const ActivationDims out{s.batch, s.out_channels, s.out_h, s.out_w};
-  const std::vector<float> x = Laid(c.x, in, t.in_layout);
-  const std::vector<float> r = c.r.empty() ? c.r : Laid(c.r, out, t.out_layout);
+  const std::vector<float> x = ToLayout(c.x, in, t.in_layout);
+  const std::vector<float> r = c.r.empty() ? c.r : ToLayout(c.r, out, t.out_layout);
   std::vector<float> y(static_cast<size_t>(out.elements()), -1.0f);
   ConvDesc d = c.d;
   d.x = x.data();
@@ -105,7 +85,7 @@ Finished RunLaidOut(const testing::RandomConv& c, const ConvTiling& t, int threa
   config.threads = threads;
   Result<KernelStats> stats = RunConv(d, t, config);
   EXPECT_TRUE(stats.ok()) << (stats.ok() ? "" : stats.error().message()) << " " << t.ToString();
-  return {Nchw(y, out, t.out_layout), stats.ok() ? *stats : KernelStats{}};
+  return {FromLayout(y, out, t.out_layout), stats.ok() ? *stats : KernelStats{}};
 }
 
 double MaxRelativeDifference(const std::vector<float>& got, const std::vector<float>& want) {

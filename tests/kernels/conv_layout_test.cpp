@@ -17,37 +17,13 @@
 namespace fusetune::kernels {
 namespace {
 
+using testing::FromLayout;
 using testing::MakeShape;
 using testing::Tiling;
+using testing::ToLayout;
 
 constexpr ActivationLayout kLayouts[] = {ActivationLayout::kNCHW, ActivationLayout::kNHWC,
                                          ActivationLayout::kNCHWc};
-
-// `data` rearranged between NCHW and `layout` by the index arithmetic
-// alone: into the layout, or (to_nchw) back out of it.
-std::vector<float> Rearrange(const std::vector<float>& data, const ActivationDims& d,
-                             ActivationLayout layout, bool to_nchw) {
-  std::vector<float> out(data.size());
-  for (int64_t n = 0; n < d.batch; ++n)
-    for (int64_t c = 0; c < d.channels; ++c)
-      for (int64_t h = 0; h < d.height; ++h)
-        for (int64_t w = 0; w < d.width; ++w) {
-          const int64_t nchw = ((n * d.channels + c) * d.height + h) * d.width + w;
-          const int64_t laid = ElementIndex(layout, d, n, c, h, w);
-          out[to_nchw ? nchw : laid] = data[to_nchw ? laid : nchw];
-        }
-  return out;
-}
-
-std::vector<float> ToLayout(const std::vector<float>& nchw, const ActivationDims& d,
-                            ActivationLayout layout) {
-  return Rearrange(nchw, d, layout, false);
-}
-
-std::vector<float> FromLayout(const std::vector<float>& data, const ActivationDims& d,
-                              ActivationLayout layout) {
-  return Rearrange(data, d, layout, true);
-}
 
 std::vector<float> Iota(int64_t n) {
   std::vector<float> v(static_cast<size_t>(n));

@@ -14,6 +14,7 @@
 #include "kernels/conv.h"
 #include "kernels/conv_winograd.h"
 #include "kernels/estimate.h"
+#include "kernels/layout.h"
 
 namespace fusetune::kernels::testing {
 
@@ -298,6 +299,32 @@ inline double Bf16WorstBoundRatio(const ConvShape& s, const ConvTiling& tiling, 
     worst = std::max(worst, std::abs(double(c.y[i]) - want[i]) / bound);
   }
   return worst;
+}
+
+// `data` rearranged between NCHW and `layout` by the index arithmetic
+// alone: into the layout, or (to_nchw) back out of it.
+inline std::vector<float> Rearrange(const std::vector<float>& data, const ActivationDims& d,
+                                    ActivationLayout layout, bool to_nchw) {
+  std::vector<float> out(data.size());
+  for (int64_t n = 0; n < d.batch; ++n)
+    for (int64_t c = 0; c < d.channels; ++c)
+      for (int64_t h = 0; h < d.height; ++h)
+        for (int64_t w = 0; w < d.width; ++w) {
+          const int64_t nchw = ((n * d.channels + c) * d.height + h) * d.width + w;
+          const int64_t laid = ElementIndex(layout, d, n, c, h, w);
+          out[to_nchw ? nchw : laid] = data[to_nchw ? laid : nchw];
+        }
+  return out;
+}
+
+inline std::vector<float> ToLayout(const std::vector<float>& nchw, const ActivationDims& d,
+                                   ActivationLayout layout) {
+  return Rearrange(nchw, d, layout, false);
+}
+
+inline std::vector<float> FromLayout(const std::vector<float>& data, const ActivationDims& d,
+                                     ActivationLayout layout) {
+  return Rearrange(data, d, layout, true);
 }
 
 }  // namespace fusetune::kernels::testing
