@@ -126,9 +126,6 @@ bool FinishableInBlocks(const ConvDesc& desc, ActivationLayout y_layout);
 void FinishBlockedConvTile(const ConvDesc& desc, const ConvTile& tile, float* blocks,
                            int64_t block_ld, ActivationLayout y_layout, RunMode mode,
                            KernelStats* stats);
-// A block's [position][16] tile, `lanes` (<= 16) channels of ps positions,
-// into channel planes: channel c's run at planes + c * ld.
-void BlockToPlanes(const float* block, int64_t ps, int64_t lanes, float* planes, int64_t ld);
 
 // The bytes ApplyEpilogue reads from global memory for a rows x cols tile:
 // what an estimate adds for a tile's epilogue operands.

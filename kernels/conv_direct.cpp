@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "kernels/conv_direct.h"
+#include "kernels/layout.h"
 #include "kernels/row_simd.h"
 #include "kernels/simd_math.h"
 
@@ -69,8 +70,8 @@ std::vector<int64_t> DirectTapOffsets(const ConvShape& s, const BandGeometry& g)
 
 void DirectUnblock(const float* acc, int64_t ocs, int64_t ps, int64_t ld, float* out) {
   for (int64_t v = 0; v * kDirectLanes < ocs; ++v)
-    BlockToPlanes(acc + v * ld * kDirectLanes, ps, std::min(kDirectLanes, ocs - v * kDirectLanes),
-                  out + v * kDirectLanes * ld, ld);
+    BlockedToRows(acc + v * ld * kDirectLanes, ps, out + v * kDirectLanes * ld, ld,
+                  std::min(kDirectLanes, ocs - v * kDirectLanes));
 }
 
 void DirectFinishTile(const ConvDesc& d, const ConvTiling& t, const DirectLayout& l,

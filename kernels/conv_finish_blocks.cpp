@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/conv_algorithm.h"
+#include "kernels/layout.h"
 #include "kernels/row_simd.h"
 #include "kernels/simd_math.h"
 
@@ -146,29 +147,11 @@ void WriteFinishedBlock(const LaneFinish& f, float* tile, int64_t ps, int64_t la
   if (y_layout == ActivationLayout::kNCHWc)
     WriteOut(y, tile, ps * kBlock, stream);
   else
-    BlockToPlanes(tile + p * kBlock, ps - p, lanes, y + p, plane);
+    BlockedToRows(tile + p * kBlock, ps - p, y + p, plane, lanes);
 }
 #endif
 
 }  // namespace
-
-void BlockToPlanes(const float* block, int64_t ps, int64_t lanes, float* planes, int64_t ld) {
-  int64_t p = 0;
-#if defined(__AVX512F__)
-  for (; p < ps; p += kBlock) {
-    const int64_t n = std::min(kBlock, ps - p);
-    __m512 r[16];
-    for (int i = 0; i < 16; ++i)
-      r[i] = _mm512_maskz_loadu_ps(i < n ? 0xffff : 0,
-                                   block + (p + std::min<int64_t>(i, n - 1)) * kBlock);
-    Transpose16x16(r);
-    const __mmask16 first = simd::Tail(n);
-    for (int64_t c = 0; c < lanes; ++c) _mm512_mask_storeu_ps(planes + c * ld + p, first, r[c]);
-  }
-#endif
-  for (; p < ps; ++p)
-    for (int64_t c = 0; c < lanes; ++c) planes[c * ld + p] = block[p * kBlock + c];
-}
 
 bool EpilogueOpAddressableInBlocks(const ConvShape& s, const EpilogueOp& op) {
   return PerChannelOrScalar(op) || (op.row_stride == s.pixels() && op.col_stride == 1);
@@ -229,7 +212,7 @@ void FinishBlockedConvTile(const ConvDesc& d, const ConvTile& t, float* blocks, 
     if (y_layout == ActivationLayout::kNCHWc)
       WriteOut(y, tile, t.ps * kBlock, stream);
     else
-      BlockToPlanes(tile, t.ps, lanes, y, s.pixels());
+      BlockedToRows(tile, t.ps, y, s.pixels(), lanes);
   }
 }
 

@@ -84,7 +84,7 @@ void RowsToBlocked(const float* rows, int64_t ld, int64_t n, float* dst) {
     for (int64_t i = 0; i < 16; ++i) dst[p * 16 + i] = rows[i * ld + p];
 }
 
-void BlockedToRows(const float* src, int64_t n, float* rows, int64_t ld) {
+void BlockedToRows(const float* src, int64_t n, float* rows, int64_t ld, int64_t lanes) {
   int64_t p = 0;
 #if defined(__AVX512F__)
   for (; p < n; p += 16) {
@@ -94,11 +94,11 @@ void BlockedToRows(const float* src, int64_t n, float* rows, int64_t ld) {
       r[j] = j < count ? _mm512_loadu_ps(src + (p + j) * 16) : _mm512_setzero_ps();
     Transpose16x16(r);
     const __mmask16 m = FirstLanes(count);
-    for (int i = 0; i < 16; ++i) _mm512_mask_storeu_ps(rows + i * ld + p, m, r[i]);
+    for (int64_t i = 0; i < lanes; ++i) _mm512_mask_storeu_ps(rows + i * ld + p, m, r[i]);
   }
 #endif
   for (; p < n; ++p)
-    for (int64_t i = 0; i < 16; ++i) rows[i * ld + p] = src[p * 16 + i];
+    for (int64_t i = 0; i < lanes; ++i) rows[i * ld + p] = src[p * 16 + i];
 }
 
 std::string LayoutTransformDesc::ToString() const {

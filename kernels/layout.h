@@ -56,10 +56,12 @@ inline int64_t ElementIndex(ActivationLayout layout, const ActivationDims& dims,
 }
 
 // 16 channel rows of n positions (row i at rows + i * ld) to the NCHW16c
-// order [n][16] (dst + p * 16 + i), and back: the 16x16 transposes (in
+// order [n][16] (dst + p * 16 + i), and back (the first `lanes` rows only:
+// a conv's last block of fewer than 16 channels): the 16x16 transposes (in
 // registers with AVX-512) every copy into or out of NCHW16c is made of.
 void RowsToBlocked(const float* rows, int64_t ld, int64_t n, float* dst);
-void BlockedToRows(const float* src, int64_t n, float* rows, int64_t ld);
+void BlockedToRows(const float* src, int64_t n, float* rows, int64_t ld,
+                   int64_t lanes = kLayoutChannelBlock);
 
 // Y = X rearranged from `from` to `to`. Tiles of one image, 16 channels by
 // up to 1024 positions, are copied into the local buffer as [channel]
