@@ -52,6 +52,10 @@ nlohmann::json NoteToJson(const SearchNote& n) {
     nlohmann::json j{{"plan_kind", PlanKindName(*n.plan_kind)}};
     if (n.remeasure) j["remeasure"] = true;
     if (n.confirm_runs > 0) j["confirm_runs"] = n.confirm_runs;
+    if (n.showdown)
+      j["showdown"] = {{"runs", n.showdown->runs},
+                       {"against", n.showdown->against},
+                       {"ratio", n.showdown->ratio}};
     AddAnchor(n, &j);
     return j;
   }
@@ -72,6 +76,10 @@ SearchNote NoteFromJson(const nlohmann::json& j) {
     n.plan_kind = PlanKindFromName(kind).value_or(PlanKind::kTuned);
   n.remeasure = j.value("remeasure", false);
   n.confirm_runs = j.value("confirm_runs", 0);
+  if (const auto showdown = j.find("showdown"); showdown != j.end() && showdown->is_object())
+    n.showdown =
+        SearchNote::Showdown{showdown->value("runs", 0), showdown->value("against", int64_t{0}),
+                             showdown->value("ratio", 0.0)};
   if (const auto anchor = j.find("anchor"); anchor != j.end() && anchor->is_object()) {
     n.anchor_seconds = anchor->value("seconds", 0.0);
     n.anchor_reference_seconds = anchor->value("reference_seconds", 0.0);

@@ -105,6 +105,17 @@ struct SearchNote {
   // A whole plan run this many times (each beside its own anchor run) and
   // recorded at its median run (search/tuner.h: ConfirmContender); 0: once.
   int confirm_runs = 0;
+  // A whole plan run head to head with the job's best record at the job's
+  // end (search/tuner.h: Showdown), in `runs` alternated rounds: its record's
+  // seconds are that record's (`against`) times `ratio`, the median over the
+  // rounds of its time over that plan's in the same round.
+  struct Showdown {
+    int runs = 0;
+    int64_t against = 0;
+    double ratio = 0;
+    bool operator==(const Showdown&) const = default;
+  };
+  std::optional<Showdown> showdown;
   // A candidate timed beside an anchor (search/tuner.h: the greedy plan for
   // whole plans, the task's best tiling for a round's tilings): the
   // anchor's time just before it and its recorded time. The record's

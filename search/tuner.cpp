@@ -314,6 +314,7 @@ Status Tuner::Run() {
     if (callbacks_.checkpoint) FT_RETURN_IF_ERROR(callbacks_.checkpoint(SummaryToJson(Summary())));
   }
   if (stop_ != StopCause::kInterrupted) FT_RETURN_IF_ERROR(MeasureTunedPlan());
+  if (stop_ != StopCause::kInterrupted && !Interrupted()) FT_RETURN_IF_ERROR(Showdown());
   ReportProgress("done");
   if (callbacks_.checkpoint) FT_RETURN_IF_ERROR(callbacks_.checkpoint(SummaryToJson(Summary())));
   return Status::Ok();

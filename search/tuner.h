@@ -24,7 +24,10 @@
 //      into a whole plan and measured end to end, unless the same plan was
 //      measured before; and once more at the end. A whole plan about as
 //      fast as the best so far is run three times and recorded at its
-//      median run (ConfirmContender), the greedy baseline too.
+//      median run (ConfirmContender), the greedy baseline too;
+//   4. at the end, the plans recorded near the best and the last
+//      min-cost partition run head to head in alternated rounds (Showdown),
+//      each recorded again on the best record's scale.
 // The best whole plan is the fastest measured one, unfused and greedy
 // included, so it is never slower than either.
 //
@@ -249,6 +252,27 @@ class Tuner {
   // over it per unit of the bf16 record's error (tuner_precision.cpp).
   std::pair<fusion_space::Tiling, double> F32TilingOf(const fusion_space::PlanGroup& g);
   Status MeasureTunedPlan();
+  // The job's best whole plan is the fastest of a few hundred records, each
+  // scaled by an anchor run beside it, so it is the one whose scaling
+  // flattered it most as often as the fastest: a 12-minute ResNet-50 job
+  // kept a plan recorded at 36.0 ms (raw 41.2 beside an anchor run 14% slow)
+  // that ran 39.1-40.0 ms in alternated runs against its last min-cost
+  // partition's 37.8-38.0 (recorded at 39.1). So at the end, the distinct
+  // plans recorded within kShowdownWithin of the best (kShowdownPlans at
+  // most, fastest first) and the last min-cost partition run in
+  // kShowdownRounds rounds, each round every plan once (rotated), with no
+  // anchor: what the rounds compare is each plan's time over the best
+  // record's plan's in the same round. Each plan gets a record of the best
+  // record's seconds times its median ratio (SearchNote::showdown), so the
+  // plan that wins head to head is the database's best (tuner_showdown.cpp).
+  Status Showdown();
+  struct ShowdownEntry;
+  // Indices into the measured plans of the showdown's, the best record's first.
+  std::vector<size_t> ShowdownPlans() const;
+  // A showdown plan's record over its first `rounds` runs, timed against
+  // `yardstick`'s (the best record's plan) in the same rounds.
+  Status CommitShowdownRecord(const ShowdownEntry& entry, const ShowdownEntry& yardstick,
+                              int rounds);
   // The min-cost partition under Ranking::kWeightsStreamed, measured whole.
   Status MeasureWeightsStreamedPlan();
   bool ReopenConverged(std::vector<TaskStanding>* standing);

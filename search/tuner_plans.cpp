@@ -60,6 +60,14 @@ void Tuner::PlanState::Add(PlanReport report, nlohmann::json plan, db::RecordSta
   plan_json.push_back(std::move(plan));
 }
 
+std::vector<fusion_space::KernelTemplate> PlanTemplates(fusion_space::FusionSpace& space,
+                                                        const fusion_space::Plan& plan) {
+  std::vector<fusion_space::KernelTemplate> templates;
+  for (const fusion_space::PlanGroup& g : plan.groups)
+    templates.push_back(space.Match(g.nodes).instance.kind);
+  return templates;
+}
+
 Status Tuner::MeasurePlan(const fusion_space::Plan& plan, measure::PlanKind kind,
                           std::optional<double> predicted, db::RecordStatus* status) {
   measure::Candidate candidate = measure::PlanCandidate(graph_, space_, plan, PlanKindName(kind));
@@ -67,9 +75,7 @@ Status Tuner::MeasurePlan(const fusion_space::Plan& plan, measure::PlanKind kind
     if (status != nullptr) *status = it->second;
     return Status::Ok();
   }
-  std::vector<fusion_space::KernelTemplate> templates;
-  for (const fusion_space::PlanGroup& g : plan.groups)
-    templates.push_back(space_.Match(g.nodes).instance.kind);
+  const std::vector<fusion_space::KernelTemplate> templates = PlanTemplates(space_, plan);
   for (int attempt = 0; attempt < 2; ++attempt) {
     measure::SearchNote search_info;
     search_info.plan_kind = kind;
@@ -288,6 +294,7 @@ Status Tuner::MeasureTunedPlan() {
   ++plans_->tuned_count;
   double predicted = 0;
   const fusion_space::Plan plan = TunedPlan(&predicted);
+  plans_->last_tuned = measure::PlanCandidate(graph_, space_, plan).plan.dump();
   const std::optional<double> expected = PositiveOrNone(predicted);
   FT_RETURN_IF_ERROR(MeasurePlanWithinBudget(plan, PlanKind::kTuned, expected));
   if (Interrupted()) return Status::Ok();

@@ -21,6 +21,7 @@ struct Tuner::PlanState {
   std::map<std::string, db::RecordStatus> status;
   std::optional<size_t> unfused, greedy, best;
   int tuned_count = 0;  // tuned plans built (measured or already known)
+  std::string last_tuned;  // plan JSON text of the last min-cost partition (TunedPlan)
   // The anchor plans and rounds are timed beside (Tuner::ReadAnchor): the
   // greedy plan's candidate, made at its first use, and its runs.
   std::optional<measure::Candidate> anchor;
@@ -39,5 +40,9 @@ struct Tuner::PlanRun {
   std::optional<AnchorReading> anchor;
   double seconds = 0;
 };
+
+// The kernel template of each group of `plan` (what its record names).
+std::vector<fusion_space::KernelTemplate> PlanTemplates(fusion_space::FusionSpace& space,
+                                                        const fusion_space::Plan& plan);
 
 }  // namespace fusetune::search

@@ -107,6 +107,8 @@ TEST(RecordMetrics, EveryStatusAndNoteKindRoundTripsInMetrics) {
     plan.search = SearchNote{};
     plan.search->plan_kind = kind;
     plan.search->remeasure = true;
+    plan.search->confirm_runs = 3;
+    plan.search->showdown = SearchNote::Showdown{5, 699, 0.96};
     auto back = MetricsFromText(MetricsToText(plan));
     ASSERT_TRUE(back.ok());
     EXPECT_EQ(back->search, plan.search);

@@ -173,10 +173,7 @@ TEST_F(TuningJobTest, TheStopPredicateEndsTheJobInterruptedAndResumingFinishesIt
   EXPECT_EQ(done->summary.stop_reason, "trials");
   EXPECT_EQ(Job(done->job_id).state, "done");
   // Each candidate once: a confirmed whole plan's runs make one record.
-  EXPECT_EQ(testing::RunsOfRecords(committed_), device_.measured);
-  std::set<std::string> recorded;
-  for (const db::Record& r : committed_)
-    EXPECT_TRUE(recorded.insert(r.workload_key + r.plan).second) << "measured twice: " << r.plan;
+  testing::ExpectEachCandidateRecordedOnce(committed_, device_.measured);
   EXPECT_GT(device_.measured.size(), measured_before.size());
 
   // A finished job is not resumed.
