@@ -25,9 +25,10 @@
 //      measured before; and once more at the end. A whole plan about as
 //      fast as the best so far is run three times and recorded at its
 //      median run (ConfirmContender), the greedy baseline too;
-//   4. at the end, the plans recorded near the best and the last
-//      min-cost partition run head to head in alternated rounds (Showdown),
-//      each recorded again on the best record's scale.
+//   4. at the end, the plans recorded near the best (the last min-cost
+//      partition among them when it is near) run head to head in rotated
+//      rounds (Showdown); one that beats the best record's plan is recorded
+//      again on that record's scale.
 // The best whole plan is the fastest measured one, unfused and greedy
 // included, so it is never slower than either.
 //
@@ -146,6 +147,10 @@ struct TuneSummary {
 nlohmann::json SummaryToJson(const TuneSummary& summary);
 Result<TuneSummary> SummaryFromJson(const nlohmann::json& json);
 
+// The label of the showdown's candidates (Tuner::Showdown), whose runs make
+// a record only when they beat the best.
+inline constexpr char kShowdownLabel[] = "showdown";
+
 class Tuner {
  public:
   Tuner(std::shared_ptr<const graph::Graph> graph, fusion_space::FusionSpace& space,
@@ -205,6 +210,12 @@ class Tuner {
   // Commits the trial's record, its time scaled by `anchor`'s reference /
   // now, and hands it to the task's search and the cost model's samples.
   Status RecordTrial(int task, RoundTrial& round_trial, std::optional<AnchorReading> anchor);
+  // Commits a whole plan's record at `seconds` (when ok) and adds it to the
+  // job's plans.
+  Result<db::Record> CommitPlanRecord(const measure::Candidate& candidate,
+                                      const std::vector<fusion_space::KernelTemplate>& templates,
+                                      const measure::MeasureResult& result,
+                                      const measure::SearchNote& note, double seconds);
   // Measures a whole plan and commits its record. `predicted`, the sum of
   // its groups' measured times: a plan that runs far slower than that and
   // than the best plan so far is measured once more (a busy host slows one
@@ -259,20 +270,23 @@ class Tuner {
   // that ran 39.1-40.0 ms in alternated runs against its last min-cost
   // partition's 37.8-38.0 (recorded at 39.1). So at the end, the distinct
   // plans recorded within kShowdownWithin of the best (kShowdownPlans at
-  // most, fastest first) and the last min-cost partition run in
-  // kShowdownRounds rounds, each round every plan once (rotated), with no
-  // anchor: what the rounds compare is each plan's time over the best
-  // record's plan's in the same round. Each plan gets a record of the best
-  // record's seconds times its median ratio (SearchNote::showdown), so the
-  // plan that wins head to head is the database's best (tuner_showdown.cpp).
+  // most, fastest first, and the last min-cost partition when it is in that
+  // window) run in kShowdownRounds rounds, each round every plan once
+  // (rotated), with no anchor: what the rounds compare is each plan's time
+  // over the best record's plan's in the same round. A plan whose median
+  // ratio is below kShowdownBeatBelow gets a record of the best record's
+  // seconds times that ratio (SearchNote::showdown), so the plan that beat
+  // the best head to head is the database's best; the others' runs make no
+  // record. It runs after the budget, as the last min-cost partition does:
+  // some 13 s for five plans of a 40 ms model (tuner_showdown.cpp).
   Status Showdown();
   struct ShowdownEntry;
-  // Indices into the measured plans of the showdown's, the best record's first.
+  // The showdown's plans as indices into the measured plans, the best
+  // record's first.
   std::vector<size_t> ShowdownPlans() const;
-  // A showdown plan's record over its first `rounds` runs, timed against
-  // `yardstick`'s (the best record's plan) in the same rounds.
-  Status CommitShowdownRecord(const ShowdownEntry& entry, const ShowdownEntry& yardstick,
-                              int rounds);
+  Result<bool> RunShowdownRound(std::vector<ShowdownEntry>& entries, int round);
+  // Records `entry` when its runs beat `yardstick`'s (the best record's plan).
+  Status CommitShowdownWin(const ShowdownEntry& entry, const ShowdownEntry& yardstick);
   // The min-cost partition under Ranking::kWeightsStreamed, measured whole.
   Status MeasureWeightsStreamedPlan();
   bool ReopenConverged(std::vector<TaskStanding>* standing);

@@ -42,7 +42,10 @@ bool Tuner::PlanState::AddPrior(const db::Record& record) {
   r.groups = plan.contains("groups") ? static_cast<int64_t>(plan["groups"].size()) : 0;
   r.bytes = static_cast<double>(metrics->measured.bytes_in + metrics->measured.bytes_out);
   r.record_id = record.id;
-  if (record.status == db::RecordStatus::kOk && r.kind == PlanKind::kGreedy)
+  // A greedy record's time is a run of the anchor, unless a showdown scaled
+  // it to another record's (tuner_showdown.cpp).
+  const bool showdown = metrics->search && metrics->search->showdown;
+  if (record.status == db::RecordStatus::kOk && r.kind == PlanKind::kGreedy && !showdown)
     speed.AddRun(record.seconds);
   if (metrics->search) speed.AddRun(metrics->search->anchor_seconds);
   Add(r, plan, record.status);
@@ -90,22 +93,31 @@ Status Tuner::MeasurePlan(const fusion_space::Plan& plan, measure::PlanKind kind
     if (contender)
       run = ConfirmContender(candidate, kind, std::move(run), &search_info.confirm_runs);
     if (run.anchor) run.anchor->WriteTo(&search_info);
-    const measure::MeasureResult& result = run.result;
-    db::Record record = MakeRecord(graph_key_, candidate, result, context_.target, context_.job_id,
-                                   templates, search_info);
-    if (record.status == db::RecordStatus::kOk) record.seconds = run.seconds;
-    FT_RETURN_IF_ERROR(callbacks_.commit(record));
-    PlanReport report{kind, record.seconds, static_cast<int64_t>(plan.groups.size()),
-                      static_cast<double>(result.bytes_in + result.bytes_out), record.id};
-    const bool slower_than_best =
-        !plans_->best.has_value() || record.seconds > plans_->measured[*plans_->best].seconds;
-    plans_->Add(report, candidate.plan, record.status);
+    const std::optional<double> best_before =
+        plans_->best ? std::optional(plans_->measured[*plans_->best].seconds) : std::nullopt;
+    FT_ASSIGN_OR_RETURN(const db::Record record, CommitPlanRecord(candidate, templates, run.result,
+                                                                  search_info, run.seconds));
+    const bool slower_than_best = !best_before || record.seconds > *best_before;
     if (status != nullptr) *status = record.status;
-    if (!result.ok() || !predicted || !slower_than_best ||
+    if (!run.result.ok() || !predicted || !slower_than_best ||
         record.seconds <= kRemeasureAbovePrediction * *predicted || Interrupted())
       break;
   }
   return Status::Ok();
+}
+
+Result<db::Record> Tuner::CommitPlanRecord(
+    const measure::Candidate& candidate, const std::vector<fusion_space::KernelTemplate>& templates,
+    const measure::MeasureResult& result, const measure::SearchNote& note, double seconds) {
+  db::Record record =
+      MakeRecord(graph_key_, candidate, result, context_.target, context_.job_id, templates, note);
+  if (record.status == db::RecordStatus::kOk) record.seconds = seconds;
+  FT_RETURN_IF_ERROR(callbacks_.commit(record));
+  PlanReport report{note.plan_kind.value_or(PlanKind::kTuned), record.seconds,
+                    static_cast<int64_t>(templates.size()),
+                    static_cast<double>(result.bytes_in + result.bytes_out), record.id};
+  plans_->Add(report, candidate.plan, record.status);
+  return record;
 }
 
 std::optional<AnchorReading> Tuner::ReadAnchor(bool fresh) {
@@ -141,9 +153,7 @@ Tuner::PlanRun Tuner::ConfirmContender(const measure::Candidate& candidate, meas
     if (!run.result.ok()) return run;  // a wrong output or a crash now is the plan's result
     runs.push_back(std::move(run));
   }
-  std::sort(runs.begin(), runs.end(),
-            [](const PlanRun& a, const PlanRun& b) { return a.seconds < b.seconds; });
-  return std::move(runs[runs.size() / 2]);  // the median; of two, the slower
+  return MedianBy(std::move(runs), [](const PlanRun& r) { return r.seconds; });
 }
 
 // The greedy plan first: it is the anchor the unfused one is timed beside.

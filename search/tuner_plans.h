@@ -2,6 +2,7 @@
 // job and the helpers that make their records.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -40,6 +41,16 @@ struct Tuner::PlanRun {
   std::optional<AnchorReading> anchor;
   double seconds = 0;
 };
+
+// The middle of `values` by `key`; of an even count, the upper one (of two
+// runs, the slower).
+template <typename T, typename Key>
+T MedianBy(std::vector<T> values, Key key) {
+  const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), middle, values.end(),
+                   [&](const T& a, const T& b) { return key(a) < key(b); });
+  return std::move(*middle);
+}
 
 // The kernel template of each group of `plan` (what its record names).
 std::vector<fusion_space::KernelTemplate> PlanTemplates(fusion_space::FusionSpace& space,

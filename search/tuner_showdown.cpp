@@ -1,9 +1,9 @@
 // The tuner's showdown (search/tuner.h: Showdown): the whole plans recorded
 // near the best, and the last min-cost partition, run head to head at the
-// end of the job and recorded again on the best record's scale.
+// end of the job; those that beat the best record's plan are recorded again
+// on its scale.
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <set>
 
 #include "fusion_space/plan_json.h"
@@ -22,19 +22,16 @@ constexpr double kShowdownWithin = 1.10;
 // and the rounds they run: with 5 plans of a 40 ms model, some 13 s.
 constexpr size_t kShowdownPlans = 4;
 constexpr int kShowdownRounds = 5;
-
-// The middle value; of an even count, the upper one (ConfirmContender's).
-double MedianOf(std::vector<double> v) {
-  const auto middle = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
-  std::nth_element(v.begin(), middle, v.end());
-  return *middle;
-}
+// Fewer finished rounds (Ctrl-C) are no verdict.
+constexpr int kShowdownMinRounds = 3;
+// A plan is recorded only when its median ratio to the best record's plan
+// is below this: the lowest of a few ratios of equally fast plans is below
+// 1 by chance, and each job on the same database runs a showdown again, so
+// recording every ratio under 1 would walk the best record down job by job.
+constexpr double kShowdownBeatBelow = 0.99;
 
 }  // namespace
 
-// The fastest record of each distinct plan within kShowdownWithin of the
-// best, fastest first, kShowdownPlans of them, and the last min-cost
-// partition's when it is in the window too.
 std::vector<size_t> Tuner::ShowdownPlans() const {
   const PlanState& plans = *plans_;
   std::vector<size_t> order(plans.measured.size());
@@ -44,25 +41,23 @@ std::vector<size_t> Tuner::ShowdownPlans() const {
   });
   std::vector<size_t> chosen;
   std::set<std::string> seen;
-  bool last_tuned_in = false;
   for (size_t i : order) {
     if (plans.measured[i].seconds > kShowdownWithin * plans.measured[order[0]].seconds) break;
     const std::string text = plans.plan_json[i].dump();
     if (!seen.insert(text).second) continue;
-    const bool last_tuned = text == plans.last_tuned;
-    if (chosen.size() < kShowdownPlans || (last_tuned && !last_tuned_in)) chosen.push_back(i);
-    last_tuned_in = last_tuned_in || last_tuned;
+    if (chosen.size() < kShowdownPlans || text == plans.last_tuned) chosen.push_back(i);
   }
   return chosen;
 }
 
-// A plan in the showdown: its candidate, its kernels (for its record) and
-// its runs, one a round.
+// A plan in the showdown: its candidate, its kernels (for its record), its
+// runs, one a round, and whether it is still in.
 struct Tuner::ShowdownEntry {
   size_t report;
   measure::Candidate candidate;
   std::vector<fusion_space::KernelTemplate> templates;
   std::vector<measure::MeasureResult> runs;
+  bool out = false;
 };
 
 Status Tuner::Showdown() {
@@ -72,61 +67,67 @@ Status Tuner::Showdown() {
     Result<fusion_space::Plan> plan = fusion_space::PlanFromJson(space_, plans_->plan_json[i]);
     if (!plan.ok()) continue;
     entries.push_back({i,
-                       measure::PlanCandidate(graph_, space_, *plan, "showdown"),
+                       measure::PlanCandidate(graph_, space_, *plan, kShowdownLabel),
                        PlanTemplates(space_, *plan),
                        {}});
   }
   if (entries.size() < 2 || entries[0].report != *plans_->best) return Status::Ok();
-  const size_t n = entries.size();
   int rounds = 0;  // finished
-  while (rounds < kShowdownRounds) {
-    ReportProgress(fmt::format("whole model, showdown of {} plans, round {} of {}", n, rounds + 1,
-                               kShowdownRounds));
-    for (size_t k = 0; k < n; ++k) {
-      if (Interrupted()) break;  // a round not finished counts for none
-      ShowdownEntry& e = entries[(k + static_cast<size_t>(rounds)) % n];  // rotated
-      e.runs.push_back(measure_(e.candidate));
-      // A plan that fails now (a wrong output, a crash) is recorded as
-      // such, and the showdown ends without a verdict.
-      if (!e.runs.back().ok()) return CommitShowdownRecord(e, entries[0], 0);
-    }
-    if (Interrupted()) break;
-    ++rounds;
+  for (; rounds < kShowdownRounds; ++rounds) {
+    ReportProgress(fmt::format("whole model, showdown of {} plans, round {} of {}", entries.size(),
+                               rounds + 1, kShowdownRounds));
+    FT_ASSIGN_OR_RETURN(const bool finished, RunShowdownRound(entries, rounds));
+    if (!finished) break;
   }
-  if (rounds == 0) return Status::Ok();
+  // Ctrl-C during the showdown ends it without a verdict; the job keeps the
+  // stop reason its search ended with, as after its last min-cost partition.
+  if (rounds < kShowdownMinRounds || entries[0].out) return Status::Ok();
   for (ShowdownEntry& e : entries) {
+    if (e.out || &e == &entries[0]) continue;
     e.runs.resize(static_cast<size_t>(rounds));
-    FT_RETURN_IF_ERROR(CommitShowdownRecord(e, entries[0], rounds));
+    FT_RETURN_IF_ERROR(CommitShowdownWin(e, entries[0]));
   }
   return Status::Ok();
 }
 
-Status Tuner::CommitShowdownRecord(const ShowdownEntry& entry, const ShowdownEntry& yardstick,
-                                   int rounds) {
-  const PlanReport& best = plans_->measured[yardstick.report];
-  const PlanReport& own = plans_->measured[entry.report];
-  measure::SearchNote note;
-  note.plan_kind = own.kind;
-  note.showdown =
-      measure::SearchNote::Showdown{static_cast<int>(entry.runs.size()), best.record_id, 0};
-  measure::MeasureResult result = entry.runs.back();
-  if (result.ok()) {
-    std::vector<double> ratios;
-    for (int r = 0; r < rounds; ++r)
-      ratios.push_back(entry.runs[r].time.median / yardstick.runs[r].time.median);
-    note.showdown->ratio = MedianOf(ratios);
-    std::vector<measure::MeasureResult> sorted = entry.runs;
-    std::sort(sorted.begin(), sorted.end(),
-              [](const auto& a, const auto& b) { return a.time.median < b.time.median; });
-    result = sorted[sorted.size() / 2];  // its median run, as ConfirmContender's
+// Every plan still in runs once, starting from the round's index (rotated,
+// so that no plan always runs first). A plan that fails now (a wrong
+// output, a crash) is recorded as such and leaves; when the best record's
+// plan fails, the showdown ends there. Returns whether the round finished.
+Result<bool> Tuner::RunShowdownRound(std::vector<ShowdownEntry>& entries, int round) {
+  const size_t n = entries.size();
+  for (size_t k = 0; k < n; ++k) {
+    ShowdownEntry& e = entries[(k + static_cast<size_t>(round)) % n];
+    if (e.out) continue;
+    if (Interrupted()) return false;
+    e.runs.push_back(measure_(e.candidate));
+    if (e.runs.back().ok()) continue;
+    e.out = true;
+    measure::SearchNote note;
+    note.plan_kind = plans_->measured[e.report].kind;
+    note.showdown = measure::SearchNote::Showdown{static_cast<int>(e.runs.size()),
+                                                  plans_->measured[entries[0].report].record_id, 0};
+    FT_RETURN_IF_ERROR(CommitPlanRecord(e.candidate, e.templates, e.runs.back(), note, 0));
+    if (&e == &entries[0]) return false;
   }
-  db::Record record = MakeRecord(graph_key_, entry.candidate, result, context_.target,
-                                 context_.job_id, entry.templates, note);
-  if (record.status == db::RecordStatus::kOk) record.seconds = best.seconds * note.showdown->ratio;
-  FT_RETURN_IF_ERROR(callbacks_.commit(record));
-  PlanReport report{own.kind, record.seconds, own.groups,
-                    static_cast<double>(result.bytes_in + result.bytes_out), record.id};
-  plans_->Add(report, entry.candidate.plan, record.status);
+  return true;
+}
+
+Status Tuner::CommitShowdownWin(const ShowdownEntry& entry, const ShowdownEntry& yardstick) {
+  std::vector<double> ratios;
+  for (size_t r = 0; r < entry.runs.size(); ++r)
+    ratios.push_back(entry.runs[r].time.median / yardstick.runs[r].time.median);
+  const double ratio = MedianBy(ratios, [](double x) { return x; });
+  if (ratio >= kShowdownBeatBelow) return Status::Ok();
+  const PlanReport best = plans_->measured[yardstick.report];
+  measure::SearchNote note;
+  note.plan_kind = plans_->measured[entry.report].kind;
+  note.showdown =
+      measure::SearchNote::Showdown{static_cast<int>(entry.runs.size()), best.record_id, ratio};
+  const measure::MeasureResult median_run =
+      MedianBy(entry.runs, [](const measure::MeasureResult& r) { return r.time.median; });
+  FT_RETURN_IF_ERROR(
+      CommitPlanRecord(entry.candidate, entry.templates, median_run, note, best.seconds * ratio));
   return Status::Ok();
 }
 

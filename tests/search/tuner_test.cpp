@@ -249,7 +249,7 @@ TEST(TaskSearch, ResidualsAreFittedToTheModelsLabel) { EXPECT_GT(PenalisedShare(
 // make no record.
 struct FakeDevice {
   int64_t calls = 0, anchor_runs = 0;
-  std::multiset<std::string> measured;
+  std::multiset<std::string> measured, showdown;  // the showdown's runs apart
   bool busy_on_first_tuned = false;  // a whole tuned plan's first measurement takes 1 s
   bool lucky_first_tuned = false;    // ... runs in a third of its time
   // Mixed precision: a group in bf16 runs in half the time, and a whole
@@ -269,7 +269,15 @@ struct FakeDevice {
   bool winograd_pays_alone_only = false;
   // Repeats that differ: the fastest at 0.6 of the median.
   bool spread_repeats = false;
+  // This plan's showdown runs after the first this many give a wrong output.
+  std::pair<std::string, size_t> fail_in_showdown_after;
   measure::MeasureResult operator()(const measure::Candidate& c) {
+    const std::string text = c.plan.dump();
+    if (c.label == kShowdownLabel && text == fail_in_showdown_after.first &&
+        showdown.count(text) >= fail_in_showdown_after.second) {
+      showdown.insert(text);
+      return measure::MeasureResult::Failure(measure::MeasureStatus::kWrong, "wrong now");
+    }
     measure::MeasureResult r = Steady(c);
     if (swings && r.ok()) r.time.median *= kSwing[anchor_runs % 3];
     if (anchor_stalls && c.anchor && r.ok() && anchor_runs % 6 >= 4) r.time.median *= 2;
@@ -279,6 +287,8 @@ struct FakeDevice {
     const std::string text = c.plan.dump();
     if (c.anchor) {
       ++anchor_runs;
+    } else if (c.label == kShowdownLabel) {
+      showdown.insert(text);
     } else {
       ++calls;
       measured.insert(text);
@@ -493,11 +503,10 @@ TEST(Tuner, ResumingMeasuresNothingTwice) {
   EXPECT_EQ(second.tuner->Summary().trials, 300);
   std::set<std::string> before;
   for (const db::Record& r : first.committed) before.insert(r.workload_key + r.plan);
-  // (but the showdown at its end, which runs the plans near the best again
-  // on purpose)
+  // (but by the showdown at its end, which runs the plans near the best
+  // again on purpose)
   for (const db::Record& r : second.committed)
-    EXPECT_TRUE(!before.count(r.workload_key + r.plan) ||
-                r.metrics.find("\"showdown\"") != std::string::npos)
+    EXPECT_TRUE(!before.count(r.workload_key + r.plan) || testing::IsShowdownRecord(r))
         << "measured again: " << r.plan;
   // The baselines came from the priors: the second job measured neither.
   EXPECT_TRUE(second.tuner->Summary().unfused.has_value());
@@ -714,69 +723,119 @@ double SteadyTime(const Job& job, const db::Record& r) {
   return FakeDevice().Steady(c).time.median;
 }
 
-// Three plans of the greedy partition with the first group's tiling varied,
-// from an earlier job, each recorded faster than any plan can run here
-// (under 1e-5 s: flattered by its anchor), and the one truly slowest
-// recorded fastest. A job that measures only whole plans ends with the
-// showdown: the three run head to head (the plans this job measures are
-// too far from them to join), each is recorded again at the best record's
-// time times its median ratio to that plan, and the truly fastest becomes
-// the best plan.
-TEST(Tuner, TheShowdownRecordsThePlanFasterHeadToHeadBelowAFlatteredBest) {
-  TunerOptions options;
-  options.whole_model_only = true;
-  Job job(options);
-  fusion_space::FusionSpace& space = *job.model.space;
-  const fusion_space::Plan greedy = space.Greedy();
-  size_t varied = 0;
-  while (space.Tilings(greedy.groups[varied].nodes).size() < 4) ++varied;
-  const auto& tilings = space.Tilings(greedy.groups[varied].nodes).Enumerate();
+// A job that measures only whole plans, with three priors from an earlier
+// job: plans of the greedy partition with one group's tiling varied, each
+// recorded faster than any plan can run here (under 1e-5 s: flattered by
+// its anchor), the truly slowest recorded fastest (`priors` slowest first).
+// The plans this job measures are too far from them to join its showdown.
+struct ShowdownJob {
   struct Prior {
     measure::Candidate candidate;
-    double truth;
+    double truth;  // its time on the device
   };
+  static constexpr double kRecorded[] = {0.50e-5, 0.53e-5, 0.52e-5};
   std::vector<Prior> priors;
-  for (size_t k = 1; k <= 3; ++k) {
-    fusion_space::Plan plan = greedy;
-    plan.groups[varied].tiling = tilings[k];
-    ASSERT_TRUE(space.Validate(plan));
-    measure::Candidate c = measure::PlanCandidate(job.model.graph, space, plan, "tuned");
-    priors.push_back({c, FakeDevice().Steady(c).time.median});
+  std::unique_ptr<Job> job;
+
+  explicit ShowdownJob(std::function<bool(const FakeDevice&)> stop = {}) {
+    TunerOptions options;
+    options.whole_model_only = true;
+    job = std::make_unique<Job>(options, [this, stop] { return stop && stop(job->device); });
+    fusion_space::FusionSpace& space = *job->model.space;
+    const fusion_space::Plan greedy = space.Greedy();
+    size_t varied = 0;
+    while (space.Tilings(greedy.groups[varied].nodes).size() < 4) ++varied;
+    const auto& tilings = space.Tilings(greedy.groups[varied].nodes).Enumerate();
+    for (size_t k = 1; k <= 3; ++k) {
+      fusion_space::Plan plan = greedy;
+      plan.groups[varied].tiling = tilings[k];
+      FT_CHECK(space.Validate(plan), "a varied tiling that does not fit");
+      measure::Candidate c = measure::PlanCandidate(job->model.graph, space, plan, "tuned");
+      priors.push_back({c, FakeDevice().Steady(c).time.median});
+    }
+    std::sort(priors.begin(), priors.end(),
+              [](const Prior& a, const Prior& b) { return a.truth > b.truth; });
+    for (size_t k = 0; k < priors.size(); ++k) {
+      measure::MeasureResult result;
+      result.status = measure::MeasureStatus::kOk;
+      result.time.median = kRecorded[k];
+      measure::SearchNote note;
+      note.plan_kind = measure::PlanKind::kTuned;
+      db::Record r =
+          MakeRecord(job->tuner->graph_key(), priors[k].candidate, result, "target", 0, {}, note);
+      r.id = 1000 + static_cast<int64_t>(k);
+      r.seconds = kRecorded[k];
+      FT_CHECK(job->tuner->AddPrior(r), "a prior the tuner does not take");
+    }
   }
-  std::sort(priors.begin(), priors.end(),
-            [](const Prior& a, const Prior& b) { return a.truth > b.truth; });  // slowest first
-  ASSERT_LT(priors[2].truth, priors[0].truth);
-  const double recorded[] = {0.50e-5, 0.53e-5, 0.52e-5};  // the slowest recorded fastest
-  for (size_t k = 0; k < priors.size(); ++k) {
-    measure::MeasureResult result;
-    result.status = measure::MeasureStatus::kOk;
-    result.time.median = recorded[k];
-    measure::SearchNote note;
-    note.plan_kind = measure::PlanKind::kTuned;
-    db::Record r =
-        MakeRecord(job.tuner->graph_key(), priors[k].candidate, result, "target", 0, {}, note);
-    r.id = 1000 + static_cast<int64_t>(k);
-    r.seconds = recorded[k];
-    ASSERT_TRUE(job.tuner->AddPrior(r));
+  std::vector<db::Record> ShowdownRecords() const {
+    std::vector<db::Record> out;
+    for (const db::Record& r : job->committed)
+      if (testing::IsShowdownRecord(r)) out.push_back(r);
+    return out;
   }
-  ASSERT_TRUE(job.tuner->Run().ok());
+};
+
+// The three priors run head to head in five rounds; the two truly faster
+// than the best record's plan are recorded again at that record's time
+// times their true ratio to it (the best record's plan itself is not), and
+// the truly fastest becomes the best plan.
+TEST(Tuner, TheShowdownRecordsThePlansFasterHeadToHeadBelowAFlatteredBest) {
+  ShowdownJob sj;
+  const Job& job = *sj.job;
+  ASSERT_TRUE(sj.job->tuner->Run().ok());
   ExpectEachCandidateRecordedOnce(job);
-  int showdown_records = 0;
-  for (const db::Record& r : job.committed) {
+  for (const ShowdownJob::Prior& p : sj.priors)
+    EXPECT_EQ(job.device.showdown.count(p.candidate.plan.dump()), 5u) << "five rounds each";
+  const double slowest = sj.priors[0].truth;
+  ASSERT_LT(sj.priors[1].truth, 0.99 * slowest) << "the premise: both beat it by over 1%";
+  ASSERT_LT(sj.priors[2].truth, sj.priors[1].truth);
+  const std::vector<db::Record> records = sj.ShowdownRecords();
+  EXPECT_EQ(records.size(), 2u);
+  for (const db::Record& r : records) {
     const auto metrics = measure::MetricsFromText(r.metrics);
-    ASSERT_TRUE(metrics.ok() && metrics->search);
-    if (!metrics->search->showdown) continue;
-    ++showdown_records;
+    ASSERT_TRUE(metrics.ok() && metrics->search && metrics->search->showdown);
     EXPECT_EQ(metrics->search->showdown->runs, 5);
     EXPECT_EQ(metrics->search->showdown->against, 1000) << "the best record's plan";
+    EXPECT_NE(r.plan, sj.priors[0].candidate.plan.dump());
     const double truth = SteadyTime(job, r);
-    EXPECT_NEAR(r.seconds, recorded[0] * truth / priors[0].truth, 1e-9 * r.seconds);
+    EXPECT_NEAR(r.seconds, ShowdownJob::kRecorded[0] * truth / slowest, 1e-9 * r.seconds);
   }
-  EXPECT_EQ(showdown_records, 3);
-  const TuneSummary s = job.tuner->Summary();
+  const TuneSummary s = sj.job->tuner->Summary();
   ASSERT_TRUE(s.best.has_value());
-  EXPECT_EQ(s.best_plan, priors[2].candidate.plan) << "the truly fastest";
-  EXPECT_LT(s.best->seconds, recorded[0]);
+  EXPECT_EQ(s.best_plan, sj.priors[2].candidate.plan) << "the truly fastest";
+  EXPECT_LT(s.best->seconds, ShowdownJob::kRecorded[0]);
+}
+
+// Ctrl-C after the showdown's second round: fewer than three rounds are no
+// verdict, and nothing is recorded.
+TEST(Tuner, AShowdownStoppedBeforeItsThirdRoundRecordsNothing) {
+  ShowdownJob sj([](const FakeDevice& d) { return d.showdown.size() >= 2 * 3; });
+  ASSERT_TRUE(sj.job->tuner->Run().ok());
+  EXPECT_EQ(sj.job->device.showdown.size(), 6u);
+  EXPECT_TRUE(sj.ShowdownRecords().empty());
+  EXPECT_EQ(sj.job->tuner->Summary().best->record_id, 1000);
+}
+
+// A plan whose output turns wrong in the showdown (its second round) is
+// recorded as wrong and leaves; the others finish their rounds and the
+// fastest still wins.
+TEST(Tuner, APlanThatFailsInTheShowdownIsRecordedAndLeavesTheOthersTheirVerdict) {
+  ShowdownJob sj;
+  const std::string failing = sj.priors[1].candidate.plan.dump();
+  sj.job->device.fail_in_showdown_after = {failing, 1};
+  ASSERT_TRUE(sj.job->tuner->Run().ok());
+  const std::vector<db::Record> records = sj.ShowdownRecords();
+  ASSERT_EQ(records.size(), 2u);
+  int wrong = 0;
+  for (const db::Record& r : records) {
+    if (r.status != db::RecordStatus::kWrong) continue;
+    ++wrong;
+    EXPECT_EQ(r.plan, failing);
+  }
+  EXPECT_EQ(wrong, 1);
+  EXPECT_EQ(sj.job->device.showdown.count(failing), 2u);
+  EXPECT_EQ(sj.job->tuner->Summary().best_plan, sj.priors[2].candidate.plan);
 }
 
 // The host's speed swings between runs of the anchor (x1, x0.5, x2; read
