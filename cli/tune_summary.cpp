@@ -21,6 +21,18 @@ double Weight(const search::TaskReport& t) {
   return static_cast<double>(t.occurrences) * t.best_seconds.value_or(0);
 }
 
+// What the showdown at the job's end decided (search/tuner.h: Showdown).
+std::string ShowdownLine(const search::ShowdownReport& r) {
+  const std::string head =
+      fmt::format("  showdown {} plans x {} rounds head to head: ", r.plans, r.rounds);
+  const double percent = 100 * (1 - r.ratio);
+  if (r.winner)
+    return head + fmt::format("record {}'s plan beat record {}'s by {:.1f}% (now record {})\n",
+                              r.fastest_other, r.against, percent, *r.winner);
+  return head + fmt::format("record {} held (record {}'s plan ran {:+.1f}% against it)\n",
+                            r.against, r.fastest_other, -percent);
+}
+
 }  // namespace
 
 std::string FormatTuneSummary(const search::TuneSummary& s, int max_rows) {
@@ -61,6 +73,7 @@ std::string FormatTuneSummary(const search::TuneSummary& s, int max_rows) {
   if (s.best.has_value() && s.unfused.has_value() && s.best->bytes > 0)
     out += fmt::format("  traffic  {:.1f} MiB, {:.2f}x less than unfused\n",
                        s.best->bytes / 1048576, s.unfused->bytes / s.best->bytes);
+  if (s.showdown) out += ShowdownLine(*s.showdown);
   out += fmt::format(
       "{} trials ({} failed), {} whole plans measured, {} model updates, {:.0f} s, "
       "stopped: {}\n",

@@ -135,10 +135,23 @@ struct PlanReport {
 enum class StopCause { kInterrupted, kTrials, kTime, kConverged, kWholeModel };
 const char* StopCauseName(StopCause cause);
 
+// The showdown at a job's end (Tuner::Showdown): how many plans ran how many
+// rounds against the best record's plan (`against`), and the fastest of the
+// others head to head: its record's id and its median ratio to that plan.
+// `winner` is set when it beat the best and was recorded.
+struct ShowdownReport {
+  int plans = 0, rounds = 0;
+  int64_t against = 0;
+  int64_t fastest_other = 0;  // the record it ran as
+  double ratio = 1;
+  std::optional<int64_t> winner;  // its new record
+};
+
 struct TuneSummary {
   std::vector<TaskReport> tasks;
   std::vector<PlanReport> plans;  // every whole plan measured, in order
   std::optional<PlanReport> unfused, greedy, best;
+  std::optional<ShowdownReport> showdown;  // none when fewer than 2 plans were near the best
   nlohmann::json best_plan;  // plan file JSON of `best`
   int64_t trials = 0, failed_trials = 0, model_updates = 0;
   double seconds = 0;
@@ -286,7 +299,8 @@ class Tuner {
   std::vector<size_t> ShowdownPlans() const;
   Result<bool> RunShowdownRound(std::vector<ShowdownEntry>& entries, int round);
   // Records `entry` when its runs beat `yardstick`'s (the best record's plan).
-  Status CommitShowdownWin(const ShowdownEntry& entry, const ShowdownEntry& yardstick);
+  Status CommitShowdownWin(const ShowdownEntry& entry, const ShowdownEntry& yardstick, double ratio,
+                           ShowdownReport* report);
   // The min-cost partition under Ranking::kWeightsStreamed, measured whole.
   Status MeasureWeightsStreamedPlan();
   bool ReopenConverged(std::vector<TaskStanding>* standing);

@@ -415,6 +415,7 @@ TuneSummary Tuner::Summary() const {
     s.best = plans_->measured[*plans_->best];
     s.best_plan = plans_->plan_json[*plans_->best];
   }
+  s.showdown = plans_->showdown;
   s.trials = options_.trials_before + trials_;
   s.failed_trials = failed_;
   s.model_updates = model_updates_;
@@ -440,6 +441,22 @@ nlohmann::json PlanToSummaryJson(const PlanReport& p) {
           {"record_id", p.record_id}};
 }
 // A kind this version does not know (a newer one's) is a plan the search built.
+nlohmann::json ShowdownToJson(const ShowdownReport& r) {
+  return {
+      {"plans", r.plans},     {"rounds", r.rounds},
+      {"against", r.against}, {"fastest_other", r.fastest_other},
+      {"ratio", r.ratio},     {"winner", r.winner ? nlohmann::json(*r.winner) : nlohmann::json()}};
+}
+ShowdownReport ShowdownFromJson(const nlohmann::json& j) {
+  ShowdownReport r;
+  r.plans = j.at("plans").get<int>();
+  r.rounds = j.at("rounds").get<int>();
+  r.against = j.at("against").get<int64_t>();
+  r.fastest_other = j.at("fastest_other").get<int64_t>();
+  r.ratio = j.at("ratio").get<double>();
+  if (!j.at("winner").is_null()) r.winner = j["winner"].get<int64_t>();
+  return r;
+}
 PlanReport PlanFromSummaryJson(const nlohmann::json& j) {
   return {measure::PlanKindFromName(j.at("kind").get<std::string>()).value_or(PlanKind::kTuned),
           j.at("seconds").get<double>(), j.at("groups").get<int64_t>(), j.at("bytes").get<double>(),
@@ -476,6 +493,7 @@ nlohmann::json SummaryToJson(const TuneSummary& s) {
   if (s.greedy) j["greedy"] = PlanToSummaryJson(*s.greedy);
   if (s.best) j["best"] = PlanToSummaryJson(*s.best);
   j["best_plan"] = s.best_plan;
+  if (s.showdown) j["showdown"] = ShowdownToJson(*s.showdown);
   return j;
 }
 
@@ -510,6 +528,7 @@ Result<TuneSummary> SummaryFromJson(const nlohmann::json& j) {
     if (j.contains("greedy")) s.greedy = PlanFromSummaryJson(j["greedy"]);
     if (j.contains("best")) s.best = PlanFromSummaryJson(j["best"]);
     s.best_plan = j.value("best_plan", nlohmann::json());
+    if (j.contains("showdown")) s.showdown = ShowdownFromJson(j["showdown"]);
     return s;
   } catch (const nlohmann::json::exception& e) {
     return Error(ErrorCode::kInvalidArgument, fmt::format("not a tuning summary: {}", e.what()));

@@ -23,6 +23,7 @@ struct Tuner::PlanState {
   std::optional<size_t> unfused, greedy, best;
   int tuned_count = 0;  // tuned plans built (measured or already known)
   std::string last_tuned;  // plan JSON text of the last min-cost partition (TunedPlan)
+  std::optional<ShowdownReport> showdown;
   // The anchor plans and rounds are timed beside (Tuner::ReadAnchor): the
   // greedy plan's candidate, made at its first use, and its runs.
   std::optional<measure::Candidate> anchor;

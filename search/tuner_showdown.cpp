@@ -82,11 +82,20 @@ Status Tuner::Showdown() {
   // Ctrl-C during the showdown ends it without a verdict; the job keeps the
   // stop reason its search ended with, as after its last min-cost partition.
   if (rounds < kShowdownMinRounds || entries[0].out) return Status::Ok();
+  ShowdownReport report;
+  report.plans = static_cast<int>(entries.size());
+  report.rounds = rounds;
+  report.against = plans_->measured[entries[0].report].record_id;
   for (ShowdownEntry& e : entries) {
     if (e.out || &e == &entries[0]) continue;
     e.runs.resize(static_cast<size_t>(rounds));
-    FT_RETURN_IF_ERROR(CommitShowdownWin(e, entries[0]));
+    std::vector<double> ratios;
+    for (int r = 0; r < rounds; ++r)
+      ratios.push_back(e.runs[r].time.median / entries[0].runs[r].time.median);
+    const double ratio = MedianBy(ratios, [](double x) { return x; });
+    FT_RETURN_IF_ERROR(CommitShowdownWin(e, entries[0], ratio, &report));
   }
+  plans_->showdown = report;
   return Status::Ok();
 }
 
@@ -113,21 +122,26 @@ Result<bool> Tuner::RunShowdownRound(std::vector<ShowdownEntry>& entries, int ro
   return true;
 }
 
-Status Tuner::CommitShowdownWin(const ShowdownEntry& entry, const ShowdownEntry& yardstick) {
-  std::vector<double> ratios;
-  for (size_t r = 0; r < entry.runs.size(); ++r)
-    ratios.push_back(entry.runs[r].time.median / yardstick.runs[r].time.median);
-  const double ratio = MedianBy(ratios, [](double x) { return x; });
-  if (ratio >= kShowdownBeatBelow) return Status::Ok();
+Status Tuner::CommitShowdownWin(const ShowdownEntry& entry, const ShowdownEntry& yardstick,
+                                double ratio, ShowdownReport* report) {
+  const PlanReport own = plans_->measured[entry.report];
   const PlanReport best = plans_->measured[yardstick.report];
+  const bool fastest = report->fastest_other == 0 || ratio < report->ratio;
+  if (fastest) {
+    report->fastest_other = own.record_id;
+    report->ratio = ratio;
+  }
+  if (ratio >= kShowdownBeatBelow) return Status::Ok();
   measure::SearchNote note;
-  note.plan_kind = plans_->measured[entry.report].kind;
+  note.plan_kind = own.kind;
   note.showdown =
       measure::SearchNote::Showdown{static_cast<int>(entry.runs.size()), best.record_id, ratio};
   const measure::MeasureResult median_run =
       MedianBy(entry.runs, [](const measure::MeasureResult& r) { return r.time.median; });
-  FT_RETURN_IF_ERROR(
+  FT_ASSIGN_OR_RETURN(
+      const db::Record record,
       CommitPlanRecord(entry.candidate, entry.templates, median_run, note, best.seconds * ratio));
+  if (fastest) report->winner = record.id;
   return Status::Ok();
 }
 

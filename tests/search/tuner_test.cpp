@@ -805,6 +805,16 @@ TEST(Tuner, TheShowdownRecordsThePlansFasterHeadToHeadBelowAFlatteredBest) {
   ASSERT_TRUE(s.best.has_value());
   EXPECT_EQ(s.best_plan, sj.priors[2].candidate.plan) << "the truly fastest";
   EXPECT_LT(s.best->seconds, ShowdownJob::kRecorded[0]);
+  ASSERT_TRUE(s.showdown.has_value());
+  EXPECT_EQ(s.showdown->plans, 3);
+  EXPECT_EQ(s.showdown->rounds, 5);
+  EXPECT_EQ(s.showdown->against, 1000);
+  EXPECT_EQ(s.showdown->fastest_other, 1002);
+  EXPECT_NEAR(s.showdown->ratio, sj.priors[2].truth / slowest, 1e-9);
+  EXPECT_EQ(s.showdown->winner, s.best->record_id);
+  auto back = SummaryFromJson(SummaryToJson(s));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(SummaryToJson(*back), SummaryToJson(s));
 }
 
 // Ctrl-C after the showdown's second round: fewer than three rounds are no
