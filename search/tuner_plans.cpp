@@ -440,7 +440,6 @@ nlohmann::json PlanToSummaryJson(const PlanReport& p) {
           {"bytes", p.bytes},
           {"record_id", p.record_id}};
 }
-// A kind this version does not know (a newer one's) is a plan the search built.
 nlohmann::json ShowdownToJson(const ShowdownReport& r) {
   return {
       {"plans", r.plans},     {"rounds", r.rounds},
@@ -457,6 +456,7 @@ ShowdownReport ShowdownFromJson(const nlohmann::json& j) {
   if (!j.at("winner").is_null()) r.winner = j["winner"].get<int64_t>();
   return r;
 }
+// A kind this version does not know (a newer one's) is a plan the search built.
 PlanReport PlanFromSummaryJson(const nlohmann::json& j) {
   return {measure::PlanKindFromName(j.at("kind").get<std::string>()).value_or(PlanKind::kTuned),
           j.at("seconds").get<double>(), j.at("groups").get<int64_t>(), j.at("bytes").get<double>(),
