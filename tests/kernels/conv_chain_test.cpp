@@ -177,6 +177,13 @@ ConvChainTiling ChainTiling(int64_t rows, int64_t e_block, std::pair<int, int> m
   return t;
 }
 
+// An e_block near `wanted` that the default micro-tile's mr divides (mr is 8
+// with AVX-512 and 6 with AVX2 only).
+int64_t EBlockNear(int64_t wanted) {
+  const int64_t mr = MicroTileShapes().front().first;
+  return (wanted + mr - 1) / mr * mr;
+}
+
 // Runs `t` on `p` (its weights pre-packed into `packed` when asked); false
 // (and a failed test) on a kernel error.
 bool RunChain(Problem& p, const ConvChainTiling& t, int threads, bool prepack,
@@ -212,7 +219,7 @@ TEST(ConvChain, InvertedResidualsScaledDown) {
   const int64_t rows[] = {1, 3, 100};
   for (const Block& b : blocks)
     for (int64_t r : rows)
-      for (int64_t eb : {16, 48})
+      for (int64_t eb : {EBlockNear(16), EBlockNear(48)})
         for (bool split : {false, true})
           EXPECT_LT(RunBlock(b, ChainTiling(r, eb, {0, 0}, split)), kChainTolerance)
               << "c=" << b.c << " e=" << b.e << " out=" << b.out << " rows=" << r
@@ -247,7 +254,7 @@ TEST(ConvChain, ActivationsAsOneClampOrAsPasses) {
         p.d.expand_act = acts;
         p.d.dw_act = acts;
         std::vector<float> packed;
-        ASSERT_TRUE(RunChain(p, ChainTiling(3, 16, {0, 0}, split), 2, true, &packed));
+        ASSERT_TRUE(RunChain(p, ChainTiling(3, EBlockNear(16), {0, 0}, split), 2, true, &packed));
         EXPECT_LT(MaxRelError(p), kChainTolerance)
             << "ops " << acts.size() << " " << EpilogueKindName(acts[0].kind) << " split " << split;
       }
@@ -277,7 +284,7 @@ TEST(ConvChainBf16, InvertedResidualsWithinTheBound) {
   };
   for (const Block& b : blocks)
     for (int64_t r : {1, 3, 100})
-      for (int64_t eb : {16, 48})
+      for (int64_t eb : {EBlockNear(16), EBlockNear(48)})
         for (bool split : {false, true}) {
           const double ratio = Bf16BoundRatio(b, ChainTiling(r, eb, {0, 0}, split));
           EXPECT_LE(ratio, 1.0) << "c=" << b.c << " e=" << b.e << " out=" << b.out << " rows=" << r
@@ -327,7 +334,7 @@ TEST(ConvChain, RunModesCountAlikeAndTheEstimateMatches) {
     const bool expand = variant % 2 == 0, split = variant % 4 >= 2, bf16 = variant >= 4;
     Block b{1, 16, 12, 12, 48, 24, 3, 2, expand, true};
     if (!expand) b.e = b.c;
-    ConvChainTiling t = ChainTiling(2, 16, {0, 0}, split);
+    ConvChainTiling t = ChainTiling(2, EBlockNear(16), {0, 0}, split);
     if (bf16) t.precision = Precision::kBf16;
     Problem p = MakeProblem(b);
     KernelConfig config;
