@@ -248,58 +248,67 @@ void Block(const BlockArgs& b) {
 }
 #elif defined(__AVX2__) && defined(__FMA__)
 // AVX2 has 16 ymm registers, half as wide as zmm: a 16-channel vector is two
-// halves, and a strip of N <= 6 columns of one vector and row keeps its
-// 2N sums, the 2 weight halves and the broadcast in registers (all C
-// columns at once would spill). Each strip runs the whole slice: the
-// weights and band are read again per strip, from L1 or L2.
-// `prefetch`: the first strip of a vector fetches the next tile's weights.
-template <int N, bool BLOCKED>
-void Avx2Strip(const BlockArgs& b, int v, int r, int j0, bool prefetch) {
+// halves, and a strip of N <= 6 of the block's R x C positions (row-major,
+// from position Q) of one vector keeps its 2N sums, the 2 weight halves and
+// the broadcast in registers (all positions at once would spill). Each strip
+// runs the whole slice: the weights and band are read again per strip, from
+// L1 or L2. `prefetch`: the vector's first strip fetches the next tile's
+// weights.
+template <int C, int Q, int N, bool BLOCKED>
+void Avx2Strip(const BlockArgs& b, int v, bool prefetch) {
   constexpr int64_t kColumn = BLOCKED ? kLanes : 1;
-  float* acc = b.acc + v * b.acc_vstride + r * b.acc_row + j0 * kLanes;
+  float* acc = b.acc + v * b.acc_vstride;
+  int64_t acc_at[N], in_at[N];
+#pragma GCC unroll 8
+  for (int q = 0; q < N; ++q) {
+    acc_at[q] = (Q + q) / C * b.acc_row + (Q + q) % C * kLanes;
+    in_at[q] = (Q + q) / C * b.in_row + (Q + q) % C * kColumn;
+  }
   __m256 lo[N], hi[N];
 #pragma GCC unroll 8
-  for (int j = 0; j < N; ++j) {
-    lo[j] = b.accumulate ? _mm256_loadu_ps(acc + j * kLanes) : _mm256_setzero_ps();
-    hi[j] = b.accumulate ? _mm256_loadu_ps(acc + j * kLanes + 8) : _mm256_setzero_ps();
+  for (int q = 0; q < N; ++q) {
+    lo[q] = b.accumulate ? _mm256_loadu_ps(acc + acc_at[q]) : _mm256_setzero_ps();
+    hi[q] = b.accumulate ? _mm256_loadu_ps(acc + acc_at[q] + 8) : _mm256_setzero_ps();
   }
   const float* w = b.w + v * b.w_vstride;
   for (int64_t ic = 0; ic < b.channels; ++ic) {
-    const float* src = ChannelBand<BLOCKED>(b, ic) + r * b.in_row + j0 * kColumn;
+    const float* src = ChannelBand<BLOCKED>(b, ic);
     for (int64_t t = 0; t < b.taps; ++t, w += kLanes) {
-      const float* row = src + b.tap_off[t];
+      const float* p = src + b.tap_off[t];
       const __m256 w_lo = _mm256_loadu_ps(w), w_hi = _mm256_loadu_ps(w + 8);
       if (prefetch) __builtin_prefetch(b.w_next + (w - b.w), 0, 3);
 #pragma GCC unroll 8
-      for (int j = 0; j < N; ++j) {
-        const __m256 x = _mm256_broadcast_ss(row + j * kColumn);
-        lo[j] = _mm256_fmadd_ps(w_lo, x, lo[j]);
-        hi[j] = _mm256_fmadd_ps(w_hi, x, hi[j]);
+      for (int q = 0; q < N; ++q) {
+        const __m256 x = _mm256_broadcast_ss(p + in_at[q]);
+        lo[q] = _mm256_fmadd_ps(w_lo, x, lo[q]);
+        hi[q] = _mm256_fmadd_ps(w_hi, x, hi[q]);
       }
     }
   }
 #pragma GCC unroll 8
-  for (int j = 0; j < N; ++j) {
-    _mm256_storeu_ps(acc + j * kLanes, lo[j]);
-    _mm256_storeu_ps(acc + j * kLanes + 8, hi[j]);
+  for (int q = 0; q < N; ++q) {
+    _mm256_storeu_ps(acc + acc_at[q], lo[q]);
+    _mm256_storeu_ps(acc + acc_at[q] + 8, hi[q]);
   }
 }
 
-// C columns as strips of near-equal width (14: 5, 5, 4).
+// The R x C positions as strips of near-equal width (14: 5, 5, 4).
+template <int C, int kPositions, int S, bool BLOCKED>
+void Avx2Strips(const BlockArgs& b, int v, bool prefetch) {
+  constexpr int kStrips = (kPositions + 5) / 6;
+  constexpr int kWide = (kPositions + kStrips - 1) / kStrips;
+  constexpr int kQ = S * kWide;
+  if constexpr (kQ < kPositions) {
+    constexpr int kN = kQ + kWide <= kPositions ? kWide : kPositions - kQ;
+    Avx2Strip<C, kQ, kN, BLOCKED>(b, v, prefetch);
+    Avx2Strips<C, kPositions, S + 1, BLOCKED>(b, v, false);
+  }
+}
+
 template <int V, int C, int R, bool BLOCKED>
 void Block(const BlockArgs& b) {
-  constexpr int kStrips = (C + 5) / 6;
-  constexpr int kWide = (C + kStrips - 1) / kStrips;
-  constexpr int kLast = C - (kStrips - 1) * kWide;
-  for (int v = 0; v < V; ++v) {
-    bool prefetch = b.w_next != nullptr && v < b.next_vectors;
-    for (int r = 0; r < R; ++r) {
-      for (int s = 0; s + 1 < kStrips; ++s, prefetch = false)
-        Avx2Strip<kWide, BLOCKED>(b, v, r, s * kWide, prefetch);
-      Avx2Strip<kLast, BLOCKED>(b, v, r, (kStrips - 1) * kWide, prefetch);
-      prefetch = false;
-    }
-  }
+  for (int v = 0; v < V; ++v)
+    Avx2Strips<C, R * C, 0, BLOCKED>(b, v, b.w_next != nullptr && v < b.next_vectors);
 }
 #else
 template <int V, int C, int R, bool BLOCKED>
