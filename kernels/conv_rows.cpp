@@ -72,11 +72,23 @@ void CopyRow(const ConvShape& s, const float* src, int64_t in_cols, const BandGe
   if (s.stride_w == 1) return CopyRowStride1(src, in_cols, pad, g, fill, dst);
   if (s.stride_w == 2) return CopyRowStride2(src, in_cols, pad, g, fill, dst);
 #endif
-  for (int64_t q = 0; q < s.stride_w; ++q)
-    for (int64_t i = 0; i < g.phase; ++i) {
-      const int64_t j = q + i * s.stride_w, iw = j - pad;
-      dst[q * g.phase + i] = (j < g.width && iw >= 0 && iw < in_cols) ? src[iw] : pad_value;
-    }
+  // Each phase as padding, X's columns, padding: no test per column (one
+  // per column ran ResNet's stem pool's band copies at 1.1 ms on a Zen 3 guest).
+  const int64_t stride = s.stride_w, inside_end = std::min(g.width, pad + in_cols);
+  auto ceil_div = [](int64_t x, int64_t d) { return x <= 0 ? 0 : (x + d - 1) / d; };
+  for (int64_t q = 0; q < stride; ++q) {
+    float* phase = dst + q * g.phase;
+    // Columns j = q + i * stride inside X: pad <= j < inside_end.
+    const int64_t lo = std::min(ceil_div(pad - q, stride), g.phase);
+    const int64_t hi = std::clamp(ceil_div(inside_end - q, stride), lo, g.phase);
+    std::fill(phase, phase + lo, pad_value);
+    const float* from = src + (q + lo * stride - pad);
+    if (stride == 1)
+      std::memcpy(phase + lo, from, sizeof(float) * (hi - lo));
+    else
+      for (int64_t i = 0; i < hi - lo; ++i) phase[lo + i] = from[i * stride];
+    std::fill(phase + hi, phase + g.phase, pad_value);
+  }
 }
 
 // The band's rows, each input row as RowOf gives it (contiguous floats),

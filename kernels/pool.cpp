@@ -11,6 +11,10 @@
 #include "kernels/estimate.h"
 #include "kernels/simd_math.h"
 
+#if !defined(__AVX512F__) && defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 namespace fusetune::kernels {
 
 const char* PoolKindName(PoolKind kind) {
@@ -218,8 +222,41 @@ float ReducePlane(bool max, const float* p, int64_t n) {
   return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
 }
 #else
+#if defined(__AVX2__)
+// AVX2: 8 output columns at a time in a register across the taps (the
+// portable loop below stays scalar: `out` may alias the band for the
+// compiler, and it ran ResNet's stem pool at 1.1 ms on a Zen 3 guest);
+// the last out_w % 8 columns by that loop.
+int64_t PoolRowVectors(bool max, const float* in, const int64_t* off, int64_t taps, int64_t out_w,
+                       const float* inv_w, float inv_h, float* out) {
+  int64_t c = 0;
+  for (; c + 8 <= out_w; c += 8) {
+    __m256 a = max ? _mm256_set1_ps(kNegInf) : _mm256_setzero_ps();
+    for (int64_t t = 0; t < taps; ++t) {
+      const __m256 x = _mm256_loadu_ps(in + off[t] + c);
+      // max_ps returns its second operand where one is NaN, as the AVX-512 kernel's.
+      a = max ? _mm256_max_ps(a, x) : _mm256_add_ps(a, x);
+    }
+    if (!max)
+      a = _mm256_mul_ps(a, _mm256_mul_ps(_mm256_set1_ps(inv_h), _mm256_loadu_ps(inv_w + c)));
+    _mm256_storeu_ps(out + c, a);
+  }
+  return c;
+}
+#else
+int64_t PoolRowVectors(bool, const float*, const int64_t*, int64_t, int64_t, const float*, float,
+                       float*) {
+  return 0;
+}
+#endif
+
 void PoolRow(bool max, const float* in, const int64_t* off, int64_t taps, int64_t out_w,
              const float* inv_w, float inv_h, float* out) {
+  const int64_t done = PoolRowVectors(max, in, off, taps, out_w, inv_w, inv_h, out);
+  in += done;
+  out += done;
+  out_w -= done;
+  if (inv_w != nullptr) inv_w += done;
   std::fill(out, out + out_w, max ? kNegInf : 0.0f);
   for (int64_t t = 0; t < taps; ++t) {
     const float* src = in + off[t];
