@@ -3,7 +3,8 @@
 // rows. For each slice of k_block input channels the band's input rows are
 // copied into the local buffer as [ic][ih][iw] with the padding materialised
 // (phase layout for strides, conv_rows.h), and a register block of RB output
-// columns x V 16-channel vectors accumulates in zmm registers: one broadcast
+// columns x V 16-channel vectors accumulates in zmm registers (with AVX2
+// only, in strips of ymm halves: see Avx2Strip): one broadcast
 // input value and V weight vectors per tap. The sums are kept channel-blocked
 // ([oc/16][position][16]) across slices and finished where they lie
 // (FinishBlockedConvTile: into NCHW16c Y as they lie, into NCHW Y transposed
@@ -252,8 +253,8 @@ void Block(const BlockArgs& b) {
 // from position Q) of one vector keeps its 2N sums, the 2 weight halves and
 // the broadcast in registers (all positions at once would spill). Each strip
 // runs the whole slice: the weights and band are read again per strip, from
-// L1 or L2. `prefetch`: the vector's first strip fetches the next tile's
-// weights.
+// L1 or L2. `prefetch`: the vector's first strip fetches the weights of the
+// next block (of the next tile after the tile's last), as PrefetchNextWeights.
 template <int C, int Q, int N, bool BLOCKED>
 void Avx2Strip(const BlockArgs& b, int v, bool prefetch) {
   constexpr int64_t kColumn = BLOCKED ? kLanes : 1;
@@ -292,7 +293,8 @@ void Avx2Strip(const BlockArgs& b, int v, bool prefetch) {
   }
 }
 
-// The R x C positions as strips of near-equal width (14: 5, 5, 4).
+// The R x C positions as strips of at most 6, all but the last of one
+// width (14: 5, 5, 4; 13: 5, 5, 3).
 template <int C, int kPositions, int S, bool BLOCKED>
 void Avx2Strips(const BlockArgs& b, int v, bool prefetch) {
   constexpr int kStrips = (kPositions + 5) / 6;

@@ -225,8 +225,8 @@ float ReducePlane(bool max, const float* p, int64_t n) {
 #if defined(__AVX2__)
 // AVX2: 8 output columns at a time in a register across the taps (the
 // portable loop below stays scalar: `out` may alias the band for the
-// compiler, and it ran ResNet's stem pool at 1.1 ms on a Zen 3 guest);
-// the last out_w % 8 columns by that loop.
+// compiler); the last out_w % 8 columns by that loop, which ignores a NaN
+// tap where max_ps keeps a NaN in the last one.
 int64_t PoolRowVectors(bool max, const float* in, const int64_t* off, int64_t taps, int64_t out_w,
                        const float* inv_w, float inv_h, float* out) {
   int64_t c = 0;
@@ -234,7 +234,6 @@ int64_t PoolRowVectors(bool max, const float* in, const int64_t* off, int64_t ta
     __m256 a = max ? _mm256_set1_ps(kNegInf) : _mm256_setzero_ps();
     for (int64_t t = 0; t < taps; ++t) {
       const __m256 x = _mm256_loadu_ps(in + off[t] + c);
-      // max_ps returns its second operand where one is NaN, as the AVX-512 kernel's.
       a = max ? _mm256_max_ps(a, x) : _mm256_add_ps(a, x);
     }
     if (!max)

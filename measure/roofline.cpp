@@ -23,26 +23,25 @@ double Seconds(const std::chrono::steady_clock::time_point& start) {
 }
 
 // Independent FMA chains, enough to cover FMA latency x throughput on
-// current cores and few enough to stay in registers. Returns the flops performed; `sink` defeats
-// dead-code removal.
+// current cores and few enough to stay in registers. Returns the flops
+// performed; `sink` defeats dead-code removal.
 int64_t FmaChains(int64_t iterations, float* sink) {
 #if defined(__AVX512F__)
-  constexpr int kLanes = 16;
-  __m512 acc[16];
-  for (int k = 0; k < 16; ++k) acc[k] = _mm512_set1_ps(0.001f * k);
+  constexpr int kLanes = 16, kChains = 16;
+  __m512 acc[kChains];
+  for (int k = 0; k < kChains; ++k) acc[k] = _mm512_set1_ps(0.001f * k);
   const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
   for (int64_t i = 0; i < iterations; ++i)
-    for (int k = 0; k < 16; ++k) acc[k] = _mm512_fmadd_ps(acc[k], x, y);
+    for (int k = 0; k < kChains; ++k) acc[k] = _mm512_fmadd_ps(acc[k], x, y);
   __m512 s = acc[0];
-  for (int k = 1; k < 16; ++k) s = _mm512_add_ps(s, acc[k]);
+  for (int k = 1; k < kChains; ++k) s = _mm512_add_ps(s, acc[k]);
   float lanes[16];
   _mm512_storeu_ps(lanes, s);  // not _mm512_reduce_add_ps: GCC 12 warns falsely inside it
   *sink = lanes[0] + lanes[15];
 #elif defined(__AVX2__) && defined(__FMA__)
   // 12 chains, not 16: AVX2 has 16 ymm registers, and 16 sums plus x and y
   // spill one sum to memory each iteration, which measured 58.7 GFLOP/s per
-  // thread on a Zen 3 guest against 103 with 8 to 14 chains (and oneDNN's
-  // 7x7 conv ran at 95 there).
+  // thread on a Zen 3 guest against 103 with 8 to 14 chains.
   constexpr int kLanes = 8, kChains = 12;
   __m256 acc[kChains];
   for (int k = 0; k < kChains; ++k) acc[k] = _mm256_set1_ps(0.001f * k);
@@ -54,16 +53,15 @@ int64_t FmaChains(int64_t iterations, float* sink) {
   for (int k = 1; k < kChains; ++k) s = _mm256_add_ps(s, acc[k]);
   _mm256_storeu_ps(lanes, s);
   *sink = lanes[0];
-  return iterations * kChains * kLanes * 2;
 #else
-  constexpr int kLanes = 1;
-  float acc[16];
-  for (int k = 0; k < 16; ++k) acc[k] = 0.001f * k;
+  constexpr int kLanes = 1, kChains = 16;
+  float acc[kChains];
+  for (int k = 0; k < kChains; ++k) acc[k] = 0.001f * k;
   for (int64_t i = 0; i < iterations; ++i)
-    for (int k = 0; k < 16; ++k) acc[k] = acc[k] * 0.999999f + 1e-7f;
+    for (int k = 0; k < kChains; ++k) acc[k] = acc[k] * 0.999999f + 1e-7f;
   *sink = acc[0];
 #endif
-  return iterations * 16 * kLanes * 2;
+  return iterations * kChains * kLanes * 2;
 }
 
 // The same 16 chains of vdpbf16ps: 16 lanes x 2 products x 2 flops each.

@@ -87,6 +87,20 @@ TEST(ActivationSimd, GeluTailKeepsRelativeAccuracy) {
   }
 }
 
+// Far in the negative tail the gated activations are 0, not subnormal
+// remnants of a clamped exponential, on every ISA (the portable forms
+// returned x / (1 + e^88) there).
+TEST(ActivationSimd, FarNegativeTailIsZero) {
+  const std::vector<float> in = {-100.0f, -1e10f, -1e30f, -1e38f};
+  for (Activation f :
+       {Activation::kSigmoid, Activation::kSilu, Activation::kGeluErf, Activation::kGeluTanh}) {
+    std::vector<float> out(in.size(), 1.0f);
+    Activate(f, in.data(), out.data(), static_cast<int64_t>(in.size()));
+    for (size_t j = 0; j < in.size(); ++j)
+      EXPECT_EQ(out[j], 0.0f) << static_cast<int>(f) << " at " << in[j];
+  }
+}
+
 // The epilogues' one pass of bias and activation is the two passes.
 TEST(ActivationSimd, BiasedIsTheActivationOfTheSum) {
   for (Activation f : kAll)
