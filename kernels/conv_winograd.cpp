@@ -69,9 +69,6 @@ inline Vec LoadLanes(const float* p, int n) {
   for (int l = 0; l < n; ++l) v[l] = p[l];
   return v;
 }
-inline void StoreLanes(float* p, Vec v, int n) {
-  for (int l = 0; l < n; ++l) p[l] = v[l];
-}
 #endif
 
 // The 1-D transforms of F(m, 3): In = B^T d (alpha -> alpha), Out = A^T x

@@ -9,7 +9,7 @@
 
 namespace fusetune::kernels {
 
-// exp(x) with relative error below 3e-7; inputs clamped to [-87, 88].
+// exp(x) with relative error below 3e-7; inputs clamped to [-87, 88], NaN stays NaN.
 inline float FastExp(float x) {
   x = std::min(std::max(x, -87.0f), 88.0f);
   // x = n ln2 + r with |r| <= ln2/2; exp(r) by a degree-6 polynomial; 2^n via the exponent bits.
@@ -19,7 +19,9 @@ inline float FastExp(float x) {
       1.0f +
       r * (1.0f + r * (0.5f + r * (0.166666672f + r * (0.0416666493f + r * (0.00833336077f +
                                                                             r * 0.00138925994f)))));
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  // A NaN n converts to int only as undefined behaviour (UBSan stops there);
+  // the NaN reaches the result through p.
+  const int32_t bits = (static_cast<int32_t>(n == n ? n : 0.0f) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;
