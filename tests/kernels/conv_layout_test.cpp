@@ -52,6 +52,21 @@ TEST(LayoutTransform, BlockTransposesOfEveryLength) {
   }
 }
 
+// A block's first `lanes` channels back to rows: the rows past them untouched.
+TEST(LayoutTransform, BlocksToFewerRowsThanLanes) {
+  for (int64_t lanes : {1, 5, 8, 11})
+    for (int64_t n : {7, 8, 17, 49}) {
+      const int64_t ld = n + 3;
+      const std::vector<float> blocked = Iota(n * 16);
+      std::vector<float> rows(16 * ld, -1.0f);
+      BlockedToRows(blocked.data(), n, rows.data(), ld, lanes);
+      for (int64_t i = 0; i < 16; ++i)
+        for (int64_t p = 0; p < ld; ++p)
+          ASSERT_EQ(rows[i * ld + p], i < lanes && p < n ? blocked[p * 16 + i] : -1.0f)
+              << lanes << " " << n;
+    }
+}
+
 TEST(LayoutTransform, EveryPairMatchesTheIndexArithmetic) {
   // 2 images, a plane of 1100 positions (two position blocks), 48 channels.
   const ActivationDims d{2, 48, 25, 44};
